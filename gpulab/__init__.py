@@ -1,0 +1,104 @@
+"""gpulab: learn GPU performance by doing it.
+
+Importing this package picks the execution mode once, before any Triton kernel is defined:
+
+- ``"gpu"``: torch sees a CUDA GPU; kernels compile and run on it and timings are live.
+- ``"interpreter"``: no GPU (or ``GPULAB_MODE=interpreter``); ``TRITON_INTERPRET=1`` is set so every
+  ``@triton.jit`` kernel runs in Triton's interpreter on the CPU, on small inputs. Timings shown in this
+  mode come from reference data recorded on a real GPU and say so.
+
+``gpulab.describe()`` prints the mode, the device and the reason. ``gpulab.size(gpu=..., interpreter=...)``
+gives the problem size for the current mode, so notebooks never need editing.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+__all__ = ["MODE", "DEVICE", "ON_GPU", "Mode", "describe", "size", "mode_info"]
+__version__ = "0.1.0"
+
+
+@dataclass(frozen=True)
+class Mode:
+    """The execution mode chosen at import: ``name`` is ``"gpu"`` or ``"interpreter"``."""
+
+    name: str
+    device: str  # torch device string: "cuda" or "cpu"
+    device_name: str  # e.g. "NVIDIA H200" or "CPU (Triton interpreter)"
+    reason: str
+
+    def __str__(self) -> str:
+        return f"mode={self.name}  device={self.device} ({self.device_name})\n  why: {self.reason}"
+
+
+def _kernels_already_defined() -> list[str]:
+    """Kernel modules of gpulab imported before the mode was set (there should be none)."""
+    return [m for m in sys.modules if m.startswith("gpulab.kernels.")]
+
+
+def _choose_mode() -> Mode:
+    forced = os.environ.get("GPULAB_MODE", "").strip().lower()
+    if forced not in ("", "gpu", "interpreter"):
+        raise ValueError(f"GPULAB_MODE must be 'gpu' or 'interpreter' (or unset), got {forced!r}")
+    why_forced = "GPULAB_MODE=interpreter is set"
+    if not forced and os.environ.get("TRITON_INTERPRET") == "1":
+        forced, why_forced = "interpreter", "TRITON_INTERPRET=1 was already set in the environment"
+
+    import torch  # importing torch does not define Triton kernels, so it is safe before the switch
+
+    has_cuda = torch.cuda.is_available()
+    if forced == "gpu" and not has_cuda:
+        raise RuntimeError("GPULAB_MODE=gpu was requested but torch sees no CUDA GPU "
+                           f"(torch {torch.__version__}, CUDA build: {torch.version.cuda})")
+    if has_cuda and forced != "interpreter":
+        os.environ.pop("TRITON_INTERPRET", None)
+        name = torch.cuda.get_device_name(0)
+        return Mode("gpu", "cuda", name,
+                    f"torch {torch.__version__} sees a CUDA GPU ({name}); kernels compile for it and "
+                    "timings are live measurements")
+    os.environ["TRITON_INTERPRET"] = "1"
+    if has_cuda:
+        reason = f"{why_forced}, so kernels run in Triton's interpreter on the CPU although a GPU is present"
+    else:
+        build = "a CPU-only build" if torch.version.cuda is None else f"a CUDA {torch.version.cuda} build"
+        reason = (f"torch {torch.__version__} ({build}) sees no CUDA GPU, so every Triton kernel runs in "
+                  "Triton's interpreter on the CPU with small inputs; timing plots show reference data "
+                  "recorded on a real GPU, labelled as such")
+    return Mode("interpreter", "cpu", "CPU (Triton interpreter)", reason)
+
+
+if _kernels_already_defined():  # pragma: no cover - defensive
+    raise ImportError("gpulab kernel modules were imported before gpulab chose its mode")
+
+mode_info: Mode = _choose_mode()
+MODE: str = mode_info.name
+DEVICE: str = mode_info.device
+ON_GPU: bool = MODE == "gpu"
+
+
+def describe(print_it: bool = True) -> str:
+    """Say which mode gpulab runs in, on which device, and why. Returns the text (and prints it)."""
+    import torch
+    import triton
+
+    lines = [str(mode_info), f"  torch {torch.__version__}, triton {triton.__version__}, "
+                             f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '(unset)')}"]
+    if ON_GPU:
+        p = torch.cuda.get_device_properties(0)
+        lines.append(f"  {p.multi_processor_count} SMs, compute capability {p.major}.{p.minor}, "
+                     f"{p.total_memory / 2**30:.0f} GiB")
+    text = "\n".join(lines)
+    if print_it:
+        print(text)
+    return text
+
+
+def size(*, gpu, interpreter):
+    """Pick a problem size for the current mode: ``gpu`` on a GPU, ``interpreter`` otherwise.
+
+    Lessons call this so that the same cell runs large on a GPU and small (seconds, not hours) in
+    Triton's interpreter.
+    """
+    return gpu if ON_GPU else interpreter

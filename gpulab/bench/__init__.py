@@ -1,0 +1,59 @@
+"""Honest timing.
+
+On a GPU, ``time_ms`` wraps ``triton.testing.do_bench``: it warms up, then times many launches with CUDA
+events and returns the median and the 20th/80th percentiles. Before every timed launch do_bench zeroes a
+buffer larger than the L2 cache, so each launch reads its inputs from HBM, not from a warm L2
+(METHOD.md: "if the inputs fit in the cache, repeated runs over one buffer measure the cache").
+
+In Triton's interpreter there is no GPU to time: ``time_ms`` raises ``NoGPUTimingError`` rather than
+return a CPU wall-clock time that could be mistaken for a GPU measurement. Lessons show recorded
+reference data instead (``gpulab.reference``), labelled with the GPU it came from.
+
+``python -m gpulab.bench`` runs the benchmark suite (see ``gpulab.bench.__main__``).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import gpulab
+
+
+class NoGPUTimingError(RuntimeError):
+    """Raised when asked for a GPU timing in interpreter mode."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A GPU timing in milliseconds: median and the 20th/80th percentiles of many launches."""
+
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+
+    def rate(self, amount: float, unit: float = 1e12) -> float:
+        """``amount`` per second at the median time, divided by ``unit`` (1e12: TFLOP/s or TB/s)."""
+        return amount / (self.median_ms * 1e-3) / unit
+
+    def asdict(self) -> dict:
+        return asdict(self)
+
+
+def require_gpu(what: str = "a GPU timing") -> None:
+    """Raise ``NoGPUTimingError`` unless gpulab runs on a GPU."""
+    if not gpulab.ON_GPU:
+        raise NoGPUTimingError(
+            f"{what} needs a CUDA GPU; gpulab is in {gpulab.MODE} mode ({gpulab.mode_info.reason}). "
+            "Interpreter runs are not GPU measurements: use gpulab.reference for recorded data.")
+
+
+def time_ms(fn, *, warmup_ms: float = 50, rep_ms: float = 300) -> Timing:
+    """Time ``fn()`` on the GPU with ``triton.testing.do_bench``; returns a ``Timing`` in ms.
+
+    ``warmup_ms`` and ``rep_ms`` are do_bench's warm-up and repeat budgets in milliseconds. Raises
+    ``NoGPUTimingError`` in interpreter mode.
+    """
+    require_gpu()
+    from triton.testing import do_bench
+
+    med, p20, p80 = do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
+    return Timing(float(med), float(p20), float(p80))

@@ -1,0 +1,89 @@
+"""``python -m gpulab.bench``: measure this GPU's ceilings and run the benchmark suite.
+
+    python -m gpulab.bench              # print ceilings, roofline points and ratios against torch
+    python -m gpulab.bench --record     # ... and write gpulab/data/reference-<gpu>.json with provenance
+    python -m gpulab.bench --json F     # ... and write every record to F
+
+Without a GPU it prints the recorded reference data, labelled as recorded, and measures nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+import gpulab
+from gpulab import hardware, reference
+from gpulab.device import write_json_atomic
+
+
+def _print_profile(p: dict, label: str) -> None:
+    print(f"\nCeilings of {p['gpu']} ({label}):")
+    print(f"  copy bandwidth (read + write): {p['copy_tbps']:.3f} TB/s")
+    for d, r in p["matmul_tflops"].items():
+        print(f"  matmul {d:>5}: " + (f"{r:8.1f} TFLOP/s" if r else "   (not supported)"))
+
+
+def _print_points(points: list[dict]) -> None:
+    print("\nRoofline points (FLOPs and bytes counted by hand):")
+    print(f"  {'kernel':28} {'FLOP/B':>8} {'time ms':>10} {'TFLOP/s':>9} {'TB/s':>7}")
+    for q in points:
+        s = q["time_ms"] * 1e-3
+        print(f"  {q['name']:28} {q['flops'] / q['bytes_moved']:8.3g} {q['time_ms']:10.4g} "
+              f"{q['flops'] / s / 1e12:9.3g} {q['bytes_moved'] / s / 1e12:7.3f}")
+
+
+def _print_ratios(rows: list[dict]) -> None:
+    print("\nAgainst the vendor baseline (ratio = torch time / gpulab time; >= 1 is as fast or faster):")
+    for r in rows:
+        print(f"  {r['name']:18} n={r['n']}: gpulab {r['gpulab_ms']:.4f} ms ({r['gpulab_tbps']:.2f} TB/s), "
+              f"torch {r['torch_ms']:.4f} ms ({r['torch_tbps']:.2f} TB/s), ratio {r['ratio']:.3f}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gpulab.bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--record", action="store_true", help="write reference data into gpulab/data/")
+    ap.add_argument("--json", type=Path, help="also write all records to this JSON file")
+    ap.add_argument("--gpu-name", default=None, help="short name for the reference file (default from the GPU)")
+    args = ap.parse_args(argv)
+
+    gpulab.describe()
+    if not gpulab.ON_GPU:
+        if args.record:
+            print("error: --record needs a CUDA GPU; nothing was measured", file=sys.stderr)
+            return 2
+        if not reference.available():
+            print("\nNo GPU here and no reference data recorded yet: nothing to show.")
+        for gpu in reference.available():
+            data = reference.load(gpu)
+            print(f"\nNo GPU here: showing reference data {reference.label(data)}, not a measurement.")
+            _print_profile(data["profile"], "recorded")
+            _print_points(data.get("roofline_points", []))
+            _print_ratios(data.get("vendor_ratios", []))
+        return 0
+
+    from gpulab.bench import suite
+    from gpulab.device import measure_profile, provenance, save_profile
+
+    profile = measure_profile()
+    print(f"saved device profile to {save_profile(profile)}")
+    _print_profile(profile.to_json(), "measured now")
+    points = [dataclasses.asdict(p) for p in suite.roofline_points()]
+    _print_points(points)
+    ratios = suite.vendor_ratios()
+    _print_ratios(ratios)
+
+    record = {"provenance": provenance(), "profile": profile.to_json(), "roofline_points": points,
+              "vendor_ratios": ratios}
+    if args.json:
+        print(f"\nwrote {write_json_atomic(args.json, record)}")
+    if args.record:
+        short = args.gpu_name or hardware.get(profile.gpu).name.split()[0].lower()
+        print(f"recorded reference data to {write_json_atomic(reference.path_for(short), record)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

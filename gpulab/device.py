@@ -1,0 +1,247 @@
+"""This GPU's measured ceilings, saved as a device profile that later lessons reuse.
+
+Two numbers bound every kernel on the roofline (``gpulab.roofline``): the HBM bandwidth and the peak
+rate of the unit doing the work. The datasheet (``gpulab.hardware``) gives what the vendor promises;
+this module measures what the GPU you are on delivers:
+
+- copy bandwidth: ``y.copy_(x)`` on a buffer much larger than L2, counting bytes read plus written;
+- matmul rate per dtype: ``torch.matmul`` (cuBLAS) of two random N x N matrices, 2N^3 FLOPs, in fp32
+  (TF32 off), tf32, bf16, fp16, and fp8 (``torch._scaled_mm``, e4m3, unit scales) where compute
+  capability >= 8.9.
+
+The profile is a JSON file in the user's cache directory, written atomically (a temporary file, then
+``os.replace``), so an interrupted run never leaves a half-written profile.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import gpulab
+
+from .bench import require_gpu, time_ms
+
+MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+@dataclass
+class DeviceProfile:
+    """Measured ceilings of one GPU. Rates in TFLOP/s and TB/s (decimal); sizes in the ``provenance``."""
+
+    gpu: str
+    sms: int
+    compute_capability: list
+    l2_mb: float
+    copy_tbps: float  # bytes read + written per second / 1e12
+    matmul_tflops: dict = field(default_factory=dict)  # dtype -> TFLOP/s, None where unsupported
+    provenance: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "DeviceProfile":
+        missing = [k for k in ("gpu", "sms", "compute_capability", "l2_mb", "copy_tbps") if k not in d]
+        if missing:
+            raise ValueError(f"device profile is missing {missing}")
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+def provenance() -> dict:
+    """Where a measurement comes from: GPU, driver, CUDA, torch and Triton versions, UTC date."""
+    import torch
+    import triton
+
+    out = {"torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
+           "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"), "mode": gpulab.MODE}
+    if gpulab.ON_GPU:
+        out["gpu"] = torch.cuda.get_device_name(0)
+        out["driver"] = _driver_version()
+    return out
+
+
+def _driver_version() -> str:
+    try:
+        import subprocess
+
+        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=20)
+        return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "unknown"
+
+
+def cache_dir() -> Path:
+    """The user's cache directory for gpulab (``GPULAB_CACHE_DIR`` overrides it)."""
+    env = os.environ.get("GPULAB_CACHE_DIR")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("gpulab", appauthor=False))
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
+
+
+def profile_path(gpu_name: str | None = None) -> Path:
+    """Where the profile of ``gpu_name`` (default: this GPU) lives."""
+    if gpu_name is None:
+        require_gpu("a device profile path for this GPU")
+        import torch
+
+        gpu_name = torch.cuda.get_device_name(0)
+    return cache_dir() / f"profile-{_slug(gpu_name)}.json"
+
+
+def write_json_atomic(path: Path, data) -> Path:
+    """Write ``data`` as JSON to ``path`` atomically (temporary file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def save_profile(profile: DeviceProfile, path: Path | None = None) -> Path:
+    """Save ``profile`` atomically (default: ``profile_path(profile.gpu)``). Returns the path."""
+    return write_json_atomic(path or profile_path(profile.gpu), profile.to_json())
+
+
+def load_profile(path: Path | None = None, gpu_name: str | None = None) -> DeviceProfile | None:
+    """Load a saved profile, or ``None`` if there is none. Raises ``ValueError`` on a corrupt file."""
+    path = Path(path) if path else profile_path(gpu_name)
+    if not path.exists():
+        return None
+    try:
+        return DeviceProfile.from_json(json.loads(path.read_text()))
+    except (json.JSONDecodeError, TypeError) as e:
+        raise ValueError(f"device profile {path} is unreadable ({e}); delete it and measure again") from e
+
+
+# ---- measurements (GPU only) ---------------------------------------------------------------------------
+
+def measure_copy_tbps(n_bytes: int | None = None) -> float:
+    """HBM copy bandwidth in TB/s: ``y.copy_(x)`` on float32 buffers, counting bytes read + written.
+
+    ``n_bytes`` is the size of one buffer (default 4 GiB, or an eighth of free memory if smaller; always
+    many times the L2). Raises ``NoGPUTimingError`` in interpreter mode.
+    """
+    require_gpu("copy bandwidth")
+    import torch
+
+    if n_bytes is None:
+        free, _ = torch.cuda.mem_get_info()
+        n_bytes = min(4 * 2**30, free // 8)
+    n = n_bytes // 4
+    x = torch.randn(n, device="cuda")
+    y = torch.empty_like(x)
+    t = time_ms(lambda: y.copy_(x))
+    del x, y
+    torch.cuda.empty_cache()
+    return t.rate(2 * n * 4)
+
+
+def supports(dtype: str) -> bool:
+    """Whether this GPU runs a ``dtype`` matmul on tensor cores (fp32 always runs, on CUDA cores)."""
+    require_gpu()
+    import torch
+
+    cc = torch.cuda.get_device_capability(0)
+    return {"fp32": True, "tf32": cc >= (8, 0), "bf16": cc >= (8, 0), "fp16": cc >= (7, 0),
+            "fp8": cc >= (8, 9) and hasattr(torch, "_scaled_mm")}[dtype]
+
+
+def matmul_fn(dtype: str, n: int):
+    """A zero-argument function that multiplies two random n x n ``dtype`` matrices with cuBLAS."""
+    import torch
+
+    if dtype not in MATMUL_DTYPES:
+        raise ValueError(f"dtype must be one of {MATMUL_DTYPES}, got {dtype!r}")
+    if dtype == "fp8":
+        a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt needs
+        one = torch.ones((), device="cuda")
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    tdtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    a = torch.randn(n, n, device="cuda", dtype=tdtype)
+    b = torch.randn(n, n, device="cuda", dtype=tdtype)
+    precision = "high" if dtype == "tf32" else "highest"
+
+    def run():
+        old = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision(precision)
+        try:
+            return a @ b
+        finally:
+            torch.set_float32_matmul_precision(old)
+
+    return run
+
+
+def measure_matmul_tflops(dtype: str, n: int = 8192) -> float | None:
+    """cuBLAS matmul rate in TFLOP/s for two random n x n ``dtype`` matrices (2n^3 FLOPs).
+
+    Returns ``None`` where the GPU lacks the dtype (``supports``). Raises ``NoGPUTimingError`` in
+    interpreter mode, ``ValueError`` for an unknown dtype.
+    """
+    require_gpu("a matmul rate")
+    if dtype not in MATMUL_DTYPES:
+        raise ValueError(f"dtype must be one of {MATMUL_DTYPES}, got {dtype!r}")
+    if not supports(dtype):
+        return None
+    fn = matmul_fn(dtype, n)
+    return time_ms(fn, warmup_ms=100, rep_ms=500).rate(2 * n**3)
+
+
+def measure_profile(matmul_n: int = 8192, progress: bool = True) -> DeviceProfile:
+    """Measure this GPU's ceilings (copy bandwidth; matmul rate per dtype). Takes about 10 s on an H200."""
+    require_gpu("a device profile")
+    import torch
+    from tqdm.auto import tqdm
+
+    props = torch.cuda.get_device_properties(0)
+    steps = ["copy", *MATMUL_DTYPES]
+    results = {}
+    for step in tqdm(steps, desc="measuring ceilings", disable=not progress):
+        results[step] = measure_copy_tbps() if step == "copy" else measure_matmul_tflops(step, matmul_n)
+    prov = provenance()
+    prov.update(copy="y.copy_(x), float32, bytes read + written, do_bench median",
+                matmul=f"torch.matmul {matmul_n}^3 random normal, 2n^3 FLOPs, do_bench median; "
+                       "fp8 via torch._scaled_mm e4m3 unit scales, bf16 out")
+    return DeviceProfile(gpu=props.name, sms=props.multi_processor_count,
+                         compute_capability=[props.major, props.minor],
+                         l2_mb=getattr(props, "L2_cache_size", 0) / 1e6, copy_tbps=results["copy"],
+                         matmul_tflops={d: results[d] for d in MATMUL_DTYPES}, provenance=prov)
+
+
+def get_profile(measure: bool = True, progress: bool = True) -> DeviceProfile:
+    """This GPU's profile: the saved one if present, else measured now (and saved) when ``measure``.
+
+    Raises ``NoGPUTimingError`` in interpreter mode and ``LookupError`` if none is saved and
+    ``measure`` is False.
+    """
+    require_gpu("this GPU's profile")
+    p = load_profile()
+    if p is None:
+        if not measure:
+            raise LookupError(f"no device profile at {profile_path()}; run notebook 00 or python -m gpulab.bench")
+        p = measure_profile(progress=progress)
+        save_profile(p)
+    return p

@@ -1,0 +1,30 @@
+"""Input checks shared by the kernel launchers: each message names the argument and what was expected."""
+from __future__ import annotations
+
+import torch
+
+import gpulab
+
+
+def check_tensor(name: str, t, *, dtypes=None, ndim=None, contiguous=True) -> None:
+    """Raise ``TypeError``/``ValueError`` unless ``t`` is a tensor on gpulab's device as described."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if dtypes is not None and t.dtype not in dtypes:
+        names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
+        raise TypeError(f"{name} must have dtype in ({names}), got {str(t.dtype).replace('torch.', '')}")
+    if ndim is not None and t.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(t.shape)}")
+    if t.device.type != gpulab.DEVICE:
+        raise ValueError(f"{name} must be on device '{gpulab.DEVICE}' (gpulab mode {gpulab.MODE}), "
+                         f"got '{t.device}'")
+    if contiguous and not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous; call .contiguous() first")
+
+
+def check_same(name_a: str, a, name_b: str, b) -> None:
+    """Raise ``ValueError`` unless ``a`` and ``b`` have the same shape and dtype."""
+    if a.shape != b.shape:
+        raise ValueError(f"{name_a} and {name_b} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"{name_a} and {name_b} must have the same dtype, got {a.dtype} and {b.dtype}")

@@ -1,0 +1,46 @@
+"""ReLU, y = max(x, 0), out of place: a memory-bound kernel with no FLOPs worth the name.
+
+Counts by hand for n elements of s bytes: n comparisons (counted as n "FLOPs" to place it on a roofline);
+2ns bytes (read x, write y): 8n bytes in fp32, 4n in fp16 (Stanford CS336 Lecture 5, "Reduce precision").
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._checks import check_tensor
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    # compute in fp32: Triton 3.9's interpreter holds bf16 as raw uint16 bits, so max(x, 0) on the
+    # bf16 value itself keeps negatives there (seen in gpulab's tests); the cast is free on a GPU
+    y = tl.maximum(x.to(tl.float32), 0.0)
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def relu(x: torch.Tensor, block: int = 1024) -> torch.Tensor:
+    """y = max(x, 0) elementwise. x: contiguous fp32/fp16/bf16 on gpulab.DEVICE. Returns a new tensor."""
+    check_tensor("x", x, dtypes=DTYPES)
+    y = torch.empty_like(x)
+    n = x.numel()
+    if n:
+        relu_kernel[(triton.cdiv(n, block),)](x, y, n, BLOCK=block)
+    return y
+
+
+def relu_ref(x: torch.Tensor) -> torch.Tensor:
+    """The torch reference, in float64."""
+    return torch.relu(x.double())
+
+
+def relu_counts(n: int, itemsize: int) -> tuple[int, int]:
+    """(FLOPs, bytes) by hand: n comparisons; read x, write y."""
+    return n, 2 * n * itemsize

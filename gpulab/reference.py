@@ -1,0 +1,39 @@
+"""Reference measurements recorded on real GPUs, shipped in ``gpulab/data/``.
+
+In interpreter mode nothing can be timed, so lessons draw their timing plots from these files and say so
+in the plot title. Each file holds the provenance of its run (GPU, driver, CUDA, torch and Triton
+versions, date), the device profile and the records of the benchmark suite. ``python -m gpulab.bench
+--record`` on a GPU writes a new one.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+DATA_DIR = Path(__file__).parent / "data"
+DEFAULT_GPU = "h200"
+
+
+def path_for(gpu: str = DEFAULT_GPU) -> Path:
+    """The reference file for ``gpu`` (a short name such as ``"h200"``)."""
+    return DATA_DIR / f"reference-{gpu.lower()}.json"
+
+
+def available() -> list[str]:
+    """Short names of the GPUs with recorded reference data."""
+    return sorted(p.stem.removeprefix("reference-") for p in DATA_DIR.glob("reference-*.json"))
+
+
+def load(gpu: str = DEFAULT_GPU) -> dict:
+    """Load the reference data for ``gpu``. Raises ``FileNotFoundError`` naming the GPUs available."""
+    p = path_for(gpu)
+    if not p.exists():
+        raise FileNotFoundError(f"no reference data for {gpu!r} at {p}; available: {available()}")
+    return json.loads(p.read_text())
+
+
+def label(data: dict) -> str:
+    """A one-line provenance label for plot titles: 'recorded on NVIDIA H200, 2026-11-29, ...'."""
+    p = data["provenance"]
+    return (f"recorded on {p.get('gpu', '?')} ({p.get('date', '?')}; driver {p.get('driver', '?')}, "
+            f"torch {p.get('torch', '?')}, Triton {p.get('triton', '?')})")

@@ -1,0 +1,146 @@
+"""The roofline model: a kernel's time lower bound from its FLOPs and bytes.
+
+For a kernel that does ``F`` floating-point operations and moves ``D`` bytes across the HBM boundary, on
+a machine with peak rate ``C`` (FLOP/s) for *that kind of operation* and HBM bandwidth ``B`` (byte/s):
+
+    t >= max(F / C, D / B)            (the bound; optimistic: it assumes perfect overlap)
+    I = F / D                         (arithmetic intensity, FLOP/byte)
+    I* = C / B                        (ridge point: below it the kernel is memory-bound)
+    P <= min(C, B * I)                (attainable rate)
+
+Source: Stanford CS336 Spring 2026 Lecture 5 notes ("Start with two budgets"); Williams, Waterman and
+Patterson, "Roofline: an insightful visual performance model", CACM 52(4), 2009.
+
+Units: FLOPs and bytes are plain counts; rates are given in TFLOP/s and TB/s (decimal) and times are
+returned in milliseconds, so the seed example reads directly: C = 100 TFLOP/s, B = 1 TB/s.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import hardware
+
+# Which peak applies to which kind of operation (the seed lecture: "a tensor-core matrix-multiplication
+# peak cannot be used as the peak rate for comparisons, exponentials, or arbitrary scalar code").
+OP_KINDS = ("elementwise", "reduction", "matmul")
+
+
+def _check_positive(name: str, value) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}") from None
+    if not v > 0 or v != v or v == float("inf"):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return v
+
+
+def _check_nonneg(name: str, value) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}") from None
+    if not v >= 0 or v == float("inf"):
+        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
+    return v
+
+
+def intensity(flops: float, bytes_moved: float) -> float:
+    """Arithmetic intensity I = F / D in FLOP/byte. Raises ``ValueError`` if ``bytes_moved <= 0``."""
+    return _check_nonneg("flops", flops) / _check_positive("bytes_moved", bytes_moved)
+
+
+def ridge_point(peak_tflops: float, hbm_tbps: float) -> float:
+    """Ridge point I* = C / B in FLOP/byte (C in TFLOP/s, B in TB/s)."""
+    return _check_positive("peak_tflops", peak_tflops) / _check_positive("hbm_tbps", hbm_tbps)
+
+
+def attainable_tflops(intensity_flop_per_byte: float, peak_tflops: float, hbm_tbps: float) -> float:
+    """Attainable rate min(C, B * I) in TFLOP/s at intensity I (FLOP/byte)."""
+    i = _check_nonneg("intensity_flop_per_byte", intensity_flop_per_byte)
+    return min(_check_positive("peak_tflops", peak_tflops), _check_positive("hbm_tbps", hbm_tbps) * i)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The two lower bounds on a kernel's time, in ms, and which one binds."""
+
+    compute_ms: float
+    memory_ms: float
+    intensity: float  # FLOP/byte
+    ridge: float  # FLOP/byte
+
+    @property
+    def time_ms(self) -> float:
+        return max(self.compute_ms, self.memory_ms)
+
+    @property
+    def limiter(self) -> str:
+        """``"memory"`` or ``"compute"``: the larger bound (``"memory"`` on a tie)."""
+        return "compute" if self.compute_ms > self.memory_ms else "memory"
+
+    def __str__(self) -> str:
+        return (f"I = {self.intensity:.3g} FLOP/B (ridge {self.ridge:.3g}): compute >= {self.compute_ms:.4g} ms, "
+                f"memory >= {self.memory_ms:.4g} ms -> {self.limiter}-bound, t >= {self.time_ms:.4g} ms")
+
+
+def bound(flops: float, bytes_moved: float, peak_tflops: float, hbm_tbps: float) -> Bound:
+    """Lower bounds t >= max(F/C, D/B) for ``flops`` FLOPs and ``bytes_moved`` bytes.
+
+    ``peak_tflops`` is C in TFLOP/s and ``hbm_tbps`` is B in TB/s (decimal). Returns a ``Bound`` with both
+    terms in milliseconds. Raises ``ValueError``/``TypeError`` naming the bad argument.
+    """
+    f = _check_nonneg("flops", flops)
+    d = _check_positive("bytes_moved", bytes_moved)
+    c = _check_positive("peak_tflops", peak_tflops)
+    b = _check_positive("hbm_tbps", hbm_tbps)
+    return Bound(compute_ms=f / (c * 1e12) * 1e3, memory_ms=d / (b * 1e12) * 1e3,
+                 intensity=f / d, ridge=c / b)
+
+
+def peak_for(spec: hardware.GPUSpec, op_kind: str, dtype: str = "fp32", *, tf32: bool = False) -> float:
+    """The peak (TFLOP/s) that bounds an operation of ``op_kind`` in ``dtype`` on ``spec``.
+
+    - ``elementwise`` and ``reduction``: the FP32 CUDA-core rate, whatever the storage dtype (fp16/bf16
+      elementwise code computes in fp32 registers; tensor cores only do matrix products).
+    - ``matmul``: the tensor-core rate for ``dtype`` (``fp32`` means the CUDA cores unless ``tf32=True``).
+
+    Raises ``ValueError`` for an unknown ``op_kind`` or ``dtype`` and ``LookupError`` if the GPU lacks
+    the unit.
+    """
+    if op_kind not in OP_KINDS:
+        raise ValueError(f"op_kind must be one of {OP_KINDS}, got {op_kind!r}")
+    if dtype not in hardware.DTYPES:
+        raise ValueError(f"dtype must be one of {hardware.DTYPES}, got {dtype!r}")
+    if op_kind != "matmul":
+        return spec.peak("fp32")
+    if dtype == "fp32" and tf32:
+        dtype = "tf32"
+    return spec.peak(dtype)
+
+
+@dataclass(frozen=True)
+class KernelPoint:
+    """A measured (or recorded) kernel on the roofline: counts by hand, time by measurement."""
+
+    name: str
+    flops: float
+    bytes_moved: float
+    time_ms: float
+    dtype: str = "fp32"
+    op_kind: str = "elementwise"
+    source: str = "measured"  # "measured" live, or a reference-data label
+
+    @property
+    def intensity(self) -> float:
+        return intensity(self.flops, self.bytes_moved)
+
+    @property
+    def tflops(self) -> float:
+        """Achieved rate in TFLOP/s."""
+        return self.flops / (self.time_ms * 1e-3) / 1e12
+
+    @property
+    def tbps(self) -> float:
+        """Achieved HBM traffic in TB/s, from the hand-counted bytes."""
+        return self.bytes_moved / (self.time_ms * 1e-3) / 1e12

@@ -1,0 +1,556 @@
+"""Drive JupyterLab in headless Chromium: open a notebook, run it, move a lesson slider, watch the figure.
+
+The pieces, used by ``tests/test_browser.py``:
+
+* :class:`BrowserCase` -- one row of the table of notebooks to check.
+* :class:`JupyterLabServer` -- a throw-away JupyterLab on 127.0.0.1 (free port, random token, isolated
+  runtime/config/data/settings/workspace dirs under a tmp dir, autosave off, checkpoints kept out of the repo).
+* :func:`find_chromium` / :func:`chromium_args` -- the system Chromium (``/usr/bin/chromium`` or ``$GPULAB_CHROMIUM``).
+* :class:`LabDriver` -- the steps of one check on a Playwright page, each one waiting on a condition.
+
+Widget convention the lessons follow: an ipywidgets container with CSS class ``gpulab-widget`` holding a slider
+with class ``gpulab-slider`` and a plotly figure (``go.FigureWidget``, or a static figure inside an
+``ipywidgets.Output``); both render a ``.js-plotly-plot`` element.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
+
+DEFAULT_CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+)
+VIEWPORT = {"width": 1400, "height": 1000}
+
+
+# --------------------------------------------------------------------------------------------- the table row
+
+
+@dataclasses.dataclass(frozen=True)
+class BrowserCase:
+    """One notebook to check in the browser.
+
+    path:      notebook path relative to ``root`` (also its URL under /lab/tree/).
+    root:      the Jupyter server's root dir; lessons live in notebooks/, the harness self-tests in fixtures/.
+    widget:    CSS selector of the lesson widget container; the ``nth`` match (0-based) is the one driven.
+    slider:    CSS selector of the slider, inside that container.
+    figure:    CSS selector of the figure, inside that container.
+    timeout_s: how long "Run All Cells" may take (the notebook's own run time) before the test fails.
+    keys:      how many ArrowRight presses move the slider (ArrowLeft is tried if the readout does not move).
+    skip_if_missing: skip (with a reason) instead of failing when the notebook does not exist yet.
+    marks:     extra pytest marks for this row, e.g. ``(pytest.mark.gpu,)``.
+    """
+
+    path: str
+    root: Path = NOTEBOOKS_DIR
+    widget: str = ".gpulab-widget"
+    slider: str = ".gpulab-slider"
+    figure: str = ".js-plotly-plot"
+    nth: int = 0
+    timeout_s: float = 120.0
+    keys: int = 4
+    skip_if_missing: bool = False
+    marks: tuple = ()
+    id: str | None = None
+
+    @property
+    def file(self) -> Path:
+        return Path(self.root) / self.path
+
+    @property
+    def test_id(self) -> str:
+        return self.id or self.path.removesuffix(".ipynb")
+
+
+# ------------------------------------------------------------------------------------------------ chromium
+
+
+def find_chromium() -> str | None:
+    """Path of the Chromium executable to drive, or None. ``$GPULAB_CHROMIUM`` overrides /usr/bin/chromium."""
+    cand = os.environ.get("GPULAB_CHROMIUM") or DEFAULT_CHROMIUM
+    found = shutil.which(cand) if os.sep not in cand else (cand if os.access(cand, os.X_OK) else None)
+    return found
+
+
+CHROMIUM_MISSING = (
+    "no Chromium for the browser tests: install Debian's with `apt-get install chromium` "
+    "(gives /usr/bin/chromium) or point GPULAB_CHROMIUM at a Chromium/Chrome executable "
+    "(do not use `playwright install`)"
+)
+
+
+# ------------------------------------------------------------------------------------------ jupyter server
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# JupyterLab user settings that make a scripted session deterministic and keep it from writing the notebooks.
+LAB_SETTINGS: dict[str, dict[str, Any]] = {
+    # never write outputs back into the repo's notebooks
+    "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
+    # "none": every cell stays attached to the DOM (the default windowing can detach/skip off-screen cells,
+    # hiding their outputs and errors from a DOM check); start the kernel without asking
+    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none", "autoStartDefaultKernel": True},
+    # no "get notified about Jupyter news?" toast, no network calls
+    "@jupyterlab/apputils-extension/notification": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+        "doNotDisturbMode": True,
+    },
+}
+
+
+class JupyterLabServer:
+    """A JupyterLab server for one root dir, isolated under its own tmp dir. Use as a context manager."""
+
+    def __init__(self, root_dir: Path, python: str = sys.executable, startup_timeout_s: float = 60.0):
+        self.root_dir = Path(root_dir).resolve()
+        self.python = python
+        self.startup_timeout_s = startup_timeout_s
+        self.port = _free_port()
+        self.token = secrets.token_hex(24)
+        self.tmp = Path(tempfile.mkdtemp(prefix="gpulab-jlab-"))
+        self.log_path = self.tmp / "server.log"
+        self.proc: subprocess.Popen | None = None
+
+    # -- urls
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def notebook_url(self, path: str) -> str:
+        # ?reset drops any saved layout so exactly this notebook opens (the workspace dir is fresh anyway)
+        return f"{self.base_url}/lab/tree/{path}?reset&token={self.token}"
+
+    # -- lifecycle
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        for var in ("JUPYTER_PATH", "JUPYTER_PREFER_ENV_PATH", "JUPYTER_CONFIG_PATH"):
+            env.pop(var, None)
+        env.update(
+            JUPYTER_RUNTIME_DIR=str(self.tmp / "runtime"),
+            JUPYTER_CONFIG_DIR=str(self.tmp / "config"),  # no ~/.jupyter config leaks in
+            JUPYTER_DATA_DIR=str(self.tmp / "data"),  # no ~/.local/share/jupyter kernels leak in
+            JUPYTERLAB_SETTINGS_DIR=str(self.tmp / "settings"),
+            JUPYTERLAB_WORKSPACES_DIR=str(self.tmp / "workspaces"),
+            IPYTHONDIR=str(self.tmp / "ipython"),  # no ~/.ipython startup files
+            JUPYTER_PLATFORM_DIRS="1",
+            PYDEVD_DISABLE_FILE_VALIDATION="1",
+        )
+        # the kernel inherits this env: the interpreter's bin dir first, and the repo importable
+        bindir = str(Path(self.python).parent)
+        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        return env
+
+    def _write_isolated_config(self, env: dict[str, str]) -> None:
+        # kernel "python3" = this very interpreter (the user data dir comes first on the kernelspec path,
+        # so this spec wins over the venv's and any system one)
+        kdir = Path(env["JUPYTER_DATA_DIR"]) / "kernels" / "python3"
+        kdir.mkdir(parents=True, exist_ok=True)
+        spec = {
+            "argv": [self.python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python 3 (ipykernel)",
+            "language": "python",
+            "metadata": {"debugger": True},
+        }
+        (kdir / "kernel.json").write_text(json.dumps(spec, indent=1))
+        for plugin, values in LAB_SETTINGS.items():
+            f = Path(env["JUPYTERLAB_SETTINGS_DIR"]) / (plugin + ".jupyterlab-settings")
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(json.dumps(values, indent=1))
+        for d in ("runtime", "config", "workspaces", "ipython", "checkpoints"):
+            (self.tmp / d).mkdir(parents=True, exist_ok=True)
+
+    def command(self) -> list[str]:
+        cmd = [
+            self.python, "-m", "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--ServerApp.root_dir={self.root_dir}",
+            f"--IdentityProvider.token={self.token}",
+            "--MappingKernelManager.default_kernel_name=python3",
+            # JupyterLab writes a checkpoint when it opens a notebook: keep those out of the repo
+            f"--FileCheckpoints.checkpoint_dir={self.tmp / 'checkpoints'}",
+            "--NotebookNotary.db_file=:memory:",
+            "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: run commands, read kernel status
+            "--LabApp.extension_manager=readonly",  # no PyPI queries
+            "--LabApp.news_url=None",  # no news feed fetch
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-root")
+        return cmd
+
+    def start(self) -> "JupyterLabServer":
+        env = self._env()
+        self._write_isolated_config(env)
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            self.command(), cwd=self.root_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,  # own process group: kernels die with it
+        )
+        log.close()
+        deadline = time.monotonic() + self.startup_timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                status = self.api("GET", "/api/status", timeout=2)
+                if isinstance(status, dict) and "started" in status:
+                    return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"JupyterLab did not answer within {self.startup_timeout_s}s:\n{self.log_tail()}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)  # server + its kernels (same process group)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=5)
+        self.proc = None
+        if not os.environ.get("GPULAB_KEEP_JUPYTER_TMP"):
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> "JupyterLabServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- REST
+    def api(self, method: str, path: str, timeout: float = 10) -> Any:
+        req = urllib.request.Request(self.base_url + path, method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def shutdown_all_kernels(self) -> None:
+        """Free the kernels a test started (lesson kernels hold torch/triton; do not let them pile up)."""
+        try:
+            for sess in self.api("GET", "/api/sessions"):
+                self.api("DELETE", f"/api/sessions/{sess['id']}")
+            for k in self.api("GET", "/api/kernels"):
+                self.api("DELETE", f"/api/kernels/{k['id']}")
+        except Exception:  # noqa: BLE001 -- best effort; the server teardown kills the rest
+            pass
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no server log)"
+        return "\n".join(lines[-n:])
+
+
+# ------------------------------------------------------------------------------------------------ the page
+
+# JS: the figure's visible state. SVG path geometry + SVG text (what the reader sees); for WebGL traces, which
+# draw into a canvas, the plotted data as well. Hashed (cyrb53) so polling does not ship big strings around.
+_JS_FIGURE_STATE = r"""
+([widgetSel, nth, figureSel]) => {
+  const hash = (str, seed = 0) => {
+    let h1 = 0xdeadbeef ^ seed, h2 = 0x41c6ce57 ^ seed;
+    for (let i = 0; i < str.length; i++) {
+      const ch = str.charCodeAt(i);
+      h1 = Math.imul(h1 ^ ch, 2654435761); h2 = Math.imul(h2 ^ ch, 1597334677);
+    }
+    h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+    h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+    return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(16);
+  };
+  const box = document.querySelectorAll(widgetSel)[nth];
+  if (!box) return {found: false, why: `no element ${widgetSel} #${nth}`};
+  const figs = box.querySelectorAll(figureSel);
+  if (!figs.length) return {found: false, why: `no ${figureSel} inside ${widgetSel} #${nth}`};
+  const parts = [];
+  let paths = 0, texts = 0, gl = false;
+  for (const fig of figs) {
+    fig.querySelectorAll('svg path').forEach(p => { paths++; parts.push(p.getAttribute('d') || ''); });
+    fig.querySelectorAll('svg text').forEach(t => { texts++; parts.push('T:' + t.textContent); });
+    const gd = fig.classList.contains('js-plotly-plot') ? fig : fig.querySelector('.js-plotly-plot');
+    if (gd && Array.isArray(gd._fullData) && gd._fullData.some(t => String(t.type).endsWith('gl'))) {
+      gl = true;
+      for (const t of gd._fullData) {
+        for (const k of ['x', 'y', 'z']) if (t[k]) parts.push(k + ':' + Array.from(t[k]).join(','));
+      }
+    }
+  }
+  const r = figs[0].getBoundingClientRect();
+  return {found: true, hash: hash(parts.join('\n')), paths, texts, gl, n: figs.length,
+          width: Math.round(r.width), height: Math.round(r.height)};
+}
+"""
+
+_JS_SLIDER_VALUE = r"""
+([widgetSel, nth, sliderSel]) => {
+  const box = document.querySelectorAll(widgetSel)[nth];
+  const s = box && box.querySelector(sliderSel);
+  if (!s) return null;
+  const ro = s.querySelector('.widget-readout');
+  const h = s.querySelector('.noUi-handle');
+  return (ro ? ro.textContent.trim() : '') + '|' + (h ? h.getAttribute('aria-valuenow') : '');
+}
+"""
+
+# JS: the notebook panel showing `path`, its kernel connected and idle.
+_JS_KERNEL_IDLE = r"""
+(path) => {
+  const app = window.jupyterapp;
+  if (!app || !app.shell) return false;
+  const w = app.shell.currentWidget;
+  if (!w || !w.context || w.context.path !== path || !w.sessionContext) return false;
+  const k = w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && k.status === 'idle' && k.connectionStatus === 'connected';
+}
+"""
+
+_JS_START_RUN_ALL = r"""
+(path) => {
+  const app = window.jupyterapp;
+  const w = app.shell.currentWidget;
+  if (!w || !w.context || w.context.path !== path) throw new Error('notebook ' + path + ' is not the current widget');
+  window.__gpulabRun = {done: false, ok: null, error: null};
+  app.commands.execute('notebook:run-all-cells').then(
+    ok => { window.__gpulabRun = {done: true, ok: ok, error: null}; },
+    err => { window.__gpulabRun = {done: true, ok: false, error: String(err)}; });
+  return true;
+}
+"""
+
+# JS: every cell finished -- run-all resolved, no [*] prompt, kernel idle.
+_JS_RUN_FINISHED = r"""
+(path) => {
+  const r = window.__gpulabRun;
+  if (!r || !r.done) return false;
+  const w = window.jupyterapp.shell.currentWidget;
+  if (!w || w.context.path !== path) return false;
+  const k = w.sessionContext.session && w.sessionContext.session.kernel;
+  if (!k || k.status !== 'idle') return false;
+  for (const p of w.node.querySelectorAll('.jp-InputPrompt')) if (p.textContent.includes('*')) return false;
+  return true;
+}
+"""
+
+# JS: what ran and what failed, from the notebook model (authoritative) and from the DOM (what is shown).
+_JS_CELL_REPORT = r"""
+() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const cells = [];
+  const model = w.content.model;
+  for (let i = 0; i < model.cells.length; i++) {
+    const c = model.cells.get(i);
+    if (c.type !== 'code') continue;
+    const src = c.sharedModel.getSource();
+    const outs = c.outputs.toJSON();
+    cells.push({index: i, source: src.slice(0, 120), empty: src.trim() === '',
+                execution_count: c.executionCount,
+                errors: outs.filter(o => o.output_type === 'error')
+                            .map(o => o.ename + ': ' + o.evalue + '\n' + (o.traceback || []).join('\n'))});
+  }
+  const dom_errors = Array.from(w.node.querySelectorAll(
+      '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]')).map(e => e.innerText.slice(0, 3000));
+  // ipywidgets shows this (and no error output) when a widget view fails to render
+  const widget_errors = Array.from(w.node.querySelectorAll('.jp-OutputArea-output'))
+      .map(e => e.innerText).filter(t => /Error displaying widget|Error rendering output item|Failed to load model class/.test(t))
+      .map(t => t.slice(0, 3000));
+  const stderr = Array.from(w.node.querySelectorAll(
+      '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')).map(e => e.innerText.slice(0, 500));
+  return {run: window.__gpulabRun, cells, dom_errors, widget_errors, stderr};
+}
+"""
+
+
+def strip_ansi(s: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", s)
+
+
+class CheckFailed(AssertionError):
+    pass
+
+
+class LabDriver:
+    """The steps of one browser check, on one Playwright page. Every wait is on a condition, with a timeout."""
+
+    def __init__(self, page, server: JupyterLabServer, case: BrowserCase):
+        self.page = page
+        self.server = server
+        self.case = case
+        self.console: list[str] = []
+        self.timings: dict[str, float] = {}
+        page.on("console", lambda m: self.console.append(f"[{m.type}] {m.text}"))
+        page.on("pageerror", lambda e: self.console.append(f"[pageerror] {e}"))
+
+    def _timed(self, name: str, t0: float) -> None:
+        self.timings[name] = round(time.monotonic() - t0, 2)
+
+    def _wait(self, js: str, arg: Any, timeout_s: float, what: str) -> Any:
+        try:
+            return self.page.wait_for_function(js, arg=arg, timeout=timeout_s * 1000, polling=100)
+        except Exception as e:  # playwright TimeoutError
+            if "Timeout" in type(e).__name__ or "Timeout" in str(e):
+                raise CheckFailed(f"timed out after {timeout_s:g}s waiting for: {what}") from None
+            raise
+
+    # 1. open the notebook, wait for its kernel
+    def open_notebook(self, timeout_s: float = 60.0) -> None:
+        t0 = time.monotonic()
+        self.page.goto(self.server.notebook_url(self.case.path), wait_until="domcontentloaded")
+        self._wait(_JS_KERNEL_IDLE, self.case.path, timeout_s,
+                   f"JupyterLab to open {self.case.path} with an idle python3 kernel")
+        self._timed("open+kernel", t0)
+
+    # 2. run all cells, wait until every one finished
+    def run_all(self) -> dict:
+        t0 = time.monotonic()
+        self.page.evaluate(_JS_START_RUN_ALL, self.case.path)
+        self._wait(_JS_RUN_FINISHED, self.case.path, self.case.timeout_s,
+                   f"'Run All Cells' of {self.case.path} to finish (no [*] prompt, kernel idle)")
+        self._timed("run_all", t0)
+        return self.page.evaluate(_JS_CELL_REPORT)
+
+    @staticmethod
+    def assert_clean(report: dict) -> None:
+        problems = []
+        for c in report["cells"]:
+            for err in c["errors"]:
+                problems.append(f"cell {c['index']} raised:\n{strip_ansi(err)}")
+        for err in report["widget_errors"]:
+            problems.append(f"widget failed to render:\n{err}")
+        if not problems and report["dom_errors"]:
+            problems += [f"error output shown:\n{e}" for e in report["dom_errors"]]
+        if not problems:
+            not_run = [c for c in report["cells"] if not c["empty"] and c["execution_count"] is None]
+            if not_run or report["run"].get("ok") is False:
+                problems.append(
+                    f"run-all did not execute every code cell (result {report['run']}); not run: "
+                    + ", ".join(f"cell {c['index']}: {c['source'][:60]!r}" for c in not_run))
+        if problems:
+            raise CheckFailed("\n\n".join(problems))
+
+    # 3. the figure, rendered
+    def figure_state(self) -> dict:
+        c = self.case
+        return self.page.evaluate(_JS_FIGURE_STATE, [c.widget, c.nth, c.figure])
+
+    def wait_figure_rendered(self, timeout_s: float = 30.0) -> dict:
+        c = self.case
+        t0 = time.monotonic()
+        self._wait(f"(a) => {{ const s = ({_JS_FIGURE_STATE})(a); return s.found && s.paths > 0 && s.width > 0; }}",
+                   [c.widget, c.nth, c.figure], timeout_s,
+                   f"a rendered figure {c.figure!r} inside {c.widget!r} #{c.nth}")
+        # the figure can still be settling (plotly relayout, widget resize): wait for two equal reads
+        self._wait(
+            "(a) => { const f = window.__gpulabFig; const s = (" + _JS_FIGURE_STATE + ")(a);"
+            " window.__gpulabFig = s.hash; return f === s.hash; }",
+            [c.widget, c.nth, c.figure], timeout_s, "the figure to stop changing")
+        self._timed("figure", t0)
+        return self.figure_state()
+
+    # 4. move the slider, wait for the figure to change
+    def move_slider_and_wait_change(self, before: dict, timeout_s: float = 30.0) -> dict:
+        c = self.case
+        t0 = time.monotonic()
+        box = self.page.locator(c.widget).nth(c.nth)
+        slider = box.locator(c.slider).first
+        handle = slider.locator(".noUi-handle").first
+        try:
+            handle.wait_for(state="visible", timeout=timeout_s * 1000)
+        except Exception:
+            raise CheckFailed(f"no visible slider handle {c.slider!r} .noUi-handle inside {c.widget!r} #{c.nth}") from None
+        handle.scroll_into_view_if_needed()
+        args = [c.widget, c.nth, c.slider]
+        v0 = self.page.evaluate(_JS_SLIDER_VALUE, args)
+        moved = False
+        for key in ("ArrowRight", "ArrowLeft"):  # ArrowLeft if the slider starts at its maximum
+            handle.focus()
+            for _ in range(c.keys):
+                handle.press(key)
+            try:
+                self.page.wait_for_function(f"(a) => ({_JS_SLIDER_VALUE})(a) !== {json.dumps(v0)}",
+                                            arg=args, timeout=3000, polling=100)
+                moved = True
+                break
+            except Exception:
+                continue
+        if not moved:
+            raise CheckFailed(f"pressing arrow keys on the slider handle did not change its value ({v0!r})")
+        v1 = self.page.evaluate(_JS_SLIDER_VALUE, args)
+        self._wait(
+            f"(a) => {{ const s = ({_JS_FIGURE_STATE})(a); return s.found && s.paths > 0 && s.hash !== {json.dumps(before['hash'])}; }}",
+            [c.widget, c.nth, c.figure], timeout_s,
+            f"the figure to change after moving the slider from {v0!r} to {v1!r}")
+        self._timed("slider->figure", t0)
+        return self.figure_state()
+
+    # -- failure artifacts
+    def save_artifacts(self, out_dir: Path, exc: BaseException | None = None) -> Path:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.page.screenshot(path=str(out_dir / "screenshot.png"), full_page=True, timeout=15000)
+        except Exception as e:  # noqa: BLE001
+            (out_dir / "screenshot.error.txt").write_text(repr(e))
+        try:
+            text = self.page.evaluate("() => document.body ? document.body.innerText : ''")
+        except Exception as e:  # noqa: BLE001
+            text = f"(could not read page text: {e!r})"
+        (out_dir / "page.txt").write_text(text)
+        # errors raised in widget callbacks (slider observers) go to JupyterLab's log console, not the cell
+        try:
+            self.page.evaluate("() => window.jupyterapp.commands.execute('logconsole:open', {insertMode: 'split-bottom'})")
+            self.page.wait_for_selector(".jp-LogConsolePanel", timeout=5000)
+            self.page.wait_for_timeout(500)  # let it render the already-logged entries
+            log = self.page.inner_text(".jp-LogConsolePanel", timeout=5000)
+        except Exception as e:  # noqa: BLE001
+            log = f"(could not read the log console: {e!r})"
+        (out_dir / "log_console.txt").write_text(log)
+        try:
+            self.page.screenshot(path=str(out_dir / "screenshot_with_log.png"), full_page=True, timeout=15000)
+        except Exception:  # noqa: BLE001
+            pass
+        (out_dir / "browser_console.txt").write_text("\n".join(self.console))
+        (out_dir / "server_log.txt").write_text(self.server.log_tail(400))
+        if exc is not None:
+            (out_dir / "failure.txt").write_text(f"{type(exc).__name__}: {exc}\n\ntimings: {self.timings}\n")
+        return out_dir

@@ -1,0 +1,82 @@
+"""Timing honesty and the device profile: atomic writes, round trips, interpreter refusals."""
+import json
+import os
+
+import pytest
+
+import gpulab
+from gpulab import bench, device, reference
+
+
+@pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter-mode behaviour")
+def test_interpreter_refuses_to_time():
+    with pytest.raises(bench.NoGPUTimingError, match="needs a CUDA GPU"):
+        bench.time_ms(lambda: None)
+    with pytest.raises(bench.NoGPUTimingError):
+        device.measure_copy_tbps()
+    with pytest.raises(bench.NoGPUTimingError):
+        device.measure_matmul_tflops("bf16", 64)
+
+
+def _profile():
+    return device.DeviceProfile(gpu="Test GPU", sms=7, compute_capability=[9, 0], l2_mb=1.0, copy_tbps=1.5,
+                                matmul_tflops={"fp32": 1.0, "fp8": None}, provenance={"date": "2026-01-01"})
+
+
+def test_profile_round_trip_and_atomic_write(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPULAB_CACHE_DIR", str(tmp_path))
+    p = device.save_profile(_profile())
+    assert p.parent == tmp_path and p.name == "profile-test-gpu.json"
+    assert device.load_profile(gpu_name="Test GPU") == _profile()
+    assert [f for f in os.listdir(tmp_path) if f.endswith(".tmp")] == []
+
+
+def test_failed_write_keeps_the_old_file(tmp_path):
+    target = tmp_path / "x.json"
+    device.write_json_atomic(target, {"ok": 1})
+
+    class Unserialisable:
+        pass
+
+    with pytest.raises(TypeError):
+        device.write_json_atomic(target, {"bad": Unserialisable()})
+    assert json.loads(target.read_text()) == {"ok": 1}
+    assert sorted(os.listdir(tmp_path)) == ["x.json"]
+
+
+def test_corrupt_profile_is_reported(tmp_path):
+    bad = tmp_path / "p.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="unreadable"):
+        device.load_profile(bad)
+    assert device.load_profile(tmp_path / "missing.json") is None
+
+
+def test_timing_rate():
+    t = bench.Timing(median_ms=2.0, p20_ms=1.9, p80_ms=2.1)
+    assert t.rate(8e9) == pytest.approx(4.0)  # 8 GB in 2 ms = 4 TB/s
+    assert t.rate(8e9, unit=1e9) == pytest.approx(4000.0)
+
+
+def test_reference_data_has_provenance():
+    gpus = reference.available()
+    assert "h200" in gpus, "the H200 reference data must be committed (python -m gpulab.bench --record)"
+    data = reference.load("h200")
+    prov = data["provenance"]
+    for key in ("gpu", "driver", "torch", "triton", "date"):
+        assert prov.get(key), f"reference provenance lacks {key}"
+    assert "H200" in prov["gpu"] and "recorded on" in reference.label(data)
+    prof = device.DeviceProfile.from_json(data["profile"])
+    assert prof.copy_tbps > 0 and prof.matmul_tflops["bf16"] > 0
+    assert len(data["roofline_points"]) >= 8
+    with pytest.raises(FileNotFoundError, match="available"):
+        reference.load("no-such-gpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a CUDA GPU")
+def test_gpu_timing_is_positive_and_ordered():
+    import torch
+    x = torch.randn(2**24, device="cuda")
+    t = bench.time_ms(lambda: x.mul_(1.0))
+    assert 0 < t.p20_ms <= t.median_ms <= t.p80_ms

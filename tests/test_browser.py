@@ -1,0 +1,138 @@
+"""Browser test of the lesson widgets: JupyterLab in headless Chromium runs each notebook, then moves a slider.
+
+For every row of ``NOTEBOOKS``: open the notebook in JupyterLab, Run All Cells, check that no cell raised and no
+widget failed to render, find the lesson widget (``.gpulab-widget``), record its plotly figure, press arrow keys
+on its slider (``.gpulab-slider``) and check that the figure changed.
+
+A new lesson adds one row::
+
+    BrowserCase(path="02_sectors.ipynb", timeout_s=180),
+
+(defaults: widget ``.gpulab-widget`` #0, slider ``.gpulab-slider`` and figure ``.js-plotly-plot`` inside it;
+``nth=1`` drives the second widget of the notebook; ``marks=(pytest.mark.gpu,)`` for a GPU-only notebook).
+
+Run: ``python -m pytest tests/test_browser.py -v`` (needs /usr/bin/chromium -- ``apt-get install chromium`` --
+or ``GPULAB_CHROMIUM=/path/to/chrome``). On failure the screenshot, page text, JupyterLab log console and server
+log are saved to a directory named in the failure message (``GPULAB_BROWSER_ARTIFACTS`` sets its parent).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness package tests/browser, any import mode
+
+from browser import (  # noqa: E402
+    CHROMIUM_ARGS,
+    CHROMIUM_MISSING,
+    FIXTURES_DIR,
+    VIEWPORT,
+    BrowserCase,
+    CheckFailed,
+    JupyterLabServer,
+    LabDriver,
+    find_chromium,
+)
+
+NOTEBOOKS: list[BrowserCase] = [
+    # Self-tests of the harness (they prove the harness works; keep them):
+    # a go.FigureWidget (anywidget-based in plotly >= 6) updated by the slider's observer ...
+    BrowserCase(path="figurewidget.ipynb", root=FIXTURES_DIR, timeout_s=60, id="selftest-figurewidget"),
+    # ... and the fallback: a static go.Figure re-shown with fig.show() inside an ipywidgets.Output.
+    BrowserCase(path="output_fallback.ipynb", root=FIXTURES_DIR, timeout_s=60, id="selftest-output-fallback"),
+    # Lessons (root: notebooks/):
+    BrowserCase(path="01_roofline.ipynb", timeout_s=300, skip_if_missing=True),
+]
+
+
+def _param(case: BrowserCase):
+    marks = list(case.marks)
+    if case.skip_if_missing and not case.file.exists():
+        marks.append(pytest.mark.skip(reason=f"{case.file} does not exist yet (lesson not written)"))
+    return pytest.param(case, id=case.test_id, marks=marks)
+
+
+# ------------------------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    path = find_chromium()
+    if path is None:
+        pytest.skip(CHROMIUM_MISSING)
+    return path
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium_path, headless=True, args=list(CHROMIUM_ARGS))
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="session")
+def jupyter_servers():
+    """``get(root_dir)`` -> a JupyterLab rooted there, started on first use and shared by the session.
+
+    The lessons' server is rooted at notebooks/ (as a reader sees it); the self-tests' at tests/browser/fixtures/.
+    """
+    servers: dict[Path, JupyterLabServer] = {}
+
+    def get(root: Path) -> JupyterLabServer:
+        root = Path(root).resolve()
+        if root not in servers:
+            servers[root] = JupyterLabServer(root, python=sys.executable).start()
+        return servers[root]
+
+    yield get
+    for s in servers.values():
+        s.stop()
+
+
+@pytest.fixture
+def artifacts_dir(request) -> Path:
+    parent = Path(os.environ.get("GPULAB_BROWSER_ARTIFACTS") or tempfile.gettempdir()) / "gpulab-browser-artifacts"
+    name = request.node.name.replace("/", "_").replace("[", "-").replace("]", "")
+    return parent / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+# ---------------------------------------------------------------------------------------------------- test
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("case", [_param(c) for c in NOTEBOOKS])
+def test_notebook_widget_in_browser(case: BrowserCase, browser, jupyter_servers, artifacts_dir):
+    assert case.file.exists(), f"{case.file} does not exist"
+    before_bytes = case.file.read_bytes()
+    server = jupyter_servers(case.root)
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    drv = LabDriver(page, server, case)
+    t0 = time.monotonic()
+    try:
+        drv.open_notebook()
+        report = drv.run_all()
+        drv.assert_clean(report)
+        fig0 = drv.wait_figure_rendered()
+        fig1 = drv.move_slider_and_wait_change(fig0)
+        assert fig1["hash"] != fig0["hash"]
+    except Exception as exc:
+        where = drv.save_artifacts(artifacts_dir, exc)
+        print(f"\nbrowser test artifacts (screenshot, page text, log console, server log): {where}")
+        if isinstance(exc, CheckFailed):
+            pytest.fail(f"{case.path}: {exc}\n\nartifacts: {where}\ntimings: {drv.timings}", pytrace=False)
+        raise
+    finally:
+        context.close()
+        server.shutdown_all_kernels()
+    print(f"\n{case.path}: {time.monotonic() - t0:.1f}s {drv.timings}; figure {fig0} -> {fig1}")
+    assert case.file.read_bytes() == before_bytes, f"the browser session modified {case.file}"

@@ -1,0 +1,68 @@
+"""The roofline model, and the seed lecture's numbers (Stanford CS336 Lecture 5, "Start with two budgets")."""
+import math
+
+import pytest
+
+from gpulab import hardware, roofline
+
+SEED = hardware.get("Seed accelerator")
+
+
+def test_seed_ridge_is_100_flop_per_byte():
+    assert roofline.ridge_point(SEED.peak("fp32"), SEED.hbm_tbps) == pytest.approx(100.0)
+
+
+def test_seed_kernel_intensity_10_compute_10ms_memory_100ms():
+    b = roofline.bound(1e12, 100e9, SEED.peak("fp32"), SEED.hbm_tbps)
+    assert b.intensity == pytest.approx(10.0)
+    assert b.compute_ms == pytest.approx(10.0)
+    assert b.memory_ms == pytest.approx(100.0)
+    assert b.limiter == "memory" and b.time_ms == pytest.approx(100.0)
+
+
+def test_seed_kernel_moving_10GB_takes_10ms():
+    b = roofline.bound(1e12, 10e9, SEED.peak("fp32"), SEED.hbm_tbps)
+    assert b.memory_ms == pytest.approx(10.0) and b.time_ms == pytest.approx(10.0)
+    assert b.intensity == pytest.approx(roofline.ridge_point(100, 1))  # exactly at the ridge
+
+
+@pytest.mark.parametrize("i", [0.01, 1, 50, 100, 150, 1e4])
+def test_attainable_is_min_of_roof_and_slope(i):
+    assert roofline.attainable_tflops(i, 100, 1) == pytest.approx(min(100, i))
+
+
+def test_bound_is_max_of_terms_for_random_inputs():
+    import random
+    rng = random.Random()
+    for _ in range(200):
+        f, d, c, b = (10 ** rng.uniform(3, 15), 10 ** rng.uniform(3, 12), 10 ** rng.uniform(0, 3), rng.uniform(0.1, 5))
+        r = roofline.bound(f, d, c, b)
+        assert r.time_ms == pytest.approx(max(f / (c * 1e9), d / (b * 1e9)))
+        # rate at the bound equals the attainable rate
+        assert f / (r.time_ms * 1e-3) / 1e12 == pytest.approx(roofline.attainable_tflops(f / d, c, b))
+
+
+@pytest.mark.parametrize("args,msg", [((1e9, 0, 100, 1), "bytes_moved"), ((-1, 1e9, 100, 1), "flops"),
+                                      ((1e9, 1e9, 0, 1), "peak_tflops"), ((1e9, 1e9, 100, float("nan")), "hbm_tbps"),
+                                      ((1e9, "x", 100, 1), "bytes_moved")])
+def test_bad_input_names_the_argument(args, msg):
+    with pytest.raises((ValueError, TypeError), match=msg):
+        roofline.bound(*args)
+
+
+def test_which_peak_applies():
+    h = hardware.get("H200")
+    assert roofline.peak_for(h, "elementwise", "bf16") == h.peak("fp32")  # no tensor cores for ReLU
+    assert roofline.peak_for(h, "matmul", "bf16") == h.peak("bf16")
+    assert roofline.peak_for(h, "matmul", "fp32") == h.peak("fp32")
+    assert roofline.peak_for(h, "matmul", "fp32", tf32=True) == h.peak("tf32")
+    with pytest.raises(LookupError, match="T4 has no bf16"):
+        roofline.peak_for(hardware.get("T4"), "matmul", "bf16")
+    with pytest.raises(ValueError, match="op_kind"):
+        roofline.peak_for(h, "softmax")
+
+
+def test_kernel_point_rates():
+    p = roofline.KernelPoint("x", flops=2e12, bytes_moved=1e12, time_ms=1000.0)
+    assert p.intensity == 2 and p.tflops == pytest.approx(2.0) and p.tbps == pytest.approx(1.0)
+    assert math.isclose(str(roofline.bound(1, 1, 1, 1)).count("FLOP/B"), 1)

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One batched run on a GPU machine without network (the device tool's H200): install the carried wheels
+# (../shared/tools/gpu-wheels.sh fills .whl/), then run the GPU tests, the notebooks and the benchmark
+# suite, writing logs and results under $OUT. Usage from the project root:  bash tools/gpu_run.sh [steps]
+# steps: any of bench tests notebooks (default: all three).
+set -uo pipefail
+OUT=${OUT:-/tmp/gpulab-out}; mkdir -p "$OUT"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site:$PWD || exit 1
+fi
+export PYTHONUNBUFFERED=1 GPULAB_CACHE_DIR="$OUT/cache"
+steps=${*:-bench tests notebooks}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/nvidia-smi.txt" 2>&1
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee "$OUT/versions.txt"
+rc=0
+for step in $steps; do
+  case $step in
+    bench) python3 -m gpulab.bench --record --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1
+           cp gpulab/data/reference-*.json "$OUT/" 2>/dev/null ;;
+    tests) python3 -m pytest -q -p no:cacheprovider -m "not browser" tests 2>&1 | tee "$OUT/pytest.log" | tail -15 || rc=1 ;;
+    notebooks) python3 -m pytest -q -p no:cacheprovider --nbval-lax notebooks/ 2>&1 | tee "$OUT/nbval.log" | tail -15 || rc=1 ;;
+    *) echo "unknown step $step"; rc=2 ;;
+  esac
+done
+exit $rc
