@@ -1,0 +1,79 @@
+"""Checked exercises. Each lesson's module holds checkers and hidden reference solutions.
+
+A checker runs the learner's function on fresh random inputs, awkward ones included, and returns a
+``Report`` that says which case failed, what was expected and what came back, with a hint for the
+common mistakes. A stub that raises ``NotImplementedError`` reports "not attempted yet" instead of an
+error, so a notebook runs top to bottom before the learner has written anything.
+
+``show_solution(checker)`` prints the reference solution (the reveal).
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Report:
+    """The outcome of a checker: ``ok`` is True only if every case passed."""
+
+    name: str
+    cases: int = 0
+    failures: list = field(default_factory=list)
+    attempted: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return self.attempted and not self.failures
+
+    def __str__(self) -> str:
+        if not self.attempted:
+            return f"[ ] {self.name}: not attempted yet (the stub raises NotImplementedError)"
+        if self.ok:
+            return f"[pass] {self.name}: all {self.cases} cases pass"
+        lines = [f"[FAIL] {self.name}: {len(self.failures)} of {self.cases} cases fail"]
+        lines += [f"  - {f}" for f in self.failures[:5]]
+        if len(self.failures) > 5:
+            lines.append(f"  ... and {len(self.failures) - 5} more")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def run_cases(name: str, fn, cases, compare) -> Report:
+    """Call ``fn(**case)`` for each case; ``compare(case, got)`` returns None or a failure message."""
+    rep = Report(name)
+    for case in cases:
+        rep.cases += 1
+        args = ", ".join(f"{k}={_short(v)}" for k, v in case.items() if not k.startswith("_"))
+        try:
+            got = fn(**{k: v for k, v in case.items() if not k.startswith("_")})
+        except NotImplementedError:
+            return Report(name, attempted=False)
+        except Exception as e:  # the learner's bug, reported rather than raised
+            rep.failures.append(f"{name}({args}) raised {type(e).__name__}: {e}")
+            continue
+        msg = compare(case, got)
+        if msg:
+            rep.failures.append(f"{name}({args}): {msg}")
+    return rep
+
+
+def _short(v) -> str:
+    if hasattr(v, "shape") and hasattr(v, "dtype"):  # a tensor: its shape and dtype, not its values
+        return f"<{str(v.dtype).replace('torch.', '')} tensor of shape {tuple(v.shape)}>"
+    return f"{v:.6g}" if isinstance(v, float) else repr(v)
+
+
+def close(got, expected, rel: float = 1e-6) -> bool:
+    try:
+        return abs(float(got) - float(expected)) <= rel * max(abs(float(expected)), 1e-300)
+    except (TypeError, ValueError):
+        return False
+
+
+def show_solution(checker) -> None:
+    """Print the reference solution of ``checker``: its ``solution`` function, or the whole module that
+    holds it when the solution is a kernel (``solution_module``)."""
+    mod = getattr(checker, "solution_module", None)
+    print(inspect.getsource(mod) if mod is not None else inspect.getsource(checker.solution))

@@ -1,0 +1,118 @@
+"""Exercises of lesson 01 (roofline)."""
+from __future__ import annotations
+
+import random
+
+import torch
+
+import gpulab
+
+from .. import roofline
+from . import Report, close, lesson01_kernels, run_cases
+
+AWKWARD = [1, 17, 1000, 1793]
+
+
+def _matmul_counts_solution(M: int, N: int, K: int, itemsize: int) -> tuple[int, int]:
+    """(FLOPs, bytes) of C = A @ B with A: (M, K), B: (K, N): one multiply and one add per (m, n, k); A and B
+    read once and C written once, the least any implementation moves."""
+    return 2 * M * N * K, (M * K + K * N + M * N) * itemsize
+
+
+def check_matmul_counts(fn) -> Report:
+    """fn(M, N, K, itemsize) -> (flops, bytes) for C = A @ B, A: (M, K), B: (K, N), C: (M, N)."""
+    rng = random.Random()
+    cases = [dict(M=m, N=n, K=k, itemsize=s) for m, n, k, s in
+             [(8192, 8192, 8192, 2), (1, 1, 1, 4), (1000, 999, 1001, 2), (17, 1, 1793, 4)]]
+    cases += [dict(M=rng.choice(AWKWARD + [rng.randrange(1, 5000)]), N=rng.randrange(1, 5000),
+                   K=rng.randrange(1, 5000), itemsize=rng.choice([1, 2, 4])) for _ in range(20)]
+
+    def compare(case, got):
+        ef, eb = _matmul_counts_solution(**case)
+        try:
+            gf, gb = got
+        except (TypeError, ValueError):
+            return f"expected a pair (flops, bytes), got {got!r}"
+        msgs = []
+        if gf != ef:
+            hint = ": a multiply-add is 2 FLOPs" if gf * 2 == ef else ""
+            msgs.append(f"FLOPs expected {ef}, got {gf}{hint}")
+        if gb != eb:
+            hint = ""
+            if gb == (case["M"] * case["K"] + case["K"] * case["N"]) * case["itemsize"]:
+                hint = ": C must be written too"
+            elif gb * case["itemsize"] == eb * 1 and case["itemsize"] != 1:
+                hint = ": multiply elements by itemsize to get bytes"
+            msgs.append(f"bytes expected {eb}, got {gb}{hint}")
+        return "; ".join(msgs) or None
+
+    return run_cases("matmul_counts", fn, cases, compare)
+
+
+check_matmul_counts.solution = _matmul_counts_solution
+
+
+def _bound_solution(flops: float, bytes_moved: float, peak_tflops: float, hbm_tbps: float) -> float:
+    """Roofline lower bound in ms: max(F / C, D / B)."""
+    return max(flops / (peak_tflops * 1e12), bytes_moved / (hbm_tbps * 1e12)) * 1e3
+
+
+def check_bound_ms(fn) -> Report:
+    """fn(flops, bytes_moved, peak_tflops, hbm_tbps) -> ms, the roofline lower bound; includes the seed cases."""
+    rng = random.Random()
+    cases = [dict(flops=1e12, bytes_moved=100e9, peak_tflops=100, hbm_tbps=1),
+             dict(flops=1e12, bytes_moved=10e9, peak_tflops=100, hbm_tbps=1)]
+    cases += [dict(flops=10 ** rng.uniform(6, 15), bytes_moved=10 ** rng.uniform(6, 12),
+                   peak_tflops=10 ** rng.uniform(0, 3.3), hbm_tbps=rng.uniform(0.3, 5)) for _ in range(30)]
+
+    def compare(case, got):
+        exp = _bound_solution(**case)
+        if close(got, exp):
+            return None
+        b = roofline.bound(**case)
+        if close(got, min(b.compute_ms, b.memory_ms)):
+            return f"expected {exp:.6g} ms, got {got!r}: that is the smaller term; the bound is the larger"
+        if close(got, b.compute_ms + b.memory_ms):
+            return f"expected {exp:.6g} ms, got {got!r}: the sum assumes no overlap; the bound is the max"
+        return f"expected {exp:.6g} ms, got {got!r}"
+
+    return run_cases("bound_ms", fn, cases, compare)
+
+
+check_bound_ms.solution = _bound_solution
+
+
+def check_scale_add(fn) -> Report:
+    """fn(x, a, b) -> y = a * x + b, a Triton kernel launch; x: 1-D fp32 on gpulab.DEVICE, any length.
+
+    Runs awkward lengths (1, 17, 1000, 1793, and random ones) on fresh random inputs; compares against a
+    float64 reference with fp32 tolerance and names the first wrong element.
+    """
+    rng = random.Random()
+    sizes = AWKWARD + [rng.randrange(2, 5000) for _ in range(3)]
+    cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), a=rng.uniform(-3, 3), b=rng.uniform(-3, 3))
+             for n in sizes]
+
+    def compare(case, got):
+        if not isinstance(got, torch.Tensor):
+            return f"expected a tensor, got {type(got).__name__}"
+        if got.shape != case["x"].shape:
+            return f"expected shape {tuple(case['x'].shape)}, got {tuple(got.shape)}"
+        ref = case["a"] * case["x"].double() + case["b"]
+        err = (got.double() - ref).abs()
+        tol = 4 * 2.0**-23 * ref.abs() + 1e-6
+        bad = (~(err <= tol)).nonzero()
+        if len(bad):
+            i = bad[0].item()
+            n = case["x"].numel()
+            tail = bad[-1].item() == n - 1 and len(bad) == n - i
+            return (f"n={n}: {len(bad)} elements wrong, first at index {i}: expected {ref[i].item():.7g}, "
+                    f"got {got[i].item():.7g}" + (" (the wrong ones are the last elements: check the mask "
+                                                  "and the grid size)" if tail else ""))
+        return None
+
+    return run_cases("scale_add", fn, cases, compare)
+
+
+check_scale_add.solution = lesson01_kernels.scale_add
+check_scale_add.solution_module = lesson01_kernels

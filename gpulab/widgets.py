@@ -1,0 +1,149 @@
+"""Slider-driven figures for the lessons (ipywidgets + plotly).
+
+Every interactive widget is a container with CSS class ``gpulab-widget``; its sliders carry
+``gpulab-slider`` (the browser test finds them by these classes). Figures are plotly ``FigureWidget``s
+where the front end can show them (JupyterLab with anywidget; Colab after its custom widget manager is
+enabled, which importing this module does), and otherwise a static figure redrawn into an
+``ipywidgets.Output`` on every change (``GPULAB_STATIC_FIGURES=1`` forces that fallback).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from . import hardware, plots, roofline
+
+
+def _enable_colab() -> None:
+    if "google.colab" in sys.modules:  # pragma: no cover - only in Colab
+        from google.colab import output
+
+        output.enable_custom_widget_manager()
+
+
+_enable_colab()
+
+
+def _figurewidget_ok() -> bool:
+    if os.environ.get("GPULAB_STATIC_FIGURES") == "1":
+        return False
+    try:
+        import anywidget  # noqa: F401  (plotly's FigureWidget is built on it)
+    except ImportError:
+        return False
+    return True
+
+
+class LiveFigure:
+    """A figure that updates in place: a ``go.FigureWidget`` or, as a fallback, an Output redrawn.
+
+    ``update(fn)`` calls ``fn(fig)`` to change traces and layout, then shows the result. ``fig`` is the
+    current figure (for tests and assert cells).
+    """
+
+    def __init__(self, fig: go.Figure):
+        self.static = not _figurewidget_ok()
+        if self.static:
+            self.fig = fig
+            self.widget = W.Output()
+            self._draw()
+        else:
+            self.fig = go.FigureWidget(fig)
+            self.widget = self.fig
+
+    def _draw(self) -> None:
+        self.widget.clear_output(wait=True)
+        with self.widget:
+            self.fig.show()
+
+    def update(self, fn) -> None:
+        if self.static:
+            fn(self.fig)
+            self._draw()
+        else:
+            with self.fig.batch_update():
+                fn(self.fig)
+
+
+def slider(cls=W.FloatSlider, **kw):
+    """An ipywidgets slider tagged ``gpulab-slider``, updating only on release."""
+    kw.setdefault("continuous_update", False)
+    kw.setdefault("style", {"description_width": "initial"})
+    kw.setdefault("layout", W.Layout(width="460px"))
+    s = cls(**kw)
+    s.add_class("gpulab-slider")
+    return s
+
+
+def container(*children, cls=W.VBox):
+    box = cls(list(children))
+    box.add_class("gpulab-widget")
+    return box
+
+
+class InteractiveRoofline:
+    """Lesson 01's explorer: pick a machine (C, B) and a kernel (F, D); see the bound update.
+
+    Presets are the GPUs of ``gpulab.hardware`` (their dense bf16 tensor-core peak, or fp32 where there is
+    none) and the seed lecture's accelerator. Sliders are logarithmic: C in TFLOP/s, B in TB/s, F in FLOPs,
+    D in bytes. ``.widget`` is the container to display; ``.bound`` is the current ``roofline.Bound``.
+    """
+
+    def __init__(self, preset: str = "Seed accelerator", flops: float = 1e12, bytes_moved: float = 100e9):
+        self.preset = W.Dropdown(options=list(hardware.GPUS), value=preset, description="machine")
+        self.c = slider(W.FloatLogSlider, base=10, min=0, max=3.5, step=0.01, description="C peak (TFLOP/s)",
+                        readout_format=".3g")
+        self.b = slider(W.FloatLogSlider, base=10, min=-1, max=1, step=0.01, description="B bandwidth (TB/s)",
+                        readout_format=".3g")
+        self.f = slider(W.FloatLogSlider, value=flops, base=10, min=6, max=15, step=0.05,
+                        description="F work (FLOPs)", readout_format=".3g")
+        self.d = slider(W.FloatLogSlider, value=bytes_moved, base=10, min=6, max=12, step=0.05,
+                        description="D traffic (bytes)", readout_format=".3g")
+        self.readout = W.HTML()
+        self._apply_preset()
+        self.live = LiveFigure(self._figure())
+        for w in (self.c, self.b, self.f, self.d):
+            w.observe(lambda _: self.refresh(), names="value")
+        self.preset.observe(lambda _: (self._apply_preset(), self.refresh()), names="value")
+        self.widget = container(self.preset, self.c, self.b, self.f, self.d, self.readout, self.live.widget)
+        self.refresh()
+
+    def _apply_preset(self) -> None:
+        spec = hardware.get(self.preset.value)
+        peak = spec.peak_tflops["bf16"] or spec.peak_tflops["fp16"] or spec.peak_tflops["fp32"]
+        self.c.value, self.b.value = peak, spec.hbm_tbps
+
+    @property
+    def bound(self) -> roofline.Bound:
+        return roofline.bound(self.f.value, self.d.value, self.c.value, self.b.value)
+
+    def _figure(self) -> go.Figure:
+        fig = plots.roofline_figure([dict(label="roof", peak_tflops=self.c.value, hbm_tbps=self.b.value)],
+                                    title="", height=420)
+        fig.add_scatter(x=[1.0], y=[1.0], mode="markers", name="your kernel (at the bound)",
+                        marker=dict(size=14, color="black", symbol="star"))
+        fig.add_scatter(x=[1.0, 1.0], y=[1e-3, 1e4], mode="lines", name="ridge point",
+                        line=dict(color="gray", dash="dot"))
+        fig.update_yaxes(range=[-2, 3.6])
+        return fig
+
+    def refresh(self) -> None:
+        b = self.bound
+        rate = roofline.attainable_tflops(b.intensity, self.c.value, self.b.value)
+        x, y = plots.roof_xy(self.c.value, self.b.value)
+
+        def change(fig):
+            fig.data[0].x, fig.data[0].y = x, y
+            fig.data[0].name = f"roof: C={self.c.value:.3g} TFLOP/s, B={self.b.value:.3g} TB/s"
+            fig.data[1].x, fig.data[1].y = [b.intensity], [rate]
+            fig.data[2].x = [b.ridge, b.ridge]
+            fig.layout.title = (f"I = {b.intensity:.3g} FLOP/B, ridge {b.ridge:.3g}: "
+                                f"{b.limiter}-bound, t >= {b.time_ms:.4g} ms")
+
+        self.live.update(change)
+        self.readout.value = (f"<b>compute</b> F/C = {b.compute_ms:.4g} ms &nbsp; <b>memory</b> D/B = "
+                              f"{b.memory_ms:.4g} ms &nbsp; &rarr; <b>{b.limiter}-bound</b>, t &ge; "
+                              f"{b.time_ms:.4g} ms; attainable {rate:.3g} TFLOP/s")
