@@ -102,3 +102,10 @@ def size(*, gpu, interpreter):
     Triton's interpreter.
     """
     return gpu if ON_GPU else interpreter
+
+
+def source(obj) -> str:
+    """The source code of a function or a ``@triton.jit`` kernel (compiled or interpreted), for display."""
+    import inspect
+
+    return inspect.getsource(getattr(obj, "fn", obj))

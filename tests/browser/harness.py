@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ class BrowserCase:
     slider:    CSS selector of the slider, inside that container.
     figure:    CSS selector of the figure, inside that container.
     timeout_s: how long "Run All Cells" may take (the notebook's own run time) before the test fails.
+    update_timeout_s: how long the figure may take to change after the slider moved.
     keys:      how many ArrowRight presses move the slider (ArrowLeft is tried if the readout does not move).
     skip_if_missing: skip (with a reason) instead of failing when the notebook does not exist yet.
     marks:     extra pytest marks for this row, e.g. ``(pytest.mark.gpu,)``.
@@ -74,6 +76,7 @@ class BrowserCase:
     figure: str = ".js-plotly-plot"
     nth: int = 0
     timeout_s: float = 120.0
+    update_timeout_s: float = 30.0
     keys: int = 4
     skip_if_missing: bool = False
     marks: tuple = ()
@@ -150,7 +153,7 @@ class JupyterLabServer:
 
     def notebook_url(self, path: str) -> str:
         # ?reset drops any saved layout so exactly this notebook opens (the workspace dir is fresh anyway)
-        return f"{self.base_url}/lab/tree/{path}?reset&token={self.token}"
+        return f"{self.base_url}/lab/tree/{urllib.parse.quote(path)}?reset&token={self.token}"
 
     # -- lifecycle
     def _env(self) -> dict[str, str]:
@@ -373,37 +376,67 @@ _JS_RUN_FINISHED = r"""
 }
 """
 
-# JS: what ran and what failed, from the notebook model (authoritative) and from the DOM (what is shown).
+# JS: what ran and what failed, per code cell, from the notebook model (authoritative for the cell's own outputs)
+# and from the DOM (what the reader sees, including tracebacks inside ipywidgets.Output views, which are not in
+# the cell's outputs). In JupyterLab 4.6 an error output is rendered with data-mime-type
+# "application/vnd.jupyter.stderr", exactly like a warning, so a shown traceback is told apart by its text.
 _JS_CELL_REPORT = r"""
 () => {
   const w = window.jupyterapp.shell.currentWidget;
   const cells = [];
-  const model = w.content.model;
-  for (let i = 0; i < model.cells.length; i++) {
-    const c = model.cells.get(i);
+  const views = w.content.widgets;
+  for (let i = 0; i < views.length; i++) {
+    const view = views[i], c = view.model;
     if (c.type !== 'code') continue;
     const src = c.sharedModel.getSource();
+    const tags = c.getMetadata('tags') || [];
     const outs = c.outputs.toJSON();
-    cells.push({index: i, source: src.slice(0, 120), empty: src.trim() === '',
-                execution_count: c.executionCount,
-                errors: outs.filter(o => o.output_type === 'error')
-                            .map(o => o.ename + ': ' + o.evalue + '\n' + (o.traceback || []).join('\n'))});
+    const shown = Array.from(view.node.querySelectorAll('.jp-OutputArea-output'));
+    cells.push({
+      index: i, source: src.slice(0, 120), empty: src.trim() === '', tags,
+      execution_count: c.executionCount,
+      errors: outs.filter(o => o.output_type === 'error')
+                  .map(o => o.ename + ': ' + o.evalue + '\n' + (o.traceback || []).join('\n')),
+      shown_tracebacks: shown.filter(e => {
+          const m = e.getAttribute('data-mime-type');
+          return m === 'application/vnd.jupyter.error' ||
+                 (m === 'application/vnd.jupyter.stderr' && /Traceback \(most recent call last\)/.test(e.innerText));
+        }).map(e => e.innerText.slice(-3000)),
+      // ipywidgets shows this text (and no error output) when a widget view fails to render
+      widget_errors: shown.map(e => e.innerText)
+          .filter(t => /Error displaying widget|Error rendering output item|Failed to load model class/.test(t))
+          .map(t => t.slice(0, 3000)),
+    });
   }
-  const dom_errors = Array.from(w.node.querySelectorAll(
-      '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]')).map(e => e.innerText.slice(0, 3000));
-  // ipywidgets shows this (and no error output) when a widget view fails to render
-  const widget_errors = Array.from(w.node.querySelectorAll('.jp-OutputArea-output'))
-      .map(e => e.innerText).filter(t => /Error displaying widget|Error rendering output item|Failed to load model class/.test(t))
-      .map(t => t.slice(0, 3000));
-  const stderr = Array.from(w.node.querySelectorAll(
-      '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')).map(e => e.innerText.slice(0, 500));
-  return {run: window.__gpulabRun, cells, dom_errors, widget_errors, stderr};
+  return {run: window.__gpulabRun, cells};
+}
+"""
+
+# JS: the JupyterLab log console's text. Errors raised in widget callbacks (e.g. a slider observer) are not shown in
+# any cell: JupyterLab routes them to the log console.
+_JS_OPEN_LOG_CONSOLE = r"""
+async () => {
+  const app = window.jupyterapp;
+  if (!document.querySelector('.jp-LogConsolePanel'))
+    await app.commands.execute('logconsole:open', {insertMode: 'split-bottom', activate: false});
+  return true;
+}
+"""
+_JS_LOG_CONSOLE_READY = r"""
+() => {
+  const p = document.querySelector('.jp-LogConsolePanel');
+  if (!p) return false;
+  return p.querySelector('.jp-OutputArea-child') !== null || /No log messages/.test(p.innerText);
 }
 """
 
 
 def strip_ansi(s: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", s)
+
+
+def _tail(text: str, n: int) -> str:
+    return "\n".join(text.splitlines()[-n:])
 
 
 class CheckFailed(AssertionError):
@@ -418,27 +451,43 @@ class LabDriver:
         self.server = server
         self.case = case
         self.console: list[str] = []
-        self.timings: dict[str, float] = {}
+        self.timings: dict[str, Any] = {}
         page.on("console", lambda m: self.console.append(f"[{m.type}] {m.text}"))
         page.on("pageerror", lambda e: self.console.append(f"[pageerror] {e}"))
 
     def _timed(self, name: str, t0: float) -> None:
         self.timings[name] = round(time.monotonic() - t0, 2)
 
-    def _wait(self, js: str, arg: Any, timeout_s: float, what: str) -> Any:
+    def _wait(self, js: str, arg: Any, timeout_s: float, what: str, diagnose=None) -> Any:
         try:
             return self.page.wait_for_function(js, arg=arg, timeout=timeout_s * 1000, polling=100)
         except Exception as e:  # playwright TimeoutError
-            if "Timeout" in type(e).__name__ or "Timeout" in str(e):
-                raise CheckFailed(f"timed out after {timeout_s:g}s waiting for: {what}") from None
-            raise
+            if "Timeout" not in type(e).__name__ and "Timeout" not in str(e):
+                raise
+        msg = f"timed out after {timeout_s:g}s waiting for: {what}"
+        for extra in (self._dialogs, diagnose):
+            if extra is None:
+                continue
+            try:
+                note = extra()
+            except Exception as e:  # noqa: BLE001 -- diagnostics must not hide the failure
+                note = f"(diagnostics failed: {e!r})"
+            if note:
+                msg += "\n" + note
+        raise CheckFailed(msg)
+
+    def _dialogs(self) -> str:
+        texts = self.page.evaluate(
+            "() => Array.from(document.querySelectorAll('.jp-Dialog')).map(d => d.innerText.trim())")
+        return "".join(f"JupyterLab dialog open: {t!r}\n" for t in texts)
 
     # 1. open the notebook, wait for its kernel
     def open_notebook(self, timeout_s: float = 60.0) -> None:
         t0 = time.monotonic()
         self.page.goto(self.server.notebook_url(self.case.path), wait_until="domcontentloaded")
         self._wait(_JS_KERNEL_IDLE, self.case.path, timeout_s,
-                   f"JupyterLab to open {self.case.path} with an idle python3 kernel")
+                   f"JupyterLab to open {self.case.path} with an idle python3 kernel",
+                   diagnose=lambda: "server log:\n" + self.server.log_tail(20))
         self._timed("open+kernel", t0)
 
     # 2. run all cells, wait until every one finished
@@ -448,79 +497,126 @@ class LabDriver:
         self._wait(_JS_RUN_FINISHED, self.case.path, self.case.timeout_s,
                    f"'Run All Cells' of {self.case.path} to finish (no [*] prompt, kernel idle)")
         self._timed("run_all", t0)
-        return self.page.evaluate(_JS_CELL_REPORT)
+        return self.cell_report()
 
     @staticmethod
-    def assert_clean(report: dict) -> None:
+    def problems(report: dict) -> list[str]:
+        """Errors in a cell report; cells tagged ``raises-exception`` may raise (JupyterLab runs on past them)."""
         problems = []
         for c in report["cells"]:
+            if "raises-exception" in c["tags"]:
+                continue
             for err in c["errors"]:
                 problems.append(f"cell {c['index']} raised:\n{strip_ansi(err)}")
-        for err in report["widget_errors"]:
-            problems.append(f"widget failed to render:\n{err}")
-        if not problems and report["dom_errors"]:
-            problems += [f"error output shown:\n{e}" for e in report["dom_errors"]]
+            if not c["errors"]:  # a traceback shown in the cell but not among its outputs: inside an Output widget
+                for tb in c["shown_tracebacks"]:
+                    problems.append(f"cell {c['index']} shows a traceback (e.g. inside an ipywidgets.Output):\n{tb}")
+            for err in c["widget_errors"]:
+                problems.append(f"cell {c['index']}: widget failed to render:\n{err}")
+        return problems
+
+    def assert_clean(self, report: dict) -> None:
+        problems = self.problems(report)
         if not problems:
             not_run = [c for c in report["cells"] if not c["empty"] and c["execution_count"] is None]
-            if not_run or report["run"].get("ok") is False:
+            if not_run or report["run"].get("error"):
                 problems.append(
                     f"run-all did not execute every code cell (result {report['run']}); not run: "
                     + ", ".join(f"cell {c['index']}: {c['source'][:60]!r}" for c in not_run))
         if problems:
             raise CheckFailed("\n\n".join(problems))
 
+    def cell_report(self) -> dict:
+        return self.page.evaluate(_JS_CELL_REPORT)
+
+    def log_console_text(self, timeout_s: float = 10.0) -> str:
+        """Open JupyterLab's log console (once) and return its text."""
+        self.page.evaluate(_JS_OPEN_LOG_CONSOLE)
+        self.page.wait_for_function(_JS_LOG_CONSOLE_READY, timeout=timeout_s * 1000, polling=100)
+        return self.page.inner_text(".jp-LogConsolePanel", timeout=timeout_s * 1000)
+
+    def assert_no_new_errors(self, before: dict) -> None:
+        """After the slider moved: no new traceback in any cell, none in the log console."""
+        known = {p for p in self.problems(before)}
+        problems = [p for p in self.problems(self.cell_report()) if p not in known]
+        log = self.log_console_text()
+        if re.search(r"Traceback \(most recent call last\)", log):
+            problems.append("JupyterLab's log console shows a traceback (an error in a widget callback?):\n"
+                            + _tail(log, 40))
+        if problems:
+            raise CheckFailed("after moving the slider:\n\n" + "\n\n".join(problems))
+
     # 3. the figure, rendered
     def figure_state(self) -> dict:
         c = self.case
         return self.page.evaluate(_JS_FIGURE_STATE, [c.widget, c.nth, c.figure])
 
+    def _figure_diagnosis(self) -> str:
+        st = self.figure_state()
+        c = self.case
+        n = self.page.evaluate("(sel) => document.querySelectorAll(sel).length", c.widget)
+        msg = f"figure state: {st}; {n} element(s) match {c.widget!r}"
+        problems = self.problems(self.cell_report())
+        if problems:
+            msg += "\nerrors shown in the notebook:\n" + "\n\n".join(problems)
+        return msg
+
     def wait_figure_rendered(self, timeout_s: float = 30.0) -> dict:
         c = self.case
         t0 = time.monotonic()
+        args = [c.widget, c.nth, c.figure]
         self._wait(f"(a) => {{ const s = ({_JS_FIGURE_STATE})(a); return s.found && s.paths > 0 && s.width > 0; }}",
-                   [c.widget, c.nth, c.figure], timeout_s,
-                   f"a rendered figure {c.figure!r} inside {c.widget!r} #{c.nth}")
-        # the figure can still be settling (plotly relayout, widget resize): wait for two equal reads
-        self._wait(
-            "(a) => { const f = window.__gpulabFig; const s = (" + _JS_FIGURE_STATE + ")(a);"
-            " window.__gpulabFig = s.hash; return f === s.hash; }",
-            [c.widget, c.nth, c.figure], timeout_s, "the figure to stop changing")
+                   args, timeout_s, f"a rendered figure {c.figure!r} inside {c.widget!r} #{c.nth}",
+                   diagnose=self._figure_diagnosis)
+        # the figure may still be settling (plotly relayout, widget resize): wait for two equal reads in a row
+        self._wait("(a) => { const prev = window.__gpulabFig; const s = (" + _JS_FIGURE_STATE + ")(a);"
+                   " window.__gpulabFig = s.hash; return s.found && prev === s.hash; }",
+                   args, timeout_s, "the figure to stop changing before the slider is touched",
+                   diagnose=self._figure_diagnosis)
         self._timed("figure", t0)
         return self.figure_state()
 
     # 4. move the slider, wait for the figure to change
-    def move_slider_and_wait_change(self, before: dict, timeout_s: float = 30.0) -> dict:
+    def move_slider_and_wait_change(self, before: dict) -> dict:
         c = self.case
         t0 = time.monotonic()
-        box = self.page.locator(c.widget).nth(c.nth)
-        slider = box.locator(c.slider).first
-        handle = slider.locator(".noUi-handle").first
+        handle = self.page.locator(c.widget).nth(c.nth).locator(c.slider).first.locator(".noUi-handle").first
         try:
-            handle.wait_for(state="visible", timeout=timeout_s * 1000)
-        except Exception:
-            raise CheckFailed(f"no visible slider handle {c.slider!r} .noUi-handle inside {c.widget!r} #{c.nth}") from None
+            handle.wait_for(state="visible", timeout=10_000)
+        except Exception:  # noqa: BLE001
+            raise CheckFailed(f"no visible slider handle: {c.slider!r} .noUi-handle inside {c.widget!r} #{c.nth} "
+                              "(an ipywidgets 8 slider renders a noUiSlider)") from None
         handle.scroll_into_view_if_needed()
         args = [c.widget, c.nth, c.slider]
         v0 = self.page.evaluate(_JS_SLIDER_VALUE, args)
-        moved = False
-        for key in ("ArrowRight", "ArrowLeft"):  # ArrowLeft if the slider starts at its maximum
+        for key in ("ArrowRight", "ArrowLeft"):  # ArrowLeft when the slider starts at its maximum
             handle.focus()
             for _ in range(c.keys):
                 handle.press(key)
             try:
                 self.page.wait_for_function(f"(a) => ({_JS_SLIDER_VALUE})(a) !== {json.dumps(v0)}",
-                                            arg=args, timeout=3000, polling=100)
-                moved = True
+                                            arg=args, timeout=5000, polling=100)
                 break
-            except Exception:
+            except Exception:  # noqa: BLE001
                 continue
-        if not moved:
-            raise CheckFailed(f"pressing arrow keys on the slider handle did not change its value ({v0!r})")
+        else:
+            raise CheckFailed(f"arrow keys on the slider handle did not change its value (readout|aria-valuenow "
+                              f"{v0!r}); is it disabled?")
         v1 = self.page.evaluate(_JS_SLIDER_VALUE, args)
-        self._wait(
-            f"(a) => {{ const s = ({_JS_FIGURE_STATE})(a); return s.found && s.paths > 0 && s.hash !== {json.dumps(before['hash'])}; }}",
-            [c.widget, c.nth, c.figure], timeout_s,
-            f"the figure to change after moving the slider from {v0!r} to {v1!r}")
+        self.timings["slider_moved"] = f"{v0} -> {v1}"
+
+        def diagnose() -> str:
+            msg = self._figure_diagnosis()
+            log = self.log_console_text()
+            if "No log messages" not in log:
+                msg += "\nJupyterLab log console (errors in widget callbacks land here):\n" + _tail(log, 40)
+            return msg
+
+        self._wait(f"(a) => {{ const s = ({_JS_FIGURE_STATE})(a); "
+                   f"return s.found && s.paths > 0 && s.hash !== {json.dumps(before['hash'])}; }}",
+                   [c.widget, c.nth, c.figure], c.update_timeout_s,
+                   f"the figure to change after the slider moved ({v0} -> {v1}, readout|aria-valuenow)",
+                   diagnose=diagnose)
         self._timed("slider->figure", t0)
         return self.figure_state()
 
@@ -536,19 +632,11 @@ class LabDriver:
         except Exception as e:  # noqa: BLE001
             text = f"(could not read page text: {e!r})"
         (out_dir / "page.txt").write_text(text)
-        # errors raised in widget callbacks (slider observers) go to JupyterLab's log console, not the cell
         try:
-            self.page.evaluate("() => window.jupyterapp.commands.execute('logconsole:open', {insertMode: 'split-bottom'})")
-            self.page.wait_for_selector(".jp-LogConsolePanel", timeout=5000)
-            self.page.wait_for_timeout(500)  # let it render the already-logged entries
-            log = self.page.inner_text(".jp-LogConsolePanel", timeout=5000)
+            log = self.log_console_text()
         except Exception as e:  # noqa: BLE001
             log = f"(could not read the log console: {e!r})"
         (out_dir / "log_console.txt").write_text(log)
-        try:
-            self.page.screenshot(path=str(out_dir / "screenshot_with_log.png"), full_page=True, timeout=15000)
-        except Exception:  # noqa: BLE001
-            pass
         (out_dir / "browser_console.txt").write_text("\n".join(self.console))
         (out_dir / "server_log.txt").write_text(self.server.log_tail(400))
         if exc is not None:
