@@ -19,7 +19,19 @@ for step in $steps; do
     bench) python3 -m gpulab.bench --record --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1
            cp gpulab/data/reference-*.json "$OUT/" 2>/dev/null ;;
     tests) python3 -m pytest -q -p no:cacheprovider -m "not browser" tests 2>&1 | tee "$OUT/pytest.log" | tail -15 || rc=1 ;;
-    notebooks) python3 -m pytest -q -p no:cacheprovider --nbval-lax notebooks/ 2>&1 | tee "$OUT/nbval.log" | tail -15 || rc=1 ;;
+    notebooks) python3 -m pytest -q -p no:cacheprovider --nbval-lax notebooks/ 2>&1 | tee "$OUT/nbval.log" | tail -15 || rc=1
+           # executed copies, with their printed numbers, for the record
+           mkdir -p "$OUT/executed"
+           python3 - "$OUT/executed" notebooks/*.ipynb <<'PY' || rc=1
+import sys, nbformat
+from nbclient import NotebookClient
+for path in sys.argv[2:]:
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": "notebooks"}}).execute()
+    nbformat.write(nb, f"{sys.argv[1]}/{path.split('/')[-1]}")
+    print("executed", path)
+PY
+           ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac
 done
