@@ -20,28 +20,36 @@ import re
 from dataclasses import dataclass, field
 
 SOURCES = {
-    "t4-datasheet": "NVIDIA T4 Tensor Core GPU datasheet (2019): 8.1 TFLOPS FP32, 65 TFLOPS mixed "
-                    "FP16/FP32, 320 GB/s GDDR6, 40 SMs (Turing TU104 as configured for T4)",
-    "turing-tuning": "NVIDIA Turing Tuning Guide, sec. 1.4.2.1: 64 KB shared memory per SM on compute "
-                     "capability 7.5",
+    "t4-datasheet": "NVIDIA T4 Tensor Core GPU datasheet (2019): 8.1 TFLOPS single precision, 65 TFLOPS "
+                    "mixed precision (FP16/FP32), 320+ GB/s GDDR6; 2,560 CUDA cores and 320 Turing Tensor "
+                    "Cores, i.e. 40 SMs of 64 cores / 8 Tensor Cores each (TU104 as configured for T4)",
+    "turing-tuning": "NVIDIA Turing Tuning Guide, sec. 1.4.3.1 (Unified Shared Memory/L1/Texture Cache) and "
+                     "Turing architecture whitepaper: the 96 KB L1/shared array can give 64 KB to shared "
+                     "memory, the most per SM on compute capability 7.5",
     "l4-datasheet": "NVIDIA L4 Tensor Core GPU datasheet (2023): FP32 30.3 TFLOPS; TF32 120, FP16/BF16 242, "
-                    "FP8 485 TFLOPS *with sparsity* (dense = half); 300 GB/s",
+                    "FP8 485 TFLOPS *with sparsity* (dense = half: 60, 121, 242.5); 300 GB/s",
     "ada-whitepaper": "NVIDIA Ada GPU Architecture whitepaper v2.1, Appendix A (RTX 4090: 128 SMs, 82.6 "
-                      "TFLOPS FP32, 1008 GB/s; tensor TF32 82.6, FP16/BF16 with FP32 accumulate 165.2, "
-                      "FP8 with FP32 accumulate 330.3, dense) and the AD104 table (L4: 58 SMs)",
-    "a10-datasheet": "NVIDIA A10 Tensor Core GPU datasheet (2021): FP32 31.2, TF32 62.5, BF16/FP16 125 "
-                     "TFLOPS dense; 600 GB/s GDDR6; 72 SMs (GA102 as configured for A10)",
-    "ampere-tuning": "NVIDIA Ampere Tuning Guide sec. 1.4.1.1 / CUDA C++ Programming Guide, Technical "
-                     "Specifications per Compute Capability: 164 KB shared memory per SM on 8.0, "
-                     "100 KB on 8.6 and 8.9",
+                      "TFLOPS FP32, 1008 GB/s; dense/sparse tensor TF32 82.6/165.2, FP16 and BF16 with "
+                      "FP32 accumulate 165.2/330.4 (FP16 with FP16 accumulate 330.3/660.6), FP8 with FP32 "
+                      "accumulate 330.3/660.6 (footnote 4: 'changed to proper number in v.2.02', so cite "
+                      "v2.02 or later)) and Appendix D (L4: 58 SMs)",
+    "a10-datasheet": "NVIDIA A10 Tensor Core GPU datasheet (2021): FP32 31.2, TF32 62.5 | 125*, BF16/FP16 "
+                     "125 | 250* TFLOPS (* = with sparsity); 600 GB/s GDDR6; 72 RT Cores, one per GA10x "
+                     "SM, so 72 SMs (GA102 as configured for A10)",
+    "ampere-tuning": "NVIDIA Ampere Tuning Guide sec. 1.4.2.3 ('The NVIDIA A100 GPU supports shared memory "
+                     "capacity of 0, 8, 16, 32, 64, 100, 132 or 164 KB per SM. GPUs with compute "
+                     "capability 8.6 support ... 0, 8, 16, 32, 64 or 100 KB per SM'); Ada Tuning Guide "
+                     "sec. 1.4.1.1 and CUDA C++ Programming Guide, Technical Specifications per Compute "
+                     "Capability: 100 KB per SM on 8.9. So 164 KB on 8.0, 100 KB on 8.6 and 8.9",
     "a100-datasheet": "NVIDIA A100 Tensor Core GPU datasheet (2021): FP32 19.5, TF32 156, BF16/FP16 312 "
                       "TFLOPS dense; 1,555 GB/s (40 GB SXM) and 2,039 GB/s (80 GB SXM)",
     "a100-whitepaper": "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs",
     "h100-datasheet": "NVIDIA H100 Tensor Core GPU datasheet (2023): SXM FP32 67, TF32 989, BF16/FP16 "
-                      "1,979, FP8 3,958 TFLOPS *with sparsity* (dense = half), 3.35 TB/s; PCIe FP32 51, "
-                      "TF32 756, BF16/FP16 1,513, FP8 3,026 with sparsity, 2.0 TB/s",
-    "hopper-whitepaper": "NVIDIA H100 Tensor Core GPU Architecture whitepaper v1.04: 132 SMs (SXM5), "
-                         "114 SMs (PCIe), 228 KB shared memory per SM",
+                      "1,979, FP8 3,958 TFLOPS *with sparsity* (dense = half), 80 GB HBM3 at 3.35 TB/s; "
+                      "PCIe FP32 51, TF32 756, BF16/FP16 1,513, FP8 3,026 with sparsity, 80 GB HBM2e at "
+                      "2.0 TB/s (not the H100 NVL, a different board)",
+    "hopper-whitepaper": "NVIDIA H100 Tensor Core GPU Architecture whitepaper v1.04, Table 3: 132 SMs "
+                         "(SXM5), 114 SMs (PCIe), shared memory per SM 'configurable up to 228 KB'",
     "h200-datasheet": "NVIDIA H200 Tensor Core GPU datasheet (2024): SXM 4.8 TB/s HBM3e, 141 GB; compute "
                       "rates as H100 SXM (FP32 67, TF32 989, BF16/FP16 1,979, FP8 3,958 with sparsity)",
     "seed-lecture": "Stanford CS336 Spring 2026, Lecture 5 notes (shared/seeds): an imaginary "
@@ -90,7 +98,7 @@ def _spec(name, sms, smem, gbps, fp32, tf32, bf16, fp16, fp8, cc, sources, note=
 GPUS: dict[str, GPUSpec] = {s.name: s for s in [
     _spec("T4", 40, 64, 320, 8.1, None, None, 65.0, None, (7, 5), ["t4-datasheet", "turing-tuning"],
           "no TF32/BF16/FP8 tensor cores (Turing)"),
-    _spec("L4", 58, 100, 300, 30.3, 60.0, 121.0, 121.0, 242.0, (8, 9),
+    _spec("L4", 58, 100, 300, 30.3, 60.0, 121.0, 121.0, 242.5, (8, 9),
           ["l4-datasheet", "ada-whitepaper", "ampere-tuning"]),
     _spec("A10", 72, 100, 600, 31.2, 62.5, 125.0, 125.0, None, (8, 6), ["a10-datasheet", "ampere-tuning"]),
     _spec("A100 40GB SXM", 108, 164, 1555, 19.5, 156.0, 312.0, 312.0, None, (8, 0),
