@@ -126,17 +126,36 @@ _ALIASES = [
 ]
 
 
-def get(name: str) -> GPUSpec:
-    """Look up a GPU by table name (``"H200"``) or by the name torch reports (``"NVIDIA H200"``).
+# Variants that share a base name with a table entry but not its numbers: refuse rather than guess.
+_OTHER_VARIANTS = ("NVL", "Laptop", "MIG", "Max-Q", "Mobile")
 
-    Raises ``KeyError`` naming the known GPUs when nothing matches.
+
+def get(name: str) -> GPUSpec:
+    """Look up a GPU by table name (``"H200"``, any case) or by the name torch reports (``"NVIDIA H200"``).
+
+    Raises ``TypeError`` if ``name`` is not a string and ``KeyError`` naming the known GPUs when nothing
+    matches, including variants with other numbers (NVL, laptop, MIG slices, A100 PCIe).
     """
-    if name in GPUS:
-        return GPUS[name]
-    for needle, key in _ALIASES:
-        if re.search(rf"(^|[\s-]){re.escape(needle)}($|[\s-])", name, flags=re.IGNORECASE):
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a GPU name string, got {type(name).__name__}")
+    for key in GPUS:
+        if key.lower() == name.strip().lower():
             return GPUS[key]
+    variant = any(re.search(rf"\b{v}\b", name, flags=re.IGNORECASE) for v in _OTHER_VARIANTS) or \
+        (re.search(r"A100", name) and re.search(r"PCIe", name, flags=re.IGNORECASE))
+    if not variant:
+        for needle, key in _ALIASES:
+            if re.search(rf"(^|[\s-]){re.escape(needle)}($|[\s-])", name, flags=re.IGNORECASE):
+                return GPUS[key]
     raise KeyError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}")
+
+
+def find(name: str) -> GPUSpec | None:
+    """Like ``get``, but ``None`` for a GPU the table does not know (lessons then skip the datasheet)."""
+    try:
+        return get(name)
+    except KeyError:
+        return None
 
 
 def table_rows() -> list[dict]:

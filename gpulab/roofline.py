@@ -16,6 +16,7 @@ returned in milliseconds, so the seed example reads directly: C = 100 TFLOP/s, B
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 from . import hardware
@@ -25,24 +26,27 @@ from . import hardware
 OP_KINDS = ("elementwise", "reduction", "matmul")
 
 
-def _check_positive(name: str, value) -> float:
+def _as_float(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}") from None
-    if not v > 0 or v != v or v == float("inf"):
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} is too large for a float: {value!r}") from None
+
+
+def _check_positive(name: str, value) -> float:
+    v = _as_float(name, value)
+    if not (0 < v < float("inf")):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return v
 
 
 def _check_nonneg(name: str, value) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}") from None
-    if not v >= 0 or v == float("inf"):
+    v = _as_float(name, value)
+    if not (0 <= v < float("inf")):
         raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
-    return v
+    return abs(v)  # -0.0 -> 0.0
 
 
 def intensity(flops: float, bytes_moved: float) -> float:
@@ -108,6 +112,8 @@ def peak_for(spec: hardware.GPUSpec, op_kind: str, dtype: str = "fp32", *, tf32:
     Raises ``ValueError`` for an unknown ``op_kind`` or ``dtype`` and ``LookupError`` if the GPU lacks
     the unit.
     """
+    if not isinstance(spec, hardware.GPUSpec):
+        raise TypeError(f"spec must be a hardware.GPUSpec (use hardware.get(name)), got {type(spec).__name__}")
     if op_kind not in OP_KINDS:
         raise ValueError(f"op_kind must be one of {OP_KINDS}, got {op_kind!r}")
     if dtype not in hardware.DTYPES:
@@ -130,6 +136,15 @@ class KernelPoint:
     dtype: str = "fp32"
     op_kind: str = "elementwise"
     source: str = "measured"  # "measured" live, or a reference-data label
+
+    def __post_init__(self):
+        _check_nonneg("flops", self.flops)
+        _check_positive("bytes_moved", self.bytes_moved)
+        _check_positive("time_ms", self.time_ms)
+        if self.dtype not in hardware.DTYPES:
+            raise ValueError(f"dtype must be one of {hardware.DTYPES}, got {self.dtype!r}")
+        if self.op_kind not in OP_KINDS:
+            raise ValueError(f"op_kind must be one of {OP_KINDS}, got {self.op_kind!r}")
 
     @property
     def intensity(self) -> float:

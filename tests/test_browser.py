@@ -26,19 +26,15 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness package tests/browser, any import mode
+try:  # tests/ is a package (tests/__init__.py): the harness is tests.browser
+    from . import browser as harness
+except ImportError:  # tests/ on sys.path instead (rootdir-less runs, --import-mode=importlib without a package)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import browser as harness
 
-from browser import (  # noqa: E402
-    CHROMIUM_ARGS,
-    CHROMIUM_MISSING,
-    FIXTURES_DIR,
-    VIEWPORT,
-    BrowserCase,
-    CheckFailed,
-    JupyterLabServer,
-    LabDriver,
-    find_chromium,
-)
+BrowserCase = harness.BrowserCase
+FIXTURES_DIR = harness.FIXTURES_DIR
+
 
 NOTEBOOKS: list[BrowserCase] = [
     # Self-tests of the harness (they prove the harness works; keep them):
@@ -63,9 +59,9 @@ def _param(case: BrowserCase):
 
 @pytest.fixture(scope="session")
 def chromium_path() -> str:
-    path = find_chromium()
+    path = harness.find_chromium()
     if path is None:
-        pytest.skip(CHROMIUM_MISSING)
+        pytest.skip(harness.CHROMIUM_MISSING)
     return path
 
 
@@ -73,7 +69,7 @@ def chromium_path() -> str:
 def browser(chromium_path):
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
     with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=chromium_path, headless=True, args=list(CHROMIUM_ARGS))
+        b = pw.chromium.launch(executable_path=chromium_path, headless=True, args=list(harness.CHROMIUM_ARGS))
         yield b
         b.close()
 
@@ -89,7 +85,7 @@ def jupyter_servers():
     def get(root: Path) -> JupyterLabServer:
         root = Path(root).resolve()
         if root not in servers:
-            servers[root] = JupyterLabServer(root, python=sys.executable).start()
+            servers[root] = harness.JupyterLabServer(root, python=sys.executable).start()
         return servers[root]
 
     yield get
@@ -113,10 +109,10 @@ def test_notebook_widget_in_browser(case: BrowserCase, browser, jupyter_servers,
     assert case.file.exists(), f"{case.file} does not exist"
     before_bytes = case.file.read_bytes()
     server = jupyter_servers(case.root)
-    context = browser.new_context(viewport=VIEWPORT)
+    context = browser.new_context(viewport=harness.VIEWPORT)
     page = context.new_page()
     page.set_default_timeout(30_000)
-    drv = LabDriver(page, server, case)
+    drv = harness.LabDriver(page, server, case)
     t0 = time.monotonic()
     failure = None
     try:
@@ -129,7 +125,7 @@ def test_notebook_widget_in_browser(case: BrowserCase, browser, jupyter_servers,
     except Exception as exc:
         where = drv.save_artifacts(artifacts_dir, exc)
         print(f"\nbrowser test artifacts (screenshot, page text, log console, server log): {where}")
-        if not isinstance(exc, CheckFailed):
+        if not isinstance(exc, harness.CheckFailed):
             raise
         failure = f"{case.path}: {exc}\n\nartifacts: {where}\ntimings: {drv.timings}"
     finally:

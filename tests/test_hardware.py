@@ -32,8 +32,14 @@ def test_known_values_and_lookup_by_torch_name():
     assert hardware.get("Tesla T4").name == "T4"
     assert hardware.get("NVIDIA L4").name == "L4"
     assert hardware.get("NVIDIA H100 PCIe").sms == 114
-    with pytest.raises(KeyError, match="unknown GPU"):
-        hardware.get("NVIDIA L40S")
+    assert hardware.get("seed accelerator").name == "Seed accelerator"
+    for other in ["NVIDIA L40S", "NVIDIA H100 NVL", "NVIDIA A100 80GB PCIe", "NVIDIA GeForce RTX 4090 Laptop GPU",
+                  "NVIDIA H200 MIG 1g.18gb"]:
+        with pytest.raises(KeyError, match="unknown GPU"):
+            hardware.get(other)  # a variant with other numbers must not borrow a table entry's
+        assert hardware.find(other) is None
+    with pytest.raises(TypeError, match="name must be"):
+        hardware.get(None)
 
 
 def test_peak_errors():

@@ -59,6 +59,37 @@ def test_kernels_do_not_write_past_the_end(gen):
     assert torch.all(buf[n:] == -7.0), "the mask must stop writes beyond n"
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_relu_special_values_match_torch(dtype):
+    # NaN stays NaN and -0.0 stays -0.0, as torch.relu does (tl.maximum(x, 0) would turn NaN into 0)
+    x = torch.tensor([float("nan"), -0.0, 0.0, -1.5, 2.5, float("inf"), float("-inf")], dtype=dtype,
+                     device=gpulab.DEVICE)
+    got, ref = relu_mod.relu(x).cpu(), torch.relu(x).cpu()
+    assert torch.equal(got.isnan(), ref.isnan()), f"NaN handling: got {got}, torch gives {ref}"
+    keep = ~ref.isnan()
+    assert torch.equal(got[keep], ref[keep]) and torch.equal(got[keep].signbit(), ref[keep].signbit()), (got, ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_vector_add_special_values_match_torch(dtype):
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([inf, -inf, inf, nan, 1.0, -0.0], dtype=dtype, device=gpulab.DEVICE)
+    y = torch.tensor([1.0, -inf, -inf, 1.0, nan, -0.0], dtype=dtype, device=gpulab.DEVICE)
+    got, ref = add_mod.vector_add(x, y).cpu(), (x + y).cpu()
+    assert torch.equal(got.isnan(), ref.isnan()), (got, ref)
+    keep = ~ref.isnan()
+    assert torch.equal(got[keep], ref[keep]) and torch.equal(got[keep].signbit(), ref[keep].signbit()), (got, ref)
+
+
+@pytest.mark.parametrize("block", [0, -1, 3, 1000, 1024.0, "1024", True])
+def test_launchers_reject_bad_block(block):
+    x = torch.randn(8, device=gpulab.DEVICE)
+    with pytest.raises((TypeError, ValueError), match="block must be"):
+        relu_mod.relu(x, block=block)
+    with pytest.raises((TypeError, ValueError), match="block must be"):
+        add_mod.vector_add(x, x, block=block)
+
+
 def test_empty_input_returns_empty():
     e = torch.empty(0, device=gpulab.DEVICE)
     assert add_mod.vector_add(e, e).numel() == 0 and relu_mod.relu(e).numel() == 0

@@ -80,7 +80,8 @@ def main(argv=None) -> int:
     if args.json:
         print(f"\nwrote {write_json_atomic(args.json, record)}")
     if args.record:
-        short = args.gpu_name or hardware.get(profile.gpu).name.split()[0].lower()
+        spec = hardware.find(profile.gpu)
+        short = args.gpu_name or (spec.name.split()[0].lower() if spec else profile.gpu.lower().replace(" ", "-"))
         print(f"recorded reference data to {write_json_atomic(reference.path_for(short), record)}")
     return 0
 

@@ -10,6 +10,7 @@ error, so a notebook runs top to bottom before the learner has written anything.
 from __future__ import annotations
 
 import inspect
+import numbers
 from dataclasses import dataclass, field
 
 
@@ -41,19 +42,31 @@ class Report:
 
 
 def run_cases(name: str, fn, cases, compare) -> Report:
-    """Call ``fn(**case)`` for each case; ``compare(case, got)`` returns None or a failure message."""
+    """Call ``fn(**case)`` for each case; ``compare(case, got)`` returns None or a failure message.
+
+    Cases are copied before the call (tensors cloned), so a function that changes its inputs cannot
+    change what it is compared against. ``NotImplementedError`` on the first case means "not attempted";
+    anything the learner's code raises, or a result the comparison cannot read, is a failure of that case.
+    """
     rep = Report(name)
-    for case in cases:
+    for i, case in enumerate(cases):
         rep.cases += 1
         args = ", ".join(f"{k}={_short(v)}" for k, v in case.items() if not k.startswith("_"))
+        call = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in case.items() if not k.startswith("_")}
         try:
-            got = fn(**{k: v for k, v in case.items() if not k.startswith("_")})
+            got = fn(**call)
         except NotImplementedError:
-            return Report(name, attempted=False)
+            if i == 0:
+                return Report(name, attempted=False)
+            rep.failures.append(f"{name}({args}) raised NotImplementedError")
+            continue
         except Exception as e:  # the learner's bug, reported rather than raised
             rep.failures.append(f"{name}({args}) raised {type(e).__name__}: {e}")
             continue
-        msg = compare(case, got)
+        try:
+            msg = compare(case, got)
+        except Exception as e:
+            msg = f"could not read the result {_short(got)} ({type(e).__name__}: {e})"
         if msg:
             rep.failures.append(f"{name}({args}): {msg}")
     return rep
@@ -66,10 +79,15 @@ def _short(v) -> str:
 
 
 def close(got, expected, rel: float = 1e-6) -> bool:
-    try:
-        return abs(float(got) - float(expected)) <= rel * max(abs(float(expected)), 1e-300)
-    except (TypeError, ValueError):
+    """True if ``got`` is a real number (not a string or bool) within ``rel`` of ``expected``."""
+    if isinstance(got, (str, bytes, bool)) or not isinstance(got, numbers.Real):
         return False
+    return abs(float(got) - float(expected)) <= rel * max(abs(float(expected)), 1e-300)
+
+
+def is_int(v) -> bool:
+    """True for a Python or NumPy integer (not a bool, float or tensor)."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def show_solution(checker) -> None:

@@ -8,7 +8,7 @@ import torch
 import gpulab
 
 from .. import roofline
-from . import Report, close, lesson01_kernels, run_cases
+from . import Report, _short, close, is_int, lesson01_kernels, run_cases
 
 AWKWARD = [1, 17, 1000, 1793]
 
@@ -29,10 +29,9 @@ def check_matmul_counts(fn) -> Report:
 
     def compare(case, got):
         ef, eb = _matmul_counts_solution(**case)
-        try:
-            gf, gb = got
-        except (TypeError, ValueError):
-            return f"expected a pair (flops, bytes), got {got!r}"
+        if not (isinstance(got, (tuple, list)) and len(got) == 2 and all(is_int(v) for v in got)):
+            return f"expected a pair of ints (flops, bytes), got {_short(got)}"
+        gf, gb = int(got[0]), int(got[1])
         msgs = []
         if gf != ef:
             hint = ": a multiply-add is 2 FLOPs" if gf * 2 == ef else ""
@@ -94,21 +93,21 @@ def check_scale_add(fn) -> Report:
              for n in sizes]
 
     def compare(case, got):
+        x = case["x"]
         if not isinstance(got, torch.Tensor):
             return f"expected a tensor, got {type(got).__name__}"
-        if got.shape != case["x"].shape:
-            return f"expected shape {tuple(case['x'].shape)}, got {tuple(got.shape)}"
-        ref = case["a"] * case["x"].double() + case["b"]
+        if got.dtype != torch.float32 or got.shape != x.shape or got.device != x.device:
+            return (f"expected a float32 tensor of shape {tuple(x.shape)} on {x.device}, got {got.dtype} of "
+                    f"shape {tuple(got.shape)} on {got.device}")
+        ref = case["a"] * x.double() + case["b"]
         err = (got.double() - ref).abs()
-        tol = 4 * 2.0**-23 * ref.abs() + 1e-6
-        bad = (~(err <= tol)).nonzero()
+        bad = (~(err <= 4 * 2.0**-23 * ref.abs() + 1e-6)).nonzero().flatten()
         if len(bad):
-            i = bad[0].item()
-            n = case["x"].numel()
-            tail = bad[-1].item() == n - 1 and len(bad) == n - i
+            n, i = x.numel(), bad[0].item()
+            tail = i > 0 and len(bad) == n - i  # everything from i to the end is wrong, the start is right
             return (f"n={n}: {len(bad)} elements wrong, first at index {i}: expected {ref[i].item():.7g}, "
-                    f"got {got[i].item():.7g}" + (" (the wrong ones are the last elements: check the mask "
-                                                  "and the grid size)" if tail else ""))
+                    f"got {got[i].item():.7g}" + (" (only the last elements are wrong: check the mask and "
+                                                  "the grid size)" if tail else ""))
         return None
 
     return run_cases("scale_add", fn, cases, compare)

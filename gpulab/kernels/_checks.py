@@ -28,3 +28,12 @@ def check_same(name_a: str, a, name_b: str, b) -> None:
         raise ValueError(f"{name_a} and {name_b} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
     if a.dtype != b.dtype:
         raise TypeError(f"{name_a} and {name_b} must have the same dtype, got {a.dtype} and {b.dtype}")
+
+
+def check_block(name: str, block) -> None:
+    """Raise ``TypeError``/``ValueError`` unless ``block`` is a power-of-two int in [16, 65536] (Triton's
+    tl.arange needs a power of two)."""
+    if isinstance(block, bool) or not isinstance(block, int):
+        raise TypeError(f"{name} must be an int, got {type(block).__name__}")
+    if not (16 <= block <= 65536) or block & (block - 1):
+        raise ValueError(f"{name} must be a power of two between 16 and 65536, got {block}")

@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import check_tensor
+from ._checks import check_block, check_tensor
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -20,15 +20,18 @@ def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask)
-    # compute in fp32: Triton 3.9's interpreter holds bf16 as raw uint16 bits, so max(x, 0) on the
-    # bf16 value itself keeps negatives there (seen in gpulab's tests); the cast is free on a GPU
-    y = tl.maximum(x.to(tl.float32), 0.0)
+    # Compare in fp32: Triton 3.9's interpreter holds bf16 as raw uint16 bits, so comparing the bf16 value
+    # itself keeps negatives there (seen in gpulab's tests); on a GPU the casts are free. `where(x < 0, 0, x)`
+    # keeps NaN and -0.0 as torch.relu does; tl.maximum(x, 0) would turn NaN into 0.
+    xf = x.to(tl.float32)
+    y = tl.where(xf < 0.0, 0.0, xf)
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def relu(x: torch.Tensor, block: int = 1024) -> torch.Tensor:
     """y = max(x, 0) elementwise. x: contiguous fp32/fp16/bf16 on gpulab.DEVICE. Returns a new tensor."""
     check_tensor("x", x, dtypes=DTYPES)
+    check_block("block", block)
     y = torch.empty_like(x)
     n = x.numel()
     if n:

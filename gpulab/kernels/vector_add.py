@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import check_same, check_tensor
+from ._checks import check_block, check_same, check_tensor
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -21,8 +21,9 @@ def vector_add_kernel(x_ptr, y_ptr, z_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask)
     y = tl.load(y_ptr + offs, mask=mask)
-    # add in fp32 and round once: Triton 3.9's interpreter holds bf16 as raw uint16 bits and adds the
-    # bits (NaN or garbage); on a GPU the casts are free and the result is the same correctly rounded sum
+    # Add in fp32 and round once: Triton 3.9's interpreter holds bf16 as raw uint16 bits and would add the
+    # bits (NaN or garbage). On a GPU the casts are free and the sum is rounded to nearest; the interpreter
+    # rounds fp32 -> bf16 toward zero and flushes bf16 subnormals, so there bf16 sums can be one ulp off.
     z = x.to(tl.float32) + y.to(tl.float32)
     tl.store(z_ptr + offs, z.to(z_ptr.dtype.element_ty), mask=mask)
 
@@ -35,6 +36,7 @@ def vector_add(x: torch.Tensor, y: torch.Tensor, block: int = 1024) -> torch.Ten
     check_tensor("x", x, dtypes=DTYPES)
     check_tensor("y", y, dtypes=DTYPES)
     check_same("x", x, "y", y)
+    check_block("block", block)
     z = torch.empty_like(x)
     n = x.numel()
     if n:

@@ -5,7 +5,7 @@ The pieces, used by ``tests/test_browser.py``:
 * :class:`BrowserCase` -- one row of the table of notebooks to check.
 * :class:`JupyterLabServer` -- a throw-away JupyterLab on 127.0.0.1 (free port, random token, isolated
   runtime/config/data/settings/workspace dirs under a tmp dir, autosave off, checkpoints kept out of the repo).
-* :func:`find_chromium` / :func:`chromium_args` -- the system Chromium (``/usr/bin/chromium`` or ``$GPULAB_CHROMIUM``).
+* :func:`find_chromium`, ``CHROMIUM_ARGS`` -- the system Chromium (``/usr/bin/chromium`` or ``$GPULAB_CHROMIUM``).
 * :class:`LabDriver` -- the steps of one check on a Playwright page, each one waiting on a condition.
 
 Widget convention the lessons follow: an ipywidgets container with CSS class ``gpulab-widget`` holding a slider
@@ -76,7 +76,7 @@ class BrowserCase:
     figure: str = ".js-plotly-plot"
     nth: int = 0
     timeout_s: float = 120.0
-    update_timeout_s: float = 30.0
+    update_timeout_s: float = 20.0
     keys: int = 4
     skip_if_missing: bool = False
     marks: tuple = ()
@@ -222,7 +222,8 @@ class JupyterLabServer:
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             self.command(), cwd=self.root_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,  # own process group: kernels die with it
+            # own session: a Ctrl-C in the pytest terminal reaches pytest, which then tears the server down
+            stdin=subprocess.DEVNULL, start_new_session=True,
         )
         log.close()
         deadline = time.monotonic() + self.startup_timeout_s
@@ -242,8 +243,11 @@ class JupyterLabServer:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
+            # kernels run in sessions of their own (jupyter_client starts them so): shut them down by REST,
+            # then SIGTERM lets the server shut down anything left before it exits
+            self.shutdown_all_kernels()
             try:
-                os.killpg(self.proc.pid, signal.SIGTERM)  # server + its kernels (same process group)
+                os.killpg(self.proc.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
             try:
@@ -334,6 +338,32 @@ _JS_SLIDER_VALUE = r"""
   const ro = s.querySelector('.widget-readout');
   const h = s.querySelector('.noUi-handle');
   return (ro ? ro.textContent.trim() : '') + '|' + (h ? h.getAttribute('aria-valuenow') : '');
+}
+"""
+
+# JS: is the slider handle at its maximum (then the arrow keys must go left)?
+_JS_SLIDER_AT_MAX = r"""
+([widgetSel, nth, sliderSel]) => {
+  const box = document.querySelectorAll(widgetSel)[nth];
+  const h = box && box.querySelector(sliderSel + ' .noUi-handle');
+  if (!h) return false;
+  const now = parseFloat(h.getAttribute('aria-valuenow')), max = parseFloat(h.getAttribute('aria-valuemax'));
+  return isFinite(now) && isFinite(max) && now >= max;
+}
+"""
+
+# JS: a kernel barrier. The kernel handles shell messages in order, so once a silent, empty execute request sent
+# now is done (reply + idle), every widget update sent before it has been handled and its outputs/comm messages
+# delivered. ipywidgets throttles updates (one in flight, the latest buffered and sent on the next idle), so the
+# caller runs this twice.
+_JS_KERNEL_BARRIER = r"""
+async ([path, timeoutMs]) => {
+  const w = window.jupyterapp.shell.currentWidget;
+  if (!w || !w.context || w.context.path !== path) throw new Error('notebook ' + path + ' is not the current widget');
+  const k = w.sessionContext.session.kernel;
+  const done = k.requestExecute({code: '', silent: true, store_history: false}).done.then(() => true);
+  const timeout = new Promise(resolve => setTimeout(() => resolve(false), timeoutMs));
+  return await Promise.race([done, timeout]);
 }
 """
 
@@ -451,6 +481,7 @@ class LabDriver:
         self.server = server
         self.case = case
         self.console: list[str] = []
+        self.screenshot_at_failure: bytes | None = None
         self.timings: dict[str, Any] = {}
         page.on("console", lambda m: self.console.append(f"[{m.type}] {m.text}"))
         page.on("pageerror", lambda e: self.console.append(f"[pageerror] {e}"))
@@ -465,6 +496,10 @@ class LabDriver:
             if "Timeout" not in type(e).__name__ and "Timeout" not in str(e):
                 raise
         msg = f"timed out after {timeout_s:g}s waiting for: {what}"
+        try:  # the page as it was when the wait failed, before diagnostics open the log console
+            self.screenshot_at_failure = self.page.screenshot(timeout=15000)
+        except Exception:  # noqa: BLE001
+            pass
         for extra in (self._dialogs, diagnose):
             if extra is None:
                 continue
@@ -481,6 +516,17 @@ class LabDriver:
             "() => Array.from(document.querySelectorAll('.jp-Dialog')).map(d => d.innerText.trim())")
         return "".join(f"JupyterLab dialog open: {t!r}\n" for t in texts)
 
+    def _running_cells(self) -> str:
+        running = self.page.evaluate(r"""() => {
+            const w = window.jupyterapp.shell.currentWidget;
+            return w.content.widgets.map((c, i) => [i, c.node.querySelector('.jp-InputPrompt'), c.model])
+              .filter(([i, p, m]) => p && p.textContent.includes('*'))
+              .map(([i, p, m]) => `cell ${i}: ${m.sharedModel.getSource().slice(0, 100)}`);
+        }""")
+        if not running:
+            return ""
+        return f"still running: {running[0]}" + (f"\n({len(running) - 1} more cells queued)" if len(running) > 1 else "")
+
     # 1. open the notebook, wait for its kernel
     def open_notebook(self, timeout_s: float = 60.0) -> None:
         t0 = time.monotonic()
@@ -495,13 +541,15 @@ class LabDriver:
         t0 = time.monotonic()
         self.page.evaluate(_JS_START_RUN_ALL, self.case.path)
         self._wait(_JS_RUN_FINISHED, self.case.path, self.case.timeout_s,
-                   f"'Run All Cells' of {self.case.path} to finish (no [*] prompt, kernel idle)")
+                   f"'Run All Cells' of {self.case.path} to finish (no [*] prompt, kernel idle)",
+                   diagnose=self._running_cells)
         self._timed("run_all", t0)
         return self.cell_report()
 
     @staticmethod
     def problems(report: dict) -> list[str]:
-        """Errors in a cell report; cells tagged ``raises-exception`` may raise (JupyterLab runs on past them)."""
+        """Errors in a cell report. Errors of cells tagged ``raises-exception`` are expected (but note that
+        JupyterLab's Run All still stops at them, so the cells after them are reported as not run)."""
         problems = []
         for c in report["cells"]:
             if "raises-exception" in c["tags"]:
@@ -520,9 +568,13 @@ class LabDriver:
         if not problems:
             not_run = [c for c in report["cells"] if not c["empty"] and c["execution_count"] is None]
             if not_run or report["run"].get("error"):
-                problems.append(
-                    f"run-all did not execute every code cell (result {report['run']}); not run: "
-                    + ", ".join(f"cell {c['index']}: {c['source'][:60]!r}" for c in not_run))
+                msg = (f"run-all did not execute every code cell (result {report['run']}); not run: "
+                       + ", ".join(f"cell {c['index']}: {c['source'][:60]!r}" for c in not_run))
+                tagged = [c for c in report["cells"] if c["errors"] and "raises-exception" in c["tags"]]
+                if tagged:
+                    msg += (f"\n(JupyterLab's Run All stops at any error, even in a cell tagged raises-exception: "
+                            f"cell {tagged[0]['index']} raised {strip_ansi(tagged[0]['errors'][0]).splitlines()[0]!r})")
+                problems.append(msg)
         if problems:
             raise CheckFailed("\n\n".join(problems))
 
@@ -589,7 +641,10 @@ class LabDriver:
         handle.scroll_into_view_if_needed()
         args = [c.widget, c.nth, c.slider]
         v0 = self.page.evaluate(_JS_SLIDER_VALUE, args)
-        for key in ("ArrowRight", "ArrowLeft"):  # ArrowLeft when the slider starts at its maximum
+        keys = ("ArrowRight", "ArrowLeft")
+        if self.page.evaluate(_JS_SLIDER_AT_MAX, args):
+            keys = keys[::-1]
+        for key in keys:  # the other direction only if the first did not move it
             handle.focus()
             for _ in range(c.keys):
                 handle.press(key)
@@ -618,11 +673,26 @@ class LabDriver:
                    f"the figure to change after the slider moved ({v0} -> {v1}, readout|aria-valuenow)",
                    diagnose=diagnose)
         self._timed("slider->figure", t0)
+        self.settle()
         return self.figure_state()
+
+    def settle(self) -> None:
+        """Wait until the kernel handled every widget update (two barriers, see _JS_KERNEL_BARRIER) and the
+        figure stopped changing, so that errors from the last update are visible before they are checked."""
+        c = self.case
+        for _ in range(2):
+            if not self.page.evaluate(_JS_KERNEL_BARRIER, [c.path, c.update_timeout_s * 1000]):
+                raise CheckFailed(f"the kernel did not answer within {c.update_timeout_s:g}s after the slider moved")
+        self._wait("(a) => { const prev = window.__gpulabFig; const s = (" + _JS_FIGURE_STATE + ")(a);"
+                   " window.__gpulabFig = s.hash; return prev === s.hash; }",
+                   [c.widget, c.nth, c.figure], c.update_timeout_s, "the figure to settle after the slider moved",
+                   diagnose=self._figure_diagnosis)
 
     # -- failure artifacts
     def save_artifacts(self, out_dir: Path, exc: BaseException | None = None) -> Path:
         out_dir.mkdir(parents=True, exist_ok=True)
+        if self.screenshot_at_failure:
+            (out_dir / "screenshot_at_timeout.png").write_bytes(self.screenshot_at_failure)
         try:
             self.page.screenshot(path=str(out_dir / "screenshot.png"), full_page=True, timeout=15000)
         except Exception as e:  # noqa: BLE001
