@@ -72,7 +72,14 @@ def _choose_mode() -> Mode:
 if _kernels_already_defined():  # pragma: no cover - defensive
     raise ImportError("gpulab kernel modules were imported before gpulab chose its mode")
 
+_triton_before = "triton" in sys.modules and "TRITON_INTERPRET" not in os.environ
 mode_info: Mode = _choose_mode()
+if _triton_before and mode_info.name == "interpreter":
+    import warnings
+
+    warnings.warn("triton was imported before gpulab: any @triton.jit kernel defined before `import gpulab` "
+                  "was built for a GPU and will fail here; import gpulab first (it sets TRITON_INTERPRET=1)",
+                  stacklevel=2)
 MODE: str = mode_info.name
 DEVICE: str = mode_info.device
 ON_GPU: bool = MODE == "gpu"

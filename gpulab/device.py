@@ -80,7 +80,7 @@ def cache_dir() -> Path:
     """The user's cache directory for gpulab (``GPULAB_CACHE_DIR`` overrides it)."""
     env = os.environ.get("GPULAB_CACHE_DIR")
     if env:
-        return Path(env)
+        return Path(env).expanduser()
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("gpulab", appauthor=False))
@@ -121,18 +121,39 @@ def write_json_atomic(path: Path, data) -> Path:
 
 def save_profile(profile: DeviceProfile, path: Path | None = None) -> Path:
     """Save ``profile`` atomically (default: ``profile_path(profile.gpu)``). Returns the path."""
-    return write_json_atomic(path or profile_path(profile.gpu), profile.to_json())
+    _validate(profile)
+    return write_json_atomic(Path(path).expanduser() if path else profile_path(profile.gpu), profile.to_json())
 
 
 def load_profile(path: Path | None = None, gpu_name: str | None = None) -> DeviceProfile | None:
     """Load a saved profile, or ``None`` if there is none. Raises ``ValueError`` on a corrupt file."""
-    path = Path(path) if path else profile_path(gpu_name)
-    if not path.exists():
+    path = Path(path).expanduser() if path is not None else profile_path(gpu_name)
+    if not path.is_file():
         return None
     try:
-        return DeviceProfile.from_json(json.loads(path.read_text()))
-    except (json.JSONDecodeError, TypeError) as e:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+        profile = DeviceProfile.from_json(data)
+        _validate(profile)
+        return profile
+    except (ValueError, TypeError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError too
         raise ValueError(f"device profile {path} is unreadable ({e}); delete it and measure again") from e
+
+
+def _validate(p: DeviceProfile) -> None:
+    """Raise ``ValueError`` unless the profile's numbers are positive and finite where present."""
+    import math
+
+    if not isinstance(p.gpu, str) or not isinstance(p.sms, int) or isinstance(p.sms, bool):
+        raise ValueError("gpu must be a string and sms an int")
+    rates = {"copy_tbps": p.copy_tbps}
+    if not isinstance(p.matmul_tflops, dict):
+        raise ValueError("matmul_tflops must be an object of dtype -> TFLOP/s")
+    rates.update({f"matmul_tflops[{d}]": r for d, r in p.matmul_tflops.items() if r is not None})
+    for name, r in rates.items():
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not (r > 0 and math.isfinite(r)):
+            raise ValueError(f"{name} must be a positive finite number, got {r!r}")
 
 
 # ---- measurements (GPU only) ---------------------------------------------------------------------------

@@ -10,9 +10,10 @@ INTENSITY_RANGE = (1e-2, 1e4)  # FLOP/byte, the x-axis of every roofline
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 
 
-def roof_xy(peak_tflops: float, hbm_tbps: float, n: int = 200):
-    """x (FLOP/byte, log-spaced) and y = min(C, B * I) (TFLOP/s) for one roofline."""
-    x = np.logspace(np.log10(INTENSITY_RANGE[0]), np.log10(INTENSITY_RANGE[1]), n)
+def roof_xy(peak_tflops: float, hbm_tbps: float, n: int = 200, log_range=None):
+    """x (FLOP/byte, log-spaced over ``log_range``, default ``INTENSITY_RANGE``) and y = min(C, B * I)."""
+    lo, hi = log_range or np.log10(INTENSITY_RANGE)
+    x = np.logspace(lo, hi, n)
     return x, np.minimum(peak_tflops, hbm_tbps * x)
 
 

@@ -8,6 +8,7 @@ enabled, which importing this module does), and otherwise a static figure redraw
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -92,7 +93,14 @@ class InteractiveRoofline:
     D in bytes. ``.widget`` is the container to display; ``.bound`` is the current ``roofline.Bound``.
     """
 
+    F_RANGE, D_RANGE = (1e6, 1e15), (1e6, 1e12)  # slider ranges: FLOPs and bytes
+
     def __init__(self, preset: str = "Seed accelerator", flops: float = 1e12, bytes_moved: float = 100e9):
+        if preset not in hardware.GPUS:
+            raise ValueError(f"preset must be one of {list(hardware.GPUS)}, got {preset!r}")
+        for name, v, (lo, hi) in (("flops", flops, self.F_RANGE), ("bytes_moved", bytes_moved, self.D_RANGE)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+                raise ValueError(f"{name} must be a number in [{lo:g}, {hi:g}] (the slider's range), got {v!r}")
         self.preset = W.Dropdown(options=list(hardware.GPUS), value=preset, description="machine")
         self.c = slider(W.FloatLogSlider, base=10, min=0, max=3.5, step=0.01, description="C peak (TFLOP/s)",
                         readout_format=".3g")
@@ -130,16 +138,27 @@ class InteractiveRoofline:
         fig.update_yaxes(range=[-2, 3.6])
         return fig
 
+    @staticmethod
+    def _x_range(*intensities) -> list:
+        """Log10 x-range: the usual 1e-2..1e4, widened to keep every point on the plot."""
+        import math
+
+        logs = [math.log10(i) for i in intensities if i > 0]
+        return [min([-2.0] + [v - 0.5 for v in logs]), max([4.0] + [v + 0.5 for v in logs])]
+
     def refresh(self) -> None:
         b = self.bound
         rate = roofline.attainable_tflops(b.intensity, self.c.value, self.b.value)
-        x, y = plots.roof_xy(self.c.value, self.b.value)
+        x_range = self._x_range(b.intensity, b.ridge)
+        x, y = plots.roof_xy(self.c.value, self.b.value, log_range=x_range)
 
         def change(fig):
             fig.data[0].x, fig.data[0].y = x, y
             fig.data[0].name = f"roof: C={self.c.value:.3g} TFLOP/s, B={self.b.value:.3g} TB/s"
             fig.data[1].x, fig.data[1].y = [b.intensity], [rate]
             fig.data[2].x = [b.ridge, b.ridge]
+            fig.layout.xaxis.range = x_range
+            fig.layout.yaxis.range = [min(-2.0, math.log10(rate) - 0.5), max(3.6, math.log10(self.c.value) + 0.3)]
             fig.layout.title = (f"I = {b.intensity:.3g} FLOP/B, ridge {b.ridge:.3g}: "
                                 f"{b.limiter}-bound, t >= {b.time_ms:.4g} ms")
 

@@ -80,3 +80,24 @@ def test_gpu_timing_is_positive_and_ordered():
     x = torch.randn(2**24, device="cuda")
     t = bench.time_ms(lambda: x.mul_(1.0))
     assert 0 < t.p20_ms <= t.median_ms <= t.p80_ms
+
+
+def test_profile_with_bad_numbers_is_rejected(tmp_path):
+    p = tmp_path / "p.json"
+    for bad in ('{"gpu": "g", "sms": 1, "compute_capability": [9, 0], "l2_mb": 1, "copy_tbps": "fast"}',
+                '{"gpu": "g", "sms": 1, "compute_capability": [9, 0], "l2_mb": 1, "copy_tbps": NaN}',
+                '[1, 2]', b"\xff\xfe{"):
+        p.write_bytes(bad if isinstance(bad, bytes) else bad.encode())
+        with pytest.raises(ValueError, match="unreadable"):
+            device.load_profile(p)
+
+
+def test_widget_rejects_out_of_range_arguments():
+    from gpulab.widgets import InteractiveRoofline
+    with pytest.raises(ValueError, match="flops must be a number in"):
+        InteractiveRoofline(flops=1e16)
+    with pytest.raises(ValueError, match="preset must be one of"):
+        InteractiveRoofline(preset="NVIDIA H200")
+    w = InteractiveRoofline(preset="H200", flops=1e15, bytes_moved=1e6)  # intensity 1e9: far right
+    lo, hi = w.live.fig.layout.xaxis.range
+    assert hi >= 9 and w.bound.limiter == "compute"
