@@ -1,4 +1,8 @@
-"""Plotly figures shared by the lessons: the roofline with ceilings and kernel points."""
+"""Plotly figures shared by the lessons: the roofline with ceilings and kernel points.
+
+Figures hold plain lists, not NumPy arrays: a ``FigureWidget`` made from a figure with NumPy arrays raised
+"truth value of an array is ambiguous" in plotly 7.1 when the browser sent its trace deltas back.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +32,7 @@ def roofline_figure(ceilings: list[dict], points: list[KernelPoint] = (), title:
     fig = go.Figure()
     for i, c in enumerate(ceilings):
         x, y = roof_xy(c["peak_tflops"], c["hbm_tbps"])
-        fig.add_scatter(x=x, y=y, mode="lines", name=c["label"],
+        fig.add_scatter(x=x.tolist(), y=y.tolist(), mode="lines", name=c["label"],
                         line=dict(color=c.get("color", COLORS[i % len(COLORS)]), dash=c.get("dash", "solid")))
     groups: dict[str, list[KernelPoint]] = {}
     for p in points:
@@ -39,7 +43,7 @@ def roofline_figure(ceilings: list[dict], points: list[KernelPoint] = (), title:
                         marker=dict(size=10, symbol=["circle", "square", "diamond", "x"][j % 4]),
                         hovertemplate="%{text}<br>I=%{x:.3g} FLOP/B<br>%{y:.3g} TFLOP/s<extra>" + g + "</extra>")
     fig.update_layout(title=title, height=height, template="plotly_white",
-                      xaxis=dict(type="log", title="arithmetic intensity (FLOP/byte)", range=np.log10(INTENSITY_RANGE)),
+                      xaxis=dict(type="log", title="arithmetic intensity (FLOP/byte)", range=np.log10(INTENSITY_RANGE).tolist()),
                       yaxis=dict(type="log", title="rate (TFLOP/s)"), legend=dict(font=dict(size=10)))
     return fig
 

@@ -112,12 +112,14 @@ class InteractiveRoofline:
                         description="D traffic (bytes)", readout_format=".3g")
         self.readout = W.HTML()
         self._apply_preset()
-        self.live = LiveFigure(self._figure())
+        fig = self._figure()
+        self._change()(fig)  # the first state goes into the figure before it becomes a widget: updates sent
+        self.live = LiveFigure(fig)  # to a FigureWidget before it is displayed were lost by the front end
         for w in (self.c, self.b, self.f, self.d):
             w.observe(lambda _: self.refresh(), names="value")
         self.preset.observe(lambda _: (self._apply_preset(), self.refresh()), names="value")
         self.widget = container(self.preset, self.c, self.b, self.f, self.d, self.readout, self.live.widget)
-        self.refresh()
+        self._update_readout()
 
     def _apply_preset(self) -> None:
         spec = hardware.get(self.preset.value)
@@ -146,14 +148,15 @@ class InteractiveRoofline:
         logs = [math.log10(i) for i in intensities if i > 0]
         return [min([-2.0] + [v - 0.5 for v in logs]), max([4.0] + [v + 0.5 for v in logs])]
 
-    def refresh(self) -> None:
+    def _change(self):
+        """A function that brings a figure up to the current slider values."""
         b = self.bound
         rate = roofline.attainable_tflops(b.intensity, self.c.value, self.b.value)
         x_range = self._x_range(b.intensity, b.ridge)
         x, y = plots.roof_xy(self.c.value, self.b.value, log_range=x_range)
 
         def change(fig):
-            fig.data[0].x, fig.data[0].y = x, y
+            fig.data[0].x, fig.data[0].y = x.tolist(), y.tolist()  # lists: see gpulab.plots
             fig.data[0].name = f"roof: C={self.c.value:.3g} TFLOP/s, B={self.b.value:.3g} TB/s"
             fig.data[1].x, fig.data[1].y = [b.intensity], [rate]
             fig.data[2].x = [b.ridge, b.ridge]
@@ -162,7 +165,16 @@ class InteractiveRoofline:
             fig.layout.title = (f"I = {b.intensity:.3g} FLOP/B, ridge {b.ridge:.3g}: "
                                 f"{b.limiter}-bound, t >= {b.time_ms:.4g} ms")
 
-        self.live.update(change)
+        return change
+
+    def _update_readout(self) -> None:
+        b = self.bound
+        rate = roofline.attainable_tflops(b.intensity, self.c.value, self.b.value)
         self.readout.value = (f"<b>compute</b> F/C = {b.compute_ms:.4g} ms &nbsp; <b>memory</b> D/B = "
                               f"{b.memory_ms:.4g} ms &nbsp; &rarr; <b>{b.limiter}-bound</b>, t &ge; "
                               f"{b.time_ms:.4g} ms; attainable {rate:.3g} TFLOP/s")
+
+    def refresh(self) -> None:
+        """Redraw the figure and the readout for the current slider values."""
+        self.live.update(self._change())
+        self._update_readout()

@@ -120,7 +120,9 @@ def test_notebook_widget_in_browser(case: BrowserCase, browser, jupyter_servers,
         report = drv.run_all()
         drv.assert_clean(report)
         fig0 = drv.wait_figure_rendered()
+        drv.assert_traces_complete("after Run All")
         fig1 = drv.move_slider_and_wait_change(fig0)
+        drv.assert_traces_complete("after the slider moved")
         drv.assert_no_new_errors(report)
     except Exception as exc:
         where = drv.save_artifacts(artifacts_dir, exc)

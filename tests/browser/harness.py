@@ -330,6 +330,18 @@ _JS_FIGURE_STATE = r"""
 }
 """
 
+# JS: the x/y lengths and names of the traces plotly drew, from the graph div's data.
+_JS_TRACES = r"""
+([widgetSel, nth, figureSel]) => {
+  const box = document.querySelectorAll(widgetSel)[nth];
+  const fig = box && box.querySelector(figureSel);
+  const gd = fig && (fig.classList.contains('js-plotly-plot') ? fig : fig.querySelector('.js-plotly-plot'));
+  if (!gd || !Array.isArray(gd._fullData)) return [];
+  const len = v => (v && typeof v.length === 'number') ? v.length : 0;
+  return gd._fullData.map(t => ({name: t.name === undefined ? null : t.name, nx: len(t.x), ny: len(t.y)}));
+}
+"""
+
 _JS_SLIDER_VALUE = r"""
 ([widgetSel, nth, sliderSel]) => {
   const box = document.querySelectorAll(widgetSel)[nth];
@@ -627,6 +639,16 @@ class LabDriver:
                    diagnose=self._figure_diagnosis)
         self._timed("figure", t0)
         return self.figure_state()
+
+    # 3b. every trace the front end draws has its data (an update sent to a FigureWidget before it was displayed
+    # once left the roofline's traces without x/y or names in the browser while the Python figure was right)
+    def assert_traces_complete(self, when: str) -> None:
+        c = self.case
+        traces = self.page.evaluate(_JS_TRACES, [c.widget, c.nth, c.figure])
+        bad = [f"trace {i} ({t['name']!r}): x has {t['nx']} points, y has {t['ny']}"
+               for i, t in enumerate(traces) if not t["nx"] or not t["ny"] or t["nx"] != t["ny"]]
+        if not traces or bad:
+            raise CheckFailed(f"{when}: the figure in the browser lacks data: " + ("; ".join(bad) or "no traces"))
 
     # 4. move the slider, wait for the figure to change
     def move_slider_and_wait_change(self, before: dict) -> dict:
