@@ -27,7 +27,7 @@ def roofline_figure(ceilings: list[dict], points: list[KernelPoint] = (), title:
 
     ceilings: dicts with ``label``, ``peak_tflops`` (TFLOP/s), ``hbm_tbps`` (TB/s) and optional ``dash``
     ("solid" for measured, "dash" for datasheet). points: kernels placed at (intensity, achieved TFLOP/s),
-    grouped by name without its last word (the size), which labels the marker.
+    grouped by name without its last word (the size); markers grow with size, and hovering shows it.
     """
     fig = go.Figure()
     for i, c in enumerate(ceilings):
@@ -38,9 +38,9 @@ def roofline_figure(ceilings: list[dict], points: list[KernelPoint] = (), title:
     for p in points:
         groups.setdefault(p.name.rsplit(" ", 1)[0], []).append(p)  # "relu fp32 n=2^20" -> "relu fp32"
     for j, (g, ps) in enumerate(groups.items()):
-        fig.add_scatter(x=[p.intensity for p in ps], y=[p.tflops for p in ps], mode="markers+text",
-                        name=g, text=[p.name.split(" ")[-1] for p in ps], textposition="top center",
-                        marker=dict(size=10, symbol=["circle", "square", "diamond", "x"][j % 4]),
+        fig.add_scatter(x=[p.intensity for p in ps], y=[p.tflops for p in ps], mode="markers",
+                        name=g, text=[p.name.split(" ")[-1] for p in ps],  # the size, shown on hover
+                        marker=dict(size=[7 + 2 * k for k in range(len(ps))], symbol=["circle", "square", "diamond", "x"][j % 4]),
                         hovertemplate="%{text}<br>I=%{x:.3g} FLOP/B<br>%{y:.3g} TFLOP/s<extra>" + g + "</extra>")
     fig.update_layout(title=title, height=height, template="plotly_white",
                       xaxis=dict(type="log", title="arithmetic intensity (FLOP/byte)", range=np.log10(INTENSITY_RANGE).tolist()),

@@ -42,7 +42,7 @@ class Report:
 
 
 def run_cases(name: str, fn, cases, compare) -> Report:
-    """Call ``fn(**case)`` for each case; ``compare(case, got)`` returns None or a failure message.
+    """Call ``fn(*case.values())`` for each case; ``compare(case, got)`` returns None or a failure message.
 
     Cases are copied before the call (tensors cloned), so a function that changes its inputs cannot
     change what it is compared against. ``NotImplementedError`` on the first case means "not attempted";
@@ -52,9 +52,9 @@ def run_cases(name: str, fn, cases, compare) -> Report:
     for i, case in enumerate(cases):
         rep.cases += 1
         args = ", ".join(f"{k}={_short(v)}" for k, v in case.items() if not k.startswith("_"))
-        call = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in case.items() if not k.startswith("_")}
+        call = [v.clone() if hasattr(v, "clone") else v for k, v in case.items() if not k.startswith("_")]
         try:
-            got = fn(**call)
+            got = fn(*call)  # positional, so the learner may name the parameters as they like
         except NotImplementedError:
             if i == 0:
                 return Report(name, attempted=False)

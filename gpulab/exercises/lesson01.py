@@ -105,7 +105,7 @@ def check_scale_add(fn) -> Report:
         if len(bad):
             n, i = x.numel(), bad[0].item()
             tail = i > 0 and len(bad) == n - i  # everything from i to the end is wrong, the start is right
-            return (f"n={n}: {len(bad)} elements wrong, first at index {i}: expected {ref[i].item():.7g}, "
+            return (f"n={n}: {len(bad)} element{'s' if len(bad) > 1 else ''} wrong, first at index {i}: expected {ref[i].item():.7g}, "
                     f"got {got[i].item():.7g}" + (" (only the last elements are wrong: check the mask and "
                                                   "the grid size)" if tail else ""))
         return None
