@@ -12,6 +12,7 @@ from .roofline import KernelPoint
 
 INTENSITY_RANGE = (1e-2, 1e4)  # FLOP/byte, the x-axis of every roofline
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+DTYPE_COLORS = {"fp32": "#1f77b4", "tf32": "#17becf", "bf16": "#d62728", "fp16": "#ff7f0e", "fp8": "#9467bd"}
 
 
 def roof_xy(peak_tflops: float, hbm_tbps: float, n: int = 200, log_range=None):
@@ -51,12 +52,13 @@ def roofline_figure(ceilings: list[dict], points: list[KernelPoint] = (), title:
 def ceilings_from_profile(profile: dict, dtypes=("fp32", "bf16"), label: str = "measured") -> list[dict]:
     """Measured rooflines (one per dtype) from a device-profile dict."""
     return [dict(label=f"{label} {d}: {profile['matmul_tflops'][d]:.0f} TFLOP/s, {profile['copy_tbps']:.2f} TB/s",
-                 peak_tflops=profile["matmul_tflops"][d], hbm_tbps=profile["copy_tbps"], dash="solid")
+                 peak_tflops=profile["matmul_tflops"][d], hbm_tbps=profile["copy_tbps"], dash="solid",
+                 color=DTYPE_COLORS[d])
             for d in dtypes if profile["matmul_tflops"].get(d)]
 
 
 def ceilings_from_spec(spec, dtypes=("fp32", "bf16")) -> list[dict]:
     """Datasheet rooflines (dashed) for a ``hardware.GPUSpec``."""
     return [dict(label=f"datasheet {spec.name} {d}: {spec.peak_tflops[d]:g} TFLOP/s, {spec.hbm_tbps:.2f} TB/s",
-                 peak_tflops=spec.peak_tflops[d], hbm_tbps=spec.hbm_tbps, dash="dash")
+                 peak_tflops=spec.peak_tflops[d], hbm_tbps=spec.hbm_tbps, dash="dash", color=DTYPE_COLORS[d])
             for d in dtypes if spec.peak_tflops.get(d)]

@@ -2,7 +2,8 @@
 # One batched run on a GPU machine without network (the device tool's H200): install the carried wheels
 # (../shared/tools/gpu-wheels.sh fills .whl/), then run the GPU tests, the notebooks and the benchmark
 # suite, writing logs and results under $OUT. Usage from the project root:  bash tools/gpu_run.sh [steps]
-# steps: any of bench tests notebooks (default: all three).
+# steps: any of bench (the suite, printed and saved to $OUT), record (the suite, and it rewrites
+# gpulab/data/reference-<gpu>.json), tests, notebooks. Default: bench tests notebooks.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpulab-out}; mkdir -p "$OUT"
 if [ -d .whl ]; then
@@ -16,7 +17,8 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 rc=0
 for step in $steps; do
   case $step in
-    bench) python3 -m gpulab.bench --record --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1
+    bench) python3 -m gpulab.bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1 ;;
+    record) python3 -m gpulab.bench --record --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1
            cp gpulab/data/reference-*.json "$OUT/" 2>/dev/null ;;
     tests) python3 -m pytest -q -p no:cacheprovider -m "not browser" tests 2>&1 | tee "$OUT/pytest.log" | tail -15 || rc=1 ;;
     notebooks) python3 -m pytest -q -p no:cacheprovider --nbval-lax notebooks/ 2>&1 | tee "$OUT/nbval.log" | tail -15 || rc=1
