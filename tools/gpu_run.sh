@@ -3,7 +3,8 @@
 # (../shared/tools/gpu-wheels.sh fills .whl/), then run the GPU tests, the notebooks and the benchmark
 # suite, writing logs and results under $OUT. Usage from the project root:  bash tools/gpu_run.sh [steps]
 # steps: any of bench (the suite, printed and saved to $OUT), record (the suite, and it rewrites
-# gpulab/data/reference-<gpu>.json), tests, notebooks. Default: bench tests notebooks.
+# gpulab/data/reference-<gpu>.json), tests, interp (the tests in forced interpreter mode), notebooks.
+# Default: bench tests notebooks.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpulab-out}; mkdir -p "$OUT"
 if [ -d .whl ]; then
@@ -34,6 +35,9 @@ for path in sys.argv[2:]:
     print("executed", path)
 PY
            ;;
+    interp) # the CPU path on this machine's Triton (3.6 on the H200 image): kernels in the interpreter
+           GPULAB_MODE=interpreter python3 -m pytest -q -p no:cacheprovider -m "not browser" tests 2>&1 \
+             | tee "$OUT/pytest-interpreter.log" | tail -5 || rc=1 ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac
 done

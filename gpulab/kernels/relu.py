@@ -22,7 +22,7 @@ def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offs, mask=mask)
     # Compare in fp32: Triton 3.9's interpreter holds bf16 as raw uint16 bits, so comparing the bf16 value
     # itself keeps negatives there (seen in gpulab's tests); on a GPU the casts are free. `where(x < 0, 0, x)`
-    # keeps NaN and -0.0 as torch.relu does; tl.maximum(x, 0) would turn NaN into 0.
+    # keeps NaN as torch.relu does; tl.maximum(x, 0) would turn NaN into 0.
     xf = x.to(tl.float32)
     y = tl.where(xf < 0.0, 0.0, xf)
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
