@@ -42,7 +42,8 @@ class LiveFigure:
     """A figure that updates in place: a ``go.FigureWidget`` or, as a fallback, an Output redrawn.
 
     ``update(fn)`` calls ``fn(fig)`` to change traces and layout, then shows the result. ``fig`` is the
-    current figure (for tests and assert cells).
+    current figure (for tests and assert cells). Give it plain lists, not NumPy arrays: with NumPy arrays in
+    a FigureWidget, plotly 7.1 raised on the browser's trace deltas and the roofline lost its traces there.
     """
 
     def __init__(self, fig: go.Figure):
@@ -113,8 +114,8 @@ class InteractiveRoofline:
         self.readout = W.HTML()
         self._apply_preset()
         fig = self._figure()
-        self._change()(fig)  # the first state goes into the figure before it becomes a widget: updates sent
-        self.live = LiveFigure(fig)  # to a FigureWidget before it is displayed were lost by the front end
+        self._change()(fig)  # the first state goes into the figure before it becomes a widget
+        self.live = LiveFigure(fig)
         for w in (self.c, self.b, self.f, self.d):
             w.observe(lambda _: self.refresh(), names="value")
         self.preset.observe(lambda _: (self._apply_preset(), self.refresh()), names="value")

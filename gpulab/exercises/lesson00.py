@@ -21,7 +21,7 @@ def check_copy_time(fn) -> Report:
 
     def compare(case, got):
         exp = _copy_time_solution(**case)
-        if not close(got, got if isinstance(got, numbers.Real) and not isinstance(got, bool) else float("nan")):
+        if isinstance(got, bool) or not isinstance(got, numbers.Real):
             return f"expected a number of ms, got {_short(got)}"
         if close(got, exp):
             return None
