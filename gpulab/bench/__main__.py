@@ -3,6 +3,10 @@
     python -m gpulab.bench              # print ceilings, roofline points and ratios against torch
     python -m gpulab.bench --record     # ... and write gpulab/data/reference-<gpu>.json with provenance
     python -m gpulab.bench --json F     # ... and write every record to F
+    python -m gpulab.bench --only lesson02,lesson03 --record   # run some suites; merge them into the file
+
+Each lesson's suite is a module in ``LESSON_SUITES`` with ``KEY``, ``run(progress) -> dict`` (GPU only,
+JSON-able) and ``report(data) -> str``. Its record is stored under ``KEY`` with its own provenance.
 
 Without a GPU it prints the recorded reference data, labelled as recorded, and measures nothing.
 """
@@ -41,13 +45,32 @@ def _print_ratios(rows: list[dict]) -> None:
               f"torch {r['torch_ms']:.4f} ms ({r['torch_tbps']:.2f} TB/s), ratio {r['ratio']:.3f}")
 
 
+LESSON_SUITES = []  # module names, e.g. "gpulab.bench.lesson02"; see the module docstring
+CORE = "ceilings"  # the device profile, roofline points and vendor ratios
+
+
+def _suites(only):
+    import importlib
+
+    mods = [importlib.import_module(m) for m in LESSON_SUITES]
+    keys = [CORE] + [m.KEY for m in mods]
+    if only:
+        unknown = sorted(set(only) - set(keys))
+        if unknown:
+            raise SystemExit(f"--only: unknown suite(s) {unknown}; known: {keys}")
+    return [m for m in mods if not only or m.KEY in only], (not only or CORE in only)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpulab.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--record", action="store_true", help="write reference data into gpulab/data/")
     ap.add_argument("--json", type=Path, help="also write all records to this JSON file")
     ap.add_argument("--gpu-name", default=None, help="short name for the reference file (default from the GPU)")
+    ap.add_argument("--only", default="", help="comma-separated suites to run (default: all)")
     args = ap.parse_args(argv)
+    only = [k.strip() for k in args.only.split(",") if k.strip()]
+    lesson_mods, run_core = _suites(only)
 
     gpulab.describe()
     if not gpulab.ON_GPU:
@@ -59,30 +82,47 @@ def main(argv=None) -> int:
         for gpu in reference.available():
             data = reference.load(gpu)
             print(f"\nNo GPU here: showing reference data {reference.label(data)}, not a measurement.")
-            _print_profile(data["profile"], "recorded")
-            _print_points(data.get("roofline_points", []))
-            _print_ratios(data.get("vendor_ratios", []))
+            if run_core:
+                _print_profile(data["profile"], "recorded")
+                _print_points(data.get("roofline_points", []))
+                _print_ratios(data.get("vendor_ratios", []))
+            for m in lesson_mods:
+                print(f"\n[{m.KEY}] " + (m.report(data[m.KEY]) if m.KEY in data else "no recorded data yet"))
         return 0
 
     from gpulab.bench import suite
     from gpulab.device import measure_profile, provenance, save_profile
 
-    profile = measure_profile()
-    print(f"saved device profile to {save_profile(profile)}")
-    _print_profile(profile.to_json(), "measured now")
-    points = [dataclasses.asdict(p) for p in suite.roofline_points()]
-    _print_points(points)
-    ratios = suite.vendor_ratios()
-    _print_ratios(ratios)
-
-    record = {"provenance": provenance(), "profile": profile.to_json(), "roofline_points": points,
-              "vendor_ratios": ratios}
+    record = {}
+    if run_core:
+        profile = measure_profile()
+        print(f"saved device profile to {save_profile(profile)}")
+        _print_profile(profile.to_json(), "measured now")
+        points = [dataclasses.asdict(p) for p in suite.roofline_points()]
+        _print_points(points)
+        ratios = suite.vendor_ratios()
+        _print_ratios(ratios)
+        record = {"provenance": provenance(), "profile": profile.to_json(), "roofline_points": points,
+                  "vendor_ratios": ratios}
+    for m in lesson_mods:
+        data = m.run(progress=True)
+        data["provenance"] = provenance()
+        record[m.KEY] = data
+        print(f"\n[{m.KEY}] " + m.report(data))
     if args.json:
         print(f"\nwrote {write_json_atomic(args.json, record)}")
     if args.record:
-        spec = hardware.find(profile.gpu)
-        short = args.gpu_name or (spec.name.split()[0].lower() if spec else profile.gpu.lower().replace(" ", "-"))
-        print(f"recorded reference data to {write_json_atomic(reference.path_for(short), record)}")
+        import torch
+
+        gpu = torch.cuda.get_device_name(0)
+        spec = hardware.find(gpu)
+        short = args.gpu_name or (spec.name.split()[0].lower() if spec else gpu.lower().replace(" ", "-"))
+        path = reference.path_for(short)
+        if not run_core:  # merge the suites that ran into the existing file, keeping the rest
+            if not path.exists():
+                raise SystemExit(f"--only without {CORE!r} merges into {path}, which does not exist yet")
+            record = {**reference.load(short), **record}
+        print(f"recorded reference data to {write_json_atomic(path, record)}")
     return 0
 
 
