@@ -1,0 +1,30 @@
+"""`python -m gpulab.bench` without a GPU: shows the recorded data, labelled, and measures nothing."""
+import subprocess
+import sys
+
+import pytest
+
+import gpulab
+
+pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter-mode behaviour of the CLI")
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "gpulab.bench", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_prints_reference_data_labelled_as_recorded():
+    r = _run()
+    assert r.returncode == 0, r.stderr
+    assert "not a measurement" in r.stdout and "recorded on NVIDIA H200" in r.stdout
+    assert "copy bandwidth" in r.stdout and "ratio" in r.stdout
+
+
+def test_cli_refuses_to_record_without_a_gpu():
+    r = _run("--record")
+    assert r.returncode == 2 and "needs a CUDA GPU" in r.stderr
+
+
+def test_cli_rejects_unknown_suite():
+    r = _run("--only", "nope")
+    assert r.returncode != 0 and "unknown suite" in (r.stderr + r.stdout)
