@@ -13,13 +13,14 @@ if [ -d .whl ]; then
 fi
 export PYTHONUNBUFFERED=1 GPULAB_CACHE_DIR="$OUT/cache"
 steps=${*:-bench tests notebooks}
+only=${GPULAB_BENCH_ONLY:+--only $GPULAB_BENCH_ONLY}  # e.g. GPULAB_BENCH_ONLY=lesson02,lesson03
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/nvidia-smi.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee "$OUT/versions.txt"
 rc=0
 for step in $steps; do
   case $step in
-    bench) python3 -m gpulab.bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1 ;;
-    record) python3 -m gpulab.bench --record --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1
+    bench) python3 -m gpulab.bench $only --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1 ;;
+    record) python3 -m gpulab.bench $only --record --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1
            cp gpulab/data/reference-*.json "$OUT/" 2>/dev/null ;;
     tests) python3 -m pytest -q -p no:cacheprovider -m "not browser" tests 2>&1 | tee "$OUT/pytest.log" | tail -15 || rc=1 ;;
     notebooks) python3 -m pytest -q -p no:cacheprovider --nbval-lax notebooks/ 2>&1 | tee "$OUT/nbval.log" | tail -15 || rc=1
