@@ -44,6 +44,7 @@ NOTEBOOKS: list[BrowserCase] = [
     BrowserCase(path="output_fallback.ipynb", root=FIXTURES_DIR, timeout_s=60, id="selftest-output-fallback"),
     # Lessons (root: notebooks/):
     BrowserCase(path="01_roofline.ipynb", timeout_s=300, skip_if_missing=True),
+    BrowserCase(path="02_warp_divergence.ipynb", timeout_s=300, skip_if_missing=True),
 ]
 
 

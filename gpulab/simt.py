@@ -1,0 +1,319 @@
+"""A small SIMT warp model: lane masks per issue step, for the warp-divergence lesson (notebook 02).
+
+A warp is ``WARP_SIZE = 32`` lanes (threads) that issue one instruction at a time. When the lanes of a
+warp disagree on a branch, the warp runs one path with the lanes that took it active and the others
+masked off, then the other path with the mask flipped: it pays for both. A branch that every lane takes
+the same way (uniform across the warp) costs only its own path. Source: Stanford CS336 Lecture 5 (the
+seed lectures' ``if thread_id < 4: A else: B`` example); NVIDIA CUDA C++ Best Practices Guide, "Branching
+and Divergence".
+
+Units: an *issue step* is one instruction issued by the warp (all 32 lanes occupy the SIMT unit, active or
+not); a *useful lane-step* is one active lane in one issue step. Efficiency = useful / (steps x 32).
+
+- ``branch(condition, cost_a, cost_b)`` traces one two-way branch: the steps, their masks, the cost.
+- ``loop(trips, group)`` models a data-dependent loop: every group of lanes that steps together (a warp, or
+  a Triton program's block) runs until its longest-running lane is done.
+- ``group_by_cost(trips)`` reorders work so that expensive elements share groups.
+- ``branch_figure`` / ``BoundaryExplorer`` draw the lanes x steps picture (plotly; a slider for the boundary).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from numbers import Integral
+
+import numpy as np
+
+WARP_SIZE = 32  # lanes per warp on every NVIDIA GPU so far (CUDA C++ Programming Guide, "SIMT Architecture")
+IDLE, PATH_A, PATH_B = 0, 1, 2  # cell values of BranchTrace.grid()
+
+
+def _steps(k: int) -> str:
+    return f"{k} step" + ("" if k == 1 else "s")
+
+
+def _check_count(name: str, v, low: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, Integral):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    if v < low:
+        raise ValueError(f"{name} must be >= {low}, got {v}")
+    return int(v)
+
+
+def lane_condition(condition, warp_size: int = WARP_SIZE) -> tuple[bool, ...]:
+    """Normalise a per-lane condition to a tuple of ``warp_size`` bools.
+
+    condition: a sequence of ``warp_size`` bools (or 0/1 ints, or a NumPy bool array of shape (warp_size,)),
+    or a callable ``lane -> bool`` evaluated at lanes 0..warp_size-1 (e.g. ``lambda tid: tid < 4``).
+    Raises ``TypeError``/``ValueError`` naming ``condition`` if it is neither.
+    """
+    warp_size = _check_count("warp_size", warp_size, 1)
+    if callable(condition):
+        values = [condition(lane) for lane in range(warp_size)]
+    elif isinstance(condition, (str, bytes)) or not hasattr(condition, "__len__"):
+        raise TypeError(f"condition must be a sequence of {warp_size} bools or a callable lane -> bool, "
+                        f"got {type(condition).__name__}")
+    else:
+        values = list(np.asarray(condition).reshape(-1)) if isinstance(condition, np.ndarray) else list(condition)
+        if len(values) != warp_size:
+            raise ValueError(f"condition must have one value per lane ({warp_size}), got {len(values)}")
+    out = []
+    for lane, v in enumerate(values):
+        if isinstance(v, (bool, np.bool_)) or (isinstance(v, Integral) and v in (0, 1)):
+            out.append(bool(v))
+        else:
+            raise TypeError(f"condition must give a bool for every lane; lane {lane} gave {v!r}")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class IssueStep:
+    """One instruction issued by the warp: which path, and the active mask (one bool per lane)."""
+
+    path: str  # "A" or "B"
+    mask: tuple[bool, ...]
+
+    @property
+    def active(self) -> int:
+        """Number of active lanes in this step."""
+        return sum(self.mask)
+
+
+@dataclass(frozen=True)
+class BranchTrace:
+    """The execution of ``if condition[lane]: A (cost_a steps) else: B (cost_b steps)`` by one warp."""
+
+    condition: tuple[bool, ...]
+    cost_a: int
+    cost_b: int
+    steps: tuple[IssueStep, ...]
+
+    @property
+    def warp_size(self) -> int:
+        return len(self.condition)
+
+    @property
+    def lanes_a(self) -> tuple[int, ...]:
+        """Lanes that take path A."""
+        return tuple(i for i, c in enumerate(self.condition) if c)
+
+    @property
+    def lanes_b(self) -> tuple[int, ...]:
+        """Lanes that take path B."""
+        return tuple(i for i, c in enumerate(self.condition) if not c)
+
+    @property
+    def divergent(self) -> bool:
+        """True if the lanes disagree, so the warp runs both paths."""
+        return 0 < len(self.lanes_a) < self.warp_size
+
+    @property
+    def steps_paid(self) -> int:
+        """Issue steps the warp spends on the branch (each occupies all ``warp_size`` lanes)."""
+        return len(self.steps)
+
+    @property
+    def useful_lane_steps(self) -> int:
+        """Active lanes summed over the steps: len(lanes_a) * cost_a + len(lanes_b) * cost_b."""
+        return sum(s.active for s in self.steps)
+
+    @property
+    def efficiency(self) -> float:
+        """useful_lane_steps / (steps_paid * warp_size), in [0, 1]; 1.0 when no step is paid."""
+        return self.useful_lane_steps / (self.steps_paid * self.warp_size) if self.steps else 1.0
+
+    def grid(self) -> list[list[int]]:
+        """The lanes x steps picture as a list of ``steps_paid`` rows of ``warp_size`` cells:
+        ``PATH_A`` (1) or ``PATH_B`` (2) where the lane is active in that step, ``IDLE`` (0) where masked."""
+        code = {"A": PATH_A, "B": PATH_B}
+        return [[code[s.path] if m else IDLE for m in s.mask] for s in self.steps]
+
+    def __str__(self) -> str:
+        return (f"{'divergent' if self.divergent else 'uniform'} branch: {len(self.lanes_a)} lanes take A "
+                f"({_steps(self.cost_a)}), {len(self.lanes_b)} take B ({_steps(self.cost_b)}); the warp pays "
+                f"{self.steps_paid} steps, {self.useful_lane_steps} of {self.steps_paid * self.warp_size} "
+                f"lane-steps useful, efficiency {self.efficiency:.1%}")
+
+
+def branch(condition, cost_a: int = 1, cost_b: int = 1, warp_size: int = WARP_SIZE) -> BranchTrace:
+    """Trace ``if condition: A else: B`` through one warp under SIMT.
+
+    condition: per-lane bools, shape (warp_size,), or a callable lane -> bool (``lambda tid: tid < 4``).
+    cost_a, cost_b: issue steps (instructions) of path A and of path B, ints >= 0.
+    Returns a ``BranchTrace``: path A's ``cost_a`` steps with the lanes that take A active, then path B's
+    ``cost_b`` steps with the others active. A path that no lane takes is skipped (a uniform branch pays
+    only its own path); a divergent warp pays ``cost_a + cost_b`` steps.
+    Raises ``TypeError``/``ValueError`` naming the bad argument.
+    Source: the seed lectures (Stanford CS336 Lecture 5): "threads 0 to 3 run A while the others stay idle,
+    then the others run B; the warp runs both paths in sequence and pays the time of both".
+    """
+    cond = lane_condition(condition, warp_size)
+    cost_a, cost_b = _check_count("cost_a", cost_a), _check_count("cost_b", cost_b)
+    not_cond = tuple(not c for c in cond)
+    steps = []
+    if any(cond):
+        steps += [IssueStep("A", cond)] * cost_a
+    if any(not_cond):
+        steps += [IssueStep("B", not_cond)] * cost_b
+    return BranchTrace(cond, cost_a, cost_b, tuple(steps))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Data-dependent loops: a group of lanes that steps together runs until its slowest lane is done.
+
+
+def _check_trips(trips) -> np.ndarray:
+    if isinstance(trips, (str, bytes)) or not hasattr(trips, "__len__"):
+        raise TypeError(f"trips must be a 1-D sequence of ints, got {type(trips).__name__}")
+    a = np.asarray(trips)
+    if a.ndim != 1:
+        raise ValueError(f"trips must be 1-D (one trip count per element), got shape {a.shape}")
+    if a.size == 0:
+        raise ValueError("trips must not be empty")
+    if a.dtype == bool or not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"trips must hold ints, got dtype {a.dtype}")
+    if (a < 0).any():
+        raise ValueError(f"trips must be >= 0, got {a.min()} at index {int(np.argmin(a))}")
+    return a.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class LoopCost:
+    """The cost of a loop whose trip count varies per element, run by groups of ``group`` lanes.
+
+    ``steps_per_group``: shape (ceil(n / group),), the max trip count of each group (the last group may be
+    partial; its missing lanes are idle). ``useful``: the sum of the trip counts (lane-steps doing work).
+    """
+
+    trips: np.ndarray  # (n,) int64, loop iterations each element needs
+    group: int
+    steps_per_group: np.ndarray  # (n_groups,) int64
+
+    @property
+    def steps(self) -> int:
+        """Issue steps summed over groups (one iteration of one group = one step)."""
+        return int(self.steps_per_group.sum())
+
+    @property
+    def useful(self) -> int:
+        return int(self.trips.sum())
+
+    @property
+    def efficiency(self) -> float:
+        """useful / (steps * group), in [0, 1]; 1.0 when no step is paid."""
+        return self.useful / (self.steps * self.group) if self.steps else 1.0
+
+    def __str__(self) -> str:
+        return (f"{self.trips.size} elements in {self.steps_per_group.size} groups of {self.group}: "
+                f"{self.steps} steps paid, {self.useful} useful lane-steps of {self.steps * self.group}, "
+                f"efficiency {self.efficiency:.1%}")
+
+
+def loop(trips, group: int = WARP_SIZE) -> LoopCost:
+    """Model ``for i in range(trips[lane]): work`` for many elements, ``group`` consecutive elements per warp.
+
+    trips: (n,) ints >= 0, the iterations element i needs (lane i % group of group i // group).
+    group: lanes that step together: 32 for a CUDA warp; the block size BLOCK for a Triton program whose
+    loop runs to the block's max trip count (gpulab.kernels.divergence.loop_cost_kernel).
+    Each group pays max(trips) over its lanes; useful work is sum(trips).
+    Raises ``TypeError``/``ValueError`` naming the bad argument.
+    """
+    t = _check_trips(trips)
+    group = _check_count("group", group, 1)
+    n_groups = -(-t.size // group)
+    padded = np.zeros(n_groups * group, dtype=np.int64)
+    padded[: t.size] = t
+    return LoopCost(t, group, padded.reshape(n_groups, group).max(axis=1))
+
+
+def group_by_cost(trips) -> np.ndarray:
+    """A permutation (shape (n,), int64) that orders elements by trip count, most expensive first.
+
+    ``loop(trips[order], group)`` then pays the least total steps of any order for every ``group``: the
+    k-th group's max can be no smaller than the ((k-1) * group + 1)-th largest trip count, and descending
+    order meets that bound. (Ascending order can be worse when n is not a multiple of group: the largest
+    elements then fill the last, partial group.) Stable, so equal costs keep their order.
+    """
+    t = _check_trips(trips)
+    return np.argsort(-t, kind="stable")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Pictures (plotly, imported lazily so the model stays plain Python/NumPy).
+
+_COLORS = [[0.0, "#eeeeee"], [0.33, "#eeeeee"], [0.34, "#1f77b4"], [0.66, "#1f77b4"], [0.67, "#ff7f0e"],
+           [1.0, "#ff7f0e"]]
+
+
+def _heatmap_kwargs(trace: BranchTrace) -> dict:
+    """Column form (one x, y, z per cell, equal lengths): plotly draws the same heatmap, and every trace has
+    as many x as y values, which the browser test's trace check expects."""
+    grid = trace.grid() or [[IDLE] * trace.warp_size]  # a trace with no steps draws one idle row
+    cells = [(lane, step, v) for step, row in enumerate(grid) for lane, v in enumerate(row)]
+    return dict(x=[c[0] for c in cells], y=[c[1] for c in cells], z=[c[2] for c in cells],
+                text=["A" if c[2] == PATH_A else "B" if c[2] == PATH_B else "masked" for c in cells], zmin=0, zmax=2)
+
+
+def _title(trace: BranchTrace, what: str) -> str:
+    return (f"{what}: {trace.steps_paid} steps paid, {trace.useful_lane_steps}/{trace.steps_paid * trace.warp_size} "
+            f"lane-steps useful ({trace.efficiency:.0%})")
+
+
+def branch_figure(trace: BranchTrace, title: str = "a branch in one warp", height: int = 320):
+    """A plotly heatmap of a ``BranchTrace``: lanes on x, issue steps on y (time runs down); blue = path A
+    active, orange = path B active, grey = masked off."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Heatmap(**_heatmap_kwargs(trace), colorscale=_COLORS, showscale=False, xgap=1, ygap=1,
+                               hovertemplate="lane %{x}, step %{y}: %{text}<extra></extra>"))
+    fig.update_layout(title=_title(trace, title), height=height, template="plotly_white",
+                      xaxis=dict(title="lane (thread id in the warp)", dtick=4),
+                      yaxis=dict(title="issue step (time runs down)", autorange="reversed"),
+                      margin=dict(t=50, b=40))
+    return fig
+
+
+class BoundaryExplorer:
+    """``if thread_id < boundary: A else: B`` in one warp, with a slider for ``boundary`` (0..32).
+
+    ``.widget`` is the container to display (class ``gpulab-widget``; the slider has ``gpulab-slider``);
+    ``.trace`` is the current ``BranchTrace``; ``.live.fig`` the figure. At boundary 0 or 32 the branch is
+    uniform and the warp pays one path; anywhere between, it pays both.
+    """
+
+    def __init__(self, boundary: int = 4, cost_a: int = 3, cost_b: int = 2):
+        import ipywidgets as W
+
+        from . import widgets
+
+        boundary = _check_count("boundary", boundary)
+        if boundary > WARP_SIZE:
+            raise ValueError(f"boundary must be in [0, {WARP_SIZE}], got {boundary}")
+        self.cost_a, self.cost_b = _check_count("cost_a", cost_a), _check_count("cost_b", cost_b)
+        self.boundary = widgets.slider(W.IntSlider, value=boundary, min=0, max=WARP_SIZE, step=1,
+                                       description="boundary: lanes < b take A")
+        self.readout = W.HTML()
+        fig = branch_figure(self.trace, title=f"if thread_id < {boundary}", height=360)
+        fig.update_yaxes(range=[self.cost_a + self.cost_b - 0.5, -0.5], autorange=False)  # room for both paths
+        self.live = widgets.LiveFigure(fig)
+        self.boundary.observe(lambda _: self.refresh(), names="value")
+        self.widget = widgets.container(self.boundary, self.readout, self.live.widget)
+        self._update_readout()
+
+    @property
+    def trace(self) -> BranchTrace:
+        b = self.boundary.value
+        return branch(lambda tid: tid < b, self.cost_a, self.cost_b)
+
+    def _update_readout(self) -> None:
+        self.readout.value = str(self.trace)
+
+    def refresh(self) -> None:
+        trace = self.trace
+        kw = _heatmap_kwargs(trace)
+
+        def change(fig):
+            fig.data[0].x, fig.data[0].y, fig.data[0].z, fig.data[0].text = kw["x"], kw["y"], kw["z"], kw["text"]
+            fig.layout.title = _title(trace, f"if thread_id < {self.boundary.value}")
+
+        self.live.update(change)
+        self._update_readout()
