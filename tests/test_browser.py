@@ -45,6 +45,7 @@ NOTEBOOKS: list[BrowserCase] = [
     # Lessons (root: notebooks/):
     BrowserCase(path="01_roofline.ipynb", timeout_s=300, skip_if_missing=True),
     BrowserCase(path="02_warp_divergence.ipynb", timeout_s=300, skip_if_missing=True),
+    BrowserCase(path="03_precision.ipynb", timeout_s=300, skip_if_missing=True),
 ]
 
 

@@ -1,0 +1,89 @@
+"""Lesson 03 (precision) benchmark suite: ``python -m gpulab.bench --only lesson03``.
+
+GPU only. Measures, in one run (well under a minute on an H200):
+
+- ReLU per dtype (fp32, fp16, bf16) at large n: gpulab's Triton kernel and torch.relu, ms and GB/s
+  (bytes = 2n * itemsize, counted by hand), ratio = torch ms / gpulab ms (the issue's target: >= 0.95);
+- a ReLU size sweep, n = 2^12 .. 2^28, per dtype, both kernels;
+- cuBLAS matmul rate per dtype at ``matmul_n`` and relative error vs float64 at ``error_n``
+  (same random inputs for every dtype; fp8 via torch._scaled_mm, e4m3, per-tensor scales);
+- gpulab's Triton fp32 matmul with input_precision "tf32" and "ieee": rate and error;
+- the accumulation experiment: fp16 products summed in fp16 vs fp32, error against K.
+"""
+from __future__ import annotations
+
+from tqdm.auto import tqdm
+
+KEY = "lesson03"
+RELU_N = 2**28
+RELU_SWEEP = tuple(2**e for e in range(12, 29, 2))  # 2^12 .. 2^28
+MATMUL_N = 8192
+ERROR_N = 4096
+TRITON_N = 4096
+ACC_KS = tuple(2**e for e in range(4, 15))  # 16 .. 16384
+ACC_M = 128
+
+
+def run(progress: bool = True, relu_n: int = RELU_N, relu_sweep=RELU_SWEEP, matmul_n: int = MATMUL_N,
+        error_n: int = ERROR_N, triton_n: int = TRITON_N, acc_ks=ACC_KS, acc_m: int = ACC_M) -> dict:
+    """Measure everything listed in the module docstring; returns a JSON-able dict. GPU only."""
+    import torch
+
+    from .. import precision as P
+    from ..kernels.matmul_precision import matmul_precision
+    from . import require_gpu, time_ms
+
+    require_gpu("the lesson03 suite")
+    steps = ["relu", "relu sweep", "matmul rates", "matmul errors", "triton tf32/ieee", "accumulation"]
+    bar = tqdm(steps, desc="lesson03", disable=not progress)
+    out = {"relu": None, "relu_sweep": [], "matmul": {}, "triton_matmul": {}, "accumulation": {}}
+    for step in bar:
+        bar.set_postfix_str(step)
+        if step == "relu":
+            out["relu"] = P.relu_rates(relu_n)
+        elif step == "relu sweep":
+            for n in relu_sweep:
+                out["relu_sweep"] += P.relu_rates(n, warmup_ms=10, rep_ms=60)
+        elif step == "matmul rates":
+            out["matmul"] = {"n_rate": matmul_n, "tflops": P.matmul_rates(matmul_n)}
+        elif step == "matmul errors":
+            out["matmul"].update(n_error=error_n, error=P.matmul_errors(error_n))
+        elif step == "triton tf32/ieee":
+            a = torch.randn(triton_n, triton_n, device="cuda")
+            b = torch.randn(triton_n, triton_n, device="cuda")
+            rec = {"n": triton_n}
+            for p in ("tf32", "ieee"):
+                t = time_ms(lambda: matmul_precision(a, b, input_precision=p), warmup_ms=25, rep_ms=200)
+                rec[p] = {"ms": t.median_ms, "tflops": t.rate(2 * triton_n**3)}
+            errs = P.triton_matmul_errors(triton_n)
+            for p in ("tf32", "ieee"):
+                rec[p]["error"] = errs[p]
+            out["triton_matmul"] = rec
+        else:
+            out["accumulation"] = P.accumulation_errors(acc_ks, m=acc_m)
+    return out
+
+
+def report(data: dict) -> str:
+    """A short table: ReLU per dtype with ratios to torch.relu, matmul rate and error per dtype, the
+    Triton tf32/ieee matmul, and the accumulation errors at the smallest and largest K."""
+    lines = [f"ReLU at n = {data['relu'][0]['n']:,} (ratio = torch ms / gpulab ms; target >= 0.95):",
+             f"  {'dtype':5} {'gpulab ms':>10} {'GB/s':>7} {'torch ms':>9} {'GB/s':>7} {'ratio':>6}"]
+    for r in data["relu"]:
+        flag = "" if r["ratio"] >= 0.95 else "  BELOW TARGET"
+        lines.append(f"  {r['dtype']:5} {r['gpulab_ms']:10.4f} {r['gpulab_gbps']:7.0f} {r['torch_ms']:9.4f} "
+                     f"{r['torch_gbps']:7.0f} {r['ratio']:6.3f}{flag}")
+    m = data["matmul"]
+    lines.append(f"cuBLAS matmul: rate at {m['n_rate']}^3, relative error vs float64 at {m['n_error']}^3:")
+    for d, rate in m["tflops"].items():
+        err = m["error"].get(d)
+        lines.append(f"  {d:5} " + (f"{rate:8.1f} TFLOP/s" if rate else "   (not on this GPU)") +
+                     (f"   error {err:.2e}" if err is not None else ""))
+    t = data["triton_matmul"]
+    lines.append(f"Triton fp32 matmul {t['n']}^3: " + ", ".join(
+        f"{p} {t[p]['tflops']:.1f} TFLOP/s error {t[p]['error']:.2e}" for p in ("tf32", "ieee")))
+    a = data["accumulation"]
+    lines.append(f"accumulation (fp16 inputs, {a['m']}x{a['m']} output): K={a['k'][0]}: fp16 acc "
+                 f"{a['fp16'][0]:.2e}, fp32 acc {a['fp32'][0]:.2e}; K={a['k'][-1]}: fp16 acc {a['fp16'][-1]:.2e}, "
+                 f"fp32 acc {a['fp32'][-1]:.2e}")
+    return "\n".join(lines)

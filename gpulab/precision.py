@@ -1,0 +1,329 @@
+"""Precision: fewer bytes, faster units, and the error each choice costs.
+
+- ReLU bytes: ``relu_bytes(n, dtype)``, 2n * itemsize (8n fp32, 4n fp16; CS336 Lecture 5, "Reduce
+  precision"), and GB/s measured against ``torch.relu`` (``relu_rates``, GPU only).
+- Matmul rate and error per dtype (fp32, tf32, bf16, fp16, fp8): ``matmul_errors`` gives
+  ``||C - C_ref||_F / ||C_ref||_F`` against a float64 reference of the *same* random inputs (A, B drawn in
+  float64, then cast to each dtype). On a GPU the products come from cuBLAS (``torch._scaled_mm`` for fp8,
+  e4m3 inputs, per-tensor scales amax/448); on the CPU they are emulated: inputs rounded to the dtype
+  (TF32: 10 mantissa bits, round to nearest, ties away, as ``cvt.rna.tf32.f32``), products summed by torch
+  on the CPU. ``matmul_rates`` (GPU only) times cuBLAS via ``gpulab.device.matmul_fn``.
+- Accumulation: ``accumulation_errors`` sums fp16 products in fp16 and in fp32 with gpulab's Triton
+  matmul (``gpulab.kernels.matmul_precision``) for a sweep of K.
+- Hardware gating: ``features(cc, name)`` says which dtypes and units a compute capability has: bf16 and
+  tf32 tensor cores need 8.0 (a T4, 7.5, has neither), fp8 needs 8.9 (Ada, Hopper), native MXFP8 / NVFP4
+  block-scaled matmul needs 10.0 (Blackwell) (NVIDIA CUDA C++ Programming Guide, compute capabilities; PTX
+  ISA, ``mma`` with ``.kind::mxf8f6f4`` / ``.kind::mxf4nvf4`` on sm_100a).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+import gpulab
+
+MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+RELU_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+FP8_MAX = 448.0  # largest finite float8_e4m3fn
+
+
+# ---- hardware gating ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Features:
+    """What a GPU of compute capability ``cc`` offers. ``missing`` maps a feature to why it is absent."""
+
+    cc: tuple | None
+    name: str
+    available: dict = field(default_factory=dict)  # feature -> bool
+    missing: dict = field(default_factory=dict)  # feature -> reason
+
+    def has(self, feature: str) -> bool:
+        if feature not in self.available:
+            raise ValueError(f"feature must be one of {list(self.available)}, got {feature!r}")
+        return self.available[feature]
+
+
+FEATURES = ("fp32", "tf32", "bf16", "fp16", "fp8", "mx_native")
+_NEEDS = {"tf32": (8, 0), "bf16": (8, 0), "fp16": (7, 0), "fp8": (8, 9), "mx_native": (10, 0)}
+_WHAT = {"tf32": "TF32 tensor cores", "bf16": "bf16 tensor cores", "fp16": "fp16 tensor cores",
+         "fp8": "fp8 (e4m3/e5m2) tensor cores", "mx_native": "native MXFP8/NVFP4 block-scaled matmul"}
+
+
+def features(cc, name: str = "") -> Features:
+    """Which matmul dtypes/units exist at compute capability ``cc`` ((major, minor), or None for no GPU).
+
+    With ``cc=None`` (the interpreter) nothing runs on tensor cores: every feature is missing, and the
+    lesson computes errors by emulation on the CPU instead. Raises ``ValueError`` for a malformed cc.
+    """
+    if cc is not None:
+        if (not isinstance(cc, (tuple, list)) or len(cc) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in cc)):
+            raise ValueError(f"cc must be (major, minor) ints, e.g. (9, 0), got {cc!r}")
+        cc = tuple(cc)
+    avail, missing = {}, {}
+    for f in FEATURES:
+        if cc is None:
+            avail[f] = False
+            missing[f] = "no GPU here (Triton interpreter): nothing runs on tensor cores"
+            continue
+        need = _NEEDS.get(f, (0, 0))
+        avail[f] = cc >= need
+        if not avail[f]:
+            who = f"{name} " if name else ""
+            missing[f] = (f"{_WHAT[f]} need compute capability >= {need[0]}.{need[1]}; this GPU {who}"
+                          f"has {cc[0]}.{cc[1]}")
+    return Features(cc, name or ("CPU (interpreter)" if cc is None else f"cc {cc[0]}.{cc[1]}"), avail, missing)
+
+
+def this_gpu() -> Features:
+    """``features`` of the GPU gpulab runs on (all missing in the interpreter)."""
+    if not gpulab.ON_GPU:
+        return features(None)
+    return features(tuple(torch.cuda.get_device_capability(0)), torch.cuda.get_device_name(0))
+
+
+def gate(feature: str, feats: Features | None = None) -> str | None:
+    """None if ``feature`` is available, else a sentence saying why not (for the lesson to print)."""
+    feats = feats or this_gpu()
+    return None if feats.has(feature) else f"skipped {feature}: {feats.missing[feature]}"
+
+
+# ---- relu -------------------------------------------------------------------------------------------
+
+def relu_bytes(n: int, dtype: str) -> int:
+    """Bytes an out-of-place ReLU on n elements must move: read x, write y (8n fp32, 4n fp16/bf16)."""
+    if dtype not in RELU_DTYPES:
+        raise ValueError(f"dtype must be one of {list(RELU_DTYPES)}, got {dtype!r}")
+    return 2 * n * RELU_DTYPES[dtype].itemsize
+
+
+def relu_rates(n: int, dtypes=tuple(RELU_DTYPES), warmup_ms: float = 50, rep_ms: float = 300) -> list[dict]:
+    """gpulab's ReLU and torch.relu on n random elements per dtype: ms (median), GB/s (2n*itemsize bytes)
+    and ratio = torch ms / gpulab ms (>= 1: as fast or faster). GPU only (raises NoGPUTimingError)."""
+    from .bench import require_gpu, time_ms
+    from .kernels.relu import relu
+
+    require_gpu("ReLU bandwidth")
+    rows = []
+    for d in dtypes:
+        x = torch.randn(n, device="cuda", dtype=RELU_DTYPES[d])
+        t_ours = time_ms(lambda: relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
+        t_torch = time_ms(lambda: torch.relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
+        nbytes = relu_bytes(n, d)
+        rows.append(dict(dtype=d, n=n, bytes=nbytes, gpulab_ms=t_ours.median_ms, torch_ms=t_torch.median_ms,
+                         gpulab_gbps=t_ours.rate(nbytes, 1e9), torch_gbps=t_torch.rate(nbytes, 1e9),
+                         ratio=t_torch.median_ms / t_ours.median_ms))
+        del x
+    return rows
+
+
+# ---- matmul error per dtype --------------------------------------------------------------------------
+
+def relative_error(c: torch.Tensor, c_ref: torch.Tensor) -> float:
+    """||c - c_ref||_F / ||c_ref||_F, computed in float64 on the CPU."""
+    c64, r64 = c.double().cpu(), c_ref.double().cpu()
+    return float((c64 - r64).norm() / r64.norm())
+
+
+def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
+    """fp32 -> the nearest TF32 value (10 explicit mantissa bits; ties away from zero), still fp32."""
+    bits = x.float().contiguous().view(torch.int32)
+    rounded = (bits + 0x1000) & ~0x1FFF
+    keep = ~torch.isfinite(x.float())  # inf/nan stay as they are
+    return torch.where(keep, x.float(), rounded.view(torch.float32))
+
+
+def fp8_quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-tensor fp8: scale = amax / 448; returns (x / scale as float8_e4m3fn, scale as fp32 scalar)."""
+    amax = x.abs().max().float().clamp(min=1e-12)
+    scale = amax / FP8_MAX
+    return (x.float() / scale).to(torch.float8_e4m3fn), scale
+
+
+def _product(dtype: str, a64: torch.Tensor, b64: torch.Tensor, emulate: bool) -> torch.Tensor:
+    """C for ``dtype`` from float64 inputs: on the GPU with cuBLAS, else emulated on the CPU."""
+    dev = "cpu" if emulate else "cuda"
+    a, b = a64.to(dev), b64.to(dev)
+    if dtype == "fp8":
+        qa, sa = fp8_quantize(a)
+        qb, sb = fp8_quantize(b)
+        if emulate:
+            return (qa.float() * sa) @ (qb.float() * sb)
+        return torch._scaled_mm(qa, qb.t().contiguous().t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    if dtype == "tf32":
+        if emulate:
+            return round_to_tf32(a) @ round_to_tf32(b)
+        return _with_precision("high", lambda: a.float() @ b.float())
+    tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    if dtype == "fp32" and not emulate:
+        return _with_precision("highest", lambda: a.float() @ b.float())
+    return a.to(tdtype) @ b.to(tdtype)
+
+
+def _with_precision(precision: str, fn):
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        return fn()
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+def matmul_errors(n: int, dtypes=MATMUL_DTYPES, seed: int = 0, emulate: bool | None = None,
+                  feats: Features | None = None) -> dict:
+    """Relative error ||C - C_ref||_F / ||C_ref||_F per dtype for one pair of random normal n x n inputs.
+
+    A and B are drawn once in float64; each dtype casts the same A and B. ``emulate`` (default: not on a
+    GPU) computes on the CPU. On a GPU, dtypes the GPU lacks (``features``) get None. Returns
+    {dtype: error or None, ..., "how": "cuBLAS on <gpu>" or "emulated on the CPU"}.
+    """
+    emulate = (not gpulab.ON_GPU) if emulate is None else emulate
+    if not emulate and not gpulab.ON_GPU:
+        raise RuntimeError("emulate=False needs a GPU; gpulab is in interpreter mode")
+    feats = feats or (None if emulate else this_gpu())
+    g = torch.Generator().manual_seed(seed)
+    a64 = torch.randn(n, n, generator=g, dtype=torch.float64)
+    b64 = torch.randn(n, n, generator=g, dtype=torch.float64)
+    ref = a64 @ b64 if emulate else (a64.cuda() @ b64.cuda())
+    out = {}
+    for d in dtypes:
+        if d not in MATMUL_DTYPES:
+            raise ValueError(f"dtype must be one of {MATMUL_DTYPES}, got {d!r}")
+        if feats is not None and not feats.has(d):
+            out[d] = None
+            continue
+        out[d] = relative_error(_product(d, a64, b64, emulate), ref)
+    out["how"] = "emulated on the CPU (inputs rounded, sums by torch)" if emulate else \
+        f"cuBLAS on {feats.name}"
+    return out
+
+
+def matmul_rates(n: int = 8192, dtypes=MATMUL_DTYPES) -> dict:
+    """cuBLAS TFLOP/s per dtype for n x n x n (2n^3 FLOPs), None where the GPU lacks it. GPU only."""
+    from .bench import require_gpu, time_ms
+    from .device import matmul_fn
+
+    require_gpu("a matmul rate")
+    feats = this_gpu()
+    return {d: (time_ms(matmul_fn(d, n), warmup_ms=50, rep_ms=200).rate(2 * n**3) if feats.has(d) else None)
+            for d in dtypes}
+
+
+# ---- Triton matmul: tf32 vs ieee; fp16 vs fp32 accumulation -------------------------------------------
+
+def triton_matmul_errors(n: int, seed: int = 0) -> dict:
+    """Relative error of gpulab's Triton fp32 matmul with input_precision "tf32" and "ieee" on random
+    normal n x n inputs, against float64. In the interpreter both are exact fp32."""
+    from .kernels.matmul_precision import matmul_precision
+
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
+    b = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
+    ref = a.double() @ b.double()
+    return {p: relative_error(matmul_precision(a, b, input_precision=p), ref) for p in ("tf32", "ieee")}
+
+
+def accumulation_errors(ks, m: int = 16, seed: int = 0, positive: bool = False) -> dict:
+    """fp16 products summed in fp16 vs in fp32, for each K in ``ks``: relative error of C (m x m) against
+    float64 of the same fp16 inputs. ``positive`` draws inputs from U(0, 1) (sums that only grow, where
+    fp16 accumulation stalls) instead of N(0, 1). Returns {"k": [...], "fp16": [...], "fp32": [...]}."""
+    from .kernels.matmul_precision import matmul_precision
+
+    g = torch.Generator().manual_seed(seed)
+    out = {"k": [], "fp16": [], "fp32": [], "m": m, "inputs": "U(0,1)" if positive else "N(0,1)"}
+    for k in ks:
+        draw = torch.rand if positive else torch.randn
+        a = draw(m, k, generator=g).half().to(gpulab.DEVICE)
+        b = draw(k, m, generator=g).half().to(gpulab.DEVICE)
+        ref = a.double() @ b.double()
+        out["k"].append(int(k))
+        for acc, key in ((torch.float16, "fp16"), (torch.float32, "fp32")):
+            out[key].append(relative_error(matmul_precision(a, b, acc_dtype=acc), ref))
+    return out
+
+
+def matmul_table(errors: dict, rates: dict | None = None, feats: Features | None = None) -> str:
+    """One line per dtype: rate (if known), error (if known), or why the dtype was skipped. Never raises for
+    a dtype the GPU lacks: that row says so and the lesson carries on."""
+    feats = feats or this_gpu()
+    lines = []
+    for d in MATMUL_DTYPES:
+        if d not in errors and not (rates and d in rates):
+            continue
+        why = gate(d, feats) if feats.cc is not None else None
+        rate, err = (rates or {}).get(d), errors.get(d)
+        if why and rate is None and err is None:
+            lines.append(f"{d:5} {why}")
+            continue
+        lines.append(f"{d:5} " + (f"{rate:8.1f} TFLOP/s  " if rate else "") +
+                     (f"relative error {err:.2e}" if err is not None else "error not measured"))
+    return "\n".join(lines)
+
+
+def fastest_within(budget: float, errors: dict, rates: dict) -> str | None:
+    """The dtype with the highest rate whose error is <= ``budget`` (None if none fits)."""
+    ok = [d for d, e in errors.items() if isinstance(e, float) and e <= budget and rates.get(d)]
+    return max(ok, key=lambda d: rates[d]) if ok else None
+
+
+def log_spaced_ks(lo: int = 16, hi: int = 16384) -> list[int]:
+    """Powers of two from lo to hi inclusive."""
+    return [2**i for i in range(int(math.log2(lo)), int(math.log2(hi)) + 1)]
+
+
+# ---- block-scaled formats: error against bits, with a block-size slider --------------------------------
+
+class FormatsExplorer:
+    """Error against bits per value for MXFP8, NVFP4, per-tensor FP8, bf16 and fp16 on Gaussian data and on
+    data with outliers (``gpulab.formats``), with sliders for the MXFP8 and NVFP4 block sizes.
+
+    ``.widget`` is the container to display; ``.rows`` the current ``formats.error_vs_bits`` rows;
+    ``.live.fig`` the figure. Moving a slider recomputes the rows and redraws (title, points).
+    """
+
+    BLOCKS = (4, 8, 16, 32, 64, 128, 256)
+
+    def __init__(self, mx_block: int = 32, nv_block: int = 16, n: int = 4096):
+        import ipywidgets as W
+
+        from . import formats
+        from .widgets import LiveFigure, container, slider
+
+        for name, v in (("mx_block", mx_block), ("nv_block", nv_block)):
+            if v not in self.BLOCKS:
+                raise ValueError(f"{name} must be one of {self.BLOCKS}, got {v!r}")
+        self._formats = formats
+        self.datasets = {"gaussian": formats.gaussian_data(n), "outliers": formats.outlier_data(n)}
+        self.mx = slider(W.SelectionSlider, options=list(self.BLOCKS), value=mx_block,
+                         description="MXFP8 block (values per E8M0 scale)")
+        self.nv = slider(W.SelectionSlider, options=list(self.BLOCKS), value=nv_block,
+                         description="NVFP4 block (values per E4M3 scale)")
+        self.rows = self._rows()
+        fig = formats.error_vs_bits_figure(self.rows, title=self._title(), height=440)
+        self.live = LiveFigure(fig)
+        for s in (self.mx, self.nv):
+            s.observe(lambda _: self.refresh(), names="value")
+        self.widget = container(self.mx, self.nv, self.live.widget)
+
+    def _rows(self) -> list[dict]:
+        return self._formats.error_vs_bits(self.datasets, mx_block=self.mx.value, nv_block=self.nv.value)
+
+    def _title(self) -> str:
+        bits = {r["format"]: r["bits_per_value"] for r in self.rows if r["data"] == "gaussian"}
+        return (f"MXFP8 block {self.mx.value}: {bits['mxfp8']:.4g} bits/value; NVFP4 block {self.nv.value}: "
+                f"{bits['nvfp4']:.4g} bits/value (tensor scale amortised over {self.datasets['gaussian'].numel()})")
+
+    def refresh(self) -> None:
+        """Recompute the rows for the current block sizes and redraw the figure."""
+        self.rows = self._rows()
+        new = self._formats.error_vs_bits_figure(self.rows, title=self._title(), height=440)
+
+        def change(fig):
+            for old, tr in zip(fig.data, new.data):
+                old.x, old.y, old.text, old.customdata = list(tr.x), list(tr.y), list(tr.text), list(tr.customdata)
+            fig.layout.title = self._title()
+
+        self.live.update(change)
