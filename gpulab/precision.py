@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -97,6 +98,8 @@ def relu_bytes(n: int, dtype: str) -> int:
     """Bytes an out-of-place ReLU on n elements must move: read x, write y (8n fp32, 4n fp16/bf16)."""
     if dtype not in RELU_DTYPES:
         raise ValueError(f"dtype must be one of {list(RELU_DTYPES)}, got {dtype!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be a non-negative int, got {n!r}")
     return 2 * n * RELU_DTYPES[dtype].itemsize
 
 
@@ -265,13 +268,14 @@ def matmul_table(errors: dict, rates: dict | None = None, feats: Features | None
 
 def fastest_within(budget: float, errors: dict, rates: dict) -> str | None:
     """The dtype with the highest rate whose error is <= ``budget`` (None if none fits)."""
-    ok = [d for d, e in errors.items() if isinstance(e, float) and e <= budget and rates.get(d)]
+    ok = [d for d, e in errors.items()
+          if isinstance(e, numbers.Real) and not isinstance(e, bool) and e <= budget and rates.get(d)]
     return max(ok, key=lambda d: rates[d]) if ok else None
 
 
 def log_spaced_ks(lo: int = 16, hi: int = 16384) -> list[int]:
-    """Powers of two from lo to hi inclusive."""
-    return [2**i for i in range(int(math.log2(lo)), int(math.log2(hi)) + 1)]
+    """Powers of two from lo to hi inclusive (the first at or above lo, the last at or below hi)."""
+    return [2**i for i in range(math.ceil(math.log2(lo)), math.floor(math.log2(hi)) + 1)]
 
 
 # ---- block-scaled formats: error against bits, with a block-size slider --------------------------------

@@ -81,3 +81,15 @@ def test_a_later_not_implemented_is_a_failure_not_a_skip():
 
 def test_learner_may_rename_parameters():
     assert lesson00.check_copy_time(lambda size, bw: 2 * size / (bw * 1e12) * 1e3).ok
+
+
+def test_checkers_copy_every_input_and_accept_float32_answers():
+    from gpulab.exercises import lesson02
+
+    def cheat(cond, cost_a, cost_b):  # make the case uniform so that any answer "agrees"
+        cond[:] = [True] * 32
+        return 1.0
+
+    assert not lesson02.check_warp_efficiency(cheat).ok
+    sol = lesson02.check_warp_efficiency.solution
+    assert lesson02.check_warp_efficiency(lambda *a: float(np.float32(sol(*a)))).ok

@@ -147,3 +147,16 @@ def test_without_the_workaround_a_broken_interpreter_is_wrong():
     b = torch.randint(-2, 3, (16, 16)).to(torch.bfloat16)
     a[0, 0] = 1.0  # at least one nonzero product
     assert not torch.equal(mp.matmul_precision(a, b, upcast_bf16=False).double(), mp.matmul_precision_ref(a, b))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a CUDA GPU (a 4 GiB operand)")
+def test_element_offsets_past_2_31_do_not_wrap():
+    # rows 2^20 elements apart: the last row's offset is 2048 * 2^20 * ... > 2^31 elements; int32 offsets wrap
+    S, M, K = 2**20, 2049, 16
+    store = torch.zeros(S * (M - 1) + K, dtype=torch.float16, device="cuda")
+    a = store.as_strided((M, K), (S, 1))
+    a[-1] = 1.0
+    b = torch.ones(K, 16, dtype=torch.float16, device="cuda")
+    c = mp.matmul_precision(a, b)
+    assert c[-1].eq(16.0).all() and c[:-1].eq(0.0).all()

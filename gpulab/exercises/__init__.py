@@ -9,6 +9,7 @@ error, so a notebook runs top to bottom before the learner has written anything.
 """
 from __future__ import annotations
 
+import copy
 import inspect
 import numbers
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ class Report:
 def run_cases(name: str, fn, cases, compare) -> Report:
     """Call ``fn(*case.values())`` for each case; ``compare(case, got)`` returns None or a failure message.
 
-    Cases are copied before the call (tensors cloned), so a function that changes its inputs cannot
+    Cases are copied before the call (tensors cloned, everything else deep-copied), so a function that changes its inputs cannot
     change what it is compared against. ``NotImplementedError`` on the first case means "not attempted";
     anything the learner's code raises, or a result the comparison cannot read, is a failure of that case.
     """
@@ -52,7 +53,7 @@ def run_cases(name: str, fn, cases, compare) -> Report:
     for i, case in enumerate(cases):
         rep.cases += 1
         args = ", ".join(f"{k}={_short(v)}" for k, v in case.items() if not k.startswith("_"))
-        call = [v.clone() if hasattr(v, "clone") else v for k, v in case.items() if not k.startswith("_")]
+        call = [v.clone() if hasattr(v, "clone") else copy.deepcopy(v) for k, v in case.items() if not k.startswith("_")]
         try:
             got = fn(*call)  # positional, so the learner may name the parameters as they like
         except NotImplementedError:
@@ -74,7 +75,8 @@ def run_cases(name: str, fn, cases, compare) -> Report:
 
 def _short(v) -> str:
     if hasattr(v, "shape") and hasattr(v, "dtype"):  # a tensor: its shape and dtype, not its values
-        return f"<{str(v.dtype).replace('torch.', '')} tensor of shape {tuple(v.shape)}>"
+        kind = "array" if type(v).__module__ == "numpy" else "tensor"
+        return f"<{str(v.dtype).replace('torch.', '')} {kind} of shape {tuple(v.shape)}>"
     return f"{v:.6g}" if isinstance(v, float) else repr(v)
 
 

@@ -38,23 +38,23 @@ def check_warp_efficiency(fn) -> Report:
     def compare(case, got):
         trace = simt.branch(case["condition"], case["cost_a"], case["cost_b"])
         exp = trace.efficiency
-        if close(got, exp, 1e-9):
+        if close(got, exp, 1e-6):
             return None
         if isinstance(got, (str, bytes, bool)) or not isinstance(got, (int, float, np.floating, np.integer)):
             return f"expected a number in [0, 1], got {_short(got)}"
         ca, cb, n_a = case["cost_a"], case["cost_b"], len(trace.lanes_a)
         useful = trace.useful_lane_steps
         head = f"expected {exp:.6g}, got {float(got):.6g}"
-        if close(got, 100 * exp, 1e-9):
+        if close(got, 100 * exp, 1e-6):
             return head + ": return a fraction in [0, 1], not a percentage"
-        if close(got, useful / ((ca + cb) * 32), 1e-9):
+        if close(got, useful / ((ca + cb) * 32), 1e-6):
             return head + ": a path that no lane takes is skipped; a uniform branch pays only its own path"
-        if close(got, useful / (max(ca, cb) * 32), 1e-9):
+        if close(got, useful / (max(ca, cb) * 32), 1e-6):
             return head + ": the two paths run one after the other, not at once: add their steps"
-        if close(got, n_a / 32, 1e-9) or close(got, (32 - n_a) / 32, 1e-9):
+        if close(got, n_a / 32, 1e-6) or close(got, (32 - n_a) / 32, 1e-6):
             return head + (": that counts only one path; count the useful lane-steps of both (lanes x steps "
                            "of A plus lanes x steps of B)")
-        if close(got, useful / trace.steps_paid, 1e-9) or close(got, useful / 32, 1e-9):
+        if close(got, useful / trace.steps_paid, 1e-6) or close(got, useful / 32, 1e-6):
             return head + ": divide by the lane-steps paid, steps x 32 lanes (every lane occupies every step)"
         return head
     return run_cases("warp_efficiency", fn, cases, compare)

@@ -48,9 +48,10 @@ def matmul_precision_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                             INPUT_PRECISION: tl.constexpr, ACC_FP16: tl.constexpr, UPCAST: tl.constexpr):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
+    # int64 offsets: an element offset past 2^31 (a 4 GiB operand, or a large stride) must not wrap
+    offs_m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K).to(tl.int64)
     if ACC_FP16:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)
     else:
