@@ -463,16 +463,20 @@ def error_vs_bits_figure(rows: list[dict], title: str = "Quantization error agai
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for name in dict.fromkeys(r["data"] for r in rows):
+    for j, name in enumerate(dict.fromkeys(r["data"] for r in rows)):
         rs = [r for r in rows if r["data"] == name]
         labels = [r["format"] + (f" (block {r['block']})" if r["block"] else "") for r in rs]
         fig.add_scatter(x=[float(r["bits_per_value"]) for r in rs], y=[float(r["rel_error"]) for r in rs],
-                        mode="markers+text", name=name, text=[r["format"] for r in rs], customdata=labels,
-                        textposition="top center",
+                        mode="markers+text" if j == 0 else "markers", name=name,  # label one data set only
+                        text=[r["format"] for r in rs], customdata=labels,
+                        # fp8_e4m3 (8.0 bits) and mxfp8 (8.25) sit side by side: label them on opposite sides
+                        textposition=["middle left" if r["format"] == "fp8_e4m3" else "middle right" for r in rs],
+                        marker=dict(size=10, symbol=["circle", "diamond"][j % 2]),
                         hovertemplate="%{customdata}<br>%{x:.3f} bits/value<br>rel. error %{y:.3g}<extra>"
                                       + name + "</extra>")
-    fig.update_layout(title=title, height=height, template="plotly_white",
-                      xaxis=dict(title="bits per value (scales included)"),
-                      yaxis=dict(type="log", title="mean |q(x) - x| / |x|" if kind == "mean"
+    fig.update_layout(title=dict(text=title, font_size=12), height=height, template="plotly_white",
+                      legend=dict(orientation="h", y=-0.2),
+                      xaxis=dict(title="bits per value (scales included)", range=[3, 19]),
+                      yaxis=dict(type="log", exponentformat="power", title="mean |q(x) - x| / |x|" if kind == "mean"
                                  else "relative error ||q(x) - x|| / ||x||"))
     return fig

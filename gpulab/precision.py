@@ -318,7 +318,7 @@ class FormatsExplorer:
     def _title(self) -> str:
         bits = {r["format"]: r["bits_per_value"] for r in self.rows if r["data"] == "gaussian"}
         return (f"MXFP8 block {self.mx.value}: {bits['mxfp8']:.4g} bits/value; NVFP4 block {self.nv.value}: "
-                f"{bits['nvfp4']:.4g} bits/value (tensor scale amortised over {self.datasets['gaussian'].numel()})")
+                f"{bits['nvfp4']:.4g} bits/value<br><sup>(NVFP4 tensor scale amortised over {self.datasets['gaussian'].numel()} values)</sup>")
 
     def refresh(self) -> None:
         """Recompute the rows for the current block sizes and redraw the figure."""

@@ -134,7 +134,7 @@ def variants_figure(data: dict, title: str):
                 error_x=dict(type="data", symmetric=False, array=[r["p80_ms"] - r["measured_ms"] for r in rs],
                              arrayminus=[r["measured_ms"] - r["p20_ms"] for r in rs]), marker_color="#1f77b4")
     fig.add_bar(y=names, x=[r["predicted_ms"] if r["predicted_ms"] is not None else 0.0 for r in rs],
-                orientation="h", name="model (from path A and B alone)", marker_color="#ff7f0e")
+                orientation="h", name="model (paths alone; for (c) the all-0 and all-64 runs)", marker_color="#ff7f0e")
     fig.update_layout(title=title, barmode="group", height=120 + 26 * len(rs), template="plotly_white",
                       xaxis_title="time (ms)", legend=dict(orientation="h", y=-0.08), title_font_size=12,
                       margin=dict(l=250))
