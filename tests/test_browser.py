@@ -46,6 +46,8 @@ NOTEBOOKS: list[BrowserCase] = [
     BrowserCase(path="01_roofline.ipynb", timeout_s=300, skip_if_missing=True),
     BrowserCase(path="02_warp_divergence.ipynb", timeout_s=300, skip_if_missing=True),
     BrowserCase(path="03_precision.ipynb", timeout_s=300, skip_if_missing=True),
+    BrowserCase(path="04_fusion.ipynb", timeout_s=300, skip_if_missing=True),
+    BrowserCase(path="05_recomputation.ipynb", timeout_s=300, skip_if_missing=True),
 ]
 
 

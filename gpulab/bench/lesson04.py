@@ -1,0 +1,212 @@
+"""Lesson 04 (fusion) benchmark suite: ``python -m gpulab.bench --only lesson04``.
+
+GPU only. Measures sin(x)^2 + cos(x)^2 in fp32, in one run:
+
+- copy bandwidth (``device.measure_copy_tbps``) and the cost of one tiny launch: ``time_ms`` of a 1-element
+  Triton kernel and of ``torch.sin`` on 1 element (the same do_bench method as the sweep, so GPU-side time),
+  and the CPU time per Triton launch (wall clock over many back-to-back launches);
+- at n = 2^28: five Triton kernels, the fused kernel autotuned (precise sin/cos, and fast approximate
+  sin/cos), the naive fused kernel (BLOCK 4096, default warps), torch eager, torch.compile: ms and effective
+  TB/s on the fused bytes 8n; ratio = torch.compile ms / ours (target >= 1.0); ours / copy bandwidth
+  (target >= 0.9);
+- accuracy against float64 on 2^24 normal inputs: max |y - 1|-style error of each method in fp32, and in
+  fp16/bf16 how many elements of torch eager and the fused kernel differ;
+- a size sweep, n = 2^10 .. 2^28, every method (the model line is drawn from the launch cost and bandwidth);
+- resource pressure: registers and spills from the compiled kernel, and time at 2^28, against BLOCK
+  (num_warps 4) and against REPEAT (the sin/cos chain applied R times, autotune's best shape).
+"""
+from __future__ import annotations
+
+import time
+
+from tqdm.auto import tqdm
+
+KEY = "lesson04"
+N = 2**28
+SWEEP = tuple(2**e for e in range(10, 29, 2))  # 2^10 .. 2^28
+ACCURACY_N = 2**24
+PRESSURE_BLOCKS = (1024, 4096, 8192, 16384)  # num_warps 4: 8 .. 128 elements per thread
+PRESSURE_REPEATS = (1, 2, 4, 8)
+NAIVE_BLOCK = 4096
+METHODS = ("unfused", "fused", "fused fast", "eager", "compile")
+
+
+def _methods(x, compiled_eager):
+    from ..kernels import sincos as S
+
+    return {"unfused": lambda: S.sincos_unfused(x), "fused": lambda: S.sincos(x),
+            "fused fast": lambda: S.sincos(x, fast=True), "eager": lambda: S.sincos_eager(x),
+            "compile": lambda: compiled_eager(x)}
+
+
+def launch_costs() -> dict:
+    """Tiny-launch costs in µs: do_bench time of a 1-element Triton kernel and of torch.sin (GPU side), and
+    the CPU time per Triton launch (1000 launches, wall clock)."""
+    import torch
+
+    from ..kernels import sincos as S
+    from . import time_ms
+
+    x1 = torch.randn(1, device="cuda")
+    y1 = torch.empty_like(x1)
+    launch = lambda: S.sin_kernel[(1,)](x1, y1, 1, BLOCK=1024)  # noqa: E731
+    triton_us = time_ms(launch, warmup_ms=10, rep_ms=100).median_ms * 1e3
+    torch_us = time_ms(lambda: torch.sin(x1), warmup_ms=10, rep_ms=100).median_ms * 1e3
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        launch()
+    torch.cuda.synchronize()
+    cpu_us = (time.perf_counter() - t0) * 1e3
+    return {"triton_us": triton_us, "torch_us": torch_us, "triton_cpu_us": cpu_us}
+
+
+def accuracy(n: int = ACCURACY_N, compiled_eager=None) -> dict:
+    """Max absolute error against the float64 reference on normal inputs (fp32), per method; and, per 16-bit
+    dtype, the fraction of elements where torch eager and the fused kernel differ."""
+    import torch
+
+    from ..kernels import sincos as S
+
+    x = torch.randn(n, device="cuda")
+    ref = S.sincos_ref(x)
+    out = {"n": n, "fp32_max_abs_error": {}, "fast_math": S.FAST_MATH_AVAILABLE}
+    for name, fn in _methods(x, compiled_eager or S.sincos_eager).items():
+        out["fp32_max_abs_error"][name] = float((fn().double() - ref).abs().max())
+    for dname, dt in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        xd = x.to(dt)
+        eager, fused = S.sincos_eager(xd), S.sincos(xd)
+        r = S.sincos_ref(xd)
+        out[dname] = {"eager_fused_differ": float((eager != fused).double().mean()),
+                      "eager_max_abs_error": float((eager.double() - r).abs().max()),
+                      "fused_max_abs_error": float((fused.double() - r).abs().max())}
+    return out
+
+
+def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> dict:
+    """Registers, spills and ms at n for the fused kernel against BLOCK (num_warps 4, REPEAT 1) and against
+    REPEAT (the autotuner's best BLOCK and num_warps at n)."""
+    import torch
+
+    from .. import fusion
+    from ..kernels import sincos as S
+    from . import time_ms
+
+    x = torch.randn(n, device="cuda")
+    rows = []
+    for b in blocks:
+        _, k = S.sincos_launch(x, block=b, num_warps=4)
+        t = time_ms(lambda: S.sincos(x, block=b, num_warps=4), warmup_ms=10, rep_ms=100)
+        rows.append({"study": "block", "block": b, "num_warps": 4, "repeat": 1, "ms": t.median_ms,
+                     "elements_per_thread": fusion.elements_per_thread(b, 4), **fusion.kernel_resources(k)})
+    S.sincos(x)
+    cfg = S.best_config()
+    b, w = cfg.kwargs["BLOCK"], cfg.num_warps
+    for r in repeats:
+        _, k = S.sincos_launch(x, block=b, num_warps=w, repeat=r)
+        t = time_ms(lambda: S.sincos(x, block=b, num_warps=w, repeat=r), warmup_ms=10, rep_ms=100)
+        rows.append({"study": "repeat", "block": b, "num_warps": w, "repeat": r, "ms": t.median_ms,
+                     "elements_per_thread": fusion.elements_per_thread(b, w), **fusion.kernel_resources(k)})
+    for row in rows:
+        if row["n_regs"]:
+            row["resident_warps"] = fusion.resident_warps(row["n_regs"], row["num_warps"])
+    return {"n": n, "rows": rows}
+
+
+def run(progress: bool = True, n: int = N, sweep=SWEEP, accuracy_n: int = ACCURACY_N, blocks=PRESSURE_BLOCKS,
+        repeats=PRESSURE_REPEATS) -> dict:
+    """Measure everything in the module docstring; returns a JSON-able dict. GPU only."""
+    import torch
+
+    from .. import device, fusion
+    from ..kernels import sincos as S
+    from . import require_gpu, time_ms
+
+    require_gpu("the lesson04 suite")
+    compiled_eager = torch.compile(S.sincos_eager)
+    steps = ["copy bandwidth", "launch cost", "headline", "accuracy", "sweep", "pressure"]
+    bar = tqdm(steps, desc="lesson04", disable=not progress)
+    out = {"n": n, "dtype": "fp32"}
+    for step in bar:
+        bar.set_postfix_str(step)
+        if step == "copy bandwidth":
+            out["copy_tbps"] = device.measure_copy_tbps()
+        elif step == "launch cost":
+            out["launch"] = launch_costs()
+        elif step == "headline":
+            x = torch.randn(n, device="cuda")
+            fns = _methods(x, compiled_eager)
+            fns["naive fused"] = lambda: S.sincos(x, block=NAIVE_BLOCK)
+            rows = []
+            for name, fn in fns.items():
+                fn()  # compile / autotune outside the timing
+                t = time_ms(fn)
+                fused = name not in ("unfused", "eager")
+                rows.append({"method": name, "ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms,
+                             "eff_tbps": fusion.effective_tbps(n, t.median_ms),
+                             "bytes_model": fusion.bytes_moved(n, "fp32", fused)})
+            for key, fast in (("best_config", False), ("best_config_fast", True)):
+                S.sincos(x, fast=fast)  # cached: sets the autotuner's best_config for this key
+                c = S.best_config()
+                out[key] = {"BLOCK": c.kwargs["BLOCK"], "num_warps": c.num_warps}
+            out["headline"] = rows
+            del x
+        elif step == "accuracy":
+            out["accuracy"] = accuracy(accuracy_n, compiled_eager)
+        elif step == "sweep":
+            out["sweep"] = []
+            for m in sweep:
+                x = torch.randn(m, device="cuda")
+                for name, fn in _methods(x, compiled_eager).items():
+                    fn()
+                    out["sweep"].append({"n": m, "method": name,
+                                         "ms": time_ms(fn, warmup_ms=10, rep_ms=60).median_ms})
+            del x
+        else:
+            out["pressure"] = pressure(n, blocks, repeats)
+        torch.cuda.empty_cache()
+    return out
+
+
+def headline_ratios(data: dict) -> dict:
+    """Per method at n: ratio = torch.compile ms / method ms, and effective TB/s / copy TB/s."""
+    ms = {r["method"]: r["ms"] for r in data["headline"]}
+    return {r["method"]: {"vs_compile": ms["compile"] / r["ms"], "vs_copy": r["eff_tbps"] / data["copy_tbps"]}
+            for r in data["headline"]}
+
+
+def report(data: dict) -> str:
+    """A short table: times, effective TB/s on 8n bytes, ratios vs torch.compile and copy bandwidth at n,
+    accuracy, launch costs, the sweep and the resource-pressure rows."""
+    rat = headline_ratios(data)
+    L = data["launch"]
+    lines = [f"sin^2 + cos^2, fp32, n = {data['n']:,}; copy bandwidth {data['copy_tbps']:.3f} TB/s; "
+             f"best config {data['best_config']} (fast: {data['best_config_fast']})",
+             f"  {'method':12} {'ms':>8} {'TB/s(8n)':>9} {'compile/ours':>13} {'ours/copy':>10}"]
+    for r in data["headline"]:
+        q = rat[r["method"]]
+        flag = ""
+        if r["method"] in ("fused", "fused fast"):
+            flag = "  target met" if q["vs_compile"] >= 1.0 and q["vs_copy"] >= 0.9 else "  BELOW TARGET (>=1.0, >=0.9)"
+        lines.append(f"  {r['method']:12} {r['ms']:8.4f} {r['eff_tbps']:9.3f} {q['vs_compile']:13.3f} "
+                     f"{q['vs_copy']:10.3f}{flag}")
+    a = data["accuracy"]
+    lines.append(f"max abs error vs float64 (fp32, n = {a['n']:,}, normal inputs; fast math "
+                 f"{'on' if a['fast_math'] else 'unavailable'}): " +
+                 ", ".join(f"{k} {v:.2e}" for k, v in a["fp32_max_abs_error"].items()))
+    for d in ("fp16", "bf16"):
+        lines.append(f"  {d}: eager and fused differ on {a[d]['eager_fused_differ']:.1%} of elements; max abs error "
+                     f"eager {a[d]['eager_max_abs_error']:.2e}, fused {a[d]['fused_max_abs_error']:.2e}")
+    lines.append(f"launch: tiny Triton kernel {L['triton_us']:.2f} µs, torch.sin(1 elt) {L['torch_us']:.2f} µs "
+                 f"(do_bench, GPU side); Triton CPU launch {L['triton_cpu_us']:.2f} µs")
+    ns = sorted({r["n"] for r in data["sweep"]})
+    lines.append("sweep (ms): " + " ".join(f"{m:>10}" for m in METHODS))
+    for m in ns:
+        ms = {r["method"]: r["ms"] for r in data["sweep"] if r["n"] == m}
+        lines.append(f"  2^{m.bit_length() - 1:<2}     " + " ".join(f"{ms.get(k, float('nan')):10.4f}" for k in METHODS))
+    lines.append("resource pressure (n_regs/thread, spills, resident warps/SM, ms):")
+    for r in data["pressure"]["rows"]:
+        lines.append(f"  {r['study']:6} BLOCK {r['block']:6} warps {r['num_warps']:2} R {r['repeat']:2} "
+                     f"elt/thread {r['elements_per_thread']:4}: regs {r['n_regs']}, spills {r['n_spills']}, "
+                     f"warps/SM {r.get('resident_warps')}, {r['ms']:.4f} ms")
+    return "\n".join(lines)

@@ -1,0 +1,88 @@
+"""Exercises of lesson 04 (fusion)."""
+from __future__ import annotations
+
+import random
+
+import torch
+
+from . import Report, _short, close, is_int, run_cases
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.float8_e4m3fn)
+AWKWARD = [1, 17, 1000, 1793]
+
+
+def _sincos_bytes_solution(n: int, dtype: torch.dtype, fused: bool) -> int:
+    """HBM bytes of sin(x)^2 + cos(x)^2 on n elements: unfused, sin, cos, two squares (1 read + 1 write each)
+    and an add (2 reads + 1 write) = 11n transfers; fused, read x and write y = 2n. Times itemsize."""
+    return (2 if fused else 11) * n * dtype.itemsize
+
+
+def check_sincos_bytes(fn) -> Report:
+    """fn(n, dtype, fused) -> int: the bytes sin^2 + cos^2 moves through HBM on n elements of torch dtype
+    ``dtype``, as five kernels (fused=False) or one (fused=True). Seed: 44n and 8n bytes in fp32."""
+    rng = random.Random()
+    cases = [dict(n=1, dtype=torch.float32, fused=False), dict(n=1, dtype=torch.float32, fused=True),
+             dict(n=1000, dtype=torch.float16, fused=False)]
+    cases += [dict(n=rng.choice(AWKWARD + [rng.randrange(1, 2**31)]), dtype=rng.choice(DTYPES),
+                   fused=rng.random() < 0.5) for _ in range(20)]
+
+    def compare(case, got):
+        n, d, fused = case["n"], case["dtype"], case["fused"]
+        exp = _sincos_bytes_solution(n, d, fused)
+        if not is_int(got):
+            return f"expected an int number of bytes, got {_short(got)}"
+        if got == exp:
+            return None
+        if not fused and got == 10 * n * d.itemsize:
+            return f"expected {exp}, got {got}: the add reads two arrays (sin^2 and cos^2), so 11n transfers"
+        if got == (11 if fused else 2) * n * d.itemsize:
+            return f"expected {exp}, got {got}: fused and unfused are swapped"
+        if got == (2 if fused else 11) * n or got == (2 if fused else 11) * n * 4:
+            return f"expected {exp}, got {got}: multiply the transfers by dtype.itemsize ({d} has {d.itemsize})"
+        if fused and got == n * d.itemsize:
+            return f"expected {exp}, got {got}: fused still reads x AND writes y"
+        return f"expected {exp}, got {got}"
+
+    return run_cases("sincos_bytes", fn, cases, compare)
+
+
+check_sincos_bytes.solution = _sincos_bytes_solution
+
+
+def _model_time_ms_solution(n: int, launches: int, bytes_per_element: float, overhead_us: float,
+                            bandwidth_tbps: float) -> float:
+    """launches x overhead + bytes / bandwidth, in ms (TB/s decimal: 1e12 bytes per second)."""
+    return launches * overhead_us * 1e-3 + n * bytes_per_element / (bandwidth_tbps * 1e12) * 1e3
+
+
+def check_model_time_ms(fn) -> Report:
+    """fn(n, launches, bytes_per_element, overhead_us, bandwidth_tbps) -> float: the model time in ms,
+    launches x overhead + bytes / bandwidth (overhead in µs, bandwidth in TB/s = 1e12 bytes/s)."""
+    rng = random.Random()
+    cases = [dict(n=2**28, launches=1, bytes_per_element=8, overhead_us=5.0, bandwidth_tbps=4.0),
+             dict(n=1024, launches=5, bytes_per_element=44, overhead_us=3.0, bandwidth_tbps=4.0)]
+    cases += [dict(n=2**rng.randrange(10, 29) + rng.randrange(0, 7), launches=rng.choice([1, 5]),
+                   bytes_per_element=rng.choice([8, 44, 4, 22]), overhead_us=round(rng.uniform(1, 20), 2),
+                   bandwidth_tbps=round(rng.uniform(0.5, 8), 2)) for _ in range(20)]
+
+    def compare(case, got):
+        exp = _model_time_ms_solution(*case.values())
+        if close(got, exp, 1e-9):
+            return None
+        n, L, b, o, B = case.values()
+        if close(got, L * o + n * b / (B * 1e12) * 1e3, 1e-9):
+            return f"expected {exp:.6g} ms, got {got!r}: the overhead is in µs; 1 µs = 1e-3 ms"
+        if close(got, o * 1e-3 + n * b / (B * 1e12) * 1e3, 1e-9):
+            return f"expected {exp:.6g} ms, got {got!r}: every launch pays the overhead (x {L})"
+        if close(got, L * o * 1e-3 + n * b / (B * 2**40) * 1e3, 1e-9):
+            return f"expected {exp:.6g} ms, got {got!r}: TB/s here is decimal, 1e12 bytes/s"
+        if close(got, L * o * 1e-3 + n * b / (B * 1e12), 1e-9):
+            return f"expected {exp:.6g} ms, got {got!r}: the byte time is in seconds; convert to ms"
+        if close(got, max(L * o * 1e-3, n * b / (B * 1e12) * 1e3), 1e-9):
+            return f"expected {exp:.6g} ms, got {got!r}: the model adds the two terms, it does not take the max"
+        return f"expected {exp:.6g} ms, got {_short(got)}"
+
+    return run_cases("model_time_ms", fn, cases, compare)
+
+
+check_model_time_ms.solution = _model_time_ms_solution

@@ -1,0 +1,196 @@
+"""y = sin(x)^2 + cos(x)^2, two ways: five separate kernels that write every intermediate to memory, and one
+fused kernel that keeps them in registers (Stanford CS336 Lecture 5, "Fuse operations").
+
+Counts by hand for n elements of s bytes (gpulab.fusion.bytes_moved): unfused, sin, cos and the two squares
+each read one array and write one, and the add reads two and writes one: 11n element transfers, 44n bytes in
+fp32. Fused: read x, write y: 2n transfers, 8n bytes in fp32.
+
+The identity is 1 in real arithmetic; nothing here simplifies it. sin and cos are calls the compiler cannot
+see through, so it cannot fold the sum to 1, and every kernel really computes both and squares them.
+
+Precision: every kernel loads, computes in fp32 and stores in the output's dtype. In fp16/bf16 the unfused
+path therefore rounds sin, cos and the squares to 16 bits between kernels (as torch eager does), while the
+fused kernel keeps them in fp32 registers and rounds once, at the end: their results differ.
+
+``fast=True`` uses the GPU's approximate sine and cosine (libdevice ``fast_sinf``/``fast_cosf``, PTX
+``sin.approx.f32``): fewer instructions, less accuracy, and the error grows outside [-pi, pi] (NVIDIA CUDA C++
+Programming Guide, intrinsic functions ``__sinf``/``__cosf``). The suite measures both errors against float64.
+Triton's interpreter cannot run them, so there ``fast=True`` falls back to tl.sin/tl.cos
+(``FAST_MATH_AVAILABLE`` says which one runs).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+import gpulab
+
+from ._checks import check_block, check_tensor
+
+try:  # Triton 3.x on CUDA; the interpreter has the module but cannot execute these calls
+    from triton.language.extra.cuda import libdevice
+except ImportError:  # pragma: no cover - other Triton builds
+    libdevice = None
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+FAST_MATH_AVAILABLE = gpulab.ON_GPU and libdevice is not None and hasattr(libdevice, "fast_sinf")
+INTERPRETER_BLOCK = 1024  # the fused kernel's BLOCK in the interpreter (no autotuning there)
+
+# The autotuner's candidates for the fused kernel on a GPU: enough work per program and enough warps to hide
+# the latency of the sin/cos calls and of HBM. Keyed on n (and FAST, REPEAT): it benchmarks them once per
+# distinct key.
+AUTOTUNE_CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w)
+                    for b, w in [(1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (4096, 16),
+                                 (2048, 16)]]
+
+
+# ---- (a) five kernels, one per operation ----------------------------------------------------------------
+
+@triton.jit
+def sin_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(y_ptr + offs, tl.sin(x).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def cos_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(y_ptr + offs, tl.cos(x).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def square_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(y_ptr + offs, (x * x).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def add_kernel(a_ptr, b_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask).to(tl.float32)
+    b = tl.load(b_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(y_ptr + offs, (a + b).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def sincos_unfused(x: torch.Tensor, block: int = 1024) -> torch.Tensor:
+    """sin(x)^2 + cos(x)^2 by five launches (sin, cos, square, square, add), each writing its result to a
+    new tensor in x's dtype. x: contiguous fp32/fp16/bf16 on gpulab.DEVICE, any shape. Returns a new tensor.
+    Raises TypeError/ValueError naming ``x`` or ``block``. Moves 11n element transfers (44n bytes in fp32)."""
+    check_tensor("x", x, dtypes=DTYPES)
+    check_block("block", block)
+    n = x.numel()
+    s, c, s2, c2, y = (torch.empty_like(x) for _ in range(5))
+    if n:
+        grid = (triton.cdiv(n, block),)
+        sin_kernel[grid](x, s, n, BLOCK=block)
+        cos_kernel[grid](x, c, n, BLOCK=block)
+        square_kernel[grid](s, s2, n, BLOCK=block)
+        square_kernel[grid](c, c2, n, BLOCK=block)
+        add_kernel[grid](s2, c2, y, n, BLOCK=block)
+    return y
+
+
+# ---- (b) one fused kernel ---------------------------------------------------------------------------------
+
+@triton.jit
+def sincos_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, FAST: tl.constexpr, REPEAT: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = tl.load(x_ptr + offs, mask=mask).to(tl.float32)  # stays in registers from here to the store
+    for _ in tl.static_range(REPEAT):  # REPEAT > 1 only to grow the fused work (the resource-pressure study)
+        if FAST:
+            s = libdevice.fast_sinf(y)
+            c = libdevice.fast_cosf(y)
+        else:
+            s = tl.sin(y)
+            c = tl.cos(y)
+        y = s * s + c * c
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+TUNE_MIN_N = 2**16  # below this n: no benchmarking, the first config (keeps small launches and tests quick)
+
+
+def _prune(configs, named_args, **kwargs):
+    """Below TUNE_MIN_N keep only the first config (the autotuner does not benchmark a single config)."""
+    return configs if named_args["n"] >= TUNE_MIN_N else configs[:1]
+
+
+sincos_kernel_autotuned = triton.autotune(configs=AUTOTUNE_CONFIGS, key=["n", "FAST", "REPEAT"],
+                                          prune_configs_by={"early_config_prune": _prune})(sincos_kernel) \
+    if gpulab.ON_GPU else None
+
+
+def _check_fused_args(x, block, num_warps, repeat) -> None:
+    check_tensor("x", x, dtypes=DTYPES)
+    if block is not None:
+        check_block("block", block)
+    if num_warps is not None and (isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16, 32)):
+        raise ValueError(f"num_warps must be one of 1, 2, 4, 8, 16, 32, got {num_warps!r}")
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= 64:
+        raise ValueError(f"repeat must be an int in [1, 64], got {repeat!r}")
+
+
+def sincos_launch(x: torch.Tensor, fast: bool = False, block: int | None = None, num_warps: int | None = None,
+                  repeat: int = 1):
+    """Launch the fused kernel; returns ``(y, compiled)``. ``compiled`` is the launch's compiled kernel on a
+    GPU (``.n_regs``, ``.n_spills``: see gpulab.fusion.kernel_resources), None in the interpreter.
+
+    ``block=None`` on a GPU autotunes over ``AUTOTUNE_CONFIGS`` (keyed on n); a given ``block`` (and
+    ``num_warps``, Triton's default 4 if None) launches that shape exactly, as a naive kernel would. In the
+    interpreter ``block=None`` means ``INTERPRETER_BLOCK``. ``repeat`` applies y <- sin(y)^2 + cos(y)^2 that
+    many times (1 is the lesson's function).
+    """
+    _check_fused_args(x, block, num_warps, repeat)
+    fast = bool(fast) and FAST_MATH_AVAILABLE
+    y = torch.empty_like(x)
+    n = x.numel()
+    if not n:
+        return y, None
+    if block is None and sincos_kernel_autotuned is not None:
+        compiled = sincos_kernel_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](
+            x, y, n, FAST=fast, REPEAT=repeat)
+    else:
+        block = block or INTERPRETER_BLOCK
+        extra = {} if num_warps is None else {"num_warps": num_warps}
+        compiled = sincos_kernel[(triton.cdiv(n, block),)](x, y, n, BLOCK=block, FAST=fast, REPEAT=repeat,
+                                                           **extra)
+    return y, (compiled if gpulab.ON_GPU else None)
+
+
+def sincos(x: torch.Tensor, fast: bool = False, block: int | None = None, num_warps: int | None = None,
+           repeat: int = 1) -> torch.Tensor:
+    """sin(x)^2 + cos(x)^2 in one fused kernel: read x, compute in fp32 registers, write y (2n transfers,
+    8n bytes in fp32). x: contiguous fp32/fp16/bf16 on gpulab.DEVICE, any shape; returns a new tensor of x's
+    dtype. Raises TypeError/ValueError naming the bad argument. See ``sincos_launch`` for the options."""
+    return sincos_launch(x, fast=fast, block=block, num_warps=num_warps, repeat=repeat)[0]
+
+
+def best_config():
+    """The autotuner's choice for the last key it ran (n, FAST, REPEAT) (a ``triton.Config``), or None (interpreter, or not
+    tuned yet)."""
+    k = sincos_kernel_autotuned
+    return None if k is None else getattr(k, "best_config", None)
+
+
+# ---- (c) torch eager, and the float64 reference --------------------------------------------------------------
+
+def sincos_eager(x: torch.Tensor) -> torch.Tensor:
+    """torch eager: five kernels (sin, cos, two squares, add), each intermediate in x's dtype in memory."""
+    return torch.sin(x) ** 2 + torch.cos(x) ** 2
+
+
+def sincos_ref(x: torch.Tensor, repeat: int = 1) -> torch.Tensor:
+    """The torch reference, in float64. Close to 1, not necessarily exactly 1: compare with a tolerance."""
+    y = x.double()
+    for _ in range(repeat):
+        y = torch.sin(y) ** 2 + torch.cos(y) ** 2
+    return y

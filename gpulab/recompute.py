@@ -1,0 +1,216 @@
+"""Store or recompute: bytes, FLOPs, launches and memory of y = s(s(s(x))) computed three ways.
+
+The three ways (``gpulab.kernels.sigmoid3.WAYS``):
+
+- ``"eager"``: three ``torch.sigmoid`` calls under autograd. Each sigmoid saves its output, so s1, s2 and
+  s3 (= y) stay in memory until backward, which reads them back.
+- ``"checkpoint"``: the same calls under ``torch.utils.checkpoint(..., use_reentrant=False)``: forward keeps
+  only y; backward reruns the three sigmoids (writing s1, s2, s3 again) and then differentiates them.
+- ``"fused"``: ``gpulab.kernels.sigmoid3.sigmoid3``, one Triton kernel each way: forward reads x, writes y
+  and saves x; backward reads x and dy, rebuilds s1, s2, s3 in registers and writes dx.
+
+Counts are by hand, per element, for n elements of ``itemsize`` bytes, with no cache reuse (the seed
+lecture's model: every array a kernel touches goes through HBM). FLOPs count one sigmoid as 4 operations
+(negate, exp, add, divide) and one sigmoid backward step g * s * (1 - s) as 3 (subtract, two multiplies).
+Idea: Stanford CS336 Lecture 5, "Recompute a cheap value instead of saving it".
+
+Memory is counted in tensors of n elements above the inputs x and dy, for a caller that holds y while it
+runs backward (as ``torch.autograd.grad(f(x), x, dy)`` does): what is held between forward and backward,
+and the peak over forward + backward. ``measure_memory`` measures the same on a GPU with
+``torch.cuda.reset_peak_memory_stats`` and ``torch.cuda.max_memory_allocated``.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+WAYS = ("eager", "checkpoint", "fused")
+SIGMOID_FLOPS = 4       # -x, exp, 1 + e, 1 / (...)
+SIGMOID_BWD_FLOPS = 3   # 1 - s, s * (1 - s), g * (...)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Hand counts of one way for n elements: element transfers through HBM (reads + writes), bytes,
+    FLOPs and kernel launches, for forward and backward separately."""
+
+    way: str
+    n: int
+    itemsize: int
+    fwd_elements: int
+    bwd_elements: int
+    fwd_flops: int
+    bwd_flops: int
+    fwd_launches: int
+    bwd_launches: int
+
+    @property
+    def elements(self) -> int:
+        return self.fwd_elements + self.bwd_elements
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.elements * self.itemsize
+
+    @property
+    def flops(self) -> int:
+        return self.fwd_flops + self.bwd_flops
+
+    @property
+    def launches(self) -> int:
+        return self.fwd_launches + self.bwd_launches
+
+    def asdict(self) -> dict:
+        return {**asdict(self), "bytes_moved": self.bytes_moved, "flops": self.flops, "launches": self.launches}
+
+
+def counts(way: str, n: int, itemsize: int) -> Counts:
+    """Hand counts for ``way`` (one of ``WAYS``) on n elements of ``itemsize`` bytes (4 for fp32, 2 for
+    fp16/bf16). Raises ValueError for an unknown way.
+
+    - eager: forward, three kernels each read one array and write one (6n); backward, three sigmoid-backward
+      kernels each read the upstream gradient and the saved output and write a gradient (9n). 15n in all.
+    - checkpoint: forward as eager (6n: s1 and s2 are written, then freed); backward reruns the forward (6n)
+      and then the three backward kernels (9n). 21n, and the forward FLOPs twice.
+    - fused: forward reads x and writes y (2n); backward reads x and dy and writes dx (3n). 5n, with the
+      forward FLOPs twice (recomputed in backward).
+    """
+    if way not in WAYS:
+        raise ValueError(f"way must be one of {WAYS}, got {way!r}")
+    f, b = 3 * SIGMOID_FLOPS * n, 3 * SIGMOID_BWD_FLOPS * n
+    if way == "eager":
+        return Counts(way, n, itemsize, 6 * n, 9 * n, f, b, 3, 3)
+    if way == "checkpoint":
+        return Counts(way, n, itemsize, 6 * n, 15 * n, f, f + b, 3, 6)
+    return Counts(way, n, itemsize, 2 * n, 3 * n, f, f + b, 1, 1)
+
+
+def bytes_saved_by_recompute(n: int, itemsize: int) -> int:
+    """Bytes the fused way does not move compared with eager: 15n - 5n = 10n elements."""
+    return counts("eager", n, itemsize).bytes_moved - counts("fused", n, itemsize).bytes_moved
+
+
+# Memory above the inputs x and dy, in tensors of n elements, for a caller holding y during backward:
+#   eager      after forward: s1, s2, y (= s3)                                   -> 3
+#              peak: in backward, the second step writes g1 while s1, s2, y and
+#              g2 (the gradient from the first step) are alive                    -> 5
+#   checkpoint after forward: y (s1 and s2 were freed; nothing is saved)          -> 1
+#              peak: backward's rerun holds s1, s2, s3 again beside y; the first
+#              step writes g2, the second g1 as in eager (each recomputed tensor
+#              is released once used)                                             -> 5
+#   fused      after forward: y (x is saved, but it is the input itself)          -> 1
+#              peak: y and dx                                                    -> 2
+_HELD = {"eager": 3, "checkpoint": 1, "fused": 1}
+_PEAK = {"eager": 5, "checkpoint": 5, "fused": 2}
+
+
+def memory_model(way: str, n: int, itemsize: int) -> dict:
+    """Predicted memory above the inputs (bytes): ``held_bytes`` between forward and backward and
+    ``peak_bytes`` over forward + backward, with the counts in tensors of n elements (``held_tensors``,
+    ``peak_tensors``). The caller is assumed to hold y until backward ends (y and dx must then coexist, so no
+    way can go below 2 tensors at the peak). Raises ValueError for an unknown way."""
+    if way not in WAYS:
+        raise ValueError(f"way must be one of {WAYS}, got {way!r}")
+    return dict(way=way, n=n, itemsize=itemsize, held_tensors=_HELD[way], peak_tensors=_PEAK[way],
+                held_bytes=_HELD[way] * n * itemsize, peak_bytes=_PEAK[way] * n * itemsize)
+
+
+def forward_backward(fn, x, dy):
+    """A function that runs y = fn(x) and dx = d(y . dy)/dx with ``torch.autograd.grad`` (x must require grad;
+    nothing accumulates into x.grad, so repeated calls do the same work). Returns dx when called."""
+    import torch
+
+    if not x.requires_grad:
+        raise ValueError("x must require grad (x.requires_grad_()): without it nothing is differentiated")
+
+    def step():
+        return torch.autograd.grad(fn(x), x, dy)[0]
+
+    return step
+
+
+def measure_memory(fn, x, dy) -> dict:
+    """Measure on the GPU, in bytes above what is allocated before the call (x, dy and anything else alive):
+    ``held_bytes`` after forward (y and whatever autograd saved), ``peak_bytes`` over forward + backward
+    (``torch.cuda.reset_peak_memory_stats`` then ``max_memory_allocated``). x: requires grad. Checks that a
+    gradient came back. Runs ``fn`` forward and backward once before measuring. Raises NoGPUTimingError in
+    interpreter mode."""
+    import torch
+
+    from .bench import require_gpu
+
+    require_gpu("a GPU memory measurement")
+    if not x.requires_grad:
+        raise ValueError("x must require grad (x.requires_grad_()): without it nothing is differentiated")
+    x.grad = None
+    forward_backward(fn, x, dy)()  # once first: compile and load kernels outside the measurement
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    y = fn(x)
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_allocated() - base
+    (dx,) = torch.autograd.grad(y, x, dy)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    if dx is None or dx.shape != x.shape:
+        raise RuntimeError("no gradient came back: the measurement would prove nothing")
+    del y, dx
+    return dict(held_bytes=int(held), peak_bytes=int(peak))
+
+
+def _gib(b: float) -> float:
+    return b / 2**30
+
+
+class SizeExplorer:
+    """Lesson 05's slider: pick n = 2**k; see the extra memory of the three ways (the model, by hand, and the
+    measurement where ``data`` has one at that size) and their forward + backward times (from ``data`` only:
+    a suite record of ``gpulab.bench.lesson05.run``, measured now or recorded). ``data`` may be None (nothing
+    recorded yet): then only the model is drawn. ``.widget`` is the container; ``.live.fig`` the figure."""
+
+    def __init__(self, data: dict | None, where: str = "", log2_n: int = 28, itemsize: int = 4):
+        import ipywidgets as W
+        from plotly.subplots import make_subplots
+
+        from . import widgets
+
+        self.data, self.where, self.itemsize = data, where, itemsize
+        self.k = widgets.slider(W.IntSlider, value=log2_n, min=10, max=30, step=1, description="n = 2**k, k")
+        fig = make_subplots(rows=1, cols=2, subplot_titles=("extra peak memory above x, dy (GiB)",
+                                                            "forward + backward time (ms)"))
+        colors = {"model": "#9e9e9e", "measured": "#1f77b4"}
+        fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="peak, model (by hand)", marker_color=colors["model"], row=1, col=1)
+        fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="peak, measured", marker_color=colors["measured"], row=1, col=1)
+        fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="time, measured", marker_color="#d62728", row=1, col=2)
+        fig.update_layout(height=400, template="plotly_white", barmode="group", title_font_size=12,
+                          margin=dict(t=90))
+        self._change()(fig)  # the first state goes into the figure before it becomes a widget
+        self.live = widgets.LiveFigure(fig)
+        self.k.observe(lambda _: self.live.update(self._change()), names="value")
+        self.widget = widgets.container(self.k, self.live.widget)
+
+    def rows_at(self, n: int) -> dict:
+        """The measured rows of ``data`` at size n, by way ({} if none)."""
+        if not self.data:
+            return {}
+        return {r["way"]: r for r in self.data["rows"] if r["n"] == n}
+
+    def _change(self):
+        n = 2**self.k.value
+        model = [_gib(memory_model(w, n, self.itemsize)["peak_bytes"]) for w in WAYS]
+        rows = self.rows_at(n)
+        measured = [_gib(rows[w]["peak_bytes"]) if w in rows else None for w in WAYS]
+        times = [rows[w]["ms"] if w in rows else None for w in WAYS]
+        if rows:
+            note = self.where
+        elif self.data:
+            sizes = ", ".join(f"2**{s.bit_length() - 1}" for s in self.data["sizes"])
+            note = f"no measurement at this n (measured sizes: {sizes}); model only"
+        else:
+            note = "no measurements; model only"
+
+        def change(fig):
+            fig.data[0].y, fig.data[1].y, fig.data[2].y = model, measured, times
+            fig.layout.title = f"n = 2**{self.k.value} = {n:,} elements of {self.itemsize} bytes<br><sup>{note}</sup>"
+
+        return change

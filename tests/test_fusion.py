@@ -1,0 +1,131 @@
+"""gpulab.fusion: byte accounting (the seed's exact numbers), the launch-overhead model, resource-pressure
+helpers, the lesson's first widget, the suite's report, and the lesson 04 exercise checkers."""
+import math
+
+import pytest
+import torch
+
+import gpulab
+from gpulab import fusion
+from gpulab.bench import lesson04
+from gpulab.exercises import lesson04 as ex
+
+
+@pytest.mark.parametrize("n", [1, 17, 1000, 1793, 2**28])
+def test_seed_byte_accounting(n):
+    assert fusion.element_transfers(n, fused=False) == 11 * n   # seed: 11n transfers unfused
+    assert fusion.bytes_moved(n, torch.float32, fused=False) == 44 * n   # = 44n bytes in fp32
+    assert fusion.element_transfers(n, fused=True) == 2 * n   # fused: 2n transfers
+    assert fusion.bytes_moved(n, "fp32", fused=True) == 8 * n   # = 8n bytes
+
+
+def test_bytes_generic_in_dtype():
+    assert fusion.bytes_moved(10, torch.float16, False) == 220 and fusion.bytes_moved(10, "bf16", True) == 40
+    assert fusion.bytes_moved(10, torch.float64, False) == 880 and fusion.bytes_moved(10, "fp8", True) == 20
+    ops = (("exp", 1, 1), ("mul", 2, 1))
+    assert fusion.element_transfers(5, False, ops) == 25 and fusion.launches(False, ops) == 2
+    assert fusion.launches(False) == 5 and fusion.launches(True) == 1
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="dtype"):
+        fusion.itemsize("fp33")
+    with pytest.raises(TypeError, match="dtype"):
+        fusion.itemsize(4)
+    with pytest.raises(ValueError, match="n must"):
+        fusion.bytes_moved(-1, "fp32", True)
+    with pytest.raises(ValueError, match="overhead_us"):
+        fusion.model_ms(10, overhead_us=-1)
+    with pytest.raises(ValueError, match="bandwidth_tbps"):
+        fusion.model_ms(10, bandwidth_tbps=0)
+
+
+def test_model_time():
+    n = 2**20
+    assert math.isclose(fusion.model_ms(n, "fp32", True, 5.0, 4.0), 0.005 + 8 * n / 4e12 * 1e3)
+    assert math.isclose(fusion.model_ms(n, "fp32", False, 5.0, 4.0), 0.025 + 44 * n / 4e12 * 1e3)
+    c = fusion.crossover_n("fp32", True, 5.0, 4.0)
+    assert math.isclose(c * 8 / 4e12, 5e-6)
+    assert math.isclose(fusion.effective_tbps(2**28, 0.5), 8 * 2**28 / 0.5e-3 / 1e12)
+    # small n: fused saves launches (5x); large n: fused saves bytes (44/8 = 5.5x)
+    assert math.isclose(fusion.model_ms(1, "fp32", False, 5, 4) / fusion.model_ms(1, "fp32", True, 5, 4), 5, rel_tol=1e-6)
+    assert math.isclose(fusion.model_ms(2**40, "fp32", False, 5, 4) / fusion.model_ms(2**40, "fp32", True, 5, 4), 5.5,
+                        rel_tol=1e-6)
+
+
+def test_resource_helpers():
+    assert fusion.elements_per_thread(4096, 4) == 32 and fusion.elements_per_thread(16, 4) == 1
+    assert fusion.resident_warps(32, 4) == 64   # register file not the limit
+    assert fusion.resident_warps(128, 4) == 16   # 65536 / (128 * 128) = 4 blocks of 4 warps
+    assert fusion.resident_warps(255, 8) == 8
+    assert fusion.kernel_resources(None) == {"n_regs": None, "n_spills": None, "shared_bytes": None, "num_warps": None}
+
+    class Meta:
+        shared, num_warps = 0, 8
+
+    class Fake:
+        n_regs, n_spills, metadata = 40, 2, Meta()
+
+    assert fusion.kernel_resources(Fake()) == {"n_regs": 40, "n_spills": 2, "shared_bytes": 0, "num_warps": 8}
+
+
+def test_explorer_first_slider_changes_figure():
+    e = fusion.LaunchModelExplorer(overhead_us=5.0, bandwidth_tbps=4.0, title="t",
+                                   measured=[{"n": 1024, "method": "fused", "ms": 0.01}])
+    title, marker = e.live.fig.layout.title.text, list(e.live.fig.data[2].x)
+    e.log2_n.value = 24
+    assert e.live.fig.layout.title.text != title and list(e.live.fig.data[2].x) != marker
+    line = list(e.live.fig.data[0].y)
+    e.overhead.value = 20.0
+    assert list(e.live.fig.data[0].y) != line
+    assert "2^24" in e.live.fig.layout.title.text
+
+
+def _fake_suite_data():
+    rows = [{"method": m, "ms": t, "p20_ms": t, "p80_ms": t, "eff_tbps": fusion.effective_tbps(2**28, t),
+             "bytes_model": 0} for m, t in [("unfused", 3.0), ("fused", 0.55), ("fused fast", 0.54),
+                                             ("eager", 2.7), ("compile", 0.56), ("naive fused", 1.07)]]
+    sweep = [{"n": n, "method": m, "ms": 0.01} for n in (2**10, 2**12) for m in lesson04.METHODS]
+    prow = {"study": "block", "block": 1024, "num_warps": 4, "repeat": 1, "ms": 0.6, "elements_per_thread": 8,
+            "n_regs": 30, "n_spills": 0, "shared_bytes": 0, "resident_warps": 64}
+    acc = {"n": 2**24, "fast_math": True, "fp32_max_abs_error": {m: 1e-7 for m in lesson04.METHODS},
+           "fp16": {"eager_fused_differ": 0.1, "eager_max_abs_error": 1e-3, "fused_max_abs_error": 5e-4},
+           "bf16": {"eager_fused_differ": 0.2, "eager_max_abs_error": 1e-2, "fused_max_abs_error": 4e-3}}
+    return {"n": 2**28, "dtype": "fp32", "copy_tbps": 4.28, "launch": {"triton_us": 2.0, "torch_us": 1.5,
+            "triton_cpu_us": 10.0}, "headline": rows, "best_config": {"BLOCK": 2048, "num_warps": 8},
+            "best_config_fast": {"BLOCK": 1024, "num_warps": 4}, "accuracy": acc, "sweep": sweep,
+            "pressure": {"n": 2**28, "rows": [prow]}}
+
+
+def test_report_formats_and_flags():
+    data = _fake_suite_data()
+    text = lesson04.report(data)
+    r = lesson04.headline_ratios(data)
+    assert math.isclose(r["fused"]["vs_compile"], 0.56 / 0.55)
+    assert "target met" in text and "BELOW TARGET" not in text.split("naive")[0].split("fused fast")[0]
+    data["headline"][1]["ms"] = 1.0
+    data["headline"][1]["eff_tbps"] = fusion.effective_tbps(2**28, 1.0)
+    assert "BELOW TARGET" in lesson04.report(data)
+
+
+def test_suite_refuses_without_gpu():
+    if gpulab.ON_GPU:
+        pytest.skip("runs the suite only in interpreter mode")
+    from gpulab.bench import NoGPUTimingError
+
+    with pytest.raises(NoGPUTimingError):
+        lesson04.run(progress=False)
+
+
+def test_exercise_checkers():
+    assert ex.check_sincos_bytes(ex.check_sincos_bytes.solution).ok
+    assert not ex.check_sincos_bytes(lambda n, d, f: (2 if f else 10) * n * d.itemsize).ok
+    assert not ex.check_sincos_bytes(lambda n, d, f: (2 if f else 11) * n * 4).ok
+    assert ex.check_model_time_ms(ex.check_model_time_ms.solution).ok
+    assert not ex.check_model_time_ms(lambda n, L, b, o, B: L * o + n * b / (B * 1e12) * 1e3).ok
+    assert not ex.check_model_time_ms(lambda n, L, b, o, B: max(L * o * 1e-3, n * b / (B * 1e12) * 1e3)).ok
+
+    def stub(*a):
+        raise NotImplementedError
+
+    assert not ex.check_model_time_ms(stub).attempted

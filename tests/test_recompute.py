@@ -1,0 +1,131 @@
+"""Lesson 05's hand counts and memory model, its measurement helpers, its suite report and its checkers."""
+import gpulab  # first: it picks the mode before triton is imported
+import pytest
+import torch
+
+from gpulab import recompute
+from gpulab.bench import NoGPUTimingError, lesson05
+from gpulab.exercises import lesson05 as ex
+from gpulab.kernels import sigmoid3 as S
+
+
+@pytest.mark.parametrize("n", [1, 17, 1793, 2**28])
+def test_counts_by_hand_fp32(n):
+    eager, ckpt, fused = (recompute.counts(w, n, 4) for w in recompute.WAYS)
+    assert (eager.fwd_elements, eager.bwd_elements, eager.bytes_moved) == (6 * n, 9 * n, 60 * n)
+    assert (ckpt.fwd_elements, ckpt.bwd_elements, ckpt.bytes_moved) == (6 * n, 15 * n, 84 * n)
+    assert (fused.fwd_elements, fused.bwd_elements, fused.bytes_moved) == (2 * n, 3 * n, 20 * n)
+    assert (eager.launches, ckpt.launches, fused.launches) == (6, 9, 2)
+    # recomputation costs FLOPs: the forward's 12n FLOPs happen twice
+    assert eager.flops == 21 * n and ckpt.flops == fused.flops == 33 * n
+    assert recompute.bytes_saved_by_recompute(n, 4) == 40 * n
+
+
+@pytest.mark.parametrize("itemsize", [2, 4, 8])
+def test_counts_are_generic_in_dtype(itemsize):
+    for w in recompute.WAYS:
+        c = recompute.counts(w, 1000, itemsize)
+        assert c.bytes_moved == c.elements * itemsize and c.asdict()["bytes_moved"] == c.bytes_moved
+        m = recompute.memory_model(w, 1000, itemsize)
+        assert m["peak_bytes"] == m["peak_tensors"] * 1000 * itemsize
+    assert recompute.bytes_saved_by_recompute(1000, itemsize) == 10 * 1000 * itemsize
+
+
+def test_memory_model():
+    m = {w: recompute.memory_model(w, 10, 4) for w in recompute.WAYS}
+    assert [m[w]["held_tensors"] for w in recompute.WAYS] == [3, 1, 1]   # s1, s2, y | y | y
+    assert [m[w]["peak_tensors"] for w in recompute.WAYS] == [5, 5, 2]
+    assert m["fused"]["held_bytes"] * 3 == m["eager"]["held_bytes"]
+
+
+def test_unknown_way_raises():
+    with pytest.raises(ValueError, match="way must be one of"):
+        recompute.counts("compiled", 10, 4)
+    with pytest.raises(ValueError, match="way must be one of"):
+        recompute.memory_model("compiled", 10, 4)
+
+
+def test_forward_backward_needs_requires_grad_and_returns_the_gradient():
+    x = torch.randn(1000, device=gpulab.DEVICE)
+    dy = torch.randn(1000, device=gpulab.DEVICE)
+    with pytest.raises(ValueError, match="x must require grad"):
+        recompute.forward_backward(S.sigmoid3, x, dy)
+    x.requires_grad_()
+    for w, fn in S.WAYS.items():
+        dx = recompute.forward_backward(fn, x, dy)()
+        assert x.grad is None, "nothing accumulates into x.grad"
+        assert torch.allclose(dx.double().cpu(), S.sigmoid3_grad_ref(x.detach(), dy).cpu(), rtol=1e-5, atol=1e-7), w
+
+
+@pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter behaviour")
+def test_no_memory_or_time_measurement_in_the_interpreter():
+    x = torch.randn(8, requires_grad=True)
+    with pytest.raises(NoGPUTimingError):
+        recompute.measure_memory(S.sigmoid3, x, torch.randn(8))
+    with pytest.raises(NoGPUTimingError):
+        lesson05.run(progress=False, sizes=(1024,))
+
+
+def _fake_rows(n):
+    rows = []
+    for w, ms in (("eager", 4.0), ("checkpoint", 5.0), ("fused", 1.3)):
+        c, m = recompute.counts(w, n, 4), recompute.memory_model(w, n, 4)
+        rows.append(dict(way=w, n=n, dtype="fp32", ms=ms, p20_ms=ms, p80_ms=ms, held_bytes=m["held_bytes"],
+                         peak_bytes=m["peak_bytes"], model_held_bytes=m["held_bytes"],
+                         model_peak_bytes=m["peak_bytes"], bytes_moved=c.bytes_moved, flops=c.flops,
+                         launches=c.launches, gbps=c.bytes_moved / ms / 1e6))
+    return rows
+
+
+def test_report_prints_times_memory_and_ratios():
+    rows = _fake_rows(2**16) + _fake_rows(2**28)
+    data = {"dtype": "fp32", "sizes": [2**16, 2**28], "rows": rows,
+            "grad_vs_eager": {"checkpoint": 0.0, "fused": 1e-7}, **lesson05.ratios(rows, 2**28)}
+    assert data["speedup_eager_over_fused"] == 4.0 / 1.3 and data["peak_ratio_fused_over_eager"] == 0.4
+    text = lesson05.report(data)
+    assert "eager ms / fused ms = 3.08" in text and "fused / eager = 0.400" in text and "ABOVE 1/3" in text
+    assert "held between forward and backward fused / eager = 0.333" in text
+    assert "BELOW TARGET" not in text
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a CUDA GPU")
+def test_measured_memory_matches_the_model_on_the_gpu():
+    n = 2**24
+    x = torch.randn(n, device="cuda").requires_grad_()
+    dy = torch.randn(n, device="cuda")
+    got = {w: recompute.measure_memory(fn, x, dy) for w, fn in S.WAYS.items()}
+    model = {w: recompute.memory_model(w, n, 4) for w in S.WAYS}
+    slack = 2**20  # allocator rounding and small autograd buffers
+    assert abs(got["fused"]["held_bytes"] - model["fused"]["held_bytes"]) <= slack, got
+    assert abs(got["fused"]["peak_bytes"] - model["fused"]["peak_bytes"]) <= slack, got
+    assert abs(got["eager"]["held_bytes"] - model["eager"]["held_bytes"]) <= slack, got
+    assert got["fused"]["peak_bytes"] < got["eager"]["peak_bytes"]
+    assert got["checkpoint"]["held_bytes"] < got["eager"]["held_bytes"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a CUDA GPU")
+def test_suite_runs_small_on_the_gpu():
+    data = lesson05.run(progress=False, sizes=(2**16, 2**20))
+    assert {r["way"] for r in data["rows"]} == set(S.WAYS) and len(data["rows"]) == 6
+    assert all(e < 1e-5 for e in data["grad_vs_eager"].values()), data["grad_vs_eager"]
+    assert "speed-up" in lesson05.report(data)
+
+
+def test_exercise_solutions_pass_and_mistakes_fail_with_hints():
+    assert ex.check_sigmoid3_grad(ex.check_sigmoid3_grad.solution).ok
+    assert ex.check_bytes_saved(ex.check_bytes_saved.solution).ok
+    assert ex.check_bytes_saved.solution(7, 4) == recompute.bytes_saved_by_recompute(7, 4)
+    rep = ex.check_sigmoid3_grad(lambda x, dy: dy * (torch.sigmoid(x) * (1 - torch.sigmoid(x))) ** 3)
+    assert not rep.ok and "differentiated at their own inputs" in str(rep)
+    s3 = lambda x: torch.sigmoid(torch.sigmoid(torch.sigmoid(x)))  # noqa: E731
+    rep = ex.check_sigmoid3_grad(lambda x, dy: dy * s3(x) * (1 - s3(x)))
+    assert not rep.ok and "only the outer factor" in str(rep)
+    rep = ex.check_bytes_saved(lambda n, itemsize: 10 * n)
+    assert not rep.ok and "itemsize" in str(rep)
+    rep = ex.check_bytes_saved(lambda n, itemsize: 15 * n * itemsize)
+    assert not rep.ok and "subtract" in str(rep)
+    rep = ex.check_bytes_saved(lambda n, itemsize: float(10 * n * itemsize))
+    assert not rep.ok and "expected an int" in str(rep)
+    assert not ex.check_bytes_saved(lambda n, itemsize: (_ for _ in ()).throw(NotImplementedError)).attempted

@@ -1,0 +1,119 @@
+"""The fused sigmoid3 kernels and Function against float64 references: fresh random inputs, awkward sizes,
+every dtype, poisoned outputs, gradcheck, the three ways agreeing, and input checks naming the argument."""
+import gpulab  # first: it picks the mode before triton is imported
+import pytest
+import torch
+import triton
+
+from gpulab.kernels import sigmoid3 as S
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+SIZES = [1, 17, 1000, 1793, 4097] if not gpulab.ON_GPU else [1, 17, 1000, 1793, 4097, 2**20 + 3]
+# Relative tolerance per dtype. fp32: on a GPU tl.exp is ex2.approx of x*log2(e), and rounding that product
+# alone makes exp(-|x|) off by about |x| * 2**-24 relatively (|x| ~ 15 here), which the slope t*p*p inherits:
+# 2**-17 leaves room for that and the other roundings. fp16/bf16: that fp32 result rounded once to the storage
+# dtype (the interpreter's bf16 cast truncates, so up to 1 ulp), plus the fp32 part.
+FP32_REL = 2.0**-17
+REL = {torch.float32: FP32_REL, torch.float16: 2.0**-10 + FP32_REL, torch.bfloat16: 2.0**-7 + FP32_REL,
+       torch.float64: 1e-10}
+ABS = {torch.float32: 1e-37, torch.float16: 2.0**-24, torch.bfloat16: 1e-37, torch.float64: 1e-300}  # fp16: subnormal step
+
+
+def _rand(n, dtype, scale=3.0):
+    return (torch.randn(n, dtype=torch.float64) * scale).to(dtype).to(gpulab.DEVICE)
+
+
+def _assert_close(got, ref, dtype, what):
+    assert got.dtype == dtype and got.shape == ref.shape, (what, got.dtype, got.shape)
+    got64, ref64 = got.double().cpu(), ref.double().cpu()
+    assert not torch.isnan(got64).any(), f"{what}: NaN left in the output (an element was not written)"
+    bad = ((got64 - ref64).abs() > REL[dtype] * ref64.abs() + ABS[dtype]).flatten().nonzero()
+    if len(bad):
+        i = bad[0].item()
+        raise AssertionError(f"{what} {dtype}: {len(bad)} of {got64.numel()} off; first at {i}: "
+                             f"got {got64.flatten()[i].item()!r}, expected {ref64.flatten()[i].item()!r}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+def test_forward_and_backward_kernels_match_float64(n, dtype):
+    x, dy = _rand(n, dtype), _rand(n, dtype, 1.0)
+    _assert_close(S.sigmoid3_forward(x), S.sigmoid3_ref(x), dtype, "y")
+    _assert_close(S.sigmoid3_backward(x, dy), S.sigmoid3_grad_ref(x, dy), dtype, "dx")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_function_any_shape_requires_grad(dtype):
+    x = _rand(3 * 7 * 11, dtype).reshape(3, 7, 11).requires_grad_()
+    dy = _rand(3 * 7 * 11, dtype, 1.0).reshape(3, 7, 11)
+    y = S.sigmoid3(x)
+    assert y.requires_grad and y.grad_fn is not None
+    y.backward(dy)
+    _assert_close(y.detach(), S.sigmoid3_ref(x.detach()), dtype, "y")
+    _assert_close(x.grad, S.sigmoid3_grad_ref(x.detach(), dy), dtype, "dx")
+
+
+def test_large_inputs_do_not_lose_the_gradient():
+    # |x| up to 30: a naive 1 - s(x) in fp32 is 0 there, and the gradient would be 0 instead of ~1e-14
+    x = torch.tensor([-30.0, -15.0, -8.0, 8.0, 15.0, 30.0], device=gpulab.DEVICE)
+    dy = torch.ones_like(x)
+    _assert_close(S.sigmoid3_backward(x, dy), S.sigmoid3_grad_ref(x, dy), torch.float32, "dx")
+
+
+def test_gradcheck_float64():
+    x = torch.randn(17, dtype=torch.float64, device=gpulab.DEVICE).mul_(3).requires_grad_()
+    assert torch.autograd.gradcheck(S.sigmoid3, (x,))
+
+
+@pytest.mark.parametrize("way", list(S.WAYS))
+def test_every_way_gives_the_float64_gradient(way):
+    x = _rand(1793, torch.float32).requires_grad_()
+    dy = _rand(1793, torch.float32, 1.0)
+    y = S.WAYS[way](x)
+    (dx,) = torch.autograd.grad(y, x, dy)
+    ref = S.sigmoid3_grad_ref(x.detach(), dy)
+    # eager and checkpoint compute 1 - s1 in fp32, which cancels for large |x| (1.5% off at x = 12.7 in a
+    # run here): allow an absolute floor there; the fused kernel avoids the cancellation (see the kernel tests)
+    assert torch.allclose(dx.double().cpu(), ref.cpu(), rtol=1e-5, atol=1e-7), way
+    assert torch.allclose(y.detach().double().cpu(), S.sigmoid3_ref(x.detach()).cpu(), rtol=1e-6), way
+
+
+@pytest.mark.parametrize("block", [16, 128, 1024])
+def test_kernels_write_every_element_of_a_poisoned_output(block):
+    n = 3 * block + 5
+    x, dy = _rand(n, torch.float32), _rand(n, torch.float32, 1.0)
+    y = torch.full((n,), float("nan"), device=gpulab.DEVICE)
+    S.sigmoid3_kernel[(triton.cdiv(n, block),)](x, y, n, BLOCK=block, F64=False)
+    _assert_close(y, S.sigmoid3_ref(x), torch.float32, "y")
+    dx = torch.full((n,), float("nan"), device=gpulab.DEVICE)
+    S.sigmoid3_backward_kernel[(triton.cdiv(n, block),)](x, dy, dx, n, BLOCK=block, F64=False)
+    _assert_close(dx, S.sigmoid3_grad_ref(x, dy), torch.float32, "dx")
+
+
+def test_kernels_do_not_write_past_the_end():
+    n, block = 100, 64
+    x, dy = _rand(n, torch.float32), _rand(n, torch.float32, 1.0)
+    buf = torch.full((2 * block,), -7.0, device=gpulab.DEVICE)
+    S.sigmoid3_backward_kernel[(triton.cdiv(n, block),)](x, dy, buf, n, BLOCK=block, F64=False)
+    assert torch.all(buf[n:] == -7.0), "the mask must stop writes beyond n"
+
+
+def test_empty_input():
+    e = torch.empty(0, device=gpulab.DEVICE)
+    assert S.sigmoid3_forward(e).numel() == 0 and S.sigmoid3_backward(e, e).numel() == 0
+
+
+def test_bad_input_raises_naming_the_argument():
+    x = torch.randn(8, device=gpulab.DEVICE)
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        S.sigmoid3([1.0])
+    with pytest.raises(TypeError, match="x must have dtype"):
+        S.sigmoid3_forward(torch.arange(8, device=gpulab.DEVICE))
+    with pytest.raises(ValueError, match="x must be contiguous"):
+        S.sigmoid3(torch.randn(4, 4, device=gpulab.DEVICE).t())
+    with pytest.raises(ValueError, match="x and dy must have the same shape"):
+        S.sigmoid3_backward(x, torch.randn(9, device=gpulab.DEVICE))
+    with pytest.raises(TypeError, match="x and dy must have the same dtype"):
+        S.sigmoid3_backward(x, x.half())
+    with pytest.raises((TypeError, ValueError), match="block must be"):
+        S.sigmoid3_forward(x, block=1000)

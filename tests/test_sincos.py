@@ -1,0 +1,143 @@
+"""sin(x)^2 + cos(x)^2: the five-kernel chain, the fused kernel and torch eager against float64, on fresh
+random inputs of awkward sizes, outputs poisoned with NaN before every launch; never compared with == 1."""
+import pytest
+import torch
+
+import gpulab
+from gpulab.kernels import sincos as S
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+SIZES = [1, 17, 1000, 1793] if not gpulab.ON_GPU else [1, 17, 1000, 1793, 2**20 + 3]
+# absolute tolerances against the float64 result (about 1): fused rounds once from fp32 registers; unfused
+# and eager round sin, cos and both squares to the dtype as well, so they get a few ulps of 1.
+FUSED_TOL = {torch.float32: 1e-6, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
+UNFUSED_TOL = {torch.float32: 1e-6, torch.float16: 4 * 2.0**-10, torch.bfloat16: 4 * 2.0**-7}
+FAST_TOL = 1e-4  # approximate sin/cos (GPU only); the suite prints the measured error
+
+
+@pytest.fixture
+def gen():
+    return torch.Generator().manual_seed(torch.seed())  # fresh inputs every run
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """Every torch.empty_like the launchers call returns NaNs, so an element left unwritten fails."""
+    real = torch.empty_like
+    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: real(t, **kw).fill_(float("nan")))
+
+
+def _rand(n, dtype, gen, scale=3.0):
+    return (torch.randn(n, generator=gen, dtype=torch.float64) * scale).to(dtype).to(gpulab.DEVICE)
+
+
+def _check(got, x, tol, repeat=1):
+    ref = S.sincos_ref(x, repeat).cpu()
+    got64 = got.double().cpu()
+    assert got.dtype == x.dtype and got.shape == x.shape
+    assert not torch.isnan(got64).any(), "an element was left unwritten (NaN poison)"
+    err = (got64 - ref).abs()
+    assert err.max() <= tol, f"max abs error {err.max().item():.3g} at index {err.argmax().item()} > {tol:.3g}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+def test_fused_matches_float64(n, dtype, gen, poisoned):
+    x = _rand(n, dtype, gen)
+    _check(S.sincos(x), x, FUSED_TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+def test_unfused_matches_float64(n, dtype, gen, poisoned):
+    x = _rand(n, dtype, gen)
+    _check(S.sincos_unfused(x, block=256), x, UNFUSED_TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_eager_matches_float64(dtype, gen):
+    x = _rand(1793, dtype, gen)
+    _check(S.sincos_eager(x), x, UNFUSED_TOL[dtype])
+
+
+@pytest.mark.parametrize("block", [16, 128, 2048])
+def test_fused_any_block_and_shape(block, gen, poisoned):
+    x = _rand(1793, torch.float32, gen).reshape(1, 1793)
+    _check(S.sincos(x, block=block), x, FUSED_TOL[torch.float32])
+
+
+def test_fp16_fused_is_closer_than_unfused(gen):
+    """The lesson's explanation: unfused rounds each intermediate to fp16, fused keeps fp32 registers."""
+    x = _rand(4097, torch.float16, gen)
+    ref = S.sincos_ref(x).cpu()
+    fused, unfused = S.sincos(x).double().cpu(), S.sincos_unfused(x).double().cpu()
+    assert (fused != unfused).any()
+    assert (fused - ref).abs().mean() < (unfused - ref).abs().mean()
+
+
+def test_repeat_chain(gen, poisoned):
+    x = _rand(1000, torch.float32, gen)
+    _check(S.sincos(x, repeat=3), x, 3 * FUSED_TOL[torch.float32], repeat=3)
+
+
+def test_fast_math(gen):
+    x = _rand(1793, torch.float32, gen)
+    if gpulab.ON_GPU:
+        assert S.FAST_MATH_AVAILABLE
+        _check(S.sincos(x, fast=True), x, FAST_TOL)
+    else:  # the interpreter cannot run libdevice's fast_sinf: fast=True falls back to tl.sin/tl.cos
+        assert not S.FAST_MATH_AVAILABLE
+        assert torch.equal(S.sincos(x, fast=True), S.sincos(x))
+
+
+def test_empty_input():
+    x = torch.empty(0, device=gpulab.DEVICE)
+    assert S.sincos(x).numel() == 0 and S.sincos_unfused(x).numel() == 0
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda x: S.sincos(x.to(torch.int32)), "x"),
+    (lambda x: S.sincos(x.reshape(2, -1).t()), "x"),
+    (lambda x: S.sincos(x.tolist()), "x"),
+    (lambda x: S.sincos(x, block=1000), "block"),
+    (lambda x: S.sincos(x, num_warps=3), "num_warps"),
+    (lambda x: S.sincos(x, repeat=0), "repeat"),
+    (lambda x: S.sincos_unfused(x, block=8), "block"),
+    (lambda x: S.sincos_unfused(x.double()), "x"),
+])
+def test_bad_input_names_argument(call, word):
+    x = torch.randn(64, device=gpulab.DEVICE)
+    with pytest.raises((TypeError, ValueError), match=word):
+        call(x)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="compiled-kernel metadata needs a GPU")
+def test_compiled_metadata_has_registers():
+    from gpulab import fusion
+
+    x = torch.randn(2**20, device="cuda")
+    _, k = S.sincos_launch(x)  # autotuned
+    assert S.best_config() is not None and fusion.kernel_resources(k)["n_regs"] > 0
+    _, k = S.sincos_launch(x, block=1024, num_warps=4)
+    res = fusion.kernel_resources(k)
+    assert res["n_regs"] > 0 and res["n_spills"] >= 0
+    _, k = S.sincos_launch(x, block=16384, num_warps=4)  # 128 elements per thread instead of 8
+    big = fusion.kernel_resources(k)
+    assert big["n_regs"] >= res["n_regs"] or big["n_spills"] > 0
+
+
+def test_autotune_wiring_runs_small_n(gen, poisoned):
+    """The GPU launcher's autotuner (configs, key, pruning) built the same way here: below TUNE_MIN_N the
+    pruning leaves one config, so it runs without benchmarking, in the interpreter too."""
+    import triton
+
+    tuned = triton.autotune(configs=S.AUTOTUNE_CONFIGS, key=["n", "FAST", "REPEAT"],
+                            prune_configs_by={"early_config_prune": S._prune})(S.sincos_kernel)
+    x = _rand(1793, torch.float32, gen)
+    y = torch.empty_like(x)
+    n = x.numel()
+    tuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n, FAST=False, REPEAT=1)
+    _check(y, x, FUSED_TOL[torch.float32])
+    assert tuned.best_config is S.AUTOTUNE_CONFIGS[0]
+    assert len(S._prune(S.AUTOTUNE_CONFIGS, {"n": S.TUNE_MIN_N})) == len(S.AUTOTUNE_CONFIGS)
