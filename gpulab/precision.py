@@ -100,7 +100,9 @@ def relu_bytes(n: int, dtype: str) -> int:
         raise ValueError(f"dtype must be one of {list(RELU_DTYPES)}, got {dtype!r}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
-    return 2 * n * RELU_DTYPES[dtype].itemsize
+    from .kernels.relu import relu_counts  # the kernel file holds the hand count; one place for it
+
+    return relu_counts(n, RELU_DTYPES[dtype].itemsize)[1]
 
 
 def relu_rates(n: int, dtypes=tuple(RELU_DTYPES), warmup_ms: float = 50, rep_ms: float = 300) -> list[dict]:
