@@ -14,10 +14,10 @@ lecture's model: every array a kernel touches goes through HBM). FLOPs count one
 (negate, exp, add, divide) and one sigmoid backward step g * s * (1 - s) as 3 (subtract, two multiplies).
 Idea: Stanford CS336 Lecture 5, "Recompute a cheap value instead of saving it".
 
-Memory is counted in tensors of n elements above the inputs x and dy, for a caller that holds y while it
-runs backward (as ``torch.autograd.grad(f(x), x, dy)`` does): what is held between forward and backward,
-and the peak over forward + backward. ``measure_memory`` measures the same on a GPU with
-``torch.cuda.reset_peak_memory_stats`` and ``torch.cuda.max_memory_allocated``.
+Memory is counted in tensors of n elements above the inputs, in two settings: "loss" (training: y feeds a
+scalar loss and is not kept) and "held" (the caller keeps y and passes a dense dy): what is held between
+forward and backward, and the peak over forward + backward. ``measure_memory`` measures the same on a GPU
+with ``torch.cuda.reset_peak_memory_stats`` and ``torch.cuda.max_memory_allocated``.
 """
 from __future__ import annotations
 
@@ -89,51 +89,76 @@ def bytes_saved_by_recompute(n: int, itemsize: int) -> int:
     return counts("eager", n, itemsize).bytes_moved - counts("fused", n, itemsize).bytes_moved
 
 
-# Memory above the inputs x and dy, in tensors of n elements, for a caller holding y during backward:
-#   eager      after forward: s1, s2, y (= s3)                                   -> 3
-#              peak: in backward, the second step writes g1 while s1, s2, y and
-#              g2 (the gradient from the first step) are alive                    -> 5
-#   checkpoint after forward: y (s1 and s2 were freed; nothing is saved)          -> 1
-#              peak: backward's rerun holds s1, s2, s3 again beside y; the first
-#              step writes g2, the second g1 as in eager (each recomputed tensor
-#              is released once used)                                             -> 5
-#   fused      after forward: y (x is saved, but it is the input itself)          -> 1
+# Memory above the inputs, in tensors of n elements, in two settings (``SETTINGS``):
+#
+# "loss": the training pattern. y goes into a scalar loss (loss = y.sum()) and only the loss is kept, so y
+#   is freed unless autograd saved it; backward starts from the loss, and autograd hands y's gradient on as
+#   one value expanded with stride 0 (no n-element dy exists). Autograd frees a node's saved tensors as soon
+#   as that node has run, and a gradient once the next node has consumed it.
+#   eager      after forward: s1, s2, s3 (= y), saved by the three sigmoids       -> 3
+#              peak: the first backward step writes g2 while s1, s2, s3 are alive;
+#              the second writes g1 beside s1, s2, g2 (s3 was freed)              -> 4
+#   checkpoint after forward: nothing (y is not saved; x is the input)            -> 0
+#              peak: backward reruns s1, s2, s3, then proceeds as eager            -> 4
+#   fused      after forward: nothing (it saved only x)                           -> 0
+#              peak: y during forward, dx during backward, never both             -> 1
+#
+# "held": the caller keeps y until backward ends and passes a dense dy (as ``torch.autograd.grad(f(x), x, dy)``
+#   does); memory above x and dy. y and dx must then coexist, so no way goes below 2.
+#   eager      after forward: s1, s2, y (= s3)                                    -> 3
+#              peak: the second step writes g1 while s1, s2, y and g2 are alive   -> 5
+#   checkpoint after forward: y                                                  -> 1
+#              peak: backward's rerun holds s1, s2, s3 again beside y; then g2, g1
+#              as in eager (each recomputed tensor is released once used)         -> 5
+#   fused      after forward: y                                                  -> 1
 #              peak: y and dx                                                    -> 2
-_HELD = {"eager": 3, "checkpoint": 1, "fused": 1}
-_PEAK = {"eager": 5, "checkpoint": 5, "fused": 2}
+SETTINGS = ("loss", "held")
+_HELD = {"loss": {"eager": 3, "checkpoint": 0, "fused": 0}, "held": {"eager": 3, "checkpoint": 1, "fused": 1}}
+_PEAK = {"loss": {"eager": 4, "checkpoint": 4, "fused": 1}, "held": {"eager": 5, "checkpoint": 5, "fused": 2}}
 
 
-def memory_model(way: str, n: int, itemsize: int) -> dict:
-    """Predicted memory above the inputs (bytes): ``held_bytes`` between forward and backward and
-    ``peak_bytes`` over forward + backward, with the counts in tensors of n elements (``held_tensors``,
-    ``peak_tensors``). The caller is assumed to hold y until backward ends (y and dx must then coexist, so no
-    way can go below 2 tensors at the peak). Raises ValueError for an unknown way."""
+def memory_model(way: str, n: int, itemsize: int, setting: str = "loss") -> dict:
+    """Predicted extra memory (bytes above the inputs) of ``way`` on n elements of ``itemsize`` bytes:
+    ``held_bytes`` between forward and backward and ``peak_bytes`` over forward + backward, with the counts in
+    tensors of n elements (``held_tensors``, ``peak_tensors``). ``setting`` (one of ``SETTINGS``): "loss", y
+    feeds a scalar loss and is not kept (training); "held", the caller keeps y and passes a dense dy (see the
+    table above this function). Raises ValueError for an unknown way or setting."""
     if way not in WAYS:
         raise ValueError(f"way must be one of {WAYS}, got {way!r}")
-    return dict(way=way, n=n, itemsize=itemsize, held_tensors=_HELD[way], peak_tensors=_PEAK[way],
-                held_bytes=_HELD[way] * n * itemsize, peak_bytes=_PEAK[way] * n * itemsize)
+    if setting not in SETTINGS:
+        raise ValueError(f"setting must be one of {SETTINGS}, got {setting!r}")
+    h, p = _HELD[setting][way], _PEAK[setting][way]
+    return dict(way=way, n=n, itemsize=itemsize, setting=setting, held_tensors=h, peak_tensors=p,
+                held_bytes=h * n * itemsize, peak_bytes=p * n * itemsize)
 
 
-def forward_backward(fn, x, dy):
-    """A function that runs y = fn(x) and dx = d(y . dy)/dx with ``torch.autograd.grad`` (x must require grad;
-    nothing accumulates into x.grad, so repeated calls do the same work). Returns dx when called."""
+def forward_backward(fn, x, dy=None):
+    """A function that runs y = fn(x) and returns dx with ``torch.autograd.grad`` (x must require grad; nothing
+    accumulates into x.grad, so repeated calls do the same work). With ``dy``: dx = d(y . dy)/dx, the caller
+    holding y ("held"); without: dx = d(y.sum())/dx, y dropped once the loss exists ("loss"). Raises
+    ValueError if x does not require grad."""
     import torch
 
     if not x.requires_grad:
         raise ValueError("x must require grad (x.requires_grad_()): without it nothing is differentiated")
 
-    def step():
-        return torch.autograd.grad(fn(x), x, dy)[0]
+    if dy is None:
+        def step():
+            return torch.autograd.grad(fn(x).sum(), x)[0]
+    else:
+        def step():
+            return torch.autograd.grad(fn(x), x, dy)[0]
 
     return step
 
 
-def measure_memory(fn, x, dy) -> dict:
+def measure_memory(fn, x, dy=None) -> dict:
     """Measure on the GPU, in bytes above what is allocated before the call (x, dy and anything else alive):
-    ``held_bytes`` after forward (y and whatever autograd saved), ``peak_bytes`` over forward + backward
-    (``torch.cuda.reset_peak_memory_stats`` then ``max_memory_allocated``). x: requires grad. Checks that a
-    gradient came back. Runs ``fn`` forward and backward once before measuring. Raises NoGPUTimingError in
-    interpreter mode."""
+    ``held_bytes`` after forward (what autograd saved, and y in the "held" setting), ``peak_bytes`` over
+    forward + backward (``torch.cuda.reset_peak_memory_stats`` then ``max_memory_allocated``). x: requires
+    grad. ``dy`` None: the "loss" setting (loss = y.sum(), only the loss kept); a tensor: the "held" setting
+    (y kept, dx = d(y . dy)/dx). Checks that a gradient came back. Runs ``fn`` forward and backward once before
+    measuring. Raises NoGPUTimingError in interpreter mode, ValueError if x does not require grad."""
     import torch
 
     from .bench import require_gpu
@@ -146,15 +171,18 @@ def measure_memory(fn, x, dy) -> dict:
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    y = fn(x)
+    if dy is None:
+        out = fn(x).sum()            # y is a temporary: freed here unless autograd saved it
+    else:
+        out = fn(x)                  # y is kept by the caller
     torch.cuda.synchronize()
     held = torch.cuda.memory_allocated() - base
-    (dx,) = torch.autograd.grad(y, x, dy)
+    (dx,) = torch.autograd.grad(out, x, dy)
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - base
     if dx is None or dx.shape != x.shape:
         raise RuntimeError("no gradient came back: the measurement would prove nothing")
-    del y, dx
+    del out, dx
     return dict(held_bytes=int(held), peak_bytes=int(peak))
 
 
@@ -176,7 +204,7 @@ class SizeExplorer:
 
         self.data, self.where, self.itemsize = data, where, itemsize
         self.k = widgets.slider(W.IntSlider, value=log2_n, min=10, max=30, step=1, description="n = 2**k, k")
-        fig = make_subplots(rows=1, cols=2, subplot_titles=("extra peak memory above x, dy (GiB)",
+        fig = make_subplots(rows=1, cols=2, subplot_titles=("extra peak memory, loss = y.sum() (GiB)",
                                                             "forward + backward time (ms)"))
         colors = {"model": "#9e9e9e", "measured": "#1f77b4"}
         fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="peak, model (by hand)", marker_color=colors["model"], row=1, col=1)

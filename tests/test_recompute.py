@@ -26,16 +26,23 @@ def test_counts_are_generic_in_dtype(itemsize):
     for w in recompute.WAYS:
         c = recompute.counts(w, 1000, itemsize)
         assert c.bytes_moved == c.elements * itemsize and c.asdict()["bytes_moved"] == c.bytes_moved
-        m = recompute.memory_model(w, 1000, itemsize)
-        assert m["peak_bytes"] == m["peak_tensors"] * 1000 * itemsize
+        for setting in recompute.SETTINGS:
+            m = recompute.memory_model(w, 1000, itemsize, setting)
+            assert m["peak_bytes"] == m["peak_tensors"] * 1000 * itemsize
     assert recompute.bytes_saved_by_recompute(1000, itemsize) == 10 * 1000 * itemsize
 
 
 def test_memory_model():
-    m = {w: recompute.memory_model(w, 10, 4) for w in recompute.WAYS}
+    m = {w: recompute.memory_model(w, 10, 4, "held") for w in recompute.WAYS}
     assert [m[w]["held_tensors"] for w in recompute.WAYS] == [3, 1, 1]   # s1, s2, y | y | y
     assert [m[w]["peak_tensors"] for w in recompute.WAYS] == [5, 5, 2]
     assert m["fused"]["held_bytes"] * 3 == m["eager"]["held_bytes"]
+    m = {w: recompute.memory_model(w, 10, 4, "loss") for w in recompute.WAYS}
+    assert m == {w: recompute.memory_model(w, 10, 4) for w in recompute.WAYS}, "loss is the default setting"
+    assert [m[w]["held_tensors"] for w in recompute.WAYS] == [3, 0, 0]   # s1, s2, s3 | nothing | nothing
+    assert [m[w]["peak_tensors"] for w in recompute.WAYS] == [4, 4, 1]
+    with pytest.raises(ValueError, match="setting must be one of"):
+        recompute.memory_model("fused", 10, 4, "kept")
 
 
 def test_unknown_way_raises():
@@ -55,6 +62,10 @@ def test_forward_backward_needs_requires_grad_and_returns_the_gradient():
         dx = recompute.forward_backward(fn, x, dy)()
         assert x.grad is None, "nothing accumulates into x.grad"
         assert torch.allclose(dx.double().cpu(), S.sigmoid3_grad_ref(x.detach(), dy).cpu(), rtol=1e-5, atol=1e-7), w
+        # without dy: d(y.sum())/dx, whose upstream gradient is one value broadcast with stride 0
+        dx = recompute.forward_backward(fn, x)()
+        ones = torch.ones_like(dy)
+        assert torch.allclose(dx.double().cpu(), S.sigmoid3_grad_ref(x.detach(), ones).cpu(), rtol=1e-5, atol=1e-7), w
 
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter behaviour")
@@ -70,10 +81,13 @@ def _fake_rows(n):
     rows = []
     for w, ms in (("eager", 4.0), ("checkpoint", 5.0), ("fused", 1.3)):
         c, m = recompute.counts(w, n, 4), recompute.memory_model(w, n, 4)
+        mh = recompute.memory_model(w, n, 4, "held")
         rows.append(dict(way=w, n=n, dtype="fp32", ms=ms, p20_ms=ms, p80_ms=ms, held_bytes=m["held_bytes"],
                          peak_bytes=m["peak_bytes"], model_held_bytes=m["held_bytes"],
-                         model_peak_bytes=m["peak_bytes"], bytes_moved=c.bytes_moved, flops=c.flops,
-                         launches=c.launches, gbps=c.bytes_moved / ms / 1e6))
+                         model_peak_bytes=m["peak_bytes"],
+                         held_setting=dict(held_bytes=mh["held_bytes"], peak_bytes=mh["peak_bytes"],
+                                           model_held_bytes=mh["held_bytes"], model_peak_bytes=mh["peak_bytes"]),
+                         bytes_moved=c.bytes_moved, flops=c.flops, launches=c.launches, gbps=c.bytes_moved / ms / 1e6))
     return rows
 
 
@@ -81,11 +95,17 @@ def test_report_prints_times_memory_and_ratios():
     rows = _fake_rows(2**16) + _fake_rows(2**28)
     data = {"dtype": "fp32", "sizes": [2**16, 2**28], "rows": rows,
             "grad_vs_eager": {"checkpoint": 0.0, "fused": 1e-7}, **lesson05.ratios(rows, 2**28)}
-    assert data["speedup_eager_over_fused"] == 4.0 / 1.3 and data["peak_ratio_fused_over_eager"] == 0.4
+    assert data["speedup_eager_over_fused"] == 4.0 / 1.3 and data["peak_ratio_fused_over_eager"] == 0.25
+    assert data["peak_ratio_fused_over_eager_held"] == 0.4
     text = lesson05.report(data)
-    assert "eager ms / fused ms = 3.08" in text and "fused / eager = 0.400" in text and "ABOVE 1/3" in text
+    assert "eager ms / fused ms = 3.08" in text and "y.sum() = 0.250 (target <= 1/3)" in text
+    assert "dense dy: extra peak fused / eager = 0.400" in text
     assert "held between forward and backward fused / eager = 0.333" in text
-    assert "BELOW TARGET" not in text
+    assert "BELOW TARGET" not in text and "ABOVE 1/3" not in text
+    for r in rows:   # a fused peak above a third of eager's is flagged
+        if r["way"] == "fused":
+            r["peak_bytes"] = 2 * r["peak_bytes"]
+    assert "ABOVE 1/3" in lesson05.report({**data, **lesson05.ratios(rows, 2**28)})
 
 
 @pytest.mark.gpu
@@ -94,9 +114,15 @@ def test_measured_memory_matches_the_model_on_the_gpu():
     n = 2**24
     x = torch.randn(n, device="cuda").requires_grad_()
     dy = torch.randn(n, device="cuda")
-    got = {w: recompute.measure_memory(fn, x, dy) for w, fn in S.WAYS.items()}
-    model = {w: recompute.memory_model(w, n, 4) for w in S.WAYS}
     slack = 2**20  # allocator rounding and small autograd buffers
+    loss = {w: recompute.measure_memory(fn, x) for w, fn in S.WAYS.items()}   # loss = y.sum(), y not kept
+    for w in S.WAYS:
+        m = recompute.memory_model(w, n, 4, "loss")
+        assert abs(loss[w]["held_bytes"] - m["held_bytes"]) <= slack, (w, loss)
+        assert abs(loss[w]["peak_bytes"] - m["peak_bytes"]) <= slack, (w, loss)
+    assert 3 * loss["fused"]["peak_bytes"] <= loss["eager"]["peak_bytes"], loss
+    got = {w: recompute.measure_memory(fn, x, dy) for w, fn in S.WAYS.items()}
+    model = {w: recompute.memory_model(w, n, 4, "held") for w in S.WAYS}
     assert abs(got["fused"]["held_bytes"] - model["fused"]["held_bytes"]) <= slack, got
     assert abs(got["fused"]["peak_bytes"] - model["fused"]["peak_bytes"]) <= slack, got
     assert abs(got["eager"]["held_bytes"] - model["eager"]["held_bytes"]) <= slack, got

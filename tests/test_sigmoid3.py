@@ -53,6 +53,22 @@ def test_function_any_shape_requires_grad(dtype):
     _assert_close(x.grad, S.sigmoid3_grad_ref(x.detach(), dy), dtype, "dx")
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_scalar_loss_reads_the_broadcast_gradient_without_materialising_it(dtype, reduce):
+    # loss = y.sum() / y.mean(): autograd passes y's gradient as one value expanded with stride 0
+    x = _rand(3 * 1017, dtype).reshape(3, -1).requires_grad_()
+    loss = getattr(S.sigmoid3(x), reduce)()
+    loss.backward()
+    scale = 1.0 if reduce == "sum" else 1.0 / x.numel()
+    dy = torch.full_like(x, scale).detach()
+    _assert_close(x.grad, S.sigmoid3_grad_ref(x.detach(), dy), dtype, "dx")
+    g = torch.full((1,), 2.5, device=gpulab.DEVICE, dtype=dtype).expand(x.shape)
+    assert S.is_broadcast_scalar(g) and not S.is_broadcast_scalar(dy) and not S.is_broadcast_scalar(g[:0])
+    (dx,) = torch.autograd.grad(S.sigmoid3(x), x, g)
+    _assert_close(dx, S.sigmoid3_grad_ref(x.detach(), g), dtype, "dx (stride-0 dy)")
+
+
 def test_large_inputs_do_not_lose_the_gradient():
     # |x| up to 30: a naive 1 - s(x) in fp32 is 0 there, and the gradient would be 0 instead of ~1e-14
     x = torch.tensor([-30.0, -15.0, -8.0, 8.0, 15.0, 30.0], device=gpulab.DEVICE)

@@ -4,7 +4,8 @@
 # suite, writing logs and results under $OUT. Usage from the project root:  bash tools/gpu_run.sh [steps]
 # steps: any of bench (the suite, printed and saved to $OUT), record (the suite, and it rewrites
 # gpulab/data/reference-<gpu>.json), tests, interp (the tests in forced interpreter mode), notebooks.
-# Default: bench tests notebooks.
+# Default: bench tests notebooks. GPULAB_TESTS=tests/test_x.py limits the tests step;
+# GPULAB_NOTEBOOKS="notebooks/05_*.ipynb" limits the notebooks step.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpulab-out}; mkdir -p "$OUT"
 if [ -d .whl ]; then
@@ -22,12 +23,12 @@ for step in $steps; do
     bench) python3 -m gpulab.bench $only --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1 ;;
     record) python3 -m gpulab.bench $only --record --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1
            cp gpulab/data/reference-*.json "$OUT/" 2>/dev/null ;;
-    tests) python3 -m pytest -q -p no:cacheprovider -m "not browser" tests 2>&1 | tee "$OUT/pytest.log" | tail -15 || rc=1 ;;
-    notebooks) python3 -m pytest -q -p no:cacheprovider --nbval-lax notebooks/ 2>&1 | tee "$OUT/nbval.log" | tail -15 || rc=1
+    tests) python3 -m pytest -q -p no:cacheprovider -m "not browser" ${GPULAB_TESTS:-tests} 2>&1 | tee "$OUT/pytest.log" | tail -15 || rc=1 ;;
+    notebooks) python3 -m pytest -q -p no:cacheprovider --nbval-lax ${GPULAB_NOTEBOOKS:-notebooks/} 2>&1 | tee "$OUT/nbval.log" | tail -15 || rc=1
            # executed copies, with their printed numbers, for the record (GPULAB_NO_EXECUTED=1 skips them)
            [ -n "${GPULAB_NO_EXECUTED:-}" ] && continue
            mkdir -p "$OUT/executed"
-           python3 - "$OUT/executed" notebooks/*.ipynb <<'PY' || rc=1
+           python3 - "$OUT/executed" ${GPULAB_NOTEBOOKS:-notebooks/*.ipynb} <<'PY' || rc=1
 import sys, nbformat
 from nbclient import NotebookClient
 for path in sys.argv[2:]:

@@ -55,13 +55,19 @@ def sigmoid3_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, F64: tl.constexpr):
 
 
 @triton.jit
-def sigmoid3_backward_kernel(x_ptr, dy_ptr, dx_ptr, n, BLOCK: tl.constexpr, F64: tl.constexpr):
-    """Backward: read x and dy, rebuild s1, s2, s3 in registers, write dx = dy * s3' * s2' * s1'."""
+def sigmoid3_backward_kernel(x_ptr, dy_ptr, dx_ptr, n, BLOCK: tl.constexpr, F64: tl.constexpr,
+                             DY_SCALAR: tl.constexpr = False):
+    """Backward: read x and dy, rebuild s1, s2, s3 in registers, write dx = dy * s3' * s2' * s1'.
+    DY_SCALAR: dy is one value broadcast to every element (the gradient of loss = y.sum() or y.mean(), which
+    autograd hands over as an expanded tensor with stride 0): read it once, never as n elements."""
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask)
-    dy = tl.load(dy_ptr + offs, mask=mask)
+    if DY_SCALAR:
+        dy = tl.load(dy_ptr)
+    else:
+        dy = tl.load(dy_ptr + offs, mask=mask)
     if F64:
         x = x.to(tl.float64)
         dy = dy.to(tl.float64)
@@ -75,11 +81,17 @@ def sigmoid3_backward_kernel(x_ptr, dy_ptr, dx_ptr, n, BLOCK: tl.constexpr, F64:
     tl.store(dx_ptr + offs, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
-def _launch(kernel, out, *args, block: int) -> torch.Tensor:
+def _launch(kernel, out, *args, block: int, **constexprs) -> torch.Tensor:
     n = out.numel()
     if n:
-        kernel[(triton.cdiv(n, block),)](*args, out, n, BLOCK=block, F64=out.dtype == torch.float64)
+        kernel[(triton.cdiv(n, block),)](*args, out, n, BLOCK=block, F64=out.dtype == torch.float64, **constexprs)
     return out
+
+
+def is_broadcast_scalar(t: torch.Tensor) -> bool:
+    """True when every element of ``t`` is the same stored value: all strides 0 (``torch.Tensor.expand`` of
+    a one-element tensor), as autograd passes the gradient of ``y.sum()`` or ``y.mean()`` on to y."""
+    return t.numel() > 0 and all(st == 0 for st in t.stride())
 
 
 def sigmoid3_forward(x: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
@@ -112,6 +124,10 @@ class Sigmoid3Function(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         (x,) = ctx.saved_tensors
+        if is_broadcast_scalar(dy) and dy.shape == x.shape and dy.dtype == x.dtype:
+            # loss = y.sum() (or .mean()): dy is one value expanded with stride 0. dy.contiguous() would
+            # write it out as n elements (memory and bytes); the kernel reads the one value instead.
+            return _launch(sigmoid3_backward_kernel, torch.empty_like(x), x, dy, block=BLOCK, DY_SCALAR=True)
         return sigmoid3_backward(x, dy.contiguous())
 
 

@@ -42,7 +42,7 @@ INTERPRETER_BLOCK = 1024  # the fused kernel's BLOCK in the interpreter (no auto
 # distinct key.
 AUTOTUNE_CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w)
                     for b, w in [(1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (4096, 16),
-                                 (2048, 16)]]
+                                 (2048, 16), (512, 4), (512, 2), (256, 2), (1024, 2)]]
 
 
 # ---- (a) five kernels, one per operation ----------------------------------------------------------------
