@@ -1,0 +1,398 @@
+"""Tiled matmul, C = A @ B: the lesson's kernel, a Hopper fast path, and a kernel with no reuse for contrast.
+
+Shapes and dtypes: ``a: (M, K)``, ``b: (K, N)``, one dtype in (fp32, fp16, bf16), any M, N, K >= 1 and any
+strides; ``c: (M, N)`` in the same dtype (like ``torch.matmul``), accumulated in fp32.
+
+Three kernels (the seed lecture, CS336 Lecture 5, "Tile the computation to reuse inputs"; the structure of
+Triton's tutorials 03-matrix-multiplication and 09-persistent-matmul):
+
+- ``matmul_kernel``: one program per ``BLOCK_M x BLOCK_N`` output tile. Each step along K loads a
+  ``BLOCK_M x BLOCK_K`` tile of A and a ``BLOCK_K x BLOCK_N`` tile of B (masked at the edges, so any M, N, K
+  work) and feeds them to ``tl.dot``. Tiles are visited in groups of ``GROUP_M`` rows, so programs that run
+  together share their tiles of B in L2. Runs everywhere, Triton's interpreter included.
+- ``matmul_tma_kernel``: the same tiles, loaded by the Hopper Tensor Memory Accelerator through tensor
+  descriptors (``triton.tools.tensor_descriptor.TensorDescriptor``), optionally persistent (one program per
+  SM, looping over tiles). TMA needs 16-byte aligned row strides: for awkward sizes (N not a multiple of 8
+  in 16-bit) the launcher copies A and B into buffers with padded rows first, and that copy is part of the
+  time. Out-of-range tile elements are zero-filled by the TMA unit; the output is stored with masks.
+- ``matmul_noreuse_kernel``: each output element reads its own row of A and column of B (``2 M N K``
+  loads); nothing is shared on chip, so only the caches can help.
+
+``matmul(a, b)`` picks the path: ``"tma"`` on a GPU of compute capability >= 9.0 for fp16/bf16, ``"pointer"``
+otherwise. ``config=None`` autotunes on a GPU: the first call in a size bucket (each dimension rounded up to
+a power of two) times ``CONFIGS[path]`` and keeps the fastest; ``config="heuristic"`` takes a fixed choice
+without timing (the dense sweeps use it, so nothing is tuned per size); a ``MatmulConfig`` fixes it.
+
+fp32 inputs: ``input_precision="tf32"`` (tensor cores, inputs rounded to 10 mantissa bits) or ``"ieee"``
+(exact fp32 products). Triton's interpreter computes exact fp32 whatever you ask. Its bf16 ``tl.dot``
+multiplies raw bits (Triton 3.9, see ``matmul_precision``); there bf16 tiles are upcast to fp32 first.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+import torch
+import triton
+import triton.language as tl
+
+import gpulab
+
+from ._checks import check_tensor
+from .matmul_precision import bf16_dot_is_exact
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+INPUT_PRECISIONS = ("tf32", "ieee")
+PATHS = ("auto", "pointer", "tma")
+TMA_DTYPES = (torch.float16, torch.bfloat16)
+
+
+@triton.jit
+def _tile_coords(tile_id, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of linear tile ``tile_id``, visiting GROUP_M tile rows column by column (L2 reuse)."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (tile_id // num_pid_in_group) * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (tile_id % num_pid_in_group) % group_size_m
+    pid_n = (tile_id % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                  INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr):
+    pid_m, pid_n = _tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    # int64 row/column offsets: offs * stride must not wrap past 2^31 elements
+    offs_m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
+    offs_n = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k0), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < K - k0) & (offs_n[None, :] < N), other=0.0)
+        if UPCAST:  # the interpreter's bf16 workaround: exact, a bf16 product fits in fp32
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)  # both tiles reused BLOCK_N and BLOCK_M times
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@triton.jit(do_not_specialize=["num_programs"])  # one compiled kernel whatever the program count
+def matmul_tma_kernel(a_desc, b_desc, c_ptr, M, N, K, stride_cm, stride_cn, num_programs,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                      FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, UPCAST: tl.constexpr):
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    tile_id_c = tl.program_id(0) - num_programs  # a second counter for the epilogue, as in Triton's tutorial 09
+    # persistent when num_programs < num_tiles: each program walks the tiles num_programs apart
+    for tile_id in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=FLATTEN,
+                            warp_specialize=WARP_SPECIALIZE):
+        pid_m, pid_n = _tile_coords(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])  # (BLOCK_M, BLOCK_K), zero past the edges
+            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])  # (BLOCK_K, BLOCK_N)
+            if UPCAST:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc)
+        tile_id_c += num_programs
+        pid_m, pid_n = _tile_coords(tile_id_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        offs_m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@triton.jit
+def matmul_noreuse_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                          stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                          BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+    idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # flat output indices (BLOCK,)
+    valid = idx < M * N
+    m = idx // N
+    n = idx % N
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        mask = valid[:, None] & (ks[None, :] < K)
+        # every output element loads its own BLOCK_K values of row m of A and of column n of B
+        a = tl.load(a_ptr + m[:, None] * stride_am + ks[None, :] * stride_ak, mask=mask, other=0.0)
+        b = tl.load(b_ptr + ks[None, :] * stride_bk + n[:, None] * stride_bn, mask=mask, other=0.0)
+        acc += tl.sum(a.to(tl.float32) * b.to(tl.float32), axis=1)
+    tl.store(c_ptr + m * stride_cm + n * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=valid)
+
+
+@dataclass(frozen=True)
+class MatmulConfig:
+    """One launch shape. Blocks are powers of two >= 16. ``persistent``, ``flatten`` and ``warp_specialize``
+    apply to the TMA path only (persistent: one program per SM looping over tiles)."""
+
+    BLOCK_M: int
+    BLOCK_N: int
+    BLOCK_K: int
+    GROUP_M: int = 8
+    num_warps: int = 4
+    num_stages: int = 3
+    persistent: bool = False
+    flatten: bool = False
+    warp_specialize: bool = False
+
+    def check(self) -> "MatmulConfig":
+        """Return self, or raise ``ValueError`` naming the bad field."""
+        for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 16 or v > 512 or v & (v - 1):
+                raise ValueError(f"config: {name} must be a power of two in [16, 512], got {v!r}")
+        if not isinstance(self.GROUP_M, int) or self.GROUP_M < 1:
+            raise ValueError(f"config: GROUP_M must be an int >= 1, got {self.GROUP_M!r}")
+        if self.num_warps not in (1, 2, 4, 8, 16):
+            raise ValueError(f"config: num_warps must be 1, 2, 4, 8 or 16, got {self.num_warps!r}")
+        if not isinstance(self.num_stages, int) or not 1 <= self.num_stages <= 8:
+            raise ValueError(f"config: num_stages must be an int in [1, 8], got {self.num_stages!r}")
+        return self
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        return self.BLOCK_M, self.BLOCK_N
+
+    def short(self) -> str:
+        s = f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K} g{self.GROUP_M} w{self.num_warps} s{self.num_stages}"
+        return s + "".join(f" {k}" for k in ("persistent", "flatten", "warp_specialize") if getattr(self, k))
+
+
+C = MatmulConfig
+# Autotuning candidates per path (GPU). The first of each list is the heuristic's choice.
+CONFIGS = {
+    "tma": [C(128, 256, 64, 8, 8, 3, persistent=True, flatten=True), C(128, 256, 64, 8, 8, 3),
+            C(128, 256, 64, 8, 8, 4, persistent=True, flatten=True), C(128, 128, 64, 8, 4, 4, persistent=True, flatten=True),
+            C(128, 128, 64, 8, 8, 4), C(256, 128, 64, 8, 8, 3)],
+    "pointer": [C(128, 256, 64, 8, 8, 3), C(128, 128, 64, 8, 4, 4), C(128, 128, 32, 8, 4, 4), C(64, 128, 64, 8, 4, 4),
+                C(128, 64, 32, 8, 4, 4)],
+    "pointer_fp32": [C(128, 128, 32, 8, 8, 3), C(128, 128, 32, 8, 4, 3), C(64, 128, 32, 8, 4, 4),
+                     C(128, 64, 32, 8, 4, 4)],
+}
+INTERPRETER_CONFIG = C(64, 64, 32, 4, 4, 1, persistent=True)  # the interpreter: NumPy pays per operation, not per element
+del C
+
+_TUNED: dict = {}  # (path, dtype, precision, M, N, K buckets, aligned) -> MatmulConfig
+
+
+@functools.lru_cache(maxsize=None)
+def num_sms() -> int:
+    """SMs of GPU 0; in the interpreter 4 (so the persistent loop visits several tiles per program)."""
+    return torch.cuda.get_device_properties(0).multi_processor_count if gpulab.ON_GPU else 4
+
+
+def tma_available() -> bool:
+    """True where the TMA path can run: a GPU of compute capability >= 9.0, or Triton's interpreter
+    (which emulates tensor descriptors)."""
+    if not gpulab.ON_GPU:
+        return True
+    return torch.cuda.get_device_capability(0)[0] >= 9
+
+
+def choose_path(dtype: torch.dtype) -> str:
+    """The path ``path="auto"`` takes: "tma" for fp16/bf16 on a GPU of compute capability >= 9.0, else "pointer"."""
+    return "tma" if gpulab.ON_GPU and dtype in TMA_DTYPES and tma_available() else "pointer"
+
+
+def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype, path: str) -> MatmulConfig:
+    """A fixed config, no timing: the interpreter's small tiles, or the first candidate of the path's list."""
+    if not gpulab.ON_GPU:
+        return INTERPRETER_CONFIG
+    return CONFIGS[_config_list(path, dtype)][0]
+
+
+def _config_list(path: str, dtype: torch.dtype) -> str:
+    return "pointer_fp32" if path == "pointer" and dtype == torch.float32 else path
+
+
+def _bucket(x: int) -> int:
+    return 1 << max(x - 1, 1).bit_length()
+
+
+def _aligned16(t: torch.Tensor) -> bool:
+    """True if TMA can read ``t`` as it is: last dim contiguous, 16-byte aligned base and row stride."""
+    return (t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+            and t.shape[1] > 0)
+
+
+def pad_rows(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself if TMA can read it, else a copy whose rows start on 16-byte boundaries.
+
+    Returns a ``(rows, cols)`` view of a ``(rows, cols_padded)`` buffer; the padding columns are never read
+    (the tensor descriptor's shape stops at ``cols``). Costs one read and one write of ``t``.
+    """
+    if _aligned16(t):
+        return t
+    per16 = 16 // t.element_size()
+    cols = t.shape[1]
+    buf = torch.empty((t.shape[0], -(-cols // per16) * per16), device=t.device, dtype=t.dtype)
+    view = buf[:, :cols]
+    view.copy_(t)
+    return view
+
+
+def _check_inputs(a, b, input_precision, path):
+    check_tensor("a", a, dtypes=DTYPES, ndim=2, contiguous=False)
+    check_tensor("b", b, dtypes=DTYPES, ndim=2, contiguous=False)
+    if a.dtype != b.dtype:
+        raise TypeError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a: (M, K) and b: (K, N) must agree on K, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    if input_precision not in INPUT_PRECISIONS:
+        raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    if path == "tma":
+        if a.dtype not in TMA_DTYPES:
+            raise ValueError(f"path='tma' takes fp16 or bf16 inputs, got {a.dtype}; use path='pointer' for fp32")
+        if not tma_available():
+            raise ValueError("path='tma' needs a GPU of compute capability >= 9.0 (Hopper) or the interpreter; "
+                             f"this GPU has {torch.cuda.get_device_capability(0)}")
+
+
+def _upcast(dtype) -> bool:
+    return dtype == torch.bfloat16 and not bf16_dot_is_exact()
+
+
+def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: MatmulConfig, path: str,
+           input_precision: str = "tf32"):
+    """Launch one path with one config into ``c`` (no checks, no tuning); returns the compiled kernel
+    (``None`` in the interpreter). ``a``, ``b``, ``c`` as in ``matmul``; for "tma", 16-bit inputs."""
+    M, K = a.shape
+    N = b.shape[1]
+    bm, bn, bk = config.BLOCK_M, config.BLOCK_N, config.BLOCK_K
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    opts = dict(num_warps=config.num_warps, num_stages=config.num_stages)
+    if path == "pointer":
+        return matmul_kernel[(tiles,)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                       c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                       GROUP_M=config.GROUP_M, INPUT_PRECISION=input_precision,
+                                       UPCAST=_upcast(a.dtype), **opts)
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    a, b = pad_rows(a), pad_rows(b)
+    a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk])
+    b_desc = TensorDescriptor(b, [K, N], [b.stride(0), 1], [bk, bn])
+    programs = min(tiles, num_sms()) if config.persistent else tiles
+    return matmul_tma_kernel[(programs,)](a_desc, b_desc, c, M, N, K, c.stride(0), c.stride(1), programs,
+                                          BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config.GROUP_M,
+                                          FLATTEN=config.flatten, WARP_SPECIALIZE=config.warp_specialize,
+                                          UPCAST=_upcast(a.dtype), **opts)
+
+
+def autotune(a, b, path: str, input_precision: str = "tf32", candidates=None, rep_ms: float = 40) -> MatmulConfig:
+    """Time every candidate config on these inputs (GPU only) and return the fastest. A candidate that fails
+    to compile or launch (too much shared memory, an unsupported option) is skipped."""
+    from ..bench import time_ms
+
+    best, best_ms = None, float("inf")
+    c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
+    for cfg in candidates or CONFIGS[_config_list(path, a.dtype)]:
+        try:
+            launch(a, b, c, cfg, path, input_precision)
+            ms = time_ms(lambda: launch(a, b, c, cfg, path, input_precision), warmup_ms=10, rep_ms=rep_ms).median_ms
+        except Exception:  # noqa: BLE001  (a config this GPU or Triton cannot run is not a candidate)
+            continue
+        if ms < best_ms:
+            best, best_ms = cfg, ms
+    if best is None:
+        raise RuntimeError(f"no {path} config could run for shapes {tuple(a.shape)} x {tuple(b.shape)}")
+    return best
+
+
+def tuned_config(a, b, path: str, input_precision: str = "tf32") -> MatmulConfig:
+    """The autotuned config for this size bucket (tuned on the first call that lands in it; GPU only)."""
+    M, K = a.shape
+    N = b.shape[1]
+    key = (path, a.dtype, input_precision, _bucket(M), _bucket(N), _bucket(K),
+           path == "pointer" or (_aligned16(a) and _aligned16(b)))
+    if key not in _TUNED:
+        _TUNED[key] = autotune(a, b, path, input_precision)
+    return _TUNED[key]
+
+
+def tuned_configs() -> dict:
+    """What autotuning chose so far: ``{"path dtype precision MxNxK-bucket aligned": config.short()}``."""
+    return {f"{k[0]} {str(k[1]).replace('torch.', '')} {k[2]} {k[3]}x{k[4]}x{k[5]} aligned={k[6]}": v.short()
+            for k, v in _TUNED.items()}
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, input_precision: str = "tf32", path: str = "auto",
+           config: MatmulConfig | str | None = None) -> torch.Tensor:
+    """C = A @ B by a tiled Triton kernel; returns ``c: (M, N)`` in the inputs' dtype (fp32 accumulation).
+
+    a: (M, K), b: (K, N), same dtype in (fp32, fp16, bf16), on gpulab.DEVICE, any strides, M, N, K >= 0.
+    input_precision: "tf32" or "ieee", for fp32 inputs (ignored for 16-bit inputs).
+    path: "auto" (see ``choose_path``), "pointer" (``matmul_kernel``) or "tma" (``matmul_tma_kernel``, fp16/bf16,
+    Hopper or the interpreter; copies A or B into row-padded buffers when their rows are not 16-byte aligned).
+    config: None (autotuned per size bucket on a GPU, ``INTERPRETER_CONFIG`` in the interpreter), "heuristic"
+    (``heuristic_config``, never timed) or a ``MatmulConfig``.
+    Raises TypeError/ValueError naming the argument.
+    """
+    _check_inputs(a, b, input_precision, path)
+    path = choose_path(a.dtype) if path == "auto" else path
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    if M == 0 or N == 0:
+        return c
+    if K == 0:
+        return c.zero_()
+    if isinstance(config, MatmulConfig):
+        cfg = config.check()
+    elif config == "heuristic" or (config is None and not gpulab.ON_GPU):
+        cfg = heuristic_config(M, N, K, a.dtype, path)
+    elif config is None:
+        cfg = tuned_config(a, b, path, input_precision)
+    else:
+        raise ValueError(f"config must be None, 'heuristic' or a MatmulConfig, got {config!r}")
+    launch(a, b, c, cfg, path, input_precision)
+    return c
+
+
+def matmul_noreuse(a: torch.Tensor, b: torch.Tensor, block: int | None = None, block_k: int = 32) -> torch.Tensor:
+    """C = A @ B with no on-chip reuse (``matmul_noreuse_kernel``): ``2 M N K`` element loads, fp32 sums on
+    the CUDA cores. Shapes and dtypes as ``matmul``; ``block`` outputs per program (power of two, default by
+    mode), ``block_k`` K values per step. Raises TypeError/ValueError naming the argument."""
+    _check_inputs(a, b, "tf32", "pointer")
+    block = block or (128 if gpulab.ON_GPU else 64)
+    for name, v in (("block", block), ("block_k", block_k)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v & (v - 1) or v > 4096:
+            raise ValueError(f"{name} must be a power of two in [1, 4096], got {v!r}")
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    if M and N:
+        if K == 0:
+            return c.zero_()
+        matmul_noreuse_kernel[(triton.cdiv(M * N, block),)](
+            a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+            BLOCK=block, BLOCK_K=block_k)
+    return c
+
+
+def matmul_ref(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The torch reference in float64, of the inputs as they are (already rounded to their dtype)."""
+    return a.double() @ b.double()
+
+
+def counts(M: int, N: int, K: int, itemsize: int) -> tuple[int, int]:
+    """(FLOPs, minimum HBM bytes) of one matmul: ``2 M N K`` and ``(M K + K N + M N) * itemsize``."""
+    return 2 * M * N * K, (M * K + K * N + M * N) * itemsize
+
+
+def with_config(config: MatmulConfig, **changes) -> MatmulConfig:
+    """A copy of ``config`` with fields changed (``dataclasses.replace``), checked."""
+    return replace(config, **changes).check()

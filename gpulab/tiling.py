@@ -1,0 +1,163 @@
+"""The tiling model: how reusing input tiles on chip cuts the loads of a matmul, and what the tiles cost.
+
+For ``C = A @ B`` with ``A: (M, K)``, ``B: (K, N)`` and ``s`` bytes per element (the seed lecture, CS336
+Lecture 5, "Tile the computation to reuse inputs"):
+
+- **no reuse**: each output element reads its own row of ``A`` and column of ``B``: ``2 M N K`` element
+  loads, ``2 N^3`` for a square matrix.
+- **tiles**: a program computes a ``BM x BN`` output tile; each step along ``K`` loads a ``BM x BK`` tile of
+  ``A`` and a ``BK x BN`` tile of ``B`` and reuses them for ``2 BM BN BK`` FLOPs. With square ``T x T`` tiles
+  that step's intensity is ``2 T^3 / (2 T^2 s) = T / s`` FLOP/byte (8 for FP32 with ``T = 32``), and the whole
+  product loads ``2 N^3 / T`` elements.
+- **footprint**: the two input tiles take ``2 T^2 s`` bytes of on-chip storage (``(BM + BN) BK s`` for
+  rectangles), per pipeline stage; accumulators and other values need room too. It must fit in the shared
+  memory of one SM (``gpulab.hardware``: 228 KiB on Hopper).
+
+This counts explicit tile reuse only: output writes, partial edge tiles' savings and reuse supplied by
+caches are outside it. It is a model of requested loads, not a prediction of HBM counters.
+"""
+from __future__ import annotations
+
+from . import hardware
+from .waves import cdiv
+
+ITEMSIZE = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+def _pos(name: str, v) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{name} must be a positive int, got {v!r}")
+
+
+def itemsize(dtype) -> int:
+    """Bytes per element of ``dtype``: a name in ``ITEMSIZE`` ("fp32", "bf16", ...), or a positive int."""
+    if isinstance(dtype, int) and not isinstance(dtype, bool):
+        _pos("dtype", dtype)
+        return dtype
+    if dtype not in ITEMSIZE:
+        raise ValueError(f"dtype must be one of {list(ITEMSIZE)} or a positive int of bytes, got {dtype!r}")
+    return ITEMSIZE[dtype]
+
+
+def tile_intensity(T: int, dtype="fp32") -> float:
+    """FLOP/byte of one step of square ``T x T`` tiles: ``2 T^3 / (2 T^2 s) = T / s``. Seed: FP32, T=32 -> 8."""
+    _pos("T", T)
+    return T / itemsize(dtype)
+
+
+def step_intensity(BM: int, BN: int, BK: int, dtype="fp32") -> float:
+    """FLOP/byte of one ``K`` step of a ``BM x BN`` output tile: ``2 BM BN BK / ((BM BK + BK BN) s)``
+    ``= 2 BM BN / ((BM + BN) s)``; ``BK`` cancels. Equals ``tile_intensity(T)`` when ``BM = BN = T``."""
+    for name, v in (("BM", BM), ("BN", BN), ("BK", BK)):
+        _pos(name, v)
+    return 2 * BM * BN * BK / ((BM * BK + BK * BN) * itemsize(dtype))
+
+
+def input_loads(M: int, N: int | None = None, K: int | None = None, tile=None) -> int:
+    """Input elements loaded by a tiled matmul, counting every tile load (masked edges load only real elements).
+
+    ``tile=None``: no reuse, ``2 M N K``. ``tile=T`` or ``(BM, BN)``: every output tile reads a ``BM``-row
+    strip of ``A`` and a ``BN``-column strip of ``B``: ``ceil(N / BN) M K + ceil(M / BM) K N``, which is
+    ``2 N^3 / T`` for a square matrix when ``T`` divides ``N``. ``N`` and ``K`` default to ``M``.
+    """
+    N = M if N is None else N
+    K = M if K is None else K
+    for name, v in (("M", M), ("N", N), ("K", K)):
+        _pos(name, v)
+    if tile is None:
+        return 2 * M * N * K
+    BM, BN = (tile, tile) if isinstance(tile, int) else tuple(tile)
+    _pos("tile rows", BM)
+    _pos("tile columns", BN)
+    return cdiv(N, BN) * M * K + cdiv(M, BM) * K * N
+
+
+def footprint_bytes(T: int, dtype="fp32", BN: int | None = None, BK: int | None = None, stages: int = 1) -> int:
+    """On-chip bytes of the input tiles: ``2 T^2 s`` for square tiles; ``(T BK + BK BN) s`` for a ``T x BN``
+    output tile with ``BK`` deep steps; times ``stages`` (software pipelining keeps one copy per stage)."""
+    BN = T if BN is None else BN
+    BK = T if BK is None else BK
+    for name, v in (("T", T), ("BN", BN), ("BK", BK), ("stages", stages)):
+        _pos(name, v)
+    return (T * BK + BK * BN) * itemsize(dtype) * stages
+
+
+def shared_memory_bytes(gpu) -> int:
+    """Shared memory one SM can hold, in bytes, from ``gpulab.hardware`` (a name or a ``GPUSpec``).
+    Raises ``ValueError`` where the table has no number (the seed's imaginary accelerator)."""
+    spec = gpu if isinstance(gpu, hardware.GPUSpec) else hardware.get(gpu)
+    if spec.smem_per_sm_kib is None:
+        raise ValueError(f"gpu: {spec.name} has no shared-memory size in gpulab.hardware")
+    return spec.smem_per_sm_kib * 1024
+
+
+def fits(footprint: int, gpu) -> bool:
+    """True if ``footprint`` bytes fit in one SM's shared memory on ``gpu``."""
+    _pos("footprint", footprint)
+    return footprint <= shared_memory_bytes(gpu)
+
+
+def largest_square_tile(dtype, gpu, stages: int = 1) -> int:
+    """The largest power-of-two ``T`` whose input tiles (``2 T^2 s`` per stage) fit in one SM's shared memory."""
+    T = 1
+    while fits(footprint_bytes(2 * T, dtype, stages=stages), gpu):
+        T *= 2
+    return T
+
+
+# ---- a slider over T: intensity, loads and footprint -------------------------------------------------------
+
+class TileExplorer:
+    """Tile size ``T`` against intensity ``T / s`` and footprint ``2 T^2 s`` (times stages), with one SM's
+    shared memory as a line. Sliders: log2 T, pipeline stages; dropdowns: dtype, GPU. ``.widget`` to display."""
+
+    def __init__(self, T: int = 32, dtype: str = "fp32", gpu: str = "H200", stages: int = 1, n: int = 4096):
+        import ipywidgets as W
+        import plotly.graph_objects as go
+
+        from . import widgets
+
+        self.n = n
+        self.log2_t = widgets.slider(W.IntSlider, value=T.bit_length() - 1, min=0, max=9, description="log2 T")
+        self.stages = widgets.slider(W.IntSlider, value=stages, min=1, max=6, description="pipeline stages")
+        self.dtype = W.Dropdown(options=["fp32", "bf16", "fp16", "fp8"], value=dtype, description="dtype")
+        self.gpu = W.Dropdown(options=[g for g, s in hardware.GPUS.items() if s.smem_per_sm_kib], value=gpu,
+                              description="GPU")
+        self.readout = W.HTML()
+        self.ts = [2**e for e in range(0, 10)]
+        fig = go.Figure()
+        fig.add_scatter(x=self.ts, y=[0.0] * len(self.ts), mode="lines+markers", name="footprint (KiB)")
+        fig.add_scatter(x=self.ts, y=[0.0] * len(self.ts), mode="lines", name="shared memory per SM (KiB)",
+                        line=dict(dash="dash", color="gray"))
+        fig.add_scatter(x=self.ts, y=[0.0] * len(self.ts), mode="lines+markers", name="intensity T/s (FLOP/B)",
+                        yaxis="y2")
+        fig.add_scatter(x=[1], y=[1.0], mode="markers", name="slider T", marker=dict(size=14, color="black"))
+        fig.update_layout(template="plotly_white", height=420, margin=dict(t=90),
+                          xaxis=dict(type="log", title="T (square tile side)"),
+                          yaxis=dict(type="log", title="footprint of the input tiles (KiB)"),
+                          yaxis2=dict(type="log", overlaying="y", side="right", title="FLOP/byte"))
+        self._apply(fig)
+        self.live = widgets.LiveFigure(fig)
+        for w in (self.log2_t, self.stages, self.dtype, self.gpu):
+            w.observe(lambda _: self.refresh(), names="value")
+        self.widget = widgets.container(self.log2_t, self.stages, self.dtype, self.gpu, self.readout,
+                                        self.live.widget)
+
+    def _apply(self, fig) -> None:
+        T, d, st, gpu = 2**self.log2_t.value, self.dtype.value, self.stages.value, self.gpu.value
+        smem_kib = shared_memory_bytes(gpu) / 1024
+        fig.data[0].y = [footprint_bytes(t, d, stages=st) / 1024 for t in self.ts]
+        fig.data[1].y = [smem_kib] * len(self.ts)
+        fig.data[2].y = [tile_intensity(t, d) for t in self.ts]
+        fp = footprint_bytes(T, d, stages=st)
+        fig.data[3].x, fig.data[3].y = [T], [fp / 1024]
+        verdict = "fits" if fits(fp, gpu) else "does NOT fit"
+        fig.update_layout(title=dict(text=f"T = {T}, {d}, {st} stage(s): input tiles {fp / 1024:.3g} KiB, {verdict} "
+                                          f"in {smem_kib:.0f} KiB of shared memory on {gpu}", font_size=13))
+        n = self.n
+        self.readout.value = (f"intensity T/s = {tile_intensity(T, d):.3g} FLOP/B; loads of a {n}^3 product: "
+                              f"{input_loads(n, tile=T):.3e} tiled against {input_loads(n):.3e} with no reuse "
+                              f"({input_loads(n) / input_loads(n, tile=T):.0f}x fewer)")
+
+    def refresh(self) -> None:
+        self.live.update(self._apply)
