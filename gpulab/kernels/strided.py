@@ -1,0 +1,168 @@
+"""Strided and row/column access: the same bytes of useful work, different sectors (lesson 06).
+
+- ``strided_copy(x, stride)``: ``y[k] = x[k * stride]`` for every k with ``k * stride < len(x)`` (the
+  elements of ``x[::stride]``). Consecutive lanes read elements ``stride * itemsize`` bytes apart; the write is
+  dense. ``stride`` is a runtime argument: one compiled kernel serves every stride > 1.
+- ``matrix_copy(a, by)``: copy a matrix, each program walking along a row (``by="rows"``: lanes vary j,
+  neighbouring bytes) or down a column (``by="columns"``: lanes vary i, a row's length apart). Same elements,
+  same bytes of useful work; only the order, and so the sectors per warp request, differ.
+
+Counts by hand for n copied elements of s bytes: n reads and n writes, 2ns useful bytes; no FLOPs.
+``gpulab.sectors`` predicts how many bytes move for them. Unlike the strideCopy kernel of NVIDIA's CUDA C++
+Best Practices Guide ("Strided Accesses"), which reads and writes with the same stride, only the read is
+strided here, so the written array holds exactly the useful elements.
+
+Triton lays a 1-D block over the lanes of each warp in order, so lane k of a warp handles offset
+``base + k``: its address is ``(base + k) * stride * s``. When the stride is known to be 1 the compiler also
+packs several neighbouring elements per lane into one 16-byte load; the launcher passes ``CONTIGUOUS``
+(a compile-time constant) for stride 1, so that this copy is as good as a plain one.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+import gpulab
+
+from ._checks import check_block, check_tensor
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+BY = ("rows", "columns")
+MATRIX_BLOCK = 1024  # elements per program in matrix_copy on a GPU; in the interpreter the row or column length
+INTERPRETER_BLOCK = 1024
+TUNE_MIN_N = 2**20  # below this many outputs: no autotuning, the first config
+
+# Candidates for the strided copy on a GPU, keyed on (n, stride, CONTIGUOUS): a memory-bound copy wants a few
+# thousand elements in flight per program; the first is gpulab's vector_add shape.
+AUTOTUNE_CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w)
+                    for b, w in [(1024, 4), (2048, 4), (4096, 4), (4096, 8), (8192, 8)]]
+
+
+@triton.jit
+def strided_copy_kernel(x_ptr, y_ptr, n, stride, CONTIGUOUS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # output index k; lane order
+    mask = offs < n
+    src = offs if CONTIGUOUS else offs * stride  # int64: k * stride can pass 2^31
+    tl.store(y_ptr + offs, tl.load(x_ptr + src, mask=mask), mask=mask)
+
+
+def _prune(configs, named_args, **kwargs):
+    return configs if named_args["n"] >= TUNE_MIN_N else configs[:1]
+
+
+strided_copy_kernel_autotuned = triton.autotune(configs=AUTOTUNE_CONFIGS, key=["n", "stride", "CONTIGUOUS"],
+                                                prune_configs_by={"early_config_prune": _prune})(strided_copy_kernel) \
+    if gpulab.ON_GPU else None
+
+
+def _check_stride(stride) -> int:
+    if isinstance(stride, bool) or not isinstance(stride, int):
+        raise TypeError(f"stride must be an int, got {type(stride).__name__}")
+    if stride < 1:
+        raise ValueError(f"stride must be >= 1 (elements between neighbouring lanes), got {stride}")
+    return stride
+
+
+def strided_copy(x: torch.Tensor, stride: int = 1, block: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+    """``y[k] = x[k * stride]``: the elements of ``x[::stride]``, copied into a new contiguous 1-D tensor.
+
+    x: 1-D contiguous fp32/fp16/bf16 on gpulab.DEVICE; stride: int >= 1 (elements). Returns y of length
+    ``ceil(len(x) / stride)`` and x's dtype. ``block=None`` autotunes on a GPU (``AUTOTUNE_CONFIGS``, keyed on
+    the length, the stride and whether it is 1) and uses ``INTERPRETER_BLOCK`` in the interpreter; a given
+    ``block`` (power of two) and ``num_warps`` launch that shape. Raises TypeError/ValueError naming the argument.
+    """
+    check_tensor("x", x, dtypes=DTYPES, ndim=1)
+    stride = _check_stride(stride)
+    if block is not None:
+        check_block("block", block)
+    if num_warps is not None and (isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16, 32)):
+        raise ValueError(f"num_warps must be one of 1, 2, 4, 8, 16, 32, got {num_warps!r}")
+    n = triton.cdiv(x.numel(), stride)
+    y = torch.empty(n, dtype=x.dtype, device=x.device)
+    if not n:
+        return y
+    contiguous = stride == 1
+    if block is None and strided_copy_kernel_autotuned is not None:
+        strided_copy_kernel_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](
+            x, y, n, stride, CONTIGUOUS=contiguous)
+    else:
+        block = block or INTERPRETER_BLOCK
+        extra = {} if num_warps is None else {"num_warps": num_warps}
+        strided_copy_kernel[(triton.cdiv(n, block),)](x, y, n, stride, CONTIGUOUS=contiguous, BLOCK=block, **extra)
+    return y
+
+
+def best_config():
+    """The autotuner's choice for the last (n, stride) it ran, as ``{"BLOCK", "num_warps"}``, or None."""
+    c = getattr(strided_copy_kernel_autotuned, "best_config", None)
+    return None if c is None else {"BLOCK": c.kwargs["BLOCK"], "num_warps": c.num_warps}
+
+
+def strided_copy_ref(x: torch.Tensor, stride: int = 1) -> torch.Tensor:
+    """The torch reference: ``x[::stride]`` as a new contiguous tensor (a copy is exact in any dtype)."""
+    return x[::_check_stride(stride)].clone()
+
+
+def strided_copy_torch(x: torch.Tensor, y: torch.Tensor, stride: int) -> torch.Tensor:
+    """torch's own strided copy, the suite's baseline: ``y.copy_(x[::stride])`` into a preallocated y."""
+    return y.copy_(x[::stride])
+
+
+# ---- a row-major matrix, walked by rows or by columns ----------------------------------------------------
+
+@triton.jit
+def copy_by_rows_kernel(a_ptr, b_ptr, M, N, stride_am, stride_an, stride_bm, stride_bn, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    n_chunks = tl.cdiv(N, BLOCK)
+    i = (pid // n_chunks).to(tl.int64)  # one row per program ...
+    offs_j = (pid % n_chunks).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # ... lanes along it: j, j+1, ...
+    mask = offs_j < N
+    x = tl.load(a_ptr + i * stride_am + offs_j * stride_an, mask=mask)
+    tl.store(b_ptr + i * stride_bm + offs_j * stride_bn, x, mask=mask)
+
+
+@triton.jit
+def copy_by_columns_kernel(a_ptr, b_ptr, M, N, stride_am, stride_an, stride_bm, stride_bn, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    n_chunks = tl.cdiv(M, BLOCK)
+    j = (pid // n_chunks).to(tl.int64)  # one column per program ...
+    offs_i = (pid % n_chunks).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # ... lanes down it: i, i+1, ...
+    mask = offs_i < M
+    x = tl.load(a_ptr + offs_i * stride_am + j * stride_an, mask=mask)
+    tl.store(b_ptr + offs_i * stride_bm + j * stride_bn, x, mask=mask)
+
+
+def _matrix_block(length: int) -> int:
+    if gpulab.ON_GPU:
+        return MATRIX_BLOCK
+    return max(16, min(MATRIX_BLOCK, triton.next_power_of_2(length)))  # the interpreter pays per element
+
+
+def matrix_copy(a: torch.Tensor, by: str = "rows", block: int | None = None) -> torch.Tensor:
+    """A copy of the 2-D tensor ``a`` into a new row-major (contiguous) tensor, each program walking ``block``
+    elements along one row (``by="rows"``) or down one column (``by="columns"``).
+
+    a: (M, N) fp32/fp16/bf16 on gpulab.DEVICE, any strides (for a row-major ``a`` walking rows is
+    coalesced and walking columns is not; for a transposed view it is the other way round). Returns (M, N).
+    Raises TypeError/ValueError naming ``a``, ``by`` or ``block``.
+    """
+    check_tensor("a", a, dtypes=DTYPES, ndim=2, contiguous=False)
+    if by not in BY:
+        raise ValueError(f"by must be one of {BY}, got {by!r}")
+    if block is not None:
+        check_block("block", block)
+    M, N = a.shape
+    b = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    if not a.numel():
+        return b
+    kernel, length, other = (copy_by_rows_kernel, N, M) if by == "rows" else (copy_by_columns_kernel, M, N)
+    block = block or _matrix_block(length)
+    grid = (other * triton.cdiv(length, block),)
+    kernel[grid](a, b, M, N, a.stride(0), a.stride(1), b.stride(0), b.stride(1), BLOCK=block)
+    return b
+
+
+def matrix_copy_ref(a: torch.Tensor) -> torch.Tensor:
+    """The torch reference: ``a.contiguous()`` as a new tensor."""
+    return a.clone(memory_format=torch.contiguous_format)

@@ -1,0 +1,144 @@
+"""Matrix transpose, B = A^T, two ways (lesson 06).
+
+- naive: a program reads a strip of one row of A (lanes along the row: coalesced) and writes it down a
+  column of B (lanes M * s bytes apart: one sector per element, as in ``gpulab.sectors``).
+- tiled: a program loads a (BLOCK_M, BLOCK_N) tile of A with lanes along its rows, transposes it on chip
+  (``tl.trans``: Triton moves the tile through shared memory to change which lane holds which element) and
+  stores a (BLOCK_N, BLOCK_M) tile of B with lanes along B's rows. Both sides coalesced.
+
+Counts by hand for an (M, N) matrix of s bytes: M*N reads and M*N writes, 2MNs useful bytes; no FLOPs. The
+tiled kernel's target is the copy bandwidth (a copy moves the same bytes). Source of the technique: NVIDIA's
+"An Efficient Matrix Transpose in CUDA C/C++" (tiles through shared memory); the seed lecture's coalescing
+section (CS336 Lecture 5).
+
+Offsets are int64, so matrices past 2^31 elements work. Masks cover any M and N. Any strides are accepted for
+A; B is a new row-major (N, M) tensor. A transpose only moves bits, so it is exact in every dtype, and the
+interpreter's raw-uint16 bf16 is no problem here.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+import gpulab
+
+from ._checks import check_block, check_tensor
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+NAIVE_BLOCK = 1024  # elements of a row per program in the naive kernel (GPU)
+INTERPRETER_TILE = (32, 32)  # (BLOCK_M, BLOCK_N) of the tiled kernel in the interpreter (no autotuning)
+TUNE_MIN_ELEMENTS = 2**20  # below this many elements: no autotuning, the first config
+
+# Candidates for the tiled kernel on a GPU (keyed on M, N and the dtype): square and wide tiles, 4 or 8 warps.
+# 64x64 and 32x128 fp32 tiles are 16 KiB of shared memory each, so several programs fit on an SM (228 KiB on
+# an H100/H200); the first is the fallback for small matrices.
+AUTOTUNE_CONFIGS = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w)
+                    for bm, bn, w in [(64, 64, 4), (64, 64, 8), (32, 128, 4), (128, 32, 4), (32, 32, 4),
+                                      (64, 128, 4), (128, 64, 8), (128, 128, 8)]]
+
+
+@triton.jit
+def transpose_naive_kernel(a_ptr, b_ptr, M, N, stride_am, stride_an, stride_bn, stride_bm, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    n_chunks = tl.cdiv(N, BLOCK)
+    i = (pid // n_chunks).to(tl.int64)  # one row of A per program
+    offs_n = (pid % n_chunks).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs_n < N
+    row = tl.load(a_ptr + i * stride_am + offs_n * stride_an, mask=mask)  # lanes along A's row: coalesced
+    tl.store(b_ptr + offs_n * stride_bn + i * stride_bm, row, mask=mask)  # lanes down B's column: strided
+
+
+@triton.jit
+def transpose_tiled_kernel(a_ptr, b_ptr, M, N, stride_am, stride_an, stride_bn, stride_bm,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid = tl.program_id(0)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = pid // grid_n, pid % grid_n  # neighbouring programs take neighbouring tiles of a row band
+    offs_m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_a = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tile = tl.load(a_ptr + offs_m[:, None] * stride_am + offs_n[None, :] * stride_an, mask=mask_a)  # (BM, BN)
+    mask_b = (offs_n[:, None] < N) & (offs_m[None, :] < M)
+    tl.store(b_ptr + offs_n[:, None] * stride_bn + offs_m[None, :] * stride_bm, tl.trans(tile), mask=mask_b)  # (BN, BM)
+
+
+def _prune(configs, named_args, **kwargs):
+    return configs if named_args["M"] * named_args["N"] >= TUNE_MIN_ELEMENTS else configs[:1]
+
+
+transpose_tiled_kernel_autotuned = triton.autotune(configs=AUTOTUNE_CONFIGS, key=["M", "N"],
+                                                   prune_configs_by={"early_config_prune": _prune})(
+    transpose_tiled_kernel) if gpulab.ON_GPU else None
+
+
+def _prepare(a):
+    check_tensor("a", a, dtypes=DTYPES, ndim=2, contiguous=False)
+    M, N = a.shape
+    return M, N, torch.empty((N, M), dtype=a.dtype, device=a.device)
+
+
+def transpose_naive(a: torch.Tensor, block: int | None = None) -> torch.Tensor:
+    """B = A^T by rows: coalesced reads, writes a column's elements M * itemsize bytes apart.
+
+    a: (M, N) fp32/fp16/bf16 on gpulab.DEVICE, any strides. Returns a new contiguous (N, M) tensor. ``block``:
+    elements of a row per program (power of two; default ``NAIVE_BLOCK`` on a GPU, the row length rounded up in
+    the interpreter). Raises TypeError/ValueError naming ``a`` or ``block``.
+    """
+    M, N, b = _prepare(a)
+    if block is not None:
+        check_block("block", block)
+    if a.numel():
+        block = block or (NAIVE_BLOCK if gpulab.ON_GPU else max(16, min(NAIVE_BLOCK, triton.next_power_of_2(N))))
+        transpose_naive_kernel[(M * triton.cdiv(N, block),)](a, b, M, N, a.stride(0), a.stride(1),
+                                                             b.stride(0), b.stride(1), BLOCK=block)
+    return b
+
+
+def transpose(a: torch.Tensor, block_m: int | None = None, block_n: int | None = None,
+              num_warps: int | None = None) -> torch.Tensor:
+    """B = A^T through on-chip tiles: coalesced reads and coalesced writes.
+
+    a: (M, N) fp32/fp16/bf16 on gpulab.DEVICE, any strides. Returns a new contiguous (N, M) tensor.
+    ``block_m=block_n=None`` autotunes on a GPU over ``AUTOTUNE_CONFIGS`` (keyed on M, N and the dtype) and
+    uses ``INTERPRETER_TILE`` in the interpreter; given tile sizes (powers of two, both or neither) and
+    ``num_warps`` launch that shape. Raises TypeError/ValueError naming the argument.
+    """
+    M, N, b = _prepare(a)
+    if (block_m is None) != (block_n is None):
+        raise ValueError("block_m and block_n must be given together (or neither, to autotune)")
+    if block_m is not None:
+        for name, v in (("block_m", block_m), ("block_n", block_n)):
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 256 or v & (v - 1):
+                raise ValueError(f"{name} must be a power of two in [1, 256], got {v!r}")
+    if num_warps is not None and (isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16, 32)):
+        raise ValueError(f"num_warps must be one of 1, 2, 4, 8, 16, 32, got {num_warps!r}")
+    if not a.numel():
+        return b
+    args = (a, b, M, N, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
+    if block_m is None and transpose_tiled_kernel_autotuned is not None:
+        transpose_tiled_kernel_autotuned[lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)](*args)
+    else:
+        block_m, block_n = (block_m, block_n) if block_m is not None else INTERPRETER_TILE
+        extra = {} if num_warps is None else {"num_warps": num_warps}
+        transpose_tiled_kernel[(triton.cdiv(M, block_m) * triton.cdiv(N, block_n),)](
+            *args, BLOCK_M=block_m, BLOCK_N=block_n, **extra)
+    return b
+
+
+def best_config():
+    """The autotuner's choice for the last (M, N, dtype) it ran, as ``{"BLOCK_M", "BLOCK_N", "num_warps"}``, or
+    None (interpreter, or not tuned yet)."""
+    c = getattr(transpose_tiled_kernel_autotuned, "best_config", None)
+    return None if c is None else {"BLOCK_M": c.kwargs["BLOCK_M"], "BLOCK_N": c.kwargs["BLOCK_N"],
+                                   "num_warps": c.num_warps}
+
+
+def transpose_torch(a: torch.Tensor) -> torch.Tensor:
+    """torch's transpose into new memory, the suite's baseline: ``a.t().contiguous()``."""
+    return a.t().contiguous()
+
+
+def transpose_ref(a: torch.Tensor) -> torch.Tensor:
+    """The torch reference: ``a.t()`` copied to a new contiguous tensor (exact in any dtype)."""
+    return a.t().clone(memory_format=torch.contiguous_format)

@@ -1,0 +1,111 @@
+"""Transpose, naive and tiled: exact against a.t() on fresh random inputs (any M, N; every dtype; any strides),
+outputs poisoned with NaN before the launch; bad input names the argument."""
+import random
+
+import pytest
+import torch
+
+import gpulab
+from gpulab.kernels import transpose as T
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+SHAPES = [(1, 1), (1, 17), (17, 1), (33, 65), (64, 64), (100, 37)]
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """Every float torch.empty the launchers call returns NaNs, so an element left unwritten fails."""
+    real = torch.empty
+
+    def empty(*args, **kw):
+        t = real(*args, **kw)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+
+    monkeypatch.setattr(torch, "empty", empty)
+
+
+def _rand(shape, dtype):
+    return torch.randn(shape, dtype=torch.float64).to(dtype).to(gpulab.DEVICE)
+
+
+def _assert_transpose(got, a):
+    ref = a.t().cpu()
+    got = got.cpu()
+    assert got.dtype == a.dtype and got.shape == ref.shape, (got.dtype, tuple(got.shape))
+    assert got.is_contiguous()
+    assert not got.double().isnan().any(), "an element was left unwritten (NaN poison)"
+    bad = (got != ref).nonzero()
+    assert not len(bad), f"{len(bad)} elements differ, first b{bad[0].tolist()}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES + [(random.randrange(2, 90), random.randrange(2, 90))])
+def test_tiled_matches_torch(shape, dtype, poisoned):
+    a = _rand(shape, dtype)
+    _assert_transpose(T.transpose(a), a)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_naive_matches_torch(shape, dtype, poisoned):
+    a = _rand(shape, dtype)
+    _assert_transpose(T.transpose_naive(a), a)
+
+
+@pytest.mark.parametrize("block_m, block_n, num_warps", [(16, 64, 4), (64, 16, 2), (8, 8, 1), (32, 128, 8)])
+def test_tiled_any_tile(block_m, block_n, num_warps, poisoned):
+    a = _rand((70, 45), torch.float32)
+    _assert_transpose(T.transpose(a, block_m, block_n, num_warps), a)
+
+
+def test_naive_any_block(poisoned):
+    a = _rand((9, 100), torch.float16)
+    _assert_transpose(T.transpose_naive(a, block=16), a)
+
+
+def test_any_strides(poisoned):
+    a = _rand((40, 70), torch.float32)
+    for view in (a.t(), a[:, ::3], a[::2]):
+        _assert_transpose(T.transpose(view), view)
+        _assert_transpose(T.transpose_naive(view), view)
+
+
+def test_torch_baseline_and_reference():
+    a = _rand((33, 65), torch.bfloat16)
+    _assert_transpose(T.transpose_torch(a), a)
+    _assert_transpose(T.transpose_ref(a), a)
+
+
+def test_empty():
+    a = torch.empty(0, 7, device=gpulab.DEVICE)
+    assert T.transpose(a).shape == (7, 0) and T.transpose_naive(a).shape == (7, 0)
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda a: T.transpose(a.flatten()), "a"),
+    (lambda a: T.transpose(a.double()), "a"),
+    (lambda a: T.transpose(a.tolist()), "a"),
+    (lambda a: T.transpose(a, block_m=32), "block_m and block_n"),
+    (lambda a: T.transpose(a, block_m=48, block_n=32), "block_m"),
+    (lambda a: T.transpose(a, block_m=32, block_n=512), "block_n"),
+    (lambda a: T.transpose(a, num_warps=5), "num_warps"),
+    (lambda a: T.transpose_naive(a.to(torch.int16)), "a"),
+    (lambda a: T.transpose_naive(a, block=3), "block"),
+])
+def test_bad_input_names_argument(call, word):
+    a = torch.randn(8, 8, device=gpulab.DEVICE)
+    with pytest.raises((TypeError, ValueError), match=word):
+        call(a)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU (autotuning, a 4 GiB input)")
+def test_gpu_autotune_and_int64_offsets():
+    a = _rand((1024, 1536), torch.float32)
+    _assert_transpose(T.transpose(a), a)  # autotuned (M * N >= TUNE_MIN_ELEMENTS)
+    assert T.best_config() is not None
+    # past 2^31 elements: int64 offsets in both kernels
+    a = torch.randn(2**16 + 3, 2**15 + 5, device="cuda", dtype=torch.float16)
+    ref = a.t().contiguous()
+    assert torch.equal(T.transpose(a), ref)
+    assert torch.equal(T.transpose_naive(a), ref)
