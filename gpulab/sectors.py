@@ -116,7 +116,7 @@ class WarpRequest:
 
     def __str__(self) -> str:
         return (f"{len(self.addresses)} lanes x {self.itemsize} B: {self.n_sectors} sectors of {self.sector_bytes} B "
-                f"({len(self.lines)} lines of {LINE_BYTES} B), {self.useful_bytes} useful of {self.bytes_moved} B "
+                f"({len(self.lines)} line{'' if len(self.lines) == 1 else 's'} of {LINE_BYTES} B), {self.useful_bytes} useful of {self.bytes_moved} B "
                 f"moved, efficiency {self.efficiency:.3g}")
 
 

@@ -48,6 +48,7 @@ NOTEBOOKS: list[BrowserCase] = [
     BrowserCase(path="03_precision.ipynb", timeout_s=300, skip_if_missing=True),
     BrowserCase(path="04_fusion.ipynb", timeout_s=300, skip_if_missing=True),
     BrowserCase(path="05_recomputation.ipynb", timeout_s=300, skip_if_missing=True),
+    BrowserCase(path="06_coalescing.ipynb", timeout_s=300, skip_if_missing=True),
 ]
 
 
