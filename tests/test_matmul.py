@@ -1,0 +1,195 @@
+"""gpulab.kernels.matmul: both tiled paths and the no-reuse kernel against float64 on fresh random inputs of
+awkward shapes, per dtype and input precision, outputs (and padding buffers) poisoned with NaN; the padding
+path, persistence, configs, bad input; on a GPU the autotuner and the Hopper path."""
+import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
+import pytest
+import torch
+
+from gpulab.kernels import matmul as mm
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+PATHS = ["pointer", "tma"]
+SHAPES = [(1, 1, 1), (17, 33, 70), (65, 47, 129), (3, 100, 1)]
+if gpulab.ON_GPU:
+    SHAPES += [(1000, 999, 1001), (1793, 1793, 1793), (257, 4097, 64)]
+SMALL = mm.MatmulConfig(16, 32, 16, GROUP_M=2, num_warps=4, num_stages=2)  # many tiles and groups on small shapes
+ULP = {torch.float32: 2.0**-23, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}  # 1 ulp: the interpreter truncates bf16
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """Every floating torch.empty the launcher calls (the output, padding buffers) starts as NaN."""
+    real = torch.empty
+
+    def empty(*a, **kw):
+        t = real(*a, **kw)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+
+    monkeypatch.setattr(torch, "empty", empty)
+
+
+def _rand(*shape, dtype):
+    return torch.randn(*shape, dtype=torch.float64).to(dtype).to(gpulab.DEVICE)
+
+
+def assert_matmul_close(c, a, b, tf32=False):
+    """Elementwise: |c - ref| <= ulp(dtype) |ref| + (K + 2) 2^-24 (|A| @ |B|), plus 2^-10 (|A| @ |B|) where
+    the GPU rounds fp32 inputs to TF32 (10 mantissa bits each). ref is float64 of the rounded inputs."""
+    assert c.dtype == a.dtype and c.shape == (a.shape[0], b.shape[1])
+    c64 = c.double().cpu()
+    assert not torch.isnan(c64).any(), f"NaN at {torch.isnan(c64).nonzero()[0].tolist()}: an element was not written"
+    ref = mm.matmul_ref(a, b).cpu()
+    mag = a.double().abs().cpu() @ b.double().abs().cpu()
+    K = a.shape[1]
+    tol = ULP[a.dtype] * ref.abs() + ((K + 2) * 2.0**-24 + (2.0**-10 if tf32 else 0.0)) * mag + 1e-300
+    bad = ((c64 - ref).abs() > tol).nonzero()
+    assert len(bad) == 0, (f"{len(bad)} of {c64.numel()} elements off; first at {bad[0].tolist()}: got "
+                           f"{c64[tuple(bad[0])].item()!r}, expected {ref[tuple(bad[0])].item()!r}")
+
+
+def _paths(dtype):
+    return [p for p in PATHS if p == "pointer" or (dtype in mm.TMA_DTYPES and mm.tma_available())]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M,N,K", SHAPES)
+def test_matches_float64(M, N, K, dtype, poisoned):
+    a, b = _rand(M, K, dtype=dtype), _rand(K, N, dtype=dtype)
+    for path in _paths(dtype):
+        assert_matmul_close(mm.matmul(a, b, path=path, input_precision="ieee"), a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("persistent", [False, True])
+def test_many_tiles_groups_and_persistent_programs(dtype, persistent, poisoned):
+    a, b = _rand(70, 45, dtype=dtype), _rand(45, 99, dtype=dtype)  # 5 x 4 tiles of 16 x 32; groups of 2 rows
+    cfg = mm.with_config(SMALL, persistent=persistent)
+    for path in _paths(dtype):
+        assert_matmul_close(mm.matmul(a, b, path=path, config=cfg, input_precision="ieee"), a, b)
+
+
+def test_fp16_1000_999_1001_matches_torch():
+    """The issue's correctness case: gpulab and torch.matmul both within the bound of float64, and within two
+    fp16 ulps of each other."""
+    a, b = _rand(1000, 1001, dtype=torch.float16), _rand(1001, 999, dtype=torch.float16)
+    cfg = None if gpulab.ON_GPU else mm.MatmulConfig(128, 128, 64, num_stages=1, persistent=True)  # fast in the interpreter
+    for path in _paths(torch.float16):
+        ours = mm.matmul(a, b, path=path, config=cfg)
+        assert_matmul_close(ours, a, b)
+        theirs = torch.matmul(a, b)
+        assert_matmul_close(theirs, a, b)
+        diff = (ours.double() - theirs.double()).abs()
+        assert (diff <= 2 * 2.0**-10 * theirs.double().abs() + 1e-3).all(), diff.max()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_strided_and_transposed_inputs(dtype, poisoned):
+    a = _rand(40, 24, dtype=dtype).t()  # (24, 40), column-major
+    b = _rand(66, 40, dtype=dtype)[::2].t()  # (40, 33), every other row, transposed
+    for path in _paths(dtype):
+        assert_matmul_close(mm.matmul(a, b, path=path, config=SMALL, input_precision="ieee"), a, b)
+
+
+def test_tf32_and_ieee():
+    a, b = _rand(64, 300, dtype=torch.float32), _rand(300, 48, dtype=torch.float32)
+    c_tf32 = mm.matmul(a, b, input_precision="tf32")
+    c_ieee = mm.matmul(a, b, input_precision="ieee")
+    assert_matmul_close(c_tf32, a, b, tf32=gpulab.ON_GPU)
+    assert_matmul_close(c_ieee, a, b)
+    if not gpulab.ON_GPU:  # the interpreter computes exact fp32 whatever input_precision says
+        assert torch.equal(c_tf32, c_ieee)
+
+
+def test_pad_rows_copies_only_misaligned_rows(poisoned):
+    aligned = _rand(5, 64, dtype=torch.float16)
+    assert mm.pad_rows(aligned) is aligned
+    odd = _rand(5, 33, dtype=torch.bfloat16)
+    p = mm.pad_rows(odd)
+    assert p.shape == odd.shape and torch.equal(p, odd) and p.data_ptr() != odd.data_ptr()
+    assert p.stride() == (40, 1) and (p.stride(0) * p.element_size()) % 16 == 0
+    t = _rand(64, 8, dtype=torch.float16).t()  # last dim not contiguous
+    assert torch.equal(mm.pad_rows(t), t) and mm.pad_rows(t).stride(1) == 1
+
+
+def test_tma_path_never_reads_the_padding(poisoned):
+    """K = 33 fp16: rows of A are 66 bytes, so A is copied into 80-byte rows whose last 7 columns are NaN
+    (poisoned); a result free of NaN shows the descriptor stops at K."""
+    if not mm.tma_available():
+        pytest.skip("no TMA path on this GPU")
+    a, b = _rand(20, 33, dtype=torch.float16), _rand(33, 9, dtype=torch.float16)
+    assert_matmul_close(mm.matmul(a, b, path="tma", config=SMALL), a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_noreuse_matches_float64(dtype, poisoned):
+    a, b = _rand(33, 70, dtype=dtype), _rand(70, 17, dtype=dtype)
+    assert_matmul_close(mm.matmul_noreuse(a, b, block=64, block_k=16), a, b)
+    a1, b1 = _rand(1, 1, dtype=dtype), _rand(1, 1, dtype=dtype)
+    assert_matmul_close(mm.matmul_noreuse(a1, b1), a1, b1)
+
+
+def test_empty_and_k0():
+    z = mm.matmul(torch.empty(0, 5, device=gpulab.DEVICE), torch.empty(5, 3, device=gpulab.DEVICE))
+    assert z.shape == (0, 3)
+    for f in (mm.matmul, mm.matmul_noreuse):
+        c = f(torch.empty(4, 0, device=gpulab.DEVICE), torch.empty(0, 3, device=gpulab.DEVICE))
+        assert c.shape == (4, 3) and (c == 0).all()
+
+
+def test_counts():
+    assert mm.counts(4096, 4096, 4096, 2) == (2 * 4096**3, 3 * 4096**2 * 2)
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda a, b: mm.matmul(a.tolist(), b), "a"),
+    (lambda a, b: mm.matmul(a, b.double()), "b"),
+    (lambda a, b: mm.matmul(a, b.half()), "dtype"),
+    (lambda a, b: mm.matmul(a, b.t()), "K"),
+    (lambda a, b: mm.matmul(a[None], b), "a"),
+    (lambda a, b: mm.matmul(a, b, input_precision="tf32x3"), "input_precision"),
+    (lambda a, b: mm.matmul(a, b, path="cuda"), "path"),
+    (lambda a, b: mm.matmul(a, b, path="tma"), "path"),  # fp32 has no TMA path here
+    (lambda a, b: mm.matmul(a, b, config="fast"), "config"),
+    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(48, 32, 16)), "BLOCK_M"),
+    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 8)), "BLOCK_K"),
+    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_warps=3)), "num_warps"),
+    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, GROUP_M=0)), "GROUP_M"),
+    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_stages=0)), "num_stages"),
+    (lambda a, b: mm.matmul_noreuse(a, b, block=100), "block"),
+    (lambda a, b: mm.matmul_noreuse(a, b, block_k=0), "block_k"),
+])
+def test_bad_input_names_the_argument(call, word):
+    a, b = torch.randn(8, 16, device=gpulab.DEVICE), torch.randn(16, 4, device=gpulab.DEVICE)
+    with pytest.raises((TypeError, ValueError), match=word):
+        call(a, b)
+
+
+def test_heuristic_and_path_choice():
+    assert mm.choose_path(torch.float32) == "pointer"
+    cfg = mm.heuristic_config(4096, 4096, 4096, torch.bfloat16, mm.choose_path(torch.bfloat16))
+    assert cfg.check() is cfg
+    if not gpulab.ON_GPU:
+        assert mm.choose_path(torch.bfloat16) == "pointer" and cfg == mm.INTERPRETER_CONFIG
+    for configs in mm.CONFIGS.values():
+        for c in configs:
+            c.check()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU")
+def test_gpu_autotune_picks_a_config_and_hopper_takes_the_tma_path():
+    a, b = _rand(1024, 1024, dtype=torch.bfloat16), _rand(1024, 1024, dtype=torch.bfloat16)
+    c = mm.matmul(a, b)
+    assert_matmul_close(c, a, b)
+    assert any(k.startswith(mm.choose_path(torch.bfloat16)) for k in mm.tuned_configs())
+    if torch.cuda.get_device_capability(0)[0] >= 9:
+        assert mm.choose_path(torch.bfloat16) == "tma" and mm.choose_path(torch.float16) == "tma"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU")
+def test_gpu_tf32_is_less_precise_than_ieee():
+    a, b = _rand(512, 512, dtype=torch.float32), _rand(512, 512, dtype=torch.float32)
+    ref = mm.matmul_ref(a, b)
+    err = {p: float((mm.matmul(a, b, input_precision=p).double() - ref).norm() / ref.norm()) for p in ("tf32", "ieee")}
+    assert err["tf32"] > 20 * err["ieee"] and err["ieee"] < 1e-6, err

@@ -1,0 +1,88 @@
+"""gpulab.tiling: the seed's numbers (FP32, T = 32: 8 FLOP/B; 2N^3 loads against 2N^3/T; 2T^2 s bytes), the
+general formulas against brute-force counts, the shared-memory limit, bad input."""
+import random
+
+import pytest
+
+from gpulab import tiling
+
+
+def test_seed_fp32_t32_is_8_flop_per_byte():
+    assert tiling.tile_intensity(32, "fp32") == 8.0
+    assert tiling.step_intensity(32, 32, 32, "fp32") == 8.0
+    assert tiling.tile_intensity(32, "bf16") == 16.0
+
+
+def test_seed_loads_2n3_against_2n3_over_t():
+    for N in (64, 1024, 4096):
+        assert tiling.input_loads(N) == 2 * N**3
+        for T in (1, 16, 32, 64):  # T divides N: the seed's 2N^3 / T exactly
+            assert tiling.input_loads(N, tile=T) * T == 2 * N**3
+
+
+def test_seed_footprint_2t2s():
+    assert tiling.footprint_bytes(32, "fp32") == 2 * 32**2 * 4 == 8192
+    assert tiling.footprint_bytes(128, "bf16", stages=3) == 3 * 2 * 128**2 * 2
+
+
+def _brute_loads(M, N, K, BM, BN):
+    """Count the elements every output tile loads, tile by tile (masked edges load only real elements)."""
+    total = 0
+    for i0 in range(0, M, BM):
+        for j0 in range(0, N, BN):
+            rows, cols = min(BM, M - i0), min(BN, N - j0)
+            total += rows * K + K * cols
+    return total
+
+
+def test_input_loads_against_a_tile_by_tile_count():
+    rng = random.Random()
+    for _ in range(50):
+        M, N, K = rng.randrange(1, 300), rng.randrange(1, 300), rng.randrange(1, 300)
+        BM, BN = rng.choice([1, 16, 32, 64]), rng.choice([1, 16, 32, 128])
+        assert tiling.input_loads(M, N, K, tile=(BM, BN)) == _brute_loads(M, N, K, BM, BN)
+    assert tiling.input_loads(5, 7, 3) == 2 * 5 * 7 * 3 == tiling.input_loads(5, 7, 3, tile=1)
+
+
+def test_step_intensity_is_flops_over_bytes_and_bk_cancels():
+    rng = random.Random()
+    for _ in range(50):
+        BM, BN, BK = (2 ** rng.randrange(4, 9) for _ in range(3))
+        s = rng.choice([1, 2, 4])
+        flops, nbytes = 2 * BM * BN * BK, (BM * BK + BK * BN) * s
+        assert tiling.step_intensity(BM, BN, BK, s) == pytest.approx(flops / nbytes)
+        assert tiling.step_intensity(BM, BN, 16, s) == pytest.approx(tiling.step_intensity(BM, BN, 256, s))
+
+
+def test_shared_memory_limit():
+    assert tiling.shared_memory_bytes("H200") == 228 * 1024
+    assert tiling.fits(tiling.footprint_bytes(128, "bf16", stages=3), "H200")  # 192 KiB
+    assert not tiling.fits(tiling.footprint_bytes(256, "bf16"), "H200")  # 256 KiB
+    assert tiling.largest_square_tile("fp32", "H200") == 128  # 2 * 128^2 * 4 = 128 KiB; 256 would be 512 KiB
+    assert tiling.largest_square_tile("bf16", "H200", stages=4) == 64
+    assert tiling.largest_square_tile("fp32", "T4") == 64
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda: tiling.tile_intensity(0), "T"),
+    (lambda: tiling.tile_intensity(32, "fp64"), "dtype"),
+    (lambda: tiling.tile_intensity(32, 0), "dtype"),
+    (lambda: tiling.input_loads(0), "M"),
+    (lambda: tiling.input_loads(8, tile=(0, 8)), "tile rows"),
+    (lambda: tiling.footprint_bytes(32, stages=0), "stages"),
+    (lambda: tiling.step_intensity(32, 32, -1), "BK"),
+    (lambda: tiling.shared_memory_bytes("Seed accelerator"), "gpu"),
+    (lambda: tiling.fits(0, "H200"), "footprint"),
+])
+def test_bad_input_names_the_argument(call, word):
+    with pytest.raises(ValueError, match=word):
+        call()
+
+
+def test_tile_explorer_slider_changes_the_figure():
+    ex = tiling.TileExplorer(T=32, dtype="fp32", gpu="H200")
+    title = ex.live.fig.layout.title.text
+    assert "fits" in title and "NOT" not in title
+    ex.log2_t.value = 8  # 256: 512 KiB of fp32 tiles
+    assert ex.live.fig.layout.title.text != title and "does NOT fit" in ex.live.fig.layout.title.text
+    assert list(ex.live.fig.data[3].x) == [256]

@@ -1,0 +1,94 @@
+"""gpulab.waves: the seed's tile and wave numbers exactly, the model's invariants on random shapes, bad input."""
+import math
+import random
+
+import pytest
+
+from gpulab import hardware, waves
+
+
+def test_seed_1792_is_98_tiles_in_one_wave():
+    p = waves.plan(1792, tile=(256, 128), sms=108)
+    assert (p.tiles_m, p.tiles_n, p.tiles) == (7, 14, 98)
+    assert p.waves == 1 and p.last_wave_tiles == 98
+    assert p.tile_efficiency == 1.0 and p.wave_efficiency == pytest.approx(98 / 108)
+
+
+def test_seed_1793_is_120_tiles_in_two_waves_the_second_with_12_busy():
+    p = waves.plan(1793, tile=(256, 128), sms=108)
+    assert (p.tiles_m, p.tiles_n, p.tiles) == (8, 15, 120)
+    assert p.waves == 2 and p.busy_per_wave() == [108, 12]
+    assert p.last_wave_tiles == 12 and p.last_wave_occupancy == pytest.approx(12 / 108)
+    assert p.wave_efficiency == pytest.approx(120 / 216)
+    assert p.tile_efficiency == pytest.approx(1793**2 / (120 * 256 * 128))
+
+
+def test_seed_defaults_and_a100_from_the_table():
+    assert waves.SEED_TILE == (256, 128) and waves.SEED_SMS == 108
+    assert waves.plan(1793, gpu="A100 80GB SXM").slots == 108
+    assert waves.plan(1793, gpu=hardware.get("H200")).sms == 132
+
+
+def test_invariants_on_random_shapes():
+    rng = random.Random()
+    for _ in range(300):
+        M, N = rng.randrange(1, 20000), rng.randrange(1, 20000)
+        tile = (2 ** rng.randrange(4, 9), 2 ** rng.randrange(4, 9))
+        sms, bps = rng.randrange(1, 200), rng.randrange(1, 4)
+        p = waves.plan(M, N, tile, sms=sms, blocks_per_sm=bps)
+        assert p.tiles_m == math.ceil(M / tile[0]) and p.tiles_n == math.ceil(N / tile[1])
+        assert (p.waves - 1) * p.slots < p.tiles <= p.waves * p.slots
+        assert sum(p.busy_per_wave()) == p.tiles and len(p.busy_per_wave()) == p.waves
+        assert 0 < p.last_wave_occupancy <= 1 and 0 < p.wave_efficiency <= 1 and 0 < p.tile_efficiency <= 1
+        assert p.efficiency == pytest.approx(p.tile_efficiency * p.wave_efficiency)
+        # an output that is a whole number of full waves of full tiles wastes nothing
+        q = waves.plan(tile[0] * p.slots, tile[1], tile, sms=sms, blocks_per_sm=bps)
+        assert q.efficiency == 1.0 and q.waves == 1
+
+
+def test_blocks_per_sm_widens_a_wave():
+    assert waves.plan(1793, tile=(256, 128), sms=108, blocks_per_sm=2).waves == 1
+
+
+def test_sweep_and_predicted_rate():
+    ns = [1792, 1793]
+    assert waves.sweep(ns, sms=108, what="tiles") == [98, 120]
+    assert waves.sweep(ns, sms=108, what="waves") == [1, 2]
+    eff = waves.sweep(ns, sms=108)
+    assert isinstance(eff, list) and eff[0] > eff[1]
+    assert waves.predicted_tflops(1793, 1793, 4096, 600.0, (256, 128), sms=108) == pytest.approx(600 * eff[1])
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda: waves.plan(0, tile=(256, 128), sms=108), "M"),
+    (lambda: waves.plan(1793, -1, sms=108), "N"),
+    (lambda: waves.plan(1793, tile=(0, 128), sms=108), "tile_m"),
+    (lambda: waves.plan(1793, tile=(256,), sms=108), "tile"),
+    (lambda: waves.plan(1793, tile=(256, 128)), "sms"),
+    (lambda: waves.plan(1793, sms=108, gpu="H200"), "sms"),
+    (lambda: waves.plan(1793, sms=1.5), "sms"),
+    (lambda: waves.plan(1793, sms=108, blocks_per_sm=0), "blocks_per_sm"),
+    (lambda: waves.plan(1793.0, sms=108), "M"),
+    (lambda: waves.plan(1793, gpu="Seed accelerator"), "gpu"),
+    (lambda: waves.sweep([1792], sms=108, what="nope"), "what"),
+    (lambda: waves.predicted_tflops(1, 1, 0, 1.0, (16, 16), sms=1), "K"),
+])
+def test_bad_input_names_the_argument(call, word):
+    with pytest.raises(ValueError, match=word):
+        call()
+
+
+def test_unknown_gpu_raises_key_error():
+    with pytest.raises(KeyError):
+        waves.plan(1793, gpu="Voodoo 3")
+
+
+def test_wave_explorer_slider_changes_the_figure():
+    ex = waves.WaveExplorer(n=1792, tile=(256, 128), sms=108)
+    assert ex.plan.tiles == 98 and ex.plan.waves == 1
+    title = ex.live.fig.layout.title.text
+    ex.n.value = 1793
+    assert ex.plan.tiles == 120 and list(ex.live.fig.data[3].y) == [108, 12]
+    assert ex.live.fig.layout.title.text != title and list(ex.live.fig.data[2].x) == [1793]
+    for tr in ex.live.fig.data:
+        assert isinstance(tr.x, (list, tuple)) and len(tr.x) == len(tr.y) > 0
