@@ -34,8 +34,8 @@ TUNE_MIN_ELEMENTS = 2**20  # below this many elements: no autotuning, the first 
 # 64x64 and 32x128 fp32 tiles are 16 KiB of shared memory each, so several programs fit on an SM (228 KiB on
 # an H100/H200); the first is the fallback for small matrices.
 AUTOTUNE_CONFIGS = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w)
-                    for bm, bn, w in [(64, 64, 4), (64, 64, 8), (32, 128, 4), (128, 32, 4), (32, 32, 4),
-                                      (64, 128, 4), (128, 64, 8), (128, 128, 8)]]
+                    for bm, bn, w in [(64, 64, 4), (64, 64, 8), (32, 128, 4), (128, 32, 4), (32, 64, 4),
+                                      (64, 32, 4), (32, 32, 4), (64, 128, 4), (128, 64, 8), (128, 128, 8)]]
 
 
 @triton.jit
