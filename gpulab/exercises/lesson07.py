@@ -1,0 +1,124 @@
+"""Exercises of lesson 07 (tiling, tile and wave quantization)."""
+from __future__ import annotations
+
+import random
+
+from . import Report, _short, is_int, run_cases
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _tile_count_solution(M: int, N: int, tile_m: int, tile_n: int) -> int:
+    """Output tiles of tile_m x tile_n that cover an M x N output: ceil(M / tile_m) * ceil(N / tile_n)."""
+    return _cdiv(M, tile_m) * _cdiv(N, tile_n)
+
+
+def check_tile_count(fn) -> Report:
+    """fn(M, N, tile_m, tile_n) -> int: how many tile_m x tile_n tiles cover an M x N output (a partial tile
+    at an edge still counts). Seed: 1792^2 in 256 x 128 tiles -> 98; 1793^2 -> 120."""
+    rng = random.Random()
+    cases = [dict(M=1792, N=1792, tile_m=256, tile_n=128), dict(M=1793, N=1793, tile_m=256, tile_n=128),
+             dict(M=1, N=1, tile_m=128, tile_n=256), dict(M=1000, N=17, tile_m=64, tile_n=16)]
+    cases += [dict(M=rng.randrange(1, 10000), N=rng.randrange(1, 10000), tile_m=2 ** rng.randrange(4, 9),
+                   tile_n=2 ** rng.randrange(4, 9)) for _ in range(20)]
+
+    def compare(case, got):
+        M, N, tm, tn = case.values()
+        exp = _tile_count_solution(M, N, tm, tn)
+        if not is_int(got):
+            return f"expected an int number of tiles, got {_short(got)}"
+        if got == exp:
+            return None
+        if got == (M // tm) * (N // tn):
+            return f"expected {exp}, got {got}: round up (ceil), the partial tile at the edge is a tile too"
+        if got == _cdiv(M, tn) * _cdiv(N, tm):
+            return f"expected {exp}, got {got}: tile_m splits the M rows and tile_n the N columns"
+        if got in (_cdiv(M, tm), _cdiv(N, tn)):
+            return f"expected {exp}, got {got}: the tiles form a grid, count both directions and multiply"
+        return f"expected {exp}, got {got}"
+
+    return run_cases("tile_count", fn, cases, compare)
+
+
+check_tile_count.solution = _tile_count_solution
+
+
+def _waves_solution(tiles: int, sms: int) -> tuple[int, int]:
+    """(waves, busy SMs in the last wave) for `tiles` equal tiles, one tile per SM at a time."""
+    waves = _cdiv(tiles, sms)
+    return waves, tiles - (waves - 1) * sms
+
+
+def check_waves(fn) -> Report:
+    """fn(tiles, sms) -> (waves, busy SMs in the last wave), one tile per SM at a time and every tile taking
+    the same time. Seed: 98 tiles on 108 SMs -> (1, 98); 120 tiles -> (2, 12)."""
+    rng = random.Random()
+    cases = [dict(tiles=98, sms=108), dict(tiles=120, sms=108), dict(tiles=264, sms=132), dict(tiles=1, sms=132),
+             dict(tiles=133, sms=132)]
+    cases += [dict(tiles=rng.randrange(1, 5000), sms=rng.choice([40, 58, 72, 108, 114, 132, 170])) for _ in range(20)]
+
+    def compare(case, got):
+        tiles, sms = case.values()
+        exp = _waves_solution(tiles, sms)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2 and all(is_int(v) for v in got)):
+            return f"expected a pair of ints (waves, busy in the last wave), got {_short(got)}"
+        got = tuple(got)
+        if got == exp:
+            return None
+        if got[0] == tiles // sms and got[0] != exp[0]:
+            return f"expected {exp}, got {got}: round the waves up; a few leftover tiles still need a whole wave"
+        if got[1] == tiles % sms and got[1] != exp[1]:
+            return (f"expected {exp}, got {got}: when the tiles fill the last wave exactly, tiles % sms is 0 "
+                    f"but all {sms} SMs are busy")
+        if got == exp[::-1]:
+            return f"expected {exp}, got {got}: the order is (waves, busy SMs in the last wave)"
+        return f"expected {exp}, got {got}"
+
+    return run_cases("waves", fn, cases, compare)
+
+
+check_waves.solution = _waves_solution
+
+
+def _largest_tile_solution(itemsize: int, smem_bytes: int, stages: int) -> int:
+    """The largest power of two T whose two T x T input tiles, one copy per pipeline stage
+    (2 T^2 itemsize stages bytes), fit in smem_bytes; 0 if not even T = 1 fits."""
+    T = 0
+    while 2 * (2 * T or 1) ** 2 * itemsize * stages <= smem_bytes:
+        T = 2 * T or 1
+    return T
+
+
+def check_largest_tile(fn) -> Report:
+    """fn(itemsize, smem_bytes, stages) -> int: the largest power-of-two T whose two T x T input tiles fit in
+    smem_bytes of shared memory, with one copy of each per pipeline stage (2 T^2 s bytes per stage).
+    Example: fp32 (4 bytes), 228 KiB (Hopper), 1 stage -> 128 (128 KiB; 256 would need 512 KiB)."""
+    rng = random.Random()
+    cases = [dict(itemsize=4, smem_bytes=228 * 1024, stages=1), dict(itemsize=2, smem_bytes=228 * 1024, stages=3),
+             dict(itemsize=2, smem_bytes=64 * 1024, stages=2), dict(itemsize=1, smem_bytes=164 * 1024, stages=4)]
+    cases += [dict(itemsize=rng.choice([1, 2, 4]), smem_bytes=rng.choice([48, 64, 100, 164, 228]) * 1024,
+                   stages=rng.randrange(1, 6)) for _ in range(20)]
+
+    def compare(case, got):
+        s, smem, st = case.values()
+        exp = _largest_tile_solution(s, smem, st)
+        if not is_int(got):
+            return f"expected an int T, got {_short(got)}"
+        if got == exp:
+            return None
+        if got == _largest_tile_solution(s, smem, 1) and st > 1:
+            return f"expected {exp}, got {got}: each of the {st} pipeline stages holds its own copy of both tiles"
+        if got == _largest_tile_solution(s, 2 * smem, st):
+            return f"expected {exp}, got {got}: there are TWO input tiles (one of A, one of B): 2 T^2 s bytes"
+        if got == _largest_tile_solution(s, smem // 1024, st) or got == _largest_tile_solution(s, smem * 1024, st):
+            return f"expected {exp}, got {got}: smem_bytes is already in bytes"
+        if got and got & (got - 1):
+            return f"expected {exp}, got {got}: T must be a power of two"
+        return f"expected {exp}, got {got}"
+
+    return run_cases("largest_tile", fn, cases, compare)
+
+
+check_largest_tile.solution = _largest_tile_solution
