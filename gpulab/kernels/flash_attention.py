@@ -1,0 +1,669 @@
+"""FlashAttention in Triton: a tiled forward with online softmax, and a backward that recomputes.
+
+For one head, with ``Q: (Lq, d)``, ``K, V: (Lk, d)`` and ``scale = sm_scale`` (default ``1/sqrt(d)``):
+
+    S = scale * Q K^T,   P = softmax_row(S),   O = P V,   lse = log(sum_j exp(S_ij))   (natural log)
+
+Naive attention writes ``S`` and ``P`` (``Lq x Lk`` each) to HBM. Here one program owns a block of
+``BLOCK_M`` query rows, keeps them in registers, and walks the keys ``BLOCK_N`` at a time: each score tile
+is made by ``tl.dot``, folded into the running state ``(m, l, acc)`` of the online softmax (see
+``gpulab.online_softmax``) and dropped. Only ``O`` and ``lse`` are written: ``O(L)`` memory, not ``O(L^2)``
+(Dao et al., FlashAttention, 2022, Algorithm 1; FlashAttention-2, 2023, Section 3.1 for the loop order and
+the rescaled accumulator; the seed lecture, Stanford CS336 Lecture 5, "FlashAttention brings the ideas
+together").
+
+Exponentials use ``exp2``: the kernel multiplies scores by ``scale * log2(e)`` once, so
+``exp(scale * s - m) = exp2(s * scale * log2(e) - m')`` with ``m'`` kept in log2 units.
+
+Masks and the tile stages. The keys a query block visits are split into two ranges:
+
+- the full tiles that need no mask at all: for ``causal=False`` every complete tile of ``BLOCK_N`` keys;
+  for ``causal=True`` the tiles left of the query block's diagonal (``n < start_m``);
+- the masked tiles: the diagonal band (``causal=True``) and the last, partial tile when ``Lk`` is not a
+  multiple of ``BLOCK_N``. There the mask is ``n < Lk`` (and ``n <= m`` when causal); masked scores are
+  ``-inf`` and contribute ``exp2(-inf) = 0``.
+
+Tiles right of the diagonal are never loaded: causal attention does about half the work. No row ever
+meets a fully masked tile before a valid key (tile 0 holds key 0, which every row may see), so the running
+maximum is finite from the first tile on and ``-inf - (-inf)`` never happens. Rows past ``Lq`` in the last
+query block read zeros (or, through a tensor descriptor, the next head's rows) and are not stored.
+
+The causal convention for ``Lq != Lk`` is SDPA's ``is_causal``: the top-left aligned mask
+``torch.ones(Lq, Lk).tril(diagonal=0)``, query ``i`` sees keys ``0..i``. Every row sees key 0, so no row
+is empty. (FlashAttention-2's own library aligns to the bottom right instead; pass ``causal=True`` only if
+top-left is what you mean.)
+
+The backward (FlashAttention-2, Algorithm 2) rebuilds ``P`` tile by tile from ``Q``, ``K`` and the saved
+``lse`` instead of loading it, after one small kernel computes ``delta_i = sum_d dO_id * O_id``:
+
+    dV = P^T dO,  dP = dO V^T,  dS = P * (dP - delta),  dQ = scale * dS K,  dK = scale * dS^T Q
+
+One program owns a block of ``BLOCK_N1`` keys and loops over query blocks of ``BLOCK_M1`` rows
+accumulating ``dK`` and ``dV`` in registers; ``dQ`` is either (``"fused"``) computed in the same launch by
+the same program for its own block of ``BLOCK_M2`` queries looping over keys (for causal attention program
+``j`` then does ``N - j`` key-side tiles and ``j`` query-side tiles, so every program has the same work), or
+(``"split"``) the same two parts as two launches, or (``"atomic"``) added into an fp32 buffer by the
+key-side loop with ``tl.atomic_add``, as FlashAttention-2 does (5 matmuls per tile instead of 7). The
+causal flag is honoured in every part: one widely copied tutorial's backward masked as if always causal.
+
+Dtypes: fp16 and bf16 (``tl.dot`` on tensor cores, fp32 accumulators, ``P`` and ``dS`` rounded to the
+input dtype before their matmuls, as FlashAttention does), and fp32 (``input_precision="ieee"``). In
+Triton 3.9's interpreter bf16 ``tl.dot`` multiplies raw bits (``matmul_precision.bf16_dot_is_exact``), so
+there bf16 tiles are upcast to fp32 before every dot.
+
+On a GPU the forward loads Q, K, V tiles through TMA tensor descriptors where Triton has them (Hopper and
+later; ``USE_TMA``); everywhere else, and always in the interpreter by default, through pointers with masks.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+import gpulab
+
+from ._checks import check_tensor
+
+try:  # host-side TMA descriptors: Triton >= 3.4
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover - older Triton
+    TensorDescriptor = None
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+HEAD_DIMS = (16, 32, 64, 128)
+BWD_MODES = ("fused", "split", "atomic")
+LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
+LN2 = 0.6931471805599453    # ln(2): lse (natural) = lse2 * LN2
+MAX_GRID_Y = 65535          # CUDA's limit on grid dimension 1, which holds B * H
+
+
+# ---- the forward -------------------------------------------------------------------------------------------
+
+@triton.jit
+def _load_rows(ptr, offs_r, offs_d, n_rows, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr):
+    """Rows ``offs_r`` of the (n_rows, HEAD_DIM) contiguous matrix at ``ptr`` (one head); rows >= n_rows read
+    as 0 if MASKED. ``ptr`` already points at the head, so the offsets stay 32-bit."""
+    ptrs = ptr + offs_r[:, None] * HEAD_DIM + offs_d[None, :]
+    if MASKED:
+        return tl.load(ptrs, mask=offs_r[:, None] < n_rows, other=0.0)
+    return tl.load(ptrs)
+
+
+@triton.jit
+def _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m, Lk, qk_scale,
+               BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+               USE_TMA: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr):
+    """Fold key tiles [lo, hi) into the running state: m_i (row max, log2 units), l_i (row sum of
+    exp2(s - m_i)), acc (the unnormalised output, sum of exp2(s - m_i) * v). Masks only if MASKED."""
+    offs_d = tl.arange(0, HEAD_DIM)
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        if USE_TMA:
+            k = desc_k.load([(kv_base + start_n).to(tl.int32), 0])                     # (BLOCK_N, d)
+        else:
+            k = _load_rows(Kh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)
+        if UPCAST:
+            k = k.to(tl.float32)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)                           # (BLOCK_M, BLOCK_N)
+        if MASKED:
+            valid = offs_n[None, :] < Lk
+            if CAUSAL:
+                valid = valid & (offs_n[None, :] <= offs_m[:, None])
+            s = tl.where(valid, s * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            s = s - m_new[:, None]
+        else:
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            s = s * qk_scale - m_new[:, None]
+        p = tl.math.exp2(s)
+        alpha = tl.math.exp2(m_i - m_new)        # rescales the old state to the new maximum
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if USE_TMA:
+            v = desc_v.load([(kv_base + start_n).to(tl.int32), 0])                     # (BLOCK_N, d)
+        else:
+            v = _load_rows(Vh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)
+        if UPCAST:
+            v = v.to(tl.float32)
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PREC)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit(do_not_specialize=["Lq", "Lk", "L_BUCKET"])  # one binary for every length
+def flash_attention_fwd_kernel(Q, K, V, O, LSE, desc_q, desc_k, desc_v, qk_scale, Lq, Lk, L_BUCKET,
+                               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                               CAUSAL: tl.constexpr, USE_TMA: tl.constexpr, UPCAST: tl.constexpr,
+                               DOT_PREC: tl.constexpr):
+    """One program: BLOCK_M query rows of one (batch, head). Q, O: (B*H*Lq, d), K, V: (B*H*Lk, d)
+    contiguous; LSE: (B*H*Lq,) fp32, natural log. L_BUCKET is only the autotuner's key. Causal programs take
+    their query blocks last first, so the longest rows start first and the short ones fill the tail."""
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    start_m = pid_m * BLOCK_M
+    bh = tl.program_id(1).to(tl.int64)
+    q_base = bh * Lq
+    kv_base = bh * Lk
+    Kh = K + kv_base * HEAD_DIM                  # this head's keys and values
+    Vh = V + kv_base * HEAD_DIM
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    if USE_TMA:
+        q = desc_q.load([(q_base + start_m).to(tl.int32), 0])                          # (BLOCK_M, d)
+    else:
+        q = _load_rows(Q + q_base * HEAD_DIM, offs_m, offs_d, Lq, HEAD_DIM, True)
+    if UPCAST:
+        q = q.to(tl.float32)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    lk_full = (Lk // BLOCK_N) * BLOCK_N          # keys in complete tiles
+    if CAUSAL:  # left of the diagonal: no mask; the band (and a partial last tile): masked; right: skipped
+        hi_full = tl.minimum(start_m, lk_full)
+        hi = tl.minimum(start_m + BLOCK_M, Lk)
+    else:
+        hi_full = lk_full
+        hi = Lk
+    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, 0, hi_full, offs_m, Lk,
+                               qk_scale, BLOCK_N, HEAD_DIM, False, CAUSAL, USE_TMA, UPCAST, DOT_PREC)
+    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, hi_full, hi, offs_m, Lk,
+                               qk_scale, BLOCK_N, HEAD_DIM, True, CAUSAL, USE_TMA, UPCAST, DOT_PREC)
+    acc = acc / l_i[:, None]
+    row_ok = offs_m < Lq
+    tl.store(LSE + q_base + offs_m, (m_i + tl.math.log2(l_i)) * 0.6931471805599453, mask=row_ok)
+    tl.store(O + (q_base + offs_m)[:, None] * HEAD_DIM + offs_d[None, :], acc.to(O.dtype.element_ty),
+             mask=row_ok[:, None])
+
+
+# ---- the backward ------------------------------------------------------------------------------------------
+
+@triton.jit(do_not_specialize=["n_rows"])
+def flash_attention_bwd_preprocess_kernel(O, DO, DELTA, n_rows, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    """delta_i = sum_d dO_id * O_id in fp32 over rows of the (n_rows, d) contiguous O and dO."""
+    offs_r = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offs_d = tl.arange(0, HEAD_DIM)
+    o = _load_rows(O, offs_r, offs_d, n_rows, HEAD_DIM, True).to(tl.float32)
+    do = _load_rows(DO, offs_r, offs_d, n_rows, HEAD_DIM, True).to(tl.float32)
+    tl.store(DELTA + offs_r, tl.sum(o * do, 1), mask=offs_r < n_rows)
+
+
+@triton.jit
+def _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, lo, hi, offs_n, Lq, Lk, qk_scale, sm_scale,
+                    BLOCK_M1: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+                    ATOMIC_DQ: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr):
+    """For one block of keys (k, v: (BLOCK_N1, d)), fold query blocks [lo, hi) into dk and dv; with
+    ATOMIC_DQ also add this block's share of dQ into the fp32 buffer DQh. Works on transposed tiles
+    (keys along rows) so no tile is transposed in registers. The *h pointers point at this head."""
+    offs_d = tl.arange(0, HEAD_DIM)
+    for start_m in tl.range(lo, hi, BLOCK_M1):
+        start_m = tl.multiple_of(start_m, BLOCK_M1)
+        offs_m = start_m + tl.arange(0, BLOCK_M1)
+        q = _load_rows(Qh, offs_m, offs_d, Lq, HEAD_DIM, MASKED)                       # (BLOCK_M1, d)
+        do = _load_rows(DOh, offs_m, offs_d, Lq, HEAD_DIM, MASKED)
+        if MASKED:
+            lse2 = tl.load(LSEh + offs_m, mask=offs_m < Lq, other=0.0) * 1.4426950408889634
+            delta = tl.load(DELTAh + offs_m, mask=offs_m < Lq, other=0.0)
+        else:
+            lse2 = tl.load(LSEh + offs_m) * 1.4426950408889634
+            delta = tl.load(DELTAh + offs_m)
+        if UPCAST:
+            q = q.to(tl.float32)
+            do = do.to(tl.float32)
+        s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PREC)                          # (BLOCK_N1, BLOCK_M1)
+        p_t = tl.math.exp2(s_t * qk_scale - lse2[None, :])                              # P^T, rebuilt
+        if MASKED:
+            valid = offs_m[None, :] < Lq
+            if CAUSAL:
+                valid = valid & (offs_m[None, :] >= offs_n[:, None])
+            p_t = tl.where(valid, p_t, 0.0)
+        if ATOMIC_DQ:  # keys past Lk (zeros) could give exp2 overflow; they must not reach dQ
+            p_t = tl.where(offs_n[:, None] < Lk, p_t, 0.0)
+        dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=DOT_PREC)                 # dV += P^T dO
+        dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)                        # dP^T = V dO^T
+        ds_t = p_t * (dp_t - delta[None, :])                                            # dS^T
+        dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision=DOT_PREC)                  # dK += dS^T Q
+        if ATOMIC_DQ:
+            dq = tl.dot(tl.trans(ds_t.to(k.dtype)), k, input_precision=DOT_PREC)        # (BLOCK_M1, d)
+            tl.atomic_add(DQh + offs_m[:, None] * HEAD_DIM + offs_d[None, :], dq * sm_scale,
+                          mask=offs_m[:, None] < Lq, sem="relaxed")
+    return dk, dv
+
+
+@triton.jit
+def _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, lo, hi, offs_m, Lk, qk_scale,
+                  BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+                  UPCAST: tl.constexpr, DOT_PREC: tl.constexpr):
+    """For one block of queries, fold key tiles [lo, hi) into dq (unscaled: the caller multiplies by scale)."""
+    offs_d = tl.arange(0, HEAD_DIM)
+    for start_n in tl.range(lo, hi, BLOCK_N2):
+        start_n = tl.multiple_of(start_n, BLOCK_N2)
+        offs_n = start_n + tl.arange(0, BLOCK_N2)
+        k = _load_rows(Kh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)                       # (BLOCK_N2, d)
+        v = _load_rows(Vh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)
+        if UPCAST:
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)                            # (BLOCK_M2, BLOCK_N2)
+        p = tl.math.exp2(s * qk_scale - lse2[:, None])
+        if MASKED:
+            valid = offs_n[None, :] < Lk
+            if CAUSAL:
+                valid = valid & (offs_n[None, :] <= offs_m[:, None])
+            p = tl.where(valid, p, 0.0)
+        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)                          # dP = dO V^T
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PREC)                    # dQ += dS K
+    return dq
+
+
+@triton.jit(do_not_specialize=["Lq", "Lk", "L_BUCKET"])
+def flash_attention_bwd_kernel(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, qk_scale, sm_scale, Lq, Lk, L_BUCKET,
+                               HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
+                               BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr, CAUSAL: tl.constexpr,
+                               DKDV: tl.constexpr, DQ_MODE: tl.constexpr, UPCAST: tl.constexpr,
+                               DOT_PREC: tl.constexpr):
+    """Program (pid, bh): if DKDV, dK and dV of keys [pid*BLOCK_N1, +BLOCK_N1); DQ_MODE 1: then dQ of queries
+    [pid*BLOCK_M2, +BLOCK_M2) (recomputing the scores); DQ_MODE 2: dQ by atomic adds into the fp32 DQ from
+    the key-side loop (needs DKDV); DQ_MODE 0: no dQ. Layouts as in the forward; DELTA, LSE: (B*H*Lq,) fp32."""
+    pid = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    q_base = bh * Lq
+    kv_base = bh * Lk
+    Qh, DOh, LSEh, DELTAh = Q + q_base * HEAD_DIM, DO + q_base * HEAD_DIM, LSE + q_base, DELTA + q_base
+    Kh, Vh = K + kv_base * HEAD_DIM, V + kv_base * HEAD_DIM
+    offs_d = tl.arange(0, HEAD_DIM)
+    if DKDV:
+        start_n = pid * BLOCK_N1
+        if start_n < Lk:
+            offs_n = start_n + tl.arange(0, BLOCK_N1)
+            k = _load_rows(Kh, offs_n, offs_d, Lk, HEAD_DIM, True)                       # stays on chip
+            v = _load_rows(Vh, offs_n, offs_d, Lk, HEAD_DIM, True)
+            if UPCAST:
+                k = k.to(tl.float32)
+                v = v.to(tl.float32)
+            dk = tl.zeros([BLOCK_N1, HEAD_DIM], dtype=tl.float32)
+            dv = tl.zeros([BLOCK_N1, HEAD_DIM], dtype=tl.float32)
+            DQh = DQ + q_base * HEAD_DIM
+            lq_full = (Lq // BLOCK_M1) * BLOCK_M1
+            if CAUSAL:  # queries m >= n see key n: the band [start_n, start_n + BLOCK_N1) is masked
+                dk, dv = _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, start_n,
+                                         tl.minimum(start_n + BLOCK_N1, Lq), offs_n, Lq, Lk, qk_scale, sm_scale,
+                                         BLOCK_M1, HEAD_DIM, True, True, DQ_MODE == 2, UPCAST, DOT_PREC)
+                lo = start_n + BLOCK_N1
+            else:
+                lo = 0
+            dk, dv = _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, lo, lq_full, offs_n, Lq, Lk,
+                                     qk_scale, sm_scale, BLOCK_M1, HEAD_DIM, False, CAUSAL, DQ_MODE == 2, UPCAST,
+                                     DOT_PREC)
+            dk, dv = _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, tl.maximum(lo, lq_full), Lq,
+                                     offs_n, Lq, Lk, qk_scale, sm_scale, BLOCK_M1, HEAD_DIM, True, CAUSAL,
+                                     DQ_MODE == 2, UPCAST, DOT_PREC)
+            row_ok = offs_n[:, None] < Lk
+            rows = offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+            tl.store(DK + kv_base * HEAD_DIM + rows, (dk * sm_scale).to(DK.dtype.element_ty), mask=row_ok)
+            tl.store(DV + kv_base * HEAD_DIM + rows, dv.to(DV.dtype.element_ty), mask=row_ok)
+    if DQ_MODE == 1:
+        pid_m = pid
+        if CAUSAL and not DKDV:  # a dQ-only launch: longest rows first (the fused launch is balanced as it is)
+            pid_m = tl.num_programs(0) - 1 - pid
+        start_m = pid_m * BLOCK_M2
+        if start_m < Lq:
+            offs_m = start_m + tl.arange(0, BLOCK_M2)
+            q = _load_rows(Qh, offs_m, offs_d, Lq, HEAD_DIM, True)
+            do = _load_rows(DOh, offs_m, offs_d, Lq, HEAD_DIM, True)
+            if UPCAST:
+                q = q.to(tl.float32)
+                do = do.to(tl.float32)
+            lse2 = tl.load(LSEh + offs_m, mask=offs_m < Lq, other=0.0) * 1.4426950408889634
+            delta = tl.load(DELTAh + offs_m, mask=offs_m < Lq, other=0.0)
+            dq = tl.zeros([BLOCK_M2, HEAD_DIM], dtype=tl.float32)
+            lk_full = (Lk // BLOCK_N2) * BLOCK_N2
+            if CAUSAL:
+                hi_full = tl.minimum(start_m, lk_full)
+                hi = tl.minimum(start_m + BLOCK_M2, Lk)
+            else:
+                hi_full = lk_full
+                hi = Lk
+            dq = _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, 0, hi_full, offs_m, Lk, qk_scale,
+                               BLOCK_N2, HEAD_DIM, False, CAUSAL, UPCAST, DOT_PREC)
+            dq = _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, hi_full, hi, offs_m, Lk, qk_scale,
+                               BLOCK_N2, HEAD_DIM, True, CAUSAL, UPCAST, DOT_PREC)
+            tl.store(DQ + q_base * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+                     (dq * sm_scale).to(DQ.dtype.element_ty), mask=offs_m[:, None] < Lq)
+
+
+# ---- configurations ----------------------------------------------------------------------------------------
+
+def fwd_config(block_m: int, block_n: int, num_warps: int = 4, num_stages: int = 3) -> triton.Config:
+    """A forward launch shape: BLOCK_M queries per program, BLOCK_N keys per tile."""
+    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=num_warps, num_stages=num_stages,
+                         pre_hook=_set_descriptor_blocks)
+
+
+def bwd_config(block_m1: int, block_n1: int, block_m2: int, block_n2: int, num_warps: int = 4,
+               num_stages: int = 2) -> triton.Config:
+    """A backward launch shape: key side BLOCK_N1 keys x BLOCK_M1 queries per step; query side BLOCK_M2
+    queries x BLOCK_N2 keys per step."""
+    return triton.Config({"BLOCK_M1": block_m1, "BLOCK_N1": block_n1, "BLOCK_M2": block_m2, "BLOCK_N2": block_n2},
+                         num_warps=num_warps, num_stages=num_stages)
+
+
+def _set_descriptor_blocks(nargs) -> None:
+    """Autotuner pre-hook: a TMA descriptor's block shape is the config's tile (Q: BLOCK_M rows, K/V: BLOCK_N)."""
+    d = nargs["HEAD_DIM"]
+    if nargs.get("desc_q") is not None:
+        nargs["desc_q"].block_shape = [nargs["BLOCK_M"], d]
+        nargs["desc_k"].block_shape = [nargs["BLOCK_N"], d]
+        nargs["desc_v"].block_shape = [nargs["BLOCK_N"], d]
+
+
+# Interpreter: one small shape each, so that masks, the causal band and the tails are all exercised.
+INTERPRETER_FWD = fwd_config(32, 16)
+INTERPRETER_BWD = bwd_config(16, 32, 32, 16)
+
+# GPU candidates (H200, Triton 3.6). The autotuner benchmarks them once per key (L bucket, d, causal, dtype);
+# tools/tune_flash.py measures a wider set.
+FWD_CONFIGS = [fwd_config(bm, bn, w, s) for bm, bn, w, s in [
+    (128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 4), (128, 128, 8, 2), (64, 64, 4, 3),
+    (128, 32, 4, 3), (64, 32, 4, 3)]]
+BWD_CONFIGS = {  # by backward mode
+    "fused": [bwd_config(*b, w, s) for b, w, s in [
+        ((32, 128, 128, 32), 4, 3), ((32, 64, 64, 32), 4, 3), ((64, 128, 128, 64), 8, 2),
+        ((32, 128, 128, 32), 8, 2), ((16, 64, 64, 16), 4, 3), ((64, 64, 64, 64), 4, 2)]],
+    "dkdv": [bwd_config(bm1, bn1, 16, 16, w, s) for bm1, bn1, w, s in [
+        (32, 128, 4, 3), (64, 128, 8, 2), (32, 64, 4, 3), (64, 64, 4, 2), (16, 64, 4, 3), (32, 128, 8, 3)]],
+    "dq": [bwd_config(16, 16, bm2, bn2, w, s) for bm2, bn2, w, s in [
+        (128, 32, 4, 3), (128, 64, 8, 2), (64, 32, 4, 3), (64, 64, 4, 2), (128, 64, 4, 3), (128, 128, 8, 2)]],
+}
+BWD_CONFIGS["atomic"] = BWD_CONFIGS["dkdv"]
+DEFAULT_BWD_MODE = "fused"
+DEFAULT_FWD_TMA = True  # on GPUs where TMA descriptors work (compute capability >= 9)
+
+
+def l_bucket(length: int) -> int:
+    """The autotuner's key for a sequence length: the power of 4 at or above it, from 256 to 16384, so that
+    nearby lengths share one tuning (a new exact L does not trigger a new benchmark)."""
+    b = 256
+    while b < length and b < 16384:
+        b *= 4
+    return b
+
+
+def _prune_fwd(configs, named_args, **kwargs):
+    """Causal needs BLOCK_M % BLOCK_N == 0 (the diagonal band starts on a tile edge); fp32 keeps small tiles
+    (shared memory); short sequences keep BLOCK_M <= their bucket."""
+    causal = kwargs.get("CAUSAL", named_args.get("CAUSAL"))
+    fp32 = named_args["Q"].dtype == torch.float32
+    keep = [c for c in configs if (not causal or c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0)
+            and (not fp32 or c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 64 * 64)]
+    return keep or [fwd_config(64, 32, 4, 2)]
+
+
+def _prune_bwd(configs, named_args, **kwargs):
+    """BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0 (the causal bands start on tile edges); fp32
+    keeps small tiles."""
+    fp32 = named_args["Q"].dtype == torch.float32
+    keep = [c for c in configs if c.kwargs["BLOCK_N1"] % c.kwargs["BLOCK_M1"] == 0
+            and c.kwargs["BLOCK_M2"] % c.kwargs["BLOCK_N2"] == 0
+            and (not fp32 or max(c.kwargs["BLOCK_N1"], c.kwargs["BLOCK_M2"]) <= 64)]
+    return keep or [bwd_config(16, 32, 32, 16, 4, 2)]
+
+
+_TUNE_KEY = ["L_BUCKET", "HEAD_DIM", "CAUSAL", "USE_TMA"]
+_BWD_KEY = ["L_BUCKET", "HEAD_DIM", "CAUSAL", "DKDV", "DQ_MODE"]
+if gpulab.ON_GPU:
+    fwd_autotuned = triton.autotune(configs=FWD_CONFIGS, key=_TUNE_KEY,
+                                    prune_configs_by={"early_config_prune": _prune_fwd})(flash_attention_fwd_kernel)
+    bwd_autotuned = {mode: triton.autotune(configs=cfgs, key=_BWD_KEY, reset_to_zero=["DQ"] if mode == "atomic" else None,
+                                           prune_configs_by={"early_config_prune": _prune_bwd})(flash_attention_bwd_kernel)
+                     for mode, cfgs in BWD_CONFIGS.items()}
+else:
+    fwd_autotuned, bwd_autotuned = None, {}
+
+
+# ---- launchers ---------------------------------------------------------------------------------------------
+
+def _upcast(dtype: torch.dtype) -> bool:
+    if dtype != torch.bfloat16:
+        return False
+    from .matmul_precision import bf16_dot_is_exact
+
+    return not bf16_dot_is_exact()
+
+
+def tma_available() -> bool:
+    """True where the forward may load through TMA descriptors: a GPU of compute capability >= 9 with a Triton
+    that has ``triton.tools.tensor_descriptor``."""
+    return (gpulab.ON_GPU and TensorDescriptor is not None and torch.cuda.get_device_capability()[0] >= 9)
+
+
+def check_inputs(q, k, v, causal=False, sm_scale=None) -> float:
+    """Check q: (B, H, Lq, d), k, v: (B, H, Lk, d) for the kernels; return the softmax scale (default 1/sqrt(d)).
+
+    Raises TypeError/ValueError naming the argument: dtypes fp16/bf16/fp32, all the same; 4 dimensions; on
+    gpulab.DEVICE; d in (16, 32, 64, 128); Lk >= 1; B * H <= 65535; ``causal`` a bool; ``sm_scale`` a positive
+    finite number or None."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, dtypes=DTYPES, ndim=4, contiguous=False)
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise TypeError(f"q and {name} must have the same dtype, got {q.dtype} and {t.dtype}")
+    B, H, _, d = q.shape
+    if k.shape[:2] != (B, H) or v.shape[:2] != (B, H):
+        raise ValueError(f"q, k, v must share (B, H), got shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have the same shape (B, H, Lk, d), got {tuple(k.shape)} and {tuple(v.shape)}")
+    if d not in HEAD_DIMS or k.shape[3] != d:
+        raise ValueError(f"the head dimension d (last dim of q, k, v) must be one of {HEAD_DIMS} and the same for "
+                         f"all three, got q {tuple(q.shape)}, k {tuple(k.shape)}")
+    if k.shape[2] < 1:
+        raise ValueError(f"k must hold at least one key (Lk >= 1), got shape {tuple(k.shape)}")
+    if B * H > MAX_GRID_Y:
+        raise ValueError(f"q: B * H must be at most {MAX_GRID_Y} (one grid dimension), got {B} * {H}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    if sm_scale is None:
+        return 1.0 / math.sqrt(d)
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)) or not (0 < sm_scale < math.inf):
+        raise ValueError(f"sm_scale must be a positive finite number or None, got {sm_scale!r}")
+    return float(sm_scale)
+
+
+def _dot_prec(dtype) -> str:
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def _descriptors(q, k, v, config):
+    """Host TMA descriptors over the flattened (B*H*L, d) tensors, or (None, None, None)."""
+    d = q.shape[-1]
+    flat = [t.view(-1, d) for t in (q, k, v)]
+    if any(t.data_ptr() % 16 for t in flat):
+        return None, None, None
+    bm, bn = (config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]) if config else (16, 16)  # set by pre_hook
+    return tuple(TensorDescriptor(t, list(t.shape), [d, 1], [b, d]) for t, b in zip(flat, (bm, bn, bn)))
+
+
+def flash_attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = None, *,
+                            config: triton.Config | None = None, use_tma: bool | None = None):
+    """The forward kernel alone (no autograd). Returns ``(out, lse)``: ``out: (B, H, Lq, d)`` in q's dtype and
+    ``lse: (B, H, Lq)`` float32, the natural-log logsumexp of each row of scaled scores.
+
+    q: (B, H, Lq, d); k, v: (B, H, Lk, d); fp16, bf16 or fp32 (made contiguous if they are not). ``config``:
+    a ``fwd_config`` to launch exactly (default: autotuned on a GPU, ``INTERPRETER_FWD`` in the interpreter).
+    ``use_tma``: load through TMA descriptors (default where ``tma_available()``). Raises TypeError/ValueError
+    naming the argument (see ``check_inputs``).
+    """
+    scale = check_inputs(q, k, v, causal, sm_scale)
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    B, H, Lq, d = q.shape
+    Lk = k.shape[2]
+    out = torch.empty_like(q)
+    lse = torch.empty((B, H, Lq), device=q.device, dtype=torch.float32)
+    if out.numel() == 0:
+        return out, lse
+    if use_tma is None:
+        use_tma = DEFAULT_FWD_TMA and tma_available()
+    if use_tma and TensorDescriptor is None:
+        raise ValueError("use_tma=True needs triton.tools.tensor_descriptor (Triton >= 3.4)")
+    if config is None and fwd_autotuned is None:
+        config = INTERPRETER_FWD
+    descs = _descriptors(q, k, v, config) if use_tma else (None, None, None)
+    use_tma = descs[0] is not None
+    args = (q, k, v, out, lse, *descs, scale * LOG2E, Lq, Lk, l_bucket(max(Lq, Lk)))
+    meta = dict(HEAD_DIM=d, CAUSAL=causal, USE_TMA=use_tma, UPCAST=_upcast(q.dtype), DOT_PREC=_dot_prec(q.dtype))
+    if config is None:
+        fwd_autotuned[lambda m: (triton.cdiv(Lq, m["BLOCK_M"]), B * H)](*args, **meta)
+    else:
+        _check_fwd_config(config, causal)
+        flash_attention_fwd_kernel[(triton.cdiv(Lq, config.kwargs["BLOCK_M"]), B * H)](
+            *args, **meta, **config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
+    return out, lse
+
+
+def _check_fwd_config(config, causal) -> None:
+    bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
+    for name, b in (("BLOCK_M", bm), ("BLOCK_N", bn)):
+        if b < 16 or b & (b - 1):
+            raise ValueError(f"config: {name} must be a power of two >= 16, got {b}")
+    if causal and bm % bn:
+        raise ValueError(f"config: causal attention needs BLOCK_M % BLOCK_N == 0, got {bm} and {bn}")
+
+
+def _check_bwd_config(config) -> None:
+    kw = config.kwargs
+    for name in ("BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2"):
+        if kw[name] < 16 or kw[name] & (kw[name] - 1):
+            raise ValueError(f"config: {name} must be a power of two >= 16, got {kw[name]}")
+    if kw["BLOCK_N1"] % kw["BLOCK_M1"] or kw["BLOCK_M2"] % kw["BLOCK_N2"]:
+        raise ValueError(f"config: needs BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0, got {kw}")
+
+
+# The launches of each backward mode, and each launch's kernel flags.
+BWD_PARTS = {"fused": dict(DKDV=True, DQ_MODE=1), "dkdv": dict(DKDV=True, DQ_MODE=0),
+             "dq": dict(DKDV=False, DQ_MODE=1), "atomic": dict(DKDV=True, DQ_MODE=2)}
+MODE_PARTS = {"fused": ("fused",), "split": ("dkdv", "dq"), "atomic": ("atomic",)}
+
+
+def bwd_prepare(q, k, v, out, lse, do, mode: str = "fused"):
+    """Check and allocate for a backward: returns the buffers ``(q, k, v, do, lse, delta, dq, dk, dv)`` with
+    ``delta = rowsum(do * out)`` computed (one small kernel). ``dq`` is an fp32 zero buffer for "atomic"."""
+    if mode not in BWD_MODES:
+        raise ValueError(f"mode must be one of {BWD_MODES}, got {mode!r}")
+    for name, t in (("out", out), ("do", do)):
+        check_tensor(name, t, dtypes=(q.dtype,), ndim=4, contiguous=False)
+        if t.shape != q.shape:
+            raise ValueError(f"{name} must have q's shape {tuple(q.shape)}, got {tuple(t.shape)}")
+    check_tensor("lse", lse, dtypes=(torch.float32,), ndim=3, contiguous=False)
+    if lse.shape != q.shape[:3]:
+        raise ValueError(f"lse must have shape (B, H, Lq) = {tuple(q.shape[:3])}, got {tuple(lse.shape)}")
+    q, k, v, out, do, lse = (t.contiguous() for t in (q, k, v, out, do, lse))
+    B, H, Lq, d = q.shape
+    dq = torch.zeros(q.shape, device=q.device, dtype=torch.float32) if mode == "atomic" else torch.empty_like(q)
+    delta = torch.empty((B, H, Lq), device=q.device, dtype=torch.float32)
+    if q.numel():
+        block = 64 if gpulab.ON_GPU else 32
+        flash_attention_bwd_preprocess_kernel[(triton.cdiv(B * H * Lq, block),)](out, do, delta, B * H * Lq,
+                                                                                  HEAD_DIM=d, BLOCK=block)
+    return q, k, v, do, lse, delta, dq, torch.empty_like(k), torch.empty_like(v)
+
+
+def bwd_launch(part: str, bufs, causal: bool, scale: float, config: triton.Config | None = None):
+    """Launch one part of the backward (a key of ``BWD_PARTS``) on buffers from ``bwd_prepare``. ``config``:
+    a ``bwd_config`` (default: autotuned on a GPU, ``INTERPRETER_BWD`` in the interpreter)."""
+    q, k = bufs[0], bufs[1]
+    B, H, Lq, d = q.shape
+    Lk = k.shape[2]
+    flags = BWD_PARTS[part]
+
+    def grid(m):
+        n1 = triton.cdiv(Lk, m["BLOCK_N1"]) if flags["DKDV"] else 0
+        n2 = triton.cdiv(Lq, m["BLOCK_M2"]) if flags["DQ_MODE"] == 1 else 0
+        return (max(n1, n2), B * H)
+
+    args = (*bufs, scale * LOG2E, scale, Lq, Lk, l_bucket(max(Lq, Lk)))
+    meta = dict(HEAD_DIM=d, CAUSAL=causal, UPCAST=_upcast(q.dtype), DOT_PREC=_dot_prec(q.dtype), **flags)
+    if config is None and part in bwd_autotuned:
+        bwd_autotuned[part][grid](*args, **meta)
+    else:
+        config = config or INTERPRETER_BWD
+        _check_bwd_config(config)
+        flash_attention_bwd_kernel[grid(config.kwargs)](*args, **meta, **config.kwargs, num_warps=config.num_warps,
+                                                        num_stages=config.num_stages)
+
+
+def flash_attention_backward(q, k, v, out, lse, do, causal: bool = False, sm_scale: float | None = None, *,
+                             mode: str | None = None, config: triton.Config | None = None,
+                             dq_config: triton.Config | None = None):
+    """The backward kernels alone: ``(dq, dk, dv)``, each the shape and dtype of its input.
+
+    q, k, v, out, do as in the forward (out and do: (B, H, Lq, d)); lse: (B, H, Lq) float32 from the forward.
+    ``mode``: "fused" (dK, dV and dQ in one launch), "split" (two launches) or "atomic" (dQ by fp32 atomic adds),
+    default ``DEFAULT_BWD_MODE``. ``config``: a ``bwd_config`` for the (first) launch, ``dq_config`` for the dQ
+    launch of "split" (default: autotuned on a GPU, ``INTERPRETER_BWD`` in the interpreter). Reads q, k, v, do,
+    lse and a per-row delta; never an Lq x Lk matrix. Raises TypeError/ValueError naming the argument.
+    """
+    scale = check_inputs(q, k, v, causal, sm_scale)
+    mode = DEFAULT_BWD_MODE if mode is None else mode
+    bufs = bwd_prepare(q, k, v, out, lse, do, mode)
+    dq, dk, dv = bufs[6:]
+    if q.numel() == 0:
+        return dq.to(q.dtype), dk.zero_(), dv.zero_()
+    for part, cfg in zip(MODE_PARTS[mode], (config, dq_config)):
+        bwd_launch(part, bufs, causal, scale, cfg)
+    return (dq.to(q.dtype) if mode == "atomic" else dq), dk, dv
+
+
+class FlashAttentionFunction(torch.autograd.Function):
+    """Forward saves q, k, v, out and lse (O(L) memory); backward recomputes P tile by tile."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, sm_scale):
+        out, lse = flash_attention_forward(q, k, v, causal, sm_scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.causal, ctx.sm_scale = causal, sm_scale
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = flash_attention_backward(q, k, v, out, lse, dout, ctx.causal, ctx.sm_scale)
+        return dq, dk, dv, None, None
+
+
+def flash_attention(q, k, v, causal: bool = False, sm_scale: float | None = None, return_lse: bool = False):
+    """Exact attention softmax(scale * q k^T [causal mask]) v by FlashAttention, differentiable in q, k, v.
+
+    q: (B, H, Lq, d); k, v: (B, H, Lk, d); fp16, bf16 or fp32, on gpulab.DEVICE; d in (16, 32, 64, 128); any
+    Lq, Lk >= 1. ``causal``: SDPA's ``is_causal`` convention, the top-left aligned mask
+    ``torch.ones(Lq, Lk).tril()`` (query i sees keys 0..i), also for Lq != Lk. ``sm_scale``: default 1/sqrt(d).
+    Returns ``out: (B, H, Lq, d)`` in q's dtype, and with ``return_lse=True`` also ``lse: (B, H, Lq)`` float32
+    (natural-log logsumexp of each row; not differentiable). Raises TypeError/ValueError naming the argument.
+    Source: Dao et al., FlashAttention (2022) and FlashAttention-2 (2023); Triton's fused-attention tutorial.
+    """
+    check_inputs(q, k, v, causal, sm_scale)
+    out, lse = FlashAttentionFunction.apply(q, k, v, causal, sm_scale)
+    return (out, lse) if return_lse else out
+
+
+# ---- the float64 reference ---------------------------------------------------------------------------------
+
+def causal_mask(lq: int, lk: int, device=None) -> torch.Tensor:
+    """SDPA's ``is_causal`` mask: bool (lq, lk), True where query i may see key j (j <= i), top-left aligned."""
+    return torch.ones(lq, lk, dtype=torch.bool, device=device).tril(diagonal=0)
+
+
+def flash_attention_ref(q, k, v, causal: bool = False, sm_scale: float | None = None):
+    """The reference in float64, materialising S and P: returns ``(out, lse)`` as float64 tensors of shapes
+    (B, H, Lq, d) and (B, H, Lq). Differentiable (use it with autograd for reference gradients)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    s = (q64 @ k64.transpose(-1, -2)) * scale                        # (B, H, Lq, Lk)
+    if causal:
+        s = s.masked_fill(~causal_mask(q.shape[2], k.shape[2], s.device), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)                                  # (B, H, Lq)
+    return torch.exp(s - lse[..., None]) @ v64, lse
