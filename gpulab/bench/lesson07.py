@@ -1,0 +1,444 @@
+"""Lesson 07 (tiling, tile and wave quantization) benchmark suite: ``python -m gpulab.bench --only lesson07``.
+
+GPU only. Measures, in one run (a few minutes on an H200, most of it the dense sweep):
+
+- headline: gpulab's matmul (autotuned, the path ``choose_path`` takes) against torch.matmul (cuBLAS) at
+  4096^3 and 8192^3 in bf16 and fp16, ratio = torch ms / gpulab ms (target: >= 0.9 in bf16), and the
+  portable pointer kernel beside it;
+- awkward sizes 1793, 2049, 4097 (bf16): torch.matmul on the unpadded tensors, torch.matmul after zero-padding
+  to a multiple of 8 (copies timed), gpulab (TMA path: rows padded into aligned buffers, copies timed) and
+  gpulab's pointer kernel (masked, no copy), and the row-pad copy alone; target: gpulab >= 2x torch;
+- correctness at M = 1000, N = 999, K = 1001 in fp16: gpulab and torch against float64, and against each other;
+- fp32 at 4096^3: gpulab with input_precision tf32 and ieee against torch (TF32 on and off);
+- the tile study: the pointer kernel with square T x T x T tiles (one pipeline stage, so its input tiles take
+  2 T^2 s bytes), fp32 (ieee) and bf16, at 4096^3: TFLOP/s, shared memory and registers of the compiled
+  kernel, beside the model's footprint; T whose model footprint exceeds the SM's shared memory is not run;
+- no reuse: ``matmul_noreuse`` in fp32 at 2048^3, with its 2 N^3 requested loads per second;
+- alignment: load instructions in the PTX of the pointer kernel compiled for N = 4096 and N = 4097;
+- the dense sweep: every N from 1024 to 4352, bf16, torch.matmul and gpulab with one fixed config
+  (``config="heuristic"``, nothing tuned per N), do_bench with 1 ms warm-up and 5 ms of repeats; a point
+  that fails is recorded as None with its error, the sweep goes on.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from tqdm.auto import tqdm
+
+KEY = "lesson07"
+HEADLINE_NS = (4096, 8192)
+AWKWARD_NS = (1793, 2049, 4097)
+CORRECTNESS_SHAPE = (1000, 999, 1001)
+FP32_N = 4096
+TILE_TS = (16, 32, 64, 128, 256)
+TILE_N = 4096
+NOREUSE_N = 2048
+SWEEP = (1024, 4352)  # every N in this closed range
+SWEEP_WARMUP_MS, SWEEP_REP_MS = 1, 5
+TARGET_ALIGNED, TARGET_AWKWARD = 0.9, 2.0
+
+
+def _dt(name):
+    import torch
+
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
+
+
+def _rand(*shape, dtype):
+    import torch
+
+    import gpulab
+
+    return torch.randn(*shape, device=gpulab.DEVICE, dtype=dtype)
+
+
+def _empty_cache():
+    import torch
+
+    import gpulab
+
+    if gpulab.ON_GPU:
+        torch.cuda.empty_cache()
+
+
+def _gpu_name() -> str:
+    import torch
+
+    import gpulab
+
+    return torch.cuda.get_device_name(0) if gpulab.ON_GPU else "no GPU (interpreter)"
+
+
+def _smem_per_sm(gpu_name: str) -> int | None:
+    """Shared memory per SM in bytes: the datasheet table, else what torch reports, else None."""
+    import torch
+
+    from .. import hardware
+
+    spec = hardware.find(gpu_name)
+    if spec and spec.smem_per_sm_kib:
+        return spec.smem_per_sm_kib * 1024
+    import gpulab
+
+    return getattr(torch.cuda.get_device_properties(0), "shared_memory_per_multiprocessor", None) if gpulab.ON_GPU else None
+
+
+def _row(method, n, t, **extra):
+    return {"method": method, "n": n, "ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms,
+            "tflops": 2 * n**3 / t.median_ms / 1e9, **extra}
+
+
+def headline(ns=HEADLINE_NS, dtypes=("bf16", "fp16")) -> list[dict]:
+    """gpulab (autotuned, auto path), gpulab's pointer kernel (bf16, heuristic) and torch.matmul per size."""
+    import torch
+
+    from ..kernels import matmul as mm
+    from . import time_ms
+
+    rows = []
+    for d in dtypes:
+        for n in ns:
+            a, b = _rand(n, n, dtype=_dt(d)), _rand(n, n, dtype=_dt(d))
+            path = mm.choose_path(a.dtype)
+            mm.matmul(a, b)  # autotune and compile outside the timing
+            cfg = mm.tuned_config(a, b, path)
+            tt = time_ms(lambda: torch.matmul(a, b), warmup_ms=25, rep_ms=200)
+            tg = time_ms(lambda: mm.matmul(a, b), warmup_ms=25, rep_ms=200)
+            rows.append(_row("torch", n, tt, dtype=d))
+            rows.append(_row("gpulab", n, tg, dtype=d, path=path, config=cfg.short(), ratio=tt.median_ms / tg.median_ms))
+            if d == "bf16" and path != "pointer":
+                mm.matmul(a, b, path="pointer", config="heuristic")
+                tp = time_ms(lambda: mm.matmul(a, b, path="pointer", config="heuristic"), warmup_ms=25, rep_ms=200)
+                rows.append(_row("gpulab pointer", n, tp, dtype=d, path="pointer",
+                                 config=mm.heuristic_config(n, n, n, a.dtype, "pointer").short(),
+                                 ratio=tt.median_ms / tp.median_ms))
+            del a, b
+            _empty_cache()
+    return rows
+
+
+def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
+    """Sizes whose rows are not 16-byte aligned: torch as is, torch after zero-padding, gpulab (auto path and
+    the masked pointer kernel) and the row-pad copy alone; ratios against torch on the unpadded tensors."""
+    import torch
+
+    from ..kernels import matmul as mm
+    from . import time_ms
+
+    rows = []
+    for n in ns:
+        a, b = _rand(n, n, dtype=_dt(dtype)), _rand(n, n, dtype=_dt(dtype))
+        n8 = -(-n // 8) * 8
+
+        def torch_padded():
+            ap = torch.zeros(n, n8, device=a.device, dtype=a.dtype)
+            bp = torch.zeros(n8, n8, device=a.device, dtype=a.dtype)
+            ap[:, :n] = a
+            bp[:n, :n] = b
+            return torch.matmul(ap, bp)[:, :n]
+
+        fns = {"torch": lambda: torch.matmul(a, b), "torch zero-padded": torch_padded,
+               "gpulab": lambda: mm.matmul(a, b),
+               "gpulab pointer (masked)": lambda: mm.matmul(a, b, path="pointer", config="heuristic"),
+               "row-pad copy of A and B": lambda: (mm.pad_rows(a), mm.pad_rows(b))}
+        times = {}
+        for name, fn in fns.items():
+            fn()  # compile / tune outside the timing
+            times[name] = time_ms(fn, warmup_ms=25, rep_ms=200)
+        for name, t in times.items():
+            extra = {"dtype": dtype, "ratio": times["torch"].median_ms / t.median_ms}
+            if name == "gpulab":
+                extra.update(path=mm.choose_path(a.dtype), config=mm.tuned_config(a, b, mm.choose_path(a.dtype)).short())
+            rows.append(_row(name, n, t, **extra))
+    return rows
+
+
+def correctness(shape=CORRECTNESS_SHAPE, dtype="fp16") -> dict:
+    """Max abs and relative Frobenius error against float64 of gpulab and torch, and max |gpulab - torch|."""
+    import torch
+
+    from ..kernels import matmul as mm
+
+    M, N, K = shape
+    a, b = _rand(M, K, dtype=_dt(dtype)), _rand(K, N, dtype=_dt(dtype))
+    ref = mm.matmul_ref(a, b)
+    ours, theirs = mm.matmul(a, b).double(), torch.matmul(a, b).double()
+    out = {"shape": list(shape), "dtype": dtype}
+    for name, c in (("gpulab", ours), ("torch", theirs)):
+        out[name] = {"max_abs_error": float((c - ref).abs().max()), "rel_error": float((c - ref).norm() / ref.norm())}
+    out["max_abs_gpulab_minus_torch"] = float((ours - theirs).abs().max())
+    out["max_abs_ref"] = float(ref.abs().max())
+    return out
+
+
+def fp32_rates(n=FP32_N) -> list[dict]:
+    """gpulab (pointer path) with input_precision tf32 / ieee against torch with TF32 on / off, and errors."""
+    import torch
+
+    from ..kernels import matmul as mm
+    from ..precision import _with_precision, relative_error
+    from . import time_ms
+
+    a, b = _rand(n, n, dtype=torch.float32), _rand(n, n, dtype=torch.float32)
+    ref = a.double() @ b.double()
+    rows = []
+    for prec, torch_prec in (("tf32", "high"), ("ieee", "highest")):
+        tfn = lambda: _with_precision(torch_prec, lambda: torch.matmul(a, b))  # noqa: E731
+        gfn = lambda: mm.matmul(a, b, input_precision=prec)  # noqa: E731
+        gfn()
+        tt, tg = time_ms(tfn, warmup_ms=25, rep_ms=200), time_ms(gfn, warmup_ms=25, rep_ms=200)
+        rows.append(_row("torch", n, tt, precision=prec, error=relative_error(tfn(), ref)))
+        rows.append(_row("gpulab", n, tg, precision=prec, error=relative_error(gfn(), ref),
+                         config=mm.tuned_config(a, b, "pointer", prec).short(), ratio=tt.median_ms / tg.median_ms))
+    return rows
+
+
+def tile_config(T: int):
+    """The tile study's launch shape: T x T output tiles, T-deep steps, one stage, 4 warps (8 from T = 128)."""
+    from ..kernels.matmul import MatmulConfig
+
+    return MatmulConfig(T, T, T, GROUP_M=8, num_warps=8 if T >= 128 else 4, num_stages=1)
+
+
+def tile_study(ts=TILE_TS, n=TILE_N, dtypes=("fp32", "bf16"), gpu_name=None) -> list[dict]:
+    """Rate of the pointer kernel against square tile size T (see ``tile_config``); shared memory and registers
+    of the compiled kernel beside the model footprint 2 T^2 s. T whose footprint does not fit is not run."""
+    import torch
+
+    from .. import tiling
+    from ..fusion import kernel_resources
+    from ..kernels import matmul as mm
+    from . import time_ms
+
+    smem = _smem_per_sm(gpu_name or _gpu_name())
+    rows = []
+    for d in dtypes:
+        a, b = _rand(n, n, dtype=_dt(d)), _rand(n, n, dtype=_dt(d))
+        c = torch.empty(n, n, device=a.device, dtype=a.dtype)
+        for T in ts:
+            cfg = tile_config(T)
+            fp = tiling.footprint_bytes(T, d)
+            row = {"T": T, "dtype": d, "n": n, "footprint_bytes": fp, "smem_per_sm_bytes": smem,
+                   "intensity": tiling.tile_intensity(T, d), "loads": tiling.input_loads(n, tile=T)}
+            if smem is not None and fp > smem:
+                row["skipped"] = f"model footprint {fp / 1024:.0f} KiB > {smem / 1024:.0f} KiB of shared memory per SM"
+                rows.append(row)
+                continue
+            try:
+                k = mm.launch(a, b, c, cfg, "pointer", "ieee")
+                t = time_ms(lambda: mm.launch(a, b, c, cfg, "pointer", "ieee"), warmup_ms=10, rep_ms=100)
+                row.update(ms=t.median_ms, tflops=2 * n**3 / t.median_ms / 1e9, **kernel_resources(k))
+            except Exception as e:  # noqa: BLE001  (out of resources, or a compiler limit: recorded, not fatal)
+                row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            rows.append(row)
+        del a, b, c
+        _empty_cache()
+    return rows
+
+
+def noreuse(n=NOREUSE_N) -> dict:
+    """``matmul_noreuse`` in fp32: ms, TFLOP/s, and its requested loads (2 N^3 elements) per second."""
+    import torch
+
+    from ..kernels import matmul as mm
+    from . import time_ms
+
+    a, b = _rand(n, n, dtype=torch.float32), _rand(n, n, dtype=torch.float32)
+    mm.matmul_noreuse(a, b)
+    t = time_ms(lambda: mm.matmul_noreuse(a, b), warmup_ms=10, rep_ms=200)
+    loads_bytes = 2 * n**3 * 4
+    return {"n": n, "dtype": "fp32", "ms": t.median_ms, "tflops": 2 * n**3 / t.median_ms / 1e9,
+            "requested_load_bytes": loads_bytes, "requested_load_tbps": loads_bytes / t.median_ms / 1e9}
+
+
+def ptx_loads(ptx: str) -> dict:
+    """Global-memory load instructions in PTX by bytes per instruction, plus cp.async (asynchronous copies to
+    shared memory, what software pipelining uses) and cp.async.bulk.tensor (TMA) counts."""
+    widths: dict = {}
+    for m in re.finditer(r"\bld\.global((?:\.[\w:]+)*)", ptx):
+        mods = m.group(1)
+        vec = re.search(r"\.v(\d)", mods)
+        bits = re.search(r"\.[bfsu](\d+)\b", mods)
+        if bits:
+            nbytes = (int(vec.group(1)) if vec else 1) * int(bits.group(1)) // 8
+            widths[str(nbytes)] = widths.get(str(nbytes), 0) + 1
+    copies: dict = {}
+    for m in re.finditer(r"\bcp\.async\.c[ag]\.shared\.global\S*\s*\[[^\]]*\],\s*\[[^\]]*\],\s*(0x[0-9a-fA-F]+|\d+)", ptx):
+        nbytes = str(int(m.group(1), 0))
+        copies[nbytes] = copies.get(nbytes, 0) + 1
+    return {"ld.global bytes per instruction": widths, "cp.async bytes per instruction": copies,
+            "cp.async": sum(copies.values()), "cp.async.bulk.tensor": len(re.findall(r"\bcp\.async\.bulk\.tensor", ptx))}
+
+
+def alignment(ns=(4096, 4097), dtype="bf16") -> list[dict]:
+    """PTX load widths of the pointer kernel (heuristic config) compiled for each N. Triton specializes an
+    int argument divisible by 16 (so row strides of N elements are 16-byte aligned); N = 4097 is not."""
+    import torch
+
+    from ..kernels import matmul as mm
+
+    rows = []
+    for n in ns:
+        a, b = _rand(n, n, dtype=_dt(dtype)), _rand(n, n, dtype=_dt(dtype))
+        c = torch.empty(n, n, device=a.device, dtype=a.dtype)
+        cfg = mm.heuristic_config(n, n, n, a.dtype, "pointer")
+        k = mm.launch(a, b, c, cfg, "pointer")
+        rows.append({"n": n, "dtype": dtype, "config": cfg.short(), **ptx_loads(k.asm["ptx"])})
+        del a, b, c
+        _empty_cache()
+    return rows
+
+
+def dense_sweep(lo=SWEEP[0], hi=SWEEP[1], dtype="bf16", progress=True, warmup_ms=SWEEP_WARMUP_MS,
+                rep_ms=SWEEP_REP_MS, step=1) -> dict:
+    """torch.matmul and gpulab (``config="heuristic"``) at every N in lo..hi (step ``step``), N x N x N.
+    Returns lists ``ns``, ``torch_ms``, ``gpulab_ms`` (None where a point failed) and ``errors``."""
+    import torch
+
+    from ..kernels import matmul as mm
+    from . import time_ms
+
+    d = _dt(dtype)
+    buf_a = _rand(hi * hi, dtype=d)  # every N takes contiguous views of these: no allocation per N
+    buf_b = _rand(hi * hi, dtype=d)
+    path = mm.choose_path(d)
+    cfg = mm.heuristic_config(hi, hi, hi, d, path)
+    out = {"dtype": dtype, "path": path, "config": cfg.short(), "tile": list(cfg.tile), "sms": mm.num_sms(),
+           "warmup_ms": warmup_ms, "rep_ms": rep_ms, "ns": [], "torch_ms": [], "gpulab_ms": [], "errors": {}}
+    for n in tqdm(range(lo, hi + 1, step), desc="lesson07 sweep", disable=not progress, mininterval=2):
+        a, b = buf_a[: n * n].view(n, n), buf_b[: n * n].view(n, n)
+        out["ns"].append(n)
+        for key, fn in (("torch_ms", lambda: torch.matmul(a, b)),
+                        ("gpulab_ms", lambda: mm.matmul(a, b, config="heuristic"))):
+            try:
+                out[key].append(round(time_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms, 6))
+            except Exception as e:  # noqa: BLE001  (a failed point is marked, the sweep goes on)
+                out[key].append(None)
+                out["errors"][f"{key[:-3]} {n}"] = f"{type(e).__name__}: {str(e)[:160]}"
+    return out
+
+
+def run(progress: bool = True, headline_ns=HEADLINE_NS, awkward_ns=AWKWARD_NS, sweep=SWEEP, sweep_step: int = 1,
+        tile_ts=TILE_TS, tile_n=TILE_N, noreuse_n=NOREUSE_N, fp32_n=FP32_N,
+        correctness_shape=CORRECTNESS_SHAPE) -> dict:
+    """Measure everything in the module docstring; returns a JSON-able dict. GPU only."""
+    from ..kernels import matmul as mm
+    from . import require_gpu
+
+    require_gpu("the lesson07 suite")
+    steps = ["headline", "awkward", "correctness", "fp32", "tiles", "no reuse", "alignment", "sweep"]
+    out = {"gpu": _gpu_name(), "sms": mm.num_sms(), "targets": {"aligned_bf16": TARGET_ALIGNED,
+                                                                                  "awkward_bf16": TARGET_AWKWARD}}
+    bar = tqdm(steps, desc="lesson07", disable=not progress)
+    for step in bar:
+        bar.set_postfix_str(step)
+        if step == "headline":
+            out["headline"] = headline(headline_ns)
+        elif step == "awkward":
+            out["awkward"] = awkward(awkward_ns)
+        elif step == "correctness":
+            out["correctness"] = correctness(correctness_shape)
+        elif step == "fp32":
+            out["fp32"] = fp32_rates(fp32_n)
+        elif step == "tiles":
+            out["tiles"] = tile_study(tile_ts, tile_n)
+        elif step == "no reuse":
+            out["noreuse"] = noreuse(noreuse_n)
+        elif step == "alignment":
+            out["alignment"] = alignment()
+        else:
+            out["sweep"] = dense_sweep(sweep[0], sweep[1], progress=progress, step=sweep_step)
+        _empty_cache()
+    out["tuned_configs"] = mm.tuned_configs()
+    return out
+
+
+# ---- reading the record (both modes) ------------------------------------------------------------------------
+
+def sweep_rates(sweep: dict, method: str) -> list:
+    """TFLOP/s per N of ``method`` ("torch" or "gpulab"), None where the point failed."""
+    return [None if ms is None else 2 * n**3 / ms / 1e9 for n, ms in zip(sweep["ns"], sweep[f"{method}_ms"])]
+
+
+def alignment_split(sweep: dict, method: str, multiple: int = 8) -> dict:
+    """Mean TFLOP/s of ``method`` over N divisible by ``multiple`` (rows 16-byte aligned in 16-bit) and over
+    the other N, and how many points failed."""
+    rates = sweep_rates(sweep, method)
+    al = [r for n, r in zip(sweep["ns"], rates) if r is not None and n % multiple == 0]
+    mis = [r for n, r in zip(sweep["ns"], rates) if r is not None and n % multiple]
+    mean = lambda v: sum(v) / len(v) if v else float("nan")  # noqa: E731
+    return {"aligned_mean_tflops": mean(al), "misaligned_mean_tflops": mean(mis),
+            "failed": sum(r is None for r in rates)}
+
+
+def wave_model(sweep: dict) -> list[float]:
+    """The wave model's efficiency (tile x wave) per N of the sweep, for gpulab's tile on the GPU's SMs."""
+    from .. import waves
+
+    return waves.sweep(sweep["ns"], tuple(sweep["tile"]), sms=sweep["sms"])
+
+
+def model_correlation(sweep: dict, method: str = "gpulab", multiple: int = 8) -> float:
+    """Pearson correlation between the measured TFLOP/s of ``method`` and the wave model's efficiency, over the
+    aligned N (so that alignment does not enter): how much of the wiggle the tile/wave model explains."""
+    eff = wave_model(sweep)
+    pairs = [(r, e) for n, r, e in zip(sweep["ns"], sweep_rates(sweep, method), eff) if r is not None and n % multiple == 0]
+    if len(pairs) < 3:
+        return float("nan")
+    xs, ys = zip(*pairs)
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    cov = sum((x - mx) * (y - my) for x, y in pairs)
+    vx, vy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+    return cov / math.sqrt(vx * vy) if vx and vy else float("nan")
+
+
+def report(data: dict) -> str:
+    """A short table: headline and awkward sizes with ratios and targets, correctness, fp32, the tile study, no
+    reuse, alignment and a summary of the dense sweep."""
+    t_al, t_awk = data["targets"]["aligned_bf16"], data["targets"]["awkward_bf16"]
+    lines = [f"{data['gpu']} ({data['sms']} SMs). ratio = torch ms / gpulab ms (>= 1: gpulab as fast or faster)",
+             f"  {'dtype':5} {'N':>5} {'method':16} {'ms':>9} {'TFLOP/s':>8} {'ratio':>6}  config"]
+    for r in data["headline"]:
+        flag = ""
+        if r["method"] == "gpulab" and r["dtype"] == "bf16":
+            flag = "  target met" if r["ratio"] >= t_al else f"  BELOW TARGET (>= {t_al})"
+        lines.append(f"  {r['dtype']:5} {r['n']:5} {r['method']:16} {r['ms']:9.4f} {r['tflops']:8.1f} "
+                     f"{r.get('ratio', float('nan')):6.3f}  {r.get('path', '')} {r.get('config', '')}{flag}")
+    lines.append("awkward sizes (bf16; ratio against torch on the unpadded tensors):")
+    for r in data["awkward"]:
+        flag = ""
+        if r["method"] == "gpulab":
+            flag = "  target met" if r["ratio"] >= t_awk else f"  BELOW TARGET (>= {t_awk})"
+        lines.append(f"  {r['n']:5} {r['method']:24} {r['ms']:9.4f} ms {r['tflops']:7.1f} TFLOP/s "
+                     f"ratio {r['ratio']:6.3f}{flag}")
+    c = data["correctness"]
+    lines.append(f"correctness {c['dtype']} M, N, K = {tuple(c['shape'])}: max abs error vs float64 gpulab "
+                 f"{c['gpulab']['max_abs_error']:.3g}, torch {c['torch']['max_abs_error']:.3g} (max |C| "
+                 f"{c['max_abs_ref']:.3g}); max |gpulab - torch| {c['max_abs_gpulab_minus_torch']:.3g}")
+    for r in data["fp32"]:
+        lines.append(f"fp32 {r['n']} {r['precision']:4} {r['method']:6}: {r['tflops']:7.1f} TFLOP/s, error "
+                     f"{r['error']:.2e}" + (f", ratio {r['ratio']:.3f}" if "ratio" in r else ""))
+    lines.append("tile study (pointer kernel, T x T x T tiles, 1 stage; footprint 2 T^2 s):")
+    for r in data["tiles"]:
+        head = f"  {r['dtype']:4} T={r['T']:3} I=T/s={r['intensity']:5.1f} footprint {r['footprint_bytes'] / 1024:6.1f} KiB"
+        if "skipped" in r or "error" in r:
+            lines.append(f"{head}: not run ({r.get('skipped') or r.get('error')})")
+        else:
+            lines.append(f"{head}: {r['tflops']:7.2f} TFLOP/s, compiled shared {r['shared_bytes']} B, regs "
+                         f"{r['n_regs']}, spills {r['n_spills']}")
+    nr = data["noreuse"]
+    lines.append(f"no reuse fp32 {nr['n']}^3: {nr['ms']:.3f} ms, {nr['tflops']:.2f} TFLOP/s; requested loads "
+                 f"2N^3 x 4 B at {nr['requested_load_tbps']:.1f} TB/s")
+    for r in data["alignment"]:
+        lines.append(f"PTX of the pointer kernel at N={r['n']}: global loads by bytes/instruction "
+                     f"{r['ld.global bytes per instruction']}, async copies to shared memory by bytes "
+                     f"{r['cp.async bytes per instruction']}")
+    s = data["sweep"]
+    lines.append(f"dense sweep N = {s['ns'][0]}..{s['ns'][-1]} ({len(s['ns'])} sizes, {s['dtype']}; gpulab {s['path']} "
+                 f"{s['config']}); mean TFLOP/s over N % 8 == 0 / other N:")
+    for m in ("torch", "gpulab"):
+        sp = alignment_split(s, m)
+        lines.append(f"  {m:6}: {sp['aligned_mean_tflops']:6.1f} / {sp['misaligned_mean_tflops']:6.1f}; failed points "
+                     f"{sp['failed']}; correlation with the wave model (aligned N) {model_correlation(s, m):.2f}")
+    return "\n".join(lines)

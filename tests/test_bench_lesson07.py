@@ -1,0 +1,64 @@
+"""The lesson07 suite's logic, run in the interpreter on tiny sizes with a fake clock (no GPU numbers): every
+step runs, the record is JSON-able, the report reads it; and the PTX reader on real Triton PTX lines."""
+import json
+
+import pytest
+
+import gpulab
+from gpulab.bench import Timing, lesson07
+
+# lines as Triton 3.9 wrote them for gpulab's pointer kernel compiled for sm_90 (aligned and odd N) and TMA path
+PTX = """
+	cp.async.cg.shared.global [ %r21 + 0 ], [ %rd33 + 0 ], 0x10, %r22;
+	cp.async.cg.shared.global [ %r23 + 0 ], [ %rd34 + 0 ], 0x10, %r24;
+	cp.async.commit_group;
+	@%p1 ld.global.b16 { %rs1 }, [ %rd1 + 0 ];
+	@%p2 ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd2 + 0 ];
+	cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes [%r5], [%rd3, {%r6, %r7}], [%r8];
+"""
+
+
+def test_ptx_loads_reads_widths():
+    got = lesson07.ptx_loads(PTX)
+    assert got["ld.global bytes per instruction"] == {"2": 1, "16": 1}
+    assert got["cp.async bytes per instruction"] == {"16": 2} and got["cp.async"] == 2
+    assert got["cp.async.bulk.tensor"] == 1
+
+
+@pytest.mark.skipif(gpulab.ON_GPU, reason="the fake clock is for the interpreter; on a GPU the suite itself runs")
+def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
+    import gpulab.bench as bench
+
+    calls = []
+
+    def fake_time_ms(fn, warmup_ms=0, rep_ms=0):
+        fn()
+        calls.append(1)
+        return Timing(1.0 + len(calls) % 3, 1.0, 3.0)  # not a measurement: the logic needs some numbers
+
+    monkeypatch.setattr(bench, "require_gpu", lambda what="": None)
+    monkeypatch.setattr(bench, "time_ms", fake_time_ms)
+    monkeypatch.setattr(lesson07, "_gpu_name", lambda: "NVIDIA H200")  # its shared memory decides what is skipped
+    monkeypatch.setattr(lesson07, "alignment", lambda: [{"n": 4096, "config": "x", **lesson07.ptx_loads(PTX)}])
+    data = lesson07.run(progress=False, headline_ns=(48,), awkward_ns=(33,), sweep=(40, 45), tile_ts=(16, 32, 256),
+                        tile_n=48, noreuse_n=24, fp32_n=32, correctness_shape=(20, 19, 21))
+    json.dumps(data)
+    assert {r["method"] for r in data["awkward"]} >= {"torch", "torch zero-padded", "gpulab", "row-pad copy of A and B"}
+    assert data["sweep"]["ns"] == list(range(40, 46)) and None not in data["sweep"]["gpulab_ms"]
+    skipped = [r for r in data["tiles"] if "skipped" in r]
+    assert [(r["dtype"], r["T"]) for r in skipped] == [("fp32", 256), ("bf16", 256)]  # 2 T^2 s > 228 KiB
+    assert data["correctness"]["gpulab"]["rel_error"] < 1e-3
+    text = lesson07.report(data)
+    assert "dense sweep" in text and "target" in text.lower()
+    assert len(lesson07.wave_model(data["sweep"])) == 6
+
+
+def test_sweep_helpers_on_a_made_up_record():
+    s = {"ns": [1792, 1793, 1800], "torch_ms": [1.0, 4.0, None], "gpulab_ms": [1.0, 1.0, 1.0], "tile": [256, 128],
+         "sms": 108}
+    rates = lesson07.sweep_rates(s, "torch")
+    assert rates[0] == pytest.approx(2 * 1792**3 / 1e9) and rates[2] is None
+    split = lesson07.alignment_split(s, "torch")
+    assert split["failed"] == 1 and split["aligned_mean_tflops"] == pytest.approx(rates[0])
+    assert split["misaligned_mean_tflops"] == pytest.approx(rates[1])
+    assert lesson07.wave_model(s)[0] == pytest.approx(98 / 108)
