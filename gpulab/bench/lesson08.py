@@ -1,0 +1,227 @@
+"""Lesson 08 (FlashAttention) benchmark suite: ``python -m gpulab.bench --only lesson08``.
+
+GPU only. bf16 throughout. In one run:
+
+- ``headline``: the issue's settings, B*L = 16384 tokens and H*d = 2048 (so B = 16384/L, H = 2048/d), d in
+  (64, 128), L in (1024, 4096, 16384), causal and not. Forward and backward (through autograd) of gpulab's
+  Triton FlashAttention, of SDPA's flash backend (``sdpa_kernel(SDPBackend.FLASH_ATTENTION)``, the target:
+  ratio = SDPA ms / ours ms >= 1.0) and of SDPA's cuDNN backend (``SDPBackend.CUDNN_ATTENTION``, the stretch),
+  as ms and TFLOP/s (forward 4*B*H*L^2*d, halved when causal; backward 2.5x forward); the max difference of
+  ours from SDPA flash (out, dq, dk, dv) relative to its largest entry; the autotuner's choice.
+- ``sweep``: naive attention (S and P in HBM) against ours, forward, B=1, H=16, d=128, non-causal, L = 2^10 ..
+  2^16: ms and extra peak memory beside ``gpulab.attention.memory_model``; naive's out-of-memory is caught and
+  recorded as ``oom``.
+- ``memory``: ours, extra memory held after forward and the peak over forward + backward, L = 2^10 .. 2^16
+  (B=1, H=16, d=128): per token it stays flat, so it grows as O(L).
+
+About 3 minutes on an H200 (most of it the autotuner's first benchmarks).
+"""
+from __future__ import annotations
+
+from tqdm.auto import tqdm
+
+KEY = "lesson08"
+DTYPE = "bf16"
+TOKENS, HIDDEN = 16384, 2048
+HEAD_DIMS = (64, 128)
+LENGTHS = (1024, 4096, 16384)
+SWEEP = tuple(2**e for e in range(10, 17))
+SWEEP_SHAPE = dict(B=1, H=16, d=128)
+MEMORY_LENGTHS = SWEEP
+
+
+def setting_shape(L: int, d: int) -> tuple[int, int, int, int]:
+    """(B, H, L, d) of a headline setting: B*L = 16384 tokens, H*d = 2048."""
+    return TOKENS // L, HIDDEN // d, L, d
+
+
+def _qkv(B, H, L, d, requires_grad=False, seed=0):
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    mk = lambda: torch.randn(B, H, L, d, device="cuda", dtype=torch.bfloat16, generator=g)  # noqa: E731
+    q, k, v, do = mk(), mk(), mk(), mk()
+    if requires_grad:
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+    return q, k, v, do
+
+
+def _sdpa(backend_name: str, causal: bool):
+    import torch.nn.functional as TF
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = getattr(SDPBackend, backend_name)
+
+    def fn(q, k, v):
+        with sdpa_kernel(backend):
+            return TF.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return fn
+
+
+def _fwd_bwd_ms(fn, q, k, v, do) -> dict:
+    """Forward ms of fn(q, k, v), and backward ms of torch.autograd.grad(out, (q, k, v), do)."""
+    import torch
+
+    from . import time_ms
+
+    out = fn(q, k, v)
+    fwd = time_ms(lambda: fn(q, k, v), warmup_ms=25, rep_ms=100)
+    bwd = time_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True), warmup_ms=25, rep_ms=100)
+    return {"fwd_ms": fwd.median_ms, "bwd_ms": bwd.median_ms}
+
+
+def headline(head_dims=HEAD_DIMS, lengths=LENGTHS, progress: bool = True) -> list[dict]:
+    """One row per (d, L, causal): ms, TFLOP/s and ratios of ours, SDPA flash and SDPA cuDNN; see the module
+    docstring."""
+    import torch
+
+    from .. import attention
+    from ..kernels import flash_attention as F
+
+    rows = []
+    jobs = [(d, L, c) for d in head_dims for L in lengths for c in (False, True)]
+    for d, L, causal in tqdm(jobs, desc="lesson08 headline", disable=not progress):
+        B, H, _, _ = setting_shape(L, d)
+        q, k, v, do = _qkv(B, H, L, d, requires_grad=True, seed=L + d)
+        fl_f = attention.attention_flops(B, H, L, L, d, causal)
+        fl_b = attention.attention_flops(B, H, L, L, d, causal, backward=True)
+        row = {"d": d, "L": L, "causal": causal, "B": B, "H": H, "fwd_flops": fl_f, "bwd_flops": fl_b}
+        impls = {"ours": lambda q_, k_, v_: F.flash_attention(q_, k_, v_, causal),
+                 "flash": _sdpa("FLASH_ATTENTION", causal), "cudnn": _sdpa("CUDNN_ATTENTION", causal)}
+        grads = {}
+        for name, fn in impls.items():
+            try:
+                r = _fwd_bwd_ms(fn, q, k, v, do)
+                out = fn(q, k, v)
+                grads[name] = [out.detach(), *torch.autograd.grad(out, (q, k, v), do)]
+            except Exception as e:  # noqa: BLE001  (a backend that does not run here is a result)
+                row[name] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+                continue
+            row[name] = {**r, "fwd_tflops": fl_f / (r["fwd_ms"] * 1e-3) / 1e12,
+                         "bwd_tflops": fl_b / (r["bwd_ms"] * 1e-3) / 1e12}
+        if "fwd_ms" in row.get("flash", {}) and "fwd_ms" in row.get("ours", {}):
+            row["fwd_ratio"] = row["flash"]["fwd_ms"] / row["ours"]["fwd_ms"]
+            row["bwd_ratio"] = row["flash"]["bwd_ms"] / row["ours"]["bwd_ms"]
+        if "ours" in grads and "flash" in grads:
+            row["diff_vs_flash"] = {n: float((a.float() - b.float()).abs().max() / b.float().abs().max())
+                                    for n, a, b in zip(("out", "dq", "dk", "dv"), grads["ours"], grads["flash"])}
+        fwd_cfg = getattr(F.fwd_autotuned, "best_config", None)
+        row["config_fwd"] = str(fwd_cfg) if fwd_cfg else None
+        bwd_cfg = getattr(F.bwd_autotuned.get(F.DEFAULT_BWD_MODE), "best_config", None)
+        row["config_bwd"] = f"{F.DEFAULT_BWD_MODE}: {bwd_cfg}" if bwd_cfg else None
+        rows.append(row)
+        del q, k, v, do, grads
+        torch.cuda.empty_cache()
+    return rows
+
+
+def sweep(lengths=SWEEP, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["d"], progress: bool = True) -> dict:
+    """Naive against flash forward over L (non-causal): ms, measured extra peak memory (None when out of
+    memory), and the model's bytes."""
+    import torch
+
+    from .. import attention
+    from ..kernels import flash_attention as F
+
+    rows = []
+    for L in tqdm(lengths, desc="lesson08 sweep", disable=not progress):
+        q, k, v, _ = _qkv(B, H, L, d, seed=L)
+        fns = {"naive": lambda: attention.naive_attention(q, k, v), "flash": lambda: F.flash_attention(q, k, v)}
+        for method, fn in fns.items():
+            m = attention.measure(fn)
+            model = attention.memory_model(B, H, L, d, 2, method)
+            nbytes = (attention.naive_bytes(B, H, L, d, 2) if method == "naive" else attention.flash_bytes(B, H, L, d, 2))
+            rows.append({"L": L, "method": method, **m, "model_peak_bytes": model["peak_bytes"],
+                         "flops": attention.attention_flops(B, H, L, L, d), "bytes_model": nbytes})
+        del q, k, v
+        torch.cuda.empty_cache()
+    return {"B": B, "H": H, "d": d, "dtype": DTYPE, "causal": False, "rows": rows}
+
+
+def memory(lengths=MEMORY_LENGTHS, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["d"],
+           progress: bool = True) -> dict:
+    """Ours, through autograd: extra memory held after forward (O and lse) and the peak over forward +
+    backward (adds delta and the gradients), above q, k, v and dO, per L; beside the model."""
+    import torch
+
+    from .. import attention
+    from ..kernels import flash_attention as F
+
+    rows = []
+    for L in tqdm(lengths, desc="lesson08 memory", disable=not progress):
+        q, k, v, do = _qkv(B, H, L, d, requires_grad=True, seed=L)
+        torch.autograd.grad(F.flash_attention(q, k, v), (q, k, v), do)  # compile and tune outside the measurement
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        out = F.flash_attention(q, k, v)
+        torch.cuda.synchronize()
+        held = torch.cuda.memory_allocated() - base
+        grads = torch.autograd.grad(out, (q, k, v), do)
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        model = attention.memory_model(B, H, L, d, 2, "flash")
+        rows.append({"L": L, "held_bytes": int(held), "peak_bytes": int(peak),
+                     "model_held_bytes": model["kept_bytes"],
+                     "model_peak_bytes": model["kept_bytes"] + 4 * B * H * L + 3 * B * H * L * d * 2})
+        del q, k, v, do, out, grads
+        torch.cuda.empty_cache()
+    return {"B": B, "H": H, "d": d, "dtype": DTYPE, "bwd_mode": F.DEFAULT_BWD_MODE, "rows": rows}
+
+
+def run(progress: bool = True, head_dims=HEAD_DIMS, lengths=LENGTHS, sweep_lengths=SWEEP,
+        memory_lengths=MEMORY_LENGTHS) -> dict:
+    """Measure everything in the module docstring; returns a JSON-able dict. GPU only."""
+    from . import require_gpu
+
+    require_gpu("the lesson08 suite")
+    return {"dtype": DTYPE, "headline": headline(head_dims, lengths, progress),
+            "sweep": sweep(sweep_lengths, progress=progress), "memory": memory(memory_lengths, progress=progress)}
+
+
+def _f(x, fmt="6.0f"):
+    return format(x, fmt) if isinstance(x, (int, float)) else f"{'-':>{int(fmt.split('.')[0] or 6)}}"
+
+
+def report(data: dict) -> str:
+    """The headline table (TFLOP/s and ratios against SDPA flash, cuDNN beside), the naive/flash sweep and the
+    memory growth."""
+    lines = ["bf16, B*L = 16384, H*d = 2048; TFLOP/s (fwd 4BHL^2d, halved if causal; bwd 2.5x); "
+             "ratio = SDPA flash ms / ours ms (target >= 1.0); cuDNN is the stretch",
+             f"  {'d':>3} {'L':>6} {'causal':6} | {'ours':>6} {'flash':>6} {'cuDNN':>6} {'ratio':>6} | "
+             f"{'ours':>6} {'flash':>6} {'cuDNN':>6} {'ratio':>6}   (forward | backward)"]
+    for r in data["headline"]:
+        o, fl, cu = r.get("ours", {}), r.get("flash", {}), r.get("cudnn", {})
+        flag = ""
+        if "fwd_ratio" in r:
+            flag = "" if min(r["fwd_ratio"], r["bwd_ratio"]) >= 1.0 else "  BELOW TARGET"
+        lines.append(f"  {r['d']:3d} {r['L']:6d} {str(r['causal']):6} | {_f(o.get('fwd_tflops'))} "
+                     f"{_f(fl.get('fwd_tflops'))} {_f(cu.get('fwd_tflops'))} {_f(r.get('fwd_ratio'), '6.2f')} | "
+                     f"{_f(o.get('bwd_tflops'))} {_f(fl.get('bwd_tflops'))} {_f(cu.get('bwd_tflops'))} "
+                     f"{_f(r.get('bwd_ratio'), '6.2f')}{flag}")
+    diffs = [max(r["diff_vs_flash"].values()) for r in data["headline"] if "diff_vs_flash" in r]
+    if diffs:
+        lines.append(f"  ours against SDPA flash, worst max |diff| / max |flash| over out, dq, dk, dv: {max(diffs):.2e}")
+    s = data["sweep"]
+    lines.append(f"naive (S, P in HBM) against flash, forward, B={s['B']}, H={s['H']}, d={s['d']}, {s['dtype']}:")
+    lines.append(f"  {'L':>6} | {'naive ms':>9} {'GiB':>7} {'model':>7} | {'flash ms':>9} {'GiB':>7} {'model':>7}")
+    for L in sorted({r["L"] for r in s["rows"]}):
+        by = {r["method"]: r for r in s["rows"] if r["L"] == L}
+        cells = []
+        for m in ("naive", "flash"):
+            r = by.get(m, {})
+            if r.get("oom"):
+                cells.append(f"{'out of memory':>17} {r['model_peak_bytes'] / 2**30:7.2f}")
+            else:
+                cells.append(f"{_f(r.get('ms'), '9.3f')} {_f((r.get('peak_bytes') or 0) / 2**30, '7.3f')} "
+                             f"{r.get('model_peak_bytes', 0) / 2**30:7.3f}")
+        lines.append(f"  {L:6d} | {cells[0]} | {cells[1]}")
+    m = data["memory"]
+    lines.append(f"flash, forward + backward memory above q, k, v, dO (B={m['B']}, H={m['H']}, d={m['d']}; "
+                 f"bytes per token flat = O(L)):")
+    for r in m["rows"]:
+        lines.append(f"  L {r['L']:6d}: held {r['held_bytes'] / 2**20:9.2f} MiB ({r['held_bytes'] / r['L']:7.0f} B/token, "
+                     f"model {r['model_held_bytes'] / r['L']:6.0f}), peak {r['peak_bytes'] / 2**20:9.2f} MiB "
+                     f"({r['peak_bytes'] / r['L']:7.0f} B/token, model {r['model_peak_bytes'] / r['L']:6.0f})")
+    return "\n".join(lines)

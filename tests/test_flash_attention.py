@@ -1,0 +1,297 @@
+"""gpulab's Triton FlashAttention against float64 references: tiny and random shapes (L = 1 .. 300 in the
+interpreter), Lq != Lk, both causal flags, every dtype, every backward mode, the TMA load path, poisoned
+outputs, the causal convention against SDPA, and input checks naming the argument. On a GPU the same tests
+run, plus larger shapes and the autotuned path."""
+import math
+import random
+
+import gpulab  # first: it picks the mode before triton is imported
+import pytest
+import torch
+import triton
+
+from gpulab.kernels import flash_attention as F
+
+DEV = gpulab.DEVICE
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# Tolerance on max |got - ref| / max |ref| (per tensor), per dtype. fp32: fp32 accumulation and exp2 (the GPU's
+# ex2.approx is good to ~2^-22). fp16/bf16: P and dS are rounded to the dtype before their matmuls (as
+# FlashAttention does) and the results are rounded to the dtype (the interpreter's bf16 cast truncates: up to
+# 1 ulp = 2^-7 relative); the errors seen here were about 5e-4 (fp16) and 6e-3 (bf16), a tenth of these.
+REL = {torch.float32: 2e-5, torch.float16: 2.0**-8, torch.bfloat16: 2.0**-5}
+GRAD_REL = {torch.float32: 5e-5, torch.float16: 2.0**-7, torch.bfloat16: 2.0**-4}
+LSE_ABS = 1e-5  # lse is fp32 arithmetic on the (exact) scores: absolute, times (1 + |lse|)
+
+
+def _rand(B, H, L, d, dtype, scale=1.0):
+    return (torch.randn(B, H, L, d, dtype=torch.float64) * scale).to(dtype).to(DEV)
+
+
+def _inputs(B, H, Lq, Lk, d, dtype):
+    return _rand(B, H, Lq, d, dtype), _rand(B, H, Lk, d, dtype), _rand(B, H, Lk, d, dtype), _rand(B, H, Lq, d, dtype)
+
+
+def _ref(q, k, v, do, causal, sm_scale=None):
+    """Float64 out, lse and gradients (autograd through the materialised reference)."""
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    out, lse = F.flash_attention_ref(q64, k64, v64, causal, sm_scale)
+    grads = torch.autograd.grad(out, (q64, k64, v64), do.double())
+    return out.detach(), lse.detach(), grads
+
+
+def _close(name, got, ref, rel, what="", floor=1e-3):
+    assert got.shape == ref.shape, f"{name}: shape {tuple(got.shape)} != {tuple(ref.shape)} {what}"
+    got64, ref64 = got.detach().double().cpu(), ref.detach().double().cpu()
+    assert torch.isfinite(got64).all(), f"{name}: non-finite values (NaN: an unwritten element?) {what}"
+    if got64.numel() == 0:
+        return
+    scale = max(ref64.abs().max().item(), floor)
+    err = (got64 - ref64).abs()
+    i = int(err.flatten().argmax())
+    assert err.max().item() <= rel * scale, (
+        f"{name}: max error {err.max().item():.3g} > {rel:.3g} * {scale:.3g} at flat index {i} "
+        f"(got {got64.flatten()[i].item():.6g}, expected {ref64.flatten()[i].item():.6g}) {what}")
+
+
+def _check_all(q, k, v, do, causal, out, lse, grads, sm_scale=None, what=""):
+    dt = q.dtype
+    r_out, r_lse, r_grads = _ref(q, k, v, do, causal, sm_scale)
+    _close("out", out, r_out, REL[dt], what)
+    assert torch.isfinite(lse).all(), f"lse: non-finite {what}"
+    lse_err = ((lse.double().cpu() - r_lse.cpu()).abs() / (1 + r_lse.cpu().abs())).max().item() if lse.numel() else 0
+    assert lse_err <= LSE_ABS, f"lse: error {lse_err:.3g} > {LSE_ABS} {what}"
+    floor = r_grads[2].abs().max().item() if r_grads[2].numel() else 1.0  # dq, dk are 0 when Lk = 1; dv = dO
+    for name, g, r in zip(("dq", "dk", "dv"), grads, r_grads):
+        _close(name, g, r, GRAD_REL[dt], what, floor=min(floor, 1.0))
+
+
+def _through_autograd(q, k, v, do, causal, sm_scale=None):
+    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out, lse = F.flash_attention(q, k, v, causal, sm_scale, return_lse=True)
+    return out, lse, torch.autograd.grad(out, (q, k, v), do)
+
+
+# ---- shapes -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_tiny_shape_one_key(dtype, causal):
+    # L = 1, d = 16: softmax over one key is 1, so out = v, dq = dk = 0, dv = dO
+    q, k, v, do = _inputs(2, 1, 1, 1, 16, dtype)
+    out, lse, grads = _through_autograd(q, k, v, do, causal)
+    _check_all(q, k, v, do, causal, out, lse, grads, what=f"L=1 {dtype} causal={causal}")
+    assert torch.equal(out, v)
+
+
+def _random_cases(n):
+    rng = random.Random()
+    cases = []
+    for i in range(n):
+        L = rng.randint(1, 300)
+        cases.append((L, (16, 32, 64, 128)[i % 4], DTYPES[i % 3], bool(i % 2)))
+    return cases
+
+
+@pytest.mark.parametrize("L, d, dtype, causal", _random_cases(12))
+def test_random_length_forward_and_backward(L, d, dtype, causal):
+    B, H = (1, 2) if L % 2 else (2, 1)
+    q, k, v, do = _inputs(B, H, L, L, d, dtype)
+    out, lse, grads = _through_autograd(q, k, v, do, causal)
+    _check_all(q, k, v, do, causal, out, lse, grads, what=f"B={B} H={H} L={L} d={d} {dtype} causal={causal}")
+
+
+@pytest.mark.parametrize("lq, lk", [(70, 45), (45, 70), (1, 33), (33, 1)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_lq_differs_from_lk(lq, lk, causal):
+    q, k, v, do = _inputs(1, 2, lq, lk, 32, torch.float32)
+    out, lse, grads = _through_autograd(q, k, v, do, causal)
+    _check_all(q, k, v, do, causal, out, lse, grads, what=f"Lq={lq} Lk={lk} causal={causal}")
+
+
+@pytest.mark.parametrize("lq, lk", [(70, 45), (45, 70)])
+def test_causal_convention_is_sdpa_is_causal(lq, lk):
+    # SDPA's is_causal is the top-left mask torch.ones(Lq, Lk).tril(): the reference and the kernel follow it
+    q, k, v, _ = _inputs(1, 2, lq, lk, 16, torch.float32)
+    sdpa = torch.nn.functional.scaled_dot_product_attention(q.double().cpu(), k.double().cpu(), v.double().cpu(),
+                                                            is_causal=True)
+    ref, _ = F.flash_attention_ref(q, k, v, causal=True)
+    assert torch.allclose(ref.cpu(), sdpa, atol=1e-12)
+    assert torch.equal(F.causal_mask(lq, lk), torch.ones(lq, lk).tril().bool())
+    out, _ = F.flash_attention_forward(q, k, v, causal=True)
+    _close("out", out, sdpa, REL[torch.float32], f"Lq={lq} Lk={lk}")
+
+
+@pytest.mark.parametrize("mode", F.BWD_MODES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_backward_mode(mode, causal):
+    q, k, v, do = _inputs(1, 2, 77, 93, 32, torch.float16)
+    out, lse = F.flash_attention_forward(q, k, v, causal)
+    grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=mode)
+    _check_all(q, k, v, do, causal, out, lse, grads, what=f"mode={mode} causal={causal}")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_causal_backward_honours_the_mask(causal):
+    # One widely copied tutorial's backward masked as if always causal. Each flag must give its own reference,
+    # and the two references differ a lot (so a backward that ignores the flag fails one of these).
+    q, k, v, do = _inputs(1, 1, 96, 96, 16, torch.float32)
+    out, lse = F.flash_attention_forward(q, k, v, causal)
+    for mode in F.BWD_MODES:
+        grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=mode)
+        r_other = _ref(q, k, v, do, not causal)[2]
+        _check_all(q, k, v, do, causal, out, lse, grads, what=f"mode={mode}")
+        assert (grads[1].double().cpu() - r_other[1].cpu()).abs().max() > 0.05 * r_other[1].abs().max()
+
+
+@pytest.mark.parametrize("bm, bn", [(16, 16), (64, 32), (32, 32)])
+def test_other_tile_shapes(bm, bn):
+    q, k, v, do = _inputs(1, 1, 100, 100, 16, torch.float32)
+    for causal in (False, True):
+        out, lse = F.flash_attention_forward(q, k, v, causal, config=F.fwd_config(bm, bn))
+        grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode="split",
+                                           config=F.bwd_config(bn, 2 * bn, bm, bn), dq_config=F.bwd_config(bn, 2 * bn, bm, bn))
+        _check_all(q, k, v, do, causal, out, lse, grads, what=f"BLOCK_M={bm} BLOCK_N={bn} causal={causal}")
+
+
+@pytest.mark.skipif(F.TensorDescriptor is None, reason="this Triton has no tensor descriptors")
+@pytest.mark.parametrize("causal", [False, True])
+def test_tma_descriptor_loads(causal):
+    # the TMA path reads past a head's last row into the next head (or zeros at the end): the masks must hold
+    q, k, v, do = _inputs(2, 2, 50, 37, 16, torch.bfloat16)
+    out, lse = F.flash_attention_forward(q, k, v, causal, use_tma=True)
+    grads = F.flash_attention_backward(q, k, v, out, lse, do, causal)
+    _check_all(q, k, v, do, causal, out, lse, grads, what=f"TMA causal={causal}")
+
+
+def test_custom_scale_and_large_scores():
+    q, k, v, do = _inputs(1, 2, 65, 65, 64, torch.float32)
+    for scale in (0.01, 1.0):
+        out, lse, grads = _through_autograd(q, k, v, do, False, scale)
+        _check_all(q, k, v, do, False, out, lse, grads, sm_scale=scale, what=f"sm_scale={scale}")
+
+
+@pytest.mark.parametrize("mode", F.BWD_MODES)
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the interpreter, in unstored rows
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_very_negative_logsumexp_stays_finite(mode):
+    # every score about -700, so lse ~ -700: for the zero-filled key rows past Lk in the last key block,
+    # exp(0 - lse) overflows to inf. Those rows are never stored, and in "atomic" mode they must not reach dQ.
+    k0 = torch.randn(16, dtype=torch.float64)
+    k = (k0 + 0.05 * torch.randn(1, 1, 37, 16, dtype=torch.float64)).float().to(DEV)
+    q = (-k0 * (2800 / (k0 @ k0)) * (1 + 0.01 * torch.randn(1, 1, 29, 16, dtype=torch.float64))).float().to(DEV)
+    v, do = _rand(1, 1, 37, 16, torch.float32), _rand(1, 1, 29, 16, torch.float32)
+    out, lse = F.flash_attention_forward(q, k, v)
+    assert lse.max() < -600, "the test needs very negative scores"
+    grads = F.flash_attention_backward(q, k, v, out, lse, do, mode=mode)
+    assert torch.isfinite(out).all() and all(torch.isfinite(g).all() for g in grads), mode
+
+
+# ---- poisoned outputs: every element must be written ------------------------------------------------------
+
+def test_kernels_write_every_element_of_poisoned_outputs():
+    B, H, Lq, Lk, d = 1, 2, 45, 70, 32
+    q, k, v, do = _inputs(B, H, Lq, Lk, d, torch.float32)
+    for causal in (False, True):
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full((B, H, Lq), float("nan"), device=DEV)
+        cfg = F.INTERPRETER_FWD
+        F.flash_attention_fwd_kernel[(triton.cdiv(Lq, cfg.kwargs["BLOCK_M"]), B * H)](
+            q, k, v, out, lse, None, None, None, F.LOG2E / math.sqrt(d), Lq, Lk, 256, HEAD_DIM=d, CAUSAL=causal,
+            USE_TMA=False, UPCAST=False, DOT_PREC="ieee", **cfg.kwargs)
+        for mode in F.BWD_MODES:
+            bufs = list(F.bwd_prepare(q, k, v, out, lse, do, mode))
+            for i in (6, 7, 8):
+                if not (mode == "atomic" and i == 6):  # the atomic dq buffer must start at zero
+                    bufs[i].fill_(float("nan"))
+            for part in F.MODE_PARTS[mode]:
+                F.bwd_launch(part, tuple(bufs), causal, 1 / math.sqrt(d))
+            _check_all(q, k, v, do, causal, out, lse, bufs[6:], what=f"poisoned, mode={mode} causal={causal}")
+
+
+# ---- the autograd Function and the input checks ---------------------------------------------------------
+
+def test_function_returns_lse_not_differentiable_and_empty_queries():
+    q, k, v, _ = _inputs(1, 1, 20, 20, 16, torch.float32)
+    q.requires_grad_()
+    out = F.flash_attention(q, k, v)
+    assert out.requires_grad and out.grad_fn is not None
+    out2, lse = F.flash_attention(q, k, v, return_lse=True)
+    assert not lse.requires_grad and lse.dtype == torch.float32 and lse.shape == (1, 1, 20)
+    assert torch.equal(out, out2)
+    e = torch.empty(1, 1, 0, 16, device=DEV)
+    o, l = F.flash_attention_forward(e, k, v)
+    assert o.shape == e.shape and l.shape == (1, 1, 0)
+
+
+def test_non_contiguous_inputs_are_accepted():
+    q, k, v, do = _inputs(1, 3, 40, 40, 16, torch.float32)
+    qt = q.transpose(1, 2).contiguous().transpose(1, 2)  # (B, H, L, d) view of a (B, L, H, d) tensor
+    assert not qt.is_contiguous()
+    out, lse, grads = _through_autograd(qt, k, v, do, True)
+    _check_all(q, k, v, do, True, out, lse, grads)
+
+
+def test_bad_input_raises_naming_the_argument():
+    q, k, v, _ = _inputs(1, 1, 8, 8, 16, torch.float32)
+    with pytest.raises(TypeError, match="q must be a torch.Tensor"):
+        F.flash_attention([1.0], k, v)
+    with pytest.raises(TypeError, match="k must have dtype"):
+        F.flash_attention(q, k.double(), v)
+    with pytest.raises(TypeError, match="q and v must have the same dtype"):
+        F.flash_attention(q, k, v.half())
+    with pytest.raises(ValueError, match="q must have 4 dimension"):
+        F.flash_attention(q[0], k, v)
+    with pytest.raises(ValueError, match="head dimension d"):
+        F.flash_attention(*(_rand(1, 1, 8, 48, torch.float32) for _ in range(3)))
+    with pytest.raises(ValueError, match="k and v must have the same shape"):
+        F.flash_attention(q, k, _rand(1, 1, 9, 16, torch.float32))
+    with pytest.raises(ValueError, match="must share"):
+        F.flash_attention(q, _rand(1, 2, 8, 16, torch.float32), _rand(1, 2, 8, 16, torch.float32))
+    with pytest.raises(ValueError, match="at least one key"):
+        F.flash_attention(q, k[:, :, :0], v[:, :, :0])
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        F.flash_attention(q, k, v, causal=1)
+    with pytest.raises(ValueError, match="sm_scale must be a positive"):
+        F.flash_attention(q, k, v, sm_scale=-1.0)
+    big = torch.zeros(1, F.MAX_GRID_Y + 1, 1, 16, device=DEV)
+    with pytest.raises(ValueError, match="B \\* H must be at most"):
+        F.flash_attention(big, big, big)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        F.flash_attention_backward(q, k, v, q, torch.zeros(1, 1, 8, device=DEV), q, mode="nope")
+    with pytest.raises(ValueError, match="causal attention needs BLOCK_M % BLOCK_N"):
+        F.flash_attention_forward(q, k, v, True, config=F.fwd_config(16, 32))
+
+
+def test_l_bucket():
+    assert [F.l_bucket(n) for n in (1, 256, 257, 1024, 3000, 4096, 5000, 16384, 10**6)] == \
+        [256, 256, 1024, 1024, 4096, 4096, 16384, 16384, 16384]
+
+
+# ---- GPU only ---------------------------------------------------------------------------------------------
+
+gpu = [pytest.mark.gpu, pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a CUDA GPU")]
+
+
+@pytest.mark.parametrize("L, d", [(1000, 64), (1793, 128), (4097, 64)])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a CUDA GPU")
+def test_gpu_large_shapes_autotuned(L, d, dtype, causal):
+    q, k, v, do = _inputs(1, 2, L, L, d, dtype)
+    out, lse, grads = _through_autograd(q, k, v, do, causal)
+    _check_all(q, k, v, do, causal, out, lse, grads, what=f"GPU L={L} d={d} {dtype} causal={causal}")
+
+
+@pytest.mark.parametrize("mode", F.BWD_MODES)
+@pytest.mark.parametrize("use_tma", [False, True])
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a CUDA GPU")
+def test_gpu_every_path_against_sdpa(mode, use_tma):
+    if use_tma and not F.tma_available():
+        pytest.skip("no TMA on this GPU")
+    q, k, v, do = _inputs(2, 4, 1000, 1000, 128, torch.bfloat16)
+    for causal in (False, True):
+        out, lse = F.flash_attention_forward(q, k, v, causal, use_tma=use_tma)
+        grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=mode)
+        _check_all(q, k, v, do, causal, out, lse, grads, what=f"mode={mode} tma={use_tma} causal={causal}")
