@@ -254,14 +254,28 @@ def time_sdpa(st: Setting, backend_name: str) -> dict:
         return {"error": f"{type(e).__name__}: {str(e)[:200]}"}
 
 
-def main() -> int:
+def _parse():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="fewer candidates")
-    ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 4))
-    ap.add_argument("--budget-s", type=float, default=250.0, help="stop screening after this many seconds")
+    ap.add_argument("--quick", action="store_true", help="fewer candidates (about a third)")
+    ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 4), help="compile processes")
+    ap.add_argument("--compile-s", type=float, default=110.0, help="stop compiling ahead after this many seconds")
+    ap.add_argument("--budget-s", type=float, default=175.0, help="stop screening after this many seconds")
+    ap.add_argument("--deadline-s", type=float, default=225.0, help="stop measuring and write the JSON by then")
+    ap.add_argument("--d", default="64,128", help="head dims, e.g. 128")
+    ap.add_argument("--causal", default="0,1", help="causal flags, e.g. 1")
+    ap.add_argument("--variants", default="fwd_ptr,fwd_tma,fused,dkdv,dq,atomic",
+                    help="which to tune: fwd_ptr, fwd_tma, fused, dkdv, dq (dkdv+dq = split), atomic")
+    ap.add_argument("--no-check", action="store_true", help="skip the correctness checks")
     ap.add_argument("--dry-run", action="store_true", help=argparse.SUPPRESS)  # CPU: tiny sizes, control flow only
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> int:
+    args = _parse()
     global TOKENS, HIDDEN, HEAD_DIMS, LENGTHS, SCREEN_L, CHECK_SHAPES, DEVICE
+    HEAD_DIMS = tuple(int(x) for x in args.d.split(","))
+    causals = tuple(bool(int(x)) for x in args.causal.split(","))
+    variants = set(args.variants.split(","))
     if args.dry_run:
         os.environ["GPULAB_MODE"] = "interpreter"
         TOKENS, HIDDEN, HEAD_DIMS, LENGTHS, SCREEN_L = 128, 64, (16, 32), (32, 64), 64
@@ -280,24 +294,26 @@ def main() -> int:
         return 2
     from gpulab.kernels import flash_attention as F
 
-    record = {"gpu": torch.cuda.get_device_name(0) if gpulab.ON_GPU else "none (dry run)", "torch": torch.__version__, "triton": triton.__version__,
-              "tma_available": F.tma_available(), "quick": args.quick, "settings": {}, "screen": [], "compile": [],
-              "checks": []}
-    log(f"{record['gpu']}, torch {torch.__version__}, triton {triton.__version__}, TMA {record['tma_available']}")
+    record = {"gpu": torch.cuda.get_device_name(0) if gpulab.ON_GPU else "none (dry run)",
+              "torch": torch.__version__, "triton": triton.__version__, "tma_available": F.tma_available(),
+              "args": vars(args), "settings": {}, "screen": [], "compile": [], "checks": []}
+    log(f"{record['gpu']}, torch {torch.__version__}, triton {triton.__version__}, TMA {record['tma_available']}; "
+        f"writing {out_path}")
 
     def save():
         out_path.write_text(json.dumps(record, indent=1))
 
-    tmas = (False, True) if record["tma_available"] or args.dry_run else (False,)
+    tma_ok = record["tma_available"] or args.dry_run
+    tmas = [t for t in (False, True) if ("fwd_tma" if t else "fwd_ptr") in variants and (tma_ok or not t)]
     fwd_c = fwd_candidates(args.quick)
-    parts = ("fused", "dkdv", "dq", "atomic")
+    parts = [p for p in ("fused", "dkdv", "dq", "atomic") if p in variants]
     bwd_c = {p: bwd_candidates(p, args.quick) for p in parts}
     if args.dry_run:
         fwd_c = [(32, 16, 4, 2), (16, 16, 4, 2)]
         bwd_c = {p: [(16, 32, 32, 16, 4, 2), (16, 16, 16, 16, 4, 2)] for p in parts}
     jobs = []
     for d in HEAD_DIMS:
-        for causal in (False, True):
+        for causal in causals:
             for cfg in fwd_c:
                 if causal and cfg[0] % cfg[1]:
                     continue
@@ -306,50 +322,64 @@ def main() -> int:
             for p in parts:
                 for cfg in bwd_c[p]:
                     jobs.append({"kind": "bwd", "part": p, "d": d, "causal": causal, "cfg": cfg})
-    checks = [{"kind": "check", "tma": tma, "mode": mode, "fwd_cfg": (128, 64, 4, 3), "bwd_cfg": (32, 128, 128, 32, 4, 2),
-               "dq_cfg": (16, 16, 128, 32, 4, 2)} for tma in tmas for mode in ("fused", "split", "atomic")]
-    checks.append({"kind": "check", "tma": False, "mode": "fused", "fp16": True, "fwd_cfg": (64, 64, 4, 2),
-                   "bwd_cfg": (16, 64, 64, 16, 4, 2), "dq_cfg": (16, 16, 64, 16, 4, 2)})
-
+    checks = [] if args.no_check else [
+        {"kind": "check", "tma": tma, "mode": mode, "fwd_cfg": (128, 64, 4, 3), "bwd_cfg": (32, 128, 128, 32, 4, 2),
+         "dq_cfg": (16, 16, 128, 32, 4, 2)} for tma in ((False, True) if tma_ok else (False,))
+        for mode in ("fused", "split", "atomic")]
+    if checks:
+        checks.append({"kind": "check", "tma": False, "mode": "fused", "fp16": True, "fwd_cfg": (64, 64, 4, 2),
+                       "bwd_cfg": (16, 64, 64, 16, 4, 2), "dq_cfg": (16, 16, 64, 16, 4, 2)})
     if args.dry_run:
         checks = [dict(c, fwd_cfg=(32, 16, 4, 2), bwd_cfg=(16, 32, 32, 16, 4, 2), dq_cfg=(16, 16, 32, 16, 4, 2))
                   for c in checks[:3]]
         CHECK_SHAPES = CHECK_SHAPES[1:]
-    # 1. compile everything (and check) in parallel
+
+    # 1. compile everything (and check) in parallel, until --compile-s
     log(f"step 1: {len(jobs)} compile jobs and {len(checks)} correctness checks on {args.workers} workers")
     ok = set()
+    sig = lambda j: json.dumps({k: j[k] for k in ("kind", "d", "causal", "cfg", "tma", "part") if k in j})  # noqa: E731
     try:
         ctx = mp.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx) as ex:
-            futs = [ex.submit(_job, j) for j in checks + jobs]
-            for i, f in enumerate(as_completed(futs)):
+        ex = ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx)
+        futs = [ex.submit(_job, j) for j in checks + jobs]
+        try:
+            for i, f in enumerate(as_completed(futs, timeout=max(1.0, args.compile_s - (time.time() - T0)))):
                 r = f.result()
                 if r["kind"] == "check":
                     record["checks"].append(r)
-                    worst = {n: max(row[n] for row in r["errors"]) for n in ("out", "lse", "dq", "dk", "dv")}
-                    log(f"  check tma={r['tma']} mode={r['mode']} fwd={r['fwd_cfg']} bwd={r['bwd_cfg']}: worst "
-                        + ", ".join(f"{n} {e:.2e}" for n, e in worst.items()))
+                    if r["ok"]:
+                        worst = {n: max(row[n] for row in r["errors"]) for n in ("out", "lse", "dq", "dk", "dv")}
+                        log(f"  check tma={r['tma']} mode={r['mode']} fwd={r['fwd_cfg']} bwd={r['bwd_cfg']}: worst "
+                            + ", ".join(f"{n} {e:.2e}" for n, e in worst.items()))
+                    else:
+                        log(f"  check tma={r['tma']} mode={r['mode']} FAILED: {r['error']}")
                 else:
                     record["compile"].append(r)
                     if r["ok"]:
-                        ok.add(json.dumps({k: r[k] for k in ("kind", "d", "causal", "cfg", "tma", "part") if k in r}))
+                        ok.add(sig(r))
                 if (i + 1) % 50 == 0:
                     log(f"  {i + 1}/{len(futs)} done")
+        except TimeoutError:
+            log(f"  --compile-s reached: {sum(not f.done() for f in futs)} jobs left to compile when first measured")
+            ok = None
+        for f in futs:
+            f.cancel()
+        ex.shutdown(wait=False, cancel_futures=True)
     except Exception:  # noqa: BLE001
-        log("parallel compile failed; continuing (each candidate compiles when first measured):\n"
-            + traceback.format_exc(limit=3))
+        log("parallel compile failed; each candidate compiles when first measured:\n" + traceback.format_exc(limit=3))
         ok = None
     fails = [r for r in record["compile"] if not r["ok"]]
+    failed = {sig(r) for r in fails}
     log(f"compiled: {len(record['compile']) - len(fails)} ok, {len(fails)} failed"
         + "".join(f"\n    {r['kind']} {r.get('part', '')} d={r['d']} causal={r['causal']} {r['cfg']} "
                   f"tma={r.get('tma')}: {r['error'][:120]}" for r in fails[:12]))
     save()
 
-    def compiled(job):
-        return ok is None or json.dumps({k: job[k] for k in ("kind", "d", "causal", "cfg", "tma", "part") if k in job}) in ok
+    def usable(job):
+        return sig(job) not in failed and (ok is None or sig(job) in ok or time.time() - T0 < args.budget_s)
 
-    # 2. baselines, and 3. screen at SCREEN_L
-    settings = {(L, d, c): Setting(L, d, c) for d in HEAD_DIMS for c in (False, True) for L in LENGTHS}
+    # 2. baselines
+    settings = {(L, d, c): Setting(L, d, c) for d in HEAD_DIMS for c in causals for L in LENGTHS}
     log("step 2: SDPA flash and cuDNN at every setting")
     for (L, d, c), st in settings.items():
         key = f"d={d} L={L} causal={c}"
@@ -364,13 +394,14 @@ def main() -> int:
             "TFLOP/s fwd/bwd")
     save()
 
+    # 3. screen at SCREEN_L, until --budget-s
     log(f"step 3: screen at L={SCREEN_L}")
     screen = {}  # (d, causal, variant) -> [(ms, cfg)]
     for j in jobs:
         if time.time() - T0 > args.budget_s:
-            log("  budget spent: screening stops here")
+            log(f"  --budget-s reached: screening stops ({len(record['screen'])} of {len(jobs)} screened)")
             break
-        if not compiled(j):
+        if not usable(j):
             continue
         st = settings[(SCREEN_L, j["d"], j["causal"])]
         try:
@@ -390,14 +421,18 @@ def main() -> int:
             + ", ".join(f"{c} {m:.3f}" for m, c in screen[key][1:3]))
     save()
 
-    # 4. the best two of each variant at every L; the full backward of the best mode
+    # 4. the best candidates of each variant at every L (two while time allows, else one); full backward
     log("step 4: the best candidates at every L")
     for (L, d, c), st in settings.items():
+        if time.time() - T0 > args.deadline_s:
+            log("  --deadline-s reached: the remaining settings are left out")
+            break
+        top = 2 if time.time() - T0 < 0.8 * args.deadline_s else 1
         s = record["settings"][f"d={d} L={L} causal={c}"]
         cand = {}
         for var in ("fwd_ptr", "fwd_tma", "fused", "dkdv", "dq", "atomic"):
             rows = []
-            for _, cfg in screen.get((d, c, var), [])[:2]:
+            for _, cfg in screen.get((d, c, var), [])[:top]:
                 try:
                     ms = (time_fwd(st, cfg, var == "fwd_tma") if var.startswith("fwd") else time_part(st, var, cfg))
                     rows.append((ms, cfg))
@@ -430,8 +465,12 @@ def main() -> int:
         fl = s["sdpa_flash"]
         if "fwd_ms" in fl and "fwd" in s:
             s["fwd_ratio_vs_flash"] = fl["fwd_ms"] / s["fwd"]["ms"]
-            if "bwd" in s:
-                s["bwd_ratio_vs_flash"] = fl["bwd_ms"] / s["bwd"]["ms"]
+        if "bwd_ms" in fl and "bwd" in s:
+            s["bwd_ratio_vs_flash"] = fl["bwd_ms"] / s["bwd"]["ms"]
+        log(f"  d={d} L={L} causal={c}: fwd {s.get('fwd', {}).get('tflops', float('nan')):.0f} TFLOP/s "
+            f"(ratio {s.get('fwd_ratio_vs_flash', float('nan')):.2f}), bwd {s.get('bwd', {}).get('tflops', float('nan')):.0f} "
+            f"(ratio {s.get('bwd_ratio_vs_flash', float('nan')):.2f}) " + " ".join(
+                f"{m}={r.get('tflops', float('nan')):.0f}" for m, r in bwd.items()))
         save()
 
     # 5. the table
