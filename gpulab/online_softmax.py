@@ -60,9 +60,9 @@ def empty_state(dv: int = 1) -> State:
 def _as_row(scores, values):
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     v = np.asarray(values, dtype=np.float64)
-    v = v.reshape(len(s), -1) if v.size else np.zeros((len(s), 1))
-    if v.shape[0] != len(s):
+    if (v.shape[0] if v.ndim else 1) != len(s):
         raise ValueError(f"values must have one row per score: {len(s)} scores, values shape {v.shape}")
+    v = v.reshape(len(s), -1) if v.size else np.zeros((len(s), 1))
     if np.isnan(s).any() or np.isposinf(s).any():
         raise ValueError("scores must be finite or -inf (masked); got NaN or +inf")
     return s, v

@@ -1,0 +1,147 @@
+"""Counts and models of lesson 08 (FLOPs, naive and flash bytes, memory O(L^2) against O(L), causal tiles), the
+naive reference, the out-of-memory catch, the sweep slider, the suite's report and the exercises."""
+import math
+import random
+
+import gpulab  # first: it picks the mode before triton is imported
+import pytest
+import torch
+
+from gpulab import attention as A
+from gpulab.bench import NoGPUTimingError, lesson08
+from gpulab.exercises import lesson08 as ex
+from gpulab.kernels import flash_attention as F
+
+
+def test_flop_convention():
+    B, H, L, d = 16, 32, 1024, 64
+    f = A.attention_flops(B, H, L, L, d)
+    assert f == 4 * B * H * L * L * d
+    assert A.attention_flops(B, H, L, L, d, causal=True) == f / 2
+    assert A.attention_flops(B, H, L, L, d, backward=True) == 2.5 * f
+    assert A.attention_flops(1, 1, 3, 5, 16) == 4 * 3 * 5 * 16
+
+
+def test_naive_bytes_by_hand():
+    B, H, L, d = 2, 3, 100, 16
+    assert A.naive_bytes(B, H, L, d, 2) == 2 * B * H * (6 * L * d + 4 * L * L)
+    assert A.naive_bytes(B, H, L, d, 2, causal=True) - A.naive_bytes(B, H, L, d, 2) == 2 * B * H * 2 * L * L
+
+
+def test_flash_bytes_and_tiles():
+    B, H, L, d = 1, 1, 1000, 64
+    # not causal: Q and O once, K and V once per query block of 128 (8 blocks), lse 4 bytes a row
+    assert A.flash_bytes(B, H, L, d, 2) == (2 * L * d + 2 * 8 * L * d) * 2 + 4 * L
+    # causal: block i reads keys below min((i+1)*128, L)
+    keys = sum(min((i + 1) * 128, L) for i in range(8))
+    assert A.flash_bytes(B, H, L, d, 2, causal=True) == (2 * L * d + 2 * keys * d) * 2 + 4 * L
+    assert A.tiles_visited(4096, 128, 64, False) == 32 * 64
+    assert A.tiles_visited(4096, 128, 64, True) == sum(2 * (i + 1) for i in range(32))  # a bit over half
+    assert A.tiles_visited(300, 32, 16, True) == sum(math.ceil(min((i + 1) * 32, 300) / 16) for i in range(10))
+    with pytest.raises(ValueError, match="block_m and block_n must be >= 1"):
+        A.tiles_visited(10, 0, 16, True)
+
+
+def test_memory_model_orders():
+    B, H, d = 1, 16, 128
+    n1, n2 = (A.memory_model(B, H, L, d, 2, "naive")["peak_bytes"] for L in (4096, 8192))
+    f1, f2 = (A.memory_model(B, H, L, d, 2, "flash")["peak_bytes"] for L in (4096, 8192))
+    assert n2 == 4 * n1 and f2 == 2 * f1   # O(L^2) against O(L)
+    assert n1 == 2 * B * H * 4096**2 * 2
+    assert f1 == B * H * 4096 * (d * 2 + 4)
+    with pytest.raises(ValueError, match="method must be"):
+        A.memory_model(1, 1, 1, 16, 2, "nope")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_naive_attention_matches_the_reference(causal):
+    q, k, v = (torch.randn(2, 3, 37, 16, dtype=torch.float64) for _ in range(3))
+    ref, _ = F.flash_attention_ref(q, k, v, causal)
+    assert torch.allclose(A.naive_attention(q, k, v, causal), ref, atol=1e-12)
+
+
+def test_out_of_memory_is_caught_and_other_errors_are_not():
+    def oom():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 256.00 GiB")
+
+    assert A.run_catching_oom(oom) == (None, True)
+    assert A.run_catching_oom(lambda: 3) == (3, False)
+    with pytest.raises(ValueError):
+        A.run_catching_oom(lambda: (_ for _ in ()).throw(ValueError("not an OOM")))
+
+
+@pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter behaviour")
+def test_no_measurement_in_the_interpreter():
+    with pytest.raises(NoGPUTimingError):
+        A.measure(lambda: None)
+    with pytest.raises(NoGPUTimingError):
+        lesson08.run(progress=False)
+
+
+def test_sweep_explorer_model_only_and_with_data():
+    e = A.NaiveVsFlashExplorer(None, log2_l=12)
+    title = e.live.fig.layout.title.text
+    assert "model only" in title and list(e.live.fig.data[0].y) == [
+        A.memory_model(1, 16, 4096, 128, 2, m)["peak_bytes"] / 2**30 for m in ("naive", "flash")]
+    e.k.value = 14
+    assert e.live.fig.layout.title.text != title
+    data = _fake_data()["sweep"]
+    e = A.NaiveVsFlashExplorer(data, where="recorded", log2_l=16)
+    assert "out of memory" in e.live.fig.layout.title.text and list(e.live.fig.data[1].y)[0] is None
+
+
+def _fake_data():
+    head = []
+    for d in (64, 128):
+        for L in (1024, 4096, 16384):
+            for c in (False, True):
+                r = {"d": d, "L": L, "causal": c, "B": 16384 // L, "H": 2048 // d}
+                for name, f, b in (("ours", 360.0, 310.0), ("flash", 352.0, 305.0), ("cudnn", 616.0, 544.0)):
+                    r[name] = {"fwd_ms": 1.0 / f, "bwd_ms": 1.0 / b, "fwd_tflops": f, "bwd_tflops": b}
+                r["fwd_ratio"], r["bwd_ratio"] = 360 / 352, 310 / 305 if d == 64 else 0.9
+                r["diff_vs_flash"] = {"out": 1e-3, "dq": 2e-3, "dk": 2e-3, "dv": 1e-3}
+                head.append(r)
+    sweep = {"B": 1, "H": 16, "d": 128, "dtype": "bf16", "causal": False, "rows": []}
+    for L in (2**10, 2**16):
+        for m in ("naive", "flash"):
+            oom = m == "naive" and L == 2**16
+            sweep["rows"].append({"L": L, "method": m, "oom": oom, "ms": None if oom else 1.0,
+                                  "peak_bytes": None if oom else 2**20,
+                                  "model_peak_bytes": A.memory_model(1, 16, L, 128, 2, m)["peak_bytes"]})
+    mem = {"B": 1, "H": 16, "d": 128, "dtype": "bf16", "bwd_mode": "fused",
+           "rows": [{"L": L, "held_bytes": 4128 * L, "peak_bytes": 16448 * L, "model_held_bytes": 4160 * L,
+                     "model_peak_bytes": 16448 * L} for L in (1024, 2048)]}
+    return {"dtype": "bf16", "headline": head, "sweep": sweep, "memory": mem}
+
+
+def test_report_prints_ratios_oom_and_memory():
+    text = lesson08.report(_fake_data())
+    assert "BELOW TARGET" in text and "out of memory" in text and "B/token" in text
+    assert "ratio" in text and "cuDNN" in text
+
+
+# ---- exercises ----------------------------------------------------------------------------------------------
+
+def test_merge_exercise():
+    assert ex.check_merge(ex.check_merge.solution).ok
+    rep = ex.check_merge(lambda ma, la, ua, mb, lb, ub: (max(ma, mb), la + lb, ua + ub))
+    assert not rep.ok and "rescale" in str(rep)
+
+    def nan_on_empty(ma, la, ua, mb, lb, ub):
+        m = max(ma, mb)
+        a, b = math.exp(ma - m), math.exp(mb - m)
+        return m, a * la + b * lb, a * ua + b * ub
+
+    rep = ex.check_merge(nan_on_empty)
+    assert not rep.ok and "empty" in str(rep)
+    assert not ex.check_merge(lambda *a: (_ for _ in ()).throw(NotImplementedError())).attempted
+
+
+def test_causal_tiles_exercise():
+    assert ex.check_causal_tiles(ex.check_causal_tiles.solution).ok
+    rep = ex.check_causal_tiles(lambda L, bm, bn: math.ceil(L / bm) * math.ceil(L / bn) // 2)
+    assert not rep.ok
+    rep = ex.check_causal_tiles(lambda L, bm, bn: sum(math.ceil((i + 1) * bm / bn) for i in range(math.ceil(L / bm))))
+    assert not rep.ok and "last" in str(rep)
+    L = random.randint(1, 5000)
+    assert ex.check_causal_tiles.solution(L, 128, 64) == A.tiles_visited(L, 128, 64, True)
