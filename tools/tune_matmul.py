@@ -2,6 +2,8 @@
 
     python tools/tune_matmul.py                 # writes $OUT/tune_matmul.json (OUT defaults to /tmp/gpulab-out)
     python tools/tune_matmul.py --budget-s 200  # stop starting new measurements after 200 s
+    python tools/tune_matmul.py --stages B,C    # skip stage A; stage B uses --configs (default: DEFAULT_B)
+    python tools/tune_matmul.py --stages A --configs "tma:128x256x64 g8 w8 s3 persistent flatten" --with-ws
 
 Stage A: every candidate (TMA path and pointer path) on bf16 4096^3 and 8192^3, with its registers, spills,
 shared memory and relative error against torch.matmul. Stage B: the best TMA and pointer candidates on
@@ -29,8 +31,15 @@ import gpulab  # noqa: E402  (sets the mode before triton is imported)
 C = None  # set in main (the MatmulConfig class)
 
 
-def candidates():
-    """(path, config) pairs for stage A; warp-specialized ones last (the riskiest to compile)."""
+# Stage B's configs when stage A does not run: the best of stage A on the H200 (lead's run 1, Triton 3.6):
+# 748/682 TFLOP/s, 714/681, 678/640 at 4096/8192 bf16 for the TMA ones, 681/660 for the pointer one.
+DEFAULT_B = ["tma:128x256x64 g8 w8 s3 persistent flatten", "tma:128x256x64 g16 w8 s3 persistent flatten",
+             "tma:128x128x64 g8 w4 s4 persistent flatten", "pointer:128x256x64 g8 w8 s3"]
+
+
+def candidates(with_ws: bool = False):
+    """(path, config) pairs for stage A; warp-specialized ones last and only on request (in run 1 the first
+    was slower than the plain persistent kernel, and the run timed out in the next one's compile)."""
     cfg = C
     tma = [cfg(128, 256, 64, 8, 8, 3, persistent=True, flatten=True), cfg(128, 256, 64, 8, 8, 3, persistent=True),
            cfg(128, 256, 64, 8, 8, 4, persistent=True, flatten=True), cfg(128, 256, 64, 8, 8, 3),
@@ -42,7 +51,18 @@ def candidates():
     ws = [cfg(128, 256, 64, 8, 8, 3, persistent=True, warp_specialize=True),
           cfg(128, 128, 64, 8, 4, 4, persistent=True, warp_specialize=True),
           cfg(128, 256, 64, 8, 8, 3, warp_specialize=True)]
-    return [("tma", c) for c in tma] + [("pointer", c) for c in ptr] + [("tma", c) for c in ws]
+    return [("tma", c) for c in tma] + [("pointer", c) for c in ptr] + ([("tma", c) for c in ws] if with_ws else [])
+
+
+def _parse_configs(spec: str, with_ws: bool):
+    """'path:short name;path:short name' (short names as MatmulConfig.short() prints them) -> (path, config)."""
+    known = {f"{p}:{c.short()}": (p, c) for p, c in candidates(with_ws=True)}
+    out = []
+    for item in [x.strip() for x in spec.replace(";", ",").split(",") if x.strip()]:
+        if item not in known:
+            raise SystemExit(f"--configs: unknown {item!r}; known:\n  " + "\n  ".join(known))
+        out.append(known[item])
+    return out
 
 
 def main(argv=None) -> int:
@@ -50,6 +70,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--budget-s", type=float, default=210.0, help="start no new measurement after this (s)")
     ap.add_argument("--top", type=int, default=3, help="TMA configs carried into stage B")
+    ap.add_argument("--stages", default="A,B,C", help="which stages to run, e.g. B,C")
+    ap.add_argument("--configs", default="", help="'path:config' items (';' or ',' separated) for stage A and, "
+                    "when A does not run, stage B; default: all candidates for A, DEFAULT_B for B")
+    ap.add_argument("--with-ws", action="store_true", help="add the warp-specialized candidates to stage A")
     ap.add_argument("--smoke", action="store_true",
                     help="interpreter self-test of this script: tiny sizes, wall-clock timing, no GPU numbers")
     args = ap.parse_args(argv)
@@ -79,9 +103,9 @@ def main(argv=None) -> int:
 
         global candidates
         full = candidates
-        candidates = lambda: [(p, c.__class__(32, 32, 32, c.GROUP_M, c.num_warps, 1, c.persistent, c.flatten,  # noqa: E731
-                                                c.warp_specialize)) for p, c in full()[:6]] + \
-            [("pointer", C(32, 32, 16, 8, 4, 1))]
+        candidates = lambda with_ws=False: [  # noqa: E731
+            (p, c.__class__(32, 32, 32, c.GROUP_M, c.num_warps, 1, c.persistent, c.flatten, c.warp_specialize))
+            for p, c in full(with_ws)[:6]] + [("pointer", C(32, 32, 16, 8, 4, 1))]
 
     def sync():
         if gpulab.ON_GPU:
@@ -154,9 +178,12 @@ def main(argv=None) -> int:
                   f"err {row['rel_err']:.1e} regs {row.get('n_regs')} spills {row.get('n_spills')} "
                   f"smem {row.get('shared_bytes')} (compile {row['compile_s']} s)", flush=True)
 
+    stages = {x.strip().upper() for x in args.stages.split(",") if x.strip()}
+    chosen = _parse_configs(args.configs, args.with_ws) if args.configs else None
     print(f"{rec['gpu']}, torch {rec['torch']}, Triton {rec['triton']}, {rec['sms']} SMs; writing {out_path}")
-    print("Stage A: bf16 4096^3 and 8192^3, every candidate")
-    for path, cfg in candidates():
+    if "A" in stages:
+        print("Stage A: bf16 4096^3 and 8192^3, every candidate")
+    for path, cfg in (chosen or candidates(args.with_ws)) if "A" in stages else []:
         for n in sizes_a:
             if over_budget():
                 rec["notes"].append(f"stage A stopped at the time budget before {path} {cfg.short()} n={n}")
@@ -173,14 +200,21 @@ def main(argv=None) -> int:
             score.setdefault(r["config"], []).append(r["ratio"])
         ranked = sorted((sum(v) / len(v), name) for name, v in score.items() if len(v) == 2)
         names = [name for _, name in ranked[::-1][:k]]
-        return [cfg for p, cfg in candidates() if p == path and cfg.short() in names]
+        return [cfg for p, cfg in candidates(with_ws=True) if p == path and cfg.short() in names]
 
-    top = [("tma", c) for c in best("tma", args.top)] + [("pointer", c) for c in best("pointer", 1)]
+    if "A" in stages:
+        top = [("tma", c) for c in best("tma", args.top)] + [("pointer", c) for c in best("pointer", 1)]
+    elif "B" in stages:
+        top = chosen or _parse_configs(",".join(DEFAULT_B), True)
+    else:
+        top = []
     rec["stage_b_configs"] = [f"{p} {c.short()}" for p, c in top]
-    print("Stage B: best configs on fp16 4096/8192 and on awkward sizes (TMA pads, pointer masks)")
-    for dname in ("bf16", "fp16"):
+    if "B" in stages:
+        print("Stage B: " + "; ".join(rec["stage_b_configs"]) + " on fp16 4096/8192 and on awkward sizes "
+              "(TMA pads, pointer masks)")
+    for dname in ("bf16", "fp16") if "B" in stages else []:
         for n in sizes_a + sizes_awk:
-            if dname == "bf16" and n in sizes_a:
+            if dname == "bf16" and n in sizes_a and "A" in stages:
                 continue  # done in stage A
             for path, cfg in top:
                 if over_budget():
@@ -214,8 +248,9 @@ def main(argv=None) -> int:
                 rec["stage_b"].append(row)
                 save()
 
-    print("Stage C: cost of one dense-sweep point (do_bench warmup 1 ms, rep 5 ms; torch and gpulab heuristic)")
-    if not over_budget():
+    if "C" in stages:
+        print("Stage C: cost of one dense-sweep point (do_bench warmup 1 ms, rep 5 ms; torch and gpulab heuristic)")
+    if "C" in stages and not over_budget():
         import random
 
         ns = sorted(random.Random(0).sample(range(sweep_lo, sweep_hi + 1), 24))
