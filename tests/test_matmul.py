@@ -55,8 +55,8 @@ def _paths(dtype):
 @pytest.mark.parametrize("M,N,K", SHAPES)
 def test_matches_float64(M, N, K, dtype, poisoned):
     a, b = _rand(M, K, dtype=dtype), _rand(K, N, dtype=dtype)
-    for path in _paths(dtype):
-        assert_matmul_close(mm.matmul(a, b, path=path, input_precision="ieee"), a, b)
+    for path in _paths(dtype):  # the heuristic's tiles (on a GPU the big ones); every candidate is tested below
+        assert_matmul_close(mm.matmul(a, b, path=path, input_precision="ieee", config="heuristic"), a, b)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -184,6 +184,21 @@ def test_gpu_autotune_picks_a_config_and_hopper_takes_the_tma_path():
     assert any(k.startswith(mm.choose_path(torch.bfloat16)) for k in mm.tuned_configs())
     if torch.cuda.get_device_capability(0)[0] >= 9:
         assert mm.choose_path(torch.bfloat16) == "tma" and mm.choose_path(torch.float16) == "tma"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU")
+@pytest.mark.parametrize("key", sorted(mm.CONFIGS))
+def test_gpu_every_autotune_candidate_is_correct(key, poisoned):
+    """Autotuning may pick any candidate at run time: each must be right on an awkward shape."""
+    dtypes = [torch.float32] if key == "pointer_fp32" else [torch.bfloat16, torch.float16]
+    path = "tma" if key == "tma" else "pointer"
+    if path == "tma" and not mm.tma_available():
+        pytest.skip("no TMA path on this GPU")
+    for dt in dtypes:
+        a, b = _rand(1000, 1001, dtype=dt), _rand(1001, 999, dtype=dt)
+        for cfg in mm.CONFIGS[key]:
+            assert_matmul_close(mm.matmul(a, b, path=path, config=cfg, input_precision="ieee"), a, b)
 
 
 @pytest.mark.gpu
