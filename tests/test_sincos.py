@@ -80,6 +80,43 @@ def test_repeat_chain(gen, poisoned):
     _check(S.sincos(x, repeat=3), x, 3 * FUSED_TOL[torch.float32], repeat=3)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+def test_fused_shared_reduction_matches_float64(n, dtype, gen, poisoned):
+    x = _rand(n, dtype, gen)
+    _check(S.sincos(x, shared=True), x, FUSED_TOL[dtype])
+
+
+SHARED_SIN_COS_TOL = 1.5e-7  # absolute, against float64 sin and cos; measured about 7.4e-8 on |x| <= 8192
+
+
+def test_shared_reduction_gives_sin_and_cos_in_every_quadrant(gen, poisoned):
+    # s^2 + c^2 would hide a swapped or wrongly signed pair: check sin and cos themselves, across all quadrants,
+    # near multiples of pi/2 and up to the fast path's limit 8192, and both signs
+    k = torch.arange(-20, 21, dtype=torch.float64) * (torch.pi / 2)
+    x = torch.cat([torch.randn(3000, generator=gen, dtype=torch.float64) * 5,
+                   (torch.rand(3000, generator=gen, dtype=torch.float64) * 2 - 1) * S.SHARED_MAX_ABS,
+                   k, k + 1e-3, k - 1e-3, torch.tensor([0.0, -0.0, S.SHARED_MAX_ABS, -S.SHARED_MAX_ABS])])
+    x = x.float().to(gpulab.DEVICE)
+    s, c = S.sin_cos_parts(x, shared=True)
+    x64 = x.double().cpu()
+    for name, got, ref in (("sin", s, torch.sin(x64)), ("cos", c, torch.cos(x64))):
+        err = (got.double().cpu() - ref).abs()
+        assert err.max() <= SHARED_SIN_COS_TOL, f"{name}: max abs error {err.max().item():.3g} at x = {x64[err.argmax()].item()!r}"
+
+
+def test_shared_reduction_falls_back_for_large_and_special_inputs(gen, poisoned):
+    # a block with any |x| > SHARED_MAX_ABS takes tl.sin/tl.cos (exact reduction); inf and NaN give NaN
+    x = torch.tensor([1e5, -3e7, 123456.7, 0.5], device=gpulab.DEVICE)
+    s, c = S.sin_cos_parts(x, shared=True)
+    s0, c0 = S.sin_cos_parts(x, shared=False)
+    assert torch.equal(s, s0) and torch.equal(c, c0)
+    assert (s.double().cpu() - torch.sin(x.double().cpu())).abs().max() < 1e-6
+    x = torch.tensor([float("inf"), float("nan"), 1.0], device=gpulab.DEVICE)
+    y = S.sincos(x, shared=True).cpu()
+    assert torch.isnan(y[:2]).all() and abs(y[2].item() - 1.0) < 1e-6
+
+
 def test_fast_math(gen):
     x = _rand(1793, torch.float32, gen)
     if gpulab.ON_GPU:

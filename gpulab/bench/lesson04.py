@@ -5,8 +5,8 @@ GPU only. Measures sin(x)^2 + cos(x)^2 in fp32, in one run:
 - copy bandwidth (``device.measure_copy_tbps``) and the cost of one tiny launch: ``time_ms`` of a 1-element
   Triton kernel and of ``torch.sin`` on 1 element (the same do_bench method as the sweep, so GPU-side time),
   and the CPU time per Triton launch (wall clock over many back-to-back launches);
-- at n = 2^28: five Triton kernels, the fused kernel autotuned (precise sin/cos, and fast approximate
-  sin/cos), the naive fused kernel (BLOCK 4096, default warps), torch eager, torch.compile: ms and effective
+- at n = 2^28: five Triton kernels, the fused kernel autotuned (precise tl.sin/tl.cos; precise sin and cos
+  from one shared range reduction; fast approximate sin/cos), the naive fused kernel (BLOCK 4096, default warps), torch eager, torch.compile: ms and effective
   TB/s on the fused bytes 8n; ratio = torch.compile ms / ours (target >= 1.0); ours / copy bandwidth
   (target >= 0.9);
 - accuracy against float64 on 2^24 normal inputs: max |y - 1|-style error of each method in fp32, and in
@@ -28,13 +28,14 @@ ACCURACY_N = 2**24
 PRESSURE_BLOCKS = (1024, 4096, 8192, 16384)  # num_warps 4: 8 .. 128 elements per thread
 PRESSURE_REPEATS = (1, 2, 4, 8)
 NAIVE_BLOCK = 4096
-METHODS = ("unfused", "fused", "fused fast", "eager", "compile")
+METHODS = ("unfused", "fused", "fused shared", "fused fast", "eager", "compile")
 
 
 def _methods(x, compiled_eager):
     from ..kernels import sincos as S
 
     return {"unfused": lambda: S.sincos_unfused(x), "fused": lambda: S.sincos(x),
+            "fused shared": lambda: S.sincos(x, shared=True),
             "fused fast": lambda: S.sincos(x, fast=True), "eager": lambda: S.sincos_eager(x),
             "compile": lambda: compiled_eager(x)}
 
@@ -145,8 +146,9 @@ def run(progress: bool = True, n: int = N, sweep=SWEEP, accuracy_n: int = ACCURA
                 rows.append({"method": name, "ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms,
                              "eff_tbps": fusion.effective_tbps(n, t.median_ms),
                              "bytes_model": fusion.bytes_moved(n, "fp32", fused)})
-            for key, fast in (("best_config", False), ("best_config_fast", True)):
-                S.sincos(x, fast=fast)  # cached: sets the autotuner's best_config for this key
+            for key, fast, shared in (("best_config", False, False), ("best_config_fast", True, False),
+                                      ("best_config_shared", False, True)):
+                S.sincos(x, fast=fast, shared=shared)  # cached: sets the autotuner's best_config for this key
                 c = S.best_config()
                 out[key] = {"BLOCK": c.kwargs["BLOCK"], "num_warps": c.num_warps}
             out["headline"] = rows
@@ -181,12 +183,13 @@ def report(data: dict) -> str:
     rat = headline_ratios(data)
     L = data["launch"]
     lines = [f"sin^2 + cos^2, fp32, n = {data['n']:,}; copy bandwidth {data['copy_tbps']:.3f} TB/s; "
-             f"best config {data['best_config']} (fast: {data['best_config_fast']})",
+             f"best config {data['best_config']} (shared: {data.get('best_config_shared')}; "
+             f"fast: {data['best_config_fast']})",
              f"  {'method':12} {'ms':>8} {'TB/s(8n)':>9} {'compile/ours':>13} {'ours/copy':>10}"]
     for r in data["headline"]:
         q = rat[r["method"]]
         flag = ""
-        if r["method"] in ("fused", "fused fast"):
+        if r["method"] in ("fused", "fused shared", "fused fast"):
             flag = "  target met" if q["vs_compile"] >= 1.0 and q["vs_copy"] >= 0.9 else "  BELOW TARGET (>=1.0, >=0.9)"
         lines.append(f"  {r['method']:12} {r['ms']:8.4f} {r['eff_tbps']:9.3f} {q['vs_compile']:13.3f} "
                      f"{q['vs_copy']:10.3f}{flag}")

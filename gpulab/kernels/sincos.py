@@ -100,20 +100,85 @@ def sincos_unfused(x: torch.Tensor, block: int = 1024) -> torch.Tensor:
 
 # ---- (b) one fused kernel ---------------------------------------------------------------------------------
 
+# One range reduction for both sin and cos (the ``shared=True`` variant). j = rint(x * 2/pi), r = x - j*pi/2 in
+# three parts (Cody-Waite: each part has trailing zero bits, so j * part is exact for the |x| below
+# SHARED_MAX_ABS), then minimax polynomials for sin and cos on |r| <= pi/4 and the quadrant j mod 4 picks and
+# signs them. Constants: Cephes ``sinf.c``/``cosf.c`` (S. L. Moshier), with pi/4 split as DP1..DP3 doubled to
+# pi/2. Blocks holding any |x| > SHARED_MAX_ABS (or inf) take tl.sin/tl.cos instead, which reduce large
+# arguments exactly (Payne-Hanek).
+SHARED_MAX_ABS = 8192.0
+
+
 @triton.jit
-def sincos_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, FAST: tl.constexpr, REPEAT: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    y = tl.load(x_ptr + offs, mask=mask).to(tl.float32)  # stays in registers from here to the store
-    for _ in tl.static_range(REPEAT):  # REPEAT > 1 only to grow the fused work (the resource-pressure study)
-        if FAST:
-            s = libdevice.fast_sinf(y)
-            c = libdevice.fast_cosf(y)
+def _sincos_shared(x):
+    """(sin x, cos x) of fp32 x with |x| <= SHARED_MAX_ABS, one reduction for both."""
+    j = tl.floor(x * 0.6366197723675814 + 0.5)                    # nearest multiple of pi/2
+    r = tl.fma(j, -1.5703125, x)                                   # fused multiply-add: j * part unrounded
+    r = tl.fma(j, -4.837512969970703125e-4, r)
+    r = tl.fma(j, -7.54978995489188216e-8, r)
+    z = r * r
+    sin_r = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r
+    cos_r = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0
+    q = j.to(tl.int32) & 3                                         # quadrant; & 3 is mod 4 for negatives too
+    s = tl.where((q & 1) == 0, sin_r, cos_r)                      # q: 0 -> (s, c), 1 -> (c, -s),
+    c = tl.where((q & 1) == 0, cos_r, sin_r)                      #    2 -> (-s, -c), 3 -> (-c, s)
+    s = tl.where(q >= 2, -s, s)
+    c = tl.where((q == 1) | (q == 2), -c, c)
+    return s, c
+
+
+@triton.jit
+def _sin_cos(y, FAST: tl.constexpr, SHARED: tl.constexpr):
+    """(sin y, cos y) of an fp32 block: libdevice's approximations (FAST), one shared range reduction (SHARED,
+    tl.sin/tl.cos for a block with any |y| > SHARED_MAX_ABS), or tl.sin and tl.cos."""
+    if FAST:
+        s = libdevice.fast_sinf(y)
+        c = libdevice.fast_cosf(y)
+    elif SHARED:
+        if tl.max(tl.abs(y), axis=0) <= 8192.0:  # SHARED_MAX_ABS; NaN compares false: tl.sin/tl.cos give NaN
+            s, c = _sincos_shared(y)
         else:
             s = tl.sin(y)
             c = tl.cos(y)
+    else:
+        s = tl.sin(y)
+        c = tl.cos(y)
+    return s, c
+
+
+@triton.jit
+def sincos_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, FAST: tl.constexpr, REPEAT: tl.constexpr,
+                  SHARED: tl.constexpr = False):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)  # stays in registers from here to the store
+    for _ in tl.static_range(REPEAT):  # REPEAT > 1 only to grow the fused work (the resource-pressure study)
+        s, c = _sin_cos(y, FAST, SHARED)
         y = s * s + c * c
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def sin_cos_parts_kernel(x_ptr, s_ptr, c_ptr, n, BLOCK: tl.constexpr, SHARED: tl.constexpr):
+    """sin x and cos x written separately (the squares' sum hides a swapped or wrongly signed pair): for tests
+    and the notebook's check of the shared range reduction."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    s, c = _sin_cos(x, False, SHARED)
+    tl.store(s_ptr + offs, s, mask=mask)
+    tl.store(c_ptr + offs, c, mask=mask)
+
+
+def sin_cos_parts(x: torch.Tensor, shared: bool = True, block: int = 1024):
+    """(sin x, cos x) in fp32 from the fused kernel's sine/cosine code (``shared``: one range reduction;
+    else tl.sin/tl.cos). x: contiguous fp32 on gpulab.DEVICE. Raises TypeError/ValueError naming the argument."""
+    check_tensor("x", x, dtypes=(torch.float32,))
+    check_block("block", block)
+    s, c = torch.empty_like(x), torch.empty_like(x)
+    if x.numel():
+        sin_cos_parts_kernel[(triton.cdiv(x.numel(), block),)](x, s, c, x.numel(), BLOCK=block, SHARED=bool(shared))
+    return s, c
 
 
 TUNE_MIN_N = 2**16  # below this n: no benchmarking, the first config (keeps small launches and tests quick)
@@ -124,7 +189,7 @@ def _prune(configs, named_args, **kwargs):
     return configs if named_args["n"] >= TUNE_MIN_N else configs[:1]
 
 
-sincos_kernel_autotuned = triton.autotune(configs=AUTOTUNE_CONFIGS, key=["n", "FAST", "REPEAT"],
+sincos_kernel_autotuned = triton.autotune(configs=AUTOTUNE_CONFIGS, key=["n", "FAST", "REPEAT", "SHARED"],
                                           prune_configs_by={"early_config_prune": _prune})(sincos_kernel) \
     if gpulab.ON_GPU else None
 
@@ -140,14 +205,15 @@ def _check_fused_args(x, block, num_warps, repeat) -> None:
 
 
 def sincos_launch(x: torch.Tensor, fast: bool = False, block: int | None = None, num_warps: int | None = None,
-                  repeat: int = 1):
+                  repeat: int = 1, shared: bool = False):
     """Launch the fused kernel; returns ``(y, compiled)``. ``compiled`` is the launch's compiled kernel on a
     GPU (``.n_regs``, ``.n_spills``: see gpulab.fusion.kernel_resources), None in the interpreter.
 
     ``block=None`` on a GPU autotunes over ``AUTOTUNE_CONFIGS`` (keyed on n); a given ``block`` (and
     ``num_warps``, Triton's default 4 if None) launches that shape exactly, as a naive kernel would. In the
     interpreter ``block=None`` means ``INTERPRETER_BLOCK``. ``repeat`` applies y <- sin(y)^2 + cos(y)^2 that
-    many times (1 is the lesson's function).
+    many times (1 is the lesson's function). ``shared=True`` computes sin and cos from one range reduction
+    (``_sincos_shared``; ignored when ``fast`` runs).
     """
     _check_fused_args(x, block, num_warps, repeat)
     fast = bool(fast) and FAST_MATH_AVAILABLE
@@ -157,21 +223,21 @@ def sincos_launch(x: torch.Tensor, fast: bool = False, block: int | None = None,
         return y, None
     if block is None and sincos_kernel_autotuned is not None:
         compiled = sincos_kernel_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](
-            x, y, n, FAST=fast, REPEAT=repeat)
+            x, y, n, FAST=fast, REPEAT=repeat, SHARED=bool(shared))
     else:
         block = block or INTERPRETER_BLOCK
         extra = {} if num_warps is None else {"num_warps": num_warps}
         compiled = sincos_kernel[(triton.cdiv(n, block),)](x, y, n, BLOCK=block, FAST=fast, REPEAT=repeat,
-                                                           **extra)
+                                                           SHARED=bool(shared), **extra)
     return y, (compiled if gpulab.ON_GPU else None)
 
 
 def sincos(x: torch.Tensor, fast: bool = False, block: int | None = None, num_warps: int | None = None,
-           repeat: int = 1) -> torch.Tensor:
+           repeat: int = 1, shared: bool = False) -> torch.Tensor:
     """sin(x)^2 + cos(x)^2 in one fused kernel: read x, compute in fp32 registers, write y (2n transfers,
     8n bytes in fp32). x: contiguous fp32/fp16/bf16 on gpulab.DEVICE, any shape; returns a new tensor of x's
     dtype. Raises TypeError/ValueError naming the bad argument. See ``sincos_launch`` for the options."""
-    return sincos_launch(x, fast=fast, block=block, num_warps=num_warps, repeat=repeat)[0]
+    return sincos_launch(x, fast=fast, block=block, num_warps=num_warps, repeat=repeat, shared=shared)[0]
 
 
 def best_config():
