@@ -115,7 +115,8 @@ def main(argv=None) -> int:
     out_dir = Path(os.environ.get("OUT", "/tmp/gpulab-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
     out_path = out_dir / "tune_matmul.json"
-    rec = {"gpu": torch.cuda.get_device_name(0) if gpulab.ON_GPU else "interpreter smoke test (no GPU)", "torch": torch.__version__, "triton": triton.__version__,
+    gpu = torch.cuda.get_device_name(0) if gpulab.ON_GPU else "interpreter smoke test (no GPU)"
+    rec = {"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
            "sms": mm.num_sms(), "stage_a": [], "stage_b": [], "sweep_cost": {}, "notes": []}
 
     def save():

@@ -81,7 +81,9 @@ def _smem_per_sm(gpu_name: str) -> int | None:
         return spec.smem_per_sm_kib * 1024
     import gpulab
 
-    return getattr(torch.cuda.get_device_properties(0), "shared_memory_per_multiprocessor", None) if gpulab.ON_GPU else None
+    if not gpulab.ON_GPU:
+        return None
+    return getattr(torch.cuda.get_device_properties(0), "shared_memory_per_multiprocessor", None)
 
 
 def _row(method, n, t, **extra):
@@ -383,7 +385,8 @@ def model_correlation(sweep: dict, method: str = "gpulab", multiple: int = 8) ->
     """Pearson correlation between the measured TFLOP/s of ``method`` and the wave model's efficiency, over the
     aligned N (so that alignment does not enter): how much of the wiggle the tile/wave model explains."""
     eff = wave_model(sweep)
-    pairs = [(r, e) for n, r, e in zip(sweep["ns"], sweep_rates(sweep, method), eff) if r is not None and n % multiple == 0]
+    pairs = [(r, e) for n, r, e in zip(sweep["ns"], sweep_rates(sweep, method), eff)
+             if r is not None and n % multiple == 0]
     if len(pairs) < 3:
         return float("nan")
     xs, ys = zip(*pairs)
@@ -421,7 +424,8 @@ def report(data: dict) -> str:
                      f"{r['error']:.2e}" + (f", ratio {r['ratio']:.3f}" if "ratio" in r else ""))
     lines.append("tile study (pointer kernel, T x T x T tiles, 1 stage; footprint 2 T^2 s):")
     for r in data["tiles"]:
-        head = f"  {r['dtype']:4} T={r['T']:3} I=T/s={r['intensity']:5.1f} footprint {r['footprint_bytes'] / 1024:6.1f} KiB"
+        head = (f"  {r['dtype']:4} T={r['T']:3} I=T/s={r['intensity']:5.1f} "
+                f"footprint {r['footprint_bytes'] / 1024:6.1f} KiB")
         if "skipped" in r or "error" in r:
             lines.append(f"{head}: not run ({r.get('skipped') or r.get('error')})")
         else:

@@ -176,14 +176,15 @@ C = MatmulConfig
 # 748/682, with GROUP_M 16 714/681, 4 stages 696/675, not persistent 672/664, 128x128x64 4 warps 679/640;
 # pointer 128x256x64 681/660, 128x128x64 8 warps 613/604, 128x128x32 607/589, 128x128x64 4 warps 477/469.
 CONFIGS = {
-    "tma": [C(128, 256, 64, 8, 8, 3, persistent=True, flatten=True), C(128, 256, 64, 16, 8, 3, persistent=True, flatten=True),
+    "tma": [C(128, 256, 64, 8, 8, 3, persistent=True, flatten=True),
+            C(128, 256, 64, 16, 8, 3, persistent=True, flatten=True),
             C(128, 256, 64, 8, 8, 4, persistent=True, flatten=True), C(128, 256, 64, 8, 8, 3),
             C(128, 128, 64, 8, 4, 4, persistent=True, flatten=True)],
     "pointer": [C(128, 256, 64, 8, 8, 3), C(128, 128, 64, 8, 8, 3), C(128, 128, 32, 8, 4, 4)],
     "pointer_fp32": [C(128, 128, 32, 8, 8, 3), C(128, 128, 32, 8, 4, 3), C(64, 128, 32, 8, 4, 4),
                      C(128, 64, 32, 8, 4, 4)],
 }
-INTERPRETER_CONFIG = C(64, 64, 32, 4, 4, 1, persistent=True)  # the interpreter: NumPy pays per operation, not per element
+INTERPRETER_CONFIG = C(64, 64, 32, 4, 4, 1, persistent=True)  # the interpreter pays per operation, not per element
 del C
 
 _TUNED: dict = {}  # (path, dtype, precision, M, N, K buckets, aligned) -> MatmulConfig
