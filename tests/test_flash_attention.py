@@ -159,8 +159,9 @@ def test_tma_descriptor_loads(causal):
     # the TMA path reads past a head's last row into the next head (or zeros at the end): the masks must hold
     q, k, v, do = _inputs(2, 2, 50, 37, 16, torch.bfloat16)
     out, lse = F.flash_attention_forward(q, k, v, causal, use_tma=True)
-    grads = F.flash_attention_backward(q, k, v, out, lse, do, causal)
-    _check_all(q, k, v, do, causal, out, lse, grads, what=f"TMA causal={causal}")
+    for mode in F.BWD_MODES:
+        grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=mode, use_tma=True)
+        _check_all(q, k, v, do, causal, out, lse, grads, what=f"TMA causal={causal} mode={mode}")
 
 
 def test_custom_scale_and_large_scores():
@@ -287,11 +288,11 @@ def test_gpu_large_shapes_autotuned(L, d, dtype, causal):
 @pytest.mark.parametrize("use_tma", [False, True])
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a CUDA GPU")
-def test_gpu_every_path_against_sdpa(mode, use_tma):
+def test_gpu_every_path_against_float64(mode, use_tma):
     if use_tma and not F.tma_available():
         pytest.skip("no TMA on this GPU")
     q, k, v, do = _inputs(2, 4, 1000, 1000, 128, torch.bfloat16)
     for causal in (False, True):
         out, lse = F.flash_attention_forward(q, k, v, causal, use_tma=use_tma)
-        grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=mode)
+        grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=mode, use_tma=use_tma)
         _check_all(q, k, v, do, causal, out, lse, grads, what=f"mode={mode} tma={use_tma} causal={causal}")

@@ -61,12 +61,12 @@ def flops(L: int, d: int, causal: bool, bwd: bool = False) -> float:
 def fwd_candidates(quick: bool) -> list[tuple]:
     """(BLOCK_M, BLOCK_N, num_warps, num_stages)."""
     out = []
-    for bm in (64, 128):
-        for bn in (32, 64, 128):
+    for bm in (128, 64):                     # likelier winners first: a budget cut drops the tail
+        for bn in (64, 128, 32):
             for w in (4, 8):
                 if w == 8 and bm * bn < 128 * 128:
                     continue  # Triton's tutorial drops these on Hopper: too little work per warp
-                for s in ((3,) if quick else (2, 3, 4)):
+                for s in ((3,) if quick else (3, 4, 2)):
                     out.append((bm, bn, w, s))
     return out
 
@@ -78,10 +78,10 @@ def bwd_candidates(part: str, quick: bool) -> list[tuple]:
         base = [(32, 128, 128, 32, 4), (32, 128, 128, 32, 8), (64, 128, 128, 64, 8), (16, 64, 64, 16, 4),
                 (32, 64, 64, 32, 4), (64, 64, 64, 64, 4), (16, 128, 128, 16, 4), (32, 128, 128, 64, 8)]
     elif part in ("dkdv", "atomic"):
-        base = [(bm1, bn1, 16, 16, w) for bn1 in (64, 128) for bm1 in (16, 32, 64) for w in (4, 8)
+        base = [(bm1, bn1, 16, 16, w) for bn1 in (128, 64) for bm1 in (32, 64, 16) for w in (4, 8)
                 if bm1 <= bn1 and (w == 4 or bn1 == 128)]
     else:  # dq
-        base = [(16, 16, bm2, bn2, w) for bm2 in (64, 128) for bn2 in (16, 32, 64) for w in (4, 8)
+        base = [(16, 16, bm2, bn2, w) for bm2 in (128, 64) for bn2 in (32, 64, 16) for w in (4, 8)
                 if bn2 <= bm2 and (w == 4 or bm2 == 128)]
     if quick:
         base = base[::2]
@@ -127,9 +127,9 @@ def _job(job: dict) -> dict:
             F.flash_attention_forward(q, k, v, causal, config=F.fwd_config(*job["cfg"]), use_tma=job["tma"])
         else:
             out, lse = F.flash_attention_forward(q, k, v, causal, config=F.fwd_config(64, 32, 4, 2), use_tma=False)
-            mode = "atomic" if job["part"] == "atomic" else "split" if job["part"] in ("dkdv", "dq") else "fused"
-            bufs = F.bwd_prepare(q, k, v, out, lse, do, mode)
-            F.bwd_launch(job["part"], bufs, causal, scale, F.bwd_config(*job["cfg"]))
+            part, tma = _split_part(job["part"])
+            bufs = F.bwd_prepare(q, k, v, out, lse, do, _mode_of(part))
+            F.bwd_launch(part, bufs, causal, scale, F.bwd_config(*job["cfg"]), use_tma=tma)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         return {**job, "ok": True, "s": time.time() - t}
@@ -150,7 +150,7 @@ def _check(job) -> list[dict]:
                                                      config=F.fwd_config(*job["fwd_cfg"]))
                 grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=job["mode"],
                                                    config=F.bwd_config(*job["bwd_cfg"]),
-                                                   dq_config=F.bwd_config(*job["dq_cfg"]))
+                                                   dq_config=F.bwd_config(*job["dq_cfg"]), use_tma=job["tma"])
                 qq, kk, vv = (t.double().requires_grad_() for t in (q, k, v))
                 ro, rl = F.flash_attention_ref(qq, kk, vv, causal)
                 rg = torch.autograd.grad(ro, (qq, kk, vv), do.double())
@@ -211,26 +211,36 @@ def time_fwd(st: Setting, cfg, tma) -> float:
     return bench(lambda: F.flash_attention_forward(st.q, st.k, st.v, st.causal, config=c, use_tma=tma))
 
 
-def time_part(st: Setting, part, cfg) -> float:
+def _split_part(name: str) -> tuple[str, bool]:
+    """'fused_tma' -> ('fused', True): a backward variant is a part, loaded through TMA or not."""
+    return (name[:-4], True) if name.endswith("_tma") else (name, False)
+
+
+def _mode_of(part: str) -> str:
+    return "atomic" if part == "atomic" else "split" if part in ("dkdv", "dq") else "fused"
+
+
+def time_part(st: Setting, name, cfg) -> float:
     from gpulab.kernels import flash_attention as F
 
+    part, tma = _split_part(name)
     out, lse = st.fwd_rows()
-    mode = "atomic" if part == "atomic" else "split" if part in ("dkdv", "dq") else "fused"
-    bufs = F.bwd_prepare(st.q, st.k, st.v, out, lse, st.do, mode)
+    bufs = F.bwd_prepare(st.q, st.k, st.v, out, lse, st.do, _mode_of(part))
     c = F.bwd_config(*cfg)
     if part == "atomic":
-        return bench(lambda: (bufs[6].zero_(), F.bwd_launch(part, bufs, st.causal, st.scale, c)))
-    return bench(lambda: F.bwd_launch(part, bufs, st.causal, st.scale, c))
+        return bench(lambda: (bufs[6].zero_(), F.bwd_launch(part, bufs, st.causal, st.scale, c, use_tma=tma)))
+    return bench(lambda: F.bwd_launch(part, bufs, st.causal, st.scale, c, use_tma=tma))
 
 
 def time_bwd_total(st: Setting, mode, cfg, dq_cfg) -> float:
     from gpulab.kernels import flash_attention as F
 
+    base, tma = _split_part(mode)
     out, lse = st.fwd_rows()
     c = F.bwd_config(*cfg)
     dc = F.bwd_config(*dq_cfg) if dq_cfg else None
-    return bench(lambda: F.flash_attention_backward(st.q, st.k, st.v, out, lse, st.do, st.causal, mode=mode,
-                                                    config=c, dq_config=dc))
+    return bench(lambda: F.flash_attention_backward(st.q, st.k, st.v, out, lse, st.do, st.causal, mode=base,
+                                                    config=c, dq_config=dc, use_tma=tma))
 
 
 def time_sdpa(st: Setting, backend_name: str) -> dict:
@@ -263,8 +273,9 @@ def _parse():
     ap.add_argument("--deadline-s", type=float, default=225.0, help="stop measuring and write the JSON by then")
     ap.add_argument("--d", default="64,128", help="head dims, e.g. 128")
     ap.add_argument("--causal", default="0,1", help="causal flags, e.g. 1")
-    ap.add_argument("--variants", default="fwd_ptr,fwd_tma,fused,dkdv,dq,atomic",
-                    help="which to tune: fwd_ptr, fwd_tma, fused, dkdv, dq (dkdv+dq = split), atomic")
+    ap.add_argument("--variants", default="fwd_ptr,fwd_tma,fused,dkdv,dq,atomic,fused_tma,atomic_tma",
+                    help="which to tune: fwd_ptr, fwd_tma, fused, dkdv, dq (dkdv+dq = split), atomic, and the "
+                         "backward parts with TMA loads: fused_tma, dkdv_tma, dq_tma, atomic_tma")
     ap.add_argument("--no-check", action="store_true", help="skip the correctness checks")
     ap.add_argument("--dry-run", action="store_true", help=argparse.SUPPRESS)  # CPU: tiny sizes, control flow only
     return ap.parse_args()
@@ -306,8 +317,10 @@ def main() -> int:
     tma_ok = record["tma_available"] or args.dry_run
     tmas = [t for t in (False, True) if ("fwd_tma" if t else "fwd_ptr") in variants and (tma_ok or not t)]
     fwd_c = fwd_candidates(args.quick)
-    parts = [p for p in ("fused", "dkdv", "dq", "atomic") if p in variants]
-    bwd_c = {p: bwd_candidates(p, args.quick) for p in parts}
+    all_parts = ("fused", "dkdv", "dq", "atomic", "fused_tma", "dkdv_tma", "dq_tma", "atomic_tma")
+    parts = [p for p in all_parts if p in variants and (tma_ok or not p.endswith("_tma"))]
+    bwd_c = {p: bwd_candidates(_split_part(p)[0], args.quick)[:None if p in ("fused", "dkdv", "dq", "atomic") else 8]
+             for p in parts}
     if args.dry_run:
         fwd_c = [(32, 16, 4, 2), (16, 16, 4, 2)]
         bwd_c = {p: [(16, 32, 32, 16, 4, 2), (16, 16, 16, 16, 4, 2)] for p in parts}
@@ -397,7 +410,11 @@ def main() -> int:
     # 3. screen at SCREEN_L, until --budget-s
     log(f"step 3: screen at L={SCREEN_L}")
     screen = {}  # (d, causal, variant) -> [(ms, cfg)]
-    for j in jobs:
+    groups = {}
+    for j in jobs:  # round robin over (d, causal, variant): a budget cut trims every group alike
+        groups.setdefault((j["d"], j["causal"], j["kind"], j.get("tma"), j.get("part")), []).append(j)
+    order = [g[i] for i in range(max(map(len, groups.values()), default=0)) for g in groups.values() if i < len(g)]
+    for j in order:
         if time.time() - T0 > args.budget_s:
             log(f"  --budget-s reached: screening stops ({len(record['screen'])} of {len(jobs)} screened)")
             break
@@ -430,7 +447,7 @@ def main() -> int:
         top = 2 if time.time() - T0 < 0.8 * args.deadline_s else 1
         s = record["settings"][f"d={d} L={L} causal={c}"]
         cand = {}
-        for var in ("fwd_ptr", "fwd_tma", "fused", "dkdv", "dq", "atomic"):
+        for var in ("fwd_ptr", "fwd_tma") + all_parts:
             rows = []
             for _, cfg in screen.get((d, c, var), [])[:top]:
                 try:
@@ -447,10 +464,12 @@ def main() -> int:
         s["fwd_variants"] = {k: {"cfg": v[1], "ms": v[0], "tflops": st.tflops(v[0])} for k, v in cand.items()
                              if k.startswith("fwd")}
         bwd = {}
-        for mode, parts_ in (("fused", ("fused",)), ("split", ("dkdv", "dq")), ("atomic", ("atomic",))):
+        for mode, parts_ in (("fused", ("fused",)), ("split", ("dkdv", "dq")), ("atomic", ("atomic",)),
+                             ("fused_tma", ("fused_tma",)), ("split_tma", ("dkdv_tma", "dq_tma")),
+                             ("atomic_tma", ("atomic_tma",))):
             if all(p in cand for p in parts_):
                 cfg = cand[parts_[0]][1]
-                dq_cfg = cand["dq"][1] if mode == "split" else None
+                dq_cfg = cand[parts_[1]][1] if len(parts_) > 1 else None
                 try:
                     ms = time_bwd_total(st, mode, cfg, dq_cfg)
                     bwd[mode] = {"cfg": cfg, "dq_cfg": dq_cfg, "ms": ms, "tflops": st.tflops(ms, True),

@@ -192,18 +192,25 @@ def flash_attention_bwd_preprocess_kernel(O, DO, DELTA, n_rows, HEAD_DIM: tl.con
 
 
 @triton.jit
-def _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, lo, hi, offs_n, Lq, Lk, qk_scale, sm_scale,
-                    BLOCK_M1: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                    ATOMIC_DQ: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr):
+def _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q_base, lo, hi, offs_n, Lq, Lk,
+                    qk_scale, sm_scale, BLOCK_M1: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr,
+                    CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_TMA: tl.constexpr, UPCAST: tl.constexpr,
+                    DOT_PREC: tl.constexpr):
     """For one block of keys (k, v: (BLOCK_N1, d)), fold query blocks [lo, hi) into dk and dv; with
     ATOMIC_DQ also add this block's share of dQ into the fp32 buffer DQh. Works on transposed tiles
-    (keys along rows) so no tile is transposed in registers. The *h pointers point at this head."""
+    (keys along rows) so no tile is transposed in registers. The *h pointers point at this head; with
+    USE_TMA, q and dO tiles come through descriptors (rows past Lq then hold the next head's rows, which the
+    masked stages zero out through P)."""
     offs_d = tl.arange(0, HEAD_DIM)
     for start_m in tl.range(lo, hi, BLOCK_M1):
         start_m = tl.multiple_of(start_m, BLOCK_M1)
         offs_m = start_m + tl.arange(0, BLOCK_M1)
-        q = _load_rows(Qh, offs_m, offs_d, Lq, HEAD_DIM, MASKED)                       # (BLOCK_M1, d)
-        do = _load_rows(DOh, offs_m, offs_d, Lq, HEAD_DIM, MASKED)
+        if USE_TMA:
+            q = desc_q.load([(q_base + start_m).to(tl.int32), 0])                      # (BLOCK_M1, d)
+            do = desc_do.load([(q_base + start_m).to(tl.int32), 0])
+        else:
+            q = _load_rows(Qh, offs_m, offs_d, Lq, HEAD_DIM, MASKED)                   # (BLOCK_M1, d)
+            do = _load_rows(DOh, offs_m, offs_d, Lq, HEAD_DIM, MASKED)
         if MASKED:
             lse2 = tl.load(LSEh + offs_m, mask=offs_m < Lq, other=0.0) * 1.4426950408889634
             delta = tl.load(DELTAh + offs_m, mask=offs_m < Lq, other=0.0)
@@ -234,16 +241,20 @@ def _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, lo, hi, offs_n, Lq
 
 
 @triton.jit
-def _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, lo, hi, offs_m, Lk, qk_scale,
+def _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m, Lk, qk_scale,
                   BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                  UPCAST: tl.constexpr, DOT_PREC: tl.constexpr):
+                  USE_TMA: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr):
     """For one block of queries, fold key tiles [lo, hi) into dq (unscaled: the caller multiplies by scale)."""
     offs_d = tl.arange(0, HEAD_DIM)
     for start_n in tl.range(lo, hi, BLOCK_N2):
         start_n = tl.multiple_of(start_n, BLOCK_N2)
         offs_n = start_n + tl.arange(0, BLOCK_N2)
-        k = _load_rows(Kh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)                       # (BLOCK_N2, d)
-        v = _load_rows(Vh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)
+        if USE_TMA:
+            k = desc_k.load([(kv_base + start_n).to(tl.int32), 0])                     # (BLOCK_N2, d)
+            v = desc_v.load([(kv_base + start_n).to(tl.int32), 0])
+        else:
+            k = _load_rows(Kh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)                   # (BLOCK_N2, d)
+            v = _load_rows(Vh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)
         if UPCAST:
             k = k.to(tl.float32)
             v = v.to(tl.float32)
@@ -261,14 +272,17 @@ def _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, lo, hi, offs_m, Lk, qk_scale,
 
 
 @triton.jit(do_not_specialize=["Lq", "Lk", "L_BUCKET"])
-def flash_attention_bwd_kernel(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, qk_scale, sm_scale, Lq, Lk, L_BUCKET,
+def flash_attention_bwd_kernel(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, desc_q, desc_k, desc_v, desc_do, qk_scale,
+                               sm_scale, Lq, Lk, L_BUCKET,
                                HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
                                BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr, CAUSAL: tl.constexpr,
-                               DKDV: tl.constexpr, DQ_MODE: tl.constexpr, UPCAST: tl.constexpr,
-                               DOT_PREC: tl.constexpr):
+                               DKDV: tl.constexpr, DQ_MODE: tl.constexpr, USE_TMA: tl.constexpr,
+                               UPCAST: tl.constexpr, DOT_PREC: tl.constexpr):
     """Program (pid, bh): if DKDV, dK and dV of keys [pid*BLOCK_N1, +BLOCK_N1); DQ_MODE 1: then dQ of queries
     [pid*BLOCK_M2, +BLOCK_M2) (recomputing the scores); DQ_MODE 2: dQ by atomic adds into the fp32 DQ from
-    the key-side loop (needs DKDV); DQ_MODE 0: no dQ. Layouts as in the forward; DELTA, LSE: (B*H*Lq,) fp32."""
+    the key-side loop (needs DKDV); DQ_MODE 0: no dQ. Layouts as in the forward; DELTA, LSE: (B*H*Lq,) fp32.
+    USE_TMA: the loop tiles (q, dO in the key-side loop, k, v in the query-side loop) come through the
+    descriptors (blocks BLOCK_M1 and BLOCK_N2 rows)."""
     pid = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     q_base = bh * Lq
@@ -290,18 +304,18 @@ def flash_attention_bwd_kernel(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, qk_scale, sm
             DQh = DQ + q_base * HEAD_DIM
             lq_full = (Lq // BLOCK_M1) * BLOCK_M1
             if CAUSAL:  # queries m >= n see key n: the band [start_n, start_n + BLOCK_N1) is masked
-                dk, dv = _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, start_n,
+                dk, dv = _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q_base, start_n,
                                          tl.minimum(start_n + BLOCK_N1, Lq), offs_n, Lq, Lk, qk_scale, sm_scale,
-                                         BLOCK_M1, HEAD_DIM, True, True, DQ_MODE == 2, UPCAST, DOT_PREC)
+                                         BLOCK_M1, HEAD_DIM, True, True, DQ_MODE == 2, USE_TMA, UPCAST, DOT_PREC)
                 lo = start_n + BLOCK_N1
             else:
                 lo = 0
-            dk, dv = _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, lo, lq_full, offs_n, Lq, Lk,
-                                     qk_scale, sm_scale, BLOCK_M1, HEAD_DIM, False, CAUSAL, DQ_MODE == 2, UPCAST,
-                                     DOT_PREC)
-            dk, dv = _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, tl.maximum(lo, lq_full), Lq,
-                                     offs_n, Lq, Lk, qk_scale, sm_scale, BLOCK_M1, HEAD_DIM, True, CAUSAL,
-                                     DQ_MODE == 2, UPCAST, DOT_PREC)
+            dk, dv = _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q_base, lo, lq_full,
+                                     offs_n, Lq, Lk, qk_scale, sm_scale, BLOCK_M1, HEAD_DIM, False, CAUSAL,
+                                     DQ_MODE == 2, USE_TMA, UPCAST, DOT_PREC)
+            dk, dv = _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q_base,
+                                     tl.maximum(lo, lq_full), Lq, offs_n, Lq, Lk, qk_scale, sm_scale, BLOCK_M1,
+                                     HEAD_DIM, True, CAUSAL, DQ_MODE == 2, USE_TMA, UPCAST, DOT_PREC)
             row_ok = offs_n[:, None] < Lk
             rows = offs_n[:, None] * HEAD_DIM + offs_d[None, :]
             tl.store(DK + kv_base * HEAD_DIM + rows, (dk * sm_scale).to(DK.dtype.element_ty), mask=row_ok)
@@ -328,10 +342,10 @@ def flash_attention_bwd_kernel(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, qk_scale, sm
             else:
                 hi_full = lk_full
                 hi = Lk
-            dq = _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, 0, hi_full, offs_m, Lk, qk_scale,
-                               BLOCK_N2, HEAD_DIM, False, CAUSAL, UPCAST, DOT_PREC)
-            dq = _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, hi_full, hi, offs_m, Lk, qk_scale,
-                               BLOCK_N2, HEAD_DIM, True, CAUSAL, UPCAST, DOT_PREC)
+            dq = _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, desc_k, desc_v, kv_base, 0, hi_full, offs_m, Lk,
+                               qk_scale, BLOCK_N2, HEAD_DIM, False, CAUSAL, USE_TMA, UPCAST, DOT_PREC)
+            dq = _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, desc_k, desc_v, kv_base, hi_full, hi, offs_m, Lk,
+                               qk_scale, BLOCK_N2, HEAD_DIM, True, CAUSAL, USE_TMA, UPCAST, DOT_PREC)
             tl.store(DQ + q_base * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
                      (dq * sm_scale).to(DQ.dtype.element_ty), mask=offs_m[:, None] < Lq)
 
@@ -349,7 +363,7 @@ def bwd_config(block_m1: int, block_n1: int, block_m2: int, block_n2: int, num_w
     """A backward launch shape: key side BLOCK_N1 keys x BLOCK_M1 queries per step; query side BLOCK_M2
     queries x BLOCK_N2 keys per step."""
     return triton.Config({"BLOCK_M1": block_m1, "BLOCK_N1": block_n1, "BLOCK_M2": block_m2, "BLOCK_N2": block_n2},
-                         num_warps=num_warps, num_stages=num_stages)
+                         num_warps=num_warps, num_stages=num_stages, pre_hook=_set_bwd_descriptor_blocks)
 
 
 def _set_descriptor_blocks(nargs) -> None:
@@ -359,6 +373,14 @@ def _set_descriptor_blocks(nargs) -> None:
         nargs["desc_q"].block_shape = [nargs["BLOCK_M"], d]
         nargs["desc_k"].block_shape = [nargs["BLOCK_N"], d]
         nargs["desc_v"].block_shape = [nargs["BLOCK_N"], d]
+
+
+def _set_bwd_descriptor_blocks(nargs) -> None:
+    """Autotuner pre-hook of the backward: q and dO tiles are BLOCK_M1 rows, k and v tiles BLOCK_N2 rows."""
+    d = nargs["HEAD_DIM"]
+    for name, block in (("desc_q", "BLOCK_M1"), ("desc_do", "BLOCK_M1"), ("desc_k", "BLOCK_N2"), ("desc_v", "BLOCK_N2")):
+        if nargs.get(name) is not None:
+            nargs[name].block_shape = [nargs[block], d]
 
 
 # Interpreter: one small shape each, so that masks, the causal band and the tails are all exercised.
@@ -382,6 +404,7 @@ BWD_CONFIGS = {  # by backward mode
 BWD_CONFIGS["atomic"] = BWD_CONFIGS["dkdv"]
 DEFAULT_BWD_MODE = "fused"
 DEFAULT_FWD_TMA = True  # on GPUs where TMA descriptors work (compute capability >= 9)
+DEFAULT_BWD_TMA = False
 
 
 def l_bucket(length: int) -> int:
@@ -414,7 +437,7 @@ def _prune_bwd(configs, named_args, **kwargs):
 
 
 _TUNE_KEY = ["L_BUCKET", "HEAD_DIM", "CAUSAL", "USE_TMA"]
-_BWD_KEY = ["L_BUCKET", "HEAD_DIM", "CAUSAL", "DKDV", "DQ_MODE"]
+_BWD_KEY = ["L_BUCKET", "HEAD_DIM", "CAUSAL", "DKDV", "DQ_MODE", "USE_TMA"]
 if gpulab.ON_GPU:
     fwd_autotuned = triton.autotune(configs=FWD_CONFIGS, key=_TUNE_KEY,
                                     prune_configs_by={"early_config_prune": _prune_fwd})(flash_attention_fwd_kernel)
@@ -571,21 +594,35 @@ def bwd_prepare(q, k, v, out, lse, do, mode: str = "fused"):
     return q, k, v, do, lse, delta, dq, torch.empty_like(k), torch.empty_like(v)
 
 
-def bwd_launch(part: str, bufs, causal: bool, scale: float, config: triton.Config | None = None):
+def bwd_launch(part: str, bufs, causal: bool, scale: float, config: triton.Config | None = None,
+               use_tma: bool | None = None):
     """Launch one part of the backward (a key of ``BWD_PARTS``) on buffers from ``bwd_prepare``. ``config``:
-    a ``bwd_config`` (default: autotuned on a GPU, ``INTERPRETER_BWD`` in the interpreter)."""
-    q, k = bufs[0], bufs[1]
+    a ``bwd_config`` (default: autotuned on a GPU, ``INTERPRETER_BWD`` in the interpreter). ``use_tma``: load
+    the loop tiles through TMA descriptors (default ``DEFAULT_BWD_TMA`` where ``tma_available()``)."""
+    q, k, v, do = bufs[0], bufs[1], bufs[2], bufs[3]
     B, H, Lq, d = q.shape
     Lk = k.shape[2]
     flags = BWD_PARTS[part]
+    if use_tma is None:
+        use_tma = DEFAULT_BWD_TMA and tma_available()
+    descs = (None,) * 4
+    if use_tma:
+        if TensorDescriptor is None:
+            raise ValueError("use_tma=True needs triton.tools.tensor_descriptor (Triton >= 3.4)")
+        flat = [t.view(-1, d) for t in (q, k, v, do)]
+        if not any(t.data_ptr() % 16 for t in flat):
+            kw = (config or INTERPRETER_BWD).kwargs
+            descs = tuple(TensorDescriptor(t, list(t.shape), [d, 1], [kw[b], d])
+                          for t, b in zip(flat, ("BLOCK_M1", "BLOCK_N2", "BLOCK_N2", "BLOCK_M1")))
 
     def grid(m):
         n1 = triton.cdiv(Lk, m["BLOCK_N1"]) if flags["DKDV"] else 0
         n2 = triton.cdiv(Lq, m["BLOCK_M2"]) if flags["DQ_MODE"] == 1 else 0
         return (max(n1, n2), B * H)
 
-    args = (*bufs, scale * LOG2E, scale, Lq, Lk, l_bucket(max(Lq, Lk)))
-    meta = dict(HEAD_DIM=d, CAUSAL=causal, UPCAST=_upcast(q.dtype), DOT_PREC=_dot_prec(q.dtype), **flags)
+    args = (*bufs, *descs, scale * LOG2E, scale, Lq, Lk, l_bucket(max(Lq, Lk)))
+    meta = dict(HEAD_DIM=d, CAUSAL=causal, USE_TMA=descs[0] is not None, UPCAST=_upcast(q.dtype),
+                DOT_PREC=_dot_prec(q.dtype), **flags)
     if config is None and part in bwd_autotuned:
         bwd_autotuned[part][grid](*args, **meta)
     else:
@@ -597,14 +634,15 @@ def bwd_launch(part: str, bufs, causal: bool, scale: float, config: triton.Confi
 
 def flash_attention_backward(q, k, v, out, lse, do, causal: bool = False, sm_scale: float | None = None, *,
                              mode: str | None = None, config: triton.Config | None = None,
-                             dq_config: triton.Config | None = None):
+                             dq_config: triton.Config | None = None, use_tma: bool | None = None):
     """The backward kernels alone: ``(dq, dk, dv)``, each the shape and dtype of its input.
 
     q, k, v, out, do as in the forward (out and do: (B, H, Lq, d)); lse: (B, H, Lq) float32 from the forward.
     ``mode``: "fused" (dK, dV and dQ in one launch), "split" (two launches) or "atomic" (dQ by fp32 atomic adds),
     default ``DEFAULT_BWD_MODE``. ``config``: a ``bwd_config`` for the (first) launch, ``dq_config`` for the dQ
     launch of "split" (default: autotuned on a GPU, ``INTERPRETER_BWD`` in the interpreter). Reads q, k, v, do,
-    lse and a per-row delta; never an Lq x Lk matrix. Raises TypeError/ValueError naming the argument.
+    lse and a per-row delta; never an Lq x Lk matrix. ``use_tma``: the loop tiles through TMA descriptors
+    (default ``DEFAULT_BWD_TMA`` where available). Raises TypeError/ValueError naming the argument.
     """
     scale = check_inputs(q, k, v, causal, sm_scale)
     mode = DEFAULT_BWD_MODE if mode is None else mode
@@ -613,7 +651,7 @@ def flash_attention_backward(q, k, v, out, lse, do, causal: bool = False, sm_sca
     if q.numel() == 0:
         return dq.to(q.dtype), dk.zero_(), dv.zero_()
     for part, cfg in zip(MODE_PARTS[mode], (config, dq_config)):
-        bwd_launch(part, bufs, causal, scale, cfg)
+        bwd_launch(part, bufs, causal, scale, cfg, use_tma)
     return (dq.to(q.dtype) if mode == "atomic" else dq), dk, dv
 
 
