@@ -101,6 +101,18 @@ def memory_model(B: int, H: int, L: int, d: int, itemsize: int, method: str) -> 
     raise ValueError(f"method must be 'naive' or 'flash', got {method!r}")
 
 
+def flash_training_memory(B: int, H: int, L: int, d: int, itemsize: int, mode: str = "fused") -> dict:
+    """Memory of FlashAttention through autograd above q, k, v and dO (bytes), Lq = Lk = L: ``held_bytes``
+    between forward and backward (O and the fp32 lse) and ``peak_bytes`` over the backward, which adds the
+    fp32 delta and dq, dk, dv; with ``mode="atomic"`` also the fp32 dQ buffer (alive while dq is cast from it).
+    All O(L)."""
+    _ints(B=B, H=H, L=L, d=d, itemsize=itemsize)
+    rows, elems = B * H * L, B * H * L * d
+    held = elems * itemsize + 4 * rows
+    peak = held + 4 * rows + 3 * elems * itemsize + (4 * elems if mode == "atomic" else 0)
+    return dict(held_bytes=held, peak_bytes=peak, mode=mode)
+
+
 def naive_attention(q, k, v, causal: bool = False, sm_scale: float | None = None):
     """softmax(scale * q k^T [causal]) v in plain torch, materialising S and P (each (B, H, Lq, Lk) in q's
     dtype). q: (B, H, Lq, d), k, v: (B, H, Lk, d); causal: the top-left mask (SDPA's ``is_causal``)."""

@@ -145,3 +145,11 @@ def test_causal_tiles_exercise():
     assert not rep.ok and "last" in str(rep)
     L = random.randint(1, 5000)
     assert ex.check_causal_tiles.solution(L, 128, 64) == A.tiles_visited(L, 128, 64, True)
+
+
+def test_training_memory_model_is_linear_in_L():
+    a, b = (A.flash_training_memory(2, 4, L, 64, 2) for L in (1000, 2000))
+    assert b["held_bytes"] == 2 * a["held_bytes"] and b["peak_bytes"] == 2 * a["peak_bytes"]
+    assert a["held_bytes"] == 2 * 4 * 1000 * (64 * 2 + 4)
+    at = A.flash_training_memory(2, 4, 1000, 64, 2, "atomic")
+    assert at["peak_bytes"] - a["peak_bytes"] == 2 * 4 * 1000 * 64 * 4   # the fp32 dQ buffer

@@ -664,6 +664,7 @@ class FlashAttentionFunction(torch.autograd.Function):
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.causal, ctx.sm_scale = causal, sm_scale
         ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)  # no zero-filled gradient for lse: it would cost 4 bytes a row
         return out, lse
 
     @staticmethod
