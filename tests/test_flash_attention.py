@@ -296,3 +296,25 @@ def test_gpu_every_path_against_float64(mode, use_tma):
         out, lse = F.flash_attention_forward(q, k, v, causal, use_tma=use_tma)
         grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=mode, use_tma=use_tma)
         _check_all(q, k, v, do, causal, out, lse, grads, what=f"mode={mode} tma={use_tma} causal={causal}")
+
+
+def test_autotune_pruning_rules():
+    q = torch.empty(1, 1, 1, 16, dtype=torch.bfloat16)
+    kept = F._prune_fwd(F.FWD_CONFIGS, {"Q": q}, CAUSAL=True)
+    assert kept and all(c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0 for c in kept)
+    assert F._prune_fwd(F.FWD_CONFIGS, {"Q": q.float()}, CAUSAL=False) == F.FP32_FWD_CONFIGS
+    for cfgs in F.BWD_CONFIGS.values():
+        kept = F._prune_bwd(cfgs, {"Q": q})
+        assert kept and all(c.kwargs["BLOCK_N1"] % c.kwargs["BLOCK_M1"] == 0 and
+                            c.kwargs["BLOCK_M2"] % c.kwargs["BLOCK_N2"] == 0 for c in kept)
+    assert F._prune_bwd(F.BWD_CONFIGS["fused"], {"Q": q.float()}) == F.FP32_BWD_CONFIGS
+
+
+@pytest.mark.parametrize("i", [0, 1])
+def test_fp32_configs(i):
+    q, k, v, do = _inputs(1, 1, 77, 77, 128, torch.float32)
+    for causal in (False, True):
+        out, lse = F.flash_attention_forward(q, k, v, causal, config=F.FP32_FWD_CONFIGS[i])
+        cfg = F.FP32_BWD_CONFIGS[i]
+        grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode="split", config=cfg, dq_config=cfg)
+        _check_all(q, k, v, do, causal, out, lse, grads, what=f"fp32 config {i} causal={causal}")

@@ -416,23 +416,28 @@ def l_bucket(length: int) -> int:
     return b
 
 
+# fp32 (4-byte tiles, dot in "ieee"): small tiles and 2 stages, so that d = 128 fits in shared memory
+FP32_FWD_CONFIGS = [fwd_config(64, 32, 4, 2), fwd_config(32, 32, 4, 2)]
+FP32_BWD_CONFIGS = [bwd_config(16, 32, 32, 16, 4, 2), bwd_config(32, 64, 64, 32, 4, 1)]
+
+
 def _prune_fwd(configs, named_args, **kwargs):
-    """Causal needs BLOCK_M % BLOCK_N == 0 (the diagonal band starts on a tile edge); fp32 keeps small tiles
-    (shared memory); short sequences keep BLOCK_M <= their bucket."""
+    """Causal needs BLOCK_M % BLOCK_N == 0 (the diagonal band starts on a tile edge); fp32 takes
+    ``FP32_FWD_CONFIGS``."""
     causal = kwargs.get("CAUSAL", named_args.get("CAUSAL"))
-    fp32 = named_args["Q"].dtype == torch.float32
-    keep = [c for c in configs if (not causal or c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0)
-            and (not fp32 or c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 64 * 64)]
-    return keep or [fwd_config(64, 32, 4, 2)]
+    if named_args["Q"].dtype == torch.float32:
+        configs = FP32_FWD_CONFIGS
+    keep = [c for c in configs if not causal or c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0]
+    return keep or [fwd_config(32, 32, 4, 2)]
 
 
 def _prune_bwd(configs, named_args, **kwargs):
     """BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0 (the causal bands start on tile edges); fp32
-    keeps small tiles."""
-    fp32 = named_args["Q"].dtype == torch.float32
+    takes ``FP32_BWD_CONFIGS``."""
+    if named_args["Q"].dtype == torch.float32:
+        configs = FP32_BWD_CONFIGS
     keep = [c for c in configs if c.kwargs["BLOCK_N1"] % c.kwargs["BLOCK_M1"] == 0
-            and c.kwargs["BLOCK_M2"] % c.kwargs["BLOCK_N2"] == 0
-            and (not fp32 or max(c.kwargs["BLOCK_N1"], c.kwargs["BLOCK_M2"]) <= 64)]
+            and c.kwargs["BLOCK_M2"] % c.kwargs["BLOCK_N2"] == 0]
     return keep or [bwd_config(16, 32, 32, 16, 4, 2)]
 
 
