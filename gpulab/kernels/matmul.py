@@ -231,19 +231,15 @@ def _aligned16(t: torch.Tensor) -> bool:
 
 
 def pad_rows(t: torch.Tensor) -> torch.Tensor:
-    """``t`` itself if TMA can read it, else a copy whose rows start on 16-byte boundaries.
+    """``t`` itself if TMA can read it, else a copy whose rows start on 16-byte boundaries
+    (``gpulab.kernels.pad.pad_rows``: a tiled Triton copy; torch's copy into the strided view was slow).
 
     Returns a ``(rows, cols)`` view of a ``(rows, cols_padded)`` buffer; the padding columns are never read
     (the tensor descriptor's shape stops at ``cols``). Costs one read and one write of ``t``.
     """
-    if _aligned16(t):
-        return t
-    per16 = 16 // t.element_size()
-    cols = t.shape[1]
-    buf = torch.empty((t.shape[0], -(-cols // per16) * per16), device=t.device, dtype=t.dtype)
-    view = buf[:, :cols]
-    view.copy_(t)
-    return view
+    from .pad import pad_rows as _pad_rows
+
+    return _pad_rows(t)
 
 
 def _check_inputs(a, b, input_precision, path):
