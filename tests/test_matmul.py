@@ -120,6 +120,18 @@ def test_tma_path_never_reads_the_padding(poisoned):
     assert_matmul_close(mm.matmul(a, b, path="tma", config=SMALL), a, b)
 
 
+@pytest.mark.parametrize("N", [40, 48, 7])
+def test_tma_output_through_a_row_padded_buffer(N, poisoned):
+    """N = 40 and 7: rows of C are not a multiple of 16 elements, so the TMA kernel stores into a poisoned
+    row-padded buffer that is copied back; N = 48 stores straight into C."""
+    if not mm.tma_available():
+        pytest.skip("no TMA path on this GPU")
+    a, b = _rand(37, 50, dtype=torch.float16), _rand(50, N, dtype=torch.float16)
+    c = mm.matmul(a, b, path="tma", config=SMALL)
+    assert c.is_contiguous() and mm._store_aligned(c) == (N % 16 == 0)
+    assert_matmul_close(c, a, b)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_noreuse_matches_float64(dtype, poisoned):
     a, b = _rand(33, 70, dtype=dtype), _rand(70, 17, dtype=dtype)

@@ -6,8 +6,10 @@ GPU only. Measures, in one run (a few minutes on an H200, most of it the dense s
   4096^3 and 8192^3 in bf16 and fp16, ratio = torch ms / gpulab ms (target: >= 0.9 in bf16), and the
   portable pointer kernel beside it;
 - awkward sizes 1793, 2049, 4097 (bf16): torch.matmul on the unpadded tensors, torch.matmul after zero-padding
-  to a multiple of 8 (copies timed), gpulab (TMA path: rows padded into aligned buffers, copies timed) and
-  gpulab's pointer kernel (masked, no copy), and the row-pad copy alone; target: gpulab >= 2x torch;
+  to a multiple of 8 (copies timed; its result is a strided view of the padded product), gpulab (TMA path: A
+  and B copied into row-padded buffers, C stored into one and copied back to a contiguous tensor, all
+  timed) and gpulab's pointer kernel (masked, no copy), and the row-pad copy of A and B alone; target:
+  gpulab >= 2x torch;
 - correctness at M = 1000, N = 999, K = 1001 in fp16: gpulab and torch against float64, and against each other;
 - fp32 at 4096^3: gpulab with input_precision tf32 and ieee against torch (TF32 on and off);
 - the tile study: the pointer kernel with square T x T x T tiles (one pipeline stage, so its input tiles take

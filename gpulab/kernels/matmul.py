@@ -14,7 +14,10 @@ Triton's tutorials 03-matrix-multiplication and 09-persistent-matmul):
   descriptors (``triton.tools.tensor_descriptor.TensorDescriptor``), optionally persistent (one program per
   SM, looping over tiles). TMA needs 16-byte aligned row strides: for awkward sizes (N not a multiple of 8
   in 16-bit) the launcher copies A and B into buffers with padded rows first, and that copy is part of the
-  time. Out-of-range tile elements are zero-filled by the TMA unit; the output is stored with masks.
+  time. Out-of-range tile elements are zero-filled by the TMA unit; the output is stored with masks. When N
+  is not a multiple of 16, the output tile goes to a row-padded buffer first and is copied back: stored
+  straight into rows of odd length, the epilogue's per-element stores pushed Triton 3.6 to 255 registers and
+  spills (compiled for sm_90), and the whole persistent loop slowed down.
 - ``matmul_noreuse_kernel``: each output element reads its own row of A and column of B (``2 M N K``
   loads); nothing is shared on chip, so only the caches can help.
 
@@ -87,7 +90,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 
 
 @triton.jit(do_not_specialize=["num_programs"])  # one compiled kernel whatever the program count
-def matmul_tma_kernel(a_desc, b_desc, c_ptr, M, N, K, stride_cm, stride_cn, num_programs,
+def matmul_tma_kernel(a_desc, b_desc, c_ptr, M, N, K, stride_cm, stride_cn, num_programs, N_STORE,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                       FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, UPCAST: tl.constexpr):
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
@@ -110,7 +113,8 @@ def matmul_tma_kernel(a_desc, b_desc, c_ptr, M, N, K, stride_cm, stride_cn, num_
         offs_m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
         c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+        # N_STORE >= N: columns past N hold zeros (B's descriptor zero-fills), written only into row padding
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N_STORE))
 
 
 @triton.jit
@@ -181,8 +185,8 @@ CONFIGS = {
             C(128, 256, 64, 8, 8, 4, persistent=True, flatten=True), C(128, 256, 64, 8, 8, 3),
             C(128, 128, 64, 8, 4, 4, persistent=True, flatten=True)],
     "pointer": [C(128, 256, 64, 8, 8, 3), C(128, 128, 64, 8, 8, 3), C(128, 128, 32, 8, 4, 4)],
-    "pointer_fp32": [C(128, 128, 32, 8, 8, 3), C(128, 128, 32, 8, 4, 3), C(64, 128, 32, 8, 4, 4),
-                     C(128, 64, 32, 8, 4, 4)],
+    # fp32: 128x128x32 with 4 warps spilled in "ieee" (255 registers, Triton 3.6 compiled for sm_90): left out
+    "pointer_fp32": [C(128, 128, 32, 8, 8, 3), C(64, 128, 32, 8, 4, 4), C(128, 64, 32, 8, 4, 4)],
 }
 INTERPRETER_CONFIG = C(64, 64, 32, 4, 4, 1, persistent=True)  # the interpreter pays per operation, not per element
 del C
@@ -222,12 +226,6 @@ def _config_list(path: str, dtype: torch.dtype) -> str:
 
 def _bucket(x: int) -> int:
     return 1 << max(x - 1, 1).bit_length()
-
-
-def _aligned16(t: torch.Tensor) -> bool:
-    """True if TMA can read ``t`` as it is: last dim contiguous, 16-byte aligned base and row stride."""
-    return (t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
-            and t.shape[1] > 0)
 
 
 def pad_rows(t: torch.Tensor) -> torch.Tensor:
@@ -285,10 +283,29 @@ def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: MatmulConf
     a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk])
     b_desc = TensorDescriptor(b, [K, N], [b.stride(0), 1], [bk, bn])
     programs = min(tiles, num_sms()) if config.persistent else tiles
-    return matmul_tma_kernel[(programs,)](a_desc, b_desc, c, M, N, K, c.stride(0), c.stride(1), programs,
-                                          BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config.GROUP_M,
-                                          FLATTEN=config.flatten, WARP_SPECIALIZE=config.warp_specialize,
-                                          UPCAST=_upcast(a.dtype), **opts)
+    out = c if _store_aligned(c) else torch.empty((M, -(-N // 16) * 16), device=c.device, dtype=c.dtype)
+    k = matmul_tma_kernel[(programs,)](a_desc, b_desc, out, M, N, K, out.stride(0), out.stride(1), programs,
+                                       out.shape[1], BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config.GROUP_M,
+                                       FLATTEN=config.flatten, WARP_SPECIALIZE=config.warp_specialize,
+                                       UPCAST=_upcast(a.dtype), **opts)
+    if out is not c:
+        _copy_rows(out, c)
+    return k
+
+
+def _copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """dst[:, :] = src[:, :dst.shape[1]] with ``gpulab.kernels.pad``'s tiled row copy (both row-major)."""
+    from .pad import BLOCK_C, BLOCK_R, pad_rows_kernel
+
+    rows, cols = dst.shape
+    pad_rows_kernel[(triton.cdiv(rows, BLOCK_R), triton.cdiv(cols, BLOCK_C))](
+        src, dst, rows, cols, src.stride(0), dst.stride(0), BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)
+
+
+def _store_aligned(c: torch.Tensor) -> bool:
+    """True if the TMA kernel can store straight into ``c``: rows a multiple of 16 elements long and apart
+    (what Triton's divisibility-by-16 specialization sees) on a 16-byte aligned base."""
+    return c.stride(1) == 1 and c.stride(0) % 16 == 0 and c.shape[1] % 16 == 0 and c.data_ptr() % 16 == 0
 
 
 def autotune(a, b, path: str, input_precision: str = "tf32", candidates=None, rep_ms: float = 40) -> MatmulConfig:
@@ -315,8 +332,7 @@ def tuned_config(a, b, path: str, input_precision: str = "tf32") -> MatmulConfig
     """The autotuned config for this size bucket (tuned on the first call that lands in it; GPU only)."""
     M, K = a.shape
     N = b.shape[1]
-    key = (path, a.dtype, input_precision, _bucket(M), _bucket(N), _bucket(K),
-           path == "pointer" or (_aligned16(a) and _aligned16(b)))
+    key = (path, a.dtype, input_precision, _bucket(M), _bucket(N), _bucket(K), M % 16 == N % 16 == K % 16 == 0)
     if key not in _TUNED:
         _TUNED[key] = autotune(a, b, path, input_precision)
     return _TUNED[key]
