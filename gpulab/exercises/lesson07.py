@@ -96,7 +96,8 @@ def check_largest_tile(fn) -> Report:
     smem_bytes of shared memory, with one copy of each per pipeline stage (2 T^2 s bytes per stage).
     Example: fp32 (4 bytes), 228 KiB (Hopper), 1 stage -> 128 (128 KiB; 256 would need 512 KiB)."""
     rng = random.Random()
-    cases = [dict(itemsize=4, smem_bytes=228 * 1024, stages=1), dict(itemsize=2, smem_bytes=228 * 1024, stages=3),
+    cases = [dict(itemsize=4, smem_bytes=228 * 1024, stages=1), dict(itemsize=4, smem_bytes=100 * 1024, stages=1),
+             dict(itemsize=2, smem_bytes=228 * 1024, stages=3),
              dict(itemsize=2, smem_bytes=64 * 1024, stages=2), dict(itemsize=1, smem_bytes=164 * 1024, stages=4)]
     cases += [dict(itemsize=rng.choice([1, 2, 4]), smem_bytes=rng.choice([48, 64, 100, 164, 228]) * 1024,
                    stages=rng.randrange(1, 6)) for _ in range(20)]
@@ -108,10 +109,13 @@ def check_largest_tile(fn) -> Report:
             return f"expected an int T, got {_short(got)}"
         if got == exp:
             return None
+        hints = []
         if got == _largest_tile_solution(s, smem, 1) and st > 1:
-            return f"expected {exp}, got {got}: each of the {st} pipeline stages holds its own copy of both tiles"
+            hints.append(f"each of the {st} pipeline stages holds its own copy of both tiles")
         if got == _largest_tile_solution(s, 2 * smem, st):
-            return f"expected {exp}, got {got}: there are TWO input tiles (one of A, one of B): 2 T^2 s bytes"
+            hints.append("there are TWO input tiles (one of A, one of B): 2 T^2 s bytes")
+        if hints:
+            return f"expected {exp}, got {got}: " + "; or ".join(hints)
         if got == _largest_tile_solution(s, smem // 1024, st) or got == _largest_tile_solution(s, smem * 1024, st):
             return f"expected {exp}, got {got}: smem_bytes is already in bytes"
         if got and got & (got - 1):
