@@ -187,6 +187,28 @@ def test_very_negative_logsumexp_stays_finite(mode):
     assert torch.isfinite(out).all() and all(torch.isfinite(g).all() for g in grads), mode
 
 
+
+@pytest.mark.skipif(F.TensorDescriptor is None, reason="this Triton has no tensor descriptors")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+def test_tma_tiles_past_a_head_do_not_leak_the_next_heads_inf(causal):
+    # A TMA tile of the last (partial) block of rows reads the next head's first rows; masking the scores is not
+    # enough, because 0 * inf = NaN in the matmuls with those rows. Head 1 holds inf/NaN; head 0 must not see it.
+    q, k, v, do = _inputs(1, 2, 20, 20, 16, torch.float32)
+    q0, k0, v0, do0 = (t[:, :1].clone() for t in (q, k, v, do))
+    q[:, 1], do[:, 1], v[:, 1] = float("inf"), float("inf"), float("inf")
+    k[:, 1] = float("nan")
+    out, lse = F.flash_attention_forward(q, k, v, causal, use_tma=True)
+    out_ok, lse_ok = F.flash_attention_forward(q0, k0, v0, causal, use_tma=False)
+    _close("out (head 0)", out[:, :1], out_ok.double(), 1e-6)
+    for mode in F.BWD_MODES:
+        grads = F.flash_attention_backward(q, k, v, out_ok.expand_as(q), lse_ok.expand_as(lse), do, causal,
+                                           mode=mode, use_tma=True)
+        ok = F.flash_attention_backward(q0, k0, v0, out_ok, lse_ok, do0, causal, mode=mode, use_tma=False)
+        for name, g, r in zip(("dq", "dk", "dv"), grads, ok):
+            _close(f"{name} (head 0)", g[:, :1], r.double(), 1e-6, f"mode={mode}")
+
 # ---- poisoned outputs: every element must be written ------------------------------------------------------
 
 def test_kernels_write_every_element_of_poisoned_outputs():
@@ -263,6 +285,35 @@ def test_bad_input_raises_naming_the_argument():
         F.flash_attention_forward(q, k, v, True, config=F.fwd_config(16, 32))
 
 
+
+def test_sm_scale_extremes_give_finite_results_or_name_the_argument():
+    # sm_scale * log2(e) is passed to the kernel as fp32: past fp32's range it became inf (NaN everywhere)
+    q, k, v, do = _inputs(1, 1, 17, 17, 16, torch.float32)
+    for scale in (1e-30, 1e20):  # uniform and one-hot softmax: both finite in float64 and in the kernel
+        out, lse = F.flash_attention_forward(q, k, v, False, scale)
+        r_out, _ = F.flash_attention_ref(q, k, v, False, scale)
+        _close("out", out, r_out, REL[torch.float32], f"sm_scale={scale}")
+    for scale in (1e300, 10**400):
+        with pytest.raises(ValueError, match="sm_scale"):
+            F.flash_attention(q, k, v, sm_scale=scale)
+    import numpy as np
+    out = F.flash_attention(q, k, v, sm_scale=np.float32(0.25))  # any real number type
+    _close("out", out, F.flash_attention_ref(q, k, v, False, 0.25)[0], REL[torch.float32])
+
+
+@pytest.mark.filterwarnings("ignore:Input #:UserWarning")  # gradcheck on fp32 (the kernels have no float64)
+def test_autograd_edge_cases():
+    q, k, v, do = _inputs(1, 2, 9, 11, 16, torch.float32)
+    # gradcheck's undefined-gradient check calls backward with dout = None
+    args = tuple(t.detach().clone().requires_grad_() for t in (q, k, v))
+    assert torch.autograd.gradcheck(lambda a, b, c: F.flash_attention(a, b, c, True), args, eps=1e-3, atol=2e-2,
+                                    rtol=2e-2, fast_mode=True)
+    # the backward kernels are not differentiable: a second derivative must raise, not silently drop this term
+    qq = q.detach().clone().requires_grad_()
+    g, = torch.autograd.grad(F.flash_attention(qq, k, v).pow(2).sum(), qq, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiable once"):
+        torch.autograd.grad((g.sum() + qq.pow(3).sum()), qq)
+
 def test_l_bucket():
     assert [F.l_bucket(n) for n in (1, 256, 257, 1024, 3000, 4096, 5000, 16384, 10**6)] == \
         [256, 256, 1024, 1024, 4096, 4096, 16384, 16384, 16384]
@@ -297,6 +348,13 @@ def test_gpu_every_path_against_float64(mode, use_tma):
         grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=mode, use_tma=use_tma)
         _check_all(q, k, v, do, causal, out, lse, grads, what=f"mode={mode} tma={use_tma} causal={causal}")
 
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU or torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_inputs_on_two_gpus_name_the_argument():
+    q, k, v, _ = _inputs(1, 1, 8, 8, 16, torch.float16)
+    with pytest.raises(ValueError, match="q and v must be on the same device"):
+        F.flash_attention(q, k, v.to("cuda:1"))
 
 def test_autotune_pruning_rules():
     q = torch.empty(1, 1, 1, 16, dtype=torch.bfloat16)

@@ -26,7 +26,9 @@ Masks and the tile stages. The keys a query block visits are split into two rang
 Tiles right of the diagonal are never loaded: causal attention does about half the work. No row ever
 meets a fully masked tile before a valid key (tile 0 holds key 0, which every row may see), so the running
 maximum is finite from the first tile on and ``-inf - (-inf)`` never happens. Rows past ``Lq`` in the last
-query block read zeros (or, through a tensor descriptor, the next head's rows) and are not stored.
+query block read zeros (or, through a tensor descriptor, the next head's rows) and are not stored. Key and
+value rows past ``Lk`` read through a descriptor are the next head's too: the masked stages set them to zero,
+since a masked score alone does not stop an inf or NaN there from reaching the output (0 * inf = NaN).
 
 The causal convention for ``Lq != Lk`` is SDPA's ``is_causal``: the top-left aligned mask
 ``torch.ones(Lq, Lk).tril(diagonal=0)``, query ``i`` sees keys ``0..i``. Every row sees key 0, so no row
@@ -57,6 +59,7 @@ later; ``USE_TMA``); everywhere else, and always in the interpreter by default, 
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 import triton
@@ -77,6 +80,7 @@ BWD_MODES = ("fused", "split", "atomic")
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
 LN2 = 0.6931471805599453    # ln(2): lse (natural) = lse2 * LN2
 MAX_GRID_Y = 65535          # CUDA's limit on grid dimension 1, which holds B * H
+MAX_SM_SCALE = torch.finfo(torch.float32).max / LOG2E  # sm_scale * log2(e) goes to the kernel as an fp32
 
 
 # ---- the forward -------------------------------------------------------------------------------------------
@@ -128,6 +132,8 @@ def _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m
             v = _load_rows(Vh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)
         if UPCAST:
             v = v.to(tl.float32)
+        if USE_TMA and MASKED:  # rows past Lk are the next head's: p = 0 there, but 0 * inf = NaN in the dot
+            v = tl.where(offs_n[:, None] < Lk, v, 0.0)
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PREC)
         m_i = m_new
     return acc, l_i, m_i
@@ -220,6 +226,9 @@ def _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q
         if UPCAST:
             q = q.to(tl.float32)
             do = do.to(tl.float32)
+        if USE_TMA and MASKED:  # rows past Lq are the next head's: zero them (0 * inf = NaN in the dots)
+            q = tl.where(offs_m[:, None] < Lq, q, 0.0)
+            do = tl.where(offs_m[:, None] < Lq, do, 0.0)
         s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PREC)                          # (BLOCK_N1, BLOCK_M1)
         p_t = tl.math.exp2(s_t * qk_scale - lse2[None, :])                              # P^T, rebuilt
         if MASKED:
@@ -258,6 +267,9 @@ def _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, desc_k, desc_v, kv_base, lo, h
         if UPCAST:
             k = k.to(tl.float32)
             v = v.to(tl.float32)
+        if USE_TMA and MASKED:  # rows past Lk are the next head's: zero them (0 * inf = NaN in the dots)
+            k = tl.where(offs_n[:, None] < Lk, k, 0.0)
+            v = tl.where(offs_n[:, None] < Lk, v, 0.0)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)                            # (BLOCK_M2, BLOCK_N2)
         p = tl.math.exp2(s * qk_scale - lse2[:, None])
         if MASKED:
@@ -471,13 +483,16 @@ def check_inputs(q, k, v, causal=False, sm_scale=None) -> float:
     """Check q: (B, H, Lq, d), k, v: (B, H, Lk, d) for the kernels; return the softmax scale (default 1/sqrt(d)).
 
     Raises TypeError/ValueError naming the argument: dtypes fp16/bf16/fp32, all the same; 4 dimensions; on
-    gpulab.DEVICE; d in (16, 32, 64, 128); Lk >= 1; B * H <= 65535; ``causal`` a bool; ``sm_scale`` a positive
-    finite number or None."""
+    gpulab.DEVICE, all on the same device; d in (16, 32, 64, 128); Lk >= 1; B * H <= 65535; ``causal`` a bool;
+    ``sm_scale`` None or a real number in (0, ``MAX_SM_SCALE``] (``sm_scale * log2(e)`` must be a finite fp32).
+    As in any fp32 attention, scores times ``sm_scale`` must stay inside fp32's range (about 3.4e38)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t, dtypes=DTYPES, ndim=4, contiguous=False)
     for name, t in (("k", k), ("v", v)):
         if t.dtype != q.dtype:
             raise TypeError(f"q and {name} must have the same dtype, got {q.dtype} and {t.dtype}")
+        if t.device != q.device:
+            raise ValueError(f"q and {name} must be on the same device, got {q.device} and {t.device}")
     B, H, _, d = q.shape
     if k.shape[:2] != (B, H) or v.shape[:2] != (B, H):
         raise ValueError(f"q, k, v must share (B, H), got shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
@@ -491,12 +506,18 @@ def check_inputs(q, k, v, causal=False, sm_scale=None) -> float:
     if B * H > MAX_GRID_Y:
         raise ValueError(f"q: B * H must be at most {MAX_GRID_Y} (one grid dimension), got {B} * {H}")
     if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+        raise TypeError(f"causal must be a bool (True or False), got {causal!r} of type "
+                        f"{type(causal).__module__}.{type(causal).__qualname__}")
     if sm_scale is None:
         return 1.0 / math.sqrt(d)
-    if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)) or not (0 < sm_scale < math.inf):
-        raise ValueError(f"sm_scale must be a positive finite number or None, got {sm_scale!r}")
-    return float(sm_scale)
+    try:
+        scale = float(sm_scale) if isinstance(sm_scale, numbers.Real) and not isinstance(sm_scale, bool) else None
+    except OverflowError:  # an int past float's range
+        scale = math.inf
+    if scale is None or not (0 < scale <= MAX_SM_SCALE):
+        raise ValueError(f"sm_scale must be a positive real number at most {MAX_SM_SCALE:.4g} (times log2(e) it "
+                         f"must be a finite fp32) or None, got {sm_scale!r}")
+    return scale
 
 
 def _dot_prec(dtype) -> str:
@@ -584,6 +605,9 @@ def bwd_prepare(q, k, v, out, lse, do, mode: str = "fused"):
         if t.shape != q.shape:
             raise ValueError(f"{name} must have q's shape {tuple(q.shape)}, got {tuple(t.shape)}")
     check_tensor("lse", lse, dtypes=(torch.float32,), ndim=3, contiguous=False)
+    for name, t in (("out", out), ("do", do), ("lse", lse)):
+        if t.device != q.device:
+            raise ValueError(f"q and {name} must be on the same device, got {q.device} and {t.device}")
     if lse.shape != q.shape[:3]:
         raise ValueError(f"lse must have shape (B, H, Lq) = {tuple(q.shape[:3])}, got {tuple(lse.shape)}")
     q, k, v, out, do, lse = (t.contiguous() for t in (q, k, v, out, do, lse))
@@ -659,7 +683,9 @@ def flash_attention_backward(q, k, v, out, lse, do, causal: bool = False, sm_sca
 
 
 class FlashAttentionFunction(torch.autograd.Function):
-    """Forward saves q, k, v, out and lse (O(L) memory); backward recomputes P tile by tile."""
+    """Forward saves q, k, v, out and lse (O(L) memory); backward recomputes P tile by tile. Differentiable once:
+    a second derivative (``create_graph=True`` and differentiating again) raises instead of silently dropping
+    this term."""
 
     @staticmethod
     def forward(ctx, q, k, v, causal, sm_scale):
@@ -672,9 +698,29 @@ class FlashAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout, dlse):
+        if dout is None:  # no gradient reached out (grads are not materialised): none flows to q, k, v
+            return None, None, None, None, None
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = flash_attention_backward(q, k, v, out, lse, dout, ctx.causal, ctx.sm_scale)
+        with torch.no_grad():
+            dq, dk, dv = flash_attention_backward(q, k, v, out, lse, dout, ctx.causal, ctx.sm_scale)
+        if torch.is_grad_enabled():  # create_graph=True: a second derivative through here must raise
+            dq, dk, dv = _NoSecondDerivative.apply(dq, dk, dv, dout, q, k, v)
         return dq, dk, dv, None, None
+
+
+class _NoSecondDerivative(torch.autograd.Function):
+    """Passes (dq, dk, dv) through, attached to dout, q, k, v, with a backward that raises. (torch's
+    ``once_differentiable`` attaches its error to detached copies, so ``torch.autograd.grad(..., inputs=q)``
+    prunes it and silently leaves out this term of a second derivative.)"""
+
+    @staticmethod
+    def forward(ctx, dq, dk, dv, *connect):
+        return dq.view_as(dq), dk.view_as(dk), dv.view_as(dv)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("flash_attention is differentiable once: its backward kernels have no derivative "
+                           "(a second derivative through it, e.g. after create_graph=True, is not supported)")
 
 
 def flash_attention(q, k, v, causal: bool = False, sm_scale: float | None = None, return_lse: bool = False):
