@@ -32,3 +32,28 @@ def test_pad_rows_handles_views_and_bad_input():
         P.pad_rows(torch.randn(3, device=gpulab.DEVICE))
     with pytest.raises(TypeError, match="t must be a torch.Tensor"):
         P.pad_rows([[1.0]])
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128, torch.bool, torch.int8, torch.float64,
+                                   torch.float8_e4m3fn])
+def test_pad_rows_any_dtype_is_copied_bit_for_bit(dtype):
+    # "any dtype": Triton has no complex pointers, so the copy moves the bits as integers of the same width
+    t = torch.randn(5, 7, dtype=torch.complex128).to(dtype) if dtype.is_complex else \
+        (torch.randn(5, 7) > 0) if dtype == torch.bool else torch.randn(5, 7).mul(10).to(dtype)
+    base = torch.zeros(5, 9, dtype=dtype)
+    base[:, 1:8] = t
+    for src in (t, base[:, 1:8], t[:1].t()):  # contiguous; offset view, odd row stride; (7, 1) of strides (1, 7)
+        v = P.pad_rows(src.to(gpulab.DEVICE))
+        assert v.shape == src.shape and v.dtype == dtype and P.aligned16(v)
+        bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.int64}[src.element_size()]
+        assert torch.equal(v.cpu().view(bits), src.clone(memory_format=torch.contiguous_format).view(bits))
+
+
+def test_pad_rows_copies_overlapping_rows():
+    # a row stride of 0 (expand) or below the row length passes the 16-byte test but is no TMA-ready matrix
+    # (each row must start past the previous one's end): such views are copied into their own rows
+    base = torch.randn(64, dtype=torch.float64).half().to(gpulab.DEVICE)
+    for t in (base[:8].expand(5, 8), base.as_strided((5, 16), (8, 1))):
+        assert t.stride(0) < t.shape[1] and not P.aligned16(t)
+        v = P.pad_rows(t)
+        assert P.aligned16(v) and v.stride(0) >= v.shape[1] and torch.equal(v.cpu(), t.cpu())

@@ -20,6 +20,9 @@ import triton.language as tl
 from ._checks import check_tensor
 
 BLOCK_R, BLOCK_C = 8, 256
+# The copy moves bits: each element as one integer of its width (16-byte elements as two int64), so every dtype
+# works, including those Triton has no pointer type for (complex).
+_WORDS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.int64}
 
 
 @triton.jit
@@ -34,26 +37,30 @@ def pad_rows_kernel(src_ptr, dst_ptr, rows, cols, src_stride, dst_stride,
 
 
 def aligned16(t: torch.Tensor) -> bool:
-    """True if TMA can read ``t`` (2D) as it is: last dim contiguous, 16-byte aligned base and row stride."""
+    """True if TMA can read ``t`` (2D) as it is: last dim contiguous, 16-byte aligned base and row stride, and
+    rows that do not overlap (a row stride of at least the row length, so no stride-0 ``expand`` views)."""
     return (t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
-            and t.shape[1] > 0)
+            and t.shape[1] > 0 and (t.shape[0] <= 1 or t.stride(0) >= t.shape[1]))
 
 
 def pad_rows(t: torch.Tensor) -> torch.Tensor:
-    """``t`` itself if TMA can read it, else a (rows, cols) view of a new (rows, cols rounded up to 16 bytes)
-    buffer holding a copy of ``t``. t: 2D, any dtype, last dimension contiguous, on gpulab.DEVICE. Raises
-    TypeError/ValueError naming the argument."""
+    """``t`` itself if TMA can read it (``aligned16``), else a (rows, cols) view of a new (rows, cols rounded up
+    to 16 bytes) buffer holding a bit-exact copy of ``t``. t: 2D, any dtype, any strides, on gpulab.DEVICE.
+    Raises TypeError/ValueError naming the argument."""
     check_tensor("t", t, ndim=2, contiguous=False)
     if aligned16(t):
         return t
     if t.stride(1) != 1:
-        t = t.contiguous()
+        t = t.clone(memory_format=torch.contiguous_format)  # not .contiguous(): a (rows, 1) view keeps its stride
         if aligned16(t):
             return t
     rows, cols = t.shape
     per16 = 16 // t.element_size()
     buf = torch.empty((rows, -(-cols // per16) * per16), device=t.device, dtype=t.dtype)
     if rows and cols:
-        grid = (triton.cdiv(rows, BLOCK_R), triton.cdiv(cols, BLOCK_C))
-        pad_rows_kernel[grid](t, buf, rows, cols, t.stride(0), buf.stride(0), BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)
+        word = _WORDS[t.element_size()]
+        src, dst = t.view(word), buf.view(word)  # same bits; 16-byte elements become two words
+        words = src.shape[1]
+        grid = (triton.cdiv(rows, BLOCK_R), triton.cdiv(words, BLOCK_C))
+        pad_rows_kernel[grid](src, dst, rows, words, src.stride(0), dst.stride(0), BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)
     return buf[:, :cols]
