@@ -111,6 +111,19 @@ def test_bad_input_names_argument(call, word):
         call(x)
 
 
+
+def test_strides_past_64_bits_and_launch_limits(poisoned):
+    # any stride >= len(x) copies x[0] alone; Triton cannot take an int past 64 bits, so the launcher clamps it
+    x = _rand(17, torch.float32)
+    for stride in (17, 2**63, 2**64, 2**80):
+        _assert_exact(S.strided_copy(x, stride), x[:1])
+    with pytest.raises(ValueError, match="num_warps needs block"):  # the autotuner would silently ignore it
+        S.strided_copy(x, 1, num_warps=8)
+    # one program per column of a (1, 2^31) matrix: more programs than a CUDA grid holds (an expand: no memory)
+    wide = torch.zeros(1, 1, dtype=torch.float16, device=gpulab.DEVICE).expand(1, 2**31)
+    with pytest.raises(ValueError, match="a: .* grid limit"):
+        S.matrix_copy(wide, "columns")
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU (device check, autotuning, a 4 GiB input)")
 def test_gpu_only_paths():

@@ -98,6 +98,19 @@ def test_bad_input_names_argument(call, word):
         call(a)
 
 
+
+def test_launch_limits_and_num_warps_alone():
+    a = torch.randn(8, 8, device=gpulab.DEVICE)
+    with pytest.raises(ValueError, match="num_warps needs block_m and block_n"):  # the autotuner ignored it
+        T.transpose(a, num_warps=8)
+    # more programs than a CUDA grid holds (expanded views: no memory): a clear error before any allocation
+    tall = torch.zeros(1, 1, dtype=torch.float16, device=gpulab.DEVICE).expand(2**31, 1)
+    with pytest.raises(ValueError, match="a: .* grid limit"):
+        T.transpose_naive(tall)
+    big = torch.zeros(1, 1, dtype=torch.float16, device=gpulab.DEVICE).expand(2**16, 2**15 + 1)
+    with pytest.raises(ValueError, match="a: .* grid limit"):
+        T.transpose(big, block_m=1, block_n=1)
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU (autotuning, a 4 GiB input)")
 def test_gpu_autotune_and_int64_offsets():

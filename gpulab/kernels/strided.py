@@ -32,6 +32,7 @@ BY = ("rows", "columns")
 MATRIX_BLOCK = 1024  # elements per program in matrix_copy on a GPU; in the interpreter the row or column length
 INTERPRETER_BLOCK = 1024
 TUNE_MIN_N = 2**20  # below this many outputs: no autotuning, the first config
+MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid dimension 0 (programs per launch here)
 
 # Candidates for the strided copy on a GPU, keyed on (n, stride, CONTIGUOUS): a memory-bound copy wants a few
 # thousand elements in flight per program; the first is gpulab's vector_add shape.
@@ -70,7 +71,8 @@ def strided_copy(x: torch.Tensor, stride: int = 1, block: int | None = None, num
     x: 1-D contiguous fp32/fp16/bf16 on gpulab.DEVICE; stride: int >= 1 (elements). Returns y of length
     ``ceil(len(x) / stride)`` and x's dtype. ``block=None`` autotunes on a GPU (``AUTOTUNE_CONFIGS``, keyed on
     the length, the stride and whether it is 1) and uses ``INTERPRETER_BLOCK`` in the interpreter; a given
-    ``block`` (power of two) and ``num_warps`` launch that shape. Raises TypeError/ValueError naming the argument.
+    ``block`` (power of two) and ``num_warps`` launch that shape (``num_warps`` only with ``block``). Raises
+    TypeError/ValueError naming the argument.
     """
     check_tensor("x", x, dtypes=DTYPES, ndim=1)
     stride = _check_stride(stride)
@@ -78,10 +80,13 @@ def strided_copy(x: torch.Tensor, stride: int = 1, block: int | None = None, num
         check_block("block", block)
     if num_warps is not None and (isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16, 32)):
         raise ValueError(f"num_warps must be one of 1, 2, 4, 8, 16, 32, got {num_warps!r}")
+    if num_warps is not None and block is None:
+        raise ValueError("num_warps needs block (without a block the autotuner picks both on a GPU)")
     n = triton.cdiv(x.numel(), stride)
     y = torch.empty(n, dtype=x.dtype, device=x.device)
     if not n:
         return y
+    stride = min(stride, x.numel())  # any stride >= len(x) reads x[0] alone; and Triton takes at most 64-bit ints
     contiguous = stride == 1
     if block is None and strided_copy_kernel_autotuned is not None:
         strided_copy_kernel_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](
@@ -153,12 +158,16 @@ def matrix_copy(a: torch.Tensor, by: str = "rows", block: int | None = None) -> 
     if block is not None:
         check_block("block", block)
     M, N = a.shape
-    b = torch.empty((M, N), dtype=a.dtype, device=a.device)
-    if not a.numel():
-        return b
     kernel, length, other = (copy_by_rows_kernel, N, M) if by == "rows" else (copy_by_columns_kernel, M, N)
     block = block or _matrix_block(length)
     grid = (other * triton.cdiv(length, block),)
+    if grid[0] > MAX_GRID_X:
+        raise ValueError(f"a: {grid[0]} programs ({other} {'rows' if by == 'rows' else 'columns'} x "
+                         f"{triton.cdiv(length, block)} blocks of {block}) exceed CUDA's grid limit {MAX_GRID_X}; "
+                         f"walk the other way or pass a larger block")
+    b = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    if not a.numel():
+        return b
     kernel[grid](a, b, M, N, a.stride(0), a.stride(1), b.stride(0), b.stride(1), BLOCK=block)
     return b
 

@@ -29,6 +29,7 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 NAIVE_BLOCK = 1024  # elements of a row per program in the naive kernel (GPU)
 INTERPRETER_TILE = (32, 32)  # (BLOCK_M, BLOCK_N) of the tiled kernel in the interpreter (no autotuning)
 TUNE_MIN_ELEMENTS = 2**20  # below this many elements: no autotuning, the first config
+MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid dimension 0 (programs per launch here)
 
 # Candidates for the tiled kernel on a GPU (keyed on M, N and the dtype): square and wide tiles, 4 or 8 warps.
 # 64x64 and 32x128 fp32 tiles are 16 KiB of shared memory each, so several programs fit on an SM (228 KiB on
@@ -72,10 +73,14 @@ transpose_tiled_kernel_autotuned = triton.autotune(configs=AUTOTUNE_CONFIGS, key
     transpose_tiled_kernel) if gpulab.ON_GPU else None
 
 
+def _check_grid(programs: int, what: str) -> None:
+    if programs > MAX_GRID_X:
+        raise ValueError(f"a: {programs} programs ({what}) exceed CUDA's grid limit {MAX_GRID_X}; pass larger blocks")
+
+
 def _prepare(a):
     check_tensor("a", a, dtypes=DTYPES, ndim=2, contiguous=False)
-    M, N = a.shape
-    return M, N, torch.empty((N, M), dtype=a.dtype, device=a.device)
+    return a.shape
 
 
 def transpose_naive(a: torch.Tensor, block: int | None = None) -> torch.Tensor:
@@ -85,13 +90,15 @@ def transpose_naive(a: torch.Tensor, block: int | None = None) -> torch.Tensor:
     elements of a row per program (power of two; default ``NAIVE_BLOCK`` on a GPU, the row length rounded up in
     the interpreter). Raises TypeError/ValueError naming ``a`` or ``block``.
     """
-    M, N, b = _prepare(a)
+    M, N = _prepare(a)
     if block is not None:
         check_block("block", block)
+    block = block or (NAIVE_BLOCK if gpulab.ON_GPU else max(16, min(NAIVE_BLOCK, triton.next_power_of_2(N))))
+    grid = M * triton.cdiv(N, block)
+    _check_grid(grid, f"{M} rows x {triton.cdiv(N, block)} blocks of {block}")
+    b = torch.empty((N, M), dtype=a.dtype, device=a.device)
     if a.numel():
-        block = block or (NAIVE_BLOCK if gpulab.ON_GPU else max(16, min(NAIVE_BLOCK, triton.next_power_of_2(N))))
-        transpose_naive_kernel[(M * triton.cdiv(N, block),)](a, b, M, N, a.stride(0), a.stride(1),
-                                                             b.stride(0), b.stride(1), BLOCK=block)
+        transpose_naive_kernel[(grid,)](a, b, M, N, a.stride(0), a.stride(1), b.stride(0), b.stride(1), BLOCK=block)
     return b
 
 
@@ -102,9 +109,9 @@ def transpose(a: torch.Tensor, block_m: int | None = None, block_n: int | None =
     a: (M, N) fp32/fp16/bf16 on gpulab.DEVICE, any strides. Returns a new contiguous (N, M) tensor.
     ``block_m=block_n=None`` autotunes on a GPU over ``AUTOTUNE_CONFIGS`` (keyed on M, N and the dtype) and
     uses ``INTERPRETER_TILE`` in the interpreter; given tile sizes (powers of two, both or neither) and
-    ``num_warps`` launch that shape. Raises TypeError/ValueError naming the argument.
+    ``num_warps`` (only with them) launch that shape. Raises TypeError/ValueError naming the argument.
     """
-    M, N, b = _prepare(a)
+    M, N = _prepare(a)
     if (block_m is None) != (block_n is None):
         raise ValueError("block_m and block_n must be given together (or neither, to autotune)")
     if block_m is not None:
@@ -113,6 +120,12 @@ def transpose(a: torch.Tensor, block_m: int | None = None, block_n: int | None =
                 raise ValueError(f"{name} must be a power of two in [1, 256], got {v!r}")
     if num_warps is not None and (isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16, 32)):
         raise ValueError(f"num_warps must be one of 1, 2, 4, 8, 16, 32, got {num_warps!r}")
+    if num_warps is not None and block_m is None:
+        raise ValueError("num_warps needs block_m and block_n (without them the autotuner picks all three on a GPU)")
+    if block_m is not None or not gpulab.ON_GPU:
+        bm, bn = (block_m, block_n) if block_m is not None else INTERPRETER_TILE
+        _check_grid(triton.cdiv(M, bm) * triton.cdiv(N, bn), f"{bm} x {bn} tiles")
+    b = torch.empty((N, M), dtype=a.dtype, device=a.device)
     if not a.numel():
         return b
     args = (a, b, M, N, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
