@@ -14,6 +14,8 @@ if gpulab.ON_GPU:
     SHAPES += [(1000, 999, 1001), (1793, 1793, 1793), (257, 4097, 64)]
 SMALL = mm.MatmulConfig(16, 32, 16, GROUP_M=2, num_warps=4, num_stages=2)  # many tiles and groups on small shapes
 ULP = {torch.float32: 2.0**-23, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}  # 1 ulp: the interpreter truncates bf16
+# absolute floor: the spacing of subnormals (fp16), or the smallest normal where subnormals may be flushed
+TINY = {torch.float32: 2.0**-126, torch.float16: 2.0**-24, torch.bfloat16: 2.0**-126}
 
 
 @pytest.fixture
@@ -33,7 +35,7 @@ def _rand(*shape, dtype):
 
 
 def assert_matmul_close(c, a, b, tf32=False):
-    """Elementwise: |c - ref| <= ulp(dtype) |ref| + (K + 2) 2^-24 (|A| @ |B|), plus 2^-10 (|A| @ |B|) where
+    """Elementwise: |c - ref| <= ulp(dtype) |ref| + (K + 2) 2^-24 (|A| @ |B|) + TINY, plus 2^-10 (|A| @ |B|) where
     the GPU rounds fp32 inputs to TF32 (10 mantissa bits each). ref is float64 of the rounded inputs."""
     assert c.dtype == a.dtype and c.shape == (a.shape[0], b.shape[1])
     c64 = c.double().cpu()
@@ -41,7 +43,7 @@ def assert_matmul_close(c, a, b, tf32=False):
     ref = mm.matmul_ref(a, b).cpu()
     mag = a.double().abs().cpu() @ b.double().abs().cpu()
     K = a.shape[1]
-    tol = ULP[a.dtype] * ref.abs() + ((K + 2) * 2.0**-24 + (2.0**-10 if tf32 else 0.0)) * mag + 1e-300
+    tol = ULP[a.dtype] * ref.abs() + ((K + 2) * 2.0**-24 + (2.0**-10 if tf32 else 0.0)) * mag + TINY[a.dtype]
     bad = ((c64 - ref).abs() > tol).nonzero()
     assert len(bad) == 0, (f"{len(bad)} of {c64.numel()} elements off; first at {bad[0].tolist()}: got "
                            f"{c64[tuple(bad[0])].item()!r}, expected {ref[tuple(bad[0])].item()!r}")
