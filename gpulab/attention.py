@@ -10,7 +10,7 @@ FlashAttention, 2022, Section 3.2 for the IO analysis).
 Counts are by hand:
 
 - FLOPs (``attention_flops``): forward ``4*B*H*Lq*Lk*d`` (two matmuls of 2 FLOPs per multiply-add), halved
-  when causal, backward 2.5x the forward (five matmuls: the rebuilt S, dV, dP, dQ, dK). This is the
+  when causal (for Lq = Lk; for Lq != Lk the pairs the top-left mask keeps), backward 2.5x the forward (five matmuls: the rebuilt S, dV, dP, dQ, dK). This is the
   convention of the FlashAttention papers' and Triton's benchmarks; softmax's exponentials are not counted.
 - HBM bytes of the naive forward (``naive_bytes``): each torch op reads its inputs and writes its output.
 - HBM bytes of the flash forward (``flash_bytes``): Q read once, K and V once per query block that visits
@@ -36,9 +36,14 @@ def _ints(**kw) -> None:
 
 def attention_flops(B: int, H: int, Lq: int, Lk: int, d: int, causal: bool = False, backward: bool = False) -> float:
     """FLOPs of attention by the usual convention: forward 4*B*H*Lq*Lk*d, halved if causal; backward 2.5x
-    the forward (2 of the 5 matmuls' worth is the recomputation of S and the extra matmul for dP)."""
+    the forward (2 of the 5 matmuls' worth is the recomputation of S and the extra matmul for dP).
+
+    Causal counts the (query, key) pairs the top-left mask keeps, its diagonal counted half: Lq^2 / 2 if
+    Lq <= Lk, else Lq*Lk - Lk^2 / 2. For Lq = Lk that is the convention's half; for Lq != Lk it is not (one query
+    over 1000 keys sees one key, not 500)."""
     _ints(B=B, H=H, Lq=Lq, Lk=Lk, d=d)
-    f = 4.0 * B * H * Lq * Lk * d * (0.5 if causal else 1.0)
+    pairs = (Lq * Lq / 2 if Lq <= Lk else Lq * Lk - Lk * Lk / 2) if causal else Lq * Lk
+    f = 4.0 * B * H * pairs * d
     return 2.5 * f if backward else f
 
 
@@ -107,6 +112,8 @@ def flash_training_memory(B: int, H: int, L: int, d: int, itemsize: int, mode: s
     fp32 delta and dq, dk, dv; with ``mode="atomic"`` also the fp32 dQ buffer (alive while dq is cast from it).
     All O(L)."""
     _ints(B=B, H=H, L=L, d=d, itemsize=itemsize)
+    if mode not in ("fused", "split", "atomic"):  # gpulab.kernels.flash_attention.BWD_MODES (no Triton import here)
+        raise ValueError(f"mode must be one of ('fused', 'split', 'atomic'), got {mode!r}")
     rows, elems = B * H * L, B * H * L * d
     held = elems * itemsize + 4 * rows
     peak = held + 4 * rows + 3 * elems * itemsize + (4 * elems if mode == "atomic" else 0)

@@ -62,7 +62,7 @@ def _as_row(scores, values):
     v = np.asarray(values, dtype=np.float64)
     if (v.shape[0] if v.ndim else 1) != len(s):
         raise ValueError(f"values must have one row per score: {len(s)} scores, values shape {v.shape}")
-    v = v.reshape(len(s), -1) if v.size else np.zeros((len(s), 1))
+    v = v.reshape(len(s), 1) if v.ndim <= 1 else v.reshape(len(s), int(np.prod(v.shape[1:])))
     if np.isnan(s).any() or np.isposinf(s).any():
         raise ValueError("scores must be finite or -inf (masked); got NaN or +inf")
     return s, v
@@ -90,10 +90,16 @@ def rescale(a: State, b: State) -> tuple[float, float, float]:
 
 
 def merge(a: State, b: State) -> State:
-    """The state of the union of a's keys and b's keys: l' = alpha l_a + beta l_b, u' = alpha u_a + beta u_b."""
+    """The state of the union of a's keys and b's keys: l' = alpha l_a + beta l_b, u' = alpha u_a + beta u_b.
+    Raises ValueError if both hold keys and their u differ in width (values per key); an empty state merges
+    with any width."""
+    if not (a.empty or b.empty) and np.shape(a.u) != np.shape(b.u):
+        raise ValueError(f"states of different value width cannot merge: u shapes {np.shape(a.u)} and {np.shape(b.u)}")
     m, alpha, beta = rescale(a, b)
     if m == NEG_INF:
         return empty_state(len(a.u))
+    if a.empty or b.empty:  # the other one as it is (alpha or beta is 1), in its own width
+        return b if a.empty else a
     return State(m, alpha * a.l + beta * b.l, alpha * a.u + beta * b.u)
 
 

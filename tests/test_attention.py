@@ -22,6 +22,19 @@ def test_flop_convention():
     assert A.attention_flops(1, 1, 3, 5, 16) == 4 * 3 * 5 * 16
 
 
+
+def test_causal_flops_for_lq_not_lk():
+    # "halved if causal" is only right for Lq = Lk: with the top-left mask one query row over 1000 keys sees one
+    # key, not 500. Visible pairs, the diagonal counted half (so Lq = Lk keeps the usual L^2 / 2):
+    # Lq^2 / 2 if Lq <= Lk, else Lq * Lk - Lk^2 / 2.
+    d = 16
+    for lq, lk in ((1, 1000), (1000, 1), (300, 700), (700, 300), (64, 64)):
+        kept = torch.ones(lq, lk).tril().sum().item() - min(lq, lk) / 2
+        assert A.attention_flops(2, 3, lq, lk, d, causal=True) == 4 * 2 * 3 * kept * d, (lq, lk)
+    assert A.attention_flops(1, 1, 1, 1000, d, causal=True, backward=True) == 2.5 * 4 * 0.5 * d
+    with pytest.raises(ValueError, match="mode"):
+        A.flash_training_memory(1, 1, 16, 16, 2, mode="nonsense")
+
 def test_naive_bytes_by_hand():
     B, H, L, d = 2, 3, 100, 16
     assert A.naive_bytes(B, H, L, d, 2) == 2 * B * H * (6 * L * d + 4 * L * L)

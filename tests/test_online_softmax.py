@@ -94,6 +94,22 @@ def test_bad_inputs():
         O.tile_state([1.0, math.nan], [1.0, 2.0])
 
 
+
+def test_states_of_different_value_widths_do_not_broadcast():
+    # numpy would broadcast a width-1 u into a width-3 one: a silently wrong merge. Only an empty state (which
+    # holds nothing, e.g. empty_state() with its default width 1) may meet a state of another width.
+    a = O.tile_state([1.0], [2.0])
+    b = O.tile_state([0.5, 3.0], np.ones((2, 3)))
+    for x, y in ((a, b), (b, a)):
+        with pytest.raises(ValueError, match="value width"):
+            O.merge(x, y)
+    with pytest.raises(ValueError, match="value width"):
+        O.update(a, [0.5, 3.0], np.ones((2, 3)))
+    s = O.update(O.empty_state(), [0.5, 3.0], [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    assert s.u.shape == (3,) and np.allclose(s.output(), _direct([0.5, 3.0], np.array([[1, 2, 3], [4, 5, 6.0]])))
+    # values of width 0 give an output of width 0, not a made-up width-1 zero
+    assert O.attention_row([1.0, 2.0], np.ones((2, 0)), 1).shape == (0,)
+
 def test_explorer_slider_changes_the_figure():
     ex = O.RowWalkExplorer(tile=4)
     title = ex.live.fig.layout.title.text
