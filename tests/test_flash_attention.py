@@ -192,6 +192,7 @@ def test_very_negative_logsumexp_stays_finite(mode):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:All-NaN slice encountered:RuntimeWarning")  # head 1, by design
 def test_tma_tiles_past_a_head_do_not_leak_the_next_heads_inf(causal):
     # A TMA tile of the last (partial) block of rows reads the next head's first rows; masking the scores is not
     # enough, because 0 * inf = NaN in the matmuls with those rows. Head 1 holds inf/NaN; head 0 must not see it.
