@@ -156,8 +156,9 @@ def test_other_tile_shapes(bm, bn):
 @pytest.mark.skipif(F.TensorDescriptor is None, reason="this Triton has no tensor descriptors")
 @pytest.mark.parametrize("causal", [False, True])
 def test_tma_descriptor_loads(causal):
-    # the TMA path reads past a head's last row into the next head (or zeros at the end): the masks must hold
-    q, k, v, do = _inputs(2, 2, 50, 37, 16, torch.bfloat16)
+    # the TMA path (lengths multiples of TMA_ROW_MULTIPLE): Lq != Lk, two heads, causal masks on the band
+    q, k, v, do = _inputs(1, 2, 128, 256, 16, torch.bfloat16)
+    assert F.tma_lengths_ok(128, 256) and not F.tma_lengths_ok(128, 250) and not F.tma_lengths_ok(50, 256)
     out, lse = F.flash_attention_forward(q, k, v, causal, use_tma=True)
     for mode in F.BWD_MODES:
         grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=mode, use_tma=True)
@@ -193,10 +194,12 @@ def test_very_negative_logsumexp_stays_finite(mode):
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 @pytest.mark.filterwarnings("ignore:All-NaN slice encountered:RuntimeWarning")  # head 1, by design
-def test_tma_tiles_past_a_head_do_not_leak_the_next_heads_inf(causal):
-    # A TMA tile of the last (partial) block of rows reads the next head's first rows; masking the scores is not
-    # enough, because 0 * inf = NaN in the matmuls with those rows. Head 1 holds inf/NaN; head 0 must not see it.
-    q, k, v, do = _inputs(1, 2, 20, 20, 16, torch.float32)
+@pytest.mark.parametrize("L", [20, 128])
+def test_tma_tiles_past_a_head_do_not_leak_the_next_heads_inf(causal, L):
+    # A TMA tile of a last (partial) block of rows would read the next head's first rows, and masking the scores
+    # is not enough: 0 * inf = NaN in the matmuls with those rows. So L = 20 must fall back to masked pointer
+    # loads, and L = 128 has no partial tile. Head 1 holds inf/NaN; head 0 must not see it.
+    q, k, v, do = _inputs(1, 2, L, L, 16, torch.float32)
     q0, k0, v0, do0 = (t[:, :1].clone() for t in (q, k, v, do))
     q[:, 1], do[:, 1], v[:, 1] = float("inf"), float("inf"), float("inf")
     k[:, 1] = float("nan")

@@ -122,6 +122,25 @@ def headline(ns=HEADLINE_NS, dtypes=("bf16", "fp16")) -> list[dict]:
     return rows
 
 
+def gpu_kernel_ms(fn, iters: int = 20) -> float:
+    """GPU time of ``fn``'s kernels alone, ms per call: the sum of the device time of every kernel it launches,
+    from ``torch.profiler`` (CUDA activity), over ``iters`` back-to-back calls (operands stay in L2). Unlike
+    ``time_ms``, the CPU time spent launching (Python, Triton's launcher) is left out: it shows what the kernels
+    cost when launch overhead is hidden (a CUDA graph, a larger batch of work, a C++ caller)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+    us = sum(getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0) or 0
+             for e in prof.key_averages())
+    return us / iters / 1e3
+
+
 def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
     """Sizes whose rows are not 16-byte aligned: torch as is, torch after zero-padding, gpulab (auto path and
     the masked pointer kernel) and the row-pad copy alone; ratios against torch on the unpadded tensors."""
@@ -150,8 +169,19 @@ def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
         for name, fn in fns.items():
             fn()  # compile / tune outside the timing
             times[name] = time_ms(fn, warmup_ms=25, rep_ms=200)
+        gpu = {}
+        for name in ("torch", "gpulab"):
+            try:
+                gpu[name] = gpu_kernel_ms(fns[name])
+            except Exception as e:  # noqa: BLE001 - a profiler failure marks the point, it does not end the suite
+                gpu[name] = None
+                print(f"lesson07: torch.profiler failed at N={n} for {name}: {e!r}")
         for name, t in times.items():
             extra = {"dtype": dtype, "ratio": times["torch"].median_ms / t.median_ms}
+            if gpu.get(name) is not None:
+                extra["gpu_kernel_ms"] = gpu[name]
+                if gpu.get("torch") is not None:
+                    extra["gpu_kernel_ratio"] = gpu["torch"] / gpu[name]
             if name == "gpulab":
                 extra.update(path=mm.choose_path(a.dtype), config=mm.tuned_config(a, b, mm.choose_path(a.dtype)).short())
             rows.append(_row(name, n, t, **extra))
@@ -415,8 +445,11 @@ def report(data: dict) -> str:
         flag = ""
         if r["method"] == "gpulab":
             flag = "  target met" if r["ratio"] >= t_awk else f"  BELOW TARGET (>= {t_awk})"
+        gk = (f"; kernels alone {r['gpu_kernel_ms'] * 1e3:7.1f} us" if r.get("gpu_kernel_ms") is not None else "")
+        if r.get("gpu_kernel_ratio") is not None and r["method"] == "gpulab":
+            gk += f", ratio {r['gpu_kernel_ratio']:.2f}"
         lines.append(f"  {r['n']:5} {r['method']:24} {r['ms']:9.4f} ms {r['tflops']:7.1f} TFLOP/s "
-                     f"ratio {r['ratio']:6.3f}{flag}")
+                     f"ratio {r['ratio']:6.3f}{flag}{gk}")
     c = data["correctness"]
     lines.append(f"correctness {c['dtype']} M, N, K = {tuple(c['shape'])}: max abs error vs float64 gpulab "
                  f"{c['gpulab']['max_abs_error']:.3g}, torch {c['torch']['max_abs_error']:.3g} (max |C| "

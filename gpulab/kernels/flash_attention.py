@@ -26,9 +26,10 @@ Masks and the tile stages. The keys a query block visits are split into two rang
 Tiles right of the diagonal are never loaded: causal attention does about half the work. No row ever
 meets a fully masked tile before a valid key (tile 0 holds key 0, which every row may see), so the running
 maximum is finite from the first tile on and ``-inf - (-inf)`` never happens. Rows past ``Lq`` in the last
-query block read zeros (or, through a tensor descriptor, the next head's rows) and are not stored. Key and
-value rows past ``Lk`` read through a descriptor are the next head's too: the masked stages set them to zero,
-since a masked score alone does not stop an inf or NaN there from reaching the output (0 * inf = NaN).
+query block read zeros and are not stored. The TMA path runs only when Lq and Lk are multiples of
+``TMA_ROW_MULTIPLE`` (128, the largest tile): a descriptor over the flattened (B*H*L, d) tensor would otherwise
+hand a tile crossing a head's end the next head's rows, and a masked score alone does not stop an inf or NaN
+there from reaching the output (0 * inf = NaN). Other lengths take the masked pointer loads, which read zeros.
 
 The causal convention for ``Lq != Lk`` is SDPA's ``is_causal``: the top-left aligned mask
 ``torch.ones(Lq, Lk).tril(diagonal=0)``, query ``i`` sees keys ``0..i``. Every row sees key 0, so no row
@@ -80,6 +81,7 @@ BWD_MODES = ("fused", "split", "atomic")
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
 LN2 = 0.6931471805599453    # ln(2): lse (natural) = lse2 * LN2
 MAX_GRID_Y = 65535          # CUDA's limit on grid dimension 1, which holds B * H
+TMA_ROW_MULTIPLE = 128      # TMA loads only when Lq and Lk are multiples of this (no tile crosses a head's end)
 MAX_SM_SCALE = torch.finfo(torch.float32).max / LOG2E  # sm_scale * log2(e) goes to the kernel as an fp32
 
 
@@ -132,8 +134,6 @@ def _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m
             v = _load_rows(Vh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)
         if UPCAST:
             v = v.to(tl.float32)
-        if USE_TMA and MASKED:  # rows past Lk are the next head's: p = 0 there, but 0 * inf = NaN in the dot
-            v = tl.where(offs_n[:, None] < Lk, v, 0.0)
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PREC)
         m_i = m_new
     return acc, l_i, m_i
@@ -226,9 +226,6 @@ def _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q
         if UPCAST:
             q = q.to(tl.float32)
             do = do.to(tl.float32)
-        if USE_TMA and MASKED:  # rows past Lq are the next head's: zero them (0 * inf = NaN in the dots)
-            q = tl.where(offs_m[:, None] < Lq, q, 0.0)
-            do = tl.where(offs_m[:, None] < Lq, do, 0.0)
         s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PREC)                          # (BLOCK_N1, BLOCK_M1)
         p_t = tl.math.exp2(s_t * qk_scale - lse2[None, :])                              # P^T, rebuilt
         if MASKED:
@@ -267,9 +264,6 @@ def _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, desc_k, desc_v, kv_base, lo, h
         if UPCAST:
             k = k.to(tl.float32)
             v = v.to(tl.float32)
-        if USE_TMA and MASKED:  # rows past Lk are the next head's: zero them (0 * inf = NaN in the dots)
-            k = tl.where(offs_n[:, None] < Lk, k, 0.0)
-            v = tl.where(offs_n[:, None] < Lk, v, 0.0)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)                            # (BLOCK_M2, BLOCK_N2)
         p = tl.math.exp2(s * qk_scale - lse2[:, None])
         if MASKED:
@@ -524,11 +518,18 @@ def _dot_prec(dtype) -> str:
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
+def tma_lengths_ok(Lq: int, Lk: int) -> bool:
+    """True if no tile of at most ``TMA_ROW_MULTIPLE`` rows crosses the end of a head, so a descriptor over the
+    flattened (B*H*L, d) tensor never reads another head's rows."""
+    return Lq % TMA_ROW_MULTIPLE == 0 and Lk % TMA_ROW_MULTIPLE == 0
+
+
 def _descriptors(q, k, v, config):
-    """Host TMA descriptors over the flattened (B*H*L, d) tensors, or (None, None, None)."""
+    """Host TMA descriptors over the flattened (B*H*L, d) tensors, or (None, None, None) where TMA cannot be
+    used (unaligned base, or lengths that are not multiples of ``TMA_ROW_MULTIPLE``)."""
     d = q.shape[-1]
     flat = [t.view(-1, d) for t in (q, k, v)]
-    if any(t.data_ptr() % 16 for t in flat):
+    if any(t.data_ptr() % 16 for t in flat) or not tma_lengths_ok(q.shape[2], k.shape[2]):
         return None, None, None
     bm, bn = (config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]) if config else (16, 16)  # set by pre_hook
     return tuple(TensorDescriptor(t, list(t.shape), [d, 1], [b, d]) for t, b in zip(flat, (bm, bn, bn)))
@@ -541,7 +542,8 @@ def flash_attention_forward(q, k, v, causal: bool = False, sm_scale: float | Non
 
     q: (B, H, Lq, d); k, v: (B, H, Lk, d); fp16, bf16 or fp32 (made contiguous if they are not). ``config``:
     a ``fwd_config`` to launch exactly (default: autotuned on a GPU, ``INTERPRETER_FWD`` in the interpreter).
-    ``use_tma``: load through TMA descriptors (default where ``tma_available()``). Raises TypeError/ValueError
+    ``use_tma``: load through TMA descriptors (default where ``tma_available()``; only when Lq and Lk are multiples
+    of ``TMA_ROW_MULTIPLE``, else the masked pointer loads run). Raises TypeError/ValueError
     naming the argument (see ``check_inputs``).
     """
     scale = check_inputs(q, k, v, causal, sm_scale)
@@ -637,7 +639,7 @@ def bwd_launch(part: str, bufs, causal: bool, scale: float, config: triton.Confi
         if TensorDescriptor is None:
             raise ValueError("use_tma=True needs triton.tools.tensor_descriptor (Triton >= 3.4)")
         flat = [t.view(-1, d) for t in (q, k, v, do)]
-        if not any(t.data_ptr() % 16 for t in flat):
+        if not any(t.data_ptr() % 16 for t in flat) and tma_lengths_ok(Lq, Lk):
             kw = (config or INTERPRETER_BWD).kwargs
             descs = tuple(TensorDescriptor(t, list(t.shape), [d, 1], [kw[b], d])
                           for t, b in zip(flat, ("BLOCK_M1", "BLOCK_N2", "BLOCK_N2", "BLOCK_M1")))
