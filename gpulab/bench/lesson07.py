@@ -180,7 +180,7 @@ def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
             extra = {"dtype": dtype, "ratio": times["torch"].median_ms / t.median_ms}
             if gpu.get(name) is not None:
                 extra["gpu_kernel_ms"] = gpu[name]
-                if gpu.get("torch") is not None:
+                if gpu.get("torch") is not None and gpu[name] > 0:
                     extra["gpu_kernel_ratio"] = gpu["torch"] / gpu[name]
             if name == "gpulab":
                 extra.update(path=mm.choose_path(a.dtype), config=mm.tuned_config(a, b, mm.choose_path(a.dtype)).short())
