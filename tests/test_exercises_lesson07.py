@@ -57,3 +57,16 @@ def test_largest_tile_mistakes():
     assert not rep.ok and "TWO input tiles" in str(rep)
     rep = L.check_largest_tile(lambda s, m, st: int((m / (2 * s * st)) ** 0.5))  # not rounded to a power of two
     assert not rep.ok
+
+
+def test_largest_tile_rejects_a_strict_inequality_on_an_exact_fit():
+    # tiles that fill shared memory to the byte fit: a '<' instead of '<=' must fail every time, not by chance
+    def strict(itemsize, smem_bytes, stages):
+        t = 1
+        while 2 * (2 * t) ** 2 * itemsize * stages < smem_bytes:
+            t *= 2
+        return t
+
+    for _ in range(5):
+        rep = L.check_largest_tile(strict)
+        assert not rep.ok and "fill shared memory exactly" in str(rep)

@@ -98,7 +98,9 @@ def check_largest_tile(fn) -> Report:
     rng = random.Random()
     cases = [dict(itemsize=4, smem_bytes=228 * 1024, stages=1), dict(itemsize=4, smem_bytes=100 * 1024, stages=1),
              dict(itemsize=2, smem_bytes=228 * 1024, stages=3),
-             dict(itemsize=2, smem_bytes=64 * 1024, stages=2), dict(itemsize=1, smem_bytes=164 * 1024, stages=4)]
+             dict(itemsize=2, smem_bytes=64 * 1024, stages=2), dict(itemsize=1, smem_bytes=164 * 1024, stages=4),
+             # exact fits: the tiles fill shared memory to the byte (a strict < instead of <= gets these wrong)
+             dict(itemsize=4, smem_bytes=128 * 1024, stages=1), dict(itemsize=2, smem_bytes=192 * 1024, stages=3)]
     cases += [dict(itemsize=rng.choice([1, 2, 4]), smem_bytes=rng.choice([48, 64, 100, 164, 228]) * 1024,
                    stages=rng.randrange(1, 6)) for _ in range(20)]
 
@@ -120,6 +122,8 @@ def check_largest_tile(fn) -> Report:
             return f"expected {exp}, got {got}: smem_bytes is already in bytes"
         if got and got & (got - 1):
             return f"expected {exp}, got {got}: T must be a power of two"
+        if got * 2 == exp and 2 * exp * exp * s * st == smem:
+            return f"expected {exp}, got {got}: at T = {exp} the tiles fill shared memory exactly, and that fits (<=, not <)"
         return f"expected {exp}, got {got}"
 
     return run_cases("largest_tile", fn, cases, compare)
