@@ -16,6 +16,7 @@ SMALL = mm.MatmulConfig(16, 32, 16, GROUP_M=2, num_warps=4, num_stages=2)  # man
 ULP = {torch.float32: 2.0**-23, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}  # 1 ulp: the interpreter truncates bf16
 # absolute floor: the spacing of subnormals (fp16), or the smallest normal where subnormals may be flushed
 TINY = {torch.float32: 2.0**-126, torch.float16: 2.0**-24, torch.bfloat16: 2.0**-126}
+_EMPTY = torch.empty  # unpoisoned: a huge buffer must stay untouched (see test_k_offsets_past_2_31_elements)
 
 
 @pytest.fixture
@@ -169,13 +170,91 @@ def test_counts():
     (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_warps=3)), "num_warps"),
     (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, GROUP_M=0)), "GROUP_M"),
     (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_stages=0)), "num_stages"),
+    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, GROUP_M=True)), "GROUP_M"),  # bool is an int
+    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_warps=4.0)), "num_warps"),  # 4.0 == 4
+    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_stages=2.0)), "num_stages"),
+    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_stages=True)), "num_stages"),
+    (lambda a, b: mm.matmul(a.requires_grad_(), b), "a requires grad.*torch.matmul.*detach"),  # no backward
+    (lambda a, b: mm.matmul(a, b.requires_grad_()), "b requires grad.*torch.matmul.*detach"),
+    (lambda a, b: mm.matmul_noreuse(a.requires_grad_(), b), "a requires grad"),
     (lambda a, b: mm.matmul_noreuse(a, b, block=100), "block"),
+    (lambda a, b: mm.matmul_noreuse(a, b, block=0), "block"),  # not "0 means the default"
     (lambda a, b: mm.matmul_noreuse(a, b, block_k=0), "block_k"),
 ])
 def test_bad_input_names_the_argument(call, word):
     a, b = torch.randn(8, 16, device=gpulab.DEVICE), torch.randn(16, 4, device=gpulab.DEVICE)
     with pytest.raises((TypeError, ValueError), match=word):
         call(a, b)
+
+
+def test_inputs_that_require_grad_are_fine_without_grad_mode():
+    a, b = _rand(5, 7, dtype=torch.float32).requires_grad_(), _rand(7, 3, dtype=torch.float32)
+    with torch.no_grad():
+        c = mm.matmul(a, b, input_precision="ieee")
+    assert_matmul_close(c, a.detach(), b)
+    assert_matmul_close(mm.matmul(a.detach(), b, input_precision="ieee"), a.detach(), b)
+
+
+def test_k_offsets_past_2_31_elements(poisoned):
+    """K-side offsets in int64: B (17, 16) and a transposed A (3, 17) are views of one fp16 buffer with a K stride
+    S where both 15 S (the last row of the first K tile) and 16 S (the step to the next tile, BLOCK_K = 16) pass
+    2^31 elements. The buffer is 4.6 GB of address space, but only the 17 rows of 16 + 3 elements are written
+    (pages never written take no memory on the CPU). In int32 the offsets wrap: a crash or garbage."""
+    S = 2**31 // 15 + 1
+    try:
+        big = _EMPTY(16 * S + 32, dtype=torch.float16, device=gpulab.DEVICE)
+    except (RuntimeError, MemoryError) as e:
+        pytest.skip(f"cannot reserve 4.6 GB of address space: {e}")
+    b = big.as_strided((17, 16), (S, 1))
+    a = big.as_strided((3, 17), (1, S), 16)  # column-major: A's K stride is S too; disjoint from b
+    b.copy_(_rand(17, 16, dtype=torch.float16))
+    a.copy_(_rand(3, 17, dtype=torch.float16))
+    assert 15 * b.stride(0) >= 2**31 and 16 * a.stride(1) >= 2**31
+    cfg = mm.MatmulConfig(16, 16, 16, GROUP_M=1, num_stages=1)
+    for path in _paths(torch.float16):  # TMA: these rows are not 16-byte aligned, so both are copied first
+        assert_matmul_close(mm.matmul(a, b, path=path, config=cfg), a, b)
+    assert_matmul_close(mm.matmul_noreuse(a, b, block=16, block_k=16), a, b)
+    del big
+
+
+def test_noreuse_kernel_mask_past_2_31_outputs():
+    """The no-reuse kernel's mask with M N = 65536 * 32769 > 2^31: one program (the first 64 outputs, row 0) of
+    the launch, on buffers holding just what it touches. An int32 M * N wraps negative: nothing is stored."""
+    M, N, K, BLOCK = 65536, 32769, 20, 64
+    a, b = _rand(1, K, dtype=torch.float32), _rand(K, BLOCK, dtype=torch.float32)  # row 0 of A, columns 0..63 of B
+    c = torch.full((1, BLOCK), float("nan"), device=gpulab.DEVICE)
+    mm.matmul_noreuse_kernel[(1,)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                   N, c.stride(1), BLOCK=BLOCK, BLOCK_K=16)
+    assert_matmul_close(c, a, b)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU (a 4.3 GB output)")
+def test_gpu_noreuse_past_2_31_outputs(poisoned):
+    """M N = 65536 * 32769 > 2^31 outputs: an int32 M * N wraps negative and no output would be stored (the
+    output is poisoned with NaN, so every unwritten element shows)."""
+    a, b = _rand(65536, 16, dtype=torch.float16), _rand(16, 32769, dtype=torch.float16)
+    c = mm.matmul_noreuse(a, b)
+    assert not torch.isnan(c).any(), "outputs left unwritten"
+    for rows in (slice(0, 2), slice(32767, 32769), slice(65534, 65536)):  # first, middle (2^31 / N), last rows
+        assert_matmul_close(c[rows], a[rows], b)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU (a 5.4 GB operand)")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gpu_b_rows_past_2_31_elements(dtype, poisoned):
+    """A dense row-major B of (80, 2^25 + 17) on the pointer path with the GPU's tiles (BLOCK_K = 64): the rows
+    k >= 64 start past 2^31 elements, reached by one step of BLOCK_K * N > 2^31, which wraps in int32.
+    Checked on the first and last column tiles."""
+    N = 2**25 + 17
+    a = _rand(40, 80, dtype=dtype)
+    b = _EMPTY((80, N), device=gpulab.DEVICE, dtype=dtype).normal_()
+    cfg = mm.heuristic_config(40, N, 80, dtype, "pointer")
+    assert cfg.BLOCK_K < 80 and cfg.BLOCK_K * N >= 2**31
+    c = mm.matmul(a, b, path="pointer", config=cfg)
+    for cols in (slice(0, 300), slice(N - 300, N)):
+        assert_matmul_close(c[:, cols], a, b[:, cols])
 
 
 def test_heuristic_and_path_choice():

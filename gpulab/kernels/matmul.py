@@ -69,12 +69,15 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                   INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr):
     pid_m, pid_n = _tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    # int64 row/column offsets: offs * stride must not wrap past 2^31 elements
+    # int64 offsets wherever one is multiplied by a stride: offs * stride must not wrap past 2^31 elements
+    # (a (64, 2^25) fp16 B is 4 GiB, and BLOCK_K * N = 2^31 already). The masks keep int32 offsets.
     offs_m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
     offs_n = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
     offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :].to(tl.int64) * stride_ak  # (BLOCK_M, BLOCK_K)
+    b_ptrs = b_ptr + offs_k[:, None].to(tl.int64) * stride_bk + offs_n[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
+    step_a = tl.full([], BLOCK_K, tl.int64) * stride_ak  # one int64 scalar per step along K, computed once
+    step_b = tl.full([], BLOCK_K, tl.int64) * stride_bk
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k0), other=0.0)
@@ -83,8 +86,8 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
             a = a.to(tl.float32)
             b = b.to(tl.float32)
         acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)  # both tiles reused BLOCK_N and BLOCK_M times
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+        a_ptrs += step_a
+        b_ptrs += step_b
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
@@ -121,17 +124,18 @@ def matmul_tma_kernel(a_desc, b_desc, c_ptr, M, N, K, stride_cm, stride_cn, num_
 def matmul_noreuse_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                           stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                           BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
-    idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # flat output indices (BLOCK,)
-    valid = idx < M * N
+    idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # flat output indices (BLOCK,), int64
     m = idx // N
     n = idx % N
+    valid = m < M  # idx < M * N, without the int32 product M * N (it wraps at 2^31 outputs)
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         mask = valid[:, None] & (ks[None, :] < K)
+        ks64 = ks.to(tl.int64)  # ks * stride wraps once K * stride >= 2^31
         # every output element loads its own BLOCK_K values of row m of A and of column n of B
-        a = tl.load(a_ptr + m[:, None] * stride_am + ks[None, :] * stride_ak, mask=mask, other=0.0)
-        b = tl.load(b_ptr + ks[None, :] * stride_bk + n[:, None] * stride_bn, mask=mask, other=0.0)
+        a = tl.load(a_ptr + m[:, None] * stride_am + ks64[None, :] * stride_ak, mask=mask, other=0.0)
+        b = tl.load(b_ptr + ks64[None, :] * stride_bk + n[:, None] * stride_bn, mask=mask, other=0.0)
         acc += tl.sum(a.to(tl.float32) * b.to(tl.float32), axis=1)
     tl.store(c_ptr + m * stride_cm + n * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=valid)
 
@@ -157,11 +161,15 @@ class MatmulConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 16 or v > 512 or v & (v - 1):
                 raise ValueError(f"config: {name} must be a power of two in [16, 512], got {v!r}")
-        if not isinstance(self.GROUP_M, int) or self.GROUP_M < 1:
+        for name in ("GROUP_M", "num_warps", "num_stages"):  # bool is an int in Python; 4.0 == 4
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"config: {name} must be an int, got {v!r} ({type(v).__name__})")
+        if self.GROUP_M < 1:
             raise ValueError(f"config: GROUP_M must be an int >= 1, got {self.GROUP_M!r}")
         if self.num_warps not in (1, 2, 4, 8, 16):
             raise ValueError(f"config: num_warps must be 1, 2, 4, 8 or 16, got {self.num_warps!r}")
-        if not isinstance(self.num_stages, int) or not 1 <= self.num_stages <= 8:
+        if not 1 <= self.num_stages <= 8:
             raise ValueError(f"config: num_stages must be an int in [1, 8], got {self.num_stages!r}")
         return self
 
@@ -251,6 +259,12 @@ def _check_inputs(a, b, input_precision, path):
         raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    if torch.is_grad_enabled():
+        for name, t in (("a", a), ("b", b)):
+            if t.requires_grad:
+                raise ValueError(f"{name} requires grad, but these Triton kernels have no backward: the result would "
+                                 f"silently carry no gradient. Use torch.matmul for autograd, or pass {name}.detach() "
+                                 "(or call under torch.no_grad())")
     if path == "tma":
         if a.dtype not in TMA_DTYPES:
             raise ValueError(f"path='tma' takes fp16 or bf16 inputs, got {a.dtype}; use path='pointer' for fp32")
@@ -354,7 +368,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, input_precision: str = "tf32", p
     Hopper or the interpreter; copies A or B into row-padded buffers when their rows are not 16-byte aligned).
     config: None (autotuned per size bucket on a GPU, ``INTERPRETER_CONFIG`` in the interpreter), "heuristic"
     (``heuristic_config``, never timed) or a ``MatmulConfig``.
-    Raises TypeError/ValueError naming the argument.
+    Not differentiable: raises ValueError if ``a`` or ``b`` requires grad while grad mode is on (use
+    ``torch.matmul`` for autograd, or ``.detach()``). Raises TypeError/ValueError naming the argument.
     """
     _check_inputs(a, b, input_precision, path)
     path = choose_path(a.dtype) if path == "auto" else path
@@ -379,10 +394,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, input_precision: str = "tf32", p
 
 def matmul_noreuse(a: torch.Tensor, b: torch.Tensor, block: int | None = None, block_k: int = 32) -> torch.Tensor:
     """C = A @ B with no on-chip reuse (``matmul_noreuse_kernel``): ``2 M N K`` element loads, fp32 sums on
-    the CUDA cores. Shapes and dtypes as ``matmul``; ``block`` outputs per program (power of two, default by
-    mode), ``block_k`` K values per step. Raises TypeError/ValueError naming the argument."""
+    the CUDA cores. Shapes and dtypes as ``matmul``; ``block`` outputs per program (a power of two; None: 128 on
+    a GPU, 64 in the interpreter), ``block_k`` K values per step. Not differentiable, like ``matmul``.
+    Raises TypeError/ValueError naming the argument."""
     _check_inputs(a, b, "tf32", "pointer")
-    block = block or (128 if gpulab.ON_GPU else 64)
+    if block is None:
+        block = 128 if gpulab.ON_GPU else 64
     for name, v in (("block", block), ("block_k", block_k)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v & (v - 1) or v > 4096:
             raise ValueError(f"{name} must be a power of two in [1, 4096], got {v!r}")
