@@ -37,3 +37,14 @@ def check_block(name: str, block) -> None:
         raise TypeError(f"{name} must be an int, got {type(block).__name__}")
     if not (16 <= block <= 65536) or block & (block - 1):
         raise ValueError(f"{name} must be a power of two between 16 and 65536, got {block}")
+
+
+def check_matmul_operands(a, b, dtypes) -> None:
+    """Raise ``TypeError``/``ValueError`` unless ``a: (M, K)`` and ``b: (K, N)`` are 2D tensors on gpulab's device,
+    of one dtype in ``dtypes``, agreeing on K (any strides)."""
+    check_tensor("a", a, dtypes=dtypes, ndim=2, contiguous=False)
+    check_tensor("b", b, dtypes=dtypes, ndim=2, contiguous=False)
+    if a.dtype != b.dtype:
+        raise TypeError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a: (M, K) and b: (K, N) must agree on K, got shapes {tuple(a.shape)} and {tuple(b.shape)}")

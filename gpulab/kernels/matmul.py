@@ -41,7 +41,7 @@ import triton.language as tl
 
 import gpulab
 
-from ._checks import check_tensor
+from ._checks import check_matmul_operands, check_tensor
 from .matmul_precision import bf16_dot_is_exact
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -249,12 +249,7 @@ def pad_rows(t: torch.Tensor) -> torch.Tensor:
 
 
 def _check_inputs(a, b, input_precision, path):
-    check_tensor("a", a, dtypes=DTYPES, ndim=2, contiguous=False)
-    check_tensor("b", b, dtypes=DTYPES, ndim=2, contiguous=False)
-    if a.dtype != b.dtype:
-        raise TypeError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
-    if a.shape[1] != b.shape[0]:
-        raise ValueError(f"a: (M, K) and b: (K, N) must agree on K, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    check_matmul_operands(a, b, DTYPES)
     if input_precision not in INPUT_PRECISIONS:
         raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
     if path not in PATHS:

@@ -34,7 +34,7 @@ import triton.language as tl
 
 import gpulab
 
-from ._checks import check_tensor
+from ._checks import check_matmul_operands, check_tensor
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INPUT_PRECISIONS = ("tf32", "ieee")
@@ -86,12 +86,7 @@ def matmul_precision(a: torch.Tensor, b: torch.Tensor, input_precision: str = "t
     blocks: (BLOCK_M, BLOCK_N, BLOCK_K), powers of two >= 16 (default by mode).
     Raises TypeError/ValueError naming the argument.
     """
-    check_tensor("a", a, dtypes=DTYPES, ndim=2, contiguous=False)
-    check_tensor("b", b, dtypes=DTYPES, ndim=2, contiguous=False)
-    if a.dtype != b.dtype:
-        raise TypeError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
-    if a.shape[1] != b.shape[0]:
-        raise ValueError(f"a: (M, K) and b: (K, N) must agree on K, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    check_matmul_operands(a, b, DTYPES)
     if input_precision not in INPUT_PRECISIONS:
         raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
     if acc_dtype not in ACC_DTYPES:
