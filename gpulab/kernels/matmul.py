@@ -41,7 +41,7 @@ import triton.language as tl
 
 import gpulab
 
-from ._checks import check_matmul_operands, check_tensor
+from ._checks import check_matmul_operands
 from .matmul_precision import bf16_dot_is_exact
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)

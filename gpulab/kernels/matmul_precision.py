@@ -34,7 +34,7 @@ import triton.language as tl
 
 import gpulab
 
-from ._checks import check_matmul_operands, check_tensor
+from ._checks import check_matmul_operands
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INPUT_PRECISIONS = ("tf32", "ieee")
