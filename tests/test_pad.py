@@ -57,3 +57,14 @@ def test_pad_rows_copies_overlapping_rows():
         assert t.stride(0) < t.shape[1] and not P.aligned16(t)
         v = P.pad_rows(t)
         assert P.aligned16(v) and v.stride(0) >= v.shape[1] and torch.equal(v.cpu(), t.cpu())
+
+
+def test_copy_rows_checks_its_arguments_and_copies_into_a_view():
+    src = torch.randn(5, 9, device=gpulab.DEVICE).half()
+    buf = torch.full((5, 16), float("nan"), device=gpulab.DEVICE).half()
+    P.copy_rows(src, buf[:, :9])
+    assert torch.equal(buf[:, :9].cpu(), src.cpu()) and torch.isnan(buf[:, 9:].float()).all()
+    with pytest.raises(ValueError, match="one shape and element size"):
+        P.copy_rows(src, buf[:, :8])
+    with pytest.raises(ValueError, match="dst must be 2D with unit column stride"):
+        P.copy_rows(src[:, :5], buf[:, ::2][:, :5])

@@ -42,6 +42,7 @@ import triton.language as tl
 import gpulab
 
 from ._checks import check_matmul_operands
+from .pad import copy_rows, pad_rows
 from .matmul_precision import bf16_dot_is_exact
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -236,18 +237,6 @@ def _bucket(x: int) -> int:
     return 1 << max(x - 1, 1).bit_length()
 
 
-def pad_rows(t: torch.Tensor) -> torch.Tensor:
-    """``t`` itself if TMA can read it, else a copy whose rows start on 16-byte boundaries
-    (``gpulab.kernels.pad.pad_rows``: a tiled Triton copy; torch's copy into the strided view was slow).
-
-    Returns a ``(rows, cols)`` view of a ``(rows, cols_padded)`` buffer; the padding columns are never read
-    (the tensor descriptor's shape stops at ``cols``). Costs one read and one write of ``t``.
-    """
-    from .pad import pad_rows as _pad_rows
-
-    return _pad_rows(t)
-
-
 def _check_inputs(a, b, input_precision, path):
     check_matmul_operands(a, b, DTYPES)
     if input_precision not in INPUT_PRECISIONS:
@@ -298,17 +287,8 @@ def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: MatmulConf
                                        FLATTEN=config.flatten, WARP_SPECIALIZE=config.warp_specialize,
                                        UPCAST=_upcast(a.dtype), **opts)
     if out is not c:
-        _copy_rows(out, c)
+        copy_rows(out[:, :N], c)
     return k
-
-
-def _copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
-    """dst[:, :] = src[:, :dst.shape[1]] with ``gpulab.kernels.pad``'s tiled row copy (both row-major)."""
-    from .pad import BLOCK_C, BLOCK_R, pad_rows_kernel
-
-    rows, cols = dst.shape
-    pad_rows_kernel[(triton.cdiv(rows, BLOCK_R), triton.cdiv(cols, BLOCK_C))](
-        src, dst, rows, cols, src.stride(0), dst.stride(0), BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)
 
 
 def _store_aligned(c: torch.Tensor) -> bool:

@@ -57,10 +57,27 @@ def pad_rows(t: torch.Tensor) -> torch.Tensor:
     rows, cols = t.shape
     per16 = 16 // t.element_size()
     buf = torch.empty((rows, -(-cols // per16) * per16), device=t.device, dtype=t.dtype)
-    if rows and cols:
-        word = _WORDS[t.element_size()]
-        src, dst = t.view(word), buf.view(word)  # same bits; 16-byte elements become two words
-        words = src.shape[1]
-        grid = (triton.cdiv(rows, BLOCK_R), triton.cdiv(words, BLOCK_C))
-        pad_rows_kernel[grid](src, dst, rows, words, src.stride(0), dst.stride(0), BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)
-    return buf[:, :cols]
+    view = buf[:, :cols]
+    copy_rows(t, view)
+    return view
+
+
+def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """dst[:, :] = src bit for bit, by ``pad_rows_kernel``: src and dst 2D of one shape and element size, each
+    with unit column stride and any row stride (e.g. into or out of a row-padded buffer). Bits move as integer
+    words of the element's width, so every dtype copies exactly. Raises ValueError naming the argument."""
+    if src.shape != dst.shape or src.element_size() != dst.element_size():
+        raise ValueError(f"src and dst must have one shape and element size, got {tuple(src.shape)} "
+                         f"({src.element_size()} B) and {tuple(dst.shape)} ({dst.element_size()} B)")
+    for name, t in (("src", src), ("dst", dst)):
+        if t.ndim != 2 or (t.shape[1] > 1 and t.stride(1) != 1):
+            raise ValueError(f"{name} must be 2D with unit column stride, got shape {tuple(t.shape)}, "
+                             f"strides {t.stride()}")
+    rows, cols = src.shape
+    if not (rows and cols):
+        return
+    word = _WORDS[src.element_size()]
+    s, d = src.view(word), dst.view(word)  # same bits; 16-byte elements become two words
+    words = s.shape[1]
+    grid = (triton.cdiv(rows, BLOCK_R), triton.cdiv(words, BLOCK_C))
+    pad_rows_kernel[grid](s, d, rows, words, s.stride(0), d.stride(0), BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)
