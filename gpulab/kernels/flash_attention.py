@@ -98,6 +98,20 @@ def _load_rows(ptr, offs_r, offs_d, n_rows, HEAD_DIM: tl.constexpr, MASKED: tl.c
 
 
 @triton.jit
+def _load_tile(desc, ptr, flat_row, offs_r, offs_d, n_rows, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr,
+               USE_TMA: tl.constexpr, UPCAST: tl.constexpr):
+    """One (rows, d) tile of this head: through the TMA descriptor at row ``flat_row`` of the flattened
+    (B*H*L, d) tensor, or by masked pointer loads from ``ptr`` (this head) at rows ``offs_r``; fp32 if UPCAST."""
+    if USE_TMA:
+        t = desc.load([flat_row.to(tl.int32), 0])
+    else:
+        t = _load_rows(ptr, offs_r, offs_d, n_rows, HEAD_DIM, MASKED)
+    if UPCAST:
+        t = t.to(tl.float32)
+    return t
+
+
+@triton.jit
 def _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m, Lk, qk_scale,
                BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                USE_TMA: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr):
@@ -107,12 +121,7 @@ def _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m
     for start_n in tl.range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        if USE_TMA:
-            k = desc_k.load([(kv_base + start_n).to(tl.int32), 0])                     # (BLOCK_N, d)
-        else:
-            k = _load_rows(Kh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)
-        if UPCAST:
-            k = k.to(tl.float32)
+        k = _load_tile(desc_k, Kh, kv_base + start_n, offs_n, offs_d, Lk, HEAD_DIM, MASKED, USE_TMA, UPCAST)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)                           # (BLOCK_M, BLOCK_N)
         if MASKED:
             valid = offs_n[None, :] < Lk
@@ -128,12 +137,7 @@ def _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m
         alpha = tl.math.exp2(m_i - m_new)        # rescales the old state to the new maximum
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        if USE_TMA:
-            v = desc_v.load([(kv_base + start_n).to(tl.int32), 0])                     # (BLOCK_N, d)
-        else:
-            v = _load_rows(Vh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)
-        if UPCAST:
-            v = v.to(tl.float32)
+        v = _load_tile(desc_v, Vh, kv_base + start_n, offs_n, offs_d, Lk, HEAD_DIM, MASKED, USE_TMA, UPCAST)
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PREC)
         m_i = m_new
     return acc, l_i, m_i
@@ -158,12 +162,8 @@ def flash_attention_fwd_kernel(Q, K, V, O, LSE, desc_q, desc_k, desc_v, qk_scale
     Vh = V + kv_base * HEAD_DIM
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-    if USE_TMA:
-        q = desc_q.load([(q_base + start_m).to(tl.int32), 0])                          # (BLOCK_M, d)
-    else:
-        q = _load_rows(Q + q_base * HEAD_DIM, offs_m, offs_d, Lq, HEAD_DIM, True)
-    if UPCAST:
-        q = q.to(tl.float32)
+    q = _load_tile(desc_q, Q + q_base * HEAD_DIM, q_base + start_m, offs_m, offs_d, Lq, HEAD_DIM, True, USE_TMA,
+                   UPCAST)                                                             # (BLOCK_M, d)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
@@ -205,27 +205,20 @@ def _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q
     """For one block of keys (k, v: (BLOCK_N1, d)), fold query blocks [lo, hi) into dk and dv; with
     ATOMIC_DQ also add this block's share of dQ into the fp32 buffer DQh. Works on transposed tiles
     (keys along rows) so no tile is transposed in registers. The *h pointers point at this head; with
-    USE_TMA, q and dO tiles come through descriptors (rows past Lq then hold the next head's rows, which the
-    masked stages zero out through P)."""
+    USE_TMA, q and dO tiles come through descriptors (only when Lq and Lk are multiples of TMA_ROW_MULTIPLE,
+    so no tile reaches another head)."""
     offs_d = tl.arange(0, HEAD_DIM)
     for start_m in tl.range(lo, hi, BLOCK_M1):
         start_m = tl.multiple_of(start_m, BLOCK_M1)
         offs_m = start_m + tl.arange(0, BLOCK_M1)
-        if USE_TMA:
-            q = desc_q.load([(q_base + start_m).to(tl.int32), 0])                      # (BLOCK_M1, d)
-            do = desc_do.load([(q_base + start_m).to(tl.int32), 0])
-        else:
-            q = _load_rows(Qh, offs_m, offs_d, Lq, HEAD_DIM, MASKED)                   # (BLOCK_M1, d)
-            do = _load_rows(DOh, offs_m, offs_d, Lq, HEAD_DIM, MASKED)
+        q = _load_tile(desc_q, Qh, q_base + start_m, offs_m, offs_d, Lq, HEAD_DIM, MASKED, USE_TMA, UPCAST)
+        do = _load_tile(desc_do, DOh, q_base + start_m, offs_m, offs_d, Lq, HEAD_DIM, MASKED, USE_TMA, UPCAST)
         if MASKED:
             lse2 = tl.load(LSEh + offs_m, mask=offs_m < Lq, other=0.0) * 1.4426950408889634
             delta = tl.load(DELTAh + offs_m, mask=offs_m < Lq, other=0.0)
         else:
             lse2 = tl.load(LSEh + offs_m) * 1.4426950408889634
             delta = tl.load(DELTAh + offs_m)
-        if UPCAST:
-            q = q.to(tl.float32)
-            do = do.to(tl.float32)
         s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PREC)                          # (BLOCK_N1, BLOCK_M1)
         p_t = tl.math.exp2(s_t * qk_scale - lse2[None, :])                              # P^T, rebuilt
         if MASKED:
@@ -255,15 +248,8 @@ def _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, desc_k, desc_v, kv_base, lo, h
     for start_n in tl.range(lo, hi, BLOCK_N2):
         start_n = tl.multiple_of(start_n, BLOCK_N2)
         offs_n = start_n + tl.arange(0, BLOCK_N2)
-        if USE_TMA:
-            k = desc_k.load([(kv_base + start_n).to(tl.int32), 0])                     # (BLOCK_N2, d)
-            v = desc_v.load([(kv_base + start_n).to(tl.int32), 0])
-        else:
-            k = _load_rows(Kh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)                   # (BLOCK_N2, d)
-            v = _load_rows(Vh, offs_n, offs_d, Lk, HEAD_DIM, MASKED)
-        if UPCAST:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
+        k = _load_tile(desc_k, Kh, kv_base + start_n, offs_n, offs_d, Lk, HEAD_DIM, MASKED, USE_TMA, UPCAST)
+        v = _load_tile(desc_v, Vh, kv_base + start_n, offs_n, offs_d, Lk, HEAD_DIM, MASKED, USE_TMA, UPCAST)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)                            # (BLOCK_M2, BLOCK_N2)
         p = tl.math.exp2(s * qk_scale - lse2[:, None])
         if MASKED:
