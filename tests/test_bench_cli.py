@@ -28,3 +28,13 @@ def test_cli_refuses_to_record_without_a_gpu():
 def test_cli_rejects_unknown_suite():
     r = _run("--only", "nope")
     assert r.returncode != 0 and "unknown suite" in (r.stderr + r.stdout)
+
+
+@pytest.mark.parametrize("module", __import__("gpulab.bench.__main__", fromlist=["LESSON_SUITES"]).LESSON_SUITES)
+def test_every_lesson_suite_refuses_to_measure_without_a_gpu(module):
+    import importlib
+
+    from gpulab.bench import NoGPUTimingError
+
+    with pytest.raises(NoGPUTimingError):
+        importlib.import_module(module).run(progress=False)

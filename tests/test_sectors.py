@@ -147,15 +147,6 @@ def test_report_and_model_rows():
     assert "BELOW TARGET (>= 0.8)" in slow
 
 
-def test_suite_refuses_without_gpu():
-    if gpulab.ON_GPU:
-        pytest.skip("runs the suite only in interpreter mode")
-    from gpulab.bench import NoGPUTimingError
-
-    with pytest.raises(NoGPUTimingError):
-        lesson06.run(progress=False)
-
-
 def test_exercise_checkers():
     assert ex.check_sectors_touched(ex.check_sectors_touched.solution).ok
     assert not ex.check_sectors_touched(lambda s, st, o: 32).ok
