@@ -12,6 +12,10 @@ from gpulab import bench, device, reference
 def test_interpreter_refuses_to_time():
     with pytest.raises(bench.NoGPUTimingError, match="needs a CUDA GPU"):
         bench.time_ms(lambda: None)
+    with pytest.raises(bench.NoGPUTimingError, match="needs a CUDA GPU"):
+        bench.time_ms(lambda: None, graph=True)
+    with pytest.raises(bench.NoGPUTimingError, match="CUDA graph"):
+        bench.capture_graph(lambda: None)
     with pytest.raises(bench.NoGPUTimingError):
         device.measure_copy_tbps()
     with pytest.raises(bench.NoGPUTimingError):
@@ -80,6 +84,21 @@ def test_gpu_timing_is_positive_and_ordered():
     x = torch.randn(2**24, device="cuda")
     t = bench.time_ms(lambda: x.mul_(1.0))
     assert 0 < t.p20_ms <= t.median_ms <= t.p80_ms
+    tg = bench.time_ms(lambda: x.mul_(1.0), graph=True)
+    assert 0 < tg.p20_ms <= tg.median_ms <= tg.p80_ms
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a CUDA GPU")
+def test_gpu_captured_graph_replays_the_calls():
+    import torch
+    x = torch.zeros(1000, device="cuda")
+    g = bench.capture_graph(lambda: x.add_(1.0))  # one eager warm-up call, then one captured
+    assert float(x[0]) == 1.0  # capture records, it does not run
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    assert float(x.min()) == float(x.max()) == 4.0
 
 
 def test_profile_with_bad_numbers_is_rejected(tmp_path):

@@ -290,3 +290,21 @@ def test_gpu_tf32_is_less_precise_than_ieee():
     ref = mm.matmul_ref(a, b)
     err = {p: float((mm.matmul(a, b, input_precision=p).double() - ref).norm() / ref.norm()) for p in ("tf32", "ieee")}
     assert err["tf32"] > 20 * err["ieee"] and err["ieee"] < 1e-6, err
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU")
+@pytest.mark.parametrize("N", [1793, 2048])
+def test_gpu_matmul_replays_from_a_cuda_graph(N):
+    """The awkward-size path (pad A and B, TMA matmul, copy C back) is capturable: replaying the graph on new
+    values written into the captured inputs gives their product (what lesson 07's graphed timing relies on)."""
+    from gpulab.bench import capture_graph
+    a, b = _rand(N, N, dtype=torch.bfloat16), _rand(N, N, dtype=torch.bfloat16)
+    out = {}
+    g = capture_graph(lambda: out.__setitem__("c", mm.matmul(a, b)))
+    a.copy_(_rand(N, N, dtype=torch.bfloat16))
+    b.copy_(_rand(N, N, dtype=torch.bfloat16))
+    out["c"].fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert_matmul_close(out["c"], a, b)

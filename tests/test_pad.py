@@ -68,3 +68,24 @@ def test_copy_rows_checks_its_arguments_and_copies_into_a_view():
         P.copy_rows(src, buf[:, :8])
     with pytest.raises(ValueError, match="dst must be 2D with unit column stride"):
         P.copy_rows(src[:, :5], buf[:, ::2][:, :5])
+
+
+def test_pad_rows_many_copies_two_matrices_of_different_shapes_in_one_launch(monkeypatch):
+    real, launches = torch.empty, []
+    monkeypatch.setattr(torch, "empty", lambda *a, **kw: real(*a, **kw).fill_(float("nan")))  # poison
+    kernel = P.pad_rows_kernel
+    monkeypatch.setattr(P, "pad_rows_kernel", type("Spy", (), {
+        "__getitem__": lambda self, grid: (launches.append(grid), kernel[grid])[1]})())
+    a = torch.randn(37, 1793 % 300, dtype=torch.float64).half().to(gpulab.DEVICE)   # 293 columns
+    b = torch.randn(293, 9, dtype=torch.float64).half().to(gpulab.DEVICE)          # more rows, fewer columns
+    aligned = torch.randn(8, 16, dtype=torch.float64).half().to(gpulab.DEVICE)
+    pa, pal, pb = P.pad_rows_many([a, aligned, b])
+    assert pal is aligned and len(launches) == 1 and launches[0][2] == 2, launches
+    for src, v in ((a, pa), (b, pb)):
+        assert P.aligned16(v) and torch.equal(v.cpu(), src.cpu()), "an element of one of the two was not copied"
+    launches.clear()
+    c32 = torch.randn(5, 7, device=gpulab.DEVICE)                                  # another element size:
+    pc, pa2 = P.pad_rows_many([c32, a])                                            # a launch of its own
+    assert len(launches) == 2 and torch.equal(pc.cpu(), c32.cpu()) and torch.equal(pa2.cpu(), a.cpu())
+    with pytest.raises(ValueError, match=r"ts\[1\] must have 2 dimension"):
+        P.pad_rows_many([a, torch.randn(3, device=gpulab.DEVICE)])

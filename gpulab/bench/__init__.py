@@ -13,6 +13,7 @@ reference data instead (``gpulab.reference``), labelled with the GPU it came fro
 """
 from __future__ import annotations
 
+import gc
 from dataclasses import asdict, dataclass
 
 import gpulab
@@ -46,14 +47,51 @@ def require_gpu(what: str = "a GPU timing") -> None:
             "Interpreter runs are not GPU measurements: use gpulab.reference for recorded data.")
 
 
-def time_ms(fn, *, warmup_ms: float = 50, rep_ms: float = 300) -> Timing:
+def time_ms(fn, *, warmup_ms: float = 50, rep_ms: float = 300, graph: bool = False) -> Timing:
     """Time ``fn()`` on the GPU with ``triton.testing.do_bench``; returns a ``Timing`` in ms.
 
-    ``warmup_ms`` and ``rep_ms`` are do_bench's warm-up and repeat budgets in milliseconds. Raises
-    ``NoGPUTimingError`` in interpreter mode.
+    ``warmup_ms`` and ``rep_ms`` are do_bench's warm-up and repeat budgets in milliseconds. Python's garbage
+    collector is paused while timing (as ``timeit`` does). ``graph=True`` first captures one call of ``fn`` in a CUDA graph (``torch.cuda.CUDAGraph``, after one
+    eager call that compiles and autotunes) and times the graph's replay instead: the same kernels on the
+    GPU, with one cheap launch from the CPU in place of the Python wrapper and each kernel's launch. Use it to
+    measure what the GPU does when the CPU would otherwise be the bottleneck (a few-microsecond kernel behind
+    tens of microseconds of Python; CUDA C++ Programming Guide, "CUDA Graphs"). ``fn`` must be capturable: no
+    host synchronization, no new shapes. Raises ``NoGPUTimingError`` in interpreter mode.
     """
     require_gpu()
     from triton.testing import do_bench
 
-    med, p20, p80 = do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
+    if graph:
+        fn = capture_graph(fn).replay
+    # Python's garbage collector off while timing, as timeit does: a collection pass over a large heap (a long
+    # suite holds many objects) would otherwise land inside some launches and slow the CPU side of the timing.
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        med, p20, p80 = do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
+    finally:
+        if was_enabled:
+            gc.enable()
     return Timing(float(med), float(p20), float(p80))
+
+
+def capture_graph(fn):
+    """A ``torch.cuda.CUDAGraph`` holding one call of ``fn`` (GPU only): ``fn`` runs once eagerly on a side
+    stream (compiling, autotuning, warming the allocator, as torch's CUDA-graph notes advise), then once
+    under capture. ``graph.replay()`` repeats the captured kernels on the same buffers. Raises
+    ``NoGPUTimingError`` in interpreter mode."""
+    require_gpu("a CUDA graph")
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    return graph

@@ -59,6 +59,7 @@ later; ``USE_TMA``); everywhere else, and always in the interpreter by default, 
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -445,6 +446,12 @@ else:
 
 # ---- launchers ---------------------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
+def _capability() -> tuple[int, int]:
+    """The current GPU's compute capability, asked once (each forward would otherwise pay for the query)."""
+    return torch.cuda.get_device_capability()
+
+
 def _upcast(dtype: torch.dtype) -> bool:
     if dtype != torch.bfloat16:
         return False
@@ -456,7 +463,7 @@ def _upcast(dtype: torch.dtype) -> bool:
 def tma_available() -> bool:
     """True where the forward may load through TMA descriptors: a GPU of compute capability >= 9 with a Triton
     that has ``triton.tools.tensor_descriptor``."""
-    return (gpulab.ON_GPU and TensorDescriptor is not None and torch.cuda.get_device_capability()[0] >= 9)
+    return gpulab.ON_GPU and TensorDescriptor is not None and _capability()[0] >= 9
 
 
 def check_inputs(q, k, v, causal=False, sm_scale=None) -> float:
@@ -532,7 +539,11 @@ def flash_attention_forward(q, k, v, causal: bool = False, sm_scale: float | Non
     of ``TMA_ROW_MULTIPLE``, else the masked pointer loads run). Raises TypeError/ValueError
     naming the argument (see ``check_inputs``).
     """
-    scale = check_inputs(q, k, v, causal, sm_scale)
+    return _forward(q, k, v, causal, check_inputs(q, k, v, causal, sm_scale), config, use_tma)
+
+
+def _forward(q, k, v, causal: bool, scale: float, config=None, use_tma=None):
+    """``flash_attention_forward`` after its checks (``scale`` is the checked softmax scale)."""
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     B, H, Lq, d = q.shape
     Lk = k.shape[2]
@@ -677,7 +688,7 @@ class FlashAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, causal, sm_scale):
-        out, lse = flash_attention_forward(q, k, v, causal, sm_scale)
+        out, lse = _forward(q, k, v, causal, check_inputs(q, k, v, causal, sm_scale))
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.causal, ctx.sm_scale = causal, sm_scale
         ctx.mark_non_differentiable(lse)
@@ -721,8 +732,7 @@ def flash_attention(q, k, v, causal: bool = False, sm_scale: float | None = None
     (natural-log logsumexp of each row; not differentiable). Raises TypeError/ValueError naming the argument.
     Source: Dao et al., FlashAttention (2022) and FlashAttention-2 (2023); Triton's fused-attention tutorial.
     """
-    check_inputs(q, k, v, causal, sm_scale)
-    out, lse = FlashAttentionFunction.apply(q, k, v, causal, sm_scale)
+    out, lse = FlashAttentionFunction.apply(q, k, v, causal, sm_scale)  # checks the inputs once, in forward
     return (out, lse) if return_lse else out
 
 

@@ -42,7 +42,7 @@ import triton.language as tl
 import gpulab
 
 from ._checks import check_matmul_operands
-from .pad import copy_rows, pad_rows
+from .pad import copy_rows, pad_rows, pad_rows_many
 from .matmul_precision import bf16_dot_is_exact
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -214,7 +214,13 @@ def tma_available() -> bool:
     (which emulates tensor descriptors)."""
     if not gpulab.ON_GPU:
         return True
-    return torch.cuda.get_device_capability(0)[0] >= 9
+    return _capability()[0] >= 9
+
+
+@functools.lru_cache(maxsize=None)
+def _capability() -> tuple[int, int]:
+    """GPU 0's compute capability, asked once (each call would cost microseconds on every launch)."""
+    return torch.cuda.get_device_capability(0)
 
 
 def choose_path(dtype: torch.dtype) -> str:
@@ -277,7 +283,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: MatmulConf
                                        UPCAST=_upcast(a.dtype), **opts)
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    a, b = pad_rows(a), pad_rows(b)
+    a, b = pad_rows_many([a, b])  # one launch copies whichever of A and B has unaligned rows
     a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk])
     b_desc = TensorDescriptor(b, [K, N], [b.stride(0), 1], [bk, bn])
     programs = min(tiles, num_sms()) if config.persistent else tiles

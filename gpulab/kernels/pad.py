@@ -26,14 +26,24 @@ _WORDS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: to
 
 
 @triton.jit
-def pad_rows_kernel(src_ptr, dst_ptr, rows, cols, src_stride, dst_stride,
-                    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """dst[r, c] = src[r, c] for r < rows, c < cols (both row-major with the given row strides)."""
+def _copy_tile(src_ptr, dst_ptr, rows, cols, src_stride, dst_stride, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     r = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     c = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask = (r[:, None] < rows) & (c[None, :] < cols)
     x = tl.load(src_ptr + r[:, None] * src_stride + c[None, :], mask=mask)
     tl.store(dst_ptr + r[:, None] * dst_stride + c[None, :], x, mask=mask)
+
+
+@triton.jit
+def pad_rows_kernel(src0, dst0, rows0, cols0, src_stride0, dst_stride0,
+                    src1, dst1, rows1, cols1, src_stride1, dst_stride1,
+                    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """dst[r, c] = src[r, c] for r < rows, c < cols (both row-major with the given row strides), for the
+    matrix ``tl.program_id(2)`` selects: 0 or 1. Two matrices in one launch (A and B of a matmul) save a launch."""
+    if tl.program_id(2) == 0:
+        _copy_tile(src0, dst0, rows0, cols0, src_stride0, dst_stride0, BLOCK_R, BLOCK_C)
+    else:
+        _copy_tile(src1, dst1, rows1, cols1, src_stride1, dst_stride1, BLOCK_R, BLOCK_C)
 
 
 def aligned16(t: torch.Tensor) -> bool:
@@ -47,19 +57,28 @@ def pad_rows(t: torch.Tensor) -> torch.Tensor:
     """``t`` itself if TMA can read it (``aligned16``), else a (rows, cols) view of a new (rows, cols rounded up
     to 16 bytes) buffer holding a bit-exact copy of ``t``. t: 2D, any dtype, any strides, on gpulab.DEVICE.
     Raises TypeError/ValueError naming the argument."""
-    check_tensor("t", t, ndim=2, contiguous=False)
-    if aligned16(t):
-        return t
-    if t.stride(1) != 1:
-        t = t.clone(memory_format=torch.contiguous_format)  # not .contiguous(): a (rows, 1) view keeps its stride
+    return pad_rows_many([t])[0]
+
+
+def pad_rows_many(ts) -> list:
+    """``pad_rows`` of each tensor in ``ts``, with the copies made two matrices per launch (a matmul's A and B
+    in one launch). Returns a list in the order of ``ts``. Raises TypeError/ValueError naming the argument."""
+    out, pairs = [], []
+    for i, t in enumerate(ts):
+        name = "t" if len(ts) == 1 else f"ts[{i}]"
+        check_tensor(name, t, ndim=2, contiguous=False)
+        if not aligned16(t) and t.stride(1) != 1:
+            t = t.clone(memory_format=torch.contiguous_format)  # not .contiguous(): a (rows, 1) view keeps its stride
         if aligned16(t):
-            return t
-    rows, cols = t.shape
-    per16 = 16 // t.element_size()
-    buf = torch.empty((rows, -(-cols // per16) * per16), device=t.device, dtype=t.dtype)
-    view = buf[:, :cols]
-    copy_rows(t, view)
-    return view
+            out.append(t)
+            continue
+        rows, cols = t.shape
+        per16 = 16 // t.element_size()
+        buf = torch.empty((rows, -(-cols // per16) * per16), device=t.device, dtype=t.dtype)
+        out.append(buf[:, :cols])
+        pairs.append((t, out[-1]))
+    _copy_pairs(pairs)
+    return out
 
 
 def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -73,11 +92,26 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
         if t.ndim != 2 or (t.shape[1] > 1 and t.stride(1) != 1):
             raise ValueError(f"{name} must be 2D with unit column stride, got shape {tuple(t.shape)}, "
                              f"strides {t.stride()}")
-    rows, cols = src.shape
-    if not (rows and cols):
-        return
-    word = _WORDS[src.element_size()]
-    s, d = src.view(word), dst.view(word)  # same bits; 16-byte elements become two words
-    words = s.shape[1]
-    grid = (triton.cdiv(rows, BLOCK_R), triton.cdiv(words, BLOCK_C))
-    pad_rows_kernel[grid](s, d, rows, words, s.stride(0), d.stride(0), BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)
+    _copy_pairs([(src, dst)])
+
+
+def _copy_pairs(pairs) -> None:
+    """Launch ``pad_rows_kernel`` over (src, dst) pairs (checked 2D, one shape and unit column stride per pair),
+    two pairs of one element size per launch."""
+    words = []
+    for src, dst in pairs:
+        if src.numel():
+            word = _WORDS[src.element_size()]
+            s, d = src.view(word), dst.view(word)  # same bits; 16-byte elements become two words
+            words.append((s, d, s.shape[0], s.shape[1]))
+    while words:
+        first = words.pop(0)
+        second = next((w for w in words if w[0].dtype == first[0].dtype), None)
+        if second is not None:
+            words.remove(second)
+        both = [first] if second is None else [first, second]
+        grid = (triton.cdiv(max(w[2] for w in both), BLOCK_R), triton.cdiv(max(w[3] for w in both), BLOCK_C),
+                len(both))
+        (s0, d0, r0, c0), (s1, d1, r1, c1) = both[0], both[-1]
+        pad_rows_kernel[grid](s0, d0, r0, c0, s0.stride(0), d0.stride(0), s1, d1, r1, c1, s1.stride(0), d1.stride(0),
+                              BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)

@@ -1,0 +1,94 @@
+"""Where the CPU time of one call goes: gpulab's matmul at an awkward size and its FlashAttention forward.
+
+    python tools/launch_overhead.py [--calls 300] [--profile]
+
+For each callable: CPU microseconds per call (``calls`` back-to-back calls without synchronizing, after a
+warm-up: while the GPU keeps up, this is the Python and launch cost), GPU milliseconds per call replayed from
+a CUDA graph (``time_ms(graph=True)``) and eager (``time_ms``). With ``--profile``, the top functions of a
+cProfile of gpulab's calls. GPU only.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gpulab  # noqa: E402  (before triton)
+import torch  # noqa: E402
+
+from gpulab.bench import require_gpu, time_ms  # noqa: E402
+
+
+def cpu_us(fn, calls: int) -> float:
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args(argv)
+    require_gpu("launch overhead")
+    from gpulab.bench.lesson08 import _sdpa
+    from gpulab.kernels import flash_attention as F
+    from gpulab.kernels import matmul as mm
+
+    n = 1793
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    ap_, bp_ = mm.pad_rows(a), mm.pad_rows(b)
+    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    mm.matmul(a, b)
+    cfg = mm.tuned_config(a, b, "tma")
+    q, k, v = (torch.randn(16, 16, 1024, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    qd, kd, vd = (t.detach() for t in (q, k, v))
+    sdpa = _sdpa("FLASH_ATTENTION", True)
+    fns = {
+        "torch.matmul 1793": lambda: torch.matmul(a, b),
+        "gpulab matmul 1793": lambda: mm.matmul(a, b),
+        "  pad_rows(a)": lambda: mm.pad_rows(a),
+        "  launch tma on padded A, B": lambda: mm.launch(ap_, bp_, c, cfg, "tma"),
+        "  torch.empty(n, n)": lambda: torch.empty(n, n, device="cuda", dtype=torch.bfloat16),
+        "sdpa flash fwd d128 L1k causal (grad)": lambda: sdpa(q, k, v),
+        "gpulab flash_attention (grad)": lambda: F.flash_attention(q, k, v, True),
+        "gpulab flash_attention_forward": lambda: F.flash_attention_forward(qd, kd, vd, True),
+    }
+    for name, fn in fns.items():
+        cpu = cpu_us(fn, args.calls)
+        te = time_ms(fn, warmup_ms=25, rep_ms=100).median_ms
+        try:
+            tg = time_ms(fn, warmup_ms=25, rep_ms=100, graph=True).median_ms
+        except Exception as e:  # noqa: BLE001
+            tg = float("nan")
+            print(f"  graph capture failed for {name}: {e!r}"[:200])
+        print(f"{name:40} CPU {cpu:8.1f} us/call   eager {te * 1e3:8.1f} us   graph {tg * 1e3:8.1f} us", flush=True)
+    if args.profile:
+        for name in ("gpulab matmul 1793", "gpulab flash_attention (grad)"):
+            pr = cProfile.Profile()
+            fn = fns[name]
+            pr.enable()
+            for _ in range(args.calls):
+                fn()
+            pr.disable()
+            torch.cuda.synchronize()
+            s = io.StringIO()
+            pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(22)
+            print(f"==== cProfile of {args.calls} calls: {name}\n{s.getvalue()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
