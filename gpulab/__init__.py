@@ -85,6 +85,19 @@ DEVICE: str = mode_info.device
 ON_GPU: bool = MODE == "gpu"
 
 
+def _autotune_setting() -> str:
+    value = os.environ.get("GPULAB_AUTOTUNE", "full").strip().lower() or "full"
+    if value not in ("full", "first"):
+        raise ValueError(f"GPULAB_AUTOTUNE must be 'full' or 'first' (or unset), got {value!r}")
+    return value
+
+
+# "full" (default): on a GPU, each kernel's autotuner times its candidate configs on the first call of a new size
+# key and keeps the fastest. "first": take each list's first candidate untimed (test and notebook runs on a GPU
+# use it to save the minutes of compiling every candidate; the benchmark suite never does).
+AUTOTUNE: str = _autotune_setting()
+
+
 def describe(print_it: bool = True) -> str:
     """Say which mode gpulab runs in, on which device, and why. Returns the text (and prints it)."""
     import torch

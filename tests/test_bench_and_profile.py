@@ -120,3 +120,15 @@ def test_widget_rejects_out_of_range_arguments():
     w = InteractiveRoofline(preset="H200", flops=1e15, bytes_moved=1e6)  # intensity 1e9: far right
     lo, hi = w.live.fig.layout.xaxis.range
     assert hi >= 9 and w.bound.limiter == "compute"
+
+
+def test_autotune_setting_is_read_from_the_environment_and_checked():
+    import subprocess
+    import sys
+    code = "import gpulab; print(gpulab.AUTOTUNE)"
+    run = lambda v: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,  # noqa: E731
+                                   env={**os.environ, "GPULAB_AUTOTUNE": v})
+    assert run("").stdout.strip() == "full"
+    assert run("First").stdout.strip() == "first"
+    bad = run("fast")
+    assert bad.returncode != 0 and "GPULAB_AUTOTUNE must be 'full' or 'first'" in bad.stderr

@@ -5,7 +5,9 @@
 # steps: any of bench (the suite, printed and saved to $OUT), record (the suite, and it rewrites
 # gpulab/data/reference-<gpu>.json), tests, interp (the tests in forced interpreter mode), notebooks.
 # Default: bench tests notebooks. GPULAB_TESTS=tests/test_x.py limits the tests step;
-# GPULAB_NOTEBOOKS="notebooks/05_*.ipynb" limits the notebooks step.
+# GPULAB_NOTEBOOKS="notebooks/05_*.ipynb" limits the notebooks step. Tests and notebooks run with
+# GPULAB_AUTOTUNE=first (each kernel's first candidate config, untimed: compiling every candidate took minutes)
+# unless GPULAB_AUTOTUNE=full is set; bench and record always autotune fully.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpulab-out}; mkdir -p "$OUT"
 if [ -d .whl ]; then
@@ -20,11 +22,11 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 rc=0
 for step in $steps; do
   case $step in
-    bench) python3 -m gpulab.bench $only --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1 ;;
-    record) python3 -m gpulab.bench $only --record --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1
+    bench) GPULAB_AUTOTUNE=full python3 -m gpulab.bench $only --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1 ;;
+    record) GPULAB_AUTOTUNE=full python3 -m gpulab.bench $only --record --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1
            cp gpulab/data/reference-*.json "$OUT/" 2>/dev/null ;;
-    tests) python3 -m pytest -q -p no:cacheprovider -m "not browser" ${GPULAB_TESTS:-tests} 2>&1 | tee "$OUT/pytest.log" | tail -15 || rc=1 ;;
-    notebooks) python3 -m pytest -q -p no:cacheprovider --nbval-lax ${GPULAB_NOTEBOOKS:-notebooks/} 2>&1 | tee "$OUT/nbval.log" | tail -15 || rc=1
+    tests) GPULAB_AUTOTUNE=${GPULAB_AUTOTUNE:-first} python3 -m pytest -q -p no:cacheprovider -m "not browser" ${GPULAB_TESTS:-tests} 2>&1 | tee "$OUT/pytest.log" | tail -15 || rc=1 ;;
+    notebooks) GPULAB_AUTOTUNE=${GPULAB_AUTOTUNE:-first} python3 -m pytest -q -p no:cacheprovider --nbval-lax ${GPULAB_NOTEBOOKS:-notebooks/} 2>&1 | tee "$OUT/nbval.log" | tail -15 || rc=1
            # executed copies, with their printed numbers, for the record (GPULAB_NO_EXECUTED=1 skips them)
            [ -n "${GPULAB_NO_EXECUTED:-}" ] && continue
            mkdir -p "$OUT/executed"

@@ -90,6 +90,10 @@ def main(argv=None) -> int:
                 print(f"\n[{m.KEY}] " + (m.report(data[m.KEY]) if m.KEY in data else "no recorded data yet"))
         return 0
 
+    if gpulab.AUTOTUNE != "full":
+        print(f"error: GPULAB_AUTOTUNE={gpulab.AUTOTUNE} takes untimed first configs; the benchmark suite measures "
+              "autotuned kernels only. Unset GPULAB_AUTOTUNE and run again.", file=sys.stderr)
+        return 2
     from gpulab.bench import suite
     from gpulab.device import measure_profile, provenance, save_profile
 

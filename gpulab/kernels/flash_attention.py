@@ -557,6 +557,8 @@ def _forward(q, k, v, causal: bool, scale: float, config=None, use_tma=None):
         raise ValueError("use_tma=True needs triton.tools.tensor_descriptor (Triton >= 3.4)")
     if config is None and fwd_autotuned is None:
         config = INTERPRETER_FWD
+    elif config is None and gpulab.AUTOTUNE == "first":
+        config = _prune_fwd(FWD_CONFIGS, {"Q": q, "CAUSAL": causal})[0]
     descs = _descriptors(q, k, v, config) if use_tma else (None, None, None)
     use_tma = descs[0] is not None
     args = (q, k, v, out, lse, *descs, scale * LOG2E, Lq, Lk, l_bucket(max(Lq, Lk)))
@@ -629,6 +631,8 @@ def bwd_launch(part: str, bufs, causal: bool, scale: float, config: triton.Confi
     B, H, Lq, d = q.shape
     Lk = k.shape[2]
     flags = BWD_PARTS[part]
+    if config is None and part in bwd_autotuned and gpulab.AUTOTUNE == "first":
+        config = _prune_bwd(BWD_CONFIGS[part], {"Q": q})[0]
     if use_tma is None:
         use_tma = DEFAULT_BWD_TMA and tma_available()
     descs = (None,) * 4
