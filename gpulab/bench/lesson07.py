@@ -364,15 +364,22 @@ def dense_sweep(lo=SWEEP[0], hi=SWEEP[1], dtype="bf16", progress=True, warmup_ms
     return out
 
 
+STEPS = ("headline", "awkward", "correctness", "fp32", "tiles", "no reuse", "alignment", "sweep")
+
+
 def run(progress: bool = True, headline_ns=HEADLINE_NS, awkward_ns=AWKWARD_NS, sweep=SWEEP, sweep_step: int = 1,
         tile_ts=TILE_TS, tile_n=TILE_N, noreuse_n=NOREUSE_N, fp32_n=FP32_N,
-        correctness_shape=CORRECTNESS_SHAPE) -> dict:
-    """Measure everything in the module docstring; returns a JSON-able dict. GPU only."""
+        correctness_shape=CORRECTNESS_SHAPE, steps=None) -> dict:
+    """Measure everything in the module docstring; returns a JSON-able dict. GPU only. ``steps``: a subset of
+    ``STEPS`` to run (default all; the dense sweep alone takes about 12 minutes on an H200)."""
     from ..kernels import matmul as mm
     from . import require_gpu
 
     require_gpu("the lesson07 suite")
-    steps = ["headline", "awkward", "correctness", "fp32", "tiles", "no reuse", "alignment", "sweep"]
+    unknown = set(steps or ()) - set(STEPS)
+    if unknown:
+        raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
+    steps = [s for s in STEPS if steps is None or s in steps]
     out = {"gpu": _gpu_name(), "sms": mm.num_sms(), "targets": {"aligned_bf16": TARGET_ALIGNED,
                                                                                   "awkward_bf16": TARGET_AWKWARD}}
     bar = tqdm(steps, desc="lesson07", disable=not progress)
