@@ -80,7 +80,7 @@ def test_pad_rows_many_copies_two_matrices_of_different_shapes_in_one_launch(mon
     b = torch.randn(293, 9, dtype=torch.float64).half().to(gpulab.DEVICE)          # more rows, fewer columns
     aligned = torch.randn(8, 16, dtype=torch.float64).half().to(gpulab.DEVICE)
     pa, pal, pb = P.pad_rows_many([a, aligned, b])
-    assert pal is aligned and len(launches) == 1 and launches[0][2] == 2, launches
+    assert pal is aligned and len(launches) == 1 and launches[0][1] == 2, launches
     for src, v in ((a, pa), (b, pb)):
         assert P.aligned16(v) and torch.equal(v.cpu(), src.cpu()), "an element of one of the two was not copied"
     launches.clear()
@@ -89,3 +89,39 @@ def test_pad_rows_many_copies_two_matrices_of_different_shapes_in_one_launch(mon
     assert len(launches) == 2 and torch.equal(pc.cpu(), c32.cpu()) and torch.equal(pa2.cpu(), a.cpu())
     with pytest.raises(ValueError, match=r"ts\[1\] must have 2 dimension"):
         P.pad_rows_many([a, torch.randn(3, device=gpulab.DEVICE)])
+
+
+def test_pad_rows_many_mixed_element_sizes_and_lookalike_entries():
+    # three unaligned matrices, two element sizes: pairing must go by position, never by comparing tensors
+    # (a list.remove on tuples of tensors once raised here, and could drop a copy whose bits compared equal)
+    u = lambda dt, r, c: torch.randn(r, c + 1, dtype=torch.float64).to(dt).to(gpulab.DEVICE)[:, 1:]  # noqa: E731
+    for shapes in (((3, 5), (3, 5), (3, 5)), ((3, 5), (2, 7), (3, 5)), ((1, 1), (1, 1), (1, 1))):
+        ts = [u(torch.float16, *shapes[0]), u(torch.float32, *shapes[1]), u(torch.float16, *shapes[2])]
+        outs = P.pad_rows_many(ts)
+        for t, o in zip(ts, outs):
+            assert P.aligned16(o) and o.dtype == t.dtype and torch.equal(o.cpu(), t.cpu())
+
+
+def test_conjugate_negative_and_one_column_views_copy_their_values():
+    z = torch.randn(3, 4, dtype=torch.complex64).to(gpulab.DEVICE)[:, 1:]
+    assert torch.equal(P.pad_rows(z.conj()).cpu(), z.conj().resolve_conj().cpu())
+    x = torch.randn(3, 6).to(gpulab.DEVICE)[:, 1:]
+    assert torch.equal(P.pad_rows(torch._neg_view(x)).cpu(), (-x).cpu())
+    s = torch.randn(3, 21, dtype=torch.complex128).to(gpulab.DEVICE).as_strided((3, 1), (7, 5))  # one column, stride 5
+    d = torch.zeros(3, 1, dtype=torch.complex128, device=gpulab.DEVICE)
+    P.copy_rows(s, d)
+    assert torch.equal(d.cpu(), s.cpu())
+
+
+def test_pad_rows_many_and_copy_rows_name_bad_arguments():
+    x = torch.randn(3, 5, device=gpulab.DEVICE)
+    with pytest.raises(TypeError, match="ts must be a list or tuple"):
+        P.pad_rows_many(t for t in [x])
+    with pytest.raises(TypeError, match="ts must be a list or tuple"):
+        P.pad_rows_many(None)
+    with pytest.raises(TypeError, match=r"ts\[0\] must be a torch.Tensor"):
+        P.pad_rows_many([[1, 2]])
+    with pytest.raises(TypeError, match="src must be a torch.Tensor"):
+        P.copy_rows([1], x)
+    with pytest.raises(ValueError, match="dst must be on device"):
+        P.copy_rows(x, torch.empty(3, 5, device="meta"))

@@ -26,9 +26,12 @@ _WORDS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: to
 
 
 @triton.jit
-def _copy_tile(src_ptr, dst_ptr, rows, cols, src_stride, dst_stride, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    r = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
-    c = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+def _copy_tile(tile, src_ptr, dst_ptr, rows, cols, src_stride, dst_stride, BLOCK_R: tl.constexpr,
+               BLOCK_C: tl.constexpr):
+    """Copy tile number ``tile`` (row-major over BLOCK_R x BLOCK_C tiles; past the last tile: nothing)."""
+    col_tiles = tl.cdiv(cols, BLOCK_C)
+    r = (tile // col_tiles).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    c = (tile % col_tiles).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask = (r[:, None] < rows) & (c[None, :] < cols)
     x = tl.load(src_ptr + r[:, None] * src_stride + c[None, :], mask=mask)
     tl.store(dst_ptr + r[:, None] * dst_stride + c[None, :], x, mask=mask)
@@ -39,11 +42,12 @@ def pad_rows_kernel(src0, dst0, rows0, cols0, src_stride0, dst_stride0,
                     src1, dst1, rows1, cols1, src_stride1, dst_stride1,
                     BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     """dst[r, c] = src[r, c] for r < rows, c < cols (both row-major with the given row strides), for the
-    matrix ``tl.program_id(2)`` selects: 0 or 1. Two matrices in one launch (A and B of a matmul) save a launch."""
-    if tl.program_id(2) == 0:
-        _copy_tile(src0, dst0, rows0, cols0, src_stride0, dst_stride0, BLOCK_R, BLOCK_C)
+    matrix ``tl.program_id(1)`` selects: 0 or 1. Two matrices in one launch (A and B of a matmul) save a launch.
+    One grid axis numbers the tiles (row-major), so no shape meets the 65535 limit of a CUDA grid's y axis."""
+    if tl.program_id(1) == 0:
+        _copy_tile(tl.program_id(0), src0, dst0, rows0, cols0, src_stride0, dst_stride0, BLOCK_R, BLOCK_C)
     else:
-        _copy_tile(src1, dst1, rows1, cols1, src_stride1, dst_stride1, BLOCK_R, BLOCK_C)
+        _copy_tile(tl.program_id(0), src1, dst1, rows1, cols1, src_stride1, dst_stride1, BLOCK_R, BLOCK_C)
 
 
 def aligned16(t: torch.Tensor) -> bool:
@@ -57,16 +61,22 @@ def pad_rows(t: torch.Tensor) -> torch.Tensor:
     """``t`` itself if TMA can read it (``aligned16``), else a (rows, cols) view of a new (rows, cols rounded up
     to 16 bytes) buffer holding a bit-exact copy of ``t``. t: 2D, any dtype, any strides, on gpulab.DEVICE.
     Raises TypeError/ValueError naming the argument."""
-    return pad_rows_many([t])[0]
+    return _pad_rows_many([t], single=True)[0]
 
 
 def pad_rows_many(ts) -> list:
-    """``pad_rows`` of each tensor in ``ts``, with the copies made two matrices per launch (a matmul's A and B
-    in one launch). Returns a list in the order of ``ts``. Raises TypeError/ValueError naming the argument."""
+    """``pad_rows`` of each tensor in the list or tuple ``ts``, with the copies made two matrices of one element
+    size per launch (a matmul's A and B in one launch). Returns a list in the order of ``ts``. Raises
+    TypeError/ValueError naming the argument."""
+    return _pad_rows_many(ts, single=False)
+
+
+def _pad_rows_many(ts, single: bool) -> list:
+    if not isinstance(ts, (list, tuple)):
+        raise TypeError(f"ts must be a list or tuple of tensors, got {type(ts).__name__}")
     out, pairs = [], []
     for i, t in enumerate(ts):
-        name = "t" if len(ts) == 1 else f"ts[{i}]"
-        check_tensor(name, t, ndim=2, contiguous=False)
+        check_tensor("t" if single else f"ts[{i}]", t, ndim=2, contiguous=False)
         if not aligned16(t) and t.stride(1) != 1:
             t = t.clone(memory_format=torch.contiguous_format)  # not .contiguous(): a (rows, 1) view keeps its stride
         if aligned16(t):
@@ -84,7 +94,9 @@ def pad_rows_many(ts) -> list:
 def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
     """dst[:, :] = src bit for bit, by ``pad_rows_kernel``: src and dst 2D of one shape and element size, each
     with unit column stride and any row stride (e.g. into or out of a row-padded buffer). Bits move as integer
-    words of the element's width, so every dtype copies exactly. Raises ValueError naming the argument."""
+    words of the element's width, so every dtype copies exactly. Raises TypeError/ValueError naming the argument."""
+    check_tensor("src", src, contiguous=False)
+    check_tensor("dst", dst, contiguous=False)
     if src.shape != dst.shape or src.element_size() != dst.element_size():
         raise ValueError(f"src and dst must have one shape and element size, got {tuple(src.shape)} "
                          f"({src.element_size()} B) and {tuple(dst.shape)} ({dst.element_size()} B)")
@@ -95,23 +107,33 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
     _copy_pairs([(src, dst)])
 
 
+def _words(t: torch.Tensor) -> torch.Tensor:
+    """The bits of 2D ``t`` (unit column stride, or one column) as integer words: same memory, 16-byte elements
+    as two int64. Conjugate and negative views are materialised first (their bits are not the values)."""
+    t = t.resolve_conj().resolve_neg()
+    if t.shape[1] == 1 and t.stride(1) != 1:
+        t = t.as_strided(t.shape, (t.stride(0), 1))  # one column: its stride is never used
+    return t.view(_WORDS[t.element_size()])
+
+
 def _copy_pairs(pairs) -> None:
     """Launch ``pad_rows_kernel`` over (src, dst) pairs (checked 2D, one shape and unit column stride per pair),
     two pairs of one element size per launch."""
-    words = []
+    jobs = []
     for src, dst in pairs:
         if src.numel():
-            word = _WORDS[src.element_size()]
-            s, d = src.view(word), dst.view(word)  # same bits; 16-byte elements become two words
-            words.append((s, d, s.shape[0], s.shape[1]))
-    while words:
-        first = words.pop(0)
-        second = next((w for w in words if w[0].dtype == first[0].dtype), None)
-        if second is not None:
-            words.remove(second)
-        both = [first] if second is None else [first, second]
-        grid = (triton.cdiv(max(w[2] for w in both), BLOCK_R), triton.cdiv(max(w[3] for w in both), BLOCK_C),
-                len(both))
-        (s0, d0, r0, c0), (s1, d1, r1, c1) = both[0], both[-1]
-        pad_rows_kernel[grid](s0, d0, r0, c0, s0.stride(0), d0.stride(0), s1, d1, r1, c1, s1.stride(0), d1.stride(0),
-                              BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)
+            s, d = _words(src), _words(dst)
+            if d.data_ptr() != dst.data_ptr():
+                raise ValueError("dst must not be a conjugate or negative view (its bits are not its values)")
+            jobs.append((s, d, s.shape[0], s.shape[1]))
+    by_word: dict = {}
+    for job in jobs:
+        by_word.setdefault(job[0].dtype, []).append(job)
+    for group in by_word.values():
+        for i in range(0, len(group), 2):
+            both = group[i:i + 2]
+            tiles = max(triton.cdiv(r, BLOCK_R) * triton.cdiv(c, BLOCK_C) for _, _, r, c in both)
+            (s0, d0, r0, c0), (s1, d1, r1, c1) = both[0], both[-1]
+            pad_rows_kernel[(tiles, len(both))](s0, d0, r0, c0, s0.stride(0), d0.stride(0),
+                                                s1, d1, r1, c1, s1.stride(0), d1.stride(0),
+                                                BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)
