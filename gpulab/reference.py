@@ -32,8 +32,12 @@ def load(gpu: str = DEFAULT_GPU) -> dict:
     return json.loads(p.read_text())
 
 
-def label(data: dict) -> str:
-    """A one-line provenance label for plot titles: 'recorded on NVIDIA H200, 2026-11-29, ...'."""
+def label(data: dict, key: str | None = None) -> str:
+    """A one-line provenance label for plot titles: 'recorded on NVIDIA H200 (2026-11-29; driver ...)'.
+    ``data``: a loaded reference file; ``key``: a lesson's key (e.g. "lesson07"), whose own provenance is used
+    when it has one (lessons are recorded on different days), else the file's."""
     p = data["provenance"]
+    if key is not None and isinstance(data.get(key), dict) and "provenance" in data[key]:
+        p = data[key]["provenance"]
     return (f"recorded on {p.get('gpu', '?')} ({p.get('date', '?')}; driver {p.get('driver', '?')}, "
             f"torch {p.get('torch', '?')}, Triton {p.get('triton', '?')})")

@@ -31,9 +31,9 @@ def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
 
     calls = []
 
-    def fake_time_ms(fn, warmup_ms=0, rep_ms=0):
+    def fake_time_ms(fn, warmup_ms=0, rep_ms=0, graph=False):
         fn()
-        calls.append(1)
+        calls.append(graph)
         return Timing(1.0 + len(calls) % 3, 1.0, 3.0)  # not a measurement: the logic needs some numbers
 
     monkeypatch.setattr(bench, "require_gpu", lambda what="": None)
@@ -44,6 +44,10 @@ def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
                         tile_n=48, noreuse_n=24, fp32_n=32, correctness_shape=(20, 19, 21))
     json.dumps(data)
     assert {r["method"] for r in data["awkward"]} >= {"torch", "torch zero-padded", "gpulab", "row-pad copy of A and B"}
+    by = {r["method"]: r for r in data["awkward"]}
+    assert calls.count(True) == 3 and by["gpulab"]["graph_ratio"] == by["torch"]["graph_ms"] / by["gpulab"]["graph_ms"]
+    copy = by["row-pad copy of A and B"]  # a copy: bytes per second, no FLOP rate or speed-up
+    assert "ratio" not in copy and "tflops" not in copy and copy["tbps"] == lesson07.copy_bytes(33) / copy["ms"] / 1e9
     assert data["sweep"]["ns"] == list(range(40, 46)) and None not in data["sweep"]["gpulab_ms"]
     skipped = [r for r in data["tiles"] if "skipped" in r]
     assert [(r["dtype"], r["T"]) for r in skipped] == [("fp32", 256), ("bf16", 256)]  # 2 T^2 s > 228 KiB

@@ -87,7 +87,10 @@ def main(argv=None) -> int:
                 _print_points(data.get("roofline_points", []))
                 _print_ratios(data.get("vendor_ratios", []))
             for m in lesson_mods:
-                print(f"\n[{m.KEY}] " + (m.report(data[m.KEY]) if m.KEY in data else "no recorded data yet"))
+                if m.KEY in data:
+                    print(f"\n[{m.KEY}] {reference.label(data, m.KEY)}\n" + m.report(data[m.KEY]))
+                else:
+                    print(f"\n[{m.KEY}] no recorded data yet")
         return 0
 
     if gpulab.AUTOTUNE != "full":

@@ -143,6 +143,14 @@ def gpu_kernel_ms(fn, iters: int = 20) -> float:
     return us / iters / 1e3
 
 
+COPY_METHOD = "row-pad copy of A and B"
+
+
+def copy_bytes(n: int, itemsize: int = 2) -> int:
+    """Bytes the row-pad copy of A and B (both n x n) moves: each read once and written once."""
+    return 4 * n * n * itemsize
+
+
 def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
     """Sizes whose rows are not 16-byte aligned: torch as is, torch after zero-padding, gpulab (auto path and
     the masked pointer kernel) and the row-pad copy alone; ratios against torch on the unpadded tensors."""
@@ -166,7 +174,7 @@ def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
         fns = {"torch": lambda: torch.matmul(a, b), "torch zero-padded": torch_padded,
                "gpulab": lambda: mm.matmul(a, b),
                "gpulab pointer (masked)": lambda: mm.matmul(a, b, path="pointer", config="heuristic"),
-               "row-pad copy of A and B": lambda: mm.pad_rows_many([a, b])}
+               COPY_METHOD: lambda: mm.pad_rows_many([a, b])}
         times = {}
         for name, fn in fns.items():
             fn()  # compile / tune outside the timing
@@ -185,6 +193,10 @@ def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
                 gpu[name] = None
                 print(f"lesson07: torch.profiler failed at N={n} for {name}: {e!r}")
         for name, t in times.items():
+            if name == COPY_METHOD:
+                rows.append({"method": name, "n": n, "ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms,
+                             "dtype": dtype, "tbps": copy_bytes(n) / (t.median_ms * 1e-3) / 1e12})
+                continue
             extra = {"dtype": dtype, "ratio": times["torch"].median_ms / t.median_ms}
             if gpu.get(name) is not None:
                 extra["gpu_kernel_ms"] = gpu[name]
@@ -450,7 +462,8 @@ def report(data: dict) -> str:
     """A short table: headline and awkward sizes with ratios and targets, correctness, fp32, the tile study, no
     reuse, alignment and a summary of the dense sweep."""
     t_al, t_awk = data["targets"]["aligned_bf16"], data["targets"]["awkward_bf16"]
-    lines = [f"{data['gpu']} ({data['sms']} SMs). ratio = torch ms / gpulab ms (>= 1: gpulab as fast or faster)",
+    lines = [f"{data['gpu']} ({data['sms']} SMs). ratio = torch ms / gpulab ms (>= 1: gpulab as fast or faster); "
+             f"targets: bf16 >= {t_al} at the headline sizes, >= {t_awk} at the awkward sizes (CUDA graph)",
              f"  {'dtype':5} {'N':>5} {'method':16} {'ms':>9} {'TFLOP/s':>8} {'ratio':>6}  config"]
     for r in data["headline"]:
         flag = ""
@@ -471,6 +484,10 @@ def report(data: dict) -> str:
             gk += f"; CUDA graph {r['graph_ms'] * 1e3:7.1f} us, ratio {r['graph_ratio']:.2f}"
             if r["method"] == "gpulab":
                 gk += "  target met" if r["graph_ratio"] >= t_awk else f"  BELOW TARGET (>= {t_awk})"
+        if r["method"] == COPY_METHOD:  # a copy: bytes per second, not FLOPs or a speed-up
+            tbps = copy_bytes(r["n"]) / (r["ms"] * 1e-3) / 1e12
+            lines.append(f"  {r['n']:5} {r['method']:24} {r['ms']:9.4f} ms  {tbps:5.2f} TB/s (reads and writes A and B)")
+            continue
         lines.append(f"  {r['n']:5} {r['method']:24} {r['ms']:9.4f} ms {r['tflops']:7.1f} TFLOP/s "
                      f"ratio {r['ratio']:6.3f}{flag}{gk}")
     c = data["correctness"]
@@ -497,8 +514,9 @@ def report(data: dict) -> str:
                      f"{r['ld.global bytes per instruction']}, async copies to shared memory by bytes "
                      f"{r['cp.async bytes per instruction']}")
     s = data["sweep"]
+    when = f", recorded {data['sweep_provenance'].get('date', '?')}" if "sweep_provenance" in data else ""
     lines.append(f"dense sweep N = {s['ns'][0]}..{s['ns'][-1]} ({len(s['ns'])} sizes, {s['dtype']}; gpulab {s['path']} "
-                 f"{s['config']}); mean TFLOP/s over N % 8 == 0 / other N:")
+                 f"{s['config']}{when}); mean TFLOP/s over N % 8 == 0 / other N:")
     for m in ("torch", "gpulab"):
         sp = alignment_split(s, m)
         lines.append(f"  {m:6}: {sp['aligned_mean_tflops']:6.1f} / {sp['misaligned_mean_tflops']:6.1f}; failed points "
