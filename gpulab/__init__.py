@@ -12,6 +12,7 @@ gives the problem size for the current mode, so notebooks never need editing.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -83,6 +84,17 @@ if _triton_before and mode_info.name == "interpreter":
 MODE: str = mode_info.name
 DEVICE: str = mode_info.device
 ON_GPU: bool = MODE == "gpu"
+
+
+@functools.lru_cache(maxsize=None)
+def compute_capability() -> tuple[int, int]:
+    """The GPU's (major, minor) compute capability, asked once (launchers check it on every call, and each
+    query costs microseconds); (0, 0) in interpreter mode."""
+    if not ON_GPU:
+        return (0, 0)
+    import torch
+
+    return tuple(torch.cuda.get_device_capability())
 
 
 def _autotune_setting() -> str:

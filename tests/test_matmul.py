@@ -308,3 +308,15 @@ def test_gpu_matmul_replays_from_a_cuda_graph(N):
     g.replay()
     torch.cuda.synchronize()
     assert_matmul_close(out["c"], a, b)
+
+
+def test_power_of_two_check_bounds_and_types():
+    from gpulab.kernels._checks import check_power_of_two
+    for ok in (1, 2, 64, 4096):
+        check_power_of_two("block", ok, 1, 4096)
+    for bad in (0, 3, 24, 8192, -4, True, 4.0, "16", None):
+        with pytest.raises(ValueError, match=r"block must be a power of two in \[1, 4096\]"):
+            check_power_of_two("block", bad, 1, 4096)
+    check_power_of_two("x", 2**40, 16)  # no upper bound
+    with pytest.raises(ValueError, match="x must be a power of two >= 16"):
+        check_power_of_two("x", 8, 16)

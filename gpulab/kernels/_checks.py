@@ -35,8 +35,17 @@ def check_block(name: str, block) -> None:
     tl.arange needs a power of two)."""
     if isinstance(block, bool) or not isinstance(block, int):
         raise TypeError(f"{name} must be an int, got {type(block).__name__}")
-    if not (16 <= block <= 65536) or block & (block - 1):
-        raise ValueError(f"{name} must be a power of two between 16 and 65536, got {block}")
+    check_power_of_two(name, block, 16, 65536)
+
+
+def check_power_of_two(name: str, value, lo: int = 1, hi: int | None = None) -> None:
+    """Raise ``ValueError`` unless ``value`` is an int (not a bool) that is a power of two in [lo, hi] (no upper
+    bound when ``hi`` is None): the tile and block sizes Triton's ``tl.arange`` and ``tl.dot`` accept."""
+    ok = (not isinstance(value, bool) and isinstance(value, int) and value >= lo and not value & (value - 1)
+          and (hi is None or value <= hi))
+    if not ok:
+        bound = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise ValueError(f"{name} must be a power of two {bound}, got {value!r}")
 
 
 def check_matmul_operands(a, b, dtypes) -> None:

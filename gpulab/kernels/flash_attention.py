@@ -59,7 +59,6 @@ later; ``USE_TMA``); everywhere else, and always in the interpreter by default, 
 """
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 
@@ -69,7 +68,7 @@ import triton.language as tl
 
 import gpulab
 
-from ._checks import check_tensor
+from ._checks import check_power_of_two, check_tensor
 
 try:  # host-side TMA descriptors: Triton >= 3.4
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -446,12 +445,6 @@ else:
 
 # ---- launchers ---------------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
-def _capability() -> tuple[int, int]:
-    """The current GPU's compute capability, asked once (each forward would otherwise pay for the query)."""
-    return torch.cuda.get_device_capability()
-
-
 def _upcast(dtype: torch.dtype) -> bool:
     if dtype != torch.bfloat16:
         return False
@@ -463,7 +456,7 @@ def _upcast(dtype: torch.dtype) -> bool:
 def tma_available() -> bool:
     """True where the forward may load through TMA descriptors: a GPU of compute capability >= 9 with a Triton
     that has ``triton.tools.tensor_descriptor``."""
-    return gpulab.ON_GPU and TensorDescriptor is not None and _capability()[0] >= 9
+    return gpulab.ON_GPU and TensorDescriptor is not None and gpulab.compute_capability()[0] >= 9
 
 
 def check_inputs(q, k, v, causal=False, sm_scale=None) -> float:
@@ -575,8 +568,7 @@ def _forward(q, k, v, causal: bool, scale: float, config=None, use_tma=None):
 def _check_fwd_config(config, causal) -> None:
     bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
     for name, b in (("BLOCK_M", bm), ("BLOCK_N", bn)):
-        if b < 16 or b & (b - 1):
-            raise ValueError(f"config: {name} must be a power of two >= 16, got {b}")
+        check_power_of_two(f"config: {name}", b, 16)
     if causal and bm % bn:
         raise ValueError(f"config: causal attention needs BLOCK_M % BLOCK_N == 0, got {bm} and {bn}")
 
@@ -584,8 +576,7 @@ def _check_fwd_config(config, causal) -> None:
 def _check_bwd_config(config) -> None:
     kw = config.kwargs
     for name in ("BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2"):
-        if kw[name] < 16 or kw[name] & (kw[name] - 1):
-            raise ValueError(f"config: {name} must be a power of two >= 16, got {kw[name]}")
+        check_power_of_two(f"config: {name}", kw[name], 16)
     if kw["BLOCK_N1"] % kw["BLOCK_M1"] or kw["BLOCK_M2"] % kw["BLOCK_N2"]:
         raise ValueError(f"config: needs BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0, got {kw}")
 

@@ -41,7 +41,7 @@ import triton.language as tl
 
 import gpulab
 
-from ._checks import check_matmul_operands
+from ._checks import check_matmul_operands, check_power_of_two
 from .pad import copy_rows, pad_rows, pad_rows_many
 from .matmul_precision import bf16_dot_is_exact
 
@@ -214,13 +214,8 @@ def tma_available() -> bool:
     (which emulates tensor descriptors)."""
     if not gpulab.ON_GPU:
         return True
-    return _capability()[0] >= 9
+    return gpulab.compute_capability()[0] >= 9
 
-
-@functools.lru_cache(maxsize=None)
-def _capability() -> tuple[int, int]:
-    """GPU 0's compute capability, asked once (each call would cost microseconds on every launch)."""
-    return torch.cuda.get_device_capability(0)
 
 
 def choose_path(dtype: torch.dtype) -> str:
@@ -384,8 +379,7 @@ def matmul_noreuse(a: torch.Tensor, b: torch.Tensor, block: int | None = None, b
     if block is None:
         block = 128 if gpulab.ON_GPU else 64
     for name, v in (("block", block), ("block_k", block_k)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v & (v - 1) or v > 4096:
-            raise ValueError(f"{name} must be a power of two in [1, 4096], got {v!r}")
+        check_power_of_two(name, v, 1, 4096)
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)

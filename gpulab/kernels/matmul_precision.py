@@ -34,7 +34,7 @@ import triton.language as tl
 
 import gpulab
 
-from ._checks import check_matmul_operands
+from ._checks import check_matmul_operands, check_power_of_two
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INPUT_PRECISIONS = ("tf32", "ieee")
@@ -95,8 +95,7 @@ def matmul_precision(a: torch.Tensor, b: torch.Tensor, input_precision: str = "t
         raise ValueError(f"acc_dtype=torch.float16 needs fp16 inputs a and b, got {a.dtype}")
     bm, bn, bk = blocks or ((128, 128, 32) if gpulab.ON_GPU else (32, 32, 32))
     for name, v in (("BLOCK_M", bm), ("BLOCK_N", bn), ("BLOCK_K", bk)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 16 or v & (v - 1):
-            raise ValueError(f"blocks: {name} must be a power of two >= 16, got {v!r}")
+        check_power_of_two(f"blocks: {name}", v, 16)
     if upcast_bf16 is None:
         upcast_bf16 = a.dtype == torch.bfloat16 and not bf16_dot_is_exact()
     M, K = a.shape

@@ -23,7 +23,7 @@ import triton.language as tl
 
 import gpulab
 
-from ._checks import check_block, check_tensor
+from ._checks import check_block, check_power_of_two, check_tensor
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 NAIVE_BLOCK = 1024  # elements of a row per program in the naive kernel (GPU)
@@ -116,8 +116,7 @@ def transpose(a: torch.Tensor, block_m: int | None = None, block_n: int | None =
         raise ValueError("block_m and block_n must be given together (or neither, to autotune)")
     if block_m is not None:
         for name, v in (("block_m", block_m), ("block_n", block_n)):
-            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 256 or v & (v - 1):
-                raise ValueError(f"{name} must be a power of two in [1, 256], got {v!r}")
+            check_power_of_two(name, v, 1, 256)
     if num_warps is not None and (isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16, 32)):
         raise ValueError(f"num_warps must be one of 1, 2, 4, 8, 16, 32, got {num_warps!r}")
     if num_warps is not None and block_m is None:
