@@ -320,3 +320,38 @@ def test_power_of_two_check_bounds_and_types():
     check_power_of_two("x", 2**40, 16)  # no upper bound
     with pytest.raises(ValueError, match="x must be a power of two >= 16"):
         check_power_of_two("x", 8, 16)
+
+
+def test_autotune_ranks_by_graph_replay_and_falls_back_to_eager(monkeypatch):
+    """Candidates are ranked by CUDA-graph time (GPU time, not the CPU cost of an eager call); where capture
+    fails, by eager time; a candidate that cannot launch is skipped. The clock here is fake (interpreter): the
+    logic is under test, not a speed."""
+    import gpulab.bench as bench
+
+    a, b = _rand(40, 24, dtype=torch.float16), _rand(24, 33, dtype=torch.float16)
+    cands = [mm.INTERPRETER_CONFIG, mm.MatmulConfig(32, 32, 16, 4, 4, 1), mm.MatmulConfig(32, 64, 16, 4, 4, 1)]
+    graph_ms = {cands[0]: 3.0, cands[1]: 1.0, cands[2]: 2.0}   # the graph clock ranks cands[1] first
+    eager_ms = {cands[0]: 0.5, cands[1]: 9.0, cands[2]: 0.7}   # the eager clock would rank cands[0] first
+    seen = []
+
+    def fake_time_ms(fn, warmup_ms=0, rep_ms=0, graph=False):
+        cfg = fn.args[3]
+        seen.append(graph)
+        return bench.Timing((graph_ms if graph else eager_ms)[cfg], 0.0, 0.0)
+
+    monkeypatch.setattr(bench, "time_ms", fake_time_ms)
+    assert mm.autotune(a, b, "tma", candidates=cands) == cands[1] and set(seen) == {True}
+
+    def no_graph(fn, warmup_ms=0, rep_ms=0, graph=False):
+        if graph:
+            raise RuntimeError("capture failed")
+        return fake_time_ms(fn, warmup_ms, rep_ms, graph)
+
+    monkeypatch.setattr(bench, "time_ms", no_graph)
+    assert mm.autotune(a, b, "tma", candidates=cands) == cands[0]
+    bad = mm.MatmulConfig(32, 32, 16, 4, 4, 1, persistent=True)
+    monkeypatch.setattr(mm, "launch", lambda *args: (_ for _ in ()).throw(RuntimeError("out of shared memory"))
+                        if args[3] is bad else None)
+    monkeypatch.setattr(bench, "time_ms", fake_time_ms)
+    graph_ms[bad] = 0.1
+    assert mm.autotune(a, b, "tma", candidates=[bad] + cands) == cands[1]

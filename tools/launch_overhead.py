@@ -41,6 +41,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--configs", action="store_true",
+                    help="only gpulab's matmul at 1793, once per TMA candidate config (CPU, eager and graph time)")
     args = ap.parse_args(argv)
     require_gpu("launch overhead")
     from gpulab.bench.lesson08 import _sdpa
@@ -55,6 +57,39 @@ def main(argv=None) -> int:
     cfg = mm.tuned_config(a, b, "tma")
     q, k, v = (torch.randn(16, 16, 1024, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     qd, kd, vd = (t.detach() for t in (q, k, v))
+    if args.configs:
+        for cfg in mm.CONFIGS["tma"]:
+            fn = lambda: mm.matmul(a, b, config=cfg)  # noqa: E731
+            fn()
+            cpu = cpu_us(fn, args.calls)
+            te = time_ms(fn, warmup_ms=25, rep_ms=100).median_ms
+            tg = time_ms(fn, warmup_ms=25, rep_ms=100, graph=True).median_ms
+            print(f"matmul 1793 {cfg.short():40} CPU {cpu:8.1f} us/call   eager {te * 1e3:8.1f} us   "
+                  f"graph {tg * 1e3:8.1f} us", flush=True)
+        from gpulab.kernels import pad
+        aw, bw = pad._words(a), pad._words(b)
+        abuf, bbuf = (pad._words(t) for t in (ap_, bp_))
+        raw = lambda: pad.pad_rows_kernel[(1800, 2)](  # noqa: E731
+            aw, abuf, n, n, aw.stride(0), abuf.stride(0), bw, bbuf, n, n, bw.stride(0), bbuf.stride(0),
+            BLOCK_R=pad.BLOCK_R, BLOCK_C=pad.BLOCK_C)
+        for name, fn in {"pad_rows_many([a, b]) 1793": lambda: mm.pad_rows_many([a, b]),
+                         "  pad_rows_kernel launch alone": raw,
+                         "torch.empty(n, n)": lambda: torch.empty(n, n, device="cuda", dtype=torch.bfloat16)}.items():
+            print(f"{name:40} CPU {cpu_us(fn, args.calls):8.1f} us/call   eager "
+                  f"{time_ms(fn, warmup_ms=25, rep_ms=100).median_ms * 1e3:8.1f} us", flush=True)
+        if args.profile:
+            for name, fn in {"matmul 1793": lambda: mm.matmul(a, b, config=mm.CONFIGS["tma"][0]),
+                             "pad_rows_many": lambda: mm.pad_rows_many([a, b])}.items():
+                pr = cProfile.Profile()
+                pr.enable()
+                for _ in range(args.calls):
+                    fn()
+                pr.disable()
+                torch.cuda.synchronize()
+                s = io.StringIO()
+                pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(18)
+                print(f"==== cProfile of {args.calls} calls: {name}\n{s.getvalue()}")
+        return 0
     sdpa = _sdpa("FLASH_ATTENTION", True)
     fns = {
         "torch.matmul 1793": lambda: torch.matmul(a, b),

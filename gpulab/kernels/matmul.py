@@ -288,7 +288,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: MatmulConf
                                        FLATTEN=config.flatten, WARP_SPECIALIZE=config.warp_specialize,
                                        UPCAST=_upcast(a.dtype), **opts)
     if out is not c:
-        copy_rows(out[:, :N], c)
+        copy_rows(out.narrow(1, 0, N), c)
     return k
 
 
@@ -300,17 +300,29 @@ def _store_aligned(c: torch.Tensor) -> bool:
 
 def autotune(a, b, path: str, input_precision: str = "tf32", candidates=None, rep_ms: float = 40) -> MatmulConfig:
     """Time every candidate config on these inputs (GPU only) and return the fastest. A candidate that fails
-    to compile or launch (too much shared memory, an unsupported option) is skipped."""
+    to compile or launch (too much shared memory, an unsupported option) is skipped.
+
+    Candidates are timed by CUDA-graph replay (``time_ms(graph=True)``): a config changes only GPU time, and at
+    small sizes an eager call is CPU-bound (on the H200 host an awkward 1793^3 call took ~150 us of CPU against
+    ~50 us on the GPU, ``tools/launch_overhead.py --configs``), so eager timings ranked configs by CPU noise.
+    Where capture fails, the candidate is timed eagerly."""
     from ..bench import time_ms
 
     best, best_ms = None, float("inf")
     c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
     for cfg in candidates or CONFIGS[_config_list(path, a.dtype)]:
+        fn = functools.partial(launch, a, b, c, cfg, path, input_precision)
         try:
-            launch(a, b, c, cfg, path, input_precision)
-            ms = time_ms(lambda: launch(a, b, c, cfg, path, input_precision), warmup_ms=10, rep_ms=rep_ms).median_ms
+            fn()
         except Exception:  # noqa: BLE001  (a config this GPU or Triton cannot run is not a candidate)
             continue
+        try:
+            ms = time_ms(fn, warmup_ms=10, rep_ms=rep_ms, graph=True).median_ms
+        except Exception:  # noqa: BLE001  (no CUDA graph here: eager timing still ranks GPU-bound sizes)
+            try:
+                ms = time_ms(fn, warmup_ms=10, rep_ms=rep_ms).median_ms
+            except Exception:  # noqa: BLE001
+                continue
         if ms < best_ms:
             best, best_ms = cfg, ms
     if best is None:

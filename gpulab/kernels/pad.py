@@ -77,15 +77,18 @@ def _pad_rows_many(ts, single: bool) -> list:
     out, pairs = [], []
     for i, t in enumerate(ts):
         check_tensor("t" if single else f"ts[{i}]", t, ndim=2, contiguous=False)
-        if not aligned16(t) and t.stride(1) != 1:
-            t = t.clone(memory_format=torch.contiguous_format)  # not .contiguous(): a (rows, 1) view keeps its stride
         if aligned16(t):
             out.append(t)
             continue
+        if t.stride(1) != 1:
+            t = t.clone(memory_format=torch.contiguous_format)  # not .contiguous(): a (rows, 1) view keeps its stride
+            if aligned16(t):
+                out.append(t)
+                continue
         rows, cols = t.shape
         per16 = 16 // t.element_size()
         buf = torch.empty((rows, -(-cols // per16) * per16), device=t.device, dtype=t.dtype)
-        out.append(buf[:, :cols])
+        out.append(buf.narrow(1, 0, cols))
         pairs.append((t, out[-1]))
     _copy_pairs(pairs)
     return out
@@ -126,14 +129,17 @@ def _copy_pairs(pairs) -> None:
             if d.data_ptr() != dst.data_ptr():
                 raise ValueError("dst must not be a conjugate or negative view (its bits are not its values)")
             jobs.append((s, d, s.shape[0], s.shape[1]))
-    by_word: dict = {}
-    for job in jobs:
-        by_word.setdefault(job[0].dtype, []).append(job)
-    for group in by_word.values():
-        for i in range(0, len(group), 2):
-            both = group[i:i + 2]
-            tiles = max(triton.cdiv(r, BLOCK_R) * triton.cdiv(c, BLOCK_C) for _, _, r, c in both)
-            (s0, d0, r0, c0), (s1, d1, r1, c1) = both[0], both[-1]
-            pad_rows_kernel[(tiles, len(both))](s0, d0, r0, c0, s0.stride(0), d0.stride(0),
-                                                s1, d1, r1, c1, s1.stride(0), d1.stride(0),
-                                                BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)
+    if len(jobs) <= 2 and len({job[0].dtype for job in jobs}) <= 1:
+        groups = [jobs] if jobs else []  # the common case (a matmul's A and B): no grouping to do
+    else:
+        by_word: dict = {}
+        for job in jobs:
+            by_word.setdefault(job[0].dtype, []).append(job)
+        groups = [g[i:i + 2] for g in by_word.values() for i in range(0, len(g), 2)]
+    for both in groups:
+        # tiles, integer arithmetic (triton.cdiv is a JIT function in the interpreter, slow to call from Python)
+        tiles = max(-(-r // BLOCK_R) * -(-c // BLOCK_C) for _, _, r, c in both)
+        (s0, d0, r0, c0), (s1, d1, r1, c1) = both[0], both[-1]
+        pad_rows_kernel[(tiles, len(both))](s0, d0, r0, c0, s0.stride(0), d0.stride(0),
+                                            s1, d1, r1, c1, s1.stride(0), d1.stride(0),
+                                            BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)
