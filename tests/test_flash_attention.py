@@ -380,3 +380,14 @@ def test_fp32_configs(i):
         cfg = F.FP32_BWD_CONFIGS[i]
         grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode="split", config=cfg, dq_config=cfg)
         _check_all(q, k, v, do, causal, out, lse, grads, what=f"fp32 config {i} causal={causal}")
+
+
+def test_negative_views_refused_in_inputs_and_resolved_in_the_incoming_gradient():
+    """A negative view's memory holds -x; kernels read memory. Inputs are refused by name; a gradient autograd
+    hands to backward as a negative view is resolved (the caller cannot choose its form), so dq, dk, dv match
+    float64 for -do."""
+    q, k, v, do = _inputs(1, 2, 9, 9, 16, torch.float32)
+    with pytest.raises(ValueError, match=r"^k is a negative view"):
+        F.flash_attention(q, torch._neg_view(k), v)
+    out, lse, grads = _through_autograd(q, k, v, torch._neg_view(do), causal=True)
+    _check_all(q, k, v, -do, True, out, lse, grads)

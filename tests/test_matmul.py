@@ -349,9 +349,38 @@ def test_autotune_ranks_by_graph_replay_and_falls_back_to_eager(monkeypatch):
 
     monkeypatch.setattr(bench, "time_ms", no_graph)
     assert mm.autotune(a, b, "tma", candidates=cands) == cands[0]
+
+    def graph_fails_for_one(fn, warmup_ms=0, rep_ms=0, graph=False):  # one ranking never mixes the two clocks
+        if graph and fn.args[3] is cands[2]:
+            raise RuntimeError("capture failed")
+        return fake_time_ms(fn, warmup_ms, rep_ms, graph)
+
+    monkeypatch.setattr(bench, "time_ms", graph_fails_for_one)
+    assert mm.autotune(a, b, "tma", candidates=cands) == cands[0]
+    with pytest.raises(RuntimeError, match="no tma config could run"):
+        mm.autotune(a, b, "tma", candidates=[])
     bad = mm.MatmulConfig(32, 32, 16, 4, 4, 1, persistent=True)
     monkeypatch.setattr(mm, "launch", lambda *args: (_ for _ in ()).throw(RuntimeError("out of shared memory"))
                         if args[3] is bad else None)
     monkeypatch.setattr(bench, "time_ms", fake_time_ms)
     graph_ms[bad] = 0.1
     assert mm.autotune(a, b, "tma", candidates=[bad] + cands) == cands[1]
+
+
+@pytest.mark.parametrize("path", ["pointer", "tma"])
+def test_negative_views_are_refused_by_name(path):
+    """A negative view's memory holds -a (``z.conj().imag``); a kernel reads memory, so it must be refused, not
+    multiplied with the wrong sign (found by a hostile test: the aligned TMA path and the pointer path read it)."""
+    dt = torch.float32 if path == "pointer" else torch.float16
+    a, b = _rand(5, 16, dtype=dt), _rand(16, 7, dtype=dt)
+    with pytest.raises(ValueError, match=r"^a is a negative view.*a\.resolve_neg\(\)"):
+        mm.matmul(torch._neg_view(a), b, path=path)
+    with pytest.raises(ValueError, match=r"^b is a negative view"):
+        mm.matmul(a, torch._neg_view(b), path=path)
+    assert_matmul_close(mm.matmul(torch._neg_view(a).resolve_neg(), b, path=path), -a, b)
+    if path == "pointer":  # the public way to get one
+        z = torch.complex(_rand(5, 16, dtype=dt), a)
+        with pytest.raises(ValueError, match="negative view"):
+            mm.matmul(z.conj().imag, b, path=path)
+    with pytest.raises(ValueError, match="dense"):
+        mm.matmul(a.to_sparse(), b, path=path)

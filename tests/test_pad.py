@@ -125,3 +125,18 @@ def test_pad_rows_many_and_copy_rows_name_bad_arguments():
         P.copy_rows([1], x)
     with pytest.raises(ValueError, match="dst must be on device"):
         P.copy_rows(x, torch.empty(3, 5, device="meta"))
+
+
+def test_pad_refuses_grad_and_copy_rows_refuses_overlapping_rows():
+    t = torch.randn(3, 3, device=gpulab.DEVICE, dtype=torch.float16, requires_grad=True)
+    with pytest.raises(ValueError, match=r"^t requires grad"):
+        P.pad_rows(t)
+    with pytest.raises(ValueError, match=r"^ts\[1\] requires grad"):
+        P.pad_rows_many([t.detach(), t])
+    with torch.no_grad():
+        assert not P.pad_rows(t).requires_grad
+    src = torch.randn(8, 5, device=gpulab.DEVICE)
+    with pytest.raises(ValueError, match="dst's rows must not overlap"):
+        P.copy_rows(src, torch.zeros(1, 5, device=gpulab.DEVICE).expand(8, 5))
+    with pytest.raises(ValueError, match="dense"):
+        P.pad_rows(src.to_sparse())

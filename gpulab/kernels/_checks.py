@@ -6,10 +6,19 @@ import torch
 import gpulab
 
 
-def check_tensor(name: str, t, *, dtypes=None, ndim=None, contiguous=True) -> None:
-    """Raise ``TypeError``/``ValueError`` unless ``t`` is a tensor on gpulab's device as described."""
+def check_tensor(name: str, t, *, dtypes=None, ndim=None, contiguous=True, bit_views: bool = False) -> None:
+    """Raise ``TypeError``/``ValueError`` unless ``t`` is a dense (strided) tensor on gpulab's device as
+    described. Unless ``bit_views``, negative and conjugate views are refused too: their memory holds -t or
+    conj(t) with a flag saying so (``t.is_neg()``, e.g. ``z.conj().imag``), and a Triton kernel reads the memory,
+    so it would compute with the wrong values."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.layout != torch.strided:
+        raise ValueError(f"{name} must be a dense (strided) tensor, got layout {t.layout}; call .to_dense() first")
+    if not bit_views and (t.is_neg() or t.is_conj()):
+        kind, fix = ("negative", "resolve_neg") if t.is_neg() else ("conjugate", "resolve_conj")
+        raise ValueError(f"{name} is a {kind} view (its memory does not hold its values, and kernels read memory); "
+                         f"pass {name}.{fix}()")
     if dtypes is not None and t.dtype not in dtypes:
         names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
         raise TypeError(f"{name} must have dtype in ({names}), got {str(t.dtype).replace('torch.', '')}")

@@ -695,6 +695,7 @@ class FlashAttentionFunction(torch.autograd.Function):
         if dout is None:  # no gradient reached out (grads are not materialised): none flows to q, k, v
             return None, None, None, None, None
         q, k, v, out, lse = ctx.saved_tensors
+        dout = dout.resolve_neg()  # autograd hands over what it has; the kernels need the values in memory
         with torch.no_grad():
             dq, dk, dv = flash_attention_backward(q, k, v, out, lse, dout, ctx.causal, ctx.sm_scale)
         if torch.is_grad_enabled():  # create_graph=True: a second derivative through here must raise

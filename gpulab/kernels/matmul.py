@@ -305,26 +305,30 @@ def autotune(a, b, path: str, input_precision: str = "tf32", candidates=None, re
     Candidates are timed by CUDA-graph replay (``time_ms(graph=True)``): a config changes only GPU time, and at
     small sizes an eager call is CPU-bound (on the H200 host an awkward 1793^3 call took ~150 us of CPU against
     ~50 us on the GPU, ``tools/launch_overhead.py --configs``), so eager timings ranked configs by CPU noise.
-    Where capture fails, the candidate is timed eagerly."""
+    If any capture fails, every candidate is timed eagerly, so that one ranking never mixes the two clocks.
+    Raises RuntimeError if no candidate can run."""
     from ..bench import time_ms
 
-    best, best_ms = None, float("inf")
+    if candidates is None:
+        candidates = CONFIGS[_config_list(path, a.dtype)]
     c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
-    for cfg in candidates or CONFIGS[_config_list(path, a.dtype)]:
+    runnable = []
+    for cfg in candidates:
         fn = functools.partial(launch, a, b, c, cfg, path, input_precision)
         try:
             fn()
         except Exception:  # noqa: BLE001  (a config this GPU or Triton cannot run is not a candidate)
             continue
+        runnable.append((cfg, fn))
+    times = {}
+    for graph in (True, False):  # one kind of timing for all: graph replay, or eager if any capture fails
         try:
-            ms = time_ms(fn, warmup_ms=10, rep_ms=rep_ms, graph=True).median_ms
+            times = {cfg: time_ms(fn, warmup_ms=10, rep_ms=rep_ms, graph=graph).median_ms for cfg, fn in runnable}
+            break
         except Exception:  # noqa: BLE001  (no CUDA graph here: eager timing still ranks GPU-bound sizes)
-            try:
-                ms = time_ms(fn, warmup_ms=10, rep_ms=rep_ms).median_ms
-            except Exception:  # noqa: BLE001
-                continue
-        if ms < best_ms:
-            best, best_ms = cfg, ms
+            if not graph:
+                raise
+    best = min(times, key=times.get) if times else None
     if best is None:
         raise RuntimeError(f"no {path} config could run for shapes {tuple(a.shape)} x {tuple(b.shape)}")
     return best

@@ -76,7 +76,11 @@ def _pad_rows_many(ts, single: bool) -> list:
         raise TypeError(f"ts must be a list or tuple of tensors, got {type(ts).__name__}")
     out, pairs = [], []
     for i, t in enumerate(ts):
-        check_tensor("t" if single else f"ts[{i}]", t, ndim=2, contiguous=False)
+        name = "t" if single else f"ts[{i}]"
+        check_tensor(name, t, ndim=2, contiguous=False, bit_views=True)
+        if t.requires_grad and torch.is_grad_enabled():
+            raise ValueError(f"{name} requires grad, but the row-pad copy has no backward: pass {name}.detach() "
+                             "(or call under torch.no_grad())")
         if aligned16(t):
             out.append(t)
             continue
@@ -96,10 +100,11 @@ def _pad_rows_many(ts, single: bool) -> list:
 
 def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
     """dst[:, :] = src bit for bit, by ``pad_rows_kernel``: src and dst 2D of one shape and element size, each
-    with unit column stride and any row stride (e.g. into or out of a row-padded buffer). Bits move as integer
-    words of the element's width, so every dtype copies exactly. Raises TypeError/ValueError naming the argument."""
-    check_tensor("src", src, contiguous=False)
-    check_tensor("dst", dst, contiguous=False)
+    with unit column stride and any row stride (e.g. into or out of a row-padded buffer), dst's rows apart; src and
+    dst must not share memory (tiles run in no fixed order). Bits move as integer words of the element's width,
+    so every dtype copies exactly. Raises TypeError/ValueError naming the argument."""
+    check_tensor("src", src, contiguous=False, bit_views=True)
+    check_tensor("dst", dst, contiguous=False, bit_views=True)
     if src.shape != dst.shape or src.element_size() != dst.element_size():
         raise ValueError(f"src and dst must have one shape and element size, got {tuple(src.shape)} "
                          f"({src.element_size()} B) and {tuple(dst.shape)} ({dst.element_size()} B)")
@@ -107,6 +112,9 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
         if t.ndim != 2 or (t.shape[1] > 1 and t.stride(1) != 1):
             raise ValueError(f"{name} must be 2D with unit column stride, got shape {tuple(t.shape)}, "
                              f"strides {t.stride()}")
+    if dst.shape[0] > 1 and dst.shape[1] and dst.stride(0) < dst.shape[1]:
+        raise ValueError(f"dst's rows must not overlap (row stride >= row length), got shape {tuple(dst.shape)}, "
+                         f"strides {dst.stride()}")
     _copy_pairs([(src, dst)])
 
 
