@@ -111,6 +111,10 @@ def test_conjugate_negative_and_one_column_views_copy_their_values():
     d = torch.zeros(3, 1, dtype=torch.complex128, device=gpulab.DEVICE)
     P.copy_rows(s, d)
     assert torch.equal(d.cpu(), s.cpu())
+    with pytest.raises(ValueError, match=r"^dst is a negative view"):  # writing bits would store -values
+        P.copy_rows(x, torch._neg_view(torch.zeros_like(x)))
+    with pytest.raises(ValueError, match=r"^dst is a conjugate view"):
+        P.copy_rows(z, torch.zeros_like(z).conj())
 
 
 def test_pad_rows_many_and_copy_rows_name_bad_arguments():

@@ -1,16 +1,18 @@
 """Where the CPU time of one call goes: gpulab's matmul at an awkward size and its FlashAttention forward.
 
-    python tools/launch_overhead.py [--calls 300] [--profile]
+    python tools/launch_overhead.py [--calls 300] [--profile] [--configs]
 
 For each callable: CPU microseconds per call (``calls`` back-to-back calls without synchronizing, after a
 warm-up: while the GPU keeps up, this is the Python and launch cost), GPU milliseconds per call replayed from
 a CUDA graph (``time_ms(graph=True)``) and eager (``time_ms``). With ``--profile``, the top functions of a
-cProfile of gpulab's calls. GPU only.
+cProfile of gpulab's calls. With ``--configs``, only gpulab's matmul at 1793 once per TMA candidate config (how
+much a config changes CPU and GPU time) and its row-pad copy against the bare kernel launch. GPU only.
 """
 from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import io
 import pstats
 import sys
@@ -37,59 +39,73 @@ def cpu_us(fn, calls: int) -> float:
     return (t1 - t0) / calls * 1e6
 
 
+def row(name: str, fn, calls: int, graph: bool = True) -> None:
+    """Print CPU us per call, eager and (with ``graph``) CUDA-graph GPU time of ``fn``."""
+    cpu = cpu_us(fn, calls)
+    te = time_ms(fn, warmup_ms=25, rep_ms=100).median_ms
+    g = ""
+    if graph:
+        try:
+            g = f"   graph {time_ms(fn, warmup_ms=25, rep_ms=100, graph=True).median_ms * 1e3:8.1f} us"
+        except Exception as e:  # noqa: BLE001
+            print(f"  graph capture failed for {name}: {e!r}"[:200])
+            g = f"   graph {float('nan'):8.1f} us"
+    print(f"{name:40} CPU {cpu:8.1f} us/call   eager {te * 1e3:8.1f} us{g}", flush=True)
+
+
+def profile(name: str, fn, calls: int, top: int = 22) -> None:
+    """Print the ``top`` functions by own time of a cProfile of ``calls`` calls of ``fn``."""
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(calls):
+        fn()
+    pr.disable()
+    torch.cuda.synchronize()
+    s = io.StringIO()
+    pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(top)
+    print(f"==== cProfile of {calls} calls: {name}\n{s.getvalue()}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--configs", action="store_true",
-                    help="only gpulab's matmul at 1793, once per TMA candidate config (CPU, eager and graph time)")
+                    help="only gpulab's matmul at 1793, once per TMA candidate config, and its row-pad copy")
     args = ap.parse_args(argv)
     require_gpu("launch overhead")
-    from gpulab.bench.lesson08 import _sdpa
-    from gpulab.kernels import flash_attention as F
     from gpulab.kernels import matmul as mm
+    from gpulab.kernels import pad
 
     n = 1793
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     ap_, bp_ = mm.pad_rows(a), mm.pad_rows(b)
+    if args.configs:
+        for cfg in mm.CONFIGS["tma"]:
+            fn = functools.partial(mm.matmul, a, b, config=cfg)
+            fn()
+            row(f"matmul 1793 {cfg.short()}", fn, args.calls)
+        aw, bw, abuf, bbuf = (pad._words(t) for t in (a, b, ap_, bp_))
+        fns = {"pad_rows_many([a, b]) 1793": lambda: mm.pad_rows_many([a, b]),
+               "  pad_rows_kernel launch alone": lambda: pad.pad_rows_kernel[(1800, 2)](
+                   aw, abuf, n, n, aw.stride(0), abuf.stride(0), bw, bbuf, n, n, bw.stride(0), bbuf.stride(0),
+                   BLOCK_R=pad.BLOCK_R, BLOCK_C=pad.BLOCK_C),
+               "torch.empty(n, n)": lambda: torch.empty(n, n, device="cuda", dtype=torch.bfloat16)}
+        for name, fn in fns.items():
+            row(name, fn, args.calls, graph=False)
+        if args.profile:
+            profile("matmul 1793", functools.partial(mm.matmul, a, b, config=mm.CONFIGS["tma"][0]), args.calls, 18)
+            profile("pad_rows_many", fns["pad_rows_many([a, b]) 1793"], args.calls, 18)
+        return 0
+
+    from gpulab.bench.lesson08 import _sdpa
+    from gpulab.kernels import flash_attention as F
+
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
     mm.matmul(a, b)
     cfg = mm.tuned_config(a, b, "tma")
     q, k, v = (torch.randn(16, 16, 1024, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     qd, kd, vd = (t.detach() for t in (q, k, v))
-    if args.configs:
-        for cfg in mm.CONFIGS["tma"]:
-            fn = lambda: mm.matmul(a, b, config=cfg)  # noqa: E731
-            fn()
-            cpu = cpu_us(fn, args.calls)
-            te = time_ms(fn, warmup_ms=25, rep_ms=100).median_ms
-            tg = time_ms(fn, warmup_ms=25, rep_ms=100, graph=True).median_ms
-            print(f"matmul 1793 {cfg.short():40} CPU {cpu:8.1f} us/call   eager {te * 1e3:8.1f} us   "
-                  f"graph {tg * 1e3:8.1f} us", flush=True)
-        from gpulab.kernels import pad
-        aw, bw = pad._words(a), pad._words(b)
-        abuf, bbuf = (pad._words(t) for t in (ap_, bp_))
-        raw = lambda: pad.pad_rows_kernel[(1800, 2)](  # noqa: E731
-            aw, abuf, n, n, aw.stride(0), abuf.stride(0), bw, bbuf, n, n, bw.stride(0), bbuf.stride(0),
-            BLOCK_R=pad.BLOCK_R, BLOCK_C=pad.BLOCK_C)
-        for name, fn in {"pad_rows_many([a, b]) 1793": lambda: mm.pad_rows_many([a, b]),
-                         "  pad_rows_kernel launch alone": raw,
-                         "torch.empty(n, n)": lambda: torch.empty(n, n, device="cuda", dtype=torch.bfloat16)}.items():
-            print(f"{name:40} CPU {cpu_us(fn, args.calls):8.1f} us/call   eager "
-                  f"{time_ms(fn, warmup_ms=25, rep_ms=100).median_ms * 1e3:8.1f} us", flush=True)
-        if args.profile:
-            for name, fn in {"matmul 1793": lambda: mm.matmul(a, b, config=mm.CONFIGS["tma"][0]),
-                             "pad_rows_many": lambda: mm.pad_rows_many([a, b])}.items():
-                pr = cProfile.Profile()
-                pr.enable()
-                for _ in range(args.calls):
-                    fn()
-                pr.disable()
-                torch.cuda.synchronize()
-                s = io.StringIO()
-                pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(18)
-                print(f"==== cProfile of {args.calls} calls: {name}\n{s.getvalue()}")
-        return 0
     sdpa = _sdpa("FLASH_ATTENTION", True)
     fns = {
         "torch.matmul 1793": lambda: torch.matmul(a, b),
@@ -102,26 +118,10 @@ def main(argv=None) -> int:
         "gpulab flash_attention_forward": lambda: F.flash_attention_forward(qd, kd, vd, True),
     }
     for name, fn in fns.items():
-        cpu = cpu_us(fn, args.calls)
-        te = time_ms(fn, warmup_ms=25, rep_ms=100).median_ms
-        try:
-            tg = time_ms(fn, warmup_ms=25, rep_ms=100, graph=True).median_ms
-        except Exception as e:  # noqa: BLE001
-            tg = float("nan")
-            print(f"  graph capture failed for {name}: {e!r}"[:200])
-        print(f"{name:40} CPU {cpu:8.1f} us/call   eager {te * 1e3:8.1f} us   graph {tg * 1e3:8.1f} us", flush=True)
+        row(name, fn, args.calls)
     if args.profile:
         for name in ("gpulab matmul 1793", "gpulab flash_attention (grad)"):
-            pr = cProfile.Profile()
-            fn = fns[name]
-            pr.enable()
-            for _ in range(args.calls):
-                fn()
-            pr.disable()
-            torch.cuda.synchronize()
-            s = io.StringIO()
-            pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(22)
-            print(f"==== cProfile of {args.calls} calls: {name}\n{s.getvalue()}")
+            profile(name, fns[name], args.calls)
     return 0
 
 

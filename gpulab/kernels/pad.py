@@ -104,7 +104,7 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
     dst must not share memory (tiles run in no fixed order). Bits move as integer words of the element's width,
     so every dtype copies exactly. Raises TypeError/ValueError naming the argument."""
     check_tensor("src", src, contiguous=False, bit_views=True)
-    check_tensor("dst", dst, contiguous=False, bit_views=True)
+    check_tensor("dst", dst, contiguous=False)  # a negative or conjugate dst is refused: its bits are not its values
     if src.shape != dst.shape or src.element_size() != dst.element_size():
         raise ValueError(f"src and dst must have one shape and element size, got {tuple(src.shape)} "
                          f"({src.element_size()} B) and {tuple(dst.shape)} ({dst.element_size()} B)")
@@ -128,23 +128,17 @@ def _words(t: torch.Tensor) -> torch.Tensor:
 
 
 def _copy_pairs(pairs) -> None:
-    """Launch ``pad_rows_kernel`` over (src, dst) pairs (checked 2D, one shape and unit column stride per pair),
-    two pairs of one element size per launch."""
+    """Launch ``pad_rows_kernel`` over (src, dst) pairs (checked 2D, one shape and unit column stride per pair;
+    dst never a negative or conjugate view), two pairs of one element size per launch."""
     jobs = []
     for src, dst in pairs:
         if src.numel():
             s, d = _words(src), _words(dst)
-            if d.data_ptr() != dst.data_ptr():
-                raise ValueError("dst must not be a conjugate or negative view (its bits are not its values)")
             jobs.append((s, d, s.shape[0], s.shape[1]))
-    if len(jobs) <= 2 and len({job[0].dtype for job in jobs}) <= 1:
-        groups = [jobs] if jobs else []  # the common case (a matmul's A and B): no grouping to do
-    else:
-        by_word: dict = {}
-        for job in jobs:
-            by_word.setdefault(job[0].dtype, []).append(job)
-        groups = [g[i:i + 2] for g in by_word.values() for i in range(0, len(g), 2)]
-    for both in groups:
+    by_word: dict = {}
+    for job in jobs:
+        by_word.setdefault(job[0].dtype, []).append(job)
+    for both in (g[i:i + 2] for g in by_word.values() for i in range(0, len(g), 2)):
         # tiles, integer arithmetic (triton.cdiv is a JIT function in the interpreter, slow to call from Python)
         tiles = max(-(-r // BLOCK_R) * -(-c // BLOCK_C) for _, _, r, c in both)
         (s0, d0, r0, c0), (s1, d1, r1, c1) = both[0], both[-1]
