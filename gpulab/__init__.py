@@ -17,6 +17,8 @@ import os
 import sys
 from dataclasses import dataclass
 
+from .settings import SETTINGS
+
 __all__ = ["MODE", "DEVICE", "ON_GPU", "Mode", "describe", "size", "mode_info"]
 __version__ = "0.1.0"
 
@@ -40,9 +42,7 @@ def _kernels_already_defined() -> list[str]:
 
 
 def _choose_mode() -> Mode:
-    forced = os.environ.get("GPULAB_MODE", "").strip().lower()
-    if forced not in ("", "gpu", "interpreter"):
-        raise ValueError(f"GPULAB_MODE must be 'gpu' or 'interpreter' (or unset), got {forced!r}")
+    forced = SETTINGS.mode
     why_forced = "GPULAB_MODE=interpreter is set"
     if not forced and os.environ.get("TRITON_INTERPRET") == "1":
         forced, why_forced = "interpreter", "TRITON_INTERPRET=1 was already set in the environment"
@@ -97,17 +97,10 @@ def compute_capability() -> tuple[int, int]:
     return tuple(torch.cuda.get_device_capability())
 
 
-def _autotune_setting() -> str:
-    value = os.environ.get("GPULAB_AUTOTUNE", "full").strip().lower() or "full"
-    if value not in ("full", "first"):
-        raise ValueError(f"GPULAB_AUTOTUNE must be 'full' or 'first' (or unset), got {value!r}")
-    return value
-
-
 # "full" (default): on a GPU, each kernel's autotuner times its candidate configs on the first call of a new size
 # key and keeps the fastest. "first": take each list's first candidate untimed (test and notebook runs on a GPU
 # use it to save the minutes of compiling every candidate; the benchmark suite never does).
-AUTOTUNE: str = _autotune_setting()
+AUTOTUNE: str = SETTINGS.autotune
 
 
 def describe(print_it: bool = True) -> str:

@@ -160,12 +160,12 @@ def run_catching_oom(fn):
 
 
 def measure(fn, warmup_ms: float = 10, rep_ms: float = 60) -> dict:
-    """Peak memory above what is allocated before the call (bytes) and time (ms, ``gpulab.bench.time_ms``) of
+    """Peak memory above what is allocated before the call (bytes) and time (ms, ``gpulab.timing.time_ms``) of
     ``fn()`` on the GPU. Out of memory gives ``{"oom": True, "ms": None, "peak_bytes": None}``, not an error.
     Raises NoGPUTimingError in interpreter mode."""
     import torch
 
-    from .bench import require_gpu, time_ms
+    from .timing import require_gpu, time_ms
 
     require_gpu("an attention measurement")
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import gpulab
 
-from .bench import require_gpu, time_ms
+from .timing import require_gpu, time_ms
 
 MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
@@ -78,9 +78,10 @@ def _driver_version() -> str:
 
 def cache_dir() -> Path:
     """The user's cache directory for gpulab (``GPULAB_CACHE_DIR`` overrides it)."""
-    env = os.environ.get("GPULAB_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
+    from . import settings
+
+    if settings.SETTINGS.cache_dir:
+        return Path(settings.SETTINGS.cache_dir).expanduser()
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("gpulab", appauthor=False))

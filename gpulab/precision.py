@@ -108,7 +108,7 @@ def relu_bytes(n: int, dtype: str) -> int:
 def relu_rates(n: int, dtypes=tuple(RELU_DTYPES), warmup_ms: float = 50, rep_ms: float = 300) -> list[dict]:
     """gpulab's ReLU and torch.relu on n random elements per dtype: ms (median), GB/s (2n*itemsize bytes)
     and ratio = torch ms / gpulab ms (>= 1: as fast or faster). GPU only (raises NoGPUTimingError)."""
-    from .bench import require_gpu, time_ms
+    from .timing import require_gpu, time_ms
     from .kernels.relu import relu
 
     require_gpu("ReLU bandwidth")
@@ -208,7 +208,7 @@ def matmul_errors(n: int, dtypes=MATMUL_DTYPES, seed: int = 0, emulate: bool | N
 
 def matmul_rates(n: int = 8192, dtypes=MATMUL_DTYPES) -> dict:
     """cuBLAS TFLOP/s per dtype for n x n x n (2n^3 FLOPs), None where the GPU lacks it. GPU only."""
-    from .bench import require_gpu, time_ms
+    from .timing import require_gpu, time_ms
     from .device import matmul_fn
 
     require_gpu("a matmul rate")

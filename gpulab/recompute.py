@@ -161,7 +161,7 @@ def measure_memory(fn, x, dy=None) -> dict:
     measuring. Raises NoGPUTimingError in interpreter mode, ValueError if x does not require grad."""
     import torch
 
-    from .bench import require_gpu
+    from .timing import require_gpu
 
     require_gpu("a GPU memory measurement")
     if not x.requires_grad:

@@ -16,6 +16,7 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from . import hardware, plots, roofline
+from .settings import SETTINGS
 
 
 def _enable_colab() -> None:
@@ -29,7 +30,7 @@ _enable_colab()
 
 
 def _figurewidget_ok() -> bool:
-    if os.environ.get("GPULAB_STATIC_FIGURES") == "1":
+    if SETTINGS.static_figures:
         return False
     try:
         import anywidget  # noqa: F401  (plotly's FigureWidget is built on it)

@@ -5,7 +5,8 @@ import os
 import pytest
 
 import gpulab
-from gpulab import bench, device, reference
+from gpulab import device, reference
+from gpulab import timing as bench
 
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter-mode behaviour")
@@ -28,7 +29,9 @@ def _profile():
 
 
 def test_profile_round_trip_and_atomic_write(tmp_path, monkeypatch):
-    monkeypatch.setenv("GPULAB_CACHE_DIR", str(tmp_path))
+    from gpulab import settings
+
+    monkeypatch.setattr(settings, "SETTINGS", settings.read({"GPULAB_CACHE_DIR": str(tmp_path)}))
     p = device.save_profile(_profile())
     assert p.parent == tmp_path and p.name == "profile-test-gpu.json"
     assert device.load_profile(gpu_name="Test GPU") == _profile()

@@ -34,7 +34,7 @@ def test_cli_rejects_unknown_suite():
 def test_every_lesson_suite_refuses_to_measure_without_a_gpu(module):
     import importlib
 
-    from gpulab.bench import NoGPUTimingError
+    from gpulab.timing import NoGPUTimingError
 
     with pytest.raises(NoGPUTimingError):
         importlib.import_module(module).run(progress=False)

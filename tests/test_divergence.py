@@ -9,7 +9,8 @@ import torch
 
 import gpulab  # first: it sets TRITON_INTERPRET=1 when there is no GPU
 import triton
-from gpulab.bench import Timing, lesson02
+from gpulab.bench import lesson02
+from gpulab.timing import Timing
 from gpulab.kernels import divergence as dv
 
 SIZES = [1, 17, 1000, 1793]
@@ -141,7 +142,7 @@ def test_suite_pipeline_with_a_fake_timer():
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="checks interpreter behaviour")
 def test_suite_refuses_to_time_in_the_interpreter():
-    from gpulab.bench import NoGPUTimingError
+    from gpulab.timing import NoGPUTimingError
 
     with pytest.raises(NoGPUTimingError):
         lesson02.run(progress=False)

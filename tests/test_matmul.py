@@ -298,7 +298,7 @@ def test_gpu_tf32_is_less_precise_than_ieee():
 def test_gpu_matmul_replays_from_a_cuda_graph(N):
     """The awkward-size path (pad A and B, TMA matmul, copy C back) is capturable: replaying the graph on new
     values written into the captured inputs gives their product (what lesson 07's graphed timing relies on)."""
-    from gpulab.bench import capture_graph
+    from gpulab.timing import capture_graph
     a, b = _rand(N, N, dtype=torch.bfloat16), _rand(N, N, dtype=torch.bfloat16)
     out = {}
     g = capture_graph(lambda: out.__setitem__("c", mm.matmul(a, b)))
@@ -326,7 +326,7 @@ def test_autotune_ranks_by_graph_replay_and_falls_back_to_eager(monkeypatch):
     """Candidates are ranked by CUDA-graph time (GPU time, not the CPU cost of an eager call); where capture
     fails, by eager time; a candidate that cannot launch is skipped. The clock here is fake (interpreter): the
     logic is under test, not a speed."""
-    import gpulab.bench as bench
+    import gpulab.timing as bench
 
     a, b = _rand(40, 24, dtype=torch.float16), _rand(24, 33, dtype=torch.float16)
     cands = [mm.INTERPRETER_CONFIG, mm.MatmulConfig(32, 32, 16, 4, 4, 1), mm.MatmulConfig(32, 64, 16, 4, 4, 1)]

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from gpulab import precision as P
-from gpulab.bench import NoGPUTimingError, lesson03
+from gpulab.bench import lesson03
+from gpulab.timing import NoGPUTimingError
 from gpulab.exercises import lesson03 as ex
 
 

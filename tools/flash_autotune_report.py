@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gpulab  # noqa: E402  (before triton)
 import torch  # noqa: E402
 
-from gpulab.bench import require_gpu, time_ms  # noqa: E402
+from gpulab.timing import require_gpu, time_ms  # noqa: E402
 from gpulab.bench.lesson08 import _sdpa, setting_shape  # noqa: E402
 from gpulab.kernels import flash_attention as F  # noqa: E402
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gpulab  # noqa: E402  (before triton)
 import torch  # noqa: E402
 
-from gpulab.bench import require_gpu, time_ms  # noqa: E402
+from gpulab.timing import require_gpu, time_ms  # noqa: E402
 
 
 def cpu_us(fn, calls: int) -> float:

@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     import torch
     import triton
 
-    from gpulab.bench import time_ms
+    from gpulab.timing import time_ms
     from gpulab.fusion import kernel_resources
     from gpulab.kernels import matmul as mm
 
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
         sizes_a, sizes_awk, sweep_lo, sweep_hi = (64, 128), (33, 65, 97), 40, 70
 
         def time_ms(fn, warmup_ms=0, rep_ms=0):  # noqa: F811
-            from gpulab.bench import Timing
+            from gpulab.timing import Timing
 
             t0 = time.time()
             fn()

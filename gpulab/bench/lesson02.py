@@ -29,7 +29,7 @@ def run(progress: bool = True, n: int = 2**24, k_a: int | None = None, k_b: int 
     with every trip count 0 and one with every trip count ``expensive``. The sort for (c) is timed too
     (``sort_ms``), since grouping work by cost is not free when the data does not arrive grouped.
     """
-    from . import require_gpu, time_ms
+    from ..timing import require_gpu, time_ms
 
     require_gpu("lesson02's suite")
     return _run(time_ms, "cuda", progress, n, k_a, k_b, block, cheap, expensive, fractions_a, fracs_expensive)

@@ -31,7 +31,7 @@ def run(progress: bool = True, relu_n: int = RELU_N, relu_sweep=RELU_SWEEP, matm
 
     from .. import precision as P
     from ..kernels.matmul_precision import matmul_precision
-    from . import require_gpu, time_ms
+    from ..timing import require_gpu, time_ms
 
     require_gpu("the lesson03 suite")
     steps = ["relu", "relu sweep", "matmul rates", "matmul errors", "triton tf32/ieee", "accumulation"]

@@ -46,7 +46,7 @@ def launch_costs() -> dict:
     import torch
 
     from ..kernels import sincos as S
-    from . import time_ms
+    from ..timing import time_ms
 
     x1 = torch.randn(1, device="cuda")
     y1 = torch.empty_like(x1)
@@ -91,7 +91,7 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
 
     from .. import fusion
     from ..kernels import sincos as S
-    from . import time_ms
+    from ..timing import time_ms
 
     x = torch.randn(n, device="cuda")
     rows = []
@@ -121,7 +121,7 @@ def run(progress: bool = True, n: int = N, sweep=SWEEP, accuracy_n: int = ACCURA
 
     from .. import device, fusion
     from ..kernels import sincos as S
-    from . import require_gpu, time_ms
+    from ..timing import require_gpu, time_ms
 
     require_gpu("the lesson04 suite")
     compiled_eager = torch.compile(S.sincos_eager)

@@ -31,7 +31,7 @@ def run(progress: bool = True, sizes=SIZES, dtype: str = DTYPE) -> dict:
 
     from .. import recompute
     from ..kernels.sigmoid3 import WAYS
-    from . import require_gpu, time_ms
+    from ..timing import require_gpu, time_ms
 
     require_gpu("the lesson05 suite")
     dt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]

@@ -34,7 +34,7 @@ def headline(n: int = N) -> dict:
 
     from ..kernels import strided as S
     from ..sectors import effective_tbps
-    from . import time_ms
+    from ..timing import time_ms
 
     x = torch.randn(n, device="cuda")
     y = torch.empty_like(x)
@@ -52,7 +52,7 @@ def stride_sweep(n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
 
     from ..kernels import strided as S
     from ..sectors import effective_tbps
-    from . import time_ms
+    from ..timing import time_ms
 
     x = torch.randn(n * max(strides) + max(offsets), device="cuda")
     y = torch.empty(n, device="cuda")
@@ -79,7 +79,7 @@ def traversal(side: int = MATRIX) -> dict:
 
     from ..kernels import strided as S
     from ..sectors import effective_tbps
-    from . import time_ms
+    from ..timing import time_ms
 
     a = torch.randn(side, side, device="cuda")
     b = torch.empty_like(a)
@@ -100,7 +100,7 @@ def transposes(side: int = MATRIX) -> dict:
 
     from ..kernels import transpose as T
     from ..sectors import effective_tbps
-    from . import time_ms
+    from ..timing import time_ms
 
     out = {"m": side, "n": side, "rows": []}
     for dname, dt in (("fp32", torch.float32), ("fp16", torch.float16)):
@@ -133,7 +133,7 @@ def run(progress: bool = True, n: int = N, sweep_n: int = SWEEP_N, strides=STRID
     import torch
 
     from .. import device
-    from . import require_gpu
+    from ..timing import require_gpu
 
     require_gpu("the lesson06 suite")
     steps = ["copy bandwidth", "headline", "stride sweep", "traversal", "transpose"]

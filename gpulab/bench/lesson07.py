@@ -100,7 +100,7 @@ def headline(ns=HEADLINE_NS, dtypes=("bf16", "fp16")) -> list[dict]:
     import torch
 
     from ..kernels import matmul as mm
-    from . import time_ms
+    from ..timing import time_ms
 
     rows = []
     for d in dtypes:
@@ -157,7 +157,7 @@ def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
     import torch
 
     from ..kernels import matmul as mm
-    from . import time_ms
+    from ..timing import time_ms
 
     rows = []
     for n in ns:
@@ -239,7 +239,7 @@ def fp32_rates(n=FP32_N) -> list[dict]:
 
     from ..kernels import matmul as mm
     from ..precision import _with_precision, relative_error
-    from . import time_ms
+    from ..timing import time_ms
 
     a, b = _rand(n, n, dtype=torch.float32), _rand(n, n, dtype=torch.float32)
     ref = a.double() @ b.double()
@@ -270,7 +270,7 @@ def tile_study(ts=TILE_TS, n=TILE_N, dtypes=("fp32", "bf16"), gpu_name=None) -> 
     from .. import tiling
     from ..fusion import kernel_resources
     from ..kernels import matmul as mm
-    from . import time_ms
+    from ..timing import time_ms
 
     smem = _smem_per_sm(gpu_name or _gpu_name())
     rows = []
@@ -303,7 +303,7 @@ def noreuse(n=NOREUSE_N) -> dict:
     import torch
 
     from ..kernels import matmul as mm
-    from . import time_ms
+    from ..timing import time_ms
 
     a, b = _rand(n, n, dtype=torch.float32), _rand(n, n, dtype=torch.float32)
     mm.matmul_noreuse(a, b)
@@ -358,7 +358,7 @@ def dense_sweep(lo=SWEEP[0], hi=SWEEP[1], dtype="bf16", progress=True, warmup_ms
     import torch
 
     from ..kernels import matmul as mm
-    from . import time_ms
+    from ..timing import time_ms
 
     d = _dt(dtype)
     buf_a = _rand(hi * hi, dtype=d)  # every N takes contiguous views of these: no allocation per N
@@ -389,7 +389,7 @@ def run(progress: bool = True, headline_ns=HEADLINE_NS, awkward_ns=AWKWARD_NS, s
     """Measure everything in the module docstring; returns a JSON-able dict. GPU only. ``steps``: a subset of
     ``STEPS`` to run (default all; the dense sweep alone takes about 12 minutes on an H200)."""
     from ..kernels import matmul as mm
-    from . import require_gpu
+    from ..timing import require_gpu
 
     require_gpu("the lesson07 suite")
     unknown = set(steps or ()) - set(STEPS)

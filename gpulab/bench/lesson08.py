@@ -63,7 +63,7 @@ def _fwd_bwd_ms(fn, q, k, v, do) -> dict:
     """Forward ms of fn(q, k, v), and backward ms of torch.autograd.grad(out, (q, k, v), do)."""
     import torch
 
-    from . import time_ms
+    from ..timing import time_ms
 
     out = fn(q, k, v)
     torch.autograd.grad(out, (q, k, v), do, retain_graph=True)  # compile and autotune outside the timing
@@ -173,7 +173,7 @@ def memory(lengths=MEMORY_LENGTHS, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWE
 def run(progress: bool = True, head_dims=HEAD_DIMS, lengths=LENGTHS, sweep_lengths=SWEEP,
         memory_lengths=MEMORY_LENGTHS) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU only."""
-    from . import require_gpu
+    from ..timing import require_gpu
 
     require_gpu("the lesson08 suite")
     return {"dtype": DTYPE, "headline": headline(head_dims, lengths, progress),

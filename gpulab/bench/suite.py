@@ -6,7 +6,7 @@ from __future__ import annotations
 from tqdm.auto import tqdm
 
 from ..roofline import KernelPoint
-from . import time_ms
+from ..timing import time_ms
 
 # Sizes placed on lesson 01's roofline.
 VECTOR_SIZES = (2**16, 2**20, 2**24, 2**28)

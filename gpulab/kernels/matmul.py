@@ -307,7 +307,7 @@ def autotune(a, b, path: str, input_precision: str = "tf32", candidates=None, re
     ~50 us on the GPU, ``tools/launch_overhead.py --configs``), so eager timings ranked configs by CPU noise.
     If any capture fails, every candidate is timed eagerly, so that one ranking never mixes the two clocks.
     Raises RuntimeError if no candidate can run."""
-    from ..bench import time_ms
+    from ..timing import time_ms
 
     if candidates is None:
         candidates = CONFIGS[_config_list(path, a.dtype)]

@@ -1,0 +1,58 @@
+"""The GPULAB_* environment switches, read once at import into one frozen ``Settings`` object.
+
+Every module that needs a switch reads ``gpulab.settings.SETTINGS``; nothing else reads the environment
+for a GPULAB_* name. ``read()`` parses a mapping (``os.environ`` by default), so tests can check a
+choice without touching the process environment.
+
+| variable | values | meaning |
+|---|---|---|
+| GPULAB_MODE | gpu, interpreter, unset | force a mode (``gpulab.__init__`` chooses otherwise) |
+| GPULAB_AUTOTUNE | full (default), first | time every candidate config, or take each list's first untimed |
+| GPULAB_STATIC_FIGURES | 1 | draw static plotly figures instead of FigureWidget |
+| GPULAB_CACHE_DIR | a path | where the device profile is saved (default: the user cache directory) |
+| GPULAB_AS_GPU | a GPU name of ``gpulab.hardware`` (T4, L4, A100, H200, ...) | choose sizes, dtypes and paths as on that GPU |
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The parsed switches: ``mode`` ("" when unset), ``autotune``, ``static_figures``, ``cache_dir``, ``as_gpu``
+    (validated against the hardware table by its user, ``gpulab.hardware``)."""
+
+    mode: str = ""
+    autotune: str = "full"
+    static_figures: bool = False
+    cache_dir: str | None = None
+    as_gpu: str | None = None
+
+
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
+    value = env.get(name, "").strip().lower() or default
+    if value not in allowed:
+        shown = " or ".join(repr(a) for a in allowed if a)
+        raise ValueError(f"{name} must be {shown} (or unset), got {value!r}")
+    return value
+
+
+def read(env: Mapping[str, str] | None = None) -> Settings:
+    """Parse the GPULAB_* switches from ``env`` (default ``os.environ``). Raises ValueError naming the
+    variable and the values it takes when one is set to something else."""
+    env = os.environ if env is None else env
+    static = env.get("GPULAB_STATIC_FIGURES", "").strip()
+    if static not in ("", "0", "1"):
+        raise ValueError(f"GPULAB_STATIC_FIGURES must be '1' or '0' (or unset), got {static!r}")
+    return Settings(
+        mode=_choice(env, "GPULAB_MODE", ("", "gpu", "interpreter"), ""),
+        autotune=_choice(env, "GPULAB_AUTOTUNE", ("full", "first"), "full"),
+        static_figures=static == "1",
+        cache_dir=env.get("GPULAB_CACHE_DIR") or None,
+        as_gpu=env.get("GPULAB_AS_GPU", "").strip() or None,
+    )
+
+
+SETTINGS: Settings = read()
