@@ -10,7 +10,7 @@ import torch
 from gpulab import attention as A
 from gpulab.bench import lesson08
 from gpulab.timing import NoGPUTimingError
-from gpulab.exercises import lesson08 as ex
+from gpulab.exercises import ex08 as ex
 from gpulab.kernels import flash_attention as F
 
 

@@ -8,7 +8,7 @@ import torch
 import gpulab
 from gpulab import fusion
 from gpulab.bench import lesson04
-from gpulab.exercises import lesson04 as ex
+from gpulab.exercises import ex04 as ex
 
 
 @pytest.mark.parametrize("n", [1, 17, 1000, 1793, 2**28])

@@ -9,7 +9,7 @@ import torch
 from gpulab import precision as P
 from gpulab.bench import lesson03
 from gpulab.timing import NoGPUTimingError
-from gpulab.exercises import lesson03 as ex
+from gpulab.exercises import ex03 as ex
 
 
 # ---- seed numbers ------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import torch
 from gpulab import recompute
 from gpulab.bench import lesson05
 from gpulab.timing import NoGPUTimingError
-from gpulab.exercises import lesson05 as ex
+from gpulab.exercises import ex05 as ex
 from gpulab.kernels import sigmoid3 as S
 
 

@@ -8,7 +8,7 @@ import pytest
 import gpulab
 from gpulab import sectors as sec
 from gpulab.bench import lesson06
-from gpulab.exercises import lesson06 as ex
+from gpulab.exercises import ex06 as ex
 
 
 def test_seed_four_sectors():
