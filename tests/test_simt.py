@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from gpulab import simt
+from gpulab import figures, simt
 
 
 def test_seed_example_thread_id_below_4():
@@ -125,7 +125,7 @@ def test_loop_errors():
 
 
 def test_boundary_explorer_slider_changes_figure():
-    e = simt.BoundaryExplorer(boundary=4)
+    e = figures.lesson02.BoundaryExplorer(boundary=4)
     assert "gpulab-widget" in e.widget._dom_classes and "gpulab-slider" in e.boundary._dom_classes
     z0, title0 = list(e.live.fig.data[0].z), e.live.fig.layout.title.text
     assert e.trace.lanes_a == (0, 1, 2, 3)

@@ -30,6 +30,60 @@ SWEEP_SHAPE = dict(B=1, H=16, d=128)
 MEMORY_LENGTHS = SWEEP
 
 
+def is_oom(e: BaseException) -> bool:
+    """True for torch's out-of-memory error (``torch.OutOfMemoryError``, also raised as
+    ``torch.cuda.OutOfMemoryError``)."""
+    import torch
+
+    oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+    return isinstance(e, oom)
+
+
+def run_catching_oom(fn):
+    """Call ``fn()``; return ``(result, False)``, or ``(None, True)`` if it ran out of GPU memory (the cache is
+    emptied so the next call starts clean). Any other error propagates."""
+    import torch
+
+    try:
+        return fn(), False
+    except Exception as e:  # noqa: BLE001  (only OOM is caught; the rest is re-raised)
+        if not is_oom(e):
+            raise
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return None, True
+
+
+def measure(fn, warmup_ms: float = 10, rep_ms: float = 60) -> dict:
+    """Peak memory above what is allocated before the call (bytes) and time (ms, ``gpulab.timing.time_ms``) of
+    ``fn()`` on the GPU. Out of memory gives ``{"oom": True, "ms": None, "peak_bytes": None}``, not an error.
+    Raises NoGPUTimingError in interpreter mode."""
+    import torch
+
+    from ..timing import require_gpu, time_ms
+
+    require_gpu("an attention measurement")
+
+    def once():
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        out = fn()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        del out
+        return peak
+
+    peak, oom = run_catching_oom(once)
+    if oom:
+        return {"oom": True, "ms": None, "peak_bytes": None}
+    t, oom = run_catching_oom(lambda: time_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms))
+    if oom:
+        return {"oom": True, "ms": None, "peak_bytes": int(peak)}
+    return {"oom": False, "ms": t.median_ms, "peak_bytes": int(peak)}
+
+
+
 def setting_shape(L: int, d: int) -> tuple[int, int, int, int]:
     """(B, H, L, d) of a headline setting: B*L = 16384 tokens, H*d = 2048."""
     return TOKENS // L, HIDDEN // d, L, d
@@ -130,7 +184,7 @@ def sweep(lengths=SWEEP, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["
         q, k, v, _ = _qkv(B, H, L, d, seed=L)
         fns = {"naive": lambda: attention.naive_attention(q, k, v), "flash": lambda: F.flash_attention(q, k, v)}
         for method, fn in fns.items():
-            m = attention.measure(fn)
+            m = measure(fn)
             model = attention.memory_model(B, H, L, d, 2, method)
             nbytes = (attention.naive_bytes(B, H, L, d, 2) if method == "naive" else attention.flash_bytes(B, H, L, d, 2))
             rows.append({"L": L, "method": method, **m, "model_peak_bytes": model["peak_bytes"],
