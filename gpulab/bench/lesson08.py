@@ -234,6 +234,30 @@ def run(progress: bool = True, head_dims=HEAD_DIMS, lengths=LENGTHS, sweep_lengt
             "sweep": sweep(sweep_lengths, progress=progress), "memory": memory(memory_lengths, progress=progress)}
 
 
+def roofline_points(data: dict | None) -> list:
+    """``roofline.KernelPoint``s of a record: ours, forward, non-causal, per headline setting (FLOPs by
+    ``attention.attention_flops``, bytes by ``attention.flash_bytes``), and naive attention's forward at each L
+    of the sweep that did not run out of memory (bytes by ``attention.naive_bytes``). [] for None."""
+    from .. import attention
+    from ..roofline import KernelPoint
+
+    points = []
+    if not data:
+        return points
+    for r in data["headline"]:
+        if "fwd_ms" in r.get("ours", {}) and not r["causal"]:
+            nb = attention.flash_bytes(r["B"], r["H"], r["L"], r["d"], 2)
+            points.append(KernelPoint(f"flash fwd d={r['d']} L={r['L']}", r["fwd_flops"], nb, r["ours"]["fwd_ms"],
+                                      dtype="bf16", op_kind="matmul"))
+    sw = data["sweep"]
+    for r in sw["rows"]:
+        if r["method"] == "naive" and not r["oom"]:
+            points.append(KernelPoint(f"naive fwd d={sw['d']} L={r['L']}", r["flops"],
+                                      attention.naive_bytes(sw["B"], sw["H"], r["L"], sw["d"], 2), r["ms"],
+                                      dtype="bf16", op_kind="matmul"))
+    return points
+
+
 def _f(x, fmt="6.0f"):
     return format(x, fmt) if isinstance(x, (int, float)) else f"{'-':>{int(fmt.split('.')[0] or 6)}}"
 

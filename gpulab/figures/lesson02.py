@@ -1,13 +1,16 @@
-"""Lesson 02's figures (warp divergence): one warp's lanes x issue steps, and a slider for the branch boundary.
+"""Lesson 02's figures (warp divergence): one warp's lanes x issue steps, a slider for the branch boundary, the
+loop model against the fraction of expensive elements, and the suite's variants beside their predictions.
 
-Models: ``gpulab.simt``. Figures hold plain lists (see ``gpulab.plots``).
+Models: ``gpulab.simt``; records: ``gpulab.bench.lesson02``. Figures hold plain lists (see ``gpulab.plots``).
 """
 from __future__ import annotations
 
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from .. import validate, widgets
+from .. import simt, validate, widgets
+from ..bench import lesson02
+from ..kernels import divergence
 from ..simt import IDLE, PATH_A, PATH_B, WARP_SIZE, BranchTrace, branch
 
 _COLORS = [[0.0, "#eeeeee"], [0.33, "#eeeeee"], [0.34, "#1f77b4"], [0.66, "#1f77b4"], [0.67, "#ff7f0e"],
@@ -79,3 +82,70 @@ class BoundaryExplorer:
 
         self.live.update(change)
         self._update_readout()
+
+
+class LoopSweepExplorer:
+    """The loop model's efficiency (useful / paid lane-steps, ``simt.loop``) against the fraction of elements
+    with 64 trips (the rest 4), interleaved at random and sorted by cost (``simt.group_by_cost``), for groups
+    of 2**k lanes chosen by slider. ``measured`` (a ``gpulab.bench.lesson02`` record, or None) adds the model
+    for kernel (c)'s cases as crosses. ``.widget`` is the container, ``.group`` the slider, ``.live.fig`` the
+    figure; ``curves(group)`` the two lines for one group size."""
+
+    FRACS = tuple(2.0**-k for k in range(10, 0, -1))
+    N = 2**16  # elements per case
+    LAYOUTS = (("interleaved", "#d62728"), ("sorted", "#2ca02c"))
+
+    def __init__(self, measured: dict | None = None, log2_group: int = 5):
+        self.group = widgets.slider(W.IntSlider, value=log2_group, min=5, max=10, description="group = 2**k lanes")
+        fig = go.Figure()
+        for name, color in self.LAYOUTS:
+            fig.add_scatter(x=list(self.FRACS), y=[0.0] * len(self.FRACS), mode="lines+markers", name=f"model, {name}",
+                            line=dict(color=color))
+        if measured is not None:
+            for layout, color in self.LAYOUTS:
+                rs = [r for r in measured["loop"]["rows"] if r["layout"] == layout]
+                fig.add_scatter(x=[r["frac_expensive"] for r in rs], y=[r["efficiency"] for r in rs], mode="markers",
+                                name=f"model for kernel (c)'s cases, {layout}, block {measured['block']}",
+                                marker=dict(color=color, symbol="x", size=11))
+        fig.update_layout(xaxis=dict(type="log", title="fraction of elements with 64 trips (the rest 4)"),
+                          yaxis=dict(title="efficiency = useful / paid lane-steps", range=[0, 1.05]),
+                          template="plotly_white", height=420)
+        self._change(2**self.group.value)(fig)  # the first state goes in before the figure becomes a widget
+        self.live = widgets.LiveFigure(fig)
+        self.group.observe(lambda _: self.live.update(self._change(2**self.group.value)), names="value")
+        self.widget = widgets.container(self.group, self.live.widget)
+
+    def curves(self, group: int) -> dict:
+        """{"interleaved": [...], "sorted": [...]}: the loop model's efficiency at each of ``FRACS``."""
+        eff = {"interleaved": [], "sorted": []}
+        for p in self.FRACS:
+            t = divergence.mixed_trips(self.N, p, 4, 64, seed=1)
+            eff["interleaved"].append(simt.loop(t, group).efficiency)
+            eff["sorted"].append(simt.loop(t[simt.group_by_cost(t)], group).efficiency)
+        return eff
+
+    def _change(self, group: int):
+        eff = self.curves(group)
+
+        def change(fig):
+            fig.data[0].y, fig.data[1].y = eff["interleaved"], eff["sorted"]
+            fig.layout.title = f"loop model, groups of {group} lanes"
+
+        return change
+
+
+def variants_figure(data: dict, title: str):
+    """Horizontal bars: measured median time (with 20th-80th percentile whiskers) and the model's prediction
+    for each variant. Plain lists in the traces (see gpulab.plots)."""
+    rs = lesson02.rows(data)[::-1]  # plotly draws the first bar at the bottom
+    names = [r["name"] for r in rs]
+    fig = go.Figure()
+    fig.add_bar(y=names, x=[r["measured_ms"] for r in rs], orientation="h", name="measured (median)",
+                error_x=dict(type="data", symmetric=False, array=[r["p80_ms"] - r["measured_ms"] for r in rs],
+                             arrayminus=[r["measured_ms"] - r["p20_ms"] for r in rs]), marker_color="#1f77b4")
+    fig.add_bar(y=names, x=[r["predicted_ms"] if r["predicted_ms"] is not None else 0.0 for r in rs],
+                orientation="h", name="model (paths alone; for (c) the all-0 and all-64 runs)", marker_color="#ff7f0e")
+    fig.update_layout(title=title, barmode="group", height=120 + 26 * len(rs), template="plotly_white",
+                      xaxis_title="time (ms)", legend=dict(orientation="h", y=-0.08), title_font_size=12,
+                      margin=dict(l=250))
+    return fig

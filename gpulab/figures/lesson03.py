@@ -4,10 +4,12 @@ Models: ``gpulab.formats`` (the block-scaled formats), ``gpulab.precision``. Fig
 """
 from __future__ import annotations
 
+import math
+
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from .. import formats, widgets
+from .. import formats, plots, precision, widgets
 
 
 def error_vs_bits_figure(rows: list[dict], title: str = "Quantization error against storage bits",
@@ -72,7 +74,7 @@ class FormatsExplorer:
     def refresh(self) -> None:
         """Recompute the rows for the current block sizes and redraw the figure."""
         self.rows = self._rows()
-        new = self._error_vs_bits_figure(self.rows, title=self._title(), height=440)
+        new = error_vs_bits_figure(self.rows, title=self._title(), height=440)
 
         def change(fig):
             for old, tr in zip(fig.data, new.data):
@@ -80,3 +82,57 @@ class FormatsExplorer:
             fig.layout.title = self._title()
 
         self.live.update(change)
+
+
+def relu_sweep_figure(rows: list[dict], copy_tbps: float, where: str = ""):
+    """ReLU bandwidth (GB/s, 2n * itemsize bytes / time) against n, gpulab's kernel and torch.relu per dtype, with
+    the copy bandwidth (``copy_tbps``, TB/s) as the model line. ``rows``: ``gpulab.bench.lesson03.relu_rates``
+    rows over several n (the suite's ``relu_sweep``)."""
+    fig = go.Figure()
+    for d in dict.fromkeys(r["dtype"] for r in rows):
+        rs = [r for r in rows if r["dtype"] == d]
+        fig.add_scatter(x=[r["n"] for r in rs], y=[r["gpulab_gbps"] for r in rs], mode="lines+markers",
+                        name=f"gpulab {d}", line=dict(color=plots.DTYPE_COLORS[d]))
+        fig.add_scatter(x=[r["n"] for r in rs], y=[r["torch_gbps"] for r in rs], mode="lines", name=f"torch {d}",
+                        line=dict(color=plots.DTYPE_COLORS[d], dash="dot"))
+    xs = [r["n"] for r in rows]
+    fig.add_scatter(x=[min(xs), max(xs)], y=[copy_tbps * 1e3] * 2, mode="lines", name="model: copy bandwidth",
+                    line=dict(color="gray", dash="dash"))
+    fig.update_layout(title=dict(text=f"ReLU bandwidth against n ({where})", font_size=12), height=420,
+                      template="plotly_white", xaxis=dict(type="log", title="n (elements)"),
+                      yaxis=dict(type="log", title="GB/s (2n·itemsize bytes / time)"))
+    return fig
+
+
+def rate_vs_error_figure(errors: dict, rates: dict, rate_where: str = "", n_rate: int = 8192):
+    """One point per dtype at (relative error, TFLOP/s), both log axes: ``errors`` from
+    ``precision.matmul_errors`` (its ``how`` names the method), ``rates`` {dtype: TFLOP/s or None} of cuBLAS at
+    ``n_rate``^3. Dtypes missing either number are left out."""
+    shown = [d for d in precision.MATMUL_DTYPES if errors.get(d) is not None and rates.get(d)]
+    fig = go.Figure()
+    for d in shown:
+        fig.add_scatter(x=[errors[d]], y=[rates[d]], mode="markers+text", text=[d], name=d,
+                        textposition="top center", marker=dict(size=14, color=plots.DTYPE_COLORS[d]))
+    fig.update_layout(title=dict(text=f"matmul rate against error<br><sup>rates: {rate_where}<br>errors: {errors['how']}</sup>",
+                                 font_size=13), margin=dict(t=110), height=420, template="plotly_white", showlegend=False,
+                      xaxis=dict(type="log", exponentformat="power",
+                                 title="relative error ‖C − C_ref‖ / ‖C_ref‖ (float64 reference)"),
+                      yaxis=dict(type="log", title=f"TFLOP/s (cuBLAS, {n_rate}³)"))
+    if shown:
+        top = [rates[d] for d in shown]
+        fig.update_yaxes(range=[math.log10(min(top)) - 0.2, math.log10(max(top)) + 0.3])  # room for the labels
+    return fig
+
+
+def accumulation_figure(acc: dict, where: str = ""):
+    """Relative error against K of fp16 products summed in an fp16 and in an fp32 accumulator: ``acc`` from
+    ``gpulab.bench.lesson03.accumulation_errors``; ``where`` says where it was computed."""
+    fig = go.Figure()
+    for key in ("fp16", "fp32"):
+        fig.add_scatter(x=acc["k"], y=acc[key], mode="lines+markers", name=f"fp16 products, {key} accumulator",
+                        line=dict(color=plots.DTYPE_COLORS[key]))
+    fig.update_layout(title=dict(text=f"accumulation error against K ({acc['m']}×{acc['m']} output, {acc['inputs']} inputs, "
+                                      f"{where})", font_size=12),
+                      height=400, template="plotly_white", xaxis=dict(type="log", title="K (products summed)"),
+                      yaxis=dict(type="log", title="relative error vs float64"))
+    return fig

@@ -67,3 +67,41 @@ class LaunchModelExplorer:
 
     def refresh(self) -> None:
         self.live.update(self._apply)
+
+
+def time_figure(data: dict, where: str = ""):
+    """sin² + cos² in fp32: measured time against n per method (``gpulab.bench.lesson04`` record ``data``:
+    its ``sweep`` rows, ``launch`` costs in µs and ``copy_tbps``), with the launch-overhead model
+    (``fusion.model_ms``) for 5 launches + 44n bytes and 1 launch + 8n bytes at each launch cost."""
+    ns = sorted({r["n"] for r in data["sweep"]})
+    fig = go.Figure()
+    for method in dict.fromkeys(r["method"] for r in data["sweep"]):
+        rs = [r for r in data["sweep"] if r["method"] == method]
+        fig.add_scatter(x=[r["n"] for r in rs], y=[r["ms"] for r in rs], mode="markers+lines", name=method)
+    launch = data["launch"]
+    for label, fused, us in (("model: 5 Triton launches + 44n B", False, launch["triton_us"]),
+                             ("model: 1 Triton launch + 8n B", True, launch["triton_us"]),
+                             ("model: 5 torch launches + 44n B", False, launch["torch_us"]),
+                             ("model: 1 launch at Triton's CPU launch cost + 8n B", True, launch["triton_cpu_us"])):
+        fig.add_scatter(x=ns, y=[model_ms(m, "fp32", fused, us, data["copy_tbps"]) for m in ns],
+                        mode="lines", line=dict(dash="dash"), name=label)
+    fig.update_layout(title=dict(text=f"sin² + cos², fp32: time against n<br><sup>{where}</sup>", font_size=13),
+                      xaxis=dict(type="log", title="n (elements)"), yaxis=dict(type="log", title="time (ms)"),
+                      template="plotly_white", height=460, margin=dict(t=90))
+    return fig
+
+
+def pressure_figure(rows: list[dict], where: str = ""):
+    """The fused kernel against BLOCK (4 warps): registers per thread and spills (bars) and time (ms, right
+    axis), from the ``pressure`` rows of a ``gpulab.bench.lesson04`` record (study "block")."""
+    blk = [r for r in rows if r["study"] == "block"]
+    x = [str(r["block"]) for r in blk]
+    fig = go.Figure()
+    fig.add_bar(x=x, y=[r["n_regs"] for r in blk], name="registers / thread")
+    fig.add_bar(x=x, y=[r["n_spills"] for r in blk], name="spills")
+    fig.add_scatter(x=x, y=[r["ms"] for r in blk], name="time (ms)", yaxis="y2", mode="lines+markers")
+    fig.update_layout(title=dict(text=f"fused kernel against BLOCK (4 warps), n = 2^28<br><sup>{where}</sup>", font_size=13),
+                      xaxis_title="BLOCK", yaxis_title="registers / spills",
+                      yaxis2=dict(overlaying="y", side="right", title="ms"), template="plotly_white",
+                      height=420, margin=dict(t=90))
+    return fig

@@ -5,9 +5,10 @@ Models: ``gpulab.recompute``. Figures hold plain lists.
 from __future__ import annotations
 
 import ipywidgets as W
+import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .. import widgets
+from .. import plots, widgets
 from ..recompute import WAYS, memory_model
 
 
@@ -62,3 +63,20 @@ class SizeExplorer:
             fig.layout.title = f"n = 2**{self.k.value} = {n:,} elements of {self.itemsize} bytes<br><sup>{note}</sup>"
 
         return change
+
+
+def time_figure(data: dict, copy_tbps: float, where: str = ""):
+    """Forward + backward time (ms) against n for each way, measured (a ``gpulab.bench.lesson05`` record), beside
+    the model: the bytes counted by hand over the copy bandwidth ``copy_tbps`` (TB/s)."""
+    fig = go.Figure()
+    for i, way in enumerate(WAYS):
+        rs = [r for r in data["rows"] if r["way"] == way]
+        color = plots.COLORS[i]
+        fig.add_scatter(x=[r["n"] for r in rs], y=[r["ms"] for r in rs], mode="lines+markers", name=f"{way}, measured",
+                        line=dict(color=color))
+        fig.add_scatter(x=[r["n"] for r in rs], y=[r["bytes_moved"] / (copy_tbps * 1e12) * 1e3 for r in rs],
+                        mode="lines", name=f"{way}, model: bytes / copy bandwidth", line=dict(color=color, dash="dot"))
+    fig.update_layout(title=dict(text=f"forward + backward time, fp32<br><sup>{where}</sup>", font_size=13),
+                      height=430, template="plotly_white", margin=dict(t=90),
+                      xaxis=dict(type="log", title="n (elements)"), yaxis=dict(type="log", title="ms"))
+    return fig

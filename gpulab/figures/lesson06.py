@@ -8,7 +8,7 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from .. import widgets
-from ..sectors import ITEMSIZES, LINE_BYTES, WarpRequest, strided_copy_efficiency, warp_request
+from ..sectors import ITEMSIZES, LINE_BYTES, WarpRequest, predicted_tbps, strided_copy_efficiency, warp_request
 
 
 def _picture(req: WarpRequest) -> dict:
@@ -120,3 +120,49 @@ class SectorExplorer:
         req, label = self.request, self._label()
         self.live.update(lambda fig: _apply_picture(fig, req, label))
         self._update_readout()
+
+
+def stride_figure(strides, copy_tbps: float, data: dict | None = None, where: str = ""):
+    """y[k] = x[k * stride] in fp32: the model's effective bandwidth (TB/s, useful bytes / time) against stride
+    for 32-, 64- and 128-byte granules at copy bandwidth ``copy_tbps``, and, when ``data`` (a
+    ``gpulab.bench.lesson06`` record) is given, gpulab's strided copy and torch's measured beside it."""
+    strides = list(strides)
+    fig = go.Figure()
+    for g, dash in ((32, "solid"), (64, "dash"), (128, "dot")):
+        fig.add_scatter(x=strides, y=[predicted_tbps(st, 4, copy_tbps, sector_bytes=g) for st in strides],
+                        mode="lines", line=dict(dash=dash, color="gray"), name=f"model, {g}-byte granule")
+    if data:
+        rows = data["stride"]["rows"]
+        fig.add_scatter(x=[r["stride"] for r in rows], y=[r["ours_tbps"] for r in rows], mode="markers+lines",
+                        name="gpulab strided_copy", marker=dict(size=9))
+        fig.add_scatter(x=[r["stride"] for r in rows], y=[r["torch_tbps"] for r in rows], mode="markers",
+                        name="torch y.copy_(x[::stride])", marker=dict(symbol="x", size=9))
+    fig.update_layout(title=dict(text=f"y[k] = x[k·stride], fp32: effective bandwidth against stride<br><sup>{where}</sup>",
+                                 font_size=13),
+                      xaxis=dict(type="log", title="stride (elements)", tickvals=strides),
+                      yaxis=dict(type="log", title="effective TB/s (useful bytes / time)"),
+                      template="plotly_white", height=460, margin=dict(t=90))
+    return fig
+
+
+def traversal_figure(data: dict, bounds: dict, copy_tbps: float, where: str = ""):
+    """16384 x 16384 fp32: measured effective bandwidth (TB/s) of each traversal and fp32 transpose of a
+    ``gpulab.bench.lesson06`` record, with the per-request sector model's bound (``bounds``: method ->
+    (low, high) efficiency, low None where there is none) and perfect reuse (the copy, ``copy_tbps``)."""
+    bars = [(r["method"], r["tbps"]) for r in data["traversal"]["rows"]] + \
+           [(f"transpose {r['method']}", r["tbps"]) for r in data["transpose"]["rows"] if r["dtype"] == "fp32"]
+    fig = go.Figure(go.Bar(x=[b[0] for b in bars], y=[b[1] for b in bars], name="measured",
+                           text=[f"{b[1]:.2f}" for b in bars], textposition="outside"))
+    lo_x, lo_y = [], []
+    for name, _ in bars:
+        key = name.replace("transpose ", "")
+        if key in bounds and bounds[key][0]:
+            lo_x.append(name)
+            lo_y.append(bounds[key][0] * copy_tbps)
+    fig.add_scatter(x=lo_x, y=lo_y, mode="markers", name="model: per-request sectors",
+                    marker=dict(symbol="line-ew", size=40, line=dict(width=3, color="crimson")))
+    fig.add_scatter(x=[b[0] for b in bars], y=[copy_tbps] * len(bars), mode="lines", name="model: perfect reuse (copy)",
+                    line=dict(dash="dash", color="gray"))
+    fig.update_layout(title=dict(text=f"16384 x 16384 fp32: effective bandwidth<br><sup>{where}</sup>", font_size=13),
+                      yaxis_title="effective TB/s", template="plotly_white", height=440, margin=dict(t=90))
+    return fig

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .. import hardware, widgets
+from ..bench import lesson07
 from ..tiling import fits, footprint_bytes, input_loads, shared_memory_bytes, tile_intensity
 from ..waves import SEED_SMS, SEED_TILE, WavePlan, plan, sweep
 
@@ -126,3 +127,63 @@ class WaveExplorer:
 
     def refresh(self) -> None:
         self.live.update(self._apply)
+
+
+def tiles_figure(data: dict, where: str = ""):
+    """The tile study of a ``gpulab.bench.lesson07`` record: measured TFLOP/s against the square tile side T per
+    dtype, the model intensity T/s (FLOP/B, right axis), tiles too big to run annotated, and the no-reuse kernel
+    at T = 1."""
+    fig = go.Figure()
+    for d, color in (("fp32", "#1f77b4"), ("bf16", "#d62728")):
+        rows = [r for r in data["tiles"] if r["dtype"] == d]
+        ran = [r for r in rows if "tflops" in r]
+        fig.add_scatter(x=[r["T"] for r in ran], y=[r["tflops"] for r in ran], mode="markers+lines",
+                        name=f"{d} measured (TFLOP/s)", marker=dict(color=color, size=9))
+        fig.add_scatter(x=[r["T"] for r in rows], y=[r["intensity"] for r in rows], mode="lines", yaxis="y2",
+                        name=f"{d} model intensity T/s (FLOP/B)", line=dict(color=color, dash="dash"))
+        for r in rows:
+            if "tflops" not in r:
+                fig.add_annotation(x=r["T"], y=0.5, yref="paper", text=f"{d} T={r['T']}: not run<br>(2T²s too big)",
+                                   showarrow=False, font=dict(size=10, color=color))
+    nr = data["noreuse"]
+    fig.add_scatter(x=[1], y=[nr["tflops"]], mode="markers", marker=dict(symbol="x", size=12, color="black"),
+                    name=f"no reuse, fp32 {nr['n']}³ (TFLOP/s)")
+    fig.update_layout(title=dict(text=f"tiled matmul against tile size T, {data['tiles'][0]['n']}³<br><sup>{where}</sup>",
+                                 font_size=13), template="plotly_white", height=440, margin=dict(t=90),
+                      xaxis=dict(type="log", title="T (tile side; 1 = no reuse)"),
+                      yaxis=dict(type="log", title="TFLOP/s"),
+                      yaxis2=dict(type="log", overlaying="y", side="right", title="FLOP/byte"))
+    return fig
+
+
+def sweep_figure(s: dict, where: str = ""):
+    """The dense sweep of a ``gpulab.bench.lesson07`` record (``s = data["sweep"]``): bf16 TFLOP/s of torch and
+    gpulab at every N, N % 8 == 0 apart from the rest, and the wave model (``lesson07.wave_model``) scaled to
+    gpulab's best rate."""
+    eff = lesson07.wave_model(s)
+    fig = go.Figure()
+    for method, color in (("torch", "#1f77b4"), ("gpulab", "#d62728")):
+        rates = lesson07.sweep_rates(s, method)
+        for aligned in (True, False):
+            pts = [(n, r) for n, r in zip(s["ns"], rates) if r is not None and (n % 8 == 0) == aligned]
+            fig.add_scatter(x=[n for n, _ in pts], y=[r for _, r in pts], mode="markers",
+                            name=f"{method}, N {'%' if aligned else 'not %'} 8{' == 0' if aligned else ''}",
+                            marker=dict(color=color, size=4 if aligned else 3,
+                                        symbol="circle" if aligned else "circle-open"))
+    best = max(r for r in lesson07.sweep_rates(s, "gpulab") if r is not None)
+    fig.add_scatter(x=s["ns"], y=[best * e for e in eff], mode="lines", line=dict(color="gray", width=1),
+                    name=f"wave model x best gpulab rate ({s['tile'][0]}x{s['tile'][1]} tiles, {s['sms']} SMs)")
+    fig.update_layout(title=dict(text=f"bf16 matmul N x N x N: every N from {s['ns'][0]} to {s['ns'][-1]}<br><sup>{where}</sup>",
+                                 font_size=13), template="plotly_white", height=520, margin=dict(t=90),
+                      xaxis_title="N", yaxis_title="TFLOP/s")
+    return fig
+
+
+def wave_model_figure(ns, tile, gpu: str = "H200"):
+    """The wave model's efficiency alone (``waves.sweep``) against N for ``tile`` on ``gpu``: what the sweep
+    figure draws when nothing is recorded yet."""
+    ns = list(ns)
+    fig = go.Figure(go.Scatter(x=ns, y=sweep(ns, tile, gpu=gpu), mode="lines", name="model efficiency"))
+    fig.update_layout(title=f"wave model only (no recorded data yet): {tile[0]}x{tile[1]} tiles on an {gpu}",
+                      xaxis_title="N", yaxis_title="efficiency", template="plotly_white", height=420)
+    return fig

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipywidgets as W
 from plotly.subplots import make_subplots
 
-from .. import attention, dtypes, widgets
+from .. import attention, dtypes, plots, widgets
 from .. import online_softmax as osm
 
 
@@ -124,3 +124,54 @@ class NaiveVsFlashExplorer:
                                 f"{self.itemsize}-byte elements<br><sup>{note}</sup>")
 
         return change
+
+
+def naive_flash_figure(sweep: dict | None, where: str = "", lengths=tuple(2**e for e in range(10, 17))):
+    """Naive against flash attention, forward: extra peak memory (GiB, the model dotted; measured points;
+    out-of-memory crosses at the model's value) and time (ms) against L, both log axes. ``sweep``: the
+    ``sweep`` record of ``gpulab.bench.lesson08`` (None: the model alone, for B=1, H=16, d=128, bf16)."""
+    sw = sweep or {"B": 1, "H": 16, "d": 128}
+    lengths = list(lengths)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("extra peak memory (GiB)", "forward time (ms)"))
+    for i, m in enumerate(("naive", "flash")):
+        c = plots.COLORS[i]
+        fig.add_scatter(x=lengths, y=[attention.memory_model(sw["B"], sw["H"], L, sw["d"], 2, m)["peak_bytes"] / 2**30
+                                      for L in lengths],
+                        mode="lines", name=f"{m}, model", line=dict(color=c, dash="dot"), row=1, col=1)
+        if sweep:
+            rows = [r for r in sw["rows"] if r["method"] == m]
+            ok = [r for r in rows if not r["oom"]]
+            fig.add_scatter(x=[r["L"] for r in ok], y=[r["peak_bytes"] / 2**30 for r in ok], mode="markers",
+                            name=f"{m}, measured", marker=dict(color=c), row=1, col=1)
+            fig.add_scatter(x=[r["L"] for r in ok], y=[r["ms"] for r in ok], mode="lines+markers",
+                            name=f"{m}, time", line=dict(color=c), row=1, col=2)
+            oom = [r for r in rows if r["oom"]]
+            fig.add_scatter(x=[r["L"] for r in oom], y=[r["model_peak_bytes"] / 2**30 for r in oom], mode="markers",
+                            name=f"{m}: out of memory", marker=dict(color=c, symbol="x", size=12), row=1, col=1)
+    fig.update_xaxes(type="log", title="L (tokens)")
+    fig.update_yaxes(type="log")
+    note = where if sweep else "model only: no measurement recorded yet"
+    fig.update_layout(title=dict(text=f"naive against flash, B={sw['B']}, H={sw['H']}, d={sw['d']}, bf16<br><sup>{note}</sup>",
+                                 font_size=13), height=430, template="plotly_white", margin=dict(t=90))
+    return fig
+
+
+def headline_figure(headline: list[dict], where: str = ""):
+    """Forward and backward TFLOP/s of gpulab's Triton kernel, SDPA flash and SDPA cuDNN for each setting of the
+    ``headline`` rows of a ``gpulab.bench.lesson08`` record (bars; a backend that did not run is left empty)."""
+    labels = [f"d={r['d']} L={r['L']}{' causal' if r['causal'] else ''}" for r in headline]
+    fig = make_subplots(rows=2, cols=1, subplot_titles=("forward (TFLOP/s)", "backward (TFLOP/s)"), vertical_spacing=0.18)
+    for j, pas in enumerate(("fwd", "bwd")):
+        for i, (name, label) in enumerate((("ours", "gpulab Triton"), ("flash", "SDPA flash"), ("cudnn", "SDPA cuDNN"))):
+            fig.add_bar(x=labels, y=[r.get(name, {}).get(f"{pas}_tflops") for r in headline], name=label,
+                        marker_color=plots.COLORS[i], showlegend=j == 0, row=j + 1, col=1)
+    fig.update_layout(barmode="group", height=600, template="plotly_white", margin=dict(t=90),
+                      title=dict(text=f"attention, bf16, B*L = 16384, H*d = 2048<br><sup>{where}</sup>", font_size=13))
+    return fig
+
+
+def roofline_figure(points, profile: dict, where: str = ""):
+    """Attention's forward kernels (``points``: ``roofline.KernelPoint``s, e.g. from
+    ``gpulab.bench.lesson08.roofline_points``) on the bf16 roofline measured in ``profile``."""
+    return plots.roofline_figure(plots.ceilings_from_profile(profile, dtypes=("bf16",)), points,
+                                 title=f"attention on the roofline<br><sup>{where}</sup>")
