@@ -9,6 +9,9 @@ GPU only. Measures, in one run (well under a minute on an H200):
   (same random inputs for every dtype; fp8 via torch._scaled_mm, e4m3, per-tensor scales);
 - gpulab's Triton fp32 matmul with input_precision "tf32" and "ieee": rate and error;
 - the accumulation experiment: fp16 products summed in fp16 vs fp32, error against K.
+
+Notebook 03 calls the measuring functions one by one (``relu_rates``, ``matmul_rates``,
+``triton_matmul_errors``, ``accumulation_errors``); the last two also run in the interpreter.
 """
 from __future__ import annotations
 

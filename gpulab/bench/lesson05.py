@@ -14,7 +14,7 @@ Function of ``gpulab.kernels.sigmoid3``), with x requiring grad so that gradient
 At the largest size it checks the three gradients against each other and reports the ratios the issue sets as
 targets: eager ms / fused ms (> 1) and fused extra peak memory / eager's (<= 1/3, in the "loss" setting; the
 "held" setting's ratio is reported beside it: there y and dx must coexist, so no way can go below 2/5 of eager).
-About a minute on an H200.
+About a minute on an H200. ``measure_memory`` is the memory measurement, for one way at one size.
 """
 from __future__ import annotations
 

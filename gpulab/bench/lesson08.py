@@ -14,7 +14,9 @@ GPU only. bf16 throughout. In one run:
 - ``memory``: ours, extra memory held after forward and the peak over forward + backward, L = 2^10 .. 2^16
   (B=1, H=16, d=128): per token it stays flat, so it grows as O(L).
 
-About 3 minutes on an H200 (most of it the autotuner's first benchmarks).
+About 3 minutes on an H200 (most of it the autotuner's first benchmarks). ``measure`` times one forward and
+records its peak memory, catching out-of-memory (``run_catching_oom``); ``roofline_points`` places a record's
+forward kernels on the roofline.
 """
 from __future__ import annotations
 
