@@ -50,21 +50,6 @@ def test_bound_ms_hints():
     assert not rep.ok and "the bound is the max" in str(rep)
 
 
-def test_scale_add_catches_mask_bugs_dtype_and_input_mutation():
-    rep = ex01.check_scale_add(lambda x, a, b: torch.cat([a * x[:-1] + b, x[-1:]]))
-    assert not rep.ok and "index" in str(rep) and "check the mask" in str(rep)
-    rep = ex01.check_scale_add(lambda x, a, b: (a * x + b).half())
-    assert not rep.ok and "float32" in str(rep)
-
-    def cheat(x, a, b):  # zero the input so a reference computed afterwards would agree
-        x.zero_()
-        return torch.full_like(x, b)
-
-    assert not ex01.check_scale_add(cheat).ok
-    rep = ex01.check_scale_add(lambda x, a, b: (a * x + b) * 0 + 1)
-    assert "check the mask" not in str(rep), "all-wrong output must not be blamed on the mask"
-
-
 def test_a_later_not_implemented_is_a_failure_not_a_skip():
     calls = []
 

@@ -5,7 +5,9 @@ A checker runs the learner's function on fresh random inputs, awkward ones inclu
 common mistakes. A stub that raises ``NotImplementedError`` reports "not attempted yet" instead of an
 error, so a notebook runs top to bottom before the learner has written anything.
 
-``show_solution(checker)`` prints the reference solution (the reveal).
+``hint(checker)`` prints the checker's next hint; ``show_solution(checker)`` prints the reference solution
+(the reveal). Kernel exercises are checked by ``kernelcheck.check_kernel`` on guarded buffers, so a kernel
+that forgets its mask gets a message instead of crashing the notebook.
 """
 from __future__ import annotations
 
@@ -97,3 +99,10 @@ def show_solution(checker) -> None:
     holds it when the solution is a kernel (``solution_module``)."""
     mod = getattr(checker, "solution_module", None)
     print(inspect.getsource(mod) if mod is not None else inspect.getsource(checker.solution))
+
+
+def hint(checker) -> None:
+    """Print ``checker``'s next hint (see ``kernelcheck.hint``)."""
+    from .kernelcheck import hint as _hint
+
+    _hint(checker)
