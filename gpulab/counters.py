@@ -43,9 +43,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import gpulab
 
@@ -115,14 +115,14 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ncu_version(ncu: str | None = None) -> str:
     """ncu's version line, e.g. "Version 2025.2.1.0 (build ...)", or "unknown"."""
     ncu = ncu or ncu_path()
     if ncu is None:
         return "unknown"
     try:
-        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
@@ -515,7 +515,7 @@ def occupancy_case(n: int = 2**24, blocks=(1024, 4096, 8192), num_warps: int = 4
 
 # tiling (lesson 07) ---------------------------------------------------------------------------------------
 
-TILED_CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=8, num_stages=3)
+TILED_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3}
 
 
 def tiling_case(n_noreuse: int = 2048, n_tiled: int = 4096) -> Case:
@@ -561,12 +561,12 @@ def tiling_case(n_noreuse: int = 2048, n_tiled: int = 4096) -> Case:
     metrics = (DRAM_READ, DRAM_WRITE, L2_READ_SECTORS, L2_HIT, TIME)
     return Case(name, "07", "DRAM and L2 read bytes and the L2 hit rate of no reuse, tiled, grouped on and off, "
                             "against 2N^3 s and 2N^3 s / T", metrics, ranges, setup, model,
-                {"n_noreuse": n_noreuse, "n_tiled": n_tiled, "dtype": "fp32", "tiled_config": dict(TILED_CONFIG)})
+                {"n_noreuse": n_noreuse, "n_tiled": n_tiled, "dtype": "fp32", "tiled_config": {**TILED_CONFIG}})
 
 
 # FlashAttention (lesson 08) -------------------------------------------------------------------------------
 
-FLASH_CONFIG = dict(block_m=128, block_n=64, num_warps=4, num_stages=2)
+FLASH_CONFIG = {"block_m": 128, "block_n": 64, "num_warps": 4, "num_stages": 2}
 
 
 def flash_case(B: int = 1, H: int = 16, L: int = 4096, d: int = 128, dtype: str = "bf16") -> Case:
@@ -615,7 +615,7 @@ def flash_case(B: int = 1, H: int = 16, L: int = 4096, d: int = 128, dtype: str 
     metrics = (DRAM_READ, DRAM_WRITE, L2_READ_SECTORS, L2_HIT, TIME)
     return Case(name, "08", "DRAM bytes of naive against flash attention, against the O(L^2) and O(L) byte models",
                 metrics, ranges, setup, model, {"B": B, "H": H, "L": L, "d": d, "dtype": dtype,
-                                                "flash_config": dict(FLASH_CONFIG)})
+                                                "flash_config": {**FLASH_CONFIG}})
 
 
 CASES: dict[str, Case] = {c.name: c for c in (fusion_case(), precision_case(), coalescing_case(), divergence_case(),
@@ -763,7 +763,7 @@ def _import(ncu: str, report_path: str, rename: bool) -> str:
     cmd = [ncu, "--import", report_path, "--csv", "--page", "raw", "--print-units", "base"]
     if rename:
         cmd += ["--print-nvtx-rename", "kernel"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=NCU_TIMEOUT_S)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=NCU_TIMEOUT_S, check=False)
     if r.returncode != 0:
         raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {r.returncode}): {_tail(r.stdout + r.stderr)}")
     return r.stdout
@@ -788,7 +788,7 @@ def profile(case, ncu: str | None = None) -> tuple[list[dict], dict]:
         for _attempt in range(2):
             cmd = ncu_command(case, ncu, export, metrics)
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=NCU_TIMEOUT_S, env=_child_env(),
-                               cwd=_repo_root())
+                               cwd=_repo_root(), check=False)
             out = r.stdout + r.stderr
             if PERMISSION_ERROR in out:
                 raise CountersUnavailable(f"ncu has no permission to read this GPU's counters ({PERMISSION_ERROR})")
