@@ -200,12 +200,21 @@ def match_range(renamed: str, ranges) -> str | None:
     return max(found, key=len) if found else None
 
 
-def attach_ranges(rows: list[dict], renamed_rows: list[dict], ranges) -> list[dict]:
-    """Set each row's ``"range"`` from the NVTX-renamed export of the same report (matched by ID)."""
+def attach_ranges(rows: list[dict], renamed_rows: list[dict], ranges) -> str:
+    """Set each row's ``"range"`` from the NVTX-renamed export of the same report (matched by ID). When no name
+    matches and there are as many kernels as ranges, each range launched one kernel, in order (the child runs
+    the ranges in the case's order), so the kernels are given to the ranges by ID. Returns how: "nvtx",
+    "launch order" or "none"."""
     names = {r["id"]: r["kernel"] for r in renamed_rows}
     for row in rows:
         row["range"] = match_range(names.get(row["id"], ""), ranges)
-    return rows
+    if any(row["range"] for row in rows):
+        return "nvtx"
+    if rows and len(rows) == len(ranges):
+        for row, rng in zip(sorted(rows, key=lambda r: r["id"]), ranges):
+            row["range"] = rng
+        return "launch order"
+    return "none"
 
 
 # ---- cases: what runs in each range, and the model beside each counter ---------------------------------------
@@ -225,9 +234,9 @@ class Range:
 
 @dataclass(frozen=True)
 class Case:
-    """A lesson's model/counter pair: the metrics ncu collects, the ranges, a GPU ``setup`` that returns
-    ``[(range, fn)]`` (inputs built, nothing launched) and a ``model`` that turns per-range counters into
-    comparison rows."""
+    """A lesson's model/counter pair: the metrics ncu collects, the ranges, a ``setup`` that builds the inputs on
+    gpulab.DEVICE and returns ``[(range, fn)]`` (nothing launched yet; each ``fn()`` launches that range's
+    kernels with a fixed launch shape) and a ``model`` that turns per-range counters into comparison rows."""
 
     name: str
     lesson: str
@@ -273,7 +282,7 @@ def fusion_case(n: int = 2**26) -> Case:
 
         from .kernels import sincos as S
 
-        x = torch.randn(n, device="cuda")
+        x = torch.randn(n, device=gpulab.DEVICE)
         return [(case.range("unfused"), lambda: S.sincos_unfused(x)),
                 (case.range("fused"), lambda: S.sincos(x, block=1024, num_warps=4))]
 
@@ -309,7 +318,7 @@ def precision_case(n: int = 2**26, dtypes=("fp32", "fp16", "bf16")) -> Case:
 
         runs = []
         for r in case.ranges:
-            x = torch.randn(n, device="cuda", dtype=torch_dtype(r.params["dtype"]))
+            x = torch.randn(n, device=gpulab.DEVICE, dtype=torch_dtype(r.params["dtype"]))
             runs.append((r, lambda x=x: relu(x)))
         return runs
 
@@ -346,10 +355,10 @@ def coalescing_case(n: int = 2**24, strides=(1, 2, 4, 8, 16, 32), matrix: int = 
         from .kernels.strided import strided_copy
         from .kernels.transpose import transpose, transpose_naive
 
-        x = torch.randn(n * max(strides), device="cuda")
+        x = torch.randn(n * max(strides), device=gpulab.DEVICE)
         runs = [(r, lambda s=r.params["stride"]: strided_copy(x[: n * s], s, block=1024, num_warps=4))
                 for r in case.ranges if "stride" in r.params]
-        a = torch.randn(matrix, matrix, device="cuda")
+        a = torch.randn(matrix, matrix, device=gpulab.DEVICE)
         runs += [(case.range("transpose-naive"), lambda: transpose_naive(a, block=1024)),
                  (case.range("transpose-tiled"), lambda: transpose(a, block_m=64, block_n=64, num_warps=4))]
         return runs
@@ -425,15 +434,15 @@ def divergence_case(n: int = 2**20, block: int = 1024, k_a: int = 32, k_b: int =
 
         from .kernels import divergence as dv
 
-        gen = torch.Generator(device="cuda").manual_seed(seed)
-        x = torch.randn(n, device="cuda", generator=gen) * 3
-        take_a = torch.rand(n, device="cuda", generator=gen) < fraction_a
-        flags = dv.block_flags(-(-n // block), fraction_a, device="cuda")
+        gen = torch.Generator(device=gpulab.DEVICE).manual_seed(seed)
+        x = torch.randn(n, device=gpulab.DEVICE, generator=gen) * 3
+        take_a = torch.rand(n, device=gpulab.DEVICE, generator=gen) < fraction_a
+        flags = dv.block_flags(-(-n // block), fraction_a, device=gpulab.DEVICE)
         runs = {"path-a": lambda: dv.path(x, "A", k_a, block=block), "path-b": lambda: dv.path(x, "B", k_b, block=block),
                 "where": lambda: dv.branch_where(x, take_a, k_a, k_b, block=block),
                 "uniform": lambda: dv.branch_uniform(x, flags, k_a, k_b, block=block)}
         for lab in labels[4:]:
-            t = torch.from_numpy(trips_of(lab)).to("cuda")
+            t = torch.from_numpy(trips_of(lab)).to(gpulab.DEVICE)
             runs[lab] = lambda t=t: dv.loop_cost(x, t, block=block)
         return [(case.range(lab), runs[lab]) for lab in labels]
 
@@ -488,7 +497,7 @@ def occupancy_case(n: int = 2**24, blocks=(1024, 4096, 8192), num_warps: int = 4
 
         from .kernels import sincos as S
 
-        x = torch.randn(n, device="cuda")
+        x = torch.randn(n, device=gpulab.DEVICE)
         return [(r, lambda b=r.params["block"]: S.sincos(x, block=b, num_warps=num_warps)) for r in case.ranges]
 
     def model(case, per_range):
@@ -535,8 +544,8 @@ def tiling_case(n_noreuse: int = 2048, n_tiled: int = 4096) -> Case:
 
         from .kernels import matmul as mm
 
-        a0, b0 = torch.randn(n_noreuse, n_noreuse, device="cuda"), torch.randn(n_noreuse, n_noreuse, device="cuda")
-        a, b = torch.randn(n_tiled, n_tiled, device="cuda"), torch.randn(n_tiled, n_tiled, device="cuda")
+        a0, b0 = torch.randn(n_noreuse, n_noreuse, device=gpulab.DEVICE), torch.randn(n_noreuse, n_noreuse, device=gpulab.DEVICE)
+        a, b = torch.randn(n_tiled, n_tiled, device=gpulab.DEVICE), torch.randn(n_tiled, n_tiled, device=gpulab.DEVICE)
         runs = [(case.range("noreuse"), lambda: mm.matmul_noreuse(a0, b0))]
         for r in case.ranges[1:]:
             cfg = mm.MatmulConfig(**TILED_CONFIG, GROUP_M=r.params["GROUP_M"])
@@ -584,8 +593,8 @@ def flash_case(B: int = 1, H: int = 16, L: int = 4096, d: int = 128, dtype: str 
         from .dtypes import torch_dtype
         from .kernels import flash_attention as fa
 
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        q, k, v = (torch.randn(B, H, L, d, device="cuda", dtype=torch_dtype(dtype), generator=gen) for _ in range(3))
+        gen = torch.Generator(device=gpulab.DEVICE).manual_seed(0)
+        q, k, v = (torch.randn(B, H, L, d, device=gpulab.DEVICE, dtype=torch_dtype(dtype), generator=gen) for _ in range(3))
         cfg = fa.fwd_config(FLASH_CONFIG["block_m"], FLASH_CONFIG["block_n"], FLASH_CONFIG["num_warps"],
                             FLASH_CONFIG["num_stages"])
         return [(case.range("naive"), lambda: naive_attention(q, k, v)),
@@ -775,7 +784,8 @@ def _tail(text: str, n: int = 15) -> str:
 
 def profile(case, ncu: str | None = None) -> tuple[list[dict], dict]:
     """Run ``case`` under ncu and return ``(rows, info)``: the parsed rows with their ranges, and ``info``
-    (``metrics`` collected, ``dropped`` metrics this ncu does not know, ``command``). GPU only. Raises
+    (``metrics`` collected, ``dropped`` metrics this ncu does not know, ``command``, ``ranges_by``: how kernels
+    were given to ranges, see ``attach_ranges``). GPU only. Raises
     ``CountersUnavailable`` (no GPU, no ncu, ERR_NVGPUCTRPERM) or RuntimeError with ncu's last lines."""
     case = get_case(case)
     ok, why = available()
@@ -808,9 +818,9 @@ def profile(case, ncu: str | None = None) -> tuple[list[dict], dict]:
     for row in rows:  # ncu adds device attributes and launch statistics of its own: keep what was asked for
         row["metrics"] = {k: v for k, v in row["metrics"].items() if k in metrics}
         row["units"] = {k: v for k, v in row["units"].items() if k in metrics}
-    attach_ranges(rows, renamed, [rg.name for rg in case.ranges])
+    matched = attach_ranges(rows, renamed, [rg.name for rg in case.ranges])
     command = " ".join(ncu_command(case, "ncu", "<report>", metrics))
-    return rows, {"metrics": metrics, "dropped": dropped, "command": command}
+    return rows, {"metrics": metrics, "dropped": dropped, "command": command, "ranges_by": matched}
 
 
 def _provenance(ncu: str | None, metrics) -> dict:
@@ -824,12 +834,15 @@ def _provenance(ncu: str | None, metrics) -> dict:
 
 def measure(case, ncu: str | None = None) -> dict:
     """Profile ``case`` and compare: ``{"case", "lesson", "params", "rows", "comparison", "dropped_metrics",
-    "command", "provenance"}`` (JSON-able). GPU with ncu only; raises as ``profile``."""
+    "missing_ranges", "ranges_by", "command", "provenance"}`` (JSON-able; ``missing_ranges``: ranges in which
+    no kernel was profiled). GPU with ncu only; raises as ``profile``."""
     case = get_case(case)
     rows, info = profile(case, ncu)
+    seen = {r["range"] for r in rows}
     return {"case": case.name, "lesson": case.lesson, "params": case.params, "rows": rows,
-            "comparison": compare(case, rows), "dropped_metrics": info["dropped"], "command": info["command"],
-            "provenance": _provenance(ncu, info["metrics"])}
+            "comparison": compare(case, rows), "dropped_metrics": info["dropped"],
+            "missing_ranges": [rg.name for rg in case.ranges if rg.name not in seen], "ranges_by": info["ranges_by"],
+            "command": info["command"], "provenance": _provenance(ncu, info["metrics"])}
 
 
 def record(results: dict[str, dict], path: Path) -> Path:
@@ -930,6 +943,9 @@ def main(argv=None) -> int:
         report(name, results[name])
         if results[name]["dropped_metrics"]:
             print(f"  metrics this ncu does not know, left out: {results[name]['dropped_metrics']}")
+        if results[name]["missing_ranges"]:
+            print(f"  ranges with no profiled kernel (kernels given to ranges by {results[name]['ranges_by']}): "
+                  f"{results[name]['missing_ranges']}")
         if args.record:
             print(f"  recorded into {record({name: results[name]}, _reference_path(args.gpu_name))}")
     if args.json:

@@ -82,8 +82,18 @@ def test_parse_csv_without_a_header_says_so():
 
 
 def test_ranges_come_from_the_nvtx_renamed_export():
-    rows = C.attach_ranges(C.parse_csv(RAW), C.parse_csv(RAW_NVTX), ["gpulab:fusion:unfused", "gpulab:fusion:fused"])
+    rows = C.parse_csv(RAW)
+    assert C.attach_ranges(rows, C.parse_csv(RAW_NVTX), ["gpulab:fusion:unfused", "gpulab:fusion:fused"]) == "nvtx"
     assert [r["range"] for r in rows] == ["gpulab:fusion:unfused"] * 5 + ["gpulab:fusion:fused"]
+
+
+def test_without_nvtx_names_one_kernel_per_range_goes_by_launch_order():
+    rows = C.parse_csv(RAW)[:2]  # two kernels, IDs 0 and 1, no range in their names
+    assert C.attach_ranges(rows, rows, ["gpulab:x:a", "gpulab:x:b"]) == "launch order"
+    assert [r["range"] for r in rows] == ["gpulab:x:a", "gpulab:x:b"]
+    rows = C.parse_csv(RAW)  # six kernels for two ranges: no guess
+    assert C.attach_ranges(rows, rows, ["gpulab:x:a", "gpulab:x:b"]) == "none"
+    assert {r["range"] for r in rows} == {None}
 
 
 def test_match_range_takes_the_longest_name():
@@ -172,7 +182,7 @@ def test_profile_runs_ncu_on_the_child_and_keeps_the_asked_metrics(fake_ncu):
     assert run[run.index("--metrics") + 1] == "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
     assert [r["range"] for r in rows] == ["gpulab:fusion:unfused"] * 5 + ["gpulab:fusion:fused"]
     assert set(rows[0]["metrics"]) == {C.DRAM_READ, C.DRAM_WRITE, C.TIME}  # lts columns were not asked for
-    assert info["dropped"] == []
+    assert info["dropped"] == [] and info["ranges_by"] == "nvtx"
 
 
 def test_profile_drops_a_metric_ncu_does_not_know_and_retries(fake_ncu):
@@ -211,6 +221,7 @@ def test_measure_compares_the_fixture_against_44n_and_8n(fake_ncu):
     assert fused["model"] == 8 * n and fused["counter"] == pytest.approx(268_440_000 + 262_144_000)
     assert data["provenance"]["ncu"].startswith("Version 2025.1.0.0")
     assert data["provenance"]["metrics"] == [C.DRAM_READ, C.DRAM_WRITE, C.TIME]
+    assert data["missing_ranges"] == []
     json.dumps(data)  # JSON-able, to be recorded
 
 
@@ -434,3 +445,38 @@ def test_cli_without_counters_shows_the_reason_and_refuses_to_record(capsys, tmp
 def test_module_docstring_starts_with_the_command_for_every_case():
     doc = C.__doc__
     assert "python -m gpulab.counters --all --record" in doc.split("\n\n")[2]
+
+
+# ---- the child's kernels, small, in the interpreter ------------------------------------------------------------
+
+SMALL = {"fusion": lambda: C.fusion_case(n=1000), "precision": lambda: C.precision_case(n=100),
+         "coalescing": lambda: C.coalescing_case(n=64, strides=(1, 3), matrix=40),
+         "divergence": lambda: C.divergence_case(n=48, block=16, k_a=2, k_b=1, cheap=1, expensive=3),
+         "occupancy": lambda: C.occupancy_case(n=2000, blocks=(1024,)),
+         "tiling": lambda: C.tiling_case(n_noreuse=20, n_tiled=40),
+         "flash": lambda: C.flash_case(B=1, H=1, L=40, d=16)}
+
+
+def test_the_child_refuses_to_run_without_a_gpu():
+    from gpulab.timing import NoGPUTimingError
+
+    with pytest.raises(NoGPUTimingError):
+        C.run_child("precision")
+
+
+def test_every_case_has_a_small_twin():
+    assert set(SMALL) == set(C.CASES)
+    for name, make in SMALL.items():
+        small, full = make(), C.CASES[name]
+        assert small.metrics == full.metrics and small.model.__qualname__ == full.model.__qualname__
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_the_child_launches_each_range_with_fixed_shapes(name):
+    """The launch calls the child makes, run small in the interpreter (the same code, tiny inputs): every range
+    gets a callable that returns a result and the ranges come in the case's order."""
+    case = SMALL[name]()
+    runs = case.setup(case)
+    assert [r.name for r, _ in runs] == [r.name for r in case.ranges]
+    for _, fn in runs:
+        assert fn() is not None
