@@ -471,8 +471,9 @@ def divergence_case(n: int = 2**20, block: int = 1024, k_a: int = 32, k_b: int =
             t = m.get(TIME)
             out.append(_row(r, "threads/inst", "thread", float(WARP_SIZE), m.get(THREADS_PER_INST), t,
                             kernels))
-            out.append(_row(r, "warp inst", "inst", predicted(r.label), m.get(WARP_INST), t, kernels,
-                            "model calibrated by path-a/b and loop-zero/full" if predicted(r.label) else ""))
+            p = predicted(r.label)
+            out.append(_row(r, "warp inst", "inst", p, m.get(WARP_INST), t, kernels,
+                            "" if p is None else "model calibrated by path-a/b and loop-zero/full"))
         return out
 
     metrics = (THREADS_PER_INST, WARP_INST, TIME)
@@ -712,7 +713,7 @@ def report(case, data: dict | None = None, live: bool | None = None, print_it: b
     out unable to read the counters, the recording from ``gpulab.reference`` with a one-line reason and its
     provenance. Returns the text."""
     case = get_case(case)
-    lines = [f"[{case.name}, lesson {case.lesson}] {case.what}; per range: model / counter (ratio)"]
+    lines = [f"[{case.name}, lesson {case.lesson}] per range: model / counter (counter / model), ncu's time"]
     if data is None:
         ok, why = available()
         if live if live is not None else ok:
