@@ -71,7 +71,7 @@ ACHIEVED_OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
 
 SECTOR_BYTES = 32
 WARP_SIZE = 32
-NCU_TIMEOUT_S = 600
+NCU_TIMEOUT_S = 240  # seconds for one ncu command; a case takes well under a minute on an H200
 PERMISSION_ERROR = "ERR_NVGPUCTRPERM"
 RANGE_PREFIX = "gpulab"
 DRIVER_PARAMS = Path("/proc/driver/nvidia/params")  # the NVIDIA driver's module parameters (Linux)
@@ -721,6 +721,8 @@ def report(case, data: dict | None = None, live: bool | None = None, print_it: b
                 data = measure(case)
             except CountersUnavailable as e:
                 why = str(e)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as e:  # a lesson shows the recording instead
+                why = f"ncu could not measure here ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
         if data is None:
             data, where = _recorded(case.name)
             lines += [f"  {why or 'not measured live'}", f"  {where}"]
@@ -892,14 +894,17 @@ def run_child(case) -> None:
 # ---- command line ---------------------------------------------------------------------------------------------
 
 def _reference_path(gpu_name: str | None) -> Path:
-    import torch
+    """The reference file of ``gpu_name`` (a short name such as "h200"), by default of this GPU (named as
+    ``python -m gpulab.bench --record`` names it)."""
+    if gpu_name is None:
+        import torch
 
-    from . import hardware
+        from . import hardware
 
-    name = torch.cuda.get_device_name(0)
-    spec = hardware.find(name)
-    short = gpu_name or (spec.name.split()[0].lower() if spec else name.lower().replace(" ", "-"))
-    return reference.path_for(short)
+        name = torch.cuda.get_device_name(0)
+        spec = hardware.find(name)
+        gpu_name = spec.name.split()[0].lower() if spec else name.lower().replace(" ", "-")
+    return reference.path_for(gpu_name)
 
 
 def main(argv=None) -> int:
@@ -937,6 +942,9 @@ def main(argv=None) -> int:
     for name in names:
         try:
             results[name] = measure(name)
+        except CountersUnavailable as e:  # no case can be measured
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         except Exception as e:  # noqa: BLE001  (one failing case must not lose the others' counters)
             failed.append(name)
             print(f"[{name}] failed: {type(e).__name__}: {e}", file=sys.stderr)

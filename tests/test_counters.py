@@ -386,6 +386,20 @@ def test_report_without_counters_says_why_and_that_nothing_is_recorded(tmp_path,
     assert "interpreter" in lines[1] and "no recording" in lines[2]
 
 
+def test_report_falls_back_to_the_recording_when_ncu_fails(fake_ncu, tmp_path, monkeypatch):
+    monkeypatch.setattr(reference, "DATA_DIR", tmp_path)
+    fake_ncu(fail_first="==ERROR== The application returned an error code (1).\n")
+    lines = C.report("fusion", print_it=False).splitlines()
+    assert lines[1].startswith("  ncu could not measure here (RuntimeError: ncu failed on case 'fusion'")
+    assert "no recording" in lines[2]
+
+
+def test_cli_stops_when_ncu_has_no_permission(fake_ncu, capsys):
+    fake_ncu(fail_first="==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\n")
+    assert C.main(["--all"]) == 2
+    assert "ERR_NVGPUCTRPERM" in capsys.readouterr().err
+
+
 def test_report_shows_the_recording_with_its_provenance(tmp_path, monkeypatch):
     monkeypatch.setattr(reference, "DATA_DIR", tmp_path)
     case = C.fusion_case(n=1000)
@@ -480,3 +494,18 @@ def test_the_child_launches_each_range_with_fixed_shapes(name):
     assert [r.name for r, _ in runs] == [r.name for r in case.ranges]
     for _, fn in runs:
         assert fn() is not None
+
+
+def test_cli_records_each_case_into_the_reference_file(fake_ncu, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(reference, "DATA_DIR", tmp_path)
+    path, original = _reference_file(tmp_path)
+    fake_ncu()
+    out_json = tmp_path / "out" / "counters.json"
+    assert C.main(["--case", "fusion", "--record", "--gpu-name", "h200", "--json", str(out_json)]) == 0
+    printed = capsys.readouterr().out
+    assert "unfused" in printed and f"recorded into {path}" in printed
+    data = json.loads(path.read_text())
+    assert data["lesson02"] == original["lesson02"]
+    assert set(data["counters"]["cases"]) == {"precision", "fusion"}
+    assert data["counters"]["cases"]["fusion"]["provenance"]["ncu"].startswith("Version 2025.1.0.0")
+    assert set(json.loads(out_json.read_text())) == {"fusion"}
