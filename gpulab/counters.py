@@ -156,13 +156,20 @@ def to_base(text: str, unit: str) -> tuple[float | None, str]:
     return value, unit
 
 
+def _is_header(line: str) -> bool:
+    if not line.startswith('"'):
+        return False
+    fields = next(csv.reader([line]), [])
+    return "ID" in fields and "Kernel Name" in fields
+
+
 def _csv_lines(text: str) -> list[str]:
-    """The CSV part of ncu's output: from the header line ('"ID",...') on, the lines that are CSV records
-    (ncu quotes every field); "==PROF==", "==WARNING==" and the program's own output are dropped."""
+    """The CSV part of ncu's output: from the header line (with "ID" and "Kernel Name") on, the lines that are
+    CSV records (ncu quotes every field); "==PROF==", "==WARNING==" and the program's own output are dropped."""
     lines = text.splitlines()
-    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID",')), None)
+    start = next((i for i, ln in enumerate(lines) if _is_header(ln)), None)
     if start is None:
-        raise ValueError("no ncu CSV header ('\"ID\",...') in the output; first lines: "
+        raise ValueError("no ncu CSV header (a line with \"ID\" and \"Kernel Name\") in the output; first lines: "
                          + " | ".join(lines[:5]))
     return [ln for ln in lines[start:] if ln.startswith('"')]
 
@@ -170,15 +177,16 @@ def _csv_lines(text: str) -> list[str]:
 def parse_csv(text: str) -> list[dict]:
     """Rows of ``ncu --csv --page raw`` output (any ``--print-units``): one dict per profiled kernel,
     ``{"id": int, "kernel": str, "range": None, "block": str, "grid": str, "metrics": {name: float | None},
-    "units": {name: base unit}}``, values in base units (``to_base``). The second record of the raw page holds
-    the units (its ID is empty). Raises ValueError when there is no CSV header."""
+    "units": {name: base unit}}``, values in base units (``to_base``). The record after the header holds the
+    units (its ID is empty). Raises ValueError when there is no CSV header."""
     records = list(csv.reader(io.StringIO("\n".join(_csv_lines(text)))))
     header, body = records[0], records[1:]
-    units = body.pop(0) if body and not body[0][0].strip() else [""] * len(header)
+    id_col = header.index("ID")
+    units = body.pop(0) if body and not body[0][id_col].strip() else [""] * len(header)
     metric_cols = [i for i, h in enumerate(header) if h not in ID_COLUMNS]
     rows = []
     for rec in body:
-        if len(rec) != len(header) or not rec[0].strip():
+        if len(rec) != len(header) or not rec[id_col].strip():
             continue
         cell = dict(zip(header, rec))
         metrics, base_units = {}, {}
@@ -724,7 +732,7 @@ def report(case, data: dict | None = None, live: bool | None = None, print_it: b
             except (RuntimeError, OSError, subprocess.SubprocessError) as e:  # a lesson shows the recording instead
                 why = f"ncu could not measure here ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
         if data is None:
-            data, where = _recorded(case.name)
+            data, where = recorded(case.name)
             lines += [f"  {why or 'not measured live'}", f"  {where}"]
     if data is not None:
         lines.append(table(data["comparison"]))
@@ -734,8 +742,9 @@ def report(case, data: dict | None = None, live: bool | None = None, print_it: b
     return text
 
 
-def _recorded(case_name: str) -> tuple[dict | None, str]:
-    """(the recorded record of ``case_name`` or None, a one-line provenance or why there is none)."""
+def recorded(case_name: str) -> tuple[dict | None, str]:
+    """``(record, line)``: the recorded record of ``case_name`` (as ``measure`` returns it) from the first
+    reference file that has one, with a one-line provenance; or ``(None, why there is none)``."""
     for gpu in reference.available():
         data = reference.load(gpu)
         rec = data.get("counters", {}).get("cases", {}).get(case_name)
