@@ -104,14 +104,12 @@ def available() -> tuple[bool, str]:
     gpulab in interpreter mode, no ``ncu`` on PATH, or counters restricted to administrators
     (ERR_NVGPUCTRPERM). A run that still meets the permission error raises ``CountersUnavailable``."""
     if not gpulab.ON_GPU:
-        return False, (f"gpulab runs in {gpulab.MODE} mode (no CUDA GPU), so there are no hardware counters to "
-                       "read; showing the recording")
+        return False, f"gpulab runs in {gpulab.MODE} mode (no CUDA GPU), so there are no hardware counters to read"
     if ncu_path() is None:
-        return False, ("Nsight Compute's `ncu` is not on PATH (it ships with the CUDA toolkit); showing the "
-                       "recording")
+        return False, "Nsight Compute's `ncu` is not on PATH (it ships with the CUDA toolkit)"
     if _profiling_admin_only():
         return False, (f"the driver lets only administrators read GPU counters ({PERMISSION_ERROR}: "
-                       "RmProfilingAdminOnly=1 and this process is not root); showing the recording")
+                       "RmProfilingAdminOnly=1 and this process is not root)")
     return True, ""
 
 
