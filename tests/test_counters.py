@@ -486,7 +486,7 @@ def test_every_case_has_a_small_twin():
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
-def test_the_child_launches_each_range_with_fixed_shapes(name):
+def test_the_childs_launch_calls_run_small_in_the_interpreter(name):
     """The launch calls the child makes, run small in the interpreter (the same code, tiny inputs): every range
     gets a callable that returns a result and the ranges come in the case's order."""
     case = SMALL[name]()
