@@ -71,7 +71,7 @@ ACHIEVED_OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
 
 SECTOR_BYTES = 32
 WARP_SIZE = 32
-NCU_TIMEOUT_S = 240  # seconds for one ncu command; a case takes well under a minute on an H200
+NCU_TIMEOUT_S = 240  # seconds for one ncu command (a case profiles a few kernels of at most a few ms each)
 PERMISSION_ERROR = "ERR_NVGPUCTRPERM"
 RANGE_PREFIX = "gpulab"
 DRIVER_PARAMS = Path("/proc/driver/nvidia/params")  # the NVIDIA driver's module parameters (Linux)
