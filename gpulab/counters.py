@@ -62,6 +62,7 @@ ST_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
 ST_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"
 L2_HIT = "lts__t_sector_hit_rate.pct"
 L2_READ_SECTORS = "lts__t_sectors_srcunit_tex_op_read.sum"  # sectors the SMs' L1/TEX units read from L2
+L2_WRITE_SECTORS = "lts__t_sectors_srcunit_tex_op_write.sum"  # sectors the SMs' L1/TEX units write to L2
 THREADS_PER_INST = "smsp__thread_inst_executed_per_inst_executed.ratio"  # active threads per warp instruction
 WARP_INST = "smsp__inst_executed.sum"
 REGISTERS = "launch__registers_per_thread"
@@ -271,6 +272,13 @@ def _dram(m: dict):
     return _sum(m.get(DRAM_READ), m.get(DRAM_WRITE))
 
 
+def _l2(m: dict):
+    """Bytes between the SMs and L2 (read + written): the boundary where a kernel's own loads and stores are
+    counted whole, however much of the output L2 still holds when the kernel ends."""
+    sectors = _sum(m.get(L2_READ_SECTORS), m.get(L2_WRITE_SECTORS))
+    return None if sectors is None else sectors * SECTOR_BYTES
+
+
 def _div(a, b):
     return None if a is None or not b else a / b
 
@@ -301,12 +309,15 @@ def fusion_case(n: int = 2**26) -> Case:
             fused = r.params["fused"]
             out.append(_row(r, "DRAM bytes", "byte", fusion.bytes_moved(n, "fp32", fused), _dram(m), m.get(TIME),
                             kernels))
+            out.append(_row(r, "SM<->L2 bytes", "byte", fusion.bytes_moved(n, "fp32", fused), _l2(m), m.get(TIME),
+                            kernels))
             out.append(_row(r, "kernels", "launch", fusion.launches(fused), len(kernels) if kernels else None,
                             m.get(TIME), kernels))
         return out
 
     return Case(name, "04", "DRAM bytes of the five-kernel chain and of the fused kernel against 44n and 8n",
-                (DRAM_READ, DRAM_WRITE, TIME), ranges, setup, model, {"n": n, "dtype": "fp32"})
+                (DRAM_READ, DRAM_WRITE, L2_READ_SECTORS, L2_WRITE_SECTORS, TIME), ranges, setup, model,
+                {"n": n, "dtype": "fp32"})
 
 
 # precision (lesson 03) ------------------------------------------------------------------------------------
@@ -335,12 +346,14 @@ def precision_case(n: int = 2**26, dtypes=("fp32", "fp16", "bf16")) -> Case:
         out = []
         for r in case.ranges:
             m, kernels = per_range[r.name]
-            out.append(_row(r, "DRAM bytes", "byte", relu_counts(n, itemsize(r.params["dtype"]))[1], _dram(m),
-                            m.get(TIME), kernels))
+            model_bytes = relu_counts(n, itemsize(r.params["dtype"]))[1]
+            out.append(_row(r, "DRAM bytes", "byte", model_bytes, _dram(m), m.get(TIME), kernels))
+            out.append(_row(r, "SM<->L2 bytes", "byte", model_bytes, _l2(m), m.get(TIME), kernels))
         return out
 
     return Case(name, "03", "DRAM bytes of ReLU per dtype against 2n x itemsize (8n fp32, 4n fp16/bf16)",
-                (DRAM_READ, DRAM_WRITE, TIME), ranges, setup, model, {"n": n, "dtypes": list(dtypes)})
+                (DRAM_READ, DRAM_WRITE, L2_READ_SECTORS, L2_WRITE_SECTORS, TIME), ranges, setup, model,
+                {"n": n, "dtypes": list(dtypes)})
 
 
 # coalescing (lesson 06) -----------------------------------------------------------------------------------

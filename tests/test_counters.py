@@ -179,9 +179,11 @@ def test_profile_runs_ncu_on_the_child_and_keeps_the_asked_metrics(fake_ncu):
     includes = [run[i + 1] for i, a in enumerate(run) if a == "--nvtx-include"]
     assert includes == ["gpulab:fusion:unfused/", "gpulab:fusion:fused/"]
     assert run[-4:] == ["-m", "gpulab.counters", "--child", "fusion"]
-    assert run[run.index("--metrics") + 1] == "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
+    assert run[run.index("--metrics") + 1] == ("dram__bytes_read.sum,dram__bytes_write.sum,"
+                                               "lts__t_sectors_srcunit_tex_op_read.sum,"
+                                               "lts__t_sectors_srcunit_tex_op_write.sum,gpu__time_duration.sum")
     assert [r["range"] for r in rows] == ["gpulab:fusion:unfused"] * 5 + ["gpulab:fusion:fused"]
-    assert set(rows[0]["metrics"]) == {C.DRAM_READ, C.DRAM_WRITE, C.TIME}  # lts columns were not asked for
+    assert set(rows[0]["metrics"]) <= {C.DRAM_READ, C.DRAM_WRITE, C.L2_READ_SECTORS, C.L2_WRITE_SECTORS, C.TIME}
     assert info["dropped"] == [] and info["ranges_by"] == "nvtx"
 
 
@@ -190,7 +192,8 @@ def test_profile_drops_a_metric_ncu_does_not_know_and_retries(fake_ncu):
     rows, info = C.profile("fusion")
     assert info["dropped"] == [C.DRAM_WRITE]
     second = fake.calls[1]
-    assert second[second.index("--metrics") + 1] == "dram__bytes_read.sum,gpu__time_duration.sum"
+    assert second[second.index("--metrics") + 1] == ("dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,"
+                                                     "lts__t_sectors_srcunit_tex_op_write.sum,gpu__time_duration.sum")
     assert C.DRAM_WRITE not in rows[0]["metrics"]
 
 
@@ -220,7 +223,7 @@ def test_measure_compares_the_fixture_against_44n_and_8n(fake_ncu):
     fused = by(data["comparison"], "fused", "DRAM bytes")
     assert fused["model"] == 8 * n and fused["counter"] == pytest.approx(268_440_000 + 262_144_000)
     assert data["provenance"]["ncu"].startswith("Version 2025.1.0.0")
-    assert data["provenance"]["metrics"] == [C.DRAM_READ, C.DRAM_WRITE, C.TIME]
+    assert data["provenance"]["metrics"] == [C.DRAM_READ, C.DRAM_WRITE, C.L2_READ_SECTORS, C.L2_WRITE_SECTORS, C.TIME]
     assert data["missing_ranges"] == []
     json.dumps(data)  # JSON-able, to be recorded
 
