@@ -25,8 +25,11 @@ import torch
 
 import gpulab
 
-MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
-RELU_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+from . import dtypes, tolerances, validate
+
+MATMUL_DTYPES = dtypes.MATMUL
+#: name -> torch dtype of the ReLU dtypes, read from the one table (``gpulab.dtypes``).
+RELU_DTYPES = {name: dtypes.torch_dtype(name) for name in dtypes.ELEMENTWISE}
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
 
@@ -98,8 +101,7 @@ def relu_bytes(n: int, dtype: str) -> int:
     """Bytes an out-of-place ReLU on n elements must move: read x, write y (8n fp32, 4n fp16/bf16)."""
     if dtype not in RELU_DTYPES:
         raise ValueError(f"dtype must be one of {list(RELU_DTYPES)}, got {dtype!r}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be a non-negative int, got {n!r}")
+    n = validate.integer("n", n)
     from .kernels.relu import relu_counts  # the kernel file holds the hand count; one place for it
 
     return relu_counts(n, RELU_DTYPES[dtype].itemsize)[1]
@@ -126,12 +128,6 @@ def relu_rates(n: int, dtypes=tuple(RELU_DTYPES), warmup_ms: float = 50, rep_ms:
 
 
 # ---- matmul error per dtype --------------------------------------------------------------------------
-
-def relative_error(c: torch.Tensor, c_ref: torch.Tensor) -> float:
-    """||c - c_ref||_F / ||c_ref||_F, computed in float64 on the CPU."""
-    c64, r64 = c.double().cpu(), c_ref.double().cpu()
-    return float((c64 - r64).norm() / r64.norm())
-
 
 def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
     """fp32 -> the nearest TF32 value (10 explicit mantissa bits; ties away from zero), still fp32."""
@@ -162,7 +158,7 @@ def _product(dtype: str, a64: torch.Tensor, b64: torch.Tensor, emulate: bool) ->
         if emulate:
             return round_to_tf32(a) @ round_to_tf32(b)
         return _with_precision("high", lambda: a.float() @ b.float())
-    tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    tdtype = dtypes.torch_dtype(dtype)
     if dtype == "fp32" and not emulate:
         return _with_precision("highest", lambda: a.float() @ b.float())
     return a.to(tdtype) @ b.to(tdtype)
@@ -200,7 +196,7 @@ def matmul_errors(n: int, dtypes=MATMUL_DTYPES, seed: int = 0, emulate: bool | N
         if feats is not None and not feats.has(d):
             out[d] = None
             continue
-        out[d] = relative_error(_product(d, a64, b64, emulate), ref)
+        out[d] = tolerances.relative_error(ref, _product(d, a64, b64, emulate), "norm")
     out["how"] = "emulated on the CPU (inputs rounded, sums by torch)" if emulate else \
         f"cuBLAS on {feats.name}"
     return out
@@ -228,7 +224,7 @@ def triton_matmul_errors(n: int, seed: int = 0) -> dict:
     a = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
     b = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
     ref = a.double() @ b.double()
-    return {p: relative_error(matmul_precision(a, b, input_precision=p), ref) for p in ("tf32", "ieee")}
+    return {p: tolerances.relative_error(ref, matmul_precision(a, b, input_precision=p), "norm") for p in ("tf32", "ieee")}
 
 
 def accumulation_errors(ks, m: int = 16, seed: int = 0, positive: bool = False) -> dict:
@@ -246,7 +242,7 @@ def accumulation_errors(ks, m: int = 16, seed: int = 0, positive: bool = False) 
         ref = a.double() @ b.double()
         out["k"].append(int(k))
         for acc, key in ((torch.float16, "fp16"), (torch.float32, "fp32")):
-            out[key].append(relative_error(matmul_precision(a, b, acc_dtype=acc), ref))
+            out[key].append(tolerances.relative_error(ref, matmul_precision(a, b, acc_dtype=acc), "norm"))
     return out
 
 

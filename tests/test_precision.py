@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from gpulab import precision as P
+from gpulab import tolerances
 from gpulab.bench import lesson03
 from gpulab.timing import NoGPUTimingError
 from gpulab.exercises import lesson03 as ex
@@ -114,10 +115,13 @@ def test_same_inputs_give_same_errors():
     assert P.matmul_errors(32, seed=3, emulate=True) == P.matmul_errors(32, seed=3, emulate=True)
 
 
-def test_relative_error():
+def test_relative_error_is_the_tolerances_one_reference_first():
+    assert not hasattr(P, "relative_error")  # one relative_error: gpulab.tolerances (ref, approx, kind)
     ref = torch.tensor([[3.0, 4.0]], dtype=torch.float64)
-    assert P.relative_error(ref, ref) == 0.0
-    assert math.isclose(P.relative_error(ref + torch.tensor([[0.0, 0.5]]), ref), 0.1)
+    approx = ref + torch.tensor([[0.0, 0.5]])
+    assert tolerances.relative_error(ref, ref, "norm") == 0.0
+    assert math.isclose(tolerances.relative_error(ref, approx, "norm"), 0.5 / 5)  # ||(0, .5)|| / ||(3, 4)||
+    assert math.isclose(tolerances.relative_error(approx, ref, "norm"), 0.5 / math.hypot(3, 4.5))  # order matters
 
 
 def test_fastest_within():
