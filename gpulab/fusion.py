@@ -50,10 +50,10 @@ def chain_arrays(ops=SINCOS_OPS) -> tuple[tuple[str, ...], tuple[str, ...]]:
     ops = _check_ops(ops)
     inputs, outputs, written = [], [], set()
     for k, (_, reads, writes) in enumerate(ops):
-        inputs += [a for a in reads if a not in written and a not in inputs]
-        written.update(writes)
         later = {a for _, r, _ in ops[k + 1:] for a in r}
-        outputs += [a for a in writes if a not in later and a not in outputs]
+        inputs += [a for a in dict.fromkeys(reads) if a not in written and a not in inputs]
+        outputs += [a for a in dict.fromkeys(writes) if a not in later and a not in outputs]
+        written.update(writes)
     return tuple(inputs), tuple(outputs)
 
 

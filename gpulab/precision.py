@@ -224,7 +224,8 @@ def triton_matmul_errors(n: int, seed: int = 0) -> dict:
     a = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
     b = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
     ref = a.double() @ b.double()
-    return {p: tolerances.relative_error(ref, matmul_precision(a, b, input_precision=p), "norm") for p in ("tf32", "ieee")}
+    return {p: tolerances.relative_error(ref, matmul_precision(a, b, input_precision=p), "norm")
+            for p in ("tf32", "ieee")}
 
 
 def accumulation_errors(ks, m: int = 16, seed: int = 0, positive: bool = False) -> dict:

@@ -33,7 +33,8 @@ def real(name: str, value, *, low: float | None = None, strict: bool = False, fi
     try:
         v = float(value)
     except OverflowError:  # an int beyond float's range
-        raise ValueError(f"{name} must be a finite number, got an int too large for a float ({int(value).bit_length()} bits)") from None
+        bits = int(value).bit_length()
+        raise ValueError(f"{name} must be a finite number, got an int too large for a float ({bits} bits)") from None
     if math.isnan(v) or (finite and math.isinf(v)):
         raise ValueError(f"{name} must be a finite number, got {v}")
     if low is not None and (v <= low if strict else v < low):

@@ -5,6 +5,7 @@ own float8_e4m3fn decoding), not by calling the functions under test.
 """
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -255,6 +256,23 @@ def test_bad_input_raises_naming_the_argument():
         F.roundtrip(torch.randn(4), "int4")
     with pytest.raises(TypeError, match="q must be a BlockQuantized"):
         F.dequantize(torch.randn(4))
+
+
+def test_fp8_per_tensor_scale_keeps_finite_values_finite():
+    # the scale comes from the finite values: amax 896 -> s = 896 / 448 = 2; inf and NaN pass through
+    x = torch.tensor([1.0, -3.0, 896.0, 0.3, math.inf, math.nan, -math.inf])
+    y = F.roundtrip(x, "fp8_e4m3")
+    # 0.3 / 2 = 0.15 lies in E4M3's binade [2^-3, 2^-2), spacing 2^-6: 9.6 steps round to 10, 10 * 2^-6 * 2 = 0.3125
+    assert y[:4].tolist() == [1.0, -3.0, 896.0, 0.3125]
+    assert y[4] == math.inf and math.isnan(y[5]) and y[6] == -math.inf
+    assert F.roundtrip(torch.tensor([math.inf, math.nan]), "fp8_e4m3").isnan().tolist() == [False, True]
+    assert torch.equal(F.roundtrip(torch.tensor([0.0, 0.0]), "fp8_e4m3"), torch.zeros(2))
+
+
+def test_numpy_ints_are_ints():
+    x = F.gaussian_data(64)
+    assert torch.equal(F.roundtrip(x, "mxfp8", np.int64(16)), F.roundtrip(x, "mxfp8", 16))
+    assert F.bits_per_value("nvfp4", block=np.int32(16), numel=np.int64(1024)) == 4.5 + 32 / 1024
 
 
 # -------------------------------------------------------------------------------------- bits per value

@@ -3,9 +3,11 @@ faked compute capability, the lesson03 suite's report, and the exercises' checke
 import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import math
 
+import numpy as np
 import pytest
 import torch
 
+from gpulab import dtypes
 from gpulab import precision as P
 from gpulab import tolerances
 from gpulab.bench import lesson03
@@ -22,6 +24,14 @@ def test_relu_bytes_seed():
     assert P.relu_bytes(n, "bf16") == 4 * n
     with pytest.raises(ValueError, match="dtype must be one of"):
         P.relu_bytes(n, "fp8")
+    assert P.relu_bytes(np.int64(2**40), "bf16") == 4 * 2**40   # NumPy ints are ints
+    with pytest.raises((TypeError, ValueError), match="n must"):
+        P.relu_bytes(-1, "fp32")
+
+
+def test_dtypes_come_from_the_one_table():
+    assert P.MATMUL_DTYPES == dtypes.MATMUL
+    assert {d: t.itemsize for d, t in P.RELU_DTYPES.items()} == {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
 # ---- hardware gating -----------------------------------------------------------------------------------
