@@ -64,9 +64,9 @@ def features(cc, name: str = "") -> Features:
     """
     if cc is not None:
         if (not isinstance(cc, (tuple, list)) or len(cc) != 2
-                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in cc)):
+                or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0 for v in cc)):
             raise ValueError(f"cc must be (major, minor) ints, e.g. (9, 0), got {cc!r}")
-        cc = tuple(cc)
+        cc = tuple(int(v) for v in cc)
     avail, missing = {}, {}
     for f in FEATURES:
         if cc is None:

@@ -60,6 +60,7 @@ def test_features_rejects_bad_input():
             P.features(bad)
     with pytest.raises(ValueError, match="feature must be one of"):
         P.features((9, 0)).has("fp4")
+    assert P.features((np.int64(9), np.int32(0))) == P.features((9, 0))   # NumPy ints are ints
 
 
 def test_interpreter_has_no_tensor_cores():
