@@ -43,7 +43,7 @@ __all__ = [
     "e4m3_values", "e2m1_values", "e8m0_values", "quantize_e4m3", "quantize_e2m1",
     "BlockQuantized", "quantize_mxfp8", "quantize_nvfp4", "dequantize", "mx_shared_exponent",
     "bits_per_value", "roundtrip", "gaussian_data", "outlier_data",
-    "error_vs_bits", "error_vs_bits_figure",
+    "error_vs_bits",
 ]
 
 E4M3_MAX = 448.0  # S.1111.110 = 1.75 * 2^8
@@ -428,30 +428,3 @@ def error_vs_bits(datasets: dict | None = None, mx_block: int = MX_BLOCK, nv_blo
             rows.append(dict(data=name, format=fmt, block=block, rel_error=tolerances.relative_error(x, y, kind),
                              bits_per_value=bits_per_value(fmt, block, numel=x.numel())))
     return rows
-
-
-def error_vs_bits_figure(rows: list[dict], title: str = "Quantization error against storage bits",
-                         height: int = 420, kind: str = "mean"):
-    """Plotly figure (``plotly.graph_objects.Figure``) of ``error_vs_bits`` rows: x = bits per value, y =
-    relative error (log axis), one trace per data set, each point labelled with its format. kind: names the
-    error on the y-axis ("mean" or "norm", as passed to error_vs_bits). Traces hold plain lists."""
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
-    for j, name in enumerate(dict.fromkeys(r["data"] for r in rows)):
-        rs = [r for r in rows if r["data"] == name]
-        labels = [r["format"] + (f" (block {r['block']})" if r["block"] else "") for r in rs]
-        fig.add_scatter(x=[float(r["bits_per_value"]) for r in rs], y=[float(r["rel_error"]) for r in rs],
-                        mode="markers+text" if j == 0 else "markers", name=name,  # label one data set only
-                        text=[r["format"] for r in rs], customdata=labels,
-                        # fp8_e4m3 (8.0 bits) and mxfp8 (8.25) sit side by side: label them on opposite sides
-                        textposition=["middle left" if r["format"] == "fp8_e4m3" else "middle right" for r in rs],
-                        marker=dict(size=10, symbol=["circle", "diamond"][j % 2]),
-                        hovertemplate="%{customdata}<br>%{x:.3f} bits/value<br>rel. error %{y:.3g}<extra>"
-                                      + name + "</extra>")
-    fig.update_layout(title=dict(text=title, font_size=12), height=height, template="plotly_white",
-                      legend=dict(orientation="h", y=-0.2),
-                      xaxis=dict(title="bits per value (scales included)", range=[3, 19]),
-                      yaxis=dict(type="log", exponentformat="power", title="mean |q(x) - x| / |x|" if kind == "mean"
-                                 else "relative error ||q(x) - x|| / ||x||"))
-    return fig

@@ -197,7 +197,7 @@ def check_seed_example(rel: float = 1e-12) -> dict:
     return got
 
 
-# ---- the slider --------------------------------------------------------------------------------------------
+# ---- a row for the explorer (gpulab.figures.lesson08) -------------------------------------------------------
 
 def default_row(n: int = 16, masked: int = 4, seed: int = 8) -> tuple[np.ndarray, np.ndarray]:
     """A row for the explorer: n scores whose maximum rises along the row (so alpha < 1 shows up), the first
@@ -206,65 +206,3 @@ def default_row(n: int = 16, masked: int = 4, seed: int = 8) -> tuple[np.ndarray
     scores = rng.normal(0.0, 1.0, n) + np.linspace(0.0, 3.0, n)
     scores[:masked] = NEG_INF
     return scores, rng.integers(-4, 6, n).astype(np.float64)
-
-
-class RowWalkExplorer:
-    """Lesson 08's online-softmax slider: choose the tile width; see the row's scores coloured by tile (grey:
-    skipped, fully masked) and the running m, l and output u/l after each tile, with the exact
-    softmax-weighted sum as a dashed line. ``.widget`` is the container, ``.live.fig`` the figure, ``.tile``
-    the slider, ``.steps`` the current walk."""
-
-    def __init__(self, scores=None, values=None, tile: int = 4):
-        import ipywidgets as W
-        from plotly.subplots import make_subplots
-
-        from . import widgets
-
-        if scores is None:
-            scores, values = default_row()
-        self.scores, self.values = _as_row(scores, values)
-        if self.values.shape[1] != 1:
-            raise ValueError("the explorer shows scalar values: values must have shape (n,)")
-        n = len(self.scores)
-        p = softmax_online(self.scores, n)
-        self.exact = float(p @ self.values[:, 0])
-        self.tile = widgets.slider(W.IntSlider, value=min(tile, n), min=1, max=n, step=1, description="tile width")
-        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                            subplot_titles=("scores s_j (grey: masked, in a skipped tile)",
-                                            "running state after each tile"))
-        finite = [float(s) if s > NEG_INF else None for s in self.scores]
-        fig.add_bar(x=list(range(n)), y=finite, name="score", marker_color=["#9e9e9e"] * n, row=1, col=1)
-        for name, color in (("m (running max)", "#d62728"), ("l (running sum)", "#2ca02c"),
-                            ("u / l (output so far)", "#1f77b4")):
-            fig.add_scatter(x=[], y=[], mode="lines+markers", line_shape="hv", name=name, line=dict(color=color),
-                            row=2, col=1)
-        fig.add_scatter(x=[-0.5, n - 0.5], y=[self.exact, self.exact], mode="lines", name="exact softmax · v",
-                        line=dict(color="#1f77b4", dash="dash"), row=2, col=1)
-        fig.update_layout(height=520, template="plotly_white", margin=dict(t=90), title_font_size=13,
-                          xaxis2=dict(title="key index j"))
-        self._change()(fig)
-        self.live = widgets.LiveFigure(fig)
-        self.tile.observe(lambda _: self.live.update(self._change()), names="value")
-        self.widget = widgets.container(self.tile, self.live.widget)
-
-    def _change(self):
-        t = int(self.tile.value)
-        self.steps = walk_row(self.scores, self.values, t)
-        palette = ["#1f77b4", "#ff7f0e"]
-        colors = []
-        for i, st in enumerate(self.steps):
-            colors += ["#9e9e9e" if st.skipped else palette[i % 2]] * (st.stop - st.start)
-        live = [st for st in self.steps if not st.skipped]
-        xs = [st.stop - 1 for st in live]
-        out = self.steps[-1].state.output()[0]
-
-        def change(fig):
-            fig.data[0].marker.color = colors
-            fig.data[1].x, fig.data[1].y = xs, [st.state.m for st in live]
-            fig.data[2].x, fig.data[2].y = xs, [st.state.l for st in live]
-            fig.data[3].x, fig.data[3].y = xs, [float(st.state.output()[0]) for st in live]
-            skipped = sum(st.skipped for st in self.steps)
-            fig.layout.title = (f"tile width {t}: {len(self.steps)} tiles ({skipped} skipped), "
-                                f"output {out:.6f}; exact {self.exact:.6f}")
-
-        return change

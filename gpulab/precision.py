@@ -1,15 +1,14 @@
 """Precision: fewer bytes, faster units, and the error each choice costs.
 
 - ReLU bytes: ``relu_bytes(n, dtype)``, 2n * itemsize (8n fp32, 4n fp16; CS336 Lecture 5, "Reduce
-  precision"), and GB/s measured against ``torch.relu`` (``relu_rates``, GPU only).
+  precision"); the suite ``gpulab.bench.lesson03`` measures GB/s against ``torch.relu``.
 - Matmul rate and error per dtype (fp32, tf32, bf16, fp16, fp8): ``matmul_errors`` gives
   ``||C - C_ref||_F / ||C_ref||_F`` against a float64 reference of the *same* random inputs (A, B drawn in
   float64, then cast to each dtype). On a GPU the products come from cuBLAS (``torch._scaled_mm`` for fp8,
   e4m3 inputs, per-tensor scales amax/448); on the CPU they are emulated: inputs rounded to the dtype
   (TF32: 10 mantissa bits, round to nearest, ties away, as ``cvt.rna.tf32.f32``), products summed by torch
-  on the CPU. ``matmul_rates`` (GPU only) times cuBLAS via ``gpulab.device.matmul_fn``.
-- Accumulation: ``accumulation_errors`` sums fp16 products in fp16 and in fp32 with gpulab's Triton
-  matmul (``gpulab.kernels.matmul_precision``) for a sweep of K.
+  on the CPU. ``gpulab.bench.lesson03`` times cuBLAS per dtype (``matmul_rates``) and measures gpulab's Triton
+  matmul (``triton_matmul_errors``, ``accumulation_errors``: fp16 products summed in fp16 and in fp32).
 - Hardware gating: ``features(cc, name)`` says which dtypes and units a compute capability has: bf16 and
   tf32 tensor cores need 8.0 (a T4, 7.5, has neither), fp8 needs 8.9 (Ada, Hopper), native MXFP8 / NVFP4
   block-scaled matmul needs 10.0 (Blackwell) (NVIDIA CUDA C++ Programming Guide, compute capabilities; PTX
@@ -86,7 +85,7 @@ def this_gpu() -> Features:
     """``features`` of the GPU gpulab runs on (all missing in the interpreter)."""
     if not gpulab.ON_GPU:
         return features(None)
-    return features(tuple(torch.cuda.get_device_capability(0)), torch.cuda.get_device_name(0))
+    return features(gpulab.compute_capability(), gpulab.mode_info.device_name)
 
 
 def gate(feature: str, feats: Features | None = None) -> str | None:
@@ -102,29 +101,7 @@ def relu_bytes(n: int, dtype: str) -> int:
     if dtype not in RELU_DTYPES:
         raise ValueError(f"dtype must be one of {list(RELU_DTYPES)}, got {dtype!r}")
     n = validate.integer("n", n)
-    from .kernels.relu import relu_counts  # the kernel file holds the hand count; one place for it
-
-    return relu_counts(n, RELU_DTYPES[dtype].itemsize)[1]
-
-
-def relu_rates(n: int, dtypes=tuple(RELU_DTYPES), warmup_ms: float = 50, rep_ms: float = 300) -> list[dict]:
-    """gpulab's ReLU and torch.relu on n random elements per dtype: ms (median), GB/s (2n*itemsize bytes)
-    and ratio = torch ms / gpulab ms (>= 1: as fast or faster). GPU only (raises NoGPUTimingError)."""
-    from .timing import require_gpu, time_ms
-    from .kernels.relu import relu
-
-    require_gpu("ReLU bandwidth")
-    rows = []
-    for d in dtypes:
-        x = torch.randn(n, device="cuda", dtype=RELU_DTYPES[d])
-        t_ours = time_ms(lambda: relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
-        t_torch = time_ms(lambda: torch.relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
-        nbytes = relu_bytes(n, d)
-        rows.append(dict(dtype=d, n=n, bytes=nbytes, gpulab_ms=t_ours.median_ms, torch_ms=t_torch.median_ms,
-                         gpulab_gbps=t_ours.rate(nbytes, 1e9), torch_gbps=t_torch.rate(nbytes, 1e9),
-                         ratio=t_torch.median_ms / t_ours.median_ms))
-        del x
-    return rows
+    return 2 * n * RELU_DTYPES[dtype].itemsize
 
 
 # ---- matmul error per dtype --------------------------------------------------------------------------
@@ -202,50 +179,7 @@ def matmul_errors(n: int, dtypes=MATMUL_DTYPES, seed: int = 0, emulate: bool | N
     return out
 
 
-def matmul_rates(n: int = 8192, dtypes=MATMUL_DTYPES) -> dict:
-    """cuBLAS TFLOP/s per dtype for n x n x n (2n^3 FLOPs), None where the GPU lacks it. GPU only."""
-    from .timing import require_gpu, time_ms
-    from .device import matmul_fn
-
-    require_gpu("a matmul rate")
-    feats = this_gpu()
-    return {d: (time_ms(matmul_fn(d, n), warmup_ms=50, rep_ms=200).rate(2 * n**3) if feats.has(d) else None)
-            for d in dtypes}
-
-
-# ---- Triton matmul: tf32 vs ieee; fp16 vs fp32 accumulation -------------------------------------------
-
-def triton_matmul_errors(n: int, seed: int = 0) -> dict:
-    """Relative error of gpulab's Triton fp32 matmul with input_precision "tf32" and "ieee" on random
-    normal n x n inputs, against float64. In the interpreter both are exact fp32."""
-    from .kernels.matmul_precision import matmul_precision
-
-    g = torch.Generator().manual_seed(seed)
-    a = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
-    b = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
-    ref = a.double() @ b.double()
-    return {p: tolerances.relative_error(ref, matmul_precision(a, b, input_precision=p), "norm")
-            for p in ("tf32", "ieee")}
-
-
-def accumulation_errors(ks, m: int = 16, seed: int = 0, positive: bool = False) -> dict:
-    """fp16 products summed in fp16 vs in fp32, for each K in ``ks``: relative error of C (m x m) against
-    float64 of the same fp16 inputs. ``positive`` draws inputs from U(0, 1) (sums that only grow, where
-    fp16 accumulation stalls) instead of N(0, 1). Returns {"k": [...], "fp16": [...], "fp32": [...]}."""
-    from .kernels.matmul_precision import matmul_precision
-
-    g = torch.Generator().manual_seed(seed)
-    out = {"k": [], "fp16": [], "fp32": [], "m": m, "inputs": "U(0,1)" if positive else "N(0,1)"}
-    for k in ks:
-        draw = torch.rand if positive else torch.randn
-        a = draw(m, k, generator=g).half().to(gpulab.DEVICE)
-        b = draw(k, m, generator=g).half().to(gpulab.DEVICE)
-        ref = a.double() @ b.double()
-        out["k"].append(int(k))
-        for acc, key in ((torch.float16, "fp16"), (torch.float32, "fp32")):
-            out[key].append(tolerances.relative_error(ref, matmul_precision(a, b, acc_dtype=acc), "norm"))
-    return out
-
+# ---- the lesson's table and choice -------------------------------------------------------------------
 
 def matmul_table(errors: dict, rates: dict | None = None, feats: Features | None = None) -> str:
     """One line per dtype: rate (if known), error (if known), or why the dtype was skipped. Never raises for
@@ -275,58 +209,3 @@ def fastest_within(budget: float, errors: dict, rates: dict) -> str | None:
 def log_spaced_ks(lo: int = 16, hi: int = 16384) -> list[int]:
     """Powers of two from lo to hi inclusive (the first at or above lo, the last at or below hi)."""
     return [2**i for i in range(math.ceil(math.log2(lo)), math.floor(math.log2(hi)) + 1)]
-
-
-# ---- block-scaled formats: error against bits, with a block-size slider --------------------------------
-
-class FormatsExplorer:
-    """Error against bits per value for MXFP8, NVFP4, per-tensor FP8, bf16 and fp16 on Gaussian data and on
-    data with outliers (``gpulab.formats``), with sliders for the MXFP8 and NVFP4 block sizes.
-
-    ``.widget`` is the container to display; ``.rows`` the current ``formats.error_vs_bits`` rows;
-    ``.live.fig`` the figure. Moving a slider recomputes the rows and redraws (title, points).
-    """
-
-    BLOCKS = (4, 8, 16, 32, 64, 128, 256)
-
-    def __init__(self, mx_block: int = 32, nv_block: int = 16, n: int = 4096):
-        import ipywidgets as W
-
-        from . import formats
-        from .widgets import LiveFigure, container, slider
-
-        for name, v in (("mx_block", mx_block), ("nv_block", nv_block)):
-            if v not in self.BLOCKS:
-                raise ValueError(f"{name} must be one of {self.BLOCKS}, got {v!r}")
-        self._formats = formats
-        self.datasets = {"gaussian": formats.gaussian_data(n), "outliers": formats.outlier_data(n)}
-        self.mx = slider(W.SelectionSlider, options=list(self.BLOCKS), value=mx_block,
-                         description="MXFP8 block (values per E8M0 scale)")
-        self.nv = slider(W.SelectionSlider, options=list(self.BLOCKS), value=nv_block,
-                         description="NVFP4 block (values per E4M3 scale)")
-        self.rows = self._rows()
-        fig = formats.error_vs_bits_figure(self.rows, title=self._title(), height=440)
-        self.live = LiveFigure(fig)
-        for s in (self.mx, self.nv):
-            s.observe(lambda _: self.refresh(), names="value")
-        self.widget = container(self.mx, self.nv, self.live.widget)
-
-    def _rows(self) -> list[dict]:
-        return self._formats.error_vs_bits(self.datasets, mx_block=self.mx.value, nv_block=self.nv.value)
-
-    def _title(self) -> str:
-        bits = {r["format"]: r["bits_per_value"] for r in self.rows if r["data"] == "gaussian"}
-        return (f"MXFP8 block {self.mx.value}: {bits['mxfp8']:.4g} bits/value; NVFP4 block {self.nv.value}: "
-                f"{bits['nvfp4']:.4g} bits/value<br><sup>(NVFP4 tensor scale amortised over {self.datasets['gaussian'].numel()} values)</sup>")
-
-    def refresh(self) -> None:
-        """Recompute the rows for the current block sizes and redraw the figure."""
-        self.rows = self._rows()
-        new = self._formats.error_vs_bits_figure(self.rows, title=self._title(), height=440)
-
-        def change(fig):
-            for old, tr in zip(fig.data, new.data):
-                old.x, old.y, old.text, old.customdata = list(tr.x), list(tr.y), list(tr.text), list(tr.customdata)
-            fig.layout.title = self._title()
-
-        self.live.update(change)

@@ -16,8 +16,8 @@ Idea: Stanford CS336 Lecture 5, "Recompute a cheap value instead of saving it".
 
 Memory is counted in tensors of n elements above the inputs, in two settings: "loss" (training: y feeds a
 scalar loss and is not kept) and "held" (the caller keeps y and passes a dense dy): what is held between
-forward and backward, and the peak over forward + backward. ``measure_memory`` measures the same on a GPU
-with ``torch.cuda.reset_peak_memory_stats`` and ``torch.cuda.max_memory_allocated``.
+forward and backward, and the peak over forward + backward. ``gpulab.bench.lesson05.measure_memory`` measures
+the same on a GPU.
 """
 from __future__ import annotations
 
@@ -156,95 +156,3 @@ def forward_backward(fn, x, dy=None):
             return torch.autograd.grad(fn(x), x, dy)[0]
 
     return step
-
-
-def measure_memory(fn, x, dy=None) -> dict:
-    """Measure on the GPU, in bytes above what is allocated before the call (x, dy and anything else alive):
-    ``held_bytes`` after forward (what autograd saved, and y in the "held" setting), ``peak_bytes`` over
-    forward + backward (``torch.cuda.reset_peak_memory_stats`` then ``max_memory_allocated``). x: requires
-    grad. ``dy`` None: the "loss" setting (loss = y.sum(), only the loss kept); a tensor: the "held" setting
-    (y kept, dx = d(y . dy)/dx). Checks that a gradient came back. Runs ``fn`` forward and backward once before
-    measuring. Raises NoGPUTimingError in interpreter mode, ValueError if x does not require grad."""
-    import torch
-
-    from .timing import require_gpu
-
-    require_gpu("a GPU memory measurement")
-    if not x.requires_grad:
-        raise ValueError("x must require grad (x.requires_grad_()): without it nothing is differentiated")
-    x.grad = None
-    forward_backward(fn, x, dy)()  # once first: compile and load kernels outside the measurement
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    if dy is None:
-        out = fn(x).sum()            # y is a temporary: freed here unless autograd saved it
-    else:
-        out = fn(x)                  # y is kept by the caller
-    torch.cuda.synchronize()
-    held = torch.cuda.memory_allocated() - base
-    (dx,) = torch.autograd.grad(out, x, dy)
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - base
-    if dx is None or dx.shape != x.shape:
-        raise RuntimeError("no gradient came back: the measurement would prove nothing")
-    del out, dx
-    return dict(held_bytes=int(held), peak_bytes=int(peak))
-
-
-def _gib(b: float) -> float:
-    return b / 2**30
-
-
-class SizeExplorer:
-    """Lesson 05's slider: pick n = 2**k; see the extra memory of the three ways (the model, by hand, and the
-    measurement where ``data`` has one at that size) and their forward + backward times (from ``data`` only:
-    a suite record of ``gpulab.bench.lesson05.run``, measured now or recorded). ``data`` may be None (nothing
-    recorded yet): then only the model is drawn. ``.widget`` is the container; ``.live.fig`` the figure."""
-
-    def __init__(self, data: dict | None, where: str = "", log2_n: int = 28, itemsize: int = 4):
-        import ipywidgets as W
-        from plotly.subplots import make_subplots
-
-        from . import widgets
-
-        self.data, self.where, self.itemsize = data, where, itemsize
-        self.k = widgets.slider(W.IntSlider, value=log2_n, min=10, max=30, step=1, description="n = 2**k, k")
-        fig = make_subplots(rows=1, cols=2, subplot_titles=("extra peak memory, loss = y.sum() (GiB)",
-                                                            "forward + backward time (ms)"))
-        colors = {"model": "#9e9e9e", "measured": "#1f77b4"}
-        fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="peak, model (by hand)", marker_color=colors["model"], row=1, col=1)
-        fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="peak, measured", marker_color=colors["measured"], row=1, col=1)
-        fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="time, measured", marker_color="#d62728", row=1, col=2)
-        fig.update_layout(height=400, template="plotly_white", barmode="group", title_font_size=12,
-                          margin=dict(t=90))
-        self._change()(fig)  # the first state goes into the figure before it becomes a widget
-        self.live = widgets.LiveFigure(fig)
-        self.k.observe(lambda _: self.live.update(self._change()), names="value")
-        self.widget = widgets.container(self.k, self.live.widget)
-
-    def rows_at(self, n: int) -> dict:
-        """The measured rows of ``data`` at size n, by way ({} if none)."""
-        if not self.data:
-            return {}
-        return {r["way"]: r for r in self.data["rows"] if r["n"] == n}
-
-    def _change(self):
-        n = 2**self.k.value
-        model = [_gib(memory_model(w, n, self.itemsize)["peak_bytes"]) for w in WAYS]
-        rows = self.rows_at(n)
-        measured = [_gib(rows[w]["peak_bytes"]) if w in rows else None for w in WAYS]
-        times = [rows[w]["ms"] if w in rows else None for w in WAYS]
-        if rows:
-            note = self.where
-        elif self.data:
-            sizes = ", ".join(f"2**{s.bit_length() - 1}" for s in self.data["sizes"])
-            note = f"no measurement at this n (measured sizes: {sizes}); model only"
-        else:
-            note = "no measurements; model only"
-
-        def change(fig):
-            fig.data[0].y, fig.data[1].y, fig.data[2].y = model, measured, times
-            fig.layout.title = f"n = 2**{self.k.value} = {n:,} elements of {self.itemsize} bytes<br><sup>{note}</sup>"
-
-        return change

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from gpulab import attention as A
+from gpulab import figures
 from gpulab.bench import lesson08
 from gpulab.timing import NoGPUTimingError
-from gpulab.exercises import lesson08 as ex
+from gpulab.exercises import ex08 as ex
 from gpulab.kernels import flash_attention as F
 
 
@@ -101,29 +102,29 @@ def test_out_of_memory_is_caught_and_other_errors_are_not():
     def oom():
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 256.00 GiB")
 
-    assert A.run_catching_oom(oom) == (None, True)
-    assert A.run_catching_oom(lambda: 3) == (3, False)
+    assert lesson08.run_catching_oom(oom) == (None, True)
+    assert lesson08.run_catching_oom(lambda: 3) == (3, False)
     with pytest.raises(ValueError):
-        A.run_catching_oom(lambda: (_ for _ in ()).throw(ValueError("not an OOM")))
+        lesson08.run_catching_oom(lambda: (_ for _ in ()).throw(ValueError("not an OOM")))
 
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter behaviour")
 def test_no_measurement_in_the_interpreter():
     with pytest.raises(NoGPUTimingError):
-        A.measure(lambda: None)
+        lesson08.measure(lambda: None)
     with pytest.raises(NoGPUTimingError):
         lesson08.run(progress=False)
 
 
 def test_sweep_explorer_model_only_and_with_data():
-    e = A.NaiveVsFlashExplorer(None, log2_l=12)
+    e = figures.lesson08.NaiveVsFlashExplorer(None, log2_l=12)
     title = e.live.fig.layout.title.text
     assert "model only" in title and list(e.live.fig.data[0].y) == [
         A.memory_model(1, 16, 4096, 128, 2, m)["peak_bytes"] / 2**30 for m in ("naive", "flash")]
     e.k.value = 14
     assert e.live.fig.layout.title.text != title
     data = _fake_data()["sweep"]
-    e = A.NaiveVsFlashExplorer(data, where="recorded", log2_l=16)
+    e = figures.lesson08.NaiveVsFlashExplorer(data, where="recorded", log2_l=16)
     assert "out of memory" in e.live.fig.layout.title.text and list(e.live.fig.data[1].y)[0] is None
 
 

@@ -115,7 +115,7 @@ def test_profile_with_bad_numbers_is_rejected(tmp_path):
 
 
 def test_widget_rejects_out_of_range_arguments():
-    from gpulab.widgets import InteractiveRoofline
+    from gpulab.figures.lesson01 import InteractiveRoofline
     with pytest.raises(ValueError, match="flops must be a number in"):
         InteractiveRoofline(flops=1e16)
     with pytest.raises(ValueError, match="preset must be one of"):

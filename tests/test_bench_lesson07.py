@@ -28,7 +28,7 @@ def test_ptx_loads_reads_widths():
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="the fake clock is for the interpreter; on a GPU the suite itself runs")
 def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
-    import gpulab.bench as bench
+    import gpulab.timing as timing
 
     calls = []
 
@@ -37,8 +37,8 @@ def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
         calls.append(graph)
         return Timing(1.0 + len(calls) % 3, 1.0, 3.0)  # not a measurement: the logic needs some numbers
 
-    monkeypatch.setattr(bench, "require_gpu", lambda what="": None)
-    monkeypatch.setattr(bench, "time_ms", fake_time_ms)
+    monkeypatch.setattr(timing, "require_gpu", lambda what="": None)
+    monkeypatch.setattr(timing, "time_ms", fake_time_ms)
     monkeypatch.setattr(lesson07, "_gpu_name", lambda: "NVIDIA H200")  # its shared memory decides what is skipped
     monkeypatch.setattr(lesson07, "alignment", lambda: [{"n": 4096, "config": "x", **lesson07.ptx_loads(PTX)}])
     data = lesson07.run(progress=False, headline_ns=(48,), awkward_ns=(33,), sweep=(40, 45), tile_ts=(16, 32, 256),

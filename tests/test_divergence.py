@@ -9,6 +9,7 @@ import torch
 
 import gpulab  # first: it sets TRITON_INTERPRET=1 when there is no GPU
 import triton
+from gpulab import figures
 from gpulab.bench import lesson02
 from gpulab.timing import Timing
 from gpulab.kernels import divergence as dv
@@ -136,7 +137,7 @@ def test_suite_pipeline_with_a_fake_timer():
     assert data["loop"]["rows"][1]["efficiency"] >= data["loop"]["rows"][0]["efficiency"]
     text = lesson02.report(data)
     assert "(a) tl.where" in text and "(b) uniform if" in text and "sorted" in text
-    fig = lesson02.variants_figure(data, "fake timer")
+    fig = figures.lesson02.variants_figure(data, "fake timer")
     assert len(fig.data) == 2 and len(fig.data[0].y) == len(lesson02.rows(data)) == 2 + 2 + 2 + 2
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 import torch
 
-from gpulab.exercises import Report, lesson00, lesson01, run_cases
+from gpulab.exercises import Report, ex00, ex01, run_cases
 
 
 def _stub(**_):
@@ -10,58 +10,58 @@ def _stub(**_):
 
 
 def test_reference_solutions_pass():
-    for check in (lesson00.check_copy_time, lesson00.check_ridge, lesson01.check_matmul_counts,
-                  lesson01.check_bound_ms, lesson01.check_scale_add):
+    for check in (ex00.check_copy_time, ex00.check_ridge, ex01.check_matmul_counts,
+                  ex01.check_bound_ms, ex01.check_scale_add):
         rep = check(check.solution)
         assert rep.ok, str(rep)
 
 
 def test_stubs_report_not_attempted():
-    rep = lesson00.check_copy_time(lambda n_bytes, tbps: _stub())
+    rep = ex00.check_copy_time(lambda n_bytes, tbps: _stub())
     assert not rep.ok and not rep.attempted and "not attempted" in str(rep)
 
 
 def test_copy_time_hints():
-    rep = lesson00.check_copy_time(lambda n_bytes, tbps: n_bytes / (tbps * 1e12) * 1e3)
+    rep = ex00.check_copy_time(lambda n_bytes, tbps: n_bytes / (tbps * 1e12) * 1e3)
     assert not rep.ok and "reads AND writes" in str(rep)
-    rep = lesson00.check_copy_time(lambda n_bytes, tbps: str(2 * n_bytes / (tbps * 1e12) * 1e3))
+    rep = ex00.check_copy_time(lambda n_bytes, tbps: str(2 * n_bytes / (tbps * 1e12) * 1e3))
     assert not rep.ok and "expected a number" in str(rep)
 
 
 def test_ridge_requires_none_for_missing_units():
-    sol = lesson00.check_ridge.solution
-    rep = lesson00.check_ridge(lambda gpu, dtype: sol(gpu, dtype) or 0.0)
+    sol = ex00.check_ridge.solution
+    rep = ex00.check_ridge(lambda gpu, dtype: sol(gpu, dtype) or 0.0)
     assert not rep.ok and "expected None" in str(rep)
 
 
 def test_matmul_counts_hints_and_types():
-    rep = lesson01.check_matmul_counts(lambda M, N, K, itemsize: (M * N * K, (M * K + K * N) * itemsize))
+    rep = ex01.check_matmul_counts(lambda M, N, K, itemsize: (M * N * K, (M * K + K * N) * itemsize))
     assert "a multiply-add is 2 FLOPs" in str(rep) and "C must be written too" in str(rep)
-    sol = lesson01.check_matmul_counts.solution
-    assert lesson01.check_matmul_counts(lambda *a: tuple(np.int64(v) for v in sol(*a))).ok
-    assert not lesson01.check_matmul_counts(lambda *a: tuple(float(v) for v in sol(*a))).ok
-    rep = lesson01.check_matmul_counts(lambda *a: (np.array([1, 2]), 3))
+    sol = ex01.check_matmul_counts.solution
+    assert ex01.check_matmul_counts(lambda *a: tuple(np.int64(v) for v in sol(*a))).ok
+    assert not ex01.check_matmul_counts(lambda *a: tuple(float(v) for v in sol(*a))).ok
+    rep = ex01.check_matmul_counts(lambda *a: (np.array([1, 2]), 3))
     assert not rep.ok and "pair of ints" in str(rep)
 
 
 def test_bound_ms_hints():
-    rep = lesson01.check_bound_ms(lambda flops, bytes_moved, peak_tflops, hbm_tbps:
+    rep = ex01.check_bound_ms(lambda flops, bytes_moved, peak_tflops, hbm_tbps:
                                   (flops / peak_tflops + bytes_moved / hbm_tbps) / 1e9)
     assert not rep.ok and "the bound is the max" in str(rep)
 
 
 def test_scale_add_catches_mask_bugs_dtype_and_input_mutation():
-    rep = lesson01.check_scale_add(lambda x, a, b: torch.cat([a * x[:-1] + b, x[-1:]]))
+    rep = ex01.check_scale_add(lambda x, a, b: torch.cat([a * x[:-1] + b, x[-1:]]))
     assert not rep.ok and "index" in str(rep) and "check the mask" in str(rep)
-    rep = lesson01.check_scale_add(lambda x, a, b: (a * x + b).half())
+    rep = ex01.check_scale_add(lambda x, a, b: (a * x + b).half())
     assert not rep.ok and "float32" in str(rep)
 
     def cheat(x, a, b):  # zero the input so a reference computed afterwards would agree
         x.zero_()
         return torch.full_like(x, b)
 
-    assert not lesson01.check_scale_add(cheat).ok
-    rep = lesson01.check_scale_add(lambda x, a, b: (a * x + b) * 0 + 1)
+    assert not ex01.check_scale_add(cheat).ok
+    rep = ex01.check_scale_add(lambda x, a, b: (a * x + b) * 0 + 1)
     assert "check the mask" not in str(rep), "all-wrong output must not be blamed on the mask"
 
 
@@ -80,16 +80,16 @@ def test_a_later_not_implemented_is_a_failure_not_a_skip():
 
 
 def test_learner_may_rename_parameters():
-    assert lesson00.check_copy_time(lambda size, bw: 2 * size / (bw * 1e12) * 1e3).ok
+    assert ex00.check_copy_time(lambda size, bw: 2 * size / (bw * 1e12) * 1e3).ok
 
 
 def test_checkers_copy_every_input_and_accept_float32_answers():
-    from gpulab.exercises import lesson02
+    from gpulab.exercises import ex02
 
     def cheat(cond, cost_a, cost_b):  # make the case uniform so that any answer "agrees"
         cond[:] = [True] * 32
         return 1.0
 
-    assert not lesson02.check_warp_efficiency(cheat).ok
-    sol = lesson02.check_warp_efficiency.solution
-    assert lesson02.check_warp_efficiency(lambda *a: float(np.float32(sol(*a)))).ok
+    assert not ex02.check_warp_efficiency(cheat).ok
+    sol = ex02.check_warp_efficiency.solution
+    assert ex02.check_warp_efficiency(lambda *a: float(np.float32(sol(*a)))).ok

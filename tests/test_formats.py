@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import gpulab
+from gpulab import figures
 from gpulab import formats as F
 from gpulab import tolerances
 
@@ -319,7 +320,7 @@ def test_relative_error_kinds():
 
 
 def test_figure_has_plain_lists():
-    fig = F.error_vs_bits_figure(F.error_vs_bits(formats=("mxfp8", "nvfp4", "bf16")))
+    fig = figures.lesson03.error_vs_bits_figure(F.error_vs_bits(formats=("mxfp8", "nvfp4", "bf16")))
     assert len(fig.data) == 2
     for tr in fig.data:
         assert isinstance(tr.x, (list, tuple)) and isinstance(tr.y, (list, tuple))  # plotly keeps lists as tuples

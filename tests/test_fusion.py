@@ -8,8 +8,9 @@ import torch
 
 import gpulab
 from gpulab import fusion
+from gpulab import figures
 from gpulab.bench import lesson04
-from gpulab.exercises import lesson04 as ex
+from gpulab.exercises import ex04 as ex
 
 
 @pytest.mark.parametrize("n", [1, 17, 1000, 1793, 2**28])
@@ -101,19 +102,10 @@ def test_resource_helpers():
     assert fusion.resident_warps(32, 4) == 64   # register file not the limit
     assert fusion.resident_warps(128, 4) == 16   # 65536 / (128 * 128) = 4 blocks of 4 warps
     assert fusion.resident_warps(255, 8) == 8
-    assert fusion.kernel_resources(None) == {"n_regs": None, "n_spills": None, "shared_bytes": None, "num_warps": None}
-
-    class Meta:
-        shared, num_warps = 0, 8
-
-    class Fake:
-        n_regs, n_spills, metadata = 40, 2, Meta()
-
-    assert fusion.kernel_resources(Fake()) == {"n_regs": 40, "n_spills": 2, "shared_bytes": 0, "num_warps": 8}
 
 
 def test_explorer_first_slider_changes_figure():
-    e = fusion.LaunchModelExplorer(overhead_us=5.0, bandwidth_tbps=4.0, title="t",
+    e = figures.lesson04.LaunchModelExplorer(overhead_us=5.0, bandwidth_tbps=4.0, title="t",
                                    measured=[{"n": 1024, "method": "fused", "ms": 0.01}])
     title, marker = e.live.fig.layout.title.text, list(e.live.fig.data[2].x)
     e.log2_n.value = 24

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from gpulab import online_softmax as O
+from gpulab import figures
 
 
 def test_seed_worked_example():
@@ -113,7 +114,7 @@ def test_states_of_different_value_widths_do_not_broadcast():
     assert O.attention_row([1.0, 2.0], np.ones((2, 0)), 1).shape == (0,)
 
 def test_explorer_slider_changes_the_figure():
-    ex = O.RowWalkExplorer(tile=4)
+    ex = figures.lesson08.RowWalkExplorer(tile=4)
     title = ex.live.fig.layout.title.text
     assert "1 skipped" in title  # the default row starts with a fully masked tile of 4
     ys = list(ex.live.fig.data[3].y)

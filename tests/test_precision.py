@@ -12,7 +12,7 @@ from gpulab import precision as P
 from gpulab import tolerances
 from gpulab.bench import lesson03
 from gpulab.timing import NoGPUTimingError
-from gpulab.exercises import lesson03 as ex
+from gpulab.exercises import ex03 as ex
 
 
 # ---- seed numbers ------------------------------------------------------------------------------------
@@ -70,8 +70,8 @@ def test_interpreter_has_no_tensor_cores():
 
 def test_this_gpu_reads_the_faked_capability(monkeypatch):
     monkeypatch.setattr(gpulab, "ON_GPU", True)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
+    monkeypatch.setattr(gpulab, "compute_capability", lambda: (7, 5))
+    monkeypatch.setattr(gpulab, "mode_info", gpulab.Mode("gpu", "cuda", "Tesla T4", "faked"))
     f = P.this_gpu()
     assert f.cc == (7, 5) and not f.has("bf16") and not f.has("fp8") and f.has("fp16")
     assert "Tesla T4" in P.gate("bf16")
@@ -144,13 +144,13 @@ def test_fastest_within():
 
 
 def test_accumulation_errors_shape_and_growth():
-    r = P.accumulation_errors([16, 1024], m=16)
+    r = lesson03.accumulation_errors([16, 1024], m=16)
     assert r["k"] == [16, 1024] and len(r["fp16"]) == len(r["fp32"]) == 2
     assert r["fp16"][1] > r["fp16"][0] and r["fp16"][1] > 100 * r["fp32"][1]
 
 
 def test_triton_matmul_errors_interpreter_or_gpu():
-    e = P.triton_matmul_errors(48)
+    e = lesson03.triton_matmul_errors(48)
     if gpulab.ON_GPU:
         assert e["tf32"] > 20 * e["ieee"]
     else:
@@ -159,7 +159,7 @@ def test_triton_matmul_errors_interpreter_or_gpu():
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter behaviour")
 def test_gpu_only_functions_refuse_in_the_interpreter():
-    for fn in (lambda: P.relu_rates(1024), lambda: P.matmul_rates(256), lambda: lesson03.run(progress=False)):
+    for fn in (lambda: lesson03.relu_rates(1024), lambda: lesson03.matmul_rates(256), lambda: lesson03.run(progress=False)):
         with pytest.raises(NoGPUTimingError):
             fn()
     with pytest.raises(RuntimeError, match="needs a GPU"):
@@ -173,7 +173,7 @@ def test_gpu_matmul_errors_and_rates():
     assert "cuBLAS" in e["how"] and e["fp32"] < 1e-5 < e["tf32"] < 2e-3 and e["fp16"] < e["bf16"]
     if P.this_gpu().has("fp8"):
         assert e["bf16"] < e["fp8"] < 0.1
-    rates = P.matmul_rates(1024)
+    rates = lesson03.matmul_rates(1024)
     assert all(r is None or r > 0 for r in rates.values())
 
 

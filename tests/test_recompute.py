@@ -7,7 +7,7 @@ import torch
 from gpulab import recompute
 from gpulab.bench import lesson05
 from gpulab.timing import NoGPUTimingError
-from gpulab.exercises import lesson05 as ex
+from gpulab.exercises import ex05 as ex
 from gpulab.kernels import sigmoid3 as S
 
 
@@ -92,7 +92,7 @@ def test_forward_backward_needs_requires_grad_and_returns_the_gradient():
 def test_no_memory_or_time_measurement_in_the_interpreter():
     x = torch.randn(8, requires_grad=True)
     with pytest.raises(NoGPUTimingError):
-        recompute.measure_memory(S.sigmoid3, x, torch.randn(8))
+        lesson05.measure_memory(S.sigmoid3, x, torch.randn(8))
     with pytest.raises(NoGPUTimingError):
         lesson05.run(progress=False, sizes=(1024,))
 
@@ -135,13 +135,13 @@ def test_measured_memory_matches_the_model_on_the_gpu():
     x = torch.randn(n, device="cuda").requires_grad_()
     dy = torch.randn(n, device="cuda")
     slack = 2**20  # allocator rounding and small autograd buffers
-    loss = {w: recompute.measure_memory(fn, x) for w, fn in S.WAYS.items()}   # loss = y.sum(), y not kept
+    loss = {w: lesson05.measure_memory(fn, x) for w, fn in S.WAYS.items()}   # loss = y.sum(), y not kept
     for w in S.WAYS:
         m = recompute.memory_model(w, n, 4, "loss")
         assert abs(loss[w]["held_bytes"] - m["held_bytes"]) <= slack, (w, loss)
         assert abs(loss[w]["peak_bytes"] - m["peak_bytes"]) <= slack, (w, loss)
     assert 3 * loss["fused"]["peak_bytes"] <= loss["eager"]["peak_bytes"], loss
-    got = {w: recompute.measure_memory(fn, x, dy) for w, fn in S.WAYS.items()}
+    got = {w: lesson05.measure_memory(fn, x, dy) for w, fn in S.WAYS.items()}
     model = {w: recompute.memory_model(w, n, 4, "held") for w in S.WAYS}
     assert abs(got["fused"]["held_bytes"] - model["fused"]["held_bytes"]) <= slack, got
     assert abs(got["fused"]["peak_bytes"] - model["fused"]["peak_bytes"]) <= slack, got

@@ -8,8 +8,9 @@ import pytest
 
 import gpulab
 from gpulab import sectors as sec
+from gpulab import figures
 from gpulab.bench import lesson06
-from gpulab.exercises import lesson06 as ex
+from gpulab.exercises import ex06 as ex
 
 
 def test_seed_four_sectors():
@@ -126,7 +127,7 @@ def test_bad_arguments(call, word):
 
 
 def test_explorer_sliders_change_figure():
-    e = sec.SectorExplorer(copy_tbps=4.0)
+    e = figures.lesson06.SectorExplorer(copy_tbps=4.0)
     fig = e.live.fig
     title, sectors = fig.layout.title.text, list(fig.data[0].base)
     assert "4 sectors" in title and "efficiency 100.0%" in title and len(fig.data) == 4

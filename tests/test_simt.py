@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from gpulab import simt
+from gpulab import figures, simt
 
 
 def test_seed_example_thread_id_below_4():
@@ -141,7 +141,7 @@ def test_numpy_ints_are_ints():
 
 
 def test_boundary_explorer_slider_changes_figure():
-    e = simt.BoundaryExplorer(boundary=4)
+    e = figures.lesson02.BoundaryExplorer(boundary=4)
     assert "gpulab-widget" in e.widget._dom_classes and "gpulab-slider" in e.boundary._dom_classes
     z0, title0 = list(e.live.fig.data[0].z), e.live.fig.layout.title.text
     assert e.trace.lanes_a == (0, 1, 2, 3)
@@ -151,21 +151,21 @@ def test_boundary_explorer_slider_changes_figure():
     assert not e.trace.divergent and e.trace.steps_paid == e.cost_a
 
 
-# ---- lesson 02's exercise checkers (gpulab.exercises.lesson02)
+# ---- lesson 02's exercise checkers (gpulab.exercises.ex02)
 
-from gpulab.exercises import lesson02  # noqa: E402
+from gpulab.exercises import ex02  # noqa: E402
 
 
 def test_exercise_solutions_pass_and_stubs_are_not_attempted():
-    for check in (lesson02.check_warp_efficiency, lesson02.check_group_by_cost):
+    for check in (ex02.check_warp_efficiency, ex02.check_group_by_cost):
         rep = check(check.solution)
         assert rep.ok, str(rep)
 
     def stub(*_):
         raise NotImplementedError
 
-    assert not lesson02.check_warp_efficiency(stub).attempted
-    assert not lesson02.check_group_by_cost(stub).attempted
+    assert not ex02.check_warp_efficiency(stub).attempted
+    assert not ex02.check_group_by_cost(stub).attempted
 
 
 def test_warp_efficiency_hints():
@@ -180,14 +180,14 @@ def test_warp_efficiency_hints():
 
     for fn, hint in [(both_always, "a path that no lane takes is skipped"), (at_once, "add their steps"),
                      (percent, "not a percentage"), (lambda c, a, b: sum(c) / 32, "counts only one path")]:
-        rep = lesson02.check_warp_efficiency(fn)
+        rep = ex02.check_warp_efficiency(fn)
         assert not rep.ok and hint in str(rep), str(rep)
 
 
 def test_group_by_cost_hints():
-    rep = lesson02.check_group_by_cost(lambda t, g: np.argsort(t, kind="stable"))
+    rep = ex02.check_group_by_cost(lambda t, g: np.argsort(t, kind="stable"))
     assert not rep.ok and "last, partial group" in str(rep), str(rep)
-    rep = lesson02.check_group_by_cost(lambda t, g: np.sort(t)[::-1])
+    rep = ex02.check_group_by_cost(lambda t, g: np.sort(t)[::-1])
     assert not rep.ok and "not the sorted trip counts" in str(rep), str(rep)
-    rep = lesson02.check_group_by_cost(lambda t, g: np.arange(len(t)))
+    rep = ex02.check_group_by_cost(lambda t, g: np.arange(len(t)))
     assert not rep.ok and "similar cost" in str(rep), str(rep)

@@ -151,16 +151,16 @@ def test_bad_input_names_argument(call, word):
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpulab.ON_GPU, reason="compiled-kernel metadata needs a GPU")
 def test_compiled_metadata_has_registers():
-    from gpulab import fusion
+    from gpulab.kernels.resources import kernel_resources
 
     x = torch.randn(2**20, device="cuda")
     _, k = S.sincos_launch(x)  # autotuned
-    assert S.best_config() is not None and fusion.kernel_resources(k)["n_regs"] > 0
+    assert S.best_config() is not None and kernel_resources(k)["n_regs"] > 0
     _, k = S.sincos_launch(x, block=1024, num_warps=4)
-    res = fusion.kernel_resources(k)
+    res = kernel_resources(k)
     assert res["n_regs"] > 0 and res["n_spills"] >= 0
     _, k = S.sincos_launch(x, block=16384, num_warps=4)  # 128 elements per thread instead of 8
-    big = fusion.kernel_resources(k)
+    big = kernel_resources(k)
     assert big["n_regs"] >= res["n_regs"] or big["n_spills"] > 0
 
 

@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from gpulab import tiling
+from gpulab import figures, tiling
 
 
 def test_seed_fp32_t32_is_8_flop_per_byte():
@@ -93,7 +93,7 @@ def test_numpy_ints_are_ints():
 
 
 def test_tile_explorer_slider_changes_the_figure():
-    ex = tiling.TileExplorer(T=32, dtype="fp32", gpu="H200")
+    ex = figures.lesson07.TileExplorer(T=32, dtype="fp32", gpu="H200")
     title = ex.live.fig.layout.title.text
     assert "fits" in title and "NOT" not in title
     ex.log2_t.value = 8  # 256: 512 KiB of fp32 tiles

@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from gpulab import hardware, waves
+from gpulab import figures, hardware, waves
 
 
 def test_seed_1792_is_98_tiles_in_one_wave():
@@ -104,7 +104,7 @@ def test_unknown_gpu_raises_key_error():
 
 
 def test_wave_explorer_slider_changes_the_figure():
-    ex = waves.WaveExplorer(n=1792, tile=(256, 128), sms=108)
+    ex = figures.lesson07.WaveExplorer(n=1792, tile=(256, 128), sms=108)
     assert ex.plan.tiles == 98 and ex.plan.waves == 1
     title = ex.live.fig.layout.title.text
     ex.n.value = 1793

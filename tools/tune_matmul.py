@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     import triton
 
     from gpulab.timing import time_ms
-    from gpulab.fusion import kernel_resources
+    from gpulab.kernels.resources import kernel_resources
     from gpulab.kernels import matmul as mm
 
     C = mm.MatmulConfig

@@ -120,22 +120,3 @@ def rows(data: dict) -> list[dict]:
     out += [dict(r, name=f"(b) uniform if, {r['fraction_a']:.0%} blocks A") for r in data["uniform"]]
     out += [dict(r, name=f"(c) loop, {r['frac_expensive']:.1%} exp., {r['layout']}") for r in data["loop"]["rows"]]
     return out
-
-
-def variants_figure(data: dict, title: str):
-    """Horizontal bars: measured median time (with 20th-80th percentile whiskers) and the model's prediction
-    for each variant. Plain lists in the traces (see gpulab.plots)."""
-    import plotly.graph_objects as go
-
-    rs = rows(data)[::-1]  # plotly draws the first bar at the bottom
-    names = [r["name"] for r in rs]
-    fig = go.Figure()
-    fig.add_bar(y=names, x=[r["measured_ms"] for r in rs], orientation="h", name="measured (median)",
-                error_x=dict(type="data", symmetric=False, array=[r["p80_ms"] - r["measured_ms"] for r in rs],
-                             arrayminus=[r["measured_ms"] - r["p20_ms"] for r in rs]), marker_color="#1f77b4")
-    fig.add_bar(y=names, x=[r["predicted_ms"] if r["predicted_ms"] is not None else 0.0 for r in rs],
-                orientation="h", name="model (paths alone; for (c) the all-0 and all-64 runs)", marker_color="#ff7f0e")
-    fig.update_layout(title=title, barmode="group", height=120 + 26 * len(rs), template="plotly_white",
-                      xaxis_title="time (ms)", legend=dict(orientation="h", y=-0.08), title_font_size=12,
-                      margin=dict(l=250))
-    return fig

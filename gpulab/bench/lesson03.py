@@ -9,10 +9,18 @@ GPU only. Measures, in one run (well under a minute on an H200):
   (same random inputs for every dtype; fp8 via torch._scaled_mm, e4m3, per-tensor scales);
 - gpulab's Triton fp32 matmul with input_precision "tf32" and "ieee": rate and error;
 - the accumulation experiment: fp16 products summed in fp16 vs fp32, error against K.
+
+Notebook 03 calls the measuring functions one by one (``relu_rates``, ``matmul_rates``,
+``triton_matmul_errors``, ``accumulation_errors``); the last two also run in the interpreter.
 """
 from __future__ import annotations
 
 from tqdm.auto import tqdm
+
+import gpulab
+
+from .. import precision as P
+from .. import tolerances
 
 KEY = "lesson03"
 RELU_N = 2**28
@@ -24,12 +32,84 @@ ACC_KS = tuple(2**e for e in range(4, 15))  # 16 .. 16384
 ACC_M = 128
 
 
+# ---- measurements: ReLU and cuBLAS rates (GPU only), gpulab's Triton matmul errors (GPU or interpreter) ------
+
+def relu_rates(n: int, dtypes=tuple(P.RELU_DTYPES), warmup_ms: float = 50, rep_ms: float = 300) -> list[dict]:
+    """gpulab's ReLU and torch.relu on n random elements per dtype: ms (median), GB/s (2n*itemsize bytes)
+    and ratio = torch ms / gpulab ms (>= 1: as fast or faster). GPU only (raises NoGPUTimingError)."""
+    import torch
+
+    from ..kernels.relu import relu
+    from ..timing import require_gpu, time_ms
+
+    require_gpu("ReLU bandwidth")
+    rows = []
+    for d in dtypes:
+        x = torch.randn(n, device="cuda", dtype=P.RELU_DTYPES[d])
+        t_ours = time_ms(lambda: relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
+        t_torch = time_ms(lambda: torch.relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
+        nbytes = P.relu_bytes(n, d)
+        rows.append(dict(dtype=d, n=n, bytes=nbytes, gpulab_ms=t_ours.median_ms, torch_ms=t_torch.median_ms,
+                         gpulab_gbps=t_ours.rate(nbytes, 1e9), torch_gbps=t_torch.rate(nbytes, 1e9),
+                         ratio=t_torch.median_ms / t_ours.median_ms))
+        del x
+    return rows
+
+
+def matmul_rates(n: int = 8192, dtypes=P.MATMUL_DTYPES) -> dict:
+    """cuBLAS TFLOP/s per dtype for n x n x n (2n^3 FLOPs), None where the GPU lacks it (``precision.features``).
+    GPU only (raises NoGPUTimingError)."""
+    from ..device import matmul_fn
+    from ..timing import require_gpu, time_ms
+
+    require_gpu("a matmul rate")
+    feats = P.this_gpu()
+    return {d: (time_ms(matmul_fn(d, n), warmup_ms=50, rep_ms=200).rate(2 * n**3) if feats.has(d) else None)
+            for d in dtypes}
+
+
+def triton_matmul_errors(n: int, seed: int = 0) -> dict:
+    """Relative error of gpulab's Triton fp32 matmul with input_precision "tf32" and "ieee" on random
+    normal n x n inputs, against float64. In the interpreter both are exact fp32."""
+    import torch
+
+    from ..kernels.matmul_precision import matmul_precision
+
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
+    b = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
+    ref = a.double() @ b.double()
+    return {p: tolerances.relative_error(ref, matmul_precision(a, b, input_precision=p), "norm")
+            for p in ("tf32", "ieee")}
+
+
+def accumulation_errors(ks, m: int = 16, seed: int = 0, positive: bool = False) -> dict:
+    """fp16 products summed in fp16 vs in fp32 by gpulab's Triton matmul, for each K in ``ks``: relative error
+    of C (m x m) against float64 of the same fp16 inputs. ``positive`` draws inputs from U(0, 1) (sums that
+    only grow, where fp16 accumulation stalls) instead of N(0, 1). Returns {"k": [...], "fp16": [...],
+    "fp32": [...], "m": m, "inputs": "N(0,1)" or "U(0,1)"}."""
+    import torch
+
+    from ..kernels.matmul_precision import matmul_precision
+
+    g = torch.Generator().manual_seed(seed)
+    out = {"k": [], "fp16": [], "fp32": [], "m": m, "inputs": "U(0,1)" if positive else "N(0,1)"}
+    for k in ks:
+        draw = torch.rand if positive else torch.randn
+        a = draw(m, k, generator=g).half().to(gpulab.DEVICE)
+        b = draw(k, m, generator=g).half().to(gpulab.DEVICE)
+        ref = a.double() @ b.double()
+        out["k"].append(int(k))
+        for acc, key in ((torch.float16, "fp16"), (torch.float32, "fp32")):
+            out[key].append(tolerances.relative_error(ref, matmul_precision(a, b, acc_dtype=acc), "norm"))
+    return out
+
+
 def run(progress: bool = True, relu_n: int = RELU_N, relu_sweep=RELU_SWEEP, matmul_n: int = MATMUL_N,
         error_n: int = ERROR_N, triton_n: int = TRITON_N, acc_ks=ACC_KS, acc_m: int = ACC_M) -> dict:
     """Measure everything listed in the module docstring; returns a JSON-able dict. GPU only."""
     import torch
 
-    from .. import precision as P
     from ..kernels.matmul_precision import matmul_precision
     from ..timing import require_gpu, time_ms
 
@@ -40,12 +120,12 @@ def run(progress: bool = True, relu_n: int = RELU_N, relu_sweep=RELU_SWEEP, matm
     for step in bar:
         bar.set_postfix_str(step)
         if step == "relu":
-            out["relu"] = P.relu_rates(relu_n)
+            out["relu"] = relu_rates(relu_n)
         elif step == "relu sweep":
             for n in relu_sweep:
-                out["relu_sweep"] += P.relu_rates(n, warmup_ms=10, rep_ms=60)
+                out["relu_sweep"] += relu_rates(n, warmup_ms=10, rep_ms=60)
         elif step == "matmul rates":
-            out["matmul"] = {"n_rate": matmul_n, "tflops": P.matmul_rates(matmul_n)}
+            out["matmul"] = {"n_rate": matmul_n, "tflops": matmul_rates(matmul_n)}
         elif step == "matmul errors":
             out["matmul"].update(n_error=error_n, error=P.matmul_errors(error_n))
         elif step == "triton tf32/ieee":
@@ -55,12 +135,12 @@ def run(progress: bool = True, relu_n: int = RELU_N, relu_sweep=RELU_SWEEP, matm
             for p in ("tf32", "ieee"):
                 t = time_ms(lambda: matmul_precision(a, b, input_precision=p), warmup_ms=25, rep_ms=200)
                 rec[p] = {"ms": t.median_ms, "tflops": t.rate(2 * triton_n**3)}
-            errs = P.triton_matmul_errors(triton_n)
+            errs = triton_matmul_errors(triton_n)
             for p in ("tf32", "ieee"):
                 rec[p]["error"] = errs[p]
             out["triton_matmul"] = rec
         else:
-            out["accumulation"] = P.accumulation_errors(acc_ks, m=acc_m)
+            out["accumulation"] = accumulation_errors(acc_ks, m=acc_m)
     return out
 
 

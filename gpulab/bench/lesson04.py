@@ -91,6 +91,7 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
 
     from .. import fusion
     from ..kernels import sincos as S
+    from ..kernels.resources import kernel_resources
     from ..timing import time_ms
 
     x = torch.randn(n, device="cuda")
@@ -99,7 +100,7 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
         _, k = S.sincos_launch(x, block=b, num_warps=4)
         t = time_ms(lambda: S.sincos(x, block=b, num_warps=4), warmup_ms=10, rep_ms=100)
         rows.append({"study": "block", "block": b, "num_warps": 4, "repeat": 1, "ms": t.median_ms,
-                     "elements_per_thread": fusion.elements_per_thread(b, 4), **fusion.kernel_resources(k)})
+                     "elements_per_thread": fusion.elements_per_thread(b, 4), **kernel_resources(k)})
     S.sincos(x)
     cfg = S.best_config()
     b, w = cfg.kwargs["BLOCK"], cfg.num_warps
@@ -107,7 +108,7 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
         _, k = S.sincos_launch(x, block=b, num_warps=w, repeat=r)
         t = time_ms(lambda: S.sincos(x, block=b, num_warps=w, repeat=r), warmup_ms=10, rep_ms=100)
         rows.append({"study": "repeat", "block": b, "num_warps": w, "repeat": r, "ms": t.median_ms,
-                     "elements_per_thread": fusion.elements_per_thread(b, w), **fusion.kernel_resources(k)})
+                     "elements_per_thread": fusion.elements_per_thread(b, w), **kernel_resources(k)})
     for row in rows:
         if row["n_regs"]:
             row["resident_warps"] = fusion.resident_warps(row["n_regs"], row["num_warps"])

@@ -14,7 +14,7 @@ Function of ``gpulab.kernels.sigmoid3``), with x requiring grad so that gradient
 At the largest size it checks the three gradients against each other and reports the ratios the issue sets as
 targets: eager ms / fused ms (> 1) and fused extra peak memory / eager's (<= 1/3, in the "loss" setting; the
 "held" setting's ratio is reported beside it: there y and dx must coexist, so no way can go below 2/5 of eager).
-About a minute on an H200.
+About a minute on an H200. ``measure_memory`` is the memory measurement, for one way at one size.
 """
 from __future__ import annotations
 
@@ -23,6 +23,42 @@ from tqdm.auto import tqdm
 KEY = "lesson05"
 SIZES = tuple(2**e for e in range(16, 29, 2))  # 2^16 .. 2^28 (2^28 fp32: 1 GiB a tensor)
 DTYPE = "fp32"
+
+
+def measure_memory(fn, x, dy=None) -> dict:
+    """Measure on the GPU, in bytes above what is allocated before the call (x, dy and anything else alive):
+    ``held_bytes`` after forward (what autograd saved, and y in the "held" setting), ``peak_bytes`` over
+    forward + backward (``torch.cuda.reset_peak_memory_stats`` then ``max_memory_allocated``). x: requires
+    grad. ``dy`` None: the "loss" setting (loss = y.sum(), only the loss kept); a tensor: the "held" setting
+    (y kept, dx = d(y . dy)/dx). Checks that a gradient came back. Runs ``fn`` forward and backward once before
+    measuring. Raises NoGPUTimingError in interpreter mode, ValueError if x does not require grad."""
+    import torch
+
+    from .. import recompute
+    from ..timing import require_gpu
+
+    require_gpu("a GPU memory measurement")
+    if not x.requires_grad:
+        raise ValueError("x must require grad (x.requires_grad_()): without it nothing is differentiated")
+    x.grad = None
+    recompute.forward_backward(fn, x, dy)()  # once first: compile and load kernels outside the measurement
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    if dy is None:
+        out = fn(x).sum()            # y is a temporary: freed here unless autograd saved it
+    else:
+        out = fn(x)                  # y is kept by the caller
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_allocated() - base
+    (dx,) = torch.autograd.grad(out, x, dy)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    if dx is None or dx.shape != x.shape:
+        raise RuntimeError("no gradient came back: the measurement would prove nothing")
+    del out, dx
+    return dict(held_bytes=int(held), peak_bytes=int(peak))
+
 
 
 def run(progress: bool = True, sizes=SIZES, dtype: str = DTYPE) -> dict:
@@ -41,8 +77,8 @@ def run(progress: bool = True, sizes=SIZES, dtype: str = DTYPE) -> dict:
         x = torch.randn(n, device="cuda", dtype=dt).requires_grad_()
         dy = torch.randn(n, device="cuda", dtype=dt)
         fn = WAYS[way]
-        mem = recompute.measure_memory(fn, x)              # "loss": loss = y.sum(), y not kept
-        mem_held = recompute.measure_memory(fn, x, dy)     # "held": y kept, dense dy
+        mem = measure_memory(fn, x)              # "loss": loss = y.sum(), y not kept
+        mem_held = measure_memory(fn, x, dy)     # "held": y kept, dense dy
         t = time_ms(recompute.forward_backward(fn, x, dy), warmup_ms=25, rep_ms=150)
         c = recompute.counts(way, n, dt.itemsize)
         model = recompute.memory_model(way, n, dt.itemsize, "loss")

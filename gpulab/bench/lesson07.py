@@ -269,8 +269,8 @@ def tile_study(ts=TILE_TS, n=TILE_N, dtypes=("fp32", "bf16"), gpu_name=None) -> 
     import torch
 
     from .. import tiling
-    from ..fusion import kernel_resources
     from ..kernels import matmul as mm
+    from ..kernels.resources import kernel_resources
     from ..timing import time_ms
 
     smem = _smem_per_sm(gpu_name or _gpu_name())

@@ -14,7 +14,9 @@ GPU only. bf16 throughout. In one run:
 - ``memory``: ours, extra memory held after forward and the peak over forward + backward, L = 2^10 .. 2^16
   (B=1, H=16, d=128): per token it stays flat, so it grows as O(L).
 
-About 3 minutes on an H200 (most of it the autotuner's first benchmarks).
+About 3 minutes on an H200 (most of it the autotuner's first benchmarks). ``measure`` times one forward and
+records its peak memory, catching out-of-memory (``run_catching_oom``); ``roofline_points`` places a record's
+forward kernels on the roofline.
 """
 from __future__ import annotations
 
@@ -28,6 +30,60 @@ LENGTHS = (1024, 4096, 16384)
 SWEEP = tuple(2**e for e in range(10, 17))
 SWEEP_SHAPE = dict(B=1, H=16, d=128)
 MEMORY_LENGTHS = SWEEP
+
+
+def is_oom(e: BaseException) -> bool:
+    """True for torch's out-of-memory error (``torch.OutOfMemoryError``, also raised as
+    ``torch.cuda.OutOfMemoryError``)."""
+    import torch
+
+    oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+    return isinstance(e, oom)
+
+
+def run_catching_oom(fn):
+    """Call ``fn()``; return ``(result, False)``, or ``(None, True)`` if it ran out of GPU memory (the cache is
+    emptied so the next call starts clean). Any other error propagates."""
+    import torch
+
+    try:
+        return fn(), False
+    except Exception as e:  # noqa: BLE001  (only OOM is caught; the rest is re-raised)
+        if not is_oom(e):
+            raise
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return None, True
+
+
+def measure(fn, warmup_ms: float = 10, rep_ms: float = 60) -> dict:
+    """Peak memory above what is allocated before the call (bytes) and time (ms, ``gpulab.timing.time_ms``) of
+    ``fn()`` on the GPU. Out of memory gives ``{"oom": True, "ms": None, "peak_bytes": None}``, not an error.
+    Raises NoGPUTimingError in interpreter mode."""
+    import torch
+
+    from ..timing import require_gpu, time_ms
+
+    require_gpu("an attention measurement")
+
+    def once():
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        out = fn()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        del out
+        return peak
+
+    peak, oom = run_catching_oom(once)
+    if oom:
+        return {"oom": True, "ms": None, "peak_bytes": None}
+    t, oom = run_catching_oom(lambda: time_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms))
+    if oom:
+        return {"oom": True, "ms": None, "peak_bytes": int(peak)}
+    return {"oom": False, "ms": t.median_ms, "peak_bytes": int(peak)}
+
 
 
 def setting_shape(L: int, d: int) -> tuple[int, int, int, int]:
@@ -130,7 +186,7 @@ def sweep(lengths=SWEEP, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["
         q, k, v, _ = _qkv(B, H, L, d, seed=L)
         fns = {"naive": lambda: attention.naive_attention(q, k, v), "flash": lambda: F.flash_attention(q, k, v)}
         for method, fn in fns.items():
-            m = attention.measure(fn)
+            m = measure(fn)
             model = attention.memory_model(B, H, L, d, 2, method)
             nbytes = (attention.naive_bytes(B, H, L, d, 2) if method == "naive" else attention.flash_bytes(B, H, L, d, 2))
             rows.append({"L": L, "method": method, **m, "model_peak_bytes": model["peak_bytes"],
@@ -178,6 +234,30 @@ def run(progress: bool = True, head_dims=HEAD_DIMS, lengths=LENGTHS, sweep_lengt
     require_gpu("the lesson08 suite")
     return {"dtype": DTYPE, "headline": headline(head_dims, lengths, progress),
             "sweep": sweep(sweep_lengths, progress=progress), "memory": memory(memory_lengths, progress=progress)}
+
+
+def roofline_points(data: dict | None) -> list:
+    """``roofline.KernelPoint``s of a record: ours, forward, non-causal, per headline setting (FLOPs by
+    ``attention.attention_flops``, bytes by ``attention.flash_bytes``), and naive attention's forward at each L
+    of the sweep that did not run out of memory (bytes by ``attention.naive_bytes``). [] for None."""
+    from .. import attention
+    from ..roofline import KernelPoint
+
+    points = []
+    if not data:
+        return points
+    for r in data["headline"]:
+        if "fwd_ms" in r.get("ours", {}) and not r["causal"]:
+            nb = attention.flash_bytes(r["B"], r["H"], r["L"], r["d"], 2)
+            points.append(KernelPoint(f"flash fwd d={r['d']} L={r['L']}", r["fwd_flops"], nb, r["ours"]["fwd_ms"],
+                                      dtype="bf16", op_kind="matmul"))
+    sw = data["sweep"]
+    for r in sw["rows"]:
+        if r["method"] == "naive" and not r["oom"]:
+            points.append(KernelPoint(f"naive fwd d={sw['d']} L={r['L']}", r["flops"],
+                                      attention.naive_bytes(sw["B"], sw["H"], r["L"], sw["d"], 2), r["ms"],
+                                      dtype="bf16", op_kind="matmul"))
+    return points
 
 
 def _f(x, fmt="6.0f"):

@@ -3,7 +3,7 @@
 import random
 
 from gpulab import tiling, waves
-from gpulab.exercises import lesson07 as L
+from gpulab.exercises import ex07 as L
 
 
 def _stub(*args):

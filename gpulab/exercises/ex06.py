@@ -8,7 +8,7 @@ import torch
 
 import gpulab
 
-from . import Report, _short, close, is_int, lesson06_kernels, run_cases
+from . import Report, _short, close, ex06_kernels, is_int, run_cases
 
 
 def _sectors_touched_solution(itemsize: int, stride: int, offset: int) -> int:
@@ -138,5 +138,5 @@ def check_transpose(fn) -> Report:
     return run_cases("transpose", fn, cases, compare)
 
 
-check_transpose.solution = lesson06_kernels.transpose
-check_transpose.solution_module = lesson06_kernels
+check_transpose.solution = ex06_kernels.transpose
+check_transpose.solution_module = ex06_kernels

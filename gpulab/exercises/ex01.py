@@ -8,7 +8,7 @@ import torch
 import gpulab
 
 from .. import roofline
-from . import Report, _short, close, is_int, lesson01_kernels, run_cases
+from . import Report, _short, close, ex01_kernels, is_int, run_cases
 
 AWKWARD = [1, 17, 1000, 1793]
 
@@ -113,5 +113,5 @@ def check_scale_add(fn) -> Report:
     return run_cases("scale_add", fn, cases, compare)
 
 
-check_scale_add.solution = lesson01_kernels.scale_add
-check_scale_add.solution_module = lesson01_kernels
+check_scale_add.solution = ex01_kernels.scale_add
+check_scale_add.solution_module = ex01_kernels

@@ -1,0 +1,151 @@
+"""Lesson 02's figures (warp divergence): one warp's lanes x issue steps, a slider for the branch boundary, the
+loop model against the fraction of expensive elements, and the suite's variants beside their predictions.
+
+Models: ``gpulab.simt``; records: ``gpulab.bench.lesson02``. Figures hold plain lists (see ``gpulab.plots``).
+"""
+from __future__ import annotations
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from .. import simt, validate, widgets
+from ..bench import lesson02
+from ..kernels import divergence
+from ..simt import IDLE, PATH_A, PATH_B, WARP_SIZE, BranchTrace, branch
+
+_COLORS = [[0.0, "#eeeeee"], [0.33, "#eeeeee"], [0.34, "#1f77b4"], [0.66, "#1f77b4"], [0.67, "#ff7f0e"],
+           [1.0, "#ff7f0e"]]
+
+
+def _heatmap_kwargs(trace: BranchTrace) -> dict:
+    """Column form (one x, y, z per cell, equal lengths): plotly draws the same heatmap, and every trace has
+    as many x as y values, which the browser test's trace check expects."""
+    grid = trace.grid() or [[IDLE] * trace.warp_size]  # a trace with no steps draws one idle row
+    cells = [(lane, step, v) for step, row in enumerate(grid) for lane, v in enumerate(row)]
+    return dict(x=[c[0] for c in cells], y=[c[1] for c in cells], z=[c[2] for c in cells],
+                text=["A" if c[2] == PATH_A else "B" if c[2] == PATH_B else "masked" for c in cells], zmin=0, zmax=2)
+
+
+def _title(trace: BranchTrace, what: str) -> str:
+    return (f"{what}: {trace.steps_paid} steps paid, {trace.useful_lane_steps}/{trace.steps_paid * trace.warp_size} "
+            f"lane-steps useful ({trace.efficiency:.0%})")
+
+
+def branch_figure(trace: BranchTrace, title: str = "a branch in one warp", height: int = 320):
+    """A plotly heatmap of a ``BranchTrace``: lanes on x, issue steps on y (time runs down); blue = path A
+    active, orange = path B active, grey = masked off."""
+    fig = go.Figure(go.Heatmap(**_heatmap_kwargs(trace), colorscale=_COLORS, showscale=False, xgap=1, ygap=1,
+                               hovertemplate="lane %{x}, step %{y}: %{text}<extra></extra>"))
+    fig.update_layout(title=_title(trace, title), height=height, template="plotly_white",
+                      xaxis=dict(title="lane (thread id in the warp)", dtick=4),
+                      yaxis=dict(title="issue step (time runs down)", autorange="reversed"),
+                      margin=dict(t=50, b=40))
+    return fig
+
+
+class BoundaryExplorer:
+    """``if thread_id < boundary: A else: B`` in one warp, with a slider for ``boundary`` (0..32).
+
+    ``.widget`` is the container to display (class ``gpulab-widget``; the slider has ``gpulab-slider``);
+    ``.trace`` is the current ``BranchTrace``; ``.live.fig`` the figure. At boundary 0 or 32 the branch is
+    uniform and the warp pays one path; anywhere between, it pays both.
+    """
+
+    def __init__(self, boundary: int = 4, cost_a: int = 3, cost_b: int = 2):
+        boundary = validate.integer("boundary", boundary, low=0, high=WARP_SIZE)
+        self.cost_a, self.cost_b = validate.integer("cost_a", cost_a), validate.integer("cost_b", cost_b)
+        self.boundary = widgets.slider(W.IntSlider, value=boundary, min=0, max=WARP_SIZE, step=1,
+                                       description="boundary: lanes < b take A")
+        self.readout = W.HTML()
+        fig = branch_figure(self.trace, title=f"if thread_id < {boundary}", height=360)
+        fig.update_yaxes(range=[self.cost_a + self.cost_b - 0.5, -0.5], autorange=False)  # room for both paths
+        self.live = widgets.LiveFigure(fig)
+        self.boundary.observe(lambda _: self.refresh(), names="value")
+        self.widget = widgets.container(self.boundary, self.readout, self.live.widget)
+        self._update_readout()
+
+    @property
+    def trace(self) -> BranchTrace:
+        b = self.boundary.value
+        return branch(lambda tid: tid < b, self.cost_a, self.cost_b)
+
+    def _update_readout(self) -> None:
+        self.readout.value = str(self.trace)
+
+    def refresh(self) -> None:
+        trace = self.trace
+        kw = _heatmap_kwargs(trace)
+
+        def change(fig):
+            fig.data[0].x, fig.data[0].y, fig.data[0].z, fig.data[0].text = kw["x"], kw["y"], kw["z"], kw["text"]
+            fig.layout.title = _title(trace, f"if thread_id < {self.boundary.value}")
+
+        self.live.update(change)
+        self._update_readout()
+
+
+class LoopSweepExplorer:
+    """The loop model's efficiency (useful / paid lane-steps, ``simt.loop``) against the fraction of elements
+    with 64 trips (the rest 4), interleaved at random and sorted by cost (``simt.group_by_cost``), for groups
+    of 2**k lanes chosen by slider. ``measured`` (a ``gpulab.bench.lesson02`` record, or None) adds the model
+    for kernel (c)'s cases as crosses. ``.widget`` is the container, ``.group`` the slider, ``.live.fig`` the
+    figure; ``curves(group)`` the two lines for one group size."""
+
+    FRACS = tuple(2.0**-k for k in range(10, 0, -1))
+    N = 2**16  # elements per case
+    LAYOUTS = (("interleaved", "#d62728"), ("sorted", "#2ca02c"))
+
+    def __init__(self, measured: dict | None = None, log2_group: int = 5):
+        self.group = widgets.slider(W.IntSlider, value=log2_group, min=5, max=10, description="group = 2**k lanes")
+        fig = go.Figure()
+        for name, color in self.LAYOUTS:
+            fig.add_scatter(x=list(self.FRACS), y=[0.0] * len(self.FRACS), mode="lines+markers", name=f"model, {name}",
+                            line=dict(color=color))
+        if measured is not None:
+            for layout, color in self.LAYOUTS:
+                rs = [r for r in measured["loop"]["rows"] if r["layout"] == layout]
+                fig.add_scatter(x=[r["frac_expensive"] for r in rs], y=[r["efficiency"] for r in rs], mode="markers",
+                                name=f"model for kernel (c)'s cases, {layout}, block {measured['block']}",
+                                marker=dict(color=color, symbol="x", size=11))
+        fig.update_layout(xaxis=dict(type="log", title="fraction of elements with 64 trips (the rest 4)"),
+                          yaxis=dict(title="efficiency = useful / paid lane-steps", range=[0, 1.05]),
+                          template="plotly_white", height=420)
+        self._change(2**self.group.value)(fig)  # the first state goes in before the figure becomes a widget
+        self.live = widgets.LiveFigure(fig)
+        self.group.observe(lambda _: self.live.update(self._change(2**self.group.value)), names="value")
+        self.widget = widgets.container(self.group, self.live.widget)
+
+    def curves(self, group: int) -> dict:
+        """{"interleaved": [...], "sorted": [...]}: the loop model's efficiency at each of ``FRACS``."""
+        eff = {"interleaved": [], "sorted": []}
+        for p in self.FRACS:
+            t = divergence.mixed_trips(self.N, p, 4, 64, seed=1)
+            eff["interleaved"].append(simt.loop(t, group).efficiency)
+            eff["sorted"].append(simt.loop(t[simt.group_by_cost(t)], group).efficiency)
+        return eff
+
+    def _change(self, group: int):
+        eff = self.curves(group)
+
+        def change(fig):
+            fig.data[0].y, fig.data[1].y = eff["interleaved"], eff["sorted"]
+            fig.layout.title = f"loop model, groups of {group} lanes"
+
+        return change
+
+
+def variants_figure(data: dict, title: str):
+    """Horizontal bars: measured median time (with 20th-80th percentile whiskers) and the model's prediction
+    for each variant. Plain lists in the traces (see gpulab.plots)."""
+    rs = lesson02.rows(data)[::-1]  # plotly draws the first bar at the bottom
+    names = [r["name"] for r in rs]
+    fig = go.Figure()
+    fig.add_bar(y=names, x=[r["measured_ms"] for r in rs], orientation="h", name="measured (median)",
+                error_x=dict(type="data", symmetric=False, array=[r["p80_ms"] - r["measured_ms"] for r in rs],
+                             arrayminus=[r["measured_ms"] - r["p20_ms"] for r in rs]), marker_color="#1f77b4")
+    fig.add_bar(y=names, x=[r["predicted_ms"] if r["predicted_ms"] is not None else 0.0 for r in rs],
+                orientation="h", name="model (paths alone; for (c) the all-0 and all-64 runs)", marker_color="#ff7f0e")
+    fig.update_layout(title=title, barmode="group", height=120 + 26 * len(rs), template="plotly_white",
+                      xaxis_title="time (ms)", legend=dict(orientation="h", y=-0.08), title_font_size=12,
+                      margin=dict(l=250))
+    return fig

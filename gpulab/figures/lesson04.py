@@ -1,0 +1,107 @@
+"""Lesson 04's figures (fusion): the launch-overhead model against n, with sliders.
+
+Models: ``gpulab.fusion``. Figures hold plain lists.
+"""
+from __future__ import annotations
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from .. import widgets
+from ..fusion import bytes_moved, model_ms
+
+
+class LaunchModelExplorer:
+    """Model time per implementation against n, with a marker at the slider's n.
+
+    Sliders: log2 n (moves the marker and the readout), launch overhead in µs, bandwidth in TB/s (move the
+    model lines). ``measured`` is an optional list of sweep rows (``{"n", "method", "ms"}``) drawn as
+    markers. ``.widget`` is the container to display.
+    """
+
+    METHODS = (("unfused (5 kernels)", False), ("fused (1 kernel)", True))
+
+    def __init__(self, overhead_us: float, bandwidth_tbps: float, dtype: str = "fp32", measured=None,
+                 title: str = "", log2_n: int = 16):
+        self.dtype, self.title, self.measured = dtype, title, list(measured or [])
+        self.log2_n = widgets.slider(W.IntSlider, value=log2_n, min=10, max=28, step=1, description="log2 n")
+        self.overhead = widgets.slider(W.FloatLogSlider, value=overhead_us, base=10, min=-1, max=2, step=0.01,
+                                       description="launch overhead (µs)", readout_format=".3g")
+        self.bandwidth = widgets.slider(W.FloatSlider, value=round(bandwidth_tbps, 2), min=0.5, max=8, step=0.05,
+                                        description="bandwidth (TB/s)")
+        self.readout = W.HTML()
+        self.ns = [2**e for e in range(10, 29)]
+        fig = go.Figure()
+        for name, _ in self.METHODS:
+            fig.add_scatter(x=self.ns, y=[0.0] * len(self.ns), mode="lines", name=f"model: {name}")
+        fig.add_scatter(x=[0], y=[0], mode="markers", name="slider n", marker=dict(size=12, color="black"))
+        for method in sorted({r["method"] for r in self.measured}):
+            rs = [r for r in self.measured if r["method"] == method]
+            fig.add_scatter(x=[r["n"] for r in rs], y=[r["ms"] for r in rs], mode="markers", name=f"measured {method}")
+        fig.update_layout(xaxis=dict(type="log", title="n (elements)"), yaxis=dict(type="log", title="time (ms)"),
+                          template="plotly_white", height=440, margin=dict(t=90))
+        self._apply(fig)  # the first state goes into the figure before it becomes a widget
+        self.live = widgets.LiveFigure(fig)
+        for w in (self.log2_n, self.overhead, self.bandwidth):
+            w.observe(lambda _: self.refresh(), names="value")
+        self.widget = widgets.container(self.log2_n, self.overhead, self.bandwidth, self.readout, self.live.widget)
+
+    def times(self, n: int) -> dict:
+        """Model ms per method at n for the current sliders."""
+        return {name: model_ms(n, self.dtype, fused, self.overhead.value, self.bandwidth.value)
+                for name, fused in self.METHODS}
+
+    def _apply(self, fig) -> None:
+        n = 2**self.log2_n.value
+        for i, (name, fused) in enumerate(self.METHODS):
+            fig.data[i].y = [model_ms(m, self.dtype, fused, self.overhead.value, self.bandwidth.value) for m in self.ns]
+        t = self.times(n)
+        fig.data[len(self.METHODS)].x = [n, n]
+        fig.data[len(self.METHODS)].y = list(t.values())
+        u, f = t[self.METHODS[0][0]], t[self.METHODS[1][0]]
+        fig.update_layout(title=dict(text=f"{self.title}<br><sup>n = 2^{self.log2_n.value}: unfused {u * 1e3:.3g} µs, "
+                                          f"fused {f * 1e3:.3g} µs, fused is {u / f:.2f}x faster (model)</sup>",
+                                     font_size=13))
+        self.readout.value = (f"n = {n:,}: bytes unfused {bytes_moved(n, self.dtype, False):,}, fused "
+                              f"{bytes_moved(n, self.dtype, True):,}; launches 5 vs 1")
+
+    def refresh(self) -> None:
+        self.live.update(self._apply)
+
+
+def time_figure(data: dict, where: str = ""):
+    """sin² + cos² in fp32: measured time against n per method (``gpulab.bench.lesson04`` record ``data``:
+    its ``sweep`` rows, ``launch`` costs in µs and ``copy_tbps``), with the launch-overhead model
+    (``fusion.model_ms``) for 5 launches + 44n bytes and 1 launch + 8n bytes at each launch cost."""
+    ns = sorted({r["n"] for r in data["sweep"]})
+    fig = go.Figure()
+    for method in dict.fromkeys(r["method"] for r in data["sweep"]):
+        rs = [r for r in data["sweep"] if r["method"] == method]
+        fig.add_scatter(x=[r["n"] for r in rs], y=[r["ms"] for r in rs], mode="markers+lines", name=method)
+    launch = data["launch"]
+    for label, fused, us in (("model: 5 Triton launches + 44n B", False, launch["triton_us"]),
+                             ("model: 1 Triton launch + 8n B", True, launch["triton_us"]),
+                             ("model: 5 torch launches + 44n B", False, launch["torch_us"]),
+                             ("model: 1 launch at Triton's CPU launch cost + 8n B", True, launch["triton_cpu_us"])):
+        fig.add_scatter(x=ns, y=[model_ms(m, "fp32", fused, us, data["copy_tbps"]) for m in ns],
+                        mode="lines", line=dict(dash="dash"), name=label)
+    fig.update_layout(title=dict(text=f"sin² + cos², fp32: time against n<br><sup>{where}</sup>", font_size=13),
+                      xaxis=dict(type="log", title="n (elements)"), yaxis=dict(type="log", title="time (ms)"),
+                      template="plotly_white", height=460, margin=dict(t=90))
+    return fig
+
+
+def pressure_figure(rows: list[dict], where: str = ""):
+    """The fused kernel against BLOCK (4 warps): registers per thread and spills (bars) and time (ms, right
+    axis), from the ``pressure`` rows of a ``gpulab.bench.lesson04`` record (study "block")."""
+    blk = [r for r in rows if r["study"] == "block"]
+    x = [str(r["block"]) for r in blk]
+    fig = go.Figure()
+    fig.add_bar(x=x, y=[r["n_regs"] for r in blk], name="registers / thread")
+    fig.add_bar(x=x, y=[r["n_spills"] for r in blk], name="spills")
+    fig.add_scatter(x=x, y=[r["ms"] for r in blk], name="time (ms)", yaxis="y2", mode="lines+markers")
+    fig.update_layout(title=dict(text=f"fused kernel against BLOCK (4 warps), n = 2^28<br><sup>{where}</sup>", font_size=13),
+                      xaxis_title="BLOCK", yaxis_title="registers / spills",
+                      yaxis2=dict(overlaying="y", side="right", title="ms"), template="plotly_white",
+                      height=420, margin=dict(t=90))
+    return fig

@@ -1,0 +1,168 @@
+"""Lesson 06's figures (coalescing): one warp request drawn lanes -> addresses -> sectors, and its explorer.
+
+Models: ``gpulab.sectors``. Figures hold plain lists.
+"""
+from __future__ import annotations
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from .. import widgets
+from ..sectors import ITEMSIZES, LINE_BYTES, WarpRequest, predicted_tbps, strided_copy_efficiency, warp_request
+
+
+def _picture(req: WarpRequest) -> dict:
+    """Trace data (plain lists) for ``request_figure``."""
+    g = req.sector_bytes
+    used = req.used_bytes_per_sector()
+    lo = min(min(req.addresses) // LINE_BYTES * LINE_BYTES, req.sectors[0] * g)
+    hi = max(req.sectors[-1] * g + g, max(req.addresses) + req.itemsize)
+    hi = -(-hi // LINE_BYTES) * LINE_BYTES
+    lanes = len(req.addresses)
+    lane_x = [lo + (hi - lo) * (k + 0.5) / lanes for k in range(lanes)]
+    centres = [a + req.itemsize / 2 for a in req.addresses]
+    lx, ly = [], []
+    for xl, xa in zip(lane_x, centres):
+        lx += [xl, xa, None]
+        ly += [0.92, 0.12, None]
+    return dict(lo=lo, hi=hi, sector_base=[s * g for s in req.sectors], sector_len=[g] * req.n_sectors,
+                sector_text=[f"sector {s}: {used.get(s, 0)} of {g} B used" for s in req.sectors],
+                sector_color=[used.get(s, 0) / g for s in req.sectors],
+                useful_base=list(req.addresses), useful_len=[req.itemsize] * lanes,
+                link_x=lx, link_y=ly, lane_x=lane_x, lane_text=[f"lane {k} -> byte {a}" for k, a in
+                                                               enumerate(req.addresses)])
+
+
+def _title(req: WarpRequest, label: str) -> str:
+    return (f"{label}: {len(req.addresses)} lanes touch {req.n_sectors} sectors of {req.sector_bytes} B<br>"
+            f"<sup>{req.useful_bytes} useful bytes of {req.bytes_moved} moved: efficiency "
+            f"{req.efficiency:.1%}</sup>")
+
+
+def _apply_picture(fig, req: WarpRequest, label: str) -> None:
+    p = _picture(req)
+    fig.data[0].base, fig.data[0].x, fig.data[0].y = p["sector_base"], p["sector_len"], [0.0] * req.n_sectors
+    fig.data[0].text, fig.data[0].marker.color = p["sector_text"], p["sector_color"]
+    fig.data[1].base, fig.data[1].x = p["useful_base"], p["useful_len"]
+    fig.data[1].y = [0.0] * len(p["useful_base"])
+    fig.data[2].x, fig.data[2].y = p["link_x"], p["link_y"]
+    fig.data[3].x, fig.data[3].y, fig.data[3].text = p["lane_x"], [1.0] * len(p["lane_x"]), p["lane_text"]
+    fig.layout.xaxis.range = [p["lo"], p["hi"]]
+    span = p["hi"] - p["lo"]
+    fig.layout.xaxis.dtick = req.sector_bytes if span <= 16 * req.sector_bytes else (
+        LINE_BYTES if span <= 16 * LINE_BYTES else None)
+    fig.layout.title.text = _title(req, label)
+
+
+def request_figure(req: WarpRequest, label: str = "warp request", height: int = 340):
+    """A plotly figure of one warp request: lanes on top, a line from each lane to the bytes it reads, and the
+    sectors those bytes fall in below (shaded by the fraction of their bytes used). Plain lists only."""
+    fig = go.Figure()
+    fig.add_bar(orientation="h", name="sector moved", width=0.34, base=[0], x=[1], y=[0.0], text=[""],
+                hovertemplate="%{text}<extra></extra>", textposition="none",
+                marker=dict(color=[1.0], colorscale=[[0, "#fde0c5"], [1, "#f28e2b"]], cmin=0, cmax=1,
+                            line=dict(color="#8c4a00", width=1)))
+    fig.add_bar(orientation="h", name="bytes a lane asked for", width=0.16, base=[0], x=[1], y=[0.0],
+                marker=dict(color="#1f3b73"), hoverinfo="skip")
+    fig.add_scatter(x=[0], y=[0], mode="lines", name="lane -> address", line=dict(color="#7f7f7f", width=1),
+                    hoverinfo="skip")
+    fig.add_scatter(x=[0], y=[1.0], mode="markers", name="lane", text=[""], hovertemplate="%{text}<extra></extra>",
+                    marker=dict(size=8, color="#1f77b4"))
+    fig.update_layout(barmode="overlay", template="plotly_white", height=height, margin=dict(t=80, l=70),
+                      xaxis=dict(title="byte address (from a 128-byte-aligned line)", showgrid=True),
+                      yaxis=dict(tickvals=[0, 1], ticktext=["memory", "lanes"], range=[-0.4, 1.3]),
+                      legend=dict(orientation="h", y=-0.3), title=dict(text="", font_size=13))
+    _apply_picture(fig, req, label)
+    return fig
+
+
+class SectorExplorer:
+    """Lanes -> sectors for ``x[k * stride]``, with sliders for the stride (elements) and the offset
+    (elements from a 128-byte-aligned base) and a choice of element size.
+
+    ``.widget`` is the container to display (class ``gpulab-widget``; the stride slider is its first
+    ``gpulab-slider``); ``.request`` is the current ``WarpRequest``; ``.live.fig`` the figure.
+    """
+
+    def __init__(self, stride: int = 1, offset: int = 0, itemsize: int = 4, copy_tbps: float | None = None):
+        req = warp_request(itemsize, stride, offset * itemsize)  # validates the arguments
+        self.copy_tbps = copy_tbps
+        self.stride = widgets.slider(W.IntSlider, value=stride, min=1, max=64, step=1,
+                                     description="stride (elements between lanes)")
+        self.offset = widgets.slider(W.IntSlider, value=offset, min=0, max=31, step=1,
+                                     description="offset (elements from an aligned line)")
+        self.itemsize = W.Dropdown(options=list(ITEMSIZES), value=itemsize, description="bytes per element")
+        self.readout = W.HTML()
+        fig = request_figure(req, self._label())
+        self.live = widgets.LiveFigure(fig)
+        for w in (self.stride, self.offset, self.itemsize):
+            w.observe(lambda _: self.refresh(), names="value")
+        self.widget = widgets.container(self.stride, self.offset, self.itemsize, self.readout, self.live.widget)
+        self._update_readout()
+
+    @property
+    def request(self) -> WarpRequest:
+        return warp_request(self.itemsize.value, self.stride.value, self.offset.value * self.itemsize.value)
+
+    def _label(self) -> str:
+        return (f"stride {self.stride.value} x {self.itemsize.value} B, offset {self.offset.value * self.itemsize.value} B")
+
+    def _update_readout(self) -> None:
+        req, s = self.request, self.itemsize.value
+        e = strided_copy_efficiency(self.stride.value, s, self.offset.value * s)
+        text = (f"{req}. A copy <code>y[k] = x[k*stride]</code> (strided read, dense write) moves useful bytes at "
+                f"{e:.1%} of what it moves")
+        if self.copy_tbps:
+            text += f": model {self.copy_tbps * e:.3g} TB/s effective at {self.copy_tbps:.3g} TB/s copy bandwidth"
+        self.readout.value = text + "."
+
+    def refresh(self) -> None:
+        req, label = self.request, self._label()
+        self.live.update(lambda fig: _apply_picture(fig, req, label))
+        self._update_readout()
+
+
+def stride_figure(strides, copy_tbps: float, data: dict | None = None, where: str = ""):
+    """y[k] = x[k * stride] in fp32: the model's effective bandwidth (TB/s, useful bytes / time) against stride
+    for 32-, 64- and 128-byte granules at copy bandwidth ``copy_tbps``, and, when ``data`` (a
+    ``gpulab.bench.lesson06`` record) is given, gpulab's strided copy and torch's measured beside it."""
+    strides = list(strides)
+    fig = go.Figure()
+    for g, dash in ((32, "solid"), (64, "dash"), (128, "dot")):
+        fig.add_scatter(x=strides, y=[predicted_tbps(st, 4, copy_tbps, sector_bytes=g) for st in strides],
+                        mode="lines", line=dict(dash=dash, color="gray"), name=f"model, {g}-byte granule")
+    if data:
+        rows = data["stride"]["rows"]
+        fig.add_scatter(x=[r["stride"] for r in rows], y=[r["ours_tbps"] for r in rows], mode="markers+lines",
+                        name="gpulab strided_copy", marker=dict(size=9))
+        fig.add_scatter(x=[r["stride"] for r in rows], y=[r["torch_tbps"] for r in rows], mode="markers",
+                        name="torch y.copy_(x[::stride])", marker=dict(symbol="x", size=9))
+    fig.update_layout(title=dict(text=f"y[k] = x[k·stride], fp32: effective bandwidth against stride<br><sup>{where}</sup>",
+                                 font_size=13),
+                      xaxis=dict(type="log", title="stride (elements)", tickvals=strides),
+                      yaxis=dict(type="log", title="effective TB/s (useful bytes / time)"),
+                      template="plotly_white", height=460, margin=dict(t=90))
+    return fig
+
+
+def traversal_figure(data: dict, bounds: dict, copy_tbps: float, where: str = ""):
+    """16384 x 16384 fp32: measured effective bandwidth (TB/s) of each traversal and fp32 transpose of a
+    ``gpulab.bench.lesson06`` record, with the per-request sector model's bound (``bounds``: method ->
+    (low, high) efficiency, low None where there is none) and perfect reuse (the copy, ``copy_tbps``)."""
+    bars = [(r["method"], r["tbps"]) for r in data["traversal"]["rows"]] + \
+           [(f"transpose {r['method']}", r["tbps"]) for r in data["transpose"]["rows"] if r["dtype"] == "fp32"]
+    fig = go.Figure(go.Bar(x=[b[0] for b in bars], y=[b[1] for b in bars], name="measured",
+                           text=[f"{b[1]:.2f}" for b in bars], textposition="outside"))
+    lo_x, lo_y = [], []
+    for name, _ in bars:
+        key = name.replace("transpose ", "")
+        if key in bounds and bounds[key][0]:
+            lo_x.append(name)
+            lo_y.append(bounds[key][0] * copy_tbps)
+    fig.add_scatter(x=lo_x, y=lo_y, mode="markers", name="model: per-request sectors",
+                    marker=dict(symbol="line-ew", size=40, line=dict(width=3, color="crimson")))
+    fig.add_scatter(x=[b[0] for b in bars], y=[copy_tbps] * len(bars), mode="lines", name="model: perfect reuse (copy)",
+                    line=dict(dash="dash", color="gray"))
+    fig.update_layout(title=dict(text=f"16384 x 16384 fp32: effective bandwidth<br><sup>{where}</sup>", font_size=13),
+                      yaxis_title="effective TB/s", template="plotly_white", height=440, margin=dict(t=90))
+    return fig

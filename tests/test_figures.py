@@ -1,0 +1,138 @@
+"""gpulab.figures: every figure the notebooks draw, built from the H200 reference recording (what a learner
+without a GPU sees) and from small made-up records whose model lines are checked against hand-computed values."""
+import math
+
+import pytest
+
+import gpulab  # noqa: F401  (first: it picks the mode)
+from gpulab import figures, hardware, reference
+from gpulab.bench import lesson08
+from gpulab.roofline import KernelPoint
+
+RECORDED = reference.load("h200")
+
+
+def _traces_ok(fig):
+    """Every trace has data, and x and y of equal length where both are given (plain lists)."""
+    assert fig.data, "empty figure"
+    for tr in fig.data:
+        x, y = getattr(tr, "x", None), getattr(tr, "y", None)
+        if x is not None and y is not None:
+            assert len(x) == len(y), (tr.name, len(x), len(y))
+
+
+def test_lesson00_ceilings_beside_the_datasheet():
+    profile = RECORDED["profile"]
+    spec = hardware.find(profile["gpu"])
+    fig = figures.lesson00.ceilings_figure(profile, spec, "recorded")
+    _traces_ok(fig)
+    assert len(fig.data) == 4 and "recorded" in fig.layout.title.text
+    assert fig.data[2].text[0] == f"{profile['copy_tbps'] / spec.hbm_tbps:.0%}"
+    assert len(figures.lesson00.ceilings_figure(profile, None).data) == 2  # no datasheet: measured bars only
+
+
+def test_lesson01_measured_roofline_and_explorer():
+    points = [KernelPoint(**p) for p in RECORDED["roofline_points"]]
+    fig = figures.lesson01.measured_roofline_figure(RECORDED["profile"], points, "recorded")
+    _traces_ok(fig)
+    roofs = [tr for tr in fig.data if tr.mode == "lines"]
+    assert len(roofs) == 4  # measured fp32 and bf16, datasheet fp32 and bf16
+    e = figures.lesson01.InteractiveRoofline(flops=1e12, bytes_moved=100e9)  # the seed: 100 ms, memory-bound
+    assert e.bound.limiter == "memory" and math.isclose(e.bound.time_ms, 100)
+
+
+def test_lesson02_loop_sweep_follows_its_slider():
+    e = figures.lesson02.LoopSweepExplorer(None)
+    assert len(e.live.fig.data) == 2 and "gpulab-slider" in e.group._dom_classes
+    e32, e1024 = e.curves(32), e.curves(1024)
+    assert list(e.live.fig.data[0].y) == e32["interleaved"]
+    e.group.value = 10
+    assert list(e.live.fig.data[0].y) == e1024["interleaved"] != e32["interleaved"]
+    assert all(s >= i for s, i in zip(e32["sorted"], e32["interleaved"]))
+    with_data = figures.lesson02.LoopSweepExplorer(RECORDED["lesson02"])
+    assert len(with_data.live.fig.data) == 4  # the model for kernel (c)'s cases, both layouts
+
+
+def test_lesson03_figures():
+    rec = RECORDED["lesson03"]
+    fig = figures.lesson03.relu_sweep_figure(rec["relu_sweep"], 4.0, "recorded")
+    _traces_ok(fig)
+    dtypes = {r["dtype"] for r in rec["relu_sweep"]}
+    assert len(fig.data) == 2 * len(dtypes) + 1 and list(fig.data[-1].y) == [4000.0, 4000.0]  # 4 TB/s = 4000 GB/s
+    errors = dict(fp32=1e-7, tf32=1e-4, bf16=1e-3, fp16=1e-4, fp8=2e-2, how="made up")
+    rates = dict(fp32=50.0, tf32=300.0, bf16=600.0, fp16=600.0, fp8=None)
+    fig = figures.lesson03.rate_vs_error_figure(errors, rates, "made up")
+    assert [tr.name for tr in fig.data] == ["fp32", "tf32", "bf16", "fp16"]  # fp8 has no rate: left out
+    acc = dict(k=[16, 1024], fp16=[1e-4, 1e-2], fp32=[1e-7, 1e-6], m=16, inputs="N(0,1)")
+    fig = figures.lesson03.accumulation_figure(acc, "made up")
+    assert [list(tr.x) for tr in fig.data] == [[16, 1024]] * 2 and list(fig.data[0].y) == [1e-4, 1e-2]
+    e = figures.lesson03.FormatsExplorer(mx_block=32, nv_block=16, n=256)
+    title = e.live.fig.layout.title.text
+    e.mx.value = 64
+    assert e.live.fig.layout.title.text != title
+
+
+def test_lesson04_model_lines_by_hand():
+    data = dict(sweep=[dict(n=10**6, method="fused", ms=0.05), dict(n=10**6, method="unfused", ms=0.1)],
+                launch=dict(triton_us=5.0, torch_us=10.0, triton_cpu_us=20.0), copy_tbps=1.0)
+    fig = figures.lesson04.time_figure(data, "made up")
+    _traces_ok(fig)
+    assert len(fig.data) == 2 + 4
+    # 5 launches x 5 us + 44e6 bytes / 1 TB/s = 25 us + 44 us; 1 launch + 8e6 bytes = 5 us + 8 us
+    assert math.isclose(fig.data[2].y[0], 0.069) and math.isclose(fig.data[3].y[0], 0.013)
+    rows = RECORDED["lesson04"]["pressure"]["rows"]
+    fig = figures.lesson04.pressure_figure(rows, "recorded")
+    blocks = [str(r["block"]) for r in rows if r["study"] == "block"]
+    assert len(fig.data) == 3 and list(fig.data[0].x) == blocks
+
+
+def test_lesson05_model_line_by_hand():
+    data = dict(rows=[dict(way=w, n=2**28, ms=1.0, bytes_moved=8 * 10**9) for w in ("eager", "checkpoint", "fused")])
+    fig = figures.lesson05.time_figure(data, 4.0, "made up")
+    assert len(fig.data) == 6 and math.isclose(fig.data[1].y[0], 2.0)  # 8e9 bytes at 4 TB/s = 2 ms
+    _traces_ok(figures.lesson05.time_figure(RECORDED["lesson05"], RECORDED["profile"]["copy_tbps"], "recorded"))
+
+
+def test_lesson06_figures():
+    fig = figures.lesson06.stride_figure((1, 2, 4), 3.0)
+    assert len(fig.data) == 3 and fig.data[0].y[0] == pytest.approx(3.0)  # stride 1, fp32: every byte useful
+    rec = RECORDED["lesson06"]
+    assert len(figures.lesson06.stride_figure((1, 2, 4), 3.0, rec, "recorded").data) == 5
+    bounds = {"by rows": (1.0, 1.0), "by columns": (0.125, 1.0), "torch": (None, 1.0)}
+    fig = figures.lesson06.traversal_figure(rec, bounds, 4.0, "recorded")
+    n_bars = len(rec["traversal"]["rows"]) + sum(r["dtype"] == "fp32" for r in rec["transpose"]["rows"])
+    assert len(fig.data[0].x) == n_bars and set(fig.data[2].y) == {4.0}
+
+
+def test_lesson07_figures():
+    rec = RECORDED["lesson07"]
+    if "tiles" in rec:
+        _traces_ok(figures.lesson07.tiles_figure(rec, "recorded"))
+    _traces_ok(figures.lesson07.sweep_figure(rec["sweep"], "recorded"))
+    fig = figures.lesson07.wave_model_figure([1792, 1793], (256, 128), gpu="H200")
+    sms = hardware.get("H200").sms
+    assert fig.data[0].y[0] == pytest.approx(98 / sms)  # 7 x 14 = 98 full tiles in one wave
+
+
+def test_lesson08_figures_and_points():
+    rec = RECORDED["lesson08"]
+    model_only = figures.lesson08.naive_flash_figure(None)
+    assert len(model_only.data) == 2 and "model only" in model_only.layout.title.text
+    _traces_ok(figures.lesson08.naive_flash_figure(rec["sweep"], "recorded"))
+    fig = figures.lesson08.headline_figure(rec["headline"], "recorded")
+    assert len(fig.data) == 6 and len(fig.data[0].x) == len(rec["headline"])
+    points = lesson08.roofline_points(rec)
+    fig = figures.lesson08.roofline_figure(points, RECORDED["profile"], "recorded")
+    _traces_ok(fig)
+    assert lesson08.roofline_points(None) == []
+
+
+def test_roofline_points_leave_out_causal_rows_and_oom():
+    made_up = dict(headline=[dict(d=64, L=1024, B=16, H=32, causal=False, fwd_flops=1e12, ours=dict(fwd_ms=2.0)),
+                             dict(d=64, L=1024, B=16, H=32, causal=True, fwd_flops=5e11, ours=dict(fwd_ms=1.0))],
+                   sweep=dict(B=1, H=16, d=128, rows=[dict(L=1024, method="naive", oom=False, flops=1e10, ms=0.1),
+                                                      dict(L=65536, method="naive", oom=True, flops=1e13, ms=None),
+                                                      dict(L=1024, method="flash", oom=False, flops=1e10, ms=0.2)]))
+    points = lesson08.roofline_points(made_up)
+    assert [p.name for p in points] == ["flash fwd d=64 L=1024", "naive fwd d=128 L=1024"]
+    assert points[0].tflops == pytest.approx(1e12 / 2e-3 / 1e12)  # 1e12 FLOPs in 2 ms = 500 TFLOP/s
