@@ -25,11 +25,7 @@ from __future__ import annotations
 
 import math
 
-from . import dtypes, validate
-
-#: Bytes per element of the lesson's attention dtypes (read from the one table, ``gpulab.dtypes``).
-ITEMSIZE = {name: dtypes.itemsize(name) for name in dtypes.ELEMENTWISE}
-
+from . import validate
 
 def _ints(**kw) -> tuple[int, ...]:
     """The keywords' values as Python ints >= 0 (NumPy ints too), in order; TypeError/ValueError naming one
