@@ -62,9 +62,10 @@ def element_transfers(n: int, fused: bool, ops=SINCOS_OPS) -> int:
     writes tuples of array names) on n elements. Unfused (one kernel per op): the sum of every op's reads and
     writes. Fused (one kernel): each of the chain's distinct inputs read once and each output written once
     (``chain_arrays``): 2n for sin^2 + cos^2, 3n for x + y. Assumes no cache reuse between kernels (the
-    seed's accounting). Raises TypeError/ValueError naming ``n`` (an int >= 0) or ``ops`` (empty, malformed)."""
+    seed's accounting). Raises TypeError/ValueError naming ``n`` (an int >= 0), ``fused`` (a bool) or ``ops``
+    (empty, malformed)."""
     n = validate.integer("n", n)
-    if fused:
+    if validate.one_of("fused", fused, (False, True)):
         inputs, outputs = chain_arrays(ops)
         return n * (len(inputs) + len(outputs))
     return n * sum(len(r) + len(w) for _, r, w in _check_ops(ops))
@@ -77,9 +78,10 @@ def bytes_moved(n: int, dtype, fused: bool, ops=SINCOS_OPS) -> int:
 
 
 def launches(fused: bool, ops=SINCOS_OPS) -> int:
-    """Kernel launches: one per op unfused, one fused. Raises ValueError naming ``ops`` for an empty chain."""
+    """Kernel launches: one per op unfused, one fused. Raises ValueError naming ``ops`` for an empty chain or
+    ``fused`` for a non-bool."""
     ops = _check_ops(ops)
-    return 1 if fused else len(ops)
+    return 1 if validate.one_of("fused", fused, (False, True)) else len(ops)
 
 
 def model_ms(n: int, dtype="fp32", fused: bool = True, overhead_us: float = 5.0, bandwidth_tbps: float = 4.0,

@@ -63,6 +63,8 @@ def test_bad_arguments():
     (lambda: fusion.element_transfers(10, True, (("add", 2, 1),)), "ops"),   # counts cannot say what is shared
     (lambda: fusion.element_transfers(10, True, (("store", ("x",), ()),)), "ops"),
     (lambda: fusion.element_transfers(10.0, True), "n"),
+    (lambda: fusion.element_transfers(10, "no"), "fused"),   # a string is not False
+    (lambda: fusion.launches("no"), "fused"),
     (lambda: fusion.crossover_n(bandwidth_tbps=-4.0), "bandwidth_tbps"),
     (lambda: fusion.crossover_n(bandwidth_tbps=0.0), "bandwidth_tbps"),
     (lambda: fusion.crossover_n(bandwidth_tbps=math.nan), "bandwidth_tbps"),
