@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import math
 
-ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}
+from . import validate
+
+def _ints(**kw) -> tuple[int, ...]:
+    """The keywords' values as Python ints >= 0 (NumPy ints too), in order; TypeError/ValueError naming one
+    that is not."""
+    return tuple(validate.integer(name, v) for name, v in kw.items())
 
 
-def _ints(**kw) -> None:
-    for name, v in kw.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {v!r}")
+def _flag(name: str, v) -> bool:
+    """``v`` if it is a bool; ValueError naming it otherwise (``causal="no"`` is not False)."""
+    return validate.one_of(name, v, (False, True))
 
 
 def attention_flops(B: int, H: int, Lq: int, Lk: int, d: int, causal: bool = False, backward: bool = False) -> float:
@@ -40,8 +44,10 @@ def attention_flops(B: int, H: int, Lq: int, Lk: int, d: int, causal: bool = Fal
 
     Causal counts the (query, key) pairs the top-left mask keeps, its diagonal counted half: Lq^2 / 2 if
     Lq <= Lk, else Lq*Lk - Lk^2 / 2. For Lq = Lk that is the convention's half; for Lq != Lk it is not (one query
-    over 1000 keys sees one key, not 500)."""
-    _ints(B=B, H=H, Lq=Lq, Lk=Lk, d=d)
+    over 1000 keys sees one key, not 500). Raises TypeError/ValueError naming the argument (sizes ints >= 0;
+    ``causal`` and ``backward`` bools)."""
+    B, H, Lq, Lk, d = _ints(B=B, H=H, Lq=Lq, Lk=Lk, d=d)
+    causal, backward = _flag("causal", causal), _flag("backward", backward)
     pairs = (Lq * Lq / 2 if Lq <= Lk else Lq * Lk - Lk * Lk / 2) if causal else Lq * Lk
     f = 4.0 * B * H * pairs * d
     return 2.5 * f if backward else f
@@ -56,7 +62,8 @@ def naive_bytes(B: int, H: int, L: int, d: int, itemsize: int, causal: bool = Fa
     - O = P v: read P and v, write O (BHL^2 + 2 BHLd).
 
     In all 6 BHLd + 4 BHL^2 elements (+ 2 BHL^2 causal), times ``itemsize``."""
-    _ints(B=B, H=H, L=L, d=d, itemsize=itemsize)
+    B, H, L, d, itemsize = _ints(B=B, H=H, L=L, d=d, itemsize=itemsize)
+    causal = _flag("causal", causal)
     bh = B * H
     return (6 * bh * L * d + (6 if causal else 4) * bh * L * L) * itemsize
 
@@ -65,9 +72,10 @@ def tiles_visited(L: int, block_m: int, block_n: int, causal: bool) -> int:
     """(query block, key tile) pairs a forward program grid visits for Lq = Lk = L: every pair when not
     causal; when causal, query block i (rows [i*block_m, min((i+1)*block_m, L))) visits the key tiles up to
     its last row, ceil(min((i+1)*block_m, L) / block_n) of them, and skips the rest (fully masked)."""
-    _ints(L=L, block_m=block_m, block_n=block_n)
+    L, block_m, block_n = _ints(L=L, block_m=block_m, block_n=block_n)
     if block_m < 1 or block_n < 1:
         raise ValueError(f"block_m and block_n must be >= 1, got {block_m}, {block_n}")
+    causal = _flag("causal", causal)
     n_m, n_n = -(-L // block_m), -(-L // block_n)
     if not causal:
         return n_m * n_n
@@ -79,9 +87,10 @@ def flash_bytes(B: int, H: int, L: int, d: int, itemsize: int, causal: bool = Fa
     V read once per query block, L keys each (causal: query block i reads only keys below min((i+1)*block_m,
     L)); the fp32 logsumexp (4 bytes a row). The K/V re-reads are what a larger ``block_m`` buys down (Dao et
     al. 2022, Theorem 2: Theta(L^2 d^2 / M) HBM accesses for on-chip memory M)."""
-    _ints(B=B, H=H, L=L, d=d, itemsize=itemsize, block_m=block_m)
+    B, H, L, d, itemsize, block_m = _ints(B=B, H=H, L=L, d=d, itemsize=itemsize, block_m=block_m)
     if block_m < 1:
         raise ValueError(f"block_m must be >= 1, got {block_m}")
+    causal = _flag("causal", causal)
     n_m = -(-L // block_m)
     keys = sum(min((i + 1) * block_m, L) for i in range(n_m)) if causal else n_m * L
     return B * H * ((2 * L * d + 2 * keys * d) * itemsize + 4 * L)
@@ -95,7 +104,7 @@ def memory_model(B: int, H: int, L: int, d: int, itemsize: int, method: str) -> 
     - ``"flash"``: O and the fp32 logsumexp (BHL(d*itemsize + 4)), peak and kept alike.
 
     Also ``order``: "L^2" or "L". Raises ValueError for another method."""
-    _ints(B=B, H=H, L=L, d=d, itemsize=itemsize)
+    B, H, L, d, itemsize = _ints(B=B, H=H, L=L, d=d, itemsize=itemsize)
     bh = B * H
     out = bh * L * d * itemsize
     if method == "naive":
@@ -111,7 +120,7 @@ def flash_training_memory(B: int, H: int, L: int, d: int, itemsize: int, mode: s
     between forward and backward (O and the fp32 lse) and ``peak_bytes`` over the backward, which adds the
     fp32 delta and dq, dk, dv; with ``mode="atomic"`` also the fp32 dQ buffer (alive while dq is cast from it).
     All O(L)."""
-    _ints(B=B, H=H, L=L, d=d, itemsize=itemsize)
+    B, H, L, d, itemsize = _ints(B=B, H=H, L=L, d=d, itemsize=itemsize)
     if mode not in ("fused", "split", "atomic"):  # gpulab.kernels.flash_attention.BWD_MODES (no Triton import here)
         raise ValueError(f"mode must be one of ('fused', 'split', 'atomic'), got {mode!r}")
     rows, elems = B * H * L, B * H * L * d

@@ -30,10 +30,11 @@ E4M3 0x7F), so the whole block dequantizes to NaN: the OCP MX meaning of a NaN s
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
+
+from . import tolerances, validate
 
 __all__ = [
     "E4M3_MAX", "E2M1_MAX", "E4M3_EMAX", "E2M1_EMAX", "E8M0_BIAS", "E8M0_MIN_EXP", "E8M0_MAX_EXP",
@@ -41,7 +42,7 @@ __all__ = [
     "decode_e4m3", "decode_e2m1", "decode_e8m0", "encode_e4m3", "encode_e2m1", "encode_e8m0",
     "e4m3_values", "e2m1_values", "e8m0_values", "quantize_e4m3", "quantize_e2m1",
     "BlockQuantized", "quantize_mxfp8", "quantize_nvfp4", "dequantize", "mx_shared_exponent",
-    "bits_per_value", "roundtrip", "relative_error", "gaussian_data", "outlier_data",
+    "bits_per_value", "roundtrip", "gaussian_data", "outlier_data",
     "error_vs_bits",
 ]
 
@@ -70,13 +71,6 @@ def _check_x(name: str, x) -> None:
     if x.dtype not in _FLOAT_DTYPES:
         raise TypeError(f"{name} must have a floating dtype (float16, bfloat16, float32, float64), "
                         f"got {str(x.dtype).replace('torch.', '')}")
-
-
-def _check_block(name: str, block) -> None:
-    if isinstance(block, bool) or not isinstance(block, int):
-        raise TypeError(f"{name} must be a positive int, got {type(block).__name__}")
-    if block <= 0:
-        raise ValueError(f"{name} must be a positive int, got {block}")
 
 
 def _check_codes(name: str, codes) -> None:
@@ -251,7 +245,7 @@ class BlockQuantized:
 def _blocks(x: torch.Tensor, block: int, pad: bool) -> torch.Tensor:
     """x (..., n) -> float64 (..., nb, block), zero-padded on the right (zeros change no block's amax)."""
     _check_x("x", x)
-    _check_block("block", block)
+    block = validate.positive_int("block", block)
     if x.ndim == 0:
         raise ValueError("x must have at least 1 dimension (blocks run along the last), got a 0-d tensor")
     n = x.shape[-1]
@@ -350,11 +344,11 @@ def bits_per_value(fmt: str, block: int | None = None, numel: int | None = None)
     """
     if fmt not in ("mxfp8", "nvfp4", "fp8_e4m3", "bf16", "fp16", "fp32"):
         raise ValueError(f"fmt must be one of mxfp8, nvfp4, fp8_e4m3, bf16, fp16, fp32, got {fmt!r}")
-    if numel is not None and (isinstance(numel, bool) or not isinstance(numel, int) or numel <= 0):
-        raise ValueError(f"numel must be a positive int or None, got {numel!r}")
+    if numel is not None:
+        numel = validate.positive_int("numel", numel)
     if fmt in ("mxfp8", "nvfp4"):
         block = (MX_BLOCK if fmt == "mxfp8" else NVFP4_BLOCK) if block is None else block
-        _check_block("block", block)
+        block = validate.positive_int("block", block)
         bits = (8.0 if fmt == "mxfp8" else 4.0) + 8.0 / block
         return bits + (32.0 / numel if fmt == "nvfp4" and numel else 0.0)
     if block is not None:
@@ -368,9 +362,13 @@ def bits_per_value(fmt: str, block: int | None = None, numel: int | None = None)
 def roundtrip(x: torch.Tensor, fmt: str, block: int | None = None) -> torch.Tensor:
     """x through format ``fmt`` and back: float32, x's shape and device.
 
-    fmt: "mxfp8", "nvfp4" (block defaults 32 / 16), "fp8_e4m3" (one per-tensor scale s = amax/448 held in
-    FP32, elements quantize_e4m3(x / s): plain FP8 without blocks), "bf16", "fp16" (a cast, round to nearest
-    even; fp16 overflows to inf beyond 65504). Raises ValueError for an unknown fmt; as the quantizers else.
+    fmt: "mxfp8", "nvfp4" (block defaults 32 / 16; a block holding NaN or inf comes back NaN, see the module
+    docstring), "fp8_e4m3" (plain FP8 without blocks), "bf16", "fp16" (a cast, round to nearest even; fp16
+    overflows to inf beyond 65504). Raises ValueError for an unknown fmt; as the quantizers else.
+
+    The per-tensor scale of "fp8_e4m3": s = amax / 448 held in FP32, amax taken over the *finite* values of
+    x (s = 1 if they are all zero or there are none); each finite element becomes quantize_e4m3(x / s) * s,
+    and inf and NaN elements pass through as they are, so one inf cannot turn the tensor into NaN.
     """
     _check_x("x", x)
     if fmt == "mxfp8":
@@ -380,37 +378,14 @@ def roundtrip(x: torch.Tensor, fmt: str, block: int | None = None) -> torch.Tens
     if block is not None:
         raise ValueError(f"block must be None for {fmt!r}, got {block}")
     if fmt == "fp8_e4m3":
-        amax = float(x.abs().max()) if x.numel() else 0.0
+        x64 = x.double()
+        finite = torch.isfinite(x64)
+        amax = float(torch.where(finite, x64.abs(), 0.0).max()) if x.numel() else 0.0
         s = float(torch.tensor(amax / E4M3_MAX, dtype=torch.float32)) or 1.0
-        return (_rne(x.double() / s, **_E4M3) * s).float()
+        return torch.where(finite, _rne(x64 / s, **_E4M3) * s, x64).float()
     if fmt in ("bf16", "fp16"):
         return x.to(torch.bfloat16 if fmt == "bf16" else torch.float16).float()
     raise ValueError(f"fmt must be one of {', '.join(FORMATS)}, got {fmt!r}")
-
-
-def relative_error(ref: torch.Tensor, approx: torch.Tensor, kind: str = "mean") -> float:
-    """Relative error of ``approx`` against ``ref``, computed in float64; returns a float.
-
-    kind="mean": mean over the nonzero elements of |approx - ref| / |ref|, what a typical value keeps (each
-    value counts once, so a few outliers cannot hide the error on the bulk); a NaN or inf anywhere in approx
-    - ref gives inf. kind="norm": ||approx - ref||_2 / ||ref||_2, dominated by the largest values. ref, approx: same
-    shape, any float dtype. Returns 0.0 when ref has no nonzero element and approx equals it. Raises
-    ValueError for different shapes or an unknown kind.
-    """
-    if ref.shape != approx.shape:
-        raise ValueError(f"ref and approx must have the same shape, got {tuple(ref.shape)} and {tuple(approx.shape)}")
-    if kind not in ("mean", "norm"):
-        raise ValueError(f"kind must be 'mean' or 'norm', got {kind!r}")
-    r, a = ref.double().flatten(), approx.double().flatten()
-    diff = torch.nan_to_num((a - r).abs(), nan=math.inf)
-    if kind == "norm":
-        den, num = float(torch.linalg.vector_norm(r)), float(torch.linalg.vector_norm(diff))
-    else:
-        if torch.isinf(diff).any():
-            return math.inf
-        nz = r != 0
-        den, num = float(nz.sum()), float((diff[nz] / r[nz].abs()).sum())
-    return num / den if den else (0.0 if num == 0 else math.inf)
 
 
 def gaussian_data(n: int = 4096, seed: int = 0, device: str = "cpu") -> torch.Tensor:
@@ -439,7 +414,7 @@ def error_vs_bits(datasets: dict | None = None, mx_block: int = MX_BLOCK, nv_blo
 
     datasets: {name: 1-D or N-D float tensor}; default {"gaussian": gaussian_data(), "outliers":
     outlier_data()} (4096 values each). mx_block / nv_block: block sizes for mxfp8 / nvfp4. kind: the
-    ``relative_error`` kind ("mean" or "norm"). formats: names from ``FORMATS``. Returns a list
+    ``gpulab.tolerances.relative_error`` kind ("mean" or "norm"). formats: names from ``FORMATS``. Returns a list
     of dicts {"data", "format", "block" (int or None), "bits_per_value" (scales included, tensor scale
     amortised over the data's numel), "rel_error"}, one per (data set, format), in that order.
     """
@@ -450,6 +425,6 @@ def error_vs_bits(datasets: dict | None = None, mx_block: int = MX_BLOCK, nv_blo
         for fmt in formats:
             block = {"mxfp8": mx_block, "nvfp4": nv_block}.get(fmt)
             y = roundtrip(x, fmt, block)
-            rows.append(dict(data=name, format=fmt, block=block, rel_error=relative_error(x, y, kind),
+            rows.append(dict(data=name, format=fmt, block=block, rel_error=tolerances.relative_error(x, y, kind),
                              bits_per_value=bits_per_value(fmt, block, numel=x.numel())))
     return rows

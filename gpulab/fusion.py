@@ -1,107 +1,131 @@
 """Operator fusion, counted and modelled (Stanford CS336 Lecture 5, "Fuse operations").
 
 - Byte accounting, generic in dtype: a chain of elementwise operations, each launched as its own kernel,
-  reads every input and writes every output through HBM; fused, it reads the chain's inputs once and writes
-  its output once. For sin(x)^2 + cos(x)^2: 11n element transfers = 44n bytes in fp32, against 2n = 8n bytes.
+  reads every input and writes every output through HBM; fused, it reads each of the chain's distinct inputs
+  once and writes each of its outputs once, and the intermediates stay in registers. For sin(x)^2 + cos(x)^2:
+  11n element transfers = 44n bytes in fp32, against 2n = 8n bytes.
 - A launch-overhead model: t(n) = launches x overhead + bytes / bandwidth. At small n the launches dominate
   (fusion saves launches), at large n the bytes do (fusion saves bytes).
 - Resource pressure: what a fused kernel costs in registers per thread, spills, and resident warps.
 """
 from __future__ import annotations
 
-import math
+from . import dtypes, validate
 
-import torch
-
-# The seed's chain: (operation, arrays read, arrays written).
-SINCOS_OPS = (("sin", 1, 1), ("cos", 1, 1), ("square", 1, 1), ("square", 1, 1), ("add", 2, 1))
-FUSED_TRANSFERS = 2  # read x, write y
+# A chain of elementwise operations: (operation, names of the arrays it reads, names of the arrays it writes),
+# in program order. The seed's chain, y = sin(x)^2 + cos(x)^2:
+SINCOS_OPS = (("sin", ("x",), ("s",)), ("cos", ("x",), ("c",)), ("square", ("s",), ("s2",)),
+              ("square", ("c",), ("c2",)), ("add", ("s2", "c2"), ("y",)))
 
 # H100/H200 (compute capability 9.0) per-SM limits, from NVIDIA's CUDA C++ Programming Guide, "Compute
 # Capabilities" table: 64K 32-bit registers per SM, at most 64 resident warps, at most 255 registers/thread.
 REGISTERS_PER_SM = 65536
 MAX_WARPS_PER_SM = 64
 MAX_REGISTERS_PER_THREAD = 255
-
-_DTYPE_NAMES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64,
-                "fp8": torch.float8_e4m3fn}
+MAX_WARPS_PER_BLOCK = 32  # 1024 threads per block (same table)
 
 
-def itemsize(dtype) -> int:
-    """Bytes per element of a torch dtype or a name ("fp32", "fp16", "bf16", "fp64", "fp8"). Raises
-    ValueError for an unknown name, TypeError for anything else."""
-    if isinstance(dtype, str):
-        if dtype not in _DTYPE_NAMES:
-            raise ValueError(f"dtype must be one of {list(_DTYPE_NAMES)} or a torch.dtype, got {dtype!r}")
-        dtype = _DTYPE_NAMES[dtype]
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype or a name, got {type(dtype).__name__}")
-    return dtype.itemsize
+def _check_ops(ops) -> tuple:
+    """ops as a tuple of (name, reads, writes) with reads and writes tuples of array names; raises naming ops."""
+    if isinstance(ops, (str, bytes)) or not isinstance(ops, (tuple, list)) or not ops:
+        raise ValueError(f"ops must be a non-empty sequence of (name, reads, writes), got {ops!r}")
+    out = []
+    for k, op in enumerate(ops):
+        if not (isinstance(op, (tuple, list)) and len(op) == 3):
+            raise ValueError(f"ops[{k}] must be (name, reads, writes), got {op!r}")
+        name, reads, writes = op
+        for what, arrays in (("reads", reads), ("writes", writes)):
+            if not (isinstance(arrays, (tuple, list)) and all(isinstance(a, str) for a in arrays)):
+                raise TypeError(f"ops[{k}] ({name!r}): {what} must be a tuple of array names, got {arrays!r}")
+        if not writes:
+            raise ValueError(f"ops[{k}] ({name!r}) must write at least one array")
+        out.append((name, tuple(reads), tuple(writes)))
+    return tuple(out)
 
 
-def _check_n(n) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be a non-negative int (elements), got {n!r}")
+def chain_arrays(ops=SINCOS_OPS) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(inputs, outputs) of a chain: the arrays it reads before any of its ops writes them (they come from
+    HBM), and the arrays it writes that no later op reads (they go to HBM); the rest are intermediates, kept
+    in registers when the chain is fused. Names in order of first appearance. Raises naming ``ops``."""
+    ops = _check_ops(ops)
+    inputs, outputs, written = [], [], set()
+    for k, (_, reads, writes) in enumerate(ops):
+        later = {a for _, r, _ in ops[k + 1:] for a in r}
+        inputs += [a for a in dict.fromkeys(reads) if a not in written and a not in inputs]
+        outputs += [a for a in dict.fromkeys(writes) if a not in later and a not in outputs]
+        written.update(writes)
+    return tuple(inputs), tuple(outputs)
 
 
 def element_transfers(n: int, fused: bool, ops=SINCOS_OPS) -> int:
-    """Element transfers through HBM for a chain of elementwise ``ops`` ((name, reads, writes) each) on n
-    elements: the sum of every op's reads and writes unfused; read the input and write the output fused.
-    Assumes no cache reuse between kernels (the seed's accounting)."""
-    _check_n(n)
-    if fused:
-        return FUSED_TRANSFERS * n
-    return n * sum(r + w for _, r, w in ops)
+    """Element transfers through HBM for a chain of elementwise ``ops`` ((name, reads, writes) each, reads and
+    writes tuples of array names) on n elements. Unfused (one kernel per op): the sum of every op's reads and
+    writes. Fused (one kernel): each of the chain's distinct inputs read once and each output written once
+    (``chain_arrays``): 2n for sin^2 + cos^2, 3n for x + y. Assumes no cache reuse between kernels (the
+    seed's accounting). Raises TypeError/ValueError naming ``n`` (an int >= 0), ``fused`` (a bool) or ``ops``
+    (empty, malformed)."""
+    n = validate.integer("n", n)
+    if validate.one_of("fused", fused, (False, True)):
+        inputs, outputs = chain_arrays(ops)
+        return n * (len(inputs) + len(outputs))
+    return n * sum(len(r) + len(w) for _, r, w in _check_ops(ops))
 
 
 def bytes_moved(n: int, dtype, fused: bool, ops=SINCOS_OPS) -> int:
-    """HBM bytes of the chain: element transfers x itemsize. fp32 sin^2+cos^2: 44n unfused, 8n fused."""
-    return element_transfers(n, fused, ops) * itemsize(dtype)
+    """HBM bytes of the chain: element transfers x itemsize (``dtype``: a name in ``gpulab.dtypes`` or a torch
+    dtype). fp32 sin^2+cos^2: 44n unfused, 8n fused."""
+    return element_transfers(n, fused, ops) * dtypes.itemsize(dtype)
 
 
 def launches(fused: bool, ops=SINCOS_OPS) -> int:
-    """Kernel launches: one per op unfused, one fused."""
-    return 1 if fused else len(ops)
+    """Kernel launches: one per op unfused, one fused. Raises ValueError naming ``ops`` for an empty chain or
+    ``fused`` for a non-bool."""
+    ops = _check_ops(ops)
+    return 1 if validate.one_of("fused", fused, (False, True)) else len(ops)
 
 
 def model_ms(n: int, dtype="fp32", fused: bool = True, overhead_us: float = 5.0, bandwidth_tbps: float = 4.0,
              ops=SINCOS_OPS) -> float:
-    """The model time in ms: launches x overhead_us + bytes / bandwidth_tbps (TB/s, decimal)."""
-    for name, v in (("overhead_us", overhead_us), ("bandwidth_tbps", bandwidth_tbps)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise ValueError(f"{name} must be a non-negative finite number, got {v!r}")
-    if bandwidth_tbps == 0:
-        raise ValueError("bandwidth_tbps must be positive")
+    """The model time in ms: launches x overhead_us + bytes / bandwidth_tbps (TB/s, decimal). Raises
+    TypeError/ValueError naming ``overhead_us`` (>= 0, finite) or ``bandwidth_tbps`` (> 0, finite)."""
+    overhead_us = validate.nonnegative("overhead_us", overhead_us)
+    bandwidth_tbps = validate.positive("bandwidth_tbps", bandwidth_tbps)
     return launches(fused, ops) * overhead_us * 1e-3 + bytes_moved(n, dtype, fused, ops) / (bandwidth_tbps * 1e12) * 1e3
 
 
 def crossover_n(dtype="fp32", fused: bool = True, overhead_us: float = 5.0, bandwidth_tbps: float = 4.0,
                 ops=SINCOS_OPS) -> float:
-    """The n at which the model's byte time equals its launch time (below it, launches dominate)."""
+    """The n at which the model's byte time equals its launch time (below it, launches dominate). Raises as
+    ``model_ms``."""
+    overhead_us = validate.nonnegative("overhead_us", overhead_us)
+    bandwidth_tbps = validate.positive("bandwidth_tbps", bandwidth_tbps)
     per_elem_s = bytes_moved(1, dtype, fused, ops) / (bandwidth_tbps * 1e12)
     return launches(fused, ops) * overhead_us * 1e-6 / per_elem_s
 
 
 def effective_tbps(n: int, time_ms: float, dtype="fp32") -> float:
     """Effective bandwidth in TB/s on the fused (necessary) bytes, 2n x itemsize: the same yardstick for
-    every implementation, so a slower one scores lower."""
+    every implementation, so a slower one scores lower. Raises TypeError/ValueError naming ``time_ms`` (> 0)."""
+    time_ms = validate.positive("time_ms", time_ms)
     return bytes_moved(n, dtype, True) / (time_ms * 1e-3) / 1e12
 
 
 # ---- resource pressure ---------------------------------------------------------------------------------
 
 def elements_per_thread(block: int, num_warps: int) -> int:
-    """Elements each thread holds for a 1-D block: BLOCK / (32 x num_warps), at least 1."""
-    if block <= 0 or num_warps <= 0:
-        raise ValueError(f"block and num_warps must be positive, got {block}, {num_warps}")
+    """Elements each thread holds for a 1-D block: BLOCK / (32 x num_warps), at least 1. Raises naming the
+    argument unless both are positive ints."""
+    block, num_warps = validate.positive_int("block", block), validate.positive_int("num_warps", num_warps)
     return max(1, block // (32 * num_warps))
 
 
 def resident_warps(n_regs: int, num_warps: int) -> int:
     """Warps per SM that the register file allows for blocks of ``num_warps`` warps using ``n_regs``
     registers per thread (whole blocks only; capped at MAX_WARPS_PER_SM). A model: it ignores the register
-    allocation granularity and shared memory."""
-    if n_regs <= 0 or num_warps <= 0:
-        raise ValueError(f"n_regs and num_warps must be positive, got {n_regs}, {num_warps}")
+    allocation granularity and shared memory. n_regs: 1..MAX_REGISTERS_PER_THREAD (255; the compiler spills
+    beyond it); num_warps: 1..MAX_WARPS_PER_BLOCK (32: 1024 threads). Raises TypeError/ValueError naming the
+    argument."""
+    n_regs = validate.integer("n_regs", n_regs, low=1, high=MAX_REGISTERS_PER_THREAD)
+    num_warps = validate.integer("num_warps", num_warps, low=1, high=MAX_WARPS_PER_BLOCK)
     blocks = REGISTERS_PER_SM // (n_regs * 32 * num_warps)
     return min(blocks * num_warps, MAX_WARPS_PER_SM // num_warps * num_warps)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from . import dtypes
+
 SOURCES = {
     "t4-datasheet": "NVIDIA T4 Tensor Core GPU datasheet (2019): 8.1 TFLOPS single precision, 65 TFLOPS "
                     "mixed precision (FP16/FP32), 320+ GB/s GDDR6; 2,560 CUDA cores and 320 Turing Tensor "
@@ -56,7 +58,7 @@ SOURCES = {
                     "accelerator with C = 100 TFLOP/s and B = 1 TB/s, decimal units",
 }
 
-DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+DTYPES = dtypes.MATMUL  # the dtypes a datasheet rates, in the table order of gpulab.dtypes
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import validate
+
 NEG_INF = float("-inf")
 
 
@@ -126,10 +128,10 @@ def walk_row(scores, values, tile: int) -> list[Step]:
     """Walk a row ``tile`` keys at a time, as a FlashAttention program does, and record every step.
 
     scores: (n,) with -inf for masked keys; values: (n,) or (n, dv); tile: int >= 1. A fully masked tile is
-    skipped (state unchanged, alpha = 1, beta = 0). Raises ValueError for a bad tile width."""
+    skipped (state unchanged, alpha = 1, beta = 0). Raises TypeError/ValueError naming ``tile`` for a bad tile
+    width."""
     s, v = _as_row(scores, values)
-    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < 1:
-        raise ValueError(f"tile must be an int >= 1, got {tile!r}")
+    tile = validate.positive_int("tile", tile)
     state, steps = empty_state(v.shape[1]), []
     for start in range(0, len(s), tile):
         stop = min(start + tile, len(s))

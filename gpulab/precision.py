@@ -24,8 +24,11 @@ import torch
 
 import gpulab
 
-MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
-RELU_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+from . import dtypes, tolerances, validate
+
+MATMUL_DTYPES = dtypes.MATMUL
+#: name -> torch dtype of the ReLU dtypes, read from the one table (``gpulab.dtypes``).
+RELU_DTYPES = {name: dtypes.torch_dtype(name) for name in dtypes.ELEMENTWISE}
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
 
@@ -60,9 +63,9 @@ def features(cc, name: str = "") -> Features:
     """
     if cc is not None:
         if (not isinstance(cc, (tuple, list)) or len(cc) != 2
-                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in cc)):
+                or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0 for v in cc)):
             raise ValueError(f"cc must be (major, minor) ints, e.g. (9, 0), got {cc!r}")
-        cc = tuple(cc)
+        cc = tuple(int(v) for v in cc)
     avail, missing = {}, {}
     for f in FEATURES:
         if cc is None:
@@ -97,18 +100,11 @@ def relu_bytes(n: int, dtype: str) -> int:
     """Bytes an out-of-place ReLU on n elements must move: read x, write y (8n fp32, 4n fp16/bf16)."""
     if dtype not in RELU_DTYPES:
         raise ValueError(f"dtype must be one of {list(RELU_DTYPES)}, got {dtype!r}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be a non-negative int, got {n!r}")
+    n = validate.integer("n", n)
     return 2 * n * RELU_DTYPES[dtype].itemsize
 
 
 # ---- matmul error per dtype --------------------------------------------------------------------------
-
-def relative_error(c: torch.Tensor, c_ref: torch.Tensor) -> float:
-    """||c - c_ref||_F / ||c_ref||_F, computed in float64 on the CPU."""
-    c64, r64 = c.double().cpu(), c_ref.double().cpu()
-    return float((c64 - r64).norm() / r64.norm())
-
 
 def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
     """fp32 -> the nearest TF32 value (10 explicit mantissa bits; ties away from zero), still fp32."""
@@ -139,7 +135,7 @@ def _product(dtype: str, a64: torch.Tensor, b64: torch.Tensor, emulate: bool) ->
         if emulate:
             return round_to_tf32(a) @ round_to_tf32(b)
         return _with_precision("high", lambda: a.float() @ b.float())
-    tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    tdtype = dtypes.torch_dtype(dtype)
     if dtype == "fp32" and not emulate:
         return _with_precision("highest", lambda: a.float() @ b.float())
     return a.to(tdtype) @ b.to(tdtype)
@@ -177,7 +173,7 @@ def matmul_errors(n: int, dtypes=MATMUL_DTYPES, seed: int = 0, emulate: bool | N
         if feats is not None and not feats.has(d):
             out[d] = None
             continue
-        out[d] = relative_error(_product(d, a64, b64, emulate), ref)
+        out[d] = tolerances.relative_error(ref, _product(d, a64, b64, emulate), "norm")
     out["how"] = "emulated on the CPU (inputs rounded, sums by torch)" if emulate else \
         f"cuBLAS on {feats.name}"
     return out

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from . import validate
+
 WAYS = ("eager", "checkpoint", "fused")
 SIGMOID_FLOPS = 4       # -x, exp, 1 + e, 1 / (...)
 SIGMOID_BWD_FLOPS = 3   # 1 - s, s * (1 - s), g * (...)
@@ -65,7 +67,8 @@ class Counts:
 
 def counts(way: str, n: int, itemsize: int) -> Counts:
     """Hand counts for ``way`` (one of ``WAYS``) on n elements of ``itemsize`` bytes (4 for fp32, 2 for
-    fp16/bf16). Raises ValueError for an unknown way.
+    fp16/bf16). Raises ValueError for an unknown way, TypeError/ValueError naming ``n`` (an int >= 0) or
+    ``itemsize`` (an int >= 1).
 
     - eager: forward, three kernels each read one array and write one (6n); backward, three sigmoid-backward
       kernels each read the upstream gradient and the saved output and write a gradient (9n). 15n in all.
@@ -76,6 +79,7 @@ def counts(way: str, n: int, itemsize: int) -> Counts:
     """
     if way not in WAYS:
         raise ValueError(f"way must be one of {WAYS}, got {way!r}")
+    n, itemsize = validate.integer("n", n), validate.positive_int("itemsize", itemsize)
     f, b = 3 * SIGMOID_FLOPS * n, 3 * SIGMOID_BWD_FLOPS * n
     if way == "eager":
         return Counts(way, n, itemsize, 6 * n, 9 * n, f, b, 3, 3)
@@ -122,11 +126,13 @@ def memory_model(way: str, n: int, itemsize: int, setting: str = "loss") -> dict
     ``held_bytes`` between forward and backward and ``peak_bytes`` over forward + backward, with the counts in
     tensors of n elements (``held_tensors``, ``peak_tensors``). ``setting`` (one of ``SETTINGS``): "loss", y
     feeds a scalar loss and is not kept (training); "held", the caller keeps y and passes a dense dy (see the
-    table above this function). Raises ValueError for an unknown way or setting."""
+    table above this function). Raises ValueError for an unknown way or setting, TypeError/ValueError naming
+    ``n`` (an int >= 0) or ``itemsize`` (an int >= 1)."""
     if way not in WAYS:
         raise ValueError(f"way must be one of {WAYS}, got {way!r}")
     if setting not in SETTINGS:
         raise ValueError(f"setting must be one of {SETTINGS}, got {setting!r}")
+    n, itemsize = validate.integer("n", n), validate.positive_int("itemsize", itemsize)
     h, p = _HELD[setting][way], _PEAK[setting][way]
     return dict(way=way, n=n, itemsize=itemsize, setting=setting, held_tensors=h, peak_tensors=p,
                 held_bytes=h * n * itemsize, peak_bytes=p * n * itemsize)

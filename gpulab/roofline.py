@@ -16,53 +16,29 @@ returned in milliseconds, so the seed example reads directly: C = 100 TFLOP/s, B
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
-from . import hardware
+from . import hardware, validate
 
 # Which peak applies to which kind of operation (the seed lecture: "a tensor-core matrix-multiplication
 # peak cannot be used as the peak rate for comparisons, exponentials, or arbitrary scalar code").
 OP_KINDS = ("elementwise", "reduction", "matmul")
 
 
-def _as_float(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    try:
-        return float(value)
-    except OverflowError:
-        raise ValueError(f"{name} is too large for a float: {value!r}") from None
-
-
-def _check_positive(name: str, value) -> float:
-    v = _as_float(name, value)
-    if not (0 < v < float("inf")):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return v
-
-
-def _check_nonneg(name: str, value) -> float:
-    v = _as_float(name, value)
-    if not (0 <= v < float("inf")):
-        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
-    return abs(v)  # -0.0 -> 0.0
-
-
 def intensity(flops: float, bytes_moved: float) -> float:
     """Arithmetic intensity I = F / D in FLOP/byte. Raises ``ValueError`` if ``bytes_moved <= 0``."""
-    return _check_nonneg("flops", flops) / _check_positive("bytes_moved", bytes_moved)
+    return validate.nonnegative("flops", flops) / validate.positive("bytes_moved", bytes_moved)
 
 
 def ridge_point(peak_tflops: float, hbm_tbps: float) -> float:
     """Ridge point I* = C / B in FLOP/byte (C in TFLOP/s, B in TB/s)."""
-    return _check_positive("peak_tflops", peak_tflops) / _check_positive("hbm_tbps", hbm_tbps)
+    return validate.positive("peak_tflops", peak_tflops) / validate.positive("hbm_tbps", hbm_tbps)
 
 
 def attainable_tflops(intensity_flop_per_byte: float, peak_tflops: float, hbm_tbps: float) -> float:
     """Attainable rate min(C, B * I) in TFLOP/s at intensity I (FLOP/byte)."""
-    i = _check_nonneg("intensity_flop_per_byte", intensity_flop_per_byte)
-    return min(_check_positive("peak_tflops", peak_tflops), _check_positive("hbm_tbps", hbm_tbps) * i)
+    i = validate.nonnegative("intensity_flop_per_byte", intensity_flop_per_byte)
+    return min(validate.positive("peak_tflops", peak_tflops), validate.positive("hbm_tbps", hbm_tbps) * i)
 
 
 @dataclass(frozen=True)
@@ -94,10 +70,10 @@ def bound(flops: float, bytes_moved: float, peak_tflops: float, hbm_tbps: float)
     ``peak_tflops`` is C in TFLOP/s and ``hbm_tbps`` is B in TB/s (decimal). Returns a ``Bound`` with both
     terms in milliseconds. Raises ``ValueError``/``TypeError`` naming the bad argument.
     """
-    f = _check_nonneg("flops", flops)
-    d = _check_positive("bytes_moved", bytes_moved)
-    c = _check_positive("peak_tflops", peak_tflops)
-    b = _check_positive("hbm_tbps", hbm_tbps)
+    f = validate.nonnegative("flops", flops)
+    d = validate.positive("bytes_moved", bytes_moved)
+    c = validate.positive("peak_tflops", peak_tflops)
+    b = validate.positive("hbm_tbps", hbm_tbps)
     return Bound(compute_ms=f / (c * 1e12) * 1e3, memory_ms=d / (b * 1e12) * 1e3,
                  intensity=f / d, ridge=c / b)
 
@@ -138,9 +114,9 @@ class KernelPoint:
     source: str = "measured"  # "measured" live, or a reference-data label
 
     def __post_init__(self):
-        _check_nonneg("flops", self.flops)
-        _check_positive("bytes_moved", self.bytes_moved)
-        _check_positive("time_ms", self.time_ms)
+        validate.nonnegative("flops", self.flops)
+        validate.positive("bytes_moved", self.bytes_moved)
+        validate.positive("time_ms", self.time_ms)
         if self.dtype not in hardware.DTYPES:
             raise ValueError(f"dtype must be one of {hardware.DTYPES}, got {self.dtype!r}")
         if self.op_kind not in OP_KINDS:

@@ -25,10 +25,10 @@ What the model leaves out, so that a measurement can depart from it:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Integral
 
 import numpy as np
 
+from . import validate
 from .simt import WARP_SIZE
 
 SECTOR_BYTES = 32  # CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory"
@@ -36,28 +36,27 @@ LINE_BYTES = 128  # an L1/L2 cache line: four sectors (same guide, same section)
 ITEMSIZES = (1, 2, 4, 8, 16)  # bytes per lane that a load can move (16: a float4 / 128-bit vector)
 
 
-def _check_int(name: str, v, low: int | None = 0) -> int:
-    if isinstance(v, bool) or not isinstance(v, Integral):
-        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-    if low is not None and v < low:
-        raise ValueError(f"{name} must be >= {low}, got {v}")
-    return int(v)
-
-
 def _check_granule(sector_bytes) -> int:
-    g = _check_int("sector_bytes", sector_bytes, 1)
+    g = validate.positive_int("sector_bytes", sector_bytes)
     if g & (g - 1):
         raise ValueError(f"sector_bytes must be a power of two (32 is the sector; 64 and 128 model a coarser "
                          f"L2 fetch), got {g}")
     return g
 
 
+def _check_itemsize(itemsize) -> int:
+    itemsize = validate.positive_int("itemsize", itemsize)
+    if itemsize not in ITEMSIZES:
+        raise ValueError(f"itemsize must be one of {ITEMSIZES} bytes, got {itemsize}")
+    return itemsize
+
+
 def address(i: int, j: int, n_cols: int, itemsize: int, base: int = 0) -> int:
     """Byte address of A[i, j] in a row-major matrix with ``n_cols`` columns of ``itemsize``-byte elements:
     ``base + itemsize * (i * n_cols + j)`` (seed lecture's formula). Raises TypeError/ValueError naming the
     argument (indices and sizes must be non-negative ints, ``j < n_cols``)."""
-    i, j, base = _check_int("i", i), _check_int("j", j), _check_int("base", base)
-    n_cols, itemsize = _check_int("n_cols", n_cols, 1), _check_int("itemsize", itemsize, 1)
+    i, j, base = validate.integer("i", i), validate.integer("j", j), validate.integer("base", base)
+    n_cols, itemsize = validate.positive_int("n_cols", n_cols), validate.positive_int("itemsize", itemsize)
     if j >= n_cols:
         raise ValueError(f"j must be < n_cols ({n_cols}), got {j}")
     return base + itemsize * (i * n_cols + j)
@@ -123,8 +122,8 @@ class WarpRequest:
 def request(addresses, itemsize: int, sector_bytes: int = SECTOR_BYTES) -> WarpRequest:
     """The request of lanes reading ``itemsize`` bytes at the given byte ``addresses`` (one per lane, any
     order, non-negative ints). Raises TypeError/ValueError naming the argument."""
-    itemsize, g = _check_int("itemsize", itemsize, 1), _check_granule(sector_bytes)
-    addrs = tuple(_check_int("addresses[k]", a) for a in addresses)
+    itemsize, g = validate.positive_int("itemsize", itemsize), _check_granule(sector_bytes)
+    addrs = tuple(validate.integer(f"addresses[{k}]", a) for k, a in enumerate(addresses))
     if not addrs:
         raise ValueError("addresses must hold at least one lane's address")
     return WarpRequest(addrs, itemsize, g)
@@ -141,16 +140,12 @@ def warp_request(itemsize: int = 4, stride: int = 1, offset: int = 0, lanes: int
     >>> warp_request(4, 1, 0).n_sectors   # the seed's case: four 32-byte transactions
     4
     """
-    itemsize = _check_int("itemsize", itemsize, 1)
-    if itemsize not in ITEMSIZES:
-        raise ValueError(f"itemsize must be one of {ITEMSIZES} bytes, got {itemsize}")
-    stride, offset = _check_int("stride", stride, 1), _check_int("offset", offset)
+    itemsize = _check_itemsize(itemsize)
+    stride, offset = validate.positive_int("stride", stride), validate.integer("offset", offset)
     if offset % itemsize:
         raise ValueError(f"offset must be a multiple of itemsize ({itemsize} B): a {itemsize}-byte load needs an "
                          f"address aligned to {itemsize} bytes; got {offset}")
-    lanes = _check_int("lanes", lanes, 1)
-    if lanes > WARP_SIZE:
-        raise ValueError(f"lanes must be in [1, {WARP_SIZE}], got {lanes}")
+    lanes = validate.integer("lanes", lanes, low=1, high=WARP_SIZE)
     return request([offset + k * stride * itemsize for k in range(lanes)], itemsize, sector_bytes)
 
 
@@ -158,10 +153,15 @@ def matrix_request(n_cols: int, itemsize: int = 4, along: str = "row", i: int = 
                    lanes: int = WARP_SIZE, sector_bytes: int = SECTOR_BYTES) -> WarpRequest:
     """A warp reading a row-major matrix with ``n_cols`` columns from A[i, j]: lanes vary j with i fixed
     (``along="row"``, addresses itemsize apart) or vary i with j fixed (``along="column"``, n_cols * itemsize
-    apart). The base is 128-byte aligned. Raises ValueError naming ``along`` for anything else."""
-    if along not in ("row", "column"):
-        raise ValueError(f"along must be 'row' or 'column', got {along!r}")
-    n_cols = _check_int("n_cols", n_cols, 1)
+    apart). The base is 128-byte aligned. Along a row, lanes past the last column are inactive. itemsize: one
+    of ``ITEMSIZES``; lanes: 1..32; i, j: non-negative, ``j < n_cols``. Raises TypeError/ValueError naming the
+    argument."""
+    along = validate.one_of("along", along, ("row", "column"))
+    n_cols, itemsize = validate.positive_int("n_cols", n_cols), _check_itemsize(itemsize)
+    i, j = validate.integer("i", i), validate.integer("j", j)
+    if j >= n_cols:
+        raise ValueError(f"j must be < n_cols ({n_cols}), got {j}")
+    lanes = validate.integer("lanes", lanes, low=1, high=WARP_SIZE)
     if along == "row":
         cells = [(i, j + k) for k in range(lanes) if j + k < n_cols]
     else:
@@ -174,8 +174,9 @@ def stream_efficiency(n: int, itemsize: int = 4, stride: int = 1, offset: int = 
     """Useful bytes over bytes moved when ``n`` elements ``x[k * stride]`` (k < n) are read and every sector
     is fetched once, however many requests share it: the best L2 reuse can do. Differs from the
     per-request ``warp_request(...).efficiency`` when neighbouring warps share sectors (a misaligned offset)."""
-    n, itemsize = _check_int("n", n, 1), _check_int("itemsize", itemsize, 1)
-    stride, offset, g = _check_int("stride", stride, 1), _check_int("offset", offset), _check_granule(sector_bytes)
+    n, itemsize = validate.positive_int("n", n), validate.positive_int("itemsize", itemsize)
+    stride, offset = validate.positive_int("stride", stride), validate.integer("offset", offset)
+    g = _check_granule(sector_bytes)
     starts = offset + np.arange(n, dtype=np.int64) * stride * itemsize
     sectors = np.unique(np.concatenate([starts // g, (starts + itemsize - 1) // g]))
     return n * itemsize / (len(sectors) * g)
@@ -184,10 +185,13 @@ def stream_efficiency(n: int, itemsize: int = 4, stride: int = 1, offset: int = 
 def copy_efficiency(read_efficiency: float, write_efficiency: float = 1.0) -> float:
     """Useful bytes over bytes moved for a copy that reads n elements at one efficiency and writes n at
     another: 2 / (1/read + 1/write). Efficiencies in (0, 1]. Raises ValueError naming the argument."""
+    effs = []
     for name, e in (("read_efficiency", read_efficiency), ("write_efficiency", write_efficiency)):
-        if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 < e <= 1:
+        e = validate.positive(name, e)
+        if e > 1:
             raise ValueError(f"{name} must be a number in (0, 1], got {e!r}")
-    return 2.0 / (1.0 / read_efficiency + 1.0 / write_efficiency)
+        effs.append(e)
+    return 2.0 / (1.0 / effs[0] + 1.0 / effs[1])
 
 
 def strided_copy_efficiency(stride: int, itemsize: int = 4, offset: int = 0, sector_bytes: int = SECTOR_BYTES) -> float:
@@ -203,15 +207,16 @@ def predicted_tbps(stride: int, itemsize: int, copy_tbps: float, offset: int = 0
     """The model's effective bandwidth of the strided copy, in TB/s of useful bytes (n read + n written):
     the measured copy bandwidth times ``strided_copy_efficiency``. At stride 1 it is the copy bandwidth; once
     stride * itemsize >= sector_bytes each element costs a whole granule, and it levels off at
-    copy_tbps * 2 / (1 + sector_bytes / itemsize)."""
-    if isinstance(copy_tbps, bool) or not isinstance(copy_tbps, (int, float)) or copy_tbps <= 0:
-        raise ValueError(f"copy_tbps must be a positive number (TB/s), got {copy_tbps!r}")
+    copy_tbps * 2 / (1 + sector_bytes / itemsize). Raises TypeError/ValueError naming the argument (copy_tbps
+    must be positive and finite)."""
+    copy_tbps = validate.positive("copy_tbps", copy_tbps)
     return copy_tbps * strided_copy_efficiency(stride, itemsize, offset, sector_bytes)
 
 
 def effective_tbps(n: int, itemsize: int, time_ms: float, transfers: int = 2) -> float:
     """Useful bytes per second, in TB/s: ``transfers`` arrays of n elements (2: one read, one write) over
-    ``time_ms``. Bytes the hardware moved but nobody used do not count."""
-    if time_ms <= 0:
-        raise ValueError(f"time_ms must be > 0, got {time_ms}")
+    ``time_ms``. Bytes the hardware moved but nobody used do not count. n: int >= 0; itemsize, transfers: ints
+    >= 1; time_ms: positive and finite. Raises TypeError/ValueError naming the argument."""
+    n, itemsize = validate.integer("n", n), validate.positive_int("itemsize", itemsize)
+    transfers, time_ms = validate.positive_int("transfers", transfers), validate.positive("time_ms", time_ms)
     return transfers * n * itemsize / (time_ms * 1e-3) / 1e12

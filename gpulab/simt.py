@@ -23,20 +23,14 @@ from numbers import Integral
 
 import numpy as np
 
+from . import validate
+
 WARP_SIZE = 32  # lanes per warp on every NVIDIA GPU so far (CUDA C++ Programming Guide, "SIMT Architecture")
 IDLE, PATH_A, PATH_B = 0, 1, 2  # cell values of BranchTrace.grid()
 
 
 def _steps(k: int) -> str:
     return f"{k} step" + ("" if k == 1 else "s")
-
-
-def _check_count(name: str, v, low: int = 0) -> int:
-    if isinstance(v, bool) or not isinstance(v, Integral):
-        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-    if v < low:
-        raise ValueError(f"{name} must be >= {low}, got {v}")
-    return int(v)
 
 
 def lane_condition(condition, warp_size: int = WARP_SIZE) -> tuple[bool, ...]:
@@ -46,7 +40,7 @@ def lane_condition(condition, warp_size: int = WARP_SIZE) -> tuple[bool, ...]:
     or a callable ``lane -> bool`` evaluated at lanes 0..warp_size-1 (e.g. ``lambda tid: tid < 4``).
     Raises ``TypeError``/``ValueError`` naming ``condition`` if it is neither.
     """
-    warp_size = _check_count("warp_size", warp_size, 1)
+    warp_size = validate.positive_int("warp_size", warp_size)
     if callable(condition):
         values = [condition(lane) for lane in range(warp_size)]
     elif isinstance(condition, (str, bytes)) or not hasattr(condition, "__len__"):
@@ -147,7 +141,7 @@ def branch(condition, cost_a: int = 1, cost_b: int = 1, warp_size: int = WARP_SI
     then the others run B; the warp runs both paths in sequence and pays the time of both".
     """
     cond = lane_condition(condition, warp_size)
-    cost_a, cost_b = _check_count("cost_a", cost_a), _check_count("cost_b", cost_b)
+    cost_a, cost_b = validate.integer("cost_a", cost_a), validate.integer("cost_b", cost_b)
     not_cond = tuple(not c for c in cond)
     steps = []
     if any(cond):
@@ -161,7 +155,11 @@ def branch(condition, cost_a: int = 1, cost_b: int = 1, warp_size: int = WARP_SI
 # Data-dependent loops: a group of lanes that steps together runs until its slowest lane is done.
 
 
+_INT64_MAX = np.iinfo(np.int64).max
+
+
 def _check_trips(trips) -> np.ndarray:
+    """trips as int64, shape (n,): ints in [0, 2**63 - 1] (Python ints beyond int64 arrive as dtype object)."""
     if isinstance(trips, (str, bytes)) or not hasattr(trips, "__len__"):
         raise TypeError(f"trips must be a 1-D sequence of ints, got {type(trips).__name__}")
     a = np.asarray(trips)
@@ -169,11 +167,21 @@ def _check_trips(trips) -> np.ndarray:
         raise ValueError(f"trips must be 1-D (one trip count per element), got shape {a.shape}")
     if a.size == 0:
         raise ValueError("trips must not be empty")
-    if a.dtype == bool or not np.issubdtype(a.dtype, np.integer):
+    whole = a.dtype == object and all(isinstance(v, Integral) and not isinstance(v, bool) for v in a)
+    if a.dtype == bool or not (np.issubdtype(a.dtype, np.integer) or whole):
         raise TypeError(f"trips must hold ints, got dtype {a.dtype}")
     if (a < 0).any():
         raise ValueError(f"trips must be >= 0, got {a.min()} at index {int(np.argmin(a))}")
+    if (a > _INT64_MAX).any():
+        raise ValueError(f"trips must be <= 2**63 - 1 (int64), got {a.max()} at index {int(np.argmax(a))}")
     return a.astype(np.int64)
+
+
+def _exact_sum(a: np.ndarray) -> int:
+    """The sum of a non-negative int64 array as a Python int, exact where int64 would overflow."""
+    if a.size == 0 or int(a.max()) <= _INT64_MAX // a.size:
+        return int(a.sum())
+    return int(a.sum(dtype=object))
 
 
 @dataclass(frozen=True)
@@ -190,12 +198,13 @@ class LoopCost:
 
     @property
     def steps(self) -> int:
-        """Issue steps summed over groups (one iteration of one group = one step)."""
-        return int(self.steps_per_group.sum())
+        """Issue steps summed over groups (one iteration of one group = one step); an exact Python int."""
+        return _exact_sum(self.steps_per_group)
 
     @property
     def useful(self) -> int:
-        return int(self.trips.sum())
+        """Trip counts summed: lane-steps doing work; an exact Python int."""
+        return _exact_sum(self.trips)
 
     @property
     def efficiency(self) -> float:
@@ -218,7 +227,7 @@ def loop(trips, group: int = WARP_SIZE) -> LoopCost:
     Raises ``TypeError``/``ValueError`` naming the bad argument.
     """
     t = _check_trips(trips)
-    group = _check_count("group", group, 1)
+    group = validate.positive_int("group", group)
     n_groups = -(-t.size // group)
     padded = np.zeros(n_groups * group, dtype=np.int64)
     padded[: t.size] = t

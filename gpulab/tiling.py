@@ -18,38 +18,29 @@ caches are outside it. It is a model of requested loads, not a prediction of HBM
 """
 from __future__ import annotations
 
-from . import hardware
+from numbers import Integral
+
+from . import dtypes, hardware, validate
 from .waves import cdiv
-
-ITEMSIZE = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-
-
-def _pos(name: str, v) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
 
 
 def itemsize(dtype) -> int:
-    """Bytes per element of ``dtype``: a name in ``ITEMSIZE`` ("fp32", "bf16", ...), or a positive int."""
-    if isinstance(dtype, int) and not isinstance(dtype, bool):
-        _pos("dtype", dtype)
-        return dtype
-    if dtype not in ITEMSIZE:
-        raise ValueError(f"dtype must be one of {list(ITEMSIZE)} or a positive int of bytes, got {dtype!r}")
-    return ITEMSIZE[dtype]
+    """Bytes per element of ``dtype``: a matmul dtype name of ``gpulab.dtypes`` ("fp32", "tf32", "bf16",
+    "fp16", "fp8"), or a positive int of bytes. Raises ValueError naming ``dtype``."""
+    if isinstance(dtype, Integral) and not isinstance(dtype, bool):
+        return validate.positive_int("dtype", dtype)
+    return dtypes.lookup(dtype, allowed=dtypes.MATMUL).bytes
 
 
 def tile_intensity(T: int, dtype="fp32") -> float:
     """FLOP/byte of one step of square ``T x T`` tiles: ``2 T^3 / (2 T^2 s) = T / s``. Seed: FP32, T=32 -> 8."""
-    _pos("T", T)
-    return T / itemsize(dtype)
+    return validate.positive_int("T", T) / itemsize(dtype)
 
 
 def step_intensity(BM: int, BN: int, BK: int, dtype="fp32") -> float:
     """FLOP/byte of one ``K`` step of a ``BM x BN`` output tile: ``2 BM BN BK / ((BM BK + BK BN) s)``
     ``= 2 BM BN / ((BM + BN) s)``; ``BK`` cancels. Equals ``tile_intensity(T)`` when ``BM = BN = T``."""
-    for name, v in (("BM", BM), ("BN", BN), ("BK", BK)):
-        _pos(name, v)
+    BM, BN, BK = (validate.positive_int(name, v) for name, v in (("BM", BM), ("BN", BN), ("BK", BK)))
     return 2 * BM * BN * BK / ((BM * BK + BK * BN) * itemsize(dtype))
 
 
@@ -58,17 +49,23 @@ def input_loads(M: int, N: int | None = None, K: int | None = None, tile=None) -
 
     ``tile=None``: no reuse, ``2 M N K``. ``tile=T`` or ``(BM, BN)``: every output tile reads a ``BM``-row
     strip of ``A`` and a ``BN``-column strip of ``B``: ``ceil(N / BN) M K + ceil(M / BM) K N``, which is
-    ``2 N^3 / T`` for a square matrix when ``T`` divides ``N``. ``N`` and ``K`` default to ``M``.
+    ``2 N^3 / T`` for a square matrix when ``T`` divides ``N``. ``N`` and ``K`` default to ``M``. Raises
+    TypeError/ValueError naming the argument (positive ints; ``tile`` an int or a pair of them).
     """
     N = M if N is None else N
     K = M if K is None else K
-    for name, v in (("M", M), ("N", N), ("K", K)):
-        _pos(name, v)
+    M, N, K = (validate.positive_int(name, v) for name, v in (("M", M), ("N", N), ("K", K)))
     if tile is None:
         return 2 * M * N * K
-    BM, BN = (tile, tile) if isinstance(tile, int) else tuple(tile)
-    _pos("tile rows", BM)
-    _pos("tile columns", BN)
+    if isinstance(tile, (tuple, list)):
+        if len(tile) != 2:
+            raise ValueError(f"tile must be an int T or a pair (BM, BN), got {tile!r}")
+        BM, BN = tile
+    elif isinstance(tile, Integral) and not isinstance(tile, bool):
+        BM = BN = tile
+    else:
+        raise TypeError(f"tile must be an int T or a pair (BM, BN), got {tile!r} ({type(tile).__name__})")
+    BM, BN = validate.positive_int("tile rows", BM), validate.positive_int("tile columns", BN)
     return cdiv(N, BN) * M * K + cdiv(M, BM) * K * N
 
 
@@ -77,8 +74,8 @@ def footprint_bytes(T: int, dtype="fp32", BN: int | None = None, BK: int | None 
     output tile with ``BK`` deep steps; times ``stages`` (software pipelining keeps one copy per stage)."""
     BN = T if BN is None else BN
     BK = T if BK is None else BK
-    for name, v in (("T", T), ("BN", BN), ("BK", BK), ("stages", stages)):
-        _pos(name, v)
+    T, BN, BK, stages = (validate.positive_int(name, v) for name, v in
+                         (("T", T), ("BN", BN), ("BK", BK), ("stages", stages)))
     return (T * BK + BK * BN) * itemsize(dtype) * stages
 
 
@@ -93,8 +90,7 @@ def shared_memory_bytes(gpu) -> int:
 
 def fits(footprint: int, gpu) -> bool:
     """True if ``footprint`` bytes fit in one SM's shared memory on ``gpu``."""
-    _pos("footprint", footprint)
-    return footprint <= shared_memory_bytes(gpu)
+    return validate.positive_int("footprint", footprint) <= shared_memory_bytes(gpu)
 
 
 def largest_square_tile(dtype, gpu, stages: int = 1) -> int:

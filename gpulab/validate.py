@@ -30,7 +30,11 @@ def real(name: str, value, *, low: float | None = None, strict: bool = False, fi
     (exclusive when ``strict``). Raises TypeError for a non-number and ValueError otherwise, naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond float's range
+        bits = int(value).bit_length()
+        raise ValueError(f"{name} must be a finite number, got an int too large for a float ({bits} bits)") from None
     if math.isnan(v) or (finite and math.isinf(v)):
         raise ValueError(f"{name} must be a finite number, got {v}")
     if low is not None and (v <= low if strict else v < low):
@@ -44,8 +48,8 @@ def positive(name: str, value, *, finite: bool = True) -> float:
 
 
 def nonnegative(name: str, value, *, finite: bool = True) -> float:
-    """``value`` as a float >= 0 (see ``real``)."""
-    return real(name, value, low=0.0, finite=finite)
+    """``value`` as a float >= 0 (see ``real``); -0.0 comes back as 0.0."""
+    return real(name, value, low=0.0, finite=finite) + 0.0
 
 
 def one_of(name: str, value, allowed) -> object:

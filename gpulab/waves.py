@@ -23,18 +23,12 @@ does not predict the time.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
-from . import hardware
+from . import hardware, validate
 
 SEED_TILE = (256, 128)  # the seed lecture's output tile, rows x columns
 SEED_SMS = 108  # the seed lecture's A100
-
-
-def _positive_int(name: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
-    return v
 
 
 def cdiv(a: int, b: int) -> int:
@@ -45,10 +39,10 @@ def cdiv(a: int, b: int) -> int:
 def tile_grid(M: int, N: int, tile_m: int, tile_n: int) -> tuple[int, int]:
     """(tiles along M, tiles along N) that cover an ``M x N`` output with ``tile_m x tile_n`` tiles.
 
-    Raises ``ValueError`` naming the argument unless all four are positive ints.
+    Raises ``TypeError``/``ValueError`` naming the argument unless all four are positive ints.
     """
-    for name, v in (("M", M), ("N", N), ("tile_m", tile_m), ("tile_n", tile_n)):
-        _positive_int(name, v)
+    M, N, tile_m, tile_n = (validate.positive_int(name, v) for name, v in
+                            (("M", M), ("N", N), ("tile_m", tile_m), ("tile_n", tile_n)))
     return cdiv(M, tile_m), cdiv(N, tile_n)
 
 
@@ -132,26 +126,34 @@ def plan(M: int, N: int | None = None, tile=SEED_TILE, *, sms: int | None = None
 
     Give the machine as ``sms`` (an SM count) or ``gpu`` (a name ``gpulab.hardware`` knows, or a
     ``GPUSpec``), not both. ``blocks_per_sm``: tiles resident on one SM at once (the seed's model: 1).
-    Raises ``ValueError`` naming the argument for non-positive or non-int sizes, a bad tile, or a missing
-    or doubled machine; ``KeyError`` for an unknown GPU name.
+    Raises ``ValueError`` naming the argument for non-positive sizes, a bad tile, or a missing or doubled
+    machine, ``TypeError`` for a size that is not an int (NumPy ints are ints); ``KeyError`` for an unknown GPU
+    name.
     """
     N = M if N is None else N
     if not (isinstance(tile, (tuple, list)) and len(tile) == 2):
         raise ValueError(f"tile must be a pair (tile_m, tile_n), got {tile!r}")
     if (sms is None) == (gpu is None):
         raise ValueError("give exactly one of sms (an SM count) or gpu (a GPU name or GPUSpec)")
-    sms = _positive_int("sms", sms) if gpu is None else sms_of(gpu)
-    _positive_int("blocks_per_sm", blocks_per_sm)
-    tm, tn = tile_grid(M, N, tile[0], tile[1])
-    return WavePlan(M, N, tile[0], tile[1], sms, blocks_per_sm, tm, tn)
+    sms = validate.positive_int("sms", sms) if gpu is None else sms_of(gpu)
+    blocks_per_sm = validate.positive_int("blocks_per_sm", blocks_per_sm)
+    M, N = validate.positive_int("M", M), validate.positive_int("N", N)
+    tile_m, tile_n = validate.positive_int("tile_m", tile[0]), validate.positive_int("tile_n", tile[1])
+    tm, tn = tile_grid(M, N, tile_m, tile_n)
+    return WavePlan(M, N, tile_m, tile_n, sms, blocks_per_sm, tm, tn)
+
+
+#: What ``sweep`` can read off a ``WavePlan``: its fields and properties (numbers), not its methods.
+QUANTITIES = tuple(f.name for f in fields(WavePlan)) + tuple(
+    name for name, v in vars(WavePlan).items() if isinstance(v, property))
 
 
 def sweep(ns, tile=SEED_TILE, *, sms: int | None = None, gpu=None, blocks_per_sm: int = 1,
           what: str = "efficiency") -> list[float]:
-    """``what`` (a ``WavePlan`` attribute: "efficiency", "wave_efficiency", "tiles", "waves", ...) for square
-    outputs ``n x n``, one per ``n`` in ``ns``, as a plain list (for plotly)."""
-    if not hasattr(WavePlan, what):
-        raise ValueError(f"what must be a WavePlan attribute such as 'efficiency', got {what!r}")
+    """``what`` (one of ``QUANTITIES``: "efficiency", "wave_efficiency", "tiles", "waves", ...) for square
+    outputs ``n x n``, one per ``n`` in ``ns``, as a plain list (for plotly). Raises ValueError naming ``what``
+    for anything else (a method such as "summary" too)."""
+    validate.one_of("what", what, QUANTITIES)
     return [getattr(plan(n, n, tile, sms=sms, gpu=gpu, blocks_per_sm=blocks_per_sm), what) for n in ns]
 
 
@@ -160,7 +162,9 @@ def predicted_tflops(M: int, N: int, K: int, full_rate_tflops: float, tile, *, s
     """The model's rate in TFLOP/s for ``2 M N K`` FLOPs: ``full_rate_tflops * efficiency``.
 
     ``full_rate_tflops`` is the rate of a full, aligned run of the same kernel (measured, e.g. at a large
-    aligned size). ``K`` does not change the efficiency; it is here so the call reads like the matmul.
+    aligned size), positive and finite. ``K`` does not change the efficiency; it is here so the call reads like
+    the matmul. Raises as ``plan``, and ValueError naming ``full_rate_tflops`` or ``K``.
     """
-    _positive_int("K", K)
+    validate.positive_int("K", K)
+    full_rate_tflops = validate.positive("full_rate_tflops", full_rate_tflops)
     return full_rate_tflops * plan(M, N, tile, sms=sms, gpu=gpu, blocks_per_sm=blocks_per_sm).efficiency

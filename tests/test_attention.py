@@ -4,6 +4,7 @@ import math
 import random
 
 import gpulab  # first: it picks the mode before triton is imported
+import numpy as np
 import pytest
 import torch
 
@@ -36,6 +37,28 @@ def test_causal_flops_for_lq_not_lk():
     assert A.attention_flops(1, 1, 1, 1000, d, causal=True, backward=True) == 2.5 * 4 * 0.5 * d
     with pytest.raises(ValueError, match="mode"):
         A.flash_training_memory(1, 1, 16, 16, 2, mode="nonsense")
+
+@pytest.mark.parametrize("call, word", [
+    (lambda: A.attention_flops(1, 1, 16, 16, 16, causal="no"), "causal"),   # a string is not False
+    (lambda: A.attention_flops(1, 1, 16, 16, 16, causal=None), "causal"),
+    (lambda: A.attention_flops(1, 1, 16, 16, 16, backward="yes"), "backward"),
+    (lambda: A.naive_bytes(1, 1, 16, 16, 2, causal=1), "causal"),
+    (lambda: A.flash_bytes(1, 1, 16, 16, 2, causal="no"), "causal"),
+    (lambda: A.tiles_visited(16, 16, 16, causal="no"), "causal"),
+    (lambda: A.attention_flops(1, 1, -16, 16, 16), "Lq"),
+    (lambda: A.attention_flops(1, 1, 16, 16.0, 16), "Lk"),
+    (lambda: A.memory_model(1, 1, 16, 16, -2, "flash"), "itemsize"),
+])
+def test_bad_input_names_the_argument(call, word):
+    with pytest.raises((TypeError, ValueError), match=word):
+        call()
+
+
+def test_numpy_ints_are_ints_and_never_wrap():
+    B, H, L, d = (np.int64(v) for v in (2**20, 2**10, 2**20, 2**10))   # 4 B H L^2 d = 2**72: past int64
+    assert A.naive_bytes(B, H, L, d, np.int64(2)) == (6 * 2**50 + 4 * 2**60) * 2**10 * 2
+    assert A.attention_flops(np.int64(1), 1, np.int32(3), 5, np.int64(16)) == 4 * 3 * 5 * 16
+
 
 def test_naive_bytes_by_hand():
     B, H, L, d = 2, 3, 100, 16

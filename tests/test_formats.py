@@ -5,12 +5,14 @@ own float8_e4m3fn decoding), not by calling the functions under test.
 """
 import math
 
+import numpy as np
 import pytest
 import torch
 
 import gpulab
 from gpulab import figures
 from gpulab import formats as F
+from gpulab import tolerances
 
 DEV = gpulab.DEVICE
 
@@ -142,7 +144,7 @@ def test_mx_zero_block_partial_block_and_shapes():
     # the partial block quantizes exactly as the same 6 values padded by hand
     last = F.dequantize(F.quantize_mxfp8(torch.cat([x[0, 0, 64:], torch.zeros(26, device=DEV)])))
     assert torch.equal(y[0, 0, 64:], last[:6])
-    assert (F.relative_error(x, y) < 2.0**-4)  # half an E4M3 ulp is 2^-4 relative
+    assert (tolerances.relative_error(x, y) < 2.0**-4)  # half an E4M3 ulp is 2^-4 relative
 
 
 def test_mx_nan_and_inf_blocks():
@@ -183,7 +185,7 @@ def test_nvfp4_dequantize_is_e_times_sb_times_st_rounded_once():
     assert q.tensor_scale == float(torch.tensor(x.abs().max().item() / 2688, dtype=torch.float32))
     want = (q.elements.double() * q.scales.double().unsqueeze(-1) * q.tensor_scale).reshape(5, 48).float()
     assert torch.equal(F.dequantize(q), want)
-    assert F.relative_error(x, F.dequantize(q)) < 0.25
+    assert tolerances.relative_error(x, F.dequantize(q)) < 0.25
 
 
 def test_nvfp4_block_scale_rounds_to_e4m3_and_elements_saturate():
@@ -257,6 +259,23 @@ def test_bad_input_raises_naming_the_argument():
         F.dequantize(torch.randn(4))
 
 
+def test_fp8_per_tensor_scale_keeps_finite_values_finite():
+    # the scale comes from the finite values: amax 896 -> s = 896 / 448 = 2; inf and NaN pass through
+    x = torch.tensor([1.0, -3.0, 896.0, 0.3, math.inf, math.nan, -math.inf])
+    y = F.roundtrip(x, "fp8_e4m3")
+    # 0.3 / 2 = 0.15 lies in E4M3's binade [2^-3, 2^-2), spacing 2^-6: 9.6 steps round to 10, 10 * 2^-6 * 2 = 0.3125
+    assert y[:4].tolist() == [1.0, -3.0, 896.0, 0.3125]
+    assert y[4] == math.inf and math.isnan(y[5]) and y[6] == -math.inf
+    assert F.roundtrip(torch.tensor([math.inf, math.nan]), "fp8_e4m3").isnan().tolist() == [False, True]
+    assert torch.equal(F.roundtrip(torch.tensor([0.0, 0.0]), "fp8_e4m3"), torch.zeros(2))
+
+
+def test_numpy_ints_are_ints():
+    x = F.gaussian_data(64)
+    assert torch.equal(F.roundtrip(x, "mxfp8", np.int64(16)), F.roundtrip(x, "mxfp8", 16))
+    assert F.bits_per_value("nvfp4", block=np.int32(16), numel=np.int64(1024)) == 4.5 + 32 / 1024
+
+
 # -------------------------------------------------------------------------------------- bits per value
 def test_bits_per_value():
     assert F.bits_per_value("mxfp8") == 8.25
@@ -287,16 +306,17 @@ def test_error_ordering_on_realistic_data():
 
 def test_error_grows_with_block_size_on_outliers():
     x = F.outlier_data()
-    errs = [F.relative_error(x, F.roundtrip(x, "nvfp4", b)) for b in (8, 64, 512)]
+    errs = [tolerances.relative_error(x, F.roundtrip(x, "nvfp4", b)) for b in (8, 64, 512)]
     assert errs[0] < errs[1] < errs[2]
 
 
 def test_relative_error_kinds():
+    assert not hasattr(F, "relative_error")  # one relative_error: gpulab.tolerances
     ref = torch.tensor([1.0, -2.0, 0.0, 4.0])
     got = torch.tensor([1.5, -2.0, 0.0, 3.0])
-    assert F.relative_error(ref, got) == pytest.approx((0.5 + 0 + 0.25) / 3)
-    assert F.relative_error(ref, got, "norm") == pytest.approx(math.sqrt(1.25) / math.sqrt(21))
-    assert F.relative_error(ref, torch.tensor([1.0, -2.0, math.nan, 4.0])) == math.inf
+    assert tolerances.relative_error(ref, got) == pytest.approx((0.5 + 0 + 0.25) / 3)
+    assert tolerances.relative_error(ref, got, "norm") == pytest.approx(math.sqrt(1.25) / math.sqrt(21))
+    assert tolerances.relative_error(ref, torch.tensor([1.0, -2.0, math.nan, 4.0])) == math.inf
 
 
 def test_figure_has_plain_lists():

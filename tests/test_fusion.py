@@ -2,6 +2,7 @@
 helpers, the lesson's first widget, the suite's report, and the lesson 04 exercise checkers."""
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -23,22 +24,66 @@ def test_seed_byte_accounting(n):
 def test_bytes_generic_in_dtype():
     assert fusion.bytes_moved(10, torch.float16, False) == 220 and fusion.bytes_moved(10, "bf16", True) == 40
     assert fusion.bytes_moved(10, torch.float64, False) == 880 and fusion.bytes_moved(10, "fp8", True) == 20
-    ops = (("exp", 1, 1), ("mul", 2, 1))
+    ops = (("exp", ("x",), ("t",)), ("mul", ("t", "w"), ("y",)))   # y = exp(x) * w
     assert fusion.element_transfers(5, False, ops) == 25 and fusion.launches(False, ops) == 2
+    assert fusion.element_transfers(5, True, ops) == 15   # fused: read x and w, write y
     assert fusion.launches(False) == 5 and fusion.launches(True) == 1
+
+
+@pytest.mark.parametrize("ops, inputs, outputs", [
+    ((("add", ("x", "y"), ("z",)),), ("x", "y"), ("z",)),                     # x + y: 3n fused, not 2n
+    ((("add", ("x", "x"), ("z",)),), ("x",), ("z",)),                          # x + x reads x once
+    ((("inc", ("x",), ("x",)),), ("x",), ("x",)),                              # in place: read x, write x
+    ((("mul", ("a", "b"), ("t",)), ("add", ("t", "c"), ("y",))), ("a", "b", "c"), ("y",)),   # a * b + c
+    ((("sin", ("x",), ("s",)), ("cos", ("x",), ("c",))), ("x",), ("s", "c")),  # two outputs, one input
+])
+def test_fused_counts_distinct_inputs_and_outputs(ops, inputs, outputs):
+    assert fusion.chain_arrays(ops) == (inputs, outputs)
+    assert fusion.element_transfers(7, True, ops) == 7 * (len(inputs) + len(outputs))
+    assert fusion.bytes_moved(7, "fp16", True, ops) == 2 * 7 * (len(inputs) + len(outputs))
 
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="dtype"):
-        fusion.itemsize("fp33")
-    with pytest.raises(TypeError, match="dtype"):
-        fusion.itemsize(4)
+        fusion.bytes_moved(10, "fp33", True)
+    with pytest.raises(ValueError, match="dtype"):
+        fusion.bytes_moved(10, 4, True)
     with pytest.raises(ValueError, match="n must"):
         fusion.bytes_moved(-1, "fp32", True)
     with pytest.raises(ValueError, match="overhead_us"):
         fusion.model_ms(10, overhead_us=-1)
     with pytest.raises(ValueError, match="bandwidth_tbps"):
         fusion.model_ms(10, bandwidth_tbps=0)
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda: fusion.element_transfers(10, True, ()), "ops"),          # an empty chain moves nothing: an error
+    (lambda: fusion.element_transfers(10, False, ()), "ops"),
+    (lambda: fusion.launches(True, ()), "ops"),
+    (lambda: fusion.element_transfers(10, True, (("add", 2, 1),)), "ops"),   # counts cannot say what is shared
+    (lambda: fusion.element_transfers(10, True, (("store", ("x",), ()),)), "ops"),
+    (lambda: fusion.element_transfers(10.0, True), "n"),
+    (lambda: fusion.element_transfers(10, "no"), "fused"),   # a string is not False
+    (lambda: fusion.launches("no"), "fused"),
+    (lambda: fusion.crossover_n(bandwidth_tbps=-4.0), "bandwidth_tbps"),
+    (lambda: fusion.crossover_n(bandwidth_tbps=0.0), "bandwidth_tbps"),
+    (lambda: fusion.crossover_n(bandwidth_tbps=math.nan), "bandwidth_tbps"),
+    (lambda: fusion.crossover_n(overhead_us=-5.0), "overhead_us"),
+    (lambda: fusion.effective_tbps(10, 0.0), "time_ms"),
+    (lambda: fusion.resident_warps(256, 4), "n_regs"),    # above the 255-register cap
+    (lambda: fusion.resident_warps(0, 4), "n_regs"),
+    (lambda: fusion.resident_warps(32, 33), "num_warps"),  # a block holds at most 1024 threads
+    (lambda: fusion.elements_per_thread(0, 4), "block"),
+    (lambda: fusion.elements_per_thread(1024, 0), "num_warps"),
+])
+def test_bad_input_names_the_argument(call, word):
+    with pytest.raises((TypeError, ValueError), match=word):
+        call()
+
+
+def test_numpy_ints_are_ints():
+    assert fusion.element_transfers(np.int64(2**40), False) == 11 * 2**40
+    assert fusion.resident_warps(np.int32(128), np.int64(4)) == 16
 
 
 def test_model_time():

@@ -1,7 +1,7 @@
 """The GPU table: every GPU the issue names, every number positive and sourced."""
 import pytest
 
-from gpulab import hardware
+from gpulab import dtypes, hardware
 
 REQUIRED = ["T4", "L4", "A10", "A100 40GB SXM", "A100 80GB SXM", "H100 SXM", "H100 PCIe", "H200", "RTX 4090",
             "Seed accelerator"]
@@ -47,6 +47,11 @@ def test_peak_errors():
         hardware.get("A100 40GB SXM").peak("fp8")
     with pytest.raises(ValueError, match="dtype must be one of"):
         hardware.get("H200").peak("int8")
+
+
+def test_rated_dtypes_are_the_tables():
+    assert hardware.DTYPES == dtypes.MATMUL
+    assert all(set(s.peak_tflops) == set(dtypes.MATMUL) for s in hardware.GPUS.values())
 
 
 def test_table_rows_cover_every_gpu():

@@ -87,8 +87,10 @@ def test_rescale_factors_are_exp_of_the_max_differences():
 
 
 def test_bad_inputs():
-    with pytest.raises(ValueError, match="tile must be an int >= 1"):
+    with pytest.raises(ValueError, match="tile must be >= 1"):
         O.walk_row([1.0, 2.0], [1.0, 2.0], 0)
+    with pytest.raises(TypeError, match="tile must be an integer"):
+        O.walk_row([1.0, 2.0], [1.0, 2.0], 2.0)
     with pytest.raises(ValueError, match="one row per score"):
         O.tile_state([1.0, 2.0], [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="finite or -inf"):

@@ -3,10 +3,13 @@ faked compute capability, the lesson03 suite's report, and the exercises' checke
 import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import math
 
+import numpy as np
 import pytest
 import torch
 
+from gpulab import dtypes
 from gpulab import precision as P
+from gpulab import tolerances
 from gpulab.bench import lesson03
 from gpulab.timing import NoGPUTimingError
 from gpulab.exercises import ex03 as ex
@@ -21,6 +24,14 @@ def test_relu_bytes_seed():
     assert P.relu_bytes(n, "bf16") == 4 * n
     with pytest.raises(ValueError, match="dtype must be one of"):
         P.relu_bytes(n, "fp8")
+    assert P.relu_bytes(np.int64(2**40), "bf16") == 4 * 2**40   # NumPy ints are ints
+    with pytest.raises((TypeError, ValueError), match="n must"):
+        P.relu_bytes(-1, "fp32")
+
+
+def test_dtypes_come_from_the_one_table():
+    assert P.MATMUL_DTYPES == dtypes.MATMUL
+    assert {d: t.itemsize for d, t in P.RELU_DTYPES.items()} == {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
 # ---- hardware gating -----------------------------------------------------------------------------------
@@ -49,6 +60,7 @@ def test_features_rejects_bad_input():
             P.features(bad)
     with pytest.raises(ValueError, match="feature must be one of"):
         P.features((9, 0)).has("fp4")
+    assert P.features((np.int64(9), np.int32(0))) == P.features((9, 0))   # NumPy ints are ints
 
 
 def test_interpreter_has_no_tensor_cores():
@@ -114,10 +126,13 @@ def test_same_inputs_give_same_errors():
     assert P.matmul_errors(32, seed=3, emulate=True) == P.matmul_errors(32, seed=3, emulate=True)
 
 
-def test_relative_error():
+def test_relative_error_is_the_tolerances_one_reference_first():
+    assert not hasattr(P, "relative_error")  # one relative_error: gpulab.tolerances (ref, approx, kind)
     ref = torch.tensor([[3.0, 4.0]], dtype=torch.float64)
-    assert P.relative_error(ref, ref) == 0.0
-    assert math.isclose(P.relative_error(ref + torch.tensor([[0.0, 0.5]]), ref), 0.1)
+    approx = ref + torch.tensor([[0.0, 0.5]])
+    assert tolerances.relative_error(ref, ref, "norm") == 0.0
+    assert math.isclose(tolerances.relative_error(ref, approx, "norm"), 0.5 / 5)  # ||(0, .5)|| / ||(3, 4)||
+    assert math.isclose(tolerances.relative_error(approx, ref, "norm"), 0.5 / math.hypot(3, 4.5))  # order matters
 
 
 def test_fastest_within():

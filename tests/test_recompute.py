@@ -1,5 +1,6 @@
 """Lesson 05's hand counts and memory model, its measurement helpers, its suite report and its checkers."""
 import gpulab  # first: it picks the mode before triton is imported
+import numpy as np
 import pytest
 import torch
 
@@ -51,6 +52,24 @@ def test_unknown_way_raises():
         recompute.counts("compiled", 10, 4)
     with pytest.raises(ValueError, match="way must be one of"):
         recompute.memory_model("compiled", 10, 4)
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda: recompute.counts("fused", -1, 4), "n"),
+    (lambda: recompute.memory_model("fused", -1, 4), "n"),
+    (lambda: recompute.counts("eager", 10.0, 4), "n"),
+    (lambda: recompute.counts("eager", 10, 0), "itemsize"),
+    (lambda: recompute.memory_model("eager", 10, -4, "held"), "itemsize"),
+])
+def test_bad_sizes_name_the_argument(call, word):
+    with pytest.raises((TypeError, ValueError), match=word):
+        call()
+
+
+def test_numpy_ints_are_ints():
+    n = np.int64(2**40)
+    assert recompute.counts("eager", n, np.int64(4)).bytes_moved == 15 * 2**40 * 4   # 15n elements, exact
+    assert recompute.memory_model("fused", n, np.int32(2))["peak_bytes"] == 1 * 2**40 * 2
 
 
 def test_forward_backward_needs_requires_grad_and_returns_the_gradient():

@@ -1,6 +1,7 @@
 """The roofline model, and the seed lecture's numbers (Stanford CS336 Lecture 5, "Start with two budgets")."""
 import math
 
+import numpy as np
 import pytest
 
 from gpulab import hardware, roofline
@@ -44,10 +45,17 @@ def test_bound_is_max_of_terms_for_random_inputs():
 
 @pytest.mark.parametrize("args,msg", [((1e9, 0, 100, 1), "bytes_moved"), ((-1, 1e9, 100, 1), "flops"),
                                       ((1e9, 1e9, 0, 1), "peak_tflops"), ((1e9, 1e9, 100, float("nan")), "hbm_tbps"),
-                                      ((1e9, "x", 100, 1), "bytes_moved")])
+                                      ((1e9, "x", 100, 1), "bytes_moved"), ((10**400, 1e9, 100, 1), "flops"),
+                                      ((1e9, 1e9, 100, float("inf")), "hbm_tbps"), ((True, 1e9, 100, 1), "flops")])
 def test_bad_input_names_the_argument(args, msg):
     with pytest.raises((ValueError, TypeError), match=msg):
         roofline.bound(*args)
+
+
+def test_numpy_numbers_are_numbers():
+    b = roofline.bound(np.int64(10**12), np.float32(100e9), np.int64(100), np.float64(1.0))
+    assert b.compute_ms == pytest.approx(10.0) and b.memory_ms == pytest.approx(100.0)
+    assert roofline.intensity(-0.0, 1.0) == 0.0 and math.copysign(1, roofline.intensity(-0.0, 1.0)) == 1
 
 
 def test_which_peak_applies():

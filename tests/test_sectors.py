@@ -3,6 +3,7 @@ copy model, the explorer widget, the lesson06 suite's report, and the lesson 06 
 import math
 import random
 
+import numpy as np
 import pytest
 
 import gpulab
@@ -61,6 +62,13 @@ def test_matrix_request():
     assert sec.matrix_request(10, 4, "row", j=5).addresses == tuple(4 * j for j in range(5, 10))
 
 
+def test_numpy_ints_are_ints():
+    assert sec.warp_request(np.int64(4), np.int64(2), np.int32(8), lanes=np.int8(16)) == sec.warp_request(4, 2, 8, 16)
+    assert sec.address(np.int64(2), np.int64(3), np.int64(10), np.int64(4)) == 4 * (2 * 10 + 3)
+    assert sec.matrix_request(np.int64(1000), np.int64(4), "column").n_sectors == 32
+    assert sec.effective_tbps(np.int64(10**9), np.int64(4), 1.0) == pytest.approx(2 * 4e9 / 1e-3 / 1e12)
+
+
 def test_stream_efficiency_counts_shared_sectors_once():
     per_request = sec.warp_request(4, 1, 4).efficiency
     stream = sec.stream_efficiency(2**14, 4, 1, 4)
@@ -96,6 +104,22 @@ def test_copy_model():
     (lambda: sec.copy_efficiency(1.0, 2.0), "write_efficiency"),
     (lambda: sec.predicted_tbps(1, 4, 0), "copy_tbps"),
     (lambda: sec.effective_tbps(10, 4, 0), "time_ms"),
+    (lambda: sec.matrix_request(10, 4, "row", lanes=100), "lanes"),
+    (lambda: sec.matrix_request(10, 4, "row", lanes=0), "lanes"),
+    (lambda: sec.matrix_request(10, 3), "itemsize"),
+    (lambda: sec.matrix_request(10, 4, "row", j=10), "j"),
+    (lambda: sec.matrix_request(10, 4, "column", j=10), "j"),
+    (lambda: sec.matrix_request(10, 4, "row", i=-1), "i"),
+    (lambda: sec.predicted_tbps(1, 4, math.nan), "copy_tbps"),
+    (lambda: sec.predicted_tbps(1, 4, math.inf), "copy_tbps"),
+    (lambda: sec.predicted_tbps(1, 4, -4.0), "copy_tbps"),
+    (lambda: sec.effective_tbps(-1, 4, 1.0), "n"),
+    (lambda: sec.effective_tbps(math.nan, 4, 1.0), "n"),
+    (lambda: sec.effective_tbps(math.inf, 4, 1.0), "n"),
+    (lambda: sec.effective_tbps(10, 4, math.nan), "time_ms"),
+    (lambda: sec.effective_tbps(10, 4, math.inf), "time_ms"),
+    (lambda: sec.effective_tbps(10, 0, 1.0), "itemsize"),
+    (lambda: sec.copy_efficiency(math.nan), "read_efficiency"),
 ])
 def test_bad_arguments(call, word):
     with pytest.raises((TypeError, ValueError), match=word):

@@ -122,6 +122,22 @@ def test_loop_errors():
         simt.loop(np.zeros((2, 2), dtype=int))
     with pytest.raises(ValueError, match="group"):
         simt.loop([1, 2], group=0)
+    for big in ([2**63], [2**70], np.array([2**63], dtype=np.uint64)):   # past int64: refused, not wrapped
+        with pytest.raises(ValueError, match="trips must be <= 2\\*\\*63 - 1"):
+            simt.loop(big)
+
+
+def test_loop_sums_huge_trip_counts_exactly():
+    c = simt.loop([2**62] * 4, group=1)   # 2**64 steps: past int64, where a NumPy sum wraps to 0
+    assert c.steps == 2**64 and c.useful == 2**64 and c.efficiency == 1.0
+    c = simt.loop(np.array([2**63 - 1, 0, 2**63 - 1], dtype=np.int64), group=2)
+    assert c.steps == 2 * (2**63 - 1) and c.useful == 2 * (2**63 - 1) and c.efficiency == 0.5
+
+
+def test_numpy_ints_are_ints():
+    assert simt.branch(lambda t: t < 4, np.int64(3), np.int32(2)).steps_paid == 5
+    assert simt.loop(np.array([3, 1, 2], dtype=np.uint8), group=np.int64(2)).steps == 3 + 2
+    assert simt.lane_condition([True] * 8, warp_size=np.int64(8)) == (True,) * 8
 
 
 def test_boundary_explorer_slider_changes_figure():

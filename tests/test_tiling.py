@@ -2,6 +2,7 @@
 general formulas against brute-force counts, the shared-memory limit, bad input."""
 import random
 
+import numpy as np
 import pytest
 
 from gpulab import figures, tiling
@@ -73,10 +74,22 @@ def test_shared_memory_limit():
     (lambda: tiling.step_intensity(32, 32, -1), "BK"),
     (lambda: tiling.shared_memory_bytes("Seed accelerator"), "gpu"),
     (lambda: tiling.fits(0, "H200"), "footprint"),
+    (lambda: tiling.input_loads(64, tile=32.0), "tile"),
+    (lambda: tiling.input_loads(64, tile=(32, 32, 32)), "tile"),
+    (lambda: tiling.input_loads(64, tile="32"), "tile"),
+    (lambda: tiling.input_loads(64, tile=(32, 0.5)), "tile columns"),
+    (lambda: tiling.tile_intensity(32.0), "T"),
 ])
 def test_bad_input_names_the_argument(call, word):
-    with pytest.raises(ValueError, match=word):
+    with pytest.raises((TypeError, ValueError), match=word):
         call()
+
+
+def test_numpy_ints_are_ints():
+    assert tiling.input_loads(np.int64(64), tile=np.int64(32)) == 2 * 64**3 // 32
+    assert tiling.input_loads(64, tile=(np.int32(32), np.int64(16))) == 4 * 64 * 64 + 2 * 64 * 64
+    assert tiling.tile_intensity(np.int64(32), "fp32") == 8.0 and tiling.tile_intensity(32, np.int64(2)) == 16.0
+    assert tiling.footprint_bytes(np.int64(32), "bf16", stages=np.int8(2)) == 2 * 2 * 32 * 32 * 2
 
 
 def test_tile_explorer_slider_changes_the_figure():

@@ -2,6 +2,7 @@
 import math
 import random
 
+import numpy as np
 import pytest
 
 from gpulab import figures, hardware, waves
@@ -72,10 +73,29 @@ def test_sweep_and_predicted_rate():
     (lambda: waves.plan(1793, gpu="Seed accelerator"), "gpu"),
     (lambda: waves.sweep([1792], sms=108, what="nope"), "what"),
     (lambda: waves.predicted_tflops(1, 1, 0, 1.0, (16, 16), sms=1), "K"),
+    (lambda: waves.predicted_tflops(1, 1, 1, -1.0, (16, 16), sms=1), "full_rate_tflops"),
+    (lambda: waves.predicted_tflops(1, 1, 1, math.nan, (16, 16), sms=1), "full_rate_tflops"),
+    (lambda: waves.predicted_tflops(1, 1, 1, math.inf, (16, 16), sms=1), "full_rate_tflops"),
+    (lambda: waves.sweep([1792], sms=108, what="summary"), "what"),  # a method, not a number
+    (lambda: waves.sweep([1792], sms=108, what="busy_per_wave"), "what"),
+    (lambda: waves.sweep([1792], sms=108, what="__class__"), "what"),
 ])
 def test_bad_input_names_the_argument(call, word):
-    with pytest.raises(ValueError, match=word):
+    with pytest.raises((TypeError, ValueError), match=word):
         call()
+
+
+def test_numpy_ints_are_ints():
+    p = waves.plan(np.int64(1793), tile=(np.int32(256), np.int64(128)), sms=np.int64(108))
+    assert p == waves.plan(1793, tile=(256, 128), sms=108) and type(p.M) is int and type(p.sms) is int
+    assert waves.predicted_tflops(np.int64(1792), 1792, np.int16(64), 100.0, (256, 128), sms=108) == \
+        pytest.approx(100.0 * 98 / 108)  # one full-area wave of 98 tiles on 108 SMs
+
+
+def test_sweep_reads_fields_and_properties():
+    assert waves.sweep([1792, 1793], sms=108, what="tiles") == [98, 120]
+    assert waves.sweep([1792, 1793], sms=108, what="M") == [1792, 1793]   # a field, not only properties
+    assert "summary" not in waves.QUANTITIES and "efficiency" in waves.QUANTITIES
 
 
 def test_unknown_gpu_raises_key_error():

@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 import gpulab
 
 from .. import precision as P
+from .. import tolerances
 
 KEY = "lesson03"
 RELU_N = 2**28
@@ -78,7 +79,8 @@ def triton_matmul_errors(n: int, seed: int = 0) -> dict:
     a = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
     b = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
     ref = a.double() @ b.double()
-    return {p: P.relative_error(matmul_precision(a, b, input_precision=p), ref) for p in ("tf32", "ieee")}
+    return {p: tolerances.relative_error(ref, matmul_precision(a, b, input_precision=p), "norm")
+            for p in ("tf32", "ieee")}
 
 
 def accumulation_errors(ks, m: int = 16, seed: int = 0, positive: bool = False) -> dict:
@@ -99,7 +101,7 @@ def accumulation_errors(ks, m: int = 16, seed: int = 0, positive: bool = False) 
         ref = a.double() @ b.double()
         out["k"].append(int(k))
         for acc, key in ((torch.float16, "fp16"), (torch.float32, "fp32")):
-            out[key].append(P.relative_error(matmul_precision(a, b, acc_dtype=acc), ref))
+            out[key].append(tolerances.relative_error(ref, matmul_precision(a, b, acc_dtype=acc), "norm"))
     return out
 
 

@@ -238,8 +238,9 @@ def fp32_rates(n=FP32_N) -> list[dict]:
     import torch
 
     from ..kernels import matmul as mm
-    from ..precision import _with_precision, relative_error
+    from ..precision import _with_precision
     from ..timing import time_ms
+    from ..tolerances import relative_error
 
     a, b = _rand(n, n, dtype=torch.float32), _rand(n, n, dtype=torch.float32)
     ref = a.double() @ b.double()
@@ -249,8 +250,8 @@ def fp32_rates(n=FP32_N) -> list[dict]:
         gfn = lambda: mm.matmul(a, b, input_precision=prec)  # noqa: E731
         gfn()
         tt, tg = time_ms(tfn, warmup_ms=25, rep_ms=200), time_ms(gfn, warmup_ms=25, rep_ms=200)
-        rows.append(_row("torch", n, tt, precision=prec, error=relative_error(tfn(), ref)))
-        rows.append(_row("gpulab", n, tg, precision=prec, error=relative_error(gfn(), ref),
+        rows.append(_row("torch", n, tt, precision=prec, error=relative_error(ref, tfn(), "norm")))
+        rows.append(_row("gpulab", n, tg, precision=prec, error=relative_error(ref, gfn(), "norm"),
                          config=mm.tuned_config(a, b, "pointer", prec).short(), ratio=tt.median_ms / tg.median_ms))
     return rows
 
