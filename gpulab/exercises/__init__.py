@@ -102,7 +102,12 @@ def show_solution(checker) -> None:
 
 
 def hint(checker) -> None:
-    """Print ``checker``'s next hint (see ``kernelcheck.hint``)."""
-    from .kernelcheck import hint as _hint
-
-    _hint(checker)
+    """Print the next hint of ``checker`` (its ``hints`` list), one more per call; after the last, say how
+    to see the solution."""
+    hints = getattr(checker, "hints", ())
+    shown = getattr(checker, "_hints_shown", 0)
+    if shown < len(hints):
+        print(f"hint {shown + 1} of {len(hints)}: {hints[shown]}")
+        checker._hints_shown = shown + 1
+    else:
+        print(f"no more hints; gpulab.exercises.show_solution({checker.__name__}) prints the solution")

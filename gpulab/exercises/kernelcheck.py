@@ -131,15 +131,3 @@ def check_kernel(name: str, fn, cases: list[dict], *, out, reference, mismatch=N
         if msg:
             rep.failures.append(f"{name}({desc}): {msg}")
     return rep
-
-
-def hint(checker) -> None:
-    """Print the next hint of ``checker`` (its ``hints`` list), one more per call; after the last, say how
-    to see the solution."""
-    hints = getattr(checker, "hints", ())
-    shown = getattr(checker, "_hints_shown", 0)
-    if shown < len(hints):
-        print(f"hint {shown + 1} of {len(hints)}: {hints[shown]}")
-        checker._hints_shown = shown + 1
-    else:
-        print(f"no more hints; gpulab.exercises.show_solution({checker.__name__}) prints the solution")
