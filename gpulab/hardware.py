@@ -81,6 +81,10 @@ SOURCES = {
     "hopper-memory": "NVIDIA H100 Tensor Core GPU Architecture whitepaper v1.04, Table 3 and sec. 'H100 SM': "
                      "register file 256 KB per SM, 256 KB combined L1/shared per SM, L2 50 MB (SXM5 and PCIe); "
                      "80 GB (H100 datasheet) and 141 GB (H200 datasheet, same GH100 chip as H100 SXM)",
+    "h200-l2": "The L2 size the CUDA driver reports for an H200 (cudaDevAttrL2CacheSize, which "
+               "torch.cuda.get_device_properties shows as L2_cache_size): 62,914,560 bytes = 60 MiB, the whole "
+               "of the GH100 die's L2 (Chips and Cheese, 'Nvidia's H100: Funny L2, and Tons of Bandwidth', 2023: "
+               "the die has 60 MB, the H100 enables 50)",
     "tpu-v4-docs": "Google Cloud TPU documentation, 'TPU v4' (cloud.google.com/tpu/docs/v4): two TensorCores "
                    "per chip, each with four MXUs, a vector unit and a scalar unit; 275 TFLOPS (bf16) per chip; "
                    "HBM2 32 GiB at 1200 GBps",
@@ -183,7 +187,7 @@ _MEMORY = {
     "A100 80GB SXM": (65536, 192, 40960, 80, 2020, ["ampere-whitepaper", "cuda-guide-cc"]),
     "H100 SXM": (65536, 256, 51200, 80, 2022, ["hopper-memory", "cuda-guide-cc"]),
     "H100 PCIe": (65536, 256, 51200, 80, 2022, ["hopper-memory", "cuda-guide-cc"]),
-    "H200": (65536, 256, 51200, 141, 2023, ["hopper-memory", "cuda-guide-cc"]),
+    "H200": (65536, 256, 61440, 141, 2023, ["hopper-memory", "h200-l2", "cuda-guide-cc"]),
     "RTX 4090": (65536, 128, 73728, 24, 2022, ["ada-memory", "cuda-guide-cc"]),
     "V100 SXM2": (65536, 128, 6144, 32, 2017, ["volta-whitepaper", "cuda-guide-cc"]),
     "B200": (65536, 256, 129024, 180, 2024, []),

@@ -11,14 +11,19 @@ from gpulab.timing import Timing
 
 
 def test_plan_replicates_small_working_sets_and_shares_out_large_ones():
-    small = lesson00.staircase_plan(4096, sms=132)  # every one of 8 x 132 programs reads all 1024 floats
-    assert (small["programs"], small["part"]) == (1056, 1024)
+    l2 = 60 * 2**20
+    # 8 programs x 132 SMs x 4 tiles of 4 KiB = 16.5 MiB, capped at a quarter of a 60 MiB L2 = 15 MiB
+    assert lesson00.replicate_limit(132) == 17_301_504 and lesson00.replicate_limit(132, l2) == 15 * 2**20
+    small = lesson00.staircase_plan(4096, 132, l2)  # every one of 1056 programs reads all 1024 floats
+    assert (small["programs"], small["part"], small["l2_only"]) == (1056, 1024, False)
     assert small["passes"] == round(lesson00.TARGET_BYTES / (1056 * 4096)) == 993
     assert small["bytes_read"] == 993 * 1056 * 4096
-    big = lesson00.staircase_plan(2**32, sms=132)  # 2^30 floats: parts of ceil(2^30 / 1056) rounded up to 16
+    # 16 MiB = 2^22 floats: parts of ceil(2^22 / 1056) = 3972 rounded up to 3984, on ceil(2^22 / 3984) = 1053
+    mid = lesson00.staircase_plan(2**24, 132, l2)
+    assert (mid["part"], mid["programs"], mid["l2_only"], mid["passes"]) == (3984, 1053, True, 256)
+    assert mid["bytes_read"] == 256 * 2**24  # no part read twice
+    big = lesson00.staircase_plan(2**32, 132, l2)  # 2^30 floats: parts of ceil(2^30 / 1056) rounded up to 16
     assert big["part"] == 1016816 and big["programs"] == 1056 and big["passes"] == 1 and big["bytes_read"] == 2**32
-    mid = lesson00.staircase_plan(4 * 2**20, sms=132)  # 2^20 floats: parts of 1008, 1041 programs, none read twice
-    assert (mid["part"], mid["programs"]) == (1008, 1041) and mid["bytes_read"] == mid["passes"] * 4 * 2**20
 
 
 def test_sizes_span_kib_to_gib_on_whole_tiles():
@@ -35,11 +40,12 @@ def test_suite_runs_end_to_end_on_tiny_sizes():
         calls.append(1)
         return Timing(0.01 * len(calls), 0.009, 0.011)  # not a measurement: the logic needs some numbers
 
-    info = dict(name="NVIDIA H200", sms=1)
+    info = dict(name="NVIDIA H200", sms=1, l2_bytes=4 * 2**20)  # replicate up to 32 KiB, then share out
     data = lesson00._run(fake_time_ms, "cpu", info, False, sizes=(4096, 8192, 2 * 2**20), copy_programs=(1, 2, 4),
                          copy_n=5000, target_bytes=64 * 1024)
     json.dumps(data)
     assert [r["working_set"] for r in data["staircase"]] == [4096, 8192, 2 * 2**20]
+    assert [r["l2_only"] for r in data["staircase"]] == [False, False, True]
     r = data["staircase"][0]
     assert r["tbps"] == r["bytes_read"] / (r["ms"] * 1e-3) / 1e12
     assert [r["warps"] for r in data["latency"]["rows"]] == [4, 8, 16]
@@ -56,7 +62,7 @@ def recorded_style():
     rows = [dict(programs=p, warps=4 * p, tbps=min(4.3, 4 * p * 2048 / 900e-9 / 1e12), ms=1.0, p20_ms=1.0,
                  p80_ms=1.0) for p in lesson00.COPY_PROGRAMS]
     return dict(device=dict(name="NVIDIA H200", sms=132), block=1024, num_warps=4, programs_per_sm=8,
-                part_max=2**20, staircase=st, latency=dict(n=2**26, bytes_per_warp=2048, rows=rows))
+                replicate_limit=15 * 2**20, staircase=st, latency=dict(n=2**26, bytes_per_warp=2048, rows=rows))
 
 
 def test_report_on_recorded_style_data():

@@ -83,7 +83,8 @@ def test_memory_hierarchy_fields(name):
 
 def test_memory_hierarchy_known_values():
     h200 = hardware.get("H200")
-    assert (h200.l1_smem_per_sm_kib, h200.l2_kib, h200.hbm_gb) == (256, 51200, 141.0)
+    assert (h200.l1_smem_per_sm_kib, h200.l2_kib, h200.hbm_gb) == (256, 60 * 1024, 141.0)
+    assert hardware.get("H100 SXM").l2_kib == 50 * 1024
     assert hardware.get("A100 80GB SXM").l2_kib == 40 * 1024 and hardware.get("T4").l2_kib == 4 * 1024
     assert hardware.get("Seed accelerator").l2_kib is None
 

@@ -14,7 +14,7 @@ def test_h200_hierarchy_by_hand():
     assert [lv.name for lv in (regs, l1, l2, hbm)] == ["registers", "L1/shared", "L2", "HBM"]
     assert regs.capacity == 65536 * 4 == 262144 and regs.device_bytes == 262144 * 132 == 34_603_008
     assert l1.capacity == 256 * 1024 and l1.scope == "per SM"
-    assert l2.capacity == 50 * 1024 * 1024 == 52_428_800 and l2.scope == "device"
+    assert l2.capacity == 60 * 1024 * 1024 == 62_914_560 and l2.scope == "device"
     assert hbm.capacity == 141_000_000_000 and hbm.tbps == 4.8 and hbm.source == "datasheet"
     assert regs.tbps is None and l1.tbps is None and l2.tbps is None  # no datasheet number for on-chip levels
 
@@ -40,8 +40,8 @@ def test_level_for_at_the_boundaries():
     assert memory.level_for(4096, H200) == "L1/shared"
     assert memory.level_for(262_144, H200) == "L1/shared"
     assert memory.level_for(262_145, H200) == "L2"
-    assert memory.level_for(52_428_800, H200) == "L2"
-    assert memory.level_for(52_428_801, H200) == "HBM"
+    assert memory.level_for(62_914_560, H200) == "L2"
+    assert memory.level_for(62_914_561, H200) == "HBM"
     with pytest.raises(ValueError, match="exceeds"):
         memory.level_for(200 * 10**9, H200)
     with pytest.raises(ValueError, match="working_set"):
@@ -52,7 +52,7 @@ def test_fit_plateaus_takes_medians_inside_each_level():
     kib, mib = 1024, 1024**2
     sizes = [4 * kib, 16 * kib, 64 * kib, 1 * mib, 8 * mib, 20 * mib, 40 * mib, 2**30, 2**32]
     tbps = [20.0, 22.0, 21.0, 9.0, 10.0, 11.0, 6.0, 4.1, 4.3]
-    # L1: ws <= 256 KiB / 2; L2: 512 KiB < ws <= 25 MiB (40 MiB sits in the step and is left out); HBM: > 100 MiB
+    # L1: ws <= 256 KiB / 2; L2: 512 KiB < ws <= 30 MiB (40 MiB sits in the step and is left out); HBM: > 120 MiB
     plateaus = memory.fit_plateaus(sizes, tbps, H200)
     assert plateaus == {"L1/shared": 21.0, "L2": 10.0, "HBM": pytest.approx(4.2)}
     assert memory.expected_tbps(8192, H200, plateaus) == 21.0

@@ -33,15 +33,15 @@ def test_counts_by_hand():
     assert read_bw.copy_counts(1000) == 8000
 
 
-@pytest.mark.parametrize("n, programs, part, passes, block", [
-    (1000, 4, 256, 1, 64),     # parts >= programs, ragged last part
-    (1000, 7, 128, 3, 128),    # 8 parts on 7 programs: program 0 reads two
-    (300, 9, 512, 2, 256),     # one part (the whole working set), read by every program
-    (2053, 5, 200, 2, 64),     # part not a multiple of block, odd n
+@pytest.mark.parametrize("n, programs, part, passes, block, l2_only", [
+    (1000, 4, 256, 1, 64, False),     # parts >= programs, ragged last part
+    (1000, 7, 128, 3, 128, True),     # 8 parts on 7 programs: program 0 reads two
+    (300, 9, 512, 2, 256, False),     # one part (the whole working set), read by every program
+    (2053, 5, 200, 2, 64, True),      # part not a multiple of block, odd n
 ])
-def test_read_sum_matches_float64(n, programs, part, passes, block, poisoned):
+def test_read_sum_matches_float64(n, programs, part, passes, block, l2_only, poisoned):
     x = _x(n)
-    got = read_bw.read_sum(x, programs, part, passes, block)
+    got = read_bw.read_sum(x, programs, part, passes, block, l2_only)
     ref = read_bw.read_sum_ref(x, programs, part, passes)
     # a float32 sum of k terms: |error| <= k 2^-24 sum|terms| (Higham, gamma_k), k = the elements one program adds
     k = passes * n
@@ -80,6 +80,8 @@ def test_launchers_name_bad_arguments():
         read_bw.read_sum(x[:0], programs=1, part=16)
     with pytest.raises(TypeError, match="x must have dtype"):
         read_bw.read_sum(x.half(), programs=1, part=16)
+    with pytest.raises(TypeError, match="l2_only"):
+        read_bw.read_sum(x, programs=1, part=16, l2_only=1)
     with pytest.raises(ValueError, match="block"):
         read_bw.copy_persistent(x, 1, block=48)
     with pytest.raises(ValueError, match="out must have the shape"):

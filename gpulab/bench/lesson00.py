@@ -7,9 +7,10 @@ GPU only (``time_ms`` raises in interpreter mode); about half a minute on an H20
 - Staircase: ``read_sum`` reads a working set of W bytes (fp32; ``SIZES``: 4 KiB to 4 GiB, log-spaced,
   whole 4 KiB tiles) on about ``PROGRAMS_PER_SM`` programs per SM (``staircase_plan``), and makes enough
   passes over it inside one launch to read about ``TARGET_BYTES``: ``time_ms`` flushes the L2 before each
-  launch, so only the passes after the first can hit a cache. Working sets up to ``PART_MAX`` are read whole
-  by every program (each SM keeps its own copy: the L1 step is one SM's L1); larger ones are shared out, one
-  part per program. Bandwidth = bytes read (``read_sum_counts``) / median time, in TB/s.
+  launch, so only the passes after the first can hit a cache. Small working sets are read whole by every
+  program (each SM keeps its own copy: the L1 step is one SM's L1); larger ones are shared out, one part per
+  program, read past the L1 (the L2 and HBM steps). Bandwidth = bytes read (``read_sum_counts``) / median
+  time, in TB/s.
 - Latency hiding: ``copy_persistent`` copies ``COPY_N`` floats on exactly P programs of ``NUM_WARPS`` warps
   (``COPY_PROGRAMS``: 1 to 4096); each warp moves ``BYTES_PER_WARP`` bytes (read + write) per trip through
   its loop. Little's law, bandwidth = min(peak, warps x bytes per warp / latency), is fitted to the sweep
@@ -26,7 +27,7 @@ KEY = "lesson00"
 KIB = 1024
 BLOCK = 1024  # fp32 elements per load: 4 KiB
 PROGRAMS_PER_SM = 8
-PART_MAX = 1 << 20  # bytes; larger than any L1/shared array in gpulab.hardware (256 KiB)
+REPLICATE_TILES = 4  # see replicate_limit
 TARGET_BYTES = 4 << 30  # bytes read per timed launch of the staircase
 SIZES = tuple(sorted({max(1, round(2 ** (12 + 20 * i / 24) / (4 * BLOCK))) * 4 * BLOCK for i in range(25)}))
 COPY_N = 1 << 26  # fp32 elements copied in the latency sweep (256 MiB each way)
@@ -57,26 +58,39 @@ def run(progress: bool = True, sizes=SIZES, copy_programs=COPY_PROGRAMS, copy_n:
     return _run(time_ms, "cuda", device_info(), progress, sizes, copy_programs, copy_n, target_bytes)
 
 
-def staircase_plan(working_set: int, sms: int, target_bytes: int = TARGET_BYTES) -> dict:
-    """The launch that reads ``working_set`` bytes: programs, part (elements), passes, bytes read per launch.
+def replicate_limit(sms: int, l2_bytes: int | None = None) -> int:
+    """The largest working set (bytes) that every program reads whole: ``REPLICATE_TILES`` tiles per program
+    (past it, sharing the set out still gives each program several tiles to keep in flight), and at most a
+    quarter of the L2 when its size is known (so that the many readers of one part cannot make a set larger
+    than the L2 look like an L2 hit)."""
+    limit = PROGRAMS_PER_SM * sms * REPLICATE_TILES * 4 * BLOCK
+    return min(limit, l2_bytes // 4) if l2_bytes else limit
 
-    Up to ``PART_MAX`` bytes, ``PROGRAMS_PER_SM`` x ``sms`` programs each read the whole working set; above,
-    the working set is cut into one part per program (a multiple of 16 elements, so loads stay aligned and
-    vectorized) and no part is read twice in a pass: a second reader would find it in the L2.
+
+def staircase_plan(working_set: int, sms: int, l2_bytes: int | None = None, target_bytes: int = TARGET_BYTES) -> dict:
+    """The launch that reads ``working_set`` bytes: programs, part (elements), passes, whether loads skip the
+    L1 (``l2_only``), bytes read per launch.
+
+    Up to ``replicate_limit`` bytes, ``PROGRAMS_PER_SM`` x ``sms`` programs each read the whole working set
+    and keep it in their SM's L1 when it fits; above, it is cut into one part per program (a multiple of 16
+    elements, so loads stay aligned and vectorized), no part is read twice in a pass (a second reader would
+    find it in the L2), and the loads skip the L1 (else the SMs' L1s together would hold a set as large as
+    their sum, which on an H200 is more than half the L2).
     """
     from ..kernels.read_bw import read_sum_counts
 
     n = working_set // 4
     programs = PROGRAMS_PER_SM * sms
-    if working_set <= PART_MAX:
-        part = n
-    else:
+    l2_only = working_set > replicate_limit(sms, l2_bytes)
+    if l2_only:
         part = -(-n // programs)
         part += -part % 16
         programs = -(-n // part)
+    else:
+        part = n
     per_pass = read_sum_counts(n, programs, part)[1]
     passes = max(1, round(target_bytes / per_pass))
-    return dict(working_set=working_set, programs=programs, part=part, passes=passes,
+    return dict(working_set=working_set, programs=programs, part=part, passes=passes, l2_only=l2_only,
                 bytes_read=read_sum_counts(n, programs, part, passes)[1])
 
 
@@ -102,24 +116,25 @@ def _run(time_ms, device, info, progress, sizes, copy_programs, copy_n, target_b
     sizes = sorted(int(s) for s in sizes)
     if not sizes or any(s % (4 * BLOCK) or s <= 0 for s in sizes):
         raise ValueError(f"sizes must be positive multiples of {4 * BLOCK} bytes, got {sizes}")
-    out = dict(device=info, block=BLOCK, num_warps=NUM_WARPS, programs_per_sm=PROGRAMS_PER_SM, part_max=PART_MAX,
+    out = dict(device=info, block=BLOCK, num_warps=NUM_WARPS, programs_per_sm=PROGRAMS_PER_SM,
+               replicate_limit=replicate_limit(info["sms"], info.get("l2_bytes")),
                staircase=[], latency=dict(n=copy_n, bytes_per_warp=2 * 4 * BLOCK // NUM_WARPS, rows=[]))
     bar = tqdm(total=len(sizes) + len(copy_programs), desc="lesson00", disable=not progress)
     gen = torch.Generator(device=device).manual_seed(0)
     # small integers: every partial sum is exact in fp32 (a check that each launch read what it should)
     x = torch.randint(0, 4, (sizes[-1] // 4,), device=device, generator=gen).float()
     for w in sizes:
-        plan = staircase_plan(w, info["sms"], target_bytes)
+        plan = staircase_plan(w, info["sms"], info.get("l2_bytes"), target_bytes)
         xs = x[: w // 4]
-        got = read_sum(xs, plan["programs"], plan["part"], plan["passes"], BLOCK).double().sum().item()
+        args = (xs, plan["programs"], plan["part"], plan["passes"], BLOCK, plan["l2_only"])
+        got = read_sum(*args).double().sum().item()
         if got != _expected_total(xs, plan):
             raise RuntimeError(f"read_sum over {w} bytes summed to {got}, expected {_expected_total(xs, plan)}")
-        t = time_ms(lambda: read_sum(xs, plan["programs"], plan["part"], plan["passes"], BLOCK),
-                    warmup_ms=WARMUP_MS, rep_ms=REP_MS)
+        t = time_ms(lambda: read_sum(*args), warmup_ms=WARMUP_MS, rep_ms=REP_MS)
         out["staircase"].append(dict(plan, ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms,
                                      tbps=t.rate(plan["bytes_read"])))
         bar.update()
-    del x, xs
+    del x, xs, args
     src = torch.randn(copy_n, device=device, generator=gen)
     dst = torch.empty_like(src)
     for p in copy_programs:

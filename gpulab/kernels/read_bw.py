@@ -27,7 +27,7 @@ NUM_WARPS = 4  # warps per program of both kernels (the latency sweep counts war
 
 
 @triton.jit
-def read_sum_kernel(x_ptr, out_ptr, n, part, n_parts, passes, BLOCK: tl.constexpr):
+def read_sum_kernel(x_ptr, out_ptr, n, part, n_parts, passes, BLOCK: tl.constexpr, CACHE: tl.constexpr):
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
@@ -37,7 +37,7 @@ def read_sum_kernel(x_ptr, out_ptr, n, part, n_parts, passes, BLOCK: tl.constexp
             for i in range(0, part, BLOCK):
                 offs = i + tl.arange(0, BLOCK)
                 mask = (offs < part) & (start + offs < n)
-                acc += tl.load(x_ptr + start + offs, mask=mask, other=0.0)
+                acc += tl.load(x_ptr + start + offs, mask=mask, other=0.0, cache_modifier=CACHE)
     tl.store(out_ptr + pid, tl.sum(acc, axis=0))
 
 
@@ -52,13 +52,15 @@ def copy_persistent_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
         tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
 
 
-def read_sum(x: torch.Tensor, programs: int, part: int, passes: int = 1, block: int = 1024) -> torch.Tensor:
+def read_sum(x: torch.Tensor, programs: int, part: int, passes: int = 1, block: int = 1024,
+             l2_only: bool = False) -> torch.Tensor:
     """Partial sums of ``passes`` reads of the working set ``x`` (see the module docstring).
 
     x: contiguous float32 (n,) on gpulab.DEVICE, n >= 1; programs: the grid size; part: elements per part
-    (a multiple of ``block`` keeps every load full); passes: reads of the working set per launch; block:
-    elements per load (power of two in [16, 65536]). Returns float32 (programs,). Raises TypeError/ValueError
-    naming a bad argument.
+    (a multiple of 16 keeps the loads aligned and vectorized); passes: reads of the working set per launch;
+    block: elements per load (power of two in [16, 65536]); l2_only: load with ``cache_modifier=".cg"``
+    (cache in L2, not in the SM's L1; PTX ISA, ld's cache operators), so a part an SM reads again cannot
+    come from its L1. Returns float32 (programs,). Raises TypeError/ValueError naming a bad argument.
     """
     check_tensor("x", x, dtypes=(torch.float32,), ndim=1)
     check_block("block", block)
@@ -68,7 +70,10 @@ def read_sum(x: torch.Tensor, programs: int, part: int, passes: int = 1, block: 
     programs, part, passes = positive_int("programs", programs), positive_int("part", part), \
         positive_int("passes", passes)
     out = torch.empty(programs, dtype=torch.float32, device=x.device)
-    read_sum_kernel[(programs,)](x, out, n, part, triton.cdiv(n, part), passes, BLOCK=block, num_warps=NUM_WARPS)
+    if not isinstance(l2_only, bool):
+        raise TypeError(f"l2_only must be a bool, got {type(l2_only).__name__}")
+    read_sum_kernel[(programs,)](x, out, n, part, triton.cdiv(n, part), passes, BLOCK=block,
+                                 CACHE=".cg" if l2_only else "", num_warps=NUM_WARPS)
     return out
 
 
