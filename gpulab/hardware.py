@@ -289,7 +289,8 @@ class TPUSpec:
 
 
 TPUS: dict[str, TPUSpec] = {t.name: t for t in [
-    TPUSpec("TPU v4", 275.0, 1200, 32, 2, 8, (128, 128), None, 2021, ("tpu-v4-docs", "scaling-book-tpus"), "HBM2 32 GiB"),
+    TPUSpec("TPU v4", 275.0, 1200, 32, 2, 8, (128, 128), None, 2021, ("tpu-v4-docs", "scaling-book-tpus"),
+            "HBM2 32 GiB"),
     TPUSpec("TPU v5e", 197.0, 819, 16, 1, 4, (128, 128), 128, 2023, ("tpu-v5e-docs", "scaling-book-tpus")),
     TPUSpec("TPU v5p", 459.0, 2765, 95, 2, 8, (128, 128), None, 2023, ("tpu-v5p-docs", "scaling-book-tpus")),
     TPUSpec("TPU v6e", 918.0, 1638, 32, 1, 2, (256, 256), None, 2024, ("tpu-v6e-docs",), "Trillium"),

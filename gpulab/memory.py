@@ -49,7 +49,8 @@ def _require_memory(spec: hardware.GPUSpec) -> None:
         raise TypeError(f"spec must be a gpulab.hardware.GPUSpec, got {type(spec).__name__}")
     missing = [f for f in ("sms", "regs_per_sm", "l1_smem_per_sm_kib", "l2_kib", "hbm_gb") if getattr(spec, f) is None]
     if missing:
-        raise ValueError(f"spec {spec.name!r} has no memory hierarchy in gpulab.hardware (missing {', '.join(missing)})")
+        raise ValueError(f"spec {spec.name!r} has no memory hierarchy in gpulab.hardware "
+                         f"(missing {', '.join(missing)})")
 
 
 def hierarchy(spec: hardware.GPUSpec, measured: dict | None = None) -> list[Level]:

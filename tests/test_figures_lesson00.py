@@ -42,7 +42,8 @@ def _check(fig):
             dlo, dhi = min(vals), max(vals)
             span = max(dhi - dlo, abs(dhi), 1e-12)
             assert lo <= dlo + 1e-9 and hi >= dhi - 1e-9, f"{axis} range {lay.range} cuts data [{dlo}, {dhi}]"
-            assert dlo - lo <= span / 3 + 1e-9 and hi - dhi <= span / 3 + 1e-9, f"{axis} range {lay.range} vs [{dlo}, {dhi}]"
+            assert dlo - lo <= span / 3 + 1e-9 and hi - dhi <= span / 3 + 1e-9, \
+                f"{axis} range {lay.range} far beyond data [{dlo}, {dhi}]"
 
 
 @pytest.mark.parametrize("name", ["H200", "H100 SXM", "A100 80GB SXM", "L4", "T4", "V100 SXM2", "B200"])

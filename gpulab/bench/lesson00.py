@@ -134,7 +134,7 @@ def _run(time_ms, device, info, progress, sizes, copy_programs, copy_n, target_b
         out["staircase"].append(dict(plan, ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms,
                                      tbps=t.rate(plan["bytes_read"])))
         bar.update()
-    del x, xs, args
+    x = xs = args = None  # free the working set before the copy's buffers
     src = torch.randn(copy_n, device=device, generator=gen)
     dst = torch.empty_like(src)
     for p in copy_programs:

@@ -51,8 +51,10 @@ def hierarchy_figure(spec: hardware.GPUSpec, data: dict | None = None) -> go.Fig
     levels = memory.hierarchy(spec, measured=_measured_plateaus(data, spec))
     labels = []
     for lv in levels:
-        where = f"{_bytes(lv.capacity)} per SM x {spec.sms} SMs = {_bytes(lv.device_bytes)}" if lv.scope == "per SM" \
-            else f"{_bytes(lv.device_bytes)} on the chip" if lv.name == "L2" else f"{_bytes(lv.device_bytes)} off the chip"
+        if lv.scope == "per SM":
+            where = f"{_bytes(lv.capacity)} per SM x {spec.sms} SMs = {_bytes(lv.device_bytes)}"
+        else:
+            where = f"{_bytes(lv.device_bytes)} " + ("on the chip" if lv.name == "L2" else "off the chip")
         bw = f", {lv.tbps:.2g} TB/s ({lv.source})" if lv.tbps else ""
         labels.append(where + bw)
     fig = go.Figure()
@@ -78,10 +80,11 @@ def staircase_figure(data: dict | None, spec: hardware.GPUSpec) -> go.Figure:
         st = data["staircase"]
         ws = [r["working_set"] for r in st]
         lo_ws, hi_ws = min(ws), max(ws)
+        up = [r["bytes_read"] / (r["p20_ms"] * 1e9) - r["tbps"] for r in st]  # the 20th percentile time: faster
+        down = [r["tbps"] - r["bytes_read"] / (r["p80_ms"] * 1e9) for r in st]
         fig.add_scatter(x=ws, y=[r["tbps"] for r in st], mode="lines+markers", name="measured (median)",
-                        line=dict(color=COLORS[0]), error_y=dict(
-                            type="data", symmetric=False, array=[r["bytes_read"] / (r["p20_ms"] * 1e9) - r["tbps"] for r in st],
-                            arrayminus=[r["tbps"] - r["bytes_read"] / (r["p80_ms"] * 1e9) for r in st]),
+                        line=dict(color=COLORS[0]),
+                        error_y=dict(type="data", symmetric=False, array=up, arrayminus=down),
                         hovertemplate="%{x:.3s}B: %{y:.3g} TB/s<extra></extra>")
         plateaus = memory.fit_plateaus(ws, [r["tbps"] for r in st], spec)
         model = [memory.expected_tbps(w, spec, plateaus) for w in ws]
@@ -162,6 +165,7 @@ def ridge_generations_figure() -> go.Figure:
                     name="the lecture's imaginary accelerator: 100 FLOP/B", line=dict(color="#888", dash="dash"))
     ridges = [r["ridge"] for r in rows] + [100]
     fig.update_xaxes(title="year announced", range=[min(years) - 0.5, max(years) + 0.9], dtick=1)
-    fig.update_yaxes(type="log", title="ridge point (FLOP per byte of HBM)", range=_log_range(min(ridges), max(ridges), 0.12))
+    fig.update_yaxes(type="log", title="ridge point (FLOP per byte of HBM)",
+                     range=_log_range(min(ridges), max(ridges), 0.12))
     return _layout(fig, "Compute grew faster than memory bandwidth: the ridge point of each generation "
                         "(16-bit tensor/MXU peak / HBM bandwidth)", height=460)
