@@ -57,18 +57,21 @@ def test_suite_runs_end_to_end_on_tiny_sizes():
 
 def recorded_style():
     """A record shaped like the suite's, numbers made up in the H200's ranges (not a measurement)."""
-    st = [dict(working_set=s, tbps=30.0 if s <= 2**17 else 10.0 if s <= 2**24 else 4.4, ms=1.0, programs=1056,
-               part=1, passes=1, bytes_read=1, p20_ms=1.0, p80_ms=1.0) for s in lesson00.SIZES]
+    limit = 15 * 2**20
+    st = [dict(working_set=s, tbps=30.0 if s <= 2**17 else 20.0 if s <= limit else 10.0 if s <= 2**25 else 4.4,
+               l2_only=s > limit, ms=1.0, programs=1056, part=1, passes=1, bytes_read=4 * 2**30, p20_ms=0.9,
+               p80_ms=1.1) for s in lesson00.SIZES]
     rows = [dict(programs=p, warps=4 * p, tbps=min(4.3, 4 * p * 2048 / 900e-9 / 1e12), ms=1.0, p20_ms=1.0,
                  p80_ms=1.0) for p in lesson00.COPY_PROGRAMS]
     return dict(device=dict(name="NVIDIA H200", sms=132), block=1024, num_warps=4, programs_per_sm=8,
-                replicate_limit=15 * 2**20, staircase=st, latency=dict(n=2**26, bytes_per_warp=2048, rows=rows))
+                replicate_limit=limit, staircase=st, latency=dict(n=2**26, bytes_per_warp=2048, rows=rows))
 
 
 def test_report_on_recorded_style_data():
     data = recorded_style()
     text = lesson00.report(data)
     assert len(text.splitlines()) <= 15, text
+    # L2 from the shared-out sets (10), not from the sets every program reads whole (20)
     assert "L1/shared 30.00 TB/s" in text and "L2 10.00 TB/s" in text and "HBM 4.40 TB/s" in text
     assert "latency 900 ns" in text  # the made-up sweep's latency, found by the fit
     assert len(lesson00.report(data, full=True).splitlines()) > 15

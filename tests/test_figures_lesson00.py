@@ -14,6 +14,8 @@ H200 = hardware.get("H200")
 def _values(fig, axis):
     out = []
     for t in fig.data:
+        if t.type == "bar" and axis == "x":  # a horizontal bar covers the axis from its left edge to its value
+            out += [10 ** fig.layout.xaxis.range[0]] if fig.layout.xaxis.type == "log" else [0]
         vals = getattr(t, axis)
         assert vals is not None and len(vals) > 0, f"empty trace {t.name!r}"
         out += [v for v in vals if isinstance(v, (int, float)) and v is not None]
@@ -52,13 +54,15 @@ def test_hierarchy_figure(name):
     _check(fig)
     bar = fig.data[0]
     assert list(bar.y) == ["registers", "L1/shared", "L2", "HBM"]
-    assert "TB/s (datasheet)" in bar.text[3] and "per SM" in bar.text[0]
+    assert "TB/s datasheet" in bar.text[3] and "per SM" in bar.text[0] and "not recorded" in bar.text[2]
 
 
 def test_hierarchy_figure_with_measured_plateaus():
     fig = figs.hierarchy_figure(H200, recorded_style())
     _check(fig)
-    assert "30 TB/s (measured)" in fig.data[0].text[1] and "10 TB/s (measured)" in fig.data[0].text[2]
+    text = fig.data[0].text
+    assert "30 TB/s measured" in text[1] and "10 TB/s measured" in text[2]
+    assert "4.8 TB/s datasheet, 4.4 TB/s measured" in text[3]
     with pytest.raises(ValueError, match="no memory hierarchy"):
         figs.hierarchy_figure(hardware.get("Seed accelerator"))
 
@@ -67,7 +71,8 @@ def test_staircase_figure_recorded_and_model_only():
     fig = figs.staircase_figure(recorded_style(), H200)
     _check(fig)
     names = [t.name for t in fig.data]
-    assert "measured (median)" in names and any(n.startswith("L2: 60 MiB") for n in names)
+    assert "measured: every SM reads the whole set" in names and any(n.startswith("L2: 60 MiB") for n in names)
+    assert "measured: each SM reads its own share, past its L1" in names
     assert any(n.startswith("L1 of one SM: 256 KiB") for n in names)
     empty = figs.staircase_figure(None, H200)
     _check(empty)

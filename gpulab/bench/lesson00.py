@@ -149,16 +149,23 @@ def _run(time_ms, device, info, progress, sizes, copy_programs, copy_n, target_b
     return out
 
 
-def fits(data: dict) -> dict:
-    """The models fitted to a record: ``plateaus`` ({level: TB/s}, None where the GPU is not in the table),
-    ``little`` (latency_ns, peak_tbps) or None when the record has no latency sweep."""
+def fits(data: dict, spec=None) -> dict:
+    """The models fitted to a record (for ``spec``, default the table's entry for the recorded GPU): ``plateaus`` ({level: TB/s}; None where the GPU is not in the table):
+    the L1 plateau from the working sets every program reads whole, the L2 and HBM plateaus from those shared
+    out (each SM reading its own share, the usual case: a set every SM reads is served faster by the L2);
+    ``little`` (latency_ns, peak_tbps), None when the record has no latency sweep."""
     from .. import hardware, memory
 
-    spec = hardware.find(data["device"]["name"])
+    spec = spec or hardware.find(data["device"]["name"])
     st = data["staircase"]
     plateaus = None
     if spec is not None and spec.l2_kib is not None and st:
-        plateaus = memory.fit_plateaus([r["working_set"] for r in st], [r["tbps"] for r in st], spec)
+        def fit(rows):
+            return memory.fit_plateaus([r["working_set"] for r in rows], [r["tbps"] for r in rows], spec) if rows \
+                else dict.fromkeys(("L1/shared", "L2", "HBM"))
+        whole = fit([r for r in st if not r["l2_only"]])
+        shared = fit([r for r in st if r["l2_only"]])
+        plateaus = {"L1/shared": whole["L1/shared"], "L2": shared["L2"], "HBM": shared["HBM"]}
     rows = data["latency"]["rows"]
     little = memory.fit_little([r["warps"] for r in rows], [r["tbps"] for r in rows],
                                data["latency"]["bytes_per_warp"]) if rows else None
@@ -182,6 +189,8 @@ def report(data: dict, full: bool = False) -> str:
     pick = st if full else st[:: max(1, math.ceil(len(st) / 5))]
     lines += ["  staircase: " + ", ".join(f"{_size(r['working_set'])} {r['tbps']:.2f}" for r in pick[i:i + 3])
               + " TB/s" for i in range(0, len(pick), 3)]
+    lines.append(f"  (sets up to {_size(data['replicate_limit'])} read whole by every program, larger ones shared "
+                 "out past the L1)")
     if f["plateaus"]:
         spec = f["spec"]
         lines.append("  plateaus: " + ", ".join(f"{k} {v:.2f} TB/s" if v else f"{k} -" for k, v in

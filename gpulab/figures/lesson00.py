@@ -12,6 +12,7 @@ import math
 import plotly.graph_objects as go
 
 from .. import hardware, memory
+from ..bench.lesson00 import fits
 from ..plots import COLORS
 
 WIDTH_HINT = 1000  # px: every figure is laid out to read at this width
@@ -36,37 +37,34 @@ def _layout(fig: go.Figure, title: str, height: int = 430) -> go.Figure:
     return fig
 
 
-def _measured_plateaus(data, spec) -> dict | None:
-    if not data or not data.get("staircase"):
-        return None
-    st = data["staircase"]
-    return memory.fit_plateaus([r["working_set"] for r in st], [r["tbps"] for r in st], spec)
-
-
 def hierarchy_figure(spec: hardware.GPUSpec, data: dict | None = None) -> go.Figure:
     """Registers -> L1/shared -> L2 -> HBM for ``spec``: one bar per level, its length the level's capacity on
     the whole GPU (log scale), labelled with the capacity per SM where the level sits in each SM, and the
     bandwidth where known (the datasheet's HBM; the measured plateaus when ``data``, a lesson00 record, is
     given). Raises ValueError for a GPU without a hierarchy in the table."""
-    levels = memory.hierarchy(spec, measured=_measured_plateaus(data, spec))
+    levels = memory.hierarchy(spec)
+    measured = fits(data, spec)["plateaus"] or {} if data and data.get("staircase") else {}
     labels = []
     for lv in levels:
         if lv.scope == "per SM":
             where = f"{_bytes(lv.capacity)} per SM x {spec.sms} SMs = {_bytes(lv.device_bytes)}"
         else:
             where = f"{_bytes(lv.device_bytes)} " + ("on the chip" if lv.name == "L2" else "off the chip")
-        bw = f", {lv.tbps:.2g} TB/s ({lv.source})" if lv.tbps else ""
-        labels.append(where + bw)
-    fig = go.Figure()
-    fig.add_bar(y=[lv.name for lv in levels], x=[lv.device_bytes for lv in levels], orientation="h",
-                marker_color=[LEVEL_COLORS[lv.name] for lv in levels], text=labels, textposition="outside",
-                cliponaxis=False, hovertemplate="%{y}: %{text}<extra></extra>", showlegend=False)
+        bw = [f"{lv.tbps:.3g} TB/s datasheet"] if lv.tbps else []
+        bw += [f"{measured[lv.name]:.3g} TB/s measured"] if measured.get(lv.name) else []
+        labels.append(where + "<br>" + (", ".join(bw) or "bandwidth: not recorded"))
     sizes = [lv.device_bytes for lv in levels]
+    fig = go.Figure()
+    fig.add_bar(y=[lv.name for lv in levels], x=sizes, orientation="h",
+                marker_color=[LEVEL_COLORS[lv.name] for lv in levels], text=labels, textposition="inside",
+                insidetextanchor="start", textfont=dict(color="white", size=12),
+                hovertemplate="%{y}: %{text}<extra></extra>", showlegend=False)
+    # bars start at the left edge: leave them room for their two lines of text
     fig.update_xaxes(type="log", title="capacity on the whole GPU (bytes; log scale)",
-                     range=[math.log10(min(sizes)) - 1.0, math.log10(max(sizes)) + 1.3])
+                     range=[math.log10(min(sizes)) - 2.5, math.log10(max(sizes)) + 0.2])
     fig.update_yaxes(autorange="reversed", title=None)  # nearest the compute units on top
-    note = "bandwidth: datasheet for HBM" + ("; on-chip levels measured" if data else "; on-chip levels not recorded")
-    return _layout(fig, f"{spec.name}: the memory hierarchy, fast and small at the top ({note})", height=330)
+    return _layout(fig, f"{spec.name}: the memory hierarchy, small and fast at the top, large and slow at the bottom",
+                   height=360)
 
 
 def staircase_figure(data: dict | None, spec: hardware.GPUSpec) -> go.Figure:
@@ -80,16 +78,21 @@ def staircase_figure(data: dict | None, spec: hardware.GPUSpec) -> go.Figure:
         st = data["staircase"]
         ws = [r["working_set"] for r in st]
         lo_ws, hi_ws = min(ws), max(ws)
-        up = [r["bytes_read"] / (r["p20_ms"] * 1e9) - r["tbps"] for r in st]  # the 20th percentile time: faster
-        down = [r["tbps"] - r["bytes_read"] / (r["p80_ms"] * 1e9) for r in st]
-        fig.add_scatter(x=ws, y=[r["tbps"] for r in st], mode="lines+markers", name="measured (median)",
-                        line=dict(color=COLORS[0]),
-                        error_y=dict(type="data", symmetric=False, array=up, arrayminus=down),
-                        hovertemplate="%{x:.3s}B: %{y:.3g} TB/s<extra></extra>")
-        plateaus = memory.fit_plateaus(ws, [r["tbps"] for r in st], spec)
+        for shared, name, color in ((False, "measured: every SM reads the whole set", COLORS[0]),
+                                    (True, "measured: each SM reads its own share, past its L1", COLORS[2])):
+            rs = [r for r in st if r["l2_only"] == shared]
+            if not rs:
+                continue
+            up = [r["bytes_read"] / (r["p20_ms"] * 1e9) - r["tbps"] for r in rs]  # the 20th percentile time: faster
+            down = [r["tbps"] - r["bytes_read"] / (r["p80_ms"] * 1e9) for r in rs]
+            fig.add_scatter(x=[r["working_set"] for r in rs], y=[r["tbps"] for r in rs], mode="lines+markers",
+                            name=name, line=dict(color=color),
+                            error_y=dict(type="data", symmetric=False, array=up, arrayminus=down),
+                            hovertemplate="%{x:.3s}B: %{y:.3g} TB/s<extra></extra>")
+        plateaus = fits(data, spec)["plateaus"]
         model = [memory.expected_tbps(w, spec, plateaus) for w in ws]
         fig.add_scatter(x=ws, y=model, mode="lines", name="model: each level's plateau", line=dict(shape="hv",
-                        dash="dot", color="#444"), connectgaps=False)
+                        dash="dot", color="#444"))
         ymax = max(r["tbps"] for r in st)
         title = f"{spec.name}: read bandwidth against working set (fp32, {data['device']['name']})"
     else:
