@@ -2,20 +2,21 @@
 
     python -m gpulab.bench --only lesson00
 
-GPU only (``time_ms`` raises in interpreter mode); about half a minute on an H200.
+GPU only (``time_ms`` raises in interpreter mode); well under a minute on an H200.
 
 - Staircase: ``read_sum`` reads a working set of W bytes (fp32; ``SIZES``: 4 KiB to 4 GiB, log-spaced,
   whole 4 KiB tiles) on about ``PROGRAMS_PER_SM`` programs per SM (``staircase_plan``), and makes enough
   passes over it inside one launch to read about ``TARGET_BYTES``: ``time_ms`` flushes the L2 before each
-  launch, so only the passes after the first can hit a cache. Small working sets are read whole by every
-  program (each SM keeps its own copy: the L1 step is one SM's L1); larger ones are shared out, one part per
+  launch, so only the passes after the first can hit a cache. Working sets up to ``replicate_limit`` are
+  read whole by every program (each SM keeps its own copy: the L1 step is one SM's L1; past it, the L2 serves
+  a set that every SM reads faster than one they share out); larger ones are shared out, one part per
   program, read past the L1 (the L2 and HBM steps). Bandwidth = bytes read (``read_sum_counts``) / median
   time, in TB/s.
 - Latency hiding: ``copy_persistent`` copies ``COPY_N`` floats on exactly P programs of ``NUM_WARPS`` warps
-  (``COPY_PROGRAMS``: 1 to 4096); each warp moves ``BYTES_PER_WARP`` bytes (read + write) per trip through
-  its loop. Little's law, bandwidth = min(peak, warps x bytes per warp / latency), is fitted to the sweep
-  (``gpulab.memory.fit_little``); when the compiler keeps more than one trip in flight, the fitted latency
-  is the real one divided by that depth.
+  (``COPY_PROGRAMS``: 1 to 4096); each warp moves 2 x 4 x ``BLOCK`` / ``NUM_WARPS`` = 2 KiB (read + write)
+  per trip through its loop. Little's law, bandwidth = min(peak, warps x bytes per warp / latency), is
+  fitted to the sweep (``gpulab.memory.fit_little``); when the compiler keeps more than one trip in flight,
+  the fitted latency is the real one divided by that depth.
 """
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ import math
 from tqdm.auto import tqdm
 
 KEY = "lesson00"
-KIB = 1024
 BLOCK = 1024  # fp32 elements per load: 4 KiB
 PROGRAMS_PER_SM = 8
 REPLICATE_TILES = 4  # see replicate_limit
@@ -150,10 +150,12 @@ def _run(time_ms, device, info, progress, sizes, copy_programs, copy_n, target_b
 
 
 def fits(data: dict, spec=None) -> dict:
-    """The models fitted to a record (for ``spec``, default the table's entry for the recorded GPU): ``plateaus`` ({level: TB/s}; None where the GPU is not in the table):
-    the L1 plateau from the working sets every program reads whole, the L2 and HBM plateaus from those shared
-    out (each SM reading its own share, the usual case: a set every SM reads is served faster by the L2);
-    ``little`` (latency_ns, peak_tbps), None when the record has no latency sweep."""
+    """The models fitted to a record, for ``spec`` (default: the table's entry for the recorded GPU).
+
+    ``plateaus``: {level: TB/s}, None where the GPU is not in the table; the L1 plateau from the working
+    sets every program reads whole, the L2 and HBM plateaus from those shared out (each SM reading its own
+    share, the usual case: a set every SM reads is served faster by the L2). ``little``: (latency_ns,
+    peak_tbps), None when the record has no latency sweep."""
     from .. import hardware, memory
 
     spec = spec or hardware.find(data["device"]["name"])

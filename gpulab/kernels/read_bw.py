@@ -7,6 +7,8 @@ there are fewer parts than programs (each SM then reads the whole of a small wor
 copy in its L1), else parts ``p, p + programs, ...``; it reads them ``passes`` times within the launch and
 writes one float32 partial sum, so the compiler cannot drop the loads. The first pass brings the data in
 (``time_ms`` flushes the L2 before each launch); the later passes hit the smallest level that holds it.
+``l2_only=True`` loads past the L1 (``.cg``), so that shared-out parts, which together could sit in the SMs'
+L1s, are read from the L2 or HBM.
 
 ``copy_persistent``: y = x with a grid of exactly ``programs`` programs, each walking the tiles ``p, p +
 programs, ...``: bandwidth against the number of programs (and warps) in flight shows Little's law, bytes in
