@@ -17,7 +17,7 @@ Sources (vendor documents; the short keys in each entry's ``sources`` point here
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import dtypes
 
@@ -56,6 +56,53 @@ SOURCES = {
                       "rates as H100 SXM (FP32 67, TF32 989, BF16/FP16 1,979, FP8 3,958 with sparsity)",
     "seed-lecture": "Stanford CS336 Spring 2026, Lecture 5 notes (shared/seeds): an imaginary "
                     "accelerator with C = 100 TFLOP/s and B = 1 TB/s, decimal units",
+    "v100-datasheet": "NVIDIA V100 Tensor Core GPU datasheet (2020): V100 SXM2 FP32 15.7, Tensor Performance "
+                      "(FP16 with FP32 accumulate) 125 TFLOPS; 32/16 GB HBM2 at 900 GB/s",
+    "volta-whitepaper": "NVIDIA Tesla V100 GPU Architecture whitepaper (2017), Table 1: 80 SMs, register file "
+                        "256 KB per SM, shared memory configurable up to 96 KB of a 128 KB combined L1/shared "
+                        "array per SM, L2 6144 KB",
+    "b200-datasheet": "NVIDIA GB200 NVL72 datasheet (2025), HGX B200 column, per GPU: FP32 75 TFLOPS; TF32 2.2, "
+                      "FP16/BF16 4.5, FP8 9 PFLOPS *with sparsity* (dense = half: 1,100, 2,250, 4,500); 180 GB "
+                      "HBM3E at 7.7 TB/s",
+    "b200-chipsandcheese": "Chips and Cheese, 'Nvidia's B200: Keeping the CUDA Juggernaut Rolling' (2025), "
+                           "measured on the device: 2 dies x 74 enabled SMs = 148 SMs; 256 KB L1/shared per SM "
+                           "as on H100; 126 MB L2 split across the two dies",
+    "cuda-guide-cc": "CUDA C++ Programming Guide, Technical Specifications per Compute Capability: 64K 32-bit "
+                     "registers per SM on every compute capability from 5.0 to 12.x; shared memory per SM up "
+                     "to 228 KB on 9.0 and 10.0",
+    "turing-whitepaper": "NVIDIA Turing GPU Architecture whitepaper (2018): each SM has a 256 KB register file "
+                         "and 96 KB of L1/shared memory; TU104 has 4096 KB of L2; T4 datasheet: 16 GB GDDR6",
+    "ampere-whitepaper": "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), Table 3: register file "
+                         "256 KB per SM, 192 KB combined shared memory/L1 per SM, L2 40 MB (40960 KB); A100 "
+                         "datasheet: 40 or 80 GB HBM2e",
+    "ga102-whitepaper": "NVIDIA Ampere GA102 GPU Architecture whitepaper (2021): 128 KB L1/shared per SM, "
+                        "256 KB register file per SM, 6144 KB L2; A10 datasheet: 24 GB GDDR6",
+    "ada-memory": "NVIDIA Ada GPU Architecture whitepaper v2.1: 128 KB L1/shared per SM, 256 KB register "
+                  "file per SM; L2 72 MB on RTX 4090 (73728 KB, Appendix A) and 48 MB on L4 (AD104, Appendix "
+                  "D); 24 GB GDDR6X (RTX 4090), 24 GB GDDR6 (L4 datasheet)",
+    "hopper-memory": "NVIDIA H100 Tensor Core GPU Architecture whitepaper v1.04, Table 3 and sec. 'H100 SM': "
+                     "register file 256 KB per SM, 256 KB combined L1/shared per SM, L2 50 MB (SXM5 and PCIe); "
+                     "80 GB (H100 datasheet) and 141 GB (H200 datasheet, same GH100 chip as H100 SXM)",
+    "h200-l2": "The L2 size the CUDA driver reports for an H200 (cudaDevAttrL2CacheSize, which "
+               "torch.cuda.get_device_properties shows as L2_cache_size): 62,914,560 bytes = 60 MiB, the whole "
+               "of the GH100 die's L2 (Chips and Cheese, 'Nvidia's H100: Funny L2, and Tons of Bandwidth', 2023: "
+               "the die has 60 MB, the H100 enables 50)",
+    "tpu-v4-docs": "Google Cloud TPU documentation, 'TPU v4' (cloud.google.com/tpu/docs/v4): two TensorCores "
+                   "per chip, each with four MXUs, a vector unit and a scalar unit; 275 TFLOPS (bf16) per chip; "
+                   "HBM2 32 GiB at 1200 GBps",
+    "tpu-v5e-docs": "Google Cloud TPU documentation, 'TPU v5e' (cloud.google.com/tpu/docs/v5e): one TensorCore "
+                    "per chip with four MXUs, a vector unit and a scalar unit; 197 TFLOPS (bf16); HBM2 16 GB at "
+                    "819 GBps",
+    "tpu-v5p-docs": "Google Cloud TPU documentation, 'TPU v5p' (cloud.google.com/tpu/docs/v5p): two "
+                    "TensorCores per chip, each with four MXUs, a vector unit and a scalar unit; 459 TFLOPS "
+                    "(bf16); HBM2e 95 GB at 2765 GBps",
+    "tpu-v6e-docs": "Google Cloud TPU documentation, 'TPU v6e' (cloud.google.com/tpu/docs/v6e): one TensorCore "
+                    "per chip with two 256x256 MXUs, a vector unit (VPU), two cross-lane units and a scalar "
+                    "unit; 918 TFLOPS (bf16); HBM 32 GB at 1638 GBps",
+    "scaling-book-tpus": "Austin et al., 'How to Scale Your Model', part 'How to Think About TPUs' "
+                         "(jax-ml.github.io/scaling-book/tpus): the MXU is a 128x128 systolic array on the "
+                         "generations before v6e (one bf16[8,128] @ bf16[128,128] every 8 cycles); VMEM is an "
+                         "on-chip scratchpad in the TensorCore, 128 MiB on TPU v5e; data moves HBM -> VMEM -> MXU",
 }
 
 DTYPES = dtypes.MATMUL  # the dtypes a datasheet rates, in the table order of gpulab.dtypes
@@ -73,6 +120,14 @@ class GPUSpec:
     compute_capability: tuple | None
     sources: tuple = field(default_factory=tuple)
     note: str = ""
+    # The memory hierarchy (None where the table has no source): 32-bit registers per SM, the combined
+    # L1/shared-memory array per SM in KiB, L2 in KiB (vendors print KB and MB in powers of 2 for caches),
+    # device memory in GB as the datasheet prints it, and the year the GPU was announced.
+    regs_per_sm: int | None = None
+    l1_smem_per_sm_kib: int | None = None
+    l2_kib: int | None = None
+    hbm_gb: float | None = None
+    year: int | None = None
 
     @property
     def hbm_tbps(self) -> float:
@@ -116,15 +171,47 @@ GPUS: dict[str, GPUSpec] = {s.name: s for s in [
     _spec("RTX 4090", 128, 100, 1008, 82.6, 82.6, 165.2, 165.2, 330.3, (8, 9),
           ["ada-whitepaper", "ampere-tuning"],
           "GeForce: FP16/BF16/FP8 tensor rates with FP32 accumulation are half those with FP16 accumulation"),
+    _spec("V100 SXM2", 80, 96, 900, 15.7, None, None, 125.0, None, (7, 0), ["v100-datasheet", "volta-whitepaper"],
+          "no TF32/BF16/FP8 tensor cores (Volta); sold with 16 or 32 GB"),
+    _spec("B200", 148, 228, 7700, 75.0, 1100.0, 2250.0, 2250.0, 4500.0, (10, 0),
+          ["b200-datasheet", "b200-chipsandcheese", "cuda-guide-cc"], "HGX B200 board (the GB200 runs faster)"),
     _spec("Seed accelerator", None, None, 1000, 100.0, 100.0, 100.0, 100.0, 100.0, None, ["seed-lecture"],
           "imaginary: one compute peak C = 100 TFLOP/s for every operation, B = 1 TB/s"),
 ]}
+
+# The memory hierarchy of each GPU: (registers per SM, L1/shared KiB per SM, L2 KiB, device memory GB, year
+# announced, extra source keys). Registers: 64K 32-bit registers per SM on every GPU here (cuda-guide-cc).
+_MEMORY = {
+    "T4": (65536, 96, 4096, 16, 2018, ["turing-whitepaper", "cuda-guide-cc"]),
+    "L4": (65536, 128, 49152, 24, 2023, ["ada-memory", "cuda-guide-cc"]),
+    "A10": (65536, 128, 6144, 24, 2021, ["ga102-whitepaper", "cuda-guide-cc"]),
+    "A100 40GB SXM": (65536, 192, 40960, 40, 2020, ["ampere-whitepaper", "cuda-guide-cc"]),
+    "A100 80GB SXM": (65536, 192, 40960, 80, 2020, ["ampere-whitepaper", "cuda-guide-cc"]),
+    "H100 SXM": (65536, 256, 51200, 80, 2022, ["hopper-memory", "cuda-guide-cc"]),
+    "H100 PCIe": (65536, 256, 51200, 80, 2022, ["hopper-memory", "cuda-guide-cc"]),
+    "H200": (65536, 256, 61440, 141, 2023, ["hopper-memory", "h200-l2", "cuda-guide-cc"]),
+    "RTX 4090": (65536, 128, 73728, 24, 2022, ["ada-memory", "cuda-guide-cc"]),
+    "V100 SXM2": (65536, 128, 6144, 32, 2017, ["volta-whitepaper", "cuda-guide-cc"]),
+    "B200": (65536, 256, 129024, 180, 2024, []),
+}
+
+
+def _with_memory(s: GPUSpec) -> GPUSpec:
+    if s.name not in _MEMORY:
+        return s
+    regs, l1, l2, hbm, year, extra = _MEMORY[s.name]
+    return replace(s, regs_per_sm=regs, l1_smem_per_sm_kib=l1, l2_kib=l2, hbm_gb=float(hbm), year=year,
+                   sources=tuple(dict.fromkeys(s.sources + tuple(extra))))
+
+
+GPUS = {name: _with_memory(s) for name, s in GPUS.items()}
 
 # Names torch.cuda.get_device_name() reports, mapped to table entries (first substring match wins).
 _ALIASES = [
     ("H200", "H200"), ("H100 PCIe", "H100 PCIe"), ("H100", "H100 SXM"),
     ("A100-SXM4-80GB", "A100 80GB SXM"), ("A100 80GB", "A100 80GB SXM"), ("A100", "A100 40GB SXM"),
     ("RTX 4090", "RTX 4090"), ("L4", "L4"), ("A10", "A10"), ("T4", "T4"),
+    ("V100-SXM2", "V100 SXM2"), ("B200", "B200"),
 ]
 
 
@@ -166,6 +253,66 @@ def table_rows() -> list[dict]:
     for s in GPUS.values():
         row = {"GPU": s.name, "SMs": s.sms, "smem/SM (KiB)": s.smem_per_sm_kib, "HBM (GB/s)": s.hbm_gbps}
         row.update({f"{d} (TFLOP/s)": s.peak_tflops[d] for d in DTYPES})
+        row.update({"L1+smem/SM (KiB)": s.l1_smem_per_sm_kib, "L2 (MiB)": s.l2_kib / 1024 if s.l2_kib else None,
+                    "memory (GB)": s.hbm_gb})
         row["sources"] = ", ".join(s.sources)
         rows.append(row)
     return rows
+
+
+# --- Google TPUs -----------------------------------------------------------------------------------------
+# A TPU chip holds one or two TensorCores (Google's name for a whole core, not NVIDIA's tensor-core unit),
+# each with matrix-multiply units (MXUs, systolic arrays), a vector unit and a scalar unit; data moves from
+# HBM into VMEM, a scratchpad the compiler manages, before the MXUs use it (scaling-book-tpus). There are no
+# warps or thread blocks: XLA or Pallas schedules whole tiles.
+
+
+@dataclass(frozen=True)
+class TPUSpec:
+    """One TPU chip's documented ceilings: bf16 peak in TFLOP/s (dense, per chip), HBM bandwidth in GB/s,
+    HBM capacity in GB as Google's page prints it, TensorCores and MXUs per chip, VMEM in MiB (None where
+    Google documents none), the year the chip was announced."""
+
+    name: str
+    bf16_tflops: float
+    hbm_gbps: float
+    hbm_gb: float
+    tensorcores: int
+    mxus_per_chip: int
+    mxu_shape: tuple
+    vmem_mib: float | None
+    year: int
+    sources: tuple = field(default_factory=tuple)
+    note: str = ""
+
+    @property
+    def hbm_tbps(self) -> float:
+        return self.hbm_gbps / 1000.0
+
+
+TPUS: dict[str, TPUSpec] = {t.name: t for t in [
+    TPUSpec("TPU v4", 275.0, 1200, 32, 2, 8, (128, 128), None, 2021, ("tpu-v4-docs", "scaling-book-tpus"),
+            "HBM2 32 GiB"),
+    TPUSpec("TPU v5e", 197.0, 819, 16, 1, 4, (128, 128), 128, 2023, ("tpu-v5e-docs", "scaling-book-tpus")),
+    TPUSpec("TPU v5p", 459.0, 2765, 95, 2, 8, (128, 128), None, 2023, ("tpu-v5p-docs", "scaling-book-tpus")),
+    TPUSpec("TPU v6e", 918.0, 1638, 32, 1, 2, (256, 256), None, 2024, ("tpu-v6e-docs",), "Trillium"),
+]}
+
+
+def get_tpu(name: str) -> TPUSpec:
+    """Look up a TPU by name (``"TPU v5e"`` or ``"v5e"``, any case). Raises ``TypeError`` for a non-string and
+    ``KeyError`` naming the known TPUs."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a TPU name string, got {type(name).__name__}")
+    key = name.strip().lower().removeprefix("tpu").strip()
+    for t in TPUS.values():
+        if t.name.lower().removeprefix("tpu").strip() == key:
+            return t
+    raise KeyError(f"unknown TPU {name!r}; known: {', '.join(TPUS)}")
+
+
+def tpu_rows() -> list[dict]:
+    """The TPU table as plain dicts (for display in a notebook)."""
+    return [{"TPU": t.name, "bf16 (TFLOP/s)": t.bf16_tflops, "HBM (GB/s)": t.hbm_gbps, "HBM (GB)": t.hbm_gb,
+             "TensorCores": t.tensorcores, "MXUs": t.mxus_per_chip, "MXU": f"{t.mxu_shape[0]}x{t.mxu_shape[1]}",
+             "VMEM (MiB)": t.vmem_mib, "sources": ", ".join(t.sources)} for t in TPUS.values()]

@@ -57,3 +57,52 @@ def test_rated_dtypes_are_the_tables():
 def test_table_rows_cover_every_gpu():
     rows = hardware.table_rows()
     assert [r["GPU"] for r in rows] == list(hardware.GPUS)
+
+
+@pytest.mark.parametrize("name", ["V100 SXM2", "B200"])
+def test_new_generations_are_complete_and_sourced(name):
+    s = hardware.get(name)
+    assert s.sources and all(k in hardware.SOURCES for k in s.sources)
+    assert s.sms > 0 and s.hbm_gbps > 0 and s.peak("fp32") > 0 and s.peak("fp16") > s.peak("fp32")
+
+
+def test_new_generations_values_and_lookup():
+    assert hardware.get("Tesla V100-SXM2-32GB").name == "V100 SXM2"
+    assert hardware.get("NVIDIA B200").name == "B200"
+    assert hardware.get("B200").peak("bf16") == 2250.0 and hardware.get("B200").hbm_gbps == 7700
+    with pytest.raises(LookupError, match="no bf16"):
+        hardware.get("V100 SXM2").peak("bf16")
+    for other in ["Tesla V100-PCIE-16GB", "NVIDIA GB200"]:
+        assert hardware.find(other) is None
+
+
+@pytest.mark.parametrize("name", ["H200", "H100 SXM", "H100 PCIe", "A100 40GB SXM", "A100 80GB SXM", "L4", "T4",
+                                  "A10", "RTX 4090", "V100 SXM2", "B200"])
+def test_memory_hierarchy_fields(name):
+    s = hardware.get(name)
+    assert s.regs_per_sm == 65536 and s.year >= 2017
+    # the combined L1/shared array holds at least the shared memory one SM may take
+    assert s.l1_smem_per_sm_kib >= s.smem_per_sm_kib
+    assert s.l2_kib > 0 and s.hbm_gb > 0
+
+
+def test_memory_hierarchy_known_values():
+    h200 = hardware.get("H200")
+    assert (h200.l1_smem_per_sm_kib, h200.l2_kib, h200.hbm_gb) == (256, 60 * 1024, 141.0)
+    assert hardware.get("H100 SXM").l2_kib == 50 * 1024
+    assert hardware.get("A100 80GB SXM").l2_kib == 40 * 1024 and hardware.get("T4").l2_kib == 4 * 1024
+    assert hardware.get("Seed accelerator").l2_kib is None
+
+
+def test_tpus_are_complete_and_sourced():
+    assert list(hardware.TPUS) == ["TPU v4", "TPU v5e", "TPU v5p", "TPU v6e"]
+    for t in hardware.TPUS.values():
+        assert t.sources and all(k in hardware.SOURCES for k in t.sources), t.name
+        assert t.bf16_tflops > 0 and t.hbm_gbps > 0 and t.hbm_gb > 0 and t.mxus_per_chip >= t.tensorcores >= 1
+    assert hardware.get_tpu("v5e").vmem_mib == 128 and hardware.get_tpu("TPU v6e").mxu_shape == (256, 256)
+    assert hardware.get_tpu("tpu v4").mxus_per_chip == 8  # two TensorCores of four MXUs
+    with pytest.raises(KeyError, match="unknown TPU"):
+        hardware.get_tpu("v7")
+    with pytest.raises(TypeError, match="name must be"):
+        hardware.get_tpu(5)
+    assert [r["TPU"] for r in hardware.tpu_rows()] == list(hardware.TPUS)

@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "gpulab"
 CORE = {"gpulab", "gpulab.settings", "gpulab.dtypes", "gpulab.validate", "gpulab.tolerances", "gpulab.reference",
         "gpulab.timing"}
 MODELS = {f"gpulab.{m}" for m in ("hardware", "roofline", "simt", "sectors", "tiling", "waves", "fusion",
-                                   "recompute", "attention", "online_softmax", "formats", "precision")}
+                                   "recompute", "attention", "online_softmax", "formats", "precision", "memory")}
 MEASURING = {"gpulab.device", "gpulab.counters"}
 
 

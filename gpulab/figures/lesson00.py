@@ -1,11 +1,178 @@
-"""Lesson 00's figures (the machine and your first kernel): this GPU's measured ceilings beside the datasheet.
+"""Lesson 00's figures: this GPU's measured ceilings beside the datasheet, its memory hierarchy, the measured staircase, latency hiding and the ridge point
+across generations. Each is one call; each is drawn from the numbers (``gpulab.hardware``, ``gpulab.memory``
+and a lesson00 record from ``python -m gpulab.bench --only lesson00``), never from an image.
 
-Inputs: a device profile (``gpulab.device``) and a datasheet entry (``gpulab.hardware``). Figures hold plain
-lists (see ``gpulab.plots``).
+``data`` is a lesson00 record (``gpulab.bench.lesson00.run``) or None; with None the staircase and latency
+figures draw the model alone and say in their title that no recording exists yet.
 """
 from __future__ import annotations
 
+import math
+
+import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from .. import hardware, memory
+from ..bench.lesson00 import fits
+from ..plots import COLORS
+
+WIDTH_HINT = 1000  # px: every figure is laid out to read at this width
+LEVEL_COLORS = {"registers": "#2ca02c", "L1/shared": "#1f77b4", "L2": "#9467bd", "HBM": "#d62728"}
+NO_RECORDING = "no recording on a GPU yet: run python -m gpulab.bench --only lesson00 --record"
+
+
+def _bytes(b: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def _log_range(lo: float, hi: float, pad: float = 0.15) -> list[float]:
+    return [math.log10(lo) - pad, math.log10(hi) + pad]
+
+
+def _layout(fig: go.Figure, title: str, height: int = 430) -> go.Figure:
+    fig.update_layout(title=dict(text=title, font=dict(size=13)), template="plotly_white", height=height,
+                      margin=dict(l=70, r=30, t=70, b=60), legend=dict(orientation="h", y=-0.2, font=dict(size=11)))
+    return fig
+
+
+def hierarchy_figure(spec: hardware.GPUSpec, data: dict | None = None) -> go.Figure:
+    """Registers -> L1/shared -> L2 -> HBM for ``spec``: one bar per level, its length the level's capacity on
+    the whole GPU (log scale), labelled with the capacity per SM where the level sits in each SM, and the
+    bandwidth where known (the datasheet's HBM; the measured plateaus when ``data``, a lesson00 record, is
+    given). Raises ValueError for a GPU without a hierarchy in the table."""
+    levels = memory.hierarchy(spec)
+    measured = fits(data, spec)["plateaus"] or {} if data and data.get("staircase") else {}
+    labels = []
+    for lv in levels:
+        if lv.scope == "per SM":
+            where = f"{_bytes(lv.capacity)} per SM x {spec.sms} SMs = {_bytes(lv.device_bytes)}"
+        else:
+            where = f"{_bytes(lv.device_bytes)} " + ("on the chip" if lv.name == "L2" else "off the chip")
+        bw = [f"{lv.tbps:.3g} TB/s datasheet"] if lv.tbps else []
+        bw += [f"{measured[lv.name]:.3g} TB/s measured"] if measured.get(lv.name) else []
+        labels.append(where + "<br>" + (", ".join(bw) or "bandwidth: not recorded"))
+    sizes = [lv.device_bytes for lv in levels]
+    fig = go.Figure()
+    fig.add_bar(y=[lv.name for lv in levels], x=sizes, orientation="h",
+                marker_color=[LEVEL_COLORS[lv.name] for lv in levels], text=labels, textposition="inside",
+                insidetextanchor="start", textfont=dict(color="white", size=12),
+                hovertemplate="%{y}: %{text}<extra></extra>", showlegend=False)
+    # bars start at the left edge: leave them room for their two lines of text
+    fig.update_xaxes(type="log", title="capacity on the whole GPU (bytes; log scale)",
+                     range=[math.log10(min(sizes)) - 2.5, math.log10(max(sizes)) + 0.2])
+    fig.update_yaxes(autorange="reversed", title=None)  # nearest the compute units on top
+    return _layout(fig, f"{spec.name}: the memory hierarchy, small and fast at the top, large and slow at the bottom",
+                   height=360)
+
+
+def staircase_figure(data: dict | None, spec: hardware.GPUSpec) -> go.Figure:
+    """Read bandwidth (TB/s) against working-set size (bytes, log) from a lesson00 record, with the 20th-80th
+    percentile band, the capacities of one SM's L1 and of the L2 as vertical lines, each level's plateau as
+    the staircase model, and the datasheet HBM bandwidth. With ``data`` None: the capacities and the
+    datasheet line only, and a title that says no recording exists."""
+    fig = go.Figure()
+    l1, l2, _ = memory.staircase_levels(spec)
+    if data and data.get("staircase"):
+        st = data["staircase"]
+        ws = [r["working_set"] for r in st]
+        lo_ws, hi_ws = min(ws), max(ws)
+        for shared, name, color in ((False, "measured: every SM reads the whole set", COLORS[0]),
+                                    (True, "measured: each SM reads its own share, past its L1", COLORS[2])):
+            rs = [r for r in st if r["l2_only"] == shared]
+            if not rs:
+                continue
+            up = [r["bytes_read"] / (r["p20_ms"] * 1e9) - r["tbps"] for r in rs]  # the 20th percentile time: faster
+            down = [r["tbps"] - r["bytes_read"] / (r["p80_ms"] * 1e9) for r in rs]
+            fig.add_scatter(x=[r["working_set"] for r in rs], y=[r["tbps"] for r in rs], mode="lines+markers",
+                            name=name, line=dict(color=color),
+                            error_y=dict(type="data", symmetric=False, array=up, arrayminus=down),
+                            hovertemplate="%{x:.3s}B: %{y:.3g} TB/s<extra></extra>")
+        plateaus = fits(data, spec)["plateaus"]
+        model = [memory.expected_tbps(w, spec, plateaus) for w in ws]
+        fig.add_scatter(x=ws, y=model, mode="lines", name="model: each level's plateau", line=dict(shape="hv",
+                        dash="dot", color="#444"))
+        ymax = max(r["tbps"] for r in st)
+        title = f"{spec.name}: read bandwidth against working set (fp32, {data['device']['name']})"
+    else:
+        lo_ws, hi_ws = 4096, 4 * 2**30
+        ymax = spec.hbm_tbps
+        title = f"{spec.name}: read bandwidth against working set: model only, {NO_RECORDING}"
+    fig.add_scatter(x=[lo_ws, hi_ws], y=[spec.hbm_tbps] * 2, mode="lines", name=f"datasheet HBM {spec.hbm_tbps:g} TB/s",
+                    line=dict(color=LEVEL_COLORS["HBM"], dash="dash"))
+    ytop = 1.15 * max(ymax, spec.hbm_tbps)
+    for lv, label in ((l1, f"L1 of one SM: {_bytes(l1.capacity)}"), (l2, f"L2: {_bytes(l2.capacity)}")):
+        if lo_ws <= lv.capacity <= hi_ws:
+            fig.add_scatter(x=[lv.capacity] * 2, y=[0, ytop], mode="lines", name=label,
+                            line=dict(color=LEVEL_COLORS[lv.name], width=1.5))
+    fig.update_xaxes(type="log", title="working set (bytes)", range=_log_range(lo_ws, hi_ws))
+    fig.update_yaxes(title="read bandwidth (TB/s)", range=[0, ytop])
+    return _layout(fig, title)
+
+
+def little_figure(data: dict | None, spec: hardware.GPUSpec, example_latency_ns: float = 500.0) -> go.Figure:
+    """Copy bandwidth (TB/s, read + write) against warps in flight (log) from a lesson00 record, with Little's
+    law fitted to it: min(peak, warps x bytes per warp / latency). With ``data`` None: the law drawn for
+    ``example_latency_ns`` (an example, not a measurement) up to the datasheet HBM bandwidth, and a title that
+    says no recording exists."""
+    fig = go.Figure()
+    if data and data.get("latency", {}).get("rows"):
+        rows, b = data["latency"]["rows"], data["latency"]["bytes_per_warp"]
+        warps = [r["warps"] for r in rows]
+        latency, peak = memory.fit_little(warps, [r["tbps"] for r in rows], b)
+        fig.add_scatter(x=warps, y=[r["tbps"] for r in rows], mode="markers+lines", name="measured (median)",
+                        line=dict(color=COLORS[0]), hovertemplate="%{x} warps: %{y:.3g} TB/s<extra></extra>")
+        title = (f"{spec.name}: latency hiding, copy on a limited grid (Little's law fit: {latency:.0f} ns, "
+                 f"{peak:.2f} TB/s, {memory.bytes_in_flight(peak, latency) / 2**20:.2f} MiB in flight)")
+        ymax = max(r["tbps"] for r in rows)
+        lo, hi = min(warps), max(warps)
+    else:
+        b, latency, peak = 2048, example_latency_ns, spec.hbm_tbps
+        lo, hi = 4, 4 * 4096
+        ymax = peak
+        title = (f"{spec.name}: Little's law with an example latency of {latency:g} ns (2 KiB per warp): model "
+                 f"only, {NO_RECORDING}")
+    xs = sorted({lo, hi, *[round(lo * (hi / lo) ** (i / 60)) for i in range(61)],
+                 max(lo, min(hi, round(memory.warps_to_saturate(peak, latency, b))))})
+    fig.add_scatter(x=xs, y=memory.little_tbps(xs, b, latency, peak), mode="lines", name="Little's law: "
+                    "min(peak, warps x bytes per warp / latency)", line=dict(color="#444", dash="dot"))
+    fig.update_xaxes(type="log", title="warps in flight (programs x 4)", range=_log_range(lo, hi))
+    fig.update_yaxes(title="copy bandwidth (TB/s, read + write)", range=[0, 1.15 * ymax])
+    return _layout(fig, title)
+
+
+def ridge_generations_figure() -> go.Figure:
+    """The ridge point C / B (FLOP/byte, log) of every GPU and TPU in ``gpulab.hardware`` against the year it
+    was announced (``memory.ridge_points``: dense 16-bit tensor/MXU peak over HBM bandwidth), with the
+    lecture's imaginary accelerator (100 FLOP/byte) as a reference line."""
+    rows = memory.ridge_points()
+    fig = go.Figure()
+    seen: dict[int, int] = {}
+    for kind, symbol, color in (("GPU", "circle", COLORS[0]), ("TPU", "diamond", COLORS[1])):
+        rs = [r for r in rows if r["kind"] == kind]
+        xs, positions = [], []
+        for r in rs:  # spread the points of one year so their labels do not sit on each other
+            k = seen.get(r["year"], 0)
+            seen[r["year"]] = k + 1
+            xs.append(r["year"] + 0.18 * k)
+            positions.append("middle right" if k % 2 == 0 else "middle left")
+        fig.add_scatter(x=xs, y=[r["ridge"] for r in rs], mode="markers+text", name=f"{kind}s",
+                        text=[r["name"] for r in rs], textposition=positions, textfont=dict(size=10),
+                        marker=dict(symbol=symbol, size=10, color=color),
+                        customdata=[[r["dtype"], r["peak_tflops"], r["hbm_tbps"]] for r in rs],
+                        hovertemplate="%{text}: %{y:.0f} FLOP/B<br>%{customdata[0]} %{customdata[1]:g} TFLOP/s / "
+                                      "%{customdata[2]:.3g} TB/s<extra></extra>")
+    years = [r["year"] for r in rows]
+    fig.add_scatter(x=[min(years) - 0.5, max(years) + 0.9], y=[100, 100], mode="lines",
+                    name="the lecture's imaginary accelerator: 100 FLOP/B", line=dict(color="#888", dash="dash"))
+    ridges = [r["ridge"] for r in rows] + [100]
+    fig.update_xaxes(title="year announced", range=[min(years) - 0.5, max(years) + 0.9], dtick=1)
+    fig.update_yaxes(type="log", title="ridge point (FLOP per byte of HBM)",
+                     range=_log_range(min(ridges), max(ridges), 0.12))
+    return _layout(fig, "Compute grew faster than memory bandwidth: the ridge point of each generation "
+                        "(16-bit tensor/MXU peak / HBM bandwidth)", height=460)
 
 
 def ceilings_figure(profile: dict, spec=None, where: str = ""):

@@ -1,0 +1,98 @@
+"""Every lesson-00 figure builds, with and without a recording: every trace holds finite data, no axis range
+reaches far beyond the data it shows, and the figures without a recording say so."""
+import math
+
+import pytest
+
+from gpulab import hardware
+from gpulab.figures import lesson00 as figs
+from tests.test_bench_lesson00 import recorded_style
+
+H200 = hardware.get("H200")
+
+
+def _values(fig, axis):
+    out = []
+    for t in fig.data:
+        if t.type == "bar" and axis == "x":  # a horizontal bar covers the axis from its left edge to its value
+            out += [10 ** fig.layout.xaxis.range[0]] if fig.layout.xaxis.type == "log" else [0]
+        vals = getattr(t, axis)
+        assert vals is not None and len(vals) > 0, f"empty trace {t.name!r}"
+        out += [v for v in vals if isinstance(v, (int, float)) and v is not None]
+    return out
+
+
+def _check(fig):
+    """Every trace has data; each axis with a range covers its data and reaches at most one decade (log) or a
+    third of the span (linear) past it."""
+    assert fig.data, "no traces"
+    for t in fig.data:
+        xs, ys = list(t.x), list(t.y)
+        assert xs and ys, f"empty trace {t.name!r}"
+        assert any(isinstance(v, (int, float)) and math.isfinite(v) for v in xs + ys), f"no numbers in {t.name!r}"
+    for axis in ("x", "y"):
+        lay = fig.layout[f"{axis}axis"]
+        vals = [v for v in _values(fig, axis) if math.isfinite(v)]
+        if lay.range is None or not vals:
+            continue
+        lo, hi = lay.range
+        if lay.type == "log":
+            dlo, dhi = math.log10(min(v for v in vals if v > 0)), math.log10(max(vals))
+            assert lo <= dlo + 1e-9 and hi >= dhi - 1e-9, f"{axis} range {lay.range} cuts data [{dlo}, {dhi}]"
+            assert dlo - lo <= 1.01 and hi - dhi <= 1.31, f"{axis} range {lay.range} far beyond data [{dlo}, {dhi}]"
+        else:
+            dlo, dhi = min(vals), max(vals)
+            span = max(dhi - dlo, abs(dhi), 1e-12)
+            assert lo <= dlo + 1e-9 and hi >= dhi - 1e-9, f"{axis} range {lay.range} cuts data [{dlo}, {dhi}]"
+            assert dlo - lo <= span / 3 + 1e-9 and hi - dhi <= span / 3 + 1e-9, \
+                f"{axis} range {lay.range} far beyond data [{dlo}, {dhi}]"
+
+
+@pytest.mark.parametrize("name", ["H200", "H100 SXM", "A100 80GB SXM", "L4", "T4", "V100 SXM2", "B200"])
+def test_hierarchy_figure(name):
+    fig = figs.hierarchy_figure(hardware.get(name))
+    _check(fig)
+    bar = fig.data[0]
+    assert list(bar.y) == ["registers", "L1/shared", "L2", "HBM"]
+    assert "TB/s datasheet" in bar.text[3] and "per SM" in bar.text[0] and "not recorded" in bar.text[2]
+
+
+def test_hierarchy_figure_with_measured_plateaus():
+    fig = figs.hierarchy_figure(H200, recorded_style())
+    _check(fig)
+    text = fig.data[0].text
+    assert "30 TB/s measured" in text[1] and "10 TB/s measured" in text[2]
+    assert "4.8 TB/s datasheet, 4.4 TB/s measured" in text[3]
+    with pytest.raises(ValueError, match="no memory hierarchy"):
+        figs.hierarchy_figure(hardware.get("Seed accelerator"))
+
+
+def test_staircase_figure_recorded_and_model_only():
+    fig = figs.staircase_figure(recorded_style(), H200)
+    _check(fig)
+    names = [t.name for t in fig.data]
+    assert "measured: every SM reads the whole set" in names and any(n.startswith("L2: 60 MiB") for n in names)
+    assert "measured: each SM reads its own share, past its L1" in names
+    assert any(n.startswith("L1 of one SM: 256 KiB") for n in names)
+    empty = figs.staircase_figure(None, H200)
+    _check(empty)
+    assert "no recording" in empty.layout.title.text
+
+
+def test_little_figure_recorded_and_model_only():
+    fig = figs.little_figure(recorded_style(), H200)
+    _check(fig)
+    assert "900 ns" in fig.layout.title.text
+    empty = figs.little_figure(None, H200)
+    _check(empty)
+    assert "no recording" in empty.layout.title.text and "example latency of 500 ns" in empty.layout.title.text
+    model = empty.data[0]
+    assert max(model.y) == H200.hbm_tbps and min(model.y) < H200.hbm_tbps / 100  # the rise and the roof
+
+
+def test_ridge_generations_figure():
+    fig = figs.ridge_generations_figure()
+    _check(fig)
+    labels = [n for t in fig.data[:2] for n in t.text]
+    assert {"V100 SXM2", "B200", "TPU v4", "TPU v6e"} <= set(labels)
+    assert fig.layout.yaxis.type == "log"
