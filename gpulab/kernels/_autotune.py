@@ -13,8 +13,9 @@ timing every candidate config once.
 2. One clock for every candidate. Candidates are timed by CUDA-graph replay (``gpulab.timing.time_ms(graph=True)``):
    a config changes only the GPU's time, and an eager call of a small problem is bound by the CPU's Python
    and launch cost, so eager timings would rank configs by CPU noise (``tools/launch_overhead.py --configs``
-   shows both costs; the recorded numbers are in ``gpulab/data``). If the capture of any candidate fails,
-   every candidate is timed eagerly instead, so that one ranking never mixes the two clocks.
+   shows both costs; lesson 07's awkward sizes in ``gpulab/data`` record eager against graph times). If the
+   capture of any candidate fails, every candidate is timed eagerly instead, so that one ranking never mixes
+   the two clocks.
 
 GPU only when timing (``time_ms`` raises ``NoGPUTimingError`` in the interpreter); launchers take a fixed
 config there and never call ``pick``. The idea is Triton's ``triton.autotune`` (a benchmark per key, the best

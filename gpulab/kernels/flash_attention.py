@@ -382,8 +382,8 @@ INTERPRETER_FWD = fwd_config(32, 16)
 INTERPRETER_BWD = bwd_config(16, 32, 32, 16)
 
 # GPU candidates: the best few per (d, causal, L) of a screen by ``tools/tune_flash.py`` at lesson 08's
-# settings (its record is in gpulab/data). The autotuner times them once per key (``_tune_key``):
-# BLOCK_M x BLOCK_N, num_warps, num_stages.
+# settings (rerun it for a new GPU or Triton; lesson 08's reference data in gpulab/data holds the rates reached).
+# The autotuner times them once per key (``_tune_key``): BLOCK_M x BLOCK_N, num_warps, num_stages.
 FWD_CONFIGS = [fwd_config(bm, bn, w, s) for bm, bn, w, s in [
     (128, 64, 4, 2), (64, 64, 4, 3), (64, 128, 4, 2), (64, 64, 4, 2), (128, 128, 8, 3)]]
 BWD_CONFIGS = {  # by launch (a key of BWD_PARTS)

@@ -187,7 +187,8 @@ class MatmulConfig:
 
 C = MatmulConfig
 # Autotuning candidates per path (GPU). The first of each list is the heuristic's choice; the lists and their
-# order come from ``tools/tune_matmul.py`` (its record is in gpulab/data).
+# order are the best of a screen by ``tools/tune_matmul.py`` (rerun it for a new GPU or Triton). What the
+# autotuner chose and the rates it reached are in lesson 07's reference data (gpulab/data).
 CONFIGS = {
     "tma": [C(128, 256, 64, 8, 8, 3, persistent=True, flatten=True),
             C(128, 256, 64, 16, 8, 3, persistent=True, flatten=True),
