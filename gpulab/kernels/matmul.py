@@ -45,7 +45,7 @@ from . import _autotune
 from ._checks import check_matmul_operands, check_power_of_two
 from ._hopper import TensorDescriptor, num_sms, tma_available
 from .matmul_precision import bf16_dot_is_exact
-from .pad import copy_rows, pad_rows, pad_rows_many
+from .pad import copy_rows, pad_rows, pad_rows_many  # noqa: F401  (pad_rows: part of this module's API, lesson 07)
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INPUT_PRECISIONS = ("tf32", "ieee")
