@@ -24,9 +24,10 @@ from pathlib import Path
 
 import gpulab
 
+from . import dtypes
 from .timing import require_gpu, time_ms
 
-MATMUL_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+MATMUL_DTYPES = dtypes.MATMUL  # the cuBLAS rates the profile measures, one per dtype name
 
 
 @dataclass
@@ -197,11 +198,11 @@ def matmul_fn(dtype: str, n: int):
     if dtype not in MATMUL_DTYPES:
         raise ValueError(f"dtype must be one of {MATMUL_DTYPES}, got {dtype!r}")
     if dtype == "fp8":
-        a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
-        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt needs
+        a = torch.randn(n, n, device="cuda").to(dtypes.torch_dtype("fp8"))
+        b = torch.randn(n, n, device="cuda").to(dtypes.torch_dtype("fp8")).t()  # column-major, as cuBLASLt needs
         one = torch.ones((), device="cuda")
         return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-    tdtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    tdtype = dtypes.torch_dtype(dtype)
     a = torch.randn(n, n, device="cuda", dtype=tdtype)
     b = torch.randn(n, n, device="cuda", dtype=tdtype)
     precision = "high" if dtype == "tf32" else "highest"
@@ -233,7 +234,7 @@ def measure_matmul_tflops(dtype: str, n: int = 8192) -> float | None:
 
 
 def measure_profile(matmul_n: int = 8192, progress: bool = True) -> DeviceProfile:
-    """Measure this GPU's ceilings (copy bandwidth; matmul rate per dtype). Takes about 10 s on an H200."""
+    """Measure this GPU's ceilings (copy bandwidth; matmul rate per dtype). Takes seconds (the matmuls at ``matmul_n``)."""
     require_gpu("a device profile")
     import torch
     from tqdm.auto import tqdm

@@ -61,6 +61,44 @@ def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
     assert len(lesson07.wave_model(data["sweep"])) == 6
 
 
+@pytest.mark.skipif(gpulab.ON_GPU, reason="the GPU check is bypassed for the interpreter; on a GPU the suite runs")
+def test_partial_run_reports_and_merges_into_an_older_record(monkeypatch):
+    """``run(steps=...)`` records only those steps; ``report`` reads the partial record, and after the CLI's
+    ``merge_record`` into an older one says when each kept step was recorded."""
+    import gpulab.timing as timing
+    from gpulab.bench.__main__ import merge_record
+
+    monkeypatch.setattr(timing, "require_gpu", lambda what="": None)
+    data = lesson07.run(progress=False, steps=["correctness"], correctness_shape=(20, 19, 21))
+    assert "correctness" in data and not {"headline", "awkward", "sweep", "tiles", "noreuse"} & set(data)
+    text = lesson07.report(data)
+    assert "correctness fp16 M, N, K = (20, 19, 21)" in text and "dense sweep" not in text
+    old = {"gpu": "NVIDIA H200", "sms": 132, "targets": data["targets"], "correctness": {"old": True},
+           "sweep": {"ns": [1792, 1793], "torch_ms": [1.0, 1.0], "gpulab_ms": [1.0, 2.0], "dtype": "bf16",
+                     "path": "tma", "config": "c", "tile": [256, 128], "sms": 132},
+           "step_provenance": {"sweep": {"date": "2026-01-02"}}, "provenance": {"date": "2026-03-04"}}
+    merged = merge_record(old, {**data, "provenance": {"date": "2026-05-06"}})
+    assert merged["correctness"] == data["correctness"] and merged["sweep"] == old["sweep"]
+    assert merged["provenance"] == {"date": "2026-05-06"} and merged["step_provenance"] == {"sweep": {"date": "2026-01-02"}}
+    text = lesson07.report(merged)
+    assert "correctness fp16" in text and "(recorded 2026-01-02); mean TFLOP/s" in text
+
+
+def test_merge_record_keeps_the_provenance_of_what_was_not_run():
+    from gpulab.bench.__main__ import merge_record
+
+    old = {"a": 1, "b": 2, "c": 3, "step_provenance": {"c": "p0"}, "provenance": "p1"}
+    got = merge_record(old, {"a": 10, "provenance": "p2"})
+    assert got == {"a": 10, "b": 2, "c": 3, "step_provenance": {"b": "p1", "c": "p0"}, "provenance": "p2"}
+    assert merge_record(old, {"a": 0, "b": 0, "c": 0, "provenance": "p3"}) == {"a": 0, "b": 0, "c": 0,
+                                                                               "provenance": "p3"}
+
+
+def test_tflops_of_an_n_cubed_matmul():
+    assert lesson07.tflops(1000, 2.0) == pytest.approx(1.0)  # 2e9 FLOPs in 2 ms: 1e12 FLOP/s
+    assert lesson07.tflops(4096, 1.0) == pytest.approx(137.438953472)
+
+
 def test_sweep_helpers_on_a_made_up_record():
     s = {"ns": [1792, 1793, 1800], "torch_ms": [1.0, 4.0, None], "gpulab_ms": [1.0, 1.0, 1.0], "tile": [256, 128],
          "sms": 108}

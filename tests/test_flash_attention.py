@@ -223,7 +223,7 @@ def test_kernels_write_every_element_of_poisoned_outputs():
         lse = torch.full((B, H, Lq), float("nan"), device=DEV)
         cfg = F.INTERPRETER_FWD
         F.flash_attention_fwd_kernel[(triton.cdiv(Lq, cfg.kwargs["BLOCK_M"]), B * H)](
-            q, k, v, out, lse, None, None, None, F.LOG2E / math.sqrt(d), Lq, Lk, 256, HEAD_DIM=d, CAUSAL=causal,
+            q, k, v, out, lse, None, None, None, F.LOG2E / math.sqrt(d), Lq, Lk, HEAD_DIM=d, CAUSAL=causal,
             USE_TMA=False, UPCAST=False, DOT_PREC="ieee", **cfg.kwargs)
         for mode in F.BWD_MODES:
             bufs = list(F.bwd_prepare(q, k, v, out, lse, do, mode))
@@ -360,16 +360,80 @@ def test_inputs_on_two_gpus_name_the_argument():
     with pytest.raises(ValueError, match="q and v must be on the same device"):
         F.flash_attention(q, k, v.to("cuda:1"))
 
-def test_autotune_pruning_rules():
-    q = torch.empty(1, 1, 1, 16, dtype=torch.bfloat16)
-    kept = F._prune_fwd(F.FWD_CONFIGS, {"Q": q}, CAUSAL=True)
+def test_autotune_candidates_keep_the_tiling_rules():
+    kept = F.fwd_candidates(torch.bfloat16, causal=True)
     assert kept and all(c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0 for c in kept)
-    assert F._prune_fwd(F.FWD_CONFIGS, {"Q": q.float()}, CAUSAL=False) == F.FP32_FWD_CONFIGS
-    for cfgs in F.BWD_CONFIGS.values():
-        kept = F._prune_bwd(cfgs, {"Q": q})
+    assert len(kept) < len(F.FWD_CONFIGS)  # (64, 128) is dropped: the band would not start on a tile edge
+    assert F.fwd_candidates(torch.bfloat16, causal=False) == F.FWD_CONFIGS
+    assert F.fwd_candidates(torch.float32, causal=False) == F.FP32_FWD_CONFIGS
+    for part in F.BWD_CONFIGS:
+        kept = F.bwd_candidates(part, torch.bfloat16)
         assert kept and all(c.kwargs["BLOCK_N1"] % c.kwargs["BLOCK_M1"] == 0 and
                             c.kwargs["BLOCK_M2"] % c.kwargs["BLOCK_N2"] == 0 for c in kept)
-    assert F._prune_bwd(F.BWD_CONFIGS["fused"], {"Q": q.float()}) == F.FP32_BWD_CONFIGS
+    assert F.bwd_candidates("fused", torch.float32) == F.FP32_BWD_CONFIGS
+
+
+class _Recorder:
+    """Stands in for a @triton.jit kernel: records each launch's config, then launches the real kernel."""
+
+    def __init__(self, kernel, launched):
+        self.kernel, self.launched = kernel, launched
+
+    def __getitem__(self, grid):
+        def launch(*args, **kw):
+            self.launched.append(tuple(sorted((k, v) for k, v in kw.items() if k.startswith(("BLOCK", "num_")))))
+            return self.kernel[grid](*args, **kw)
+        return launch
+
+
+def _key(cfg):
+    return tuple(sorted({**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}.items()))
+
+
+def test_autotune_through_the_shared_autotuner(monkeypatch):
+    """On a GPU every launch without a config is autotuned by ``kernels._autotune``: the fastest candidate on the
+    (here fake) graph clock is taken, cached per key (a second length in the same bucket is not timed again), and
+    tuning runs on scratch outputs: the atomic backward's dq, which accumulates, is still right afterwards.
+    ``GPULAB_AUTOTUNE=first`` takes the first candidate untimed. The GPU is pretended (kernels run in the
+    interpreter), so the logic is under test, not a speed."""
+    import gpulab.timing as timing
+    from gpulab import settings
+    from gpulab.kernels import _autotune
+
+    launched = []
+    monkeypatch.setattr(_autotune, "_CACHE", {})
+    monkeypatch.setattr(gpulab, "ON_GPU", True)
+    monkeypatch.setattr(settings, "SETTINGS", settings.read({}))
+    monkeypatch.setattr(F, "flash_attention_fwd_kernel", _Recorder(F.flash_attention_fwd_kernel, launched))
+    monkeypatch.setattr(F, "flash_attention_bwd_kernel", _Recorder(F.flash_attention_bwd_kernel, launched))
+    fast = {_key(F.FWD_CONFIGS[2]), _key(F.BWD_CONFIGS["atomic"][1])}  # not the first of their lists
+    graphs = []
+
+    def fake_time_ms(fn, warmup_ms=0, rep_ms=0, graph=False):
+        fn()
+        graphs.append(graph)
+        return timing.Timing(1.0 if launched[-1] in fast else 2.0, 0.0, 0.0)
+
+    monkeypatch.setattr(timing, "time_ms", fake_time_ms)
+    torch.manual_seed(12)
+    q, k, v, do = _inputs(1, 2, 40, 40, 16, torch.float16)
+    out, lse = F.flash_attention_forward(q, k, v, use_tma=False)
+    assert launched[-1] == _key(F.FWD_CONFIGS[2]) and len(graphs) == len(F.FWD_CONFIGS) and all(graphs)
+    grads = F.flash_attention_backward(q, k, v, out, lse, do, mode="atomic", use_tma=False)
+    assert launched[-1] == _key(F.BWD_CONFIGS["atomic"][1])
+    _check_all(q, k, v, do, False, out, lse, grads, what="after autotuning (seed 12)")
+    assert F.tuned_configs() == {"fwd float16 d=16 causal=False tma=False L<=256": F.config_short(F.FWD_CONFIGS[2]),
+                                 "atomic float16 d=16 causal=False tma=False L<=256":
+                                     F.config_short(F.BWD_CONFIGS["atomic"][1])}
+    assert F.default_configs(q, k, v, bwd_mode="atomic", use_tma=False) == {"fwd": F.FWD_CONFIGS[2],
+                                                              "atomic": F.BWD_CONFIGS["atomic"][1]}
+    n = len(graphs)
+    q2, k2, v2, _ = _inputs(1, 2, 70, 70, 16, torch.float16)  # the same bucket (L <= 256): no new timing
+    F.flash_attention_forward(q2, k2, v2, use_tma=False)
+    assert len(graphs) == n and launched[-1] == _key(F.FWD_CONFIGS[2])
+    monkeypatch.setattr(settings, "SETTINGS", settings.read({"GPULAB_AUTOTUNE": "first"}))
+    F.flash_attention_forward(q, k, v, causal=True, use_tma=False)  # a new key: the first causal candidate
+    assert len(graphs) == n and launched[-1] == _key(F.fwd_candidates(torch.float16, True)[0])
 
 
 @pytest.mark.parametrize("i", [0, 1])

@@ -323,23 +323,31 @@ def test_power_of_two_check_bounds_and_types():
 
 
 def test_autotune_ranks_by_graph_replay_and_falls_back_to_eager(monkeypatch):
-    """Candidates are ranked by CUDA-graph time (GPU time, not the CPU cost of an eager call); where capture
-    fails, by eager time; a candidate that cannot launch is skipped. The clock here is fake (interpreter): the
-    logic is under test, not a speed."""
-    import gpulab.timing as bench
+    """matmul's autotuner through the shared one (``kernels._autotune``): candidates are ranked by CUDA-graph time
+    (GPU time, not the CPU cost of an eager call); where any capture fails, all by eager time; a candidate that
+    cannot launch is skipped. Clock and launches are fake (interpreter): the logic is under test, not a speed."""
+    import gpulab.timing as timing
 
     a, b = _rand(40, 24, dtype=torch.float16), _rand(24, 33, dtype=torch.float16)
     cands = [mm.INTERPRETER_CONFIG, mm.MatmulConfig(32, 32, 16, 4, 4, 1), mm.MatmulConfig(32, 64, 16, 4, 4, 1)]
-    graph_ms = {cands[0]: 3.0, cands[1]: 1.0, cands[2]: 2.0}   # the graph clock ranks cands[1] first
-    eager_ms = {cands[0]: 0.5, cands[1]: 9.0, cands[2]: 0.7}   # the eager clock would rank cands[0] first
-    seen = []
+    bad = mm.MatmulConfig(32, 32, 16, 4, 4, 1, persistent=True)
+    graph_ms = {cands[0]: 3.0, cands[1]: 1.0, cands[2]: 2.0, bad: 0.1}   # the graph clock ranks cands[1] first
+    eager_ms = {cands[0]: 0.5, cands[1]: 9.0, cands[2]: 0.7, bad: 0.1}   # the eager clock would rank cands[0] first
+    launched, seen = [], []
+
+    def fake_launch(a_, b_, c_, cfg, path, input_precision="tf32"):
+        if cfg is bad:
+            raise RuntimeError("out of shared memory")
+        assert a_ is a and b_ is b and c_.shape == (40, 33) and path == "tma"
+        launched.append(cfg)
 
     def fake_time_ms(fn, warmup_ms=0, rep_ms=0, graph=False):
-        cfg = fn.args[3]
+        fn()  # the candidate that fn launches is the one the clock reads
         seen.append(graph)
-        return bench.Timing((graph_ms if graph else eager_ms)[cfg], 0.0, 0.0)
+        return timing.Timing((graph_ms if graph else eager_ms)[launched[-1]], 0.0, 0.0)
 
-    monkeypatch.setattr(bench, "time_ms", fake_time_ms)
+    monkeypatch.setattr(mm, "launch", fake_launch)
+    monkeypatch.setattr(timing, "time_ms", fake_time_ms)
     assert mm.autotune(a, b, "tma", candidates=cands) == cands[1] and set(seen) == {True}
 
     def no_graph(fn, warmup_ms=0, rep_ms=0, graph=False):
@@ -347,24 +355,52 @@ def test_autotune_ranks_by_graph_replay_and_falls_back_to_eager(monkeypatch):
             raise RuntimeError("capture failed")
         return fake_time_ms(fn, warmup_ms, rep_ms, graph)
 
-    monkeypatch.setattr(bench, "time_ms", no_graph)
+    monkeypatch.setattr(timing, "time_ms", no_graph)
     assert mm.autotune(a, b, "tma", candidates=cands) == cands[0]
 
     def graph_fails_for_one(fn, warmup_ms=0, rep_ms=0, graph=False):  # one ranking never mixes the two clocks
-        if graph and fn.args[3] is cands[2]:
+        fn()
+        if graph and launched[-1] is cands[2]:
             raise RuntimeError("capture failed")
         return fake_time_ms(fn, warmup_ms, rep_ms, graph)
 
-    monkeypatch.setattr(bench, "time_ms", graph_fails_for_one)
+    monkeypatch.setattr(timing, "time_ms", graph_fails_for_one)
     assert mm.autotune(a, b, "tma", candidates=cands) == cands[0]
-    with pytest.raises(RuntimeError, match="no tma config could run"):
+    with pytest.raises(RuntimeError, match="no tma config .* could run"):
         mm.autotune(a, b, "tma", candidates=[])
-    bad = mm.MatmulConfig(32, 32, 16, 4, 4, 1, persistent=True)
-    monkeypatch.setattr(mm, "launch", lambda *args: (_ for _ in ()).throw(RuntimeError("out of shared memory"))
-                        if args[3] is bad else None)
-    monkeypatch.setattr(bench, "time_ms", fake_time_ms)
-    graph_ms[bad] = 0.1
-    assert mm.autotune(a, b, "tma", candidates=[bad] + cands) == cands[1]
+    with pytest.raises(RuntimeError, match="no tma config .* could run"):
+        mm.autotune(a, b, "tma", candidates=[bad])
+    monkeypatch.setattr(timing, "time_ms", fake_time_ms)
+    assert mm.autotune(a, b, "tma", candidates=[bad] + cands) == cands[1]  # the fastest on the graph clock fails
+
+
+def test_tuned_config_caches_per_bucket_and_first_takes_the_first_candidate(monkeypatch):
+    """``tuned_config`` tunes once per size bucket (then reads the shared cache), and with
+    ``GPULAB_AUTOTUNE=first`` takes the list's first candidate without timing anything. Fake clock."""
+    import gpulab.timing as timing
+    from gpulab import settings
+    from gpulab.kernels import _autotune
+
+    monkeypatch.setattr(_autotune, "_CACHE", {})
+    launched, timed = [], []
+    monkeypatch.setattr(mm, "launch", lambda a_, b_, c_, cfg, *args: launched.append(cfg))
+    fast = mm.CONFIGS["tma"][2]
+
+    def fake_time_ms(fn, warmup_ms=0, rep_ms=0, graph=False):
+        fn()
+        timed.append(launched[-1])
+        return timing.Timing(1.0 if launched[-1] is fast else 2.0, 0.0, 0.0)
+
+    monkeypatch.setattr(timing, "time_ms", fake_time_ms)
+    monkeypatch.setattr(settings, "SETTINGS", settings.read({}))
+    a, b = _rand(40, 24, dtype=torch.float16), _rand(24, 33, dtype=torch.float16)
+    assert mm.tuned_config(a, b, "tma") is fast and len(timed) == len(mm.CONFIGS["tma"])
+    a2, b2 = _rand(60, 20, dtype=torch.float16), _rand(20, 50, dtype=torch.float16)  # same buckets 64x64x32
+    assert mm.tuned_config(a2, b2, "tma") is fast and len(timed) == len(mm.CONFIGS["tma"])  # not timed again
+    assert mm.tuned_configs() == {"tma float16 tf32 64x64x32 aligned=False": fast.short()}
+    monkeypatch.setattr(settings, "SETTINGS", settings.read({"GPULAB_AUTOTUNE": "first"}))
+    a3 = _rand(200, 24, dtype=torch.float16)  # a new bucket: 256x64x32
+    assert mm.tuned_config(a3, b, "tma") is mm.CONFIGS["tma"][0] and len(timed) == len(mm.CONFIGS["tma"])
 
 
 @pytest.mark.parametrize("path", ["pointer", "tma"])

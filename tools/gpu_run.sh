@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# One batched run on a GPU machine without network (the device tool's H200): install the carried wheels
-# (../shared/tools/gpu-wheels.sh fills .whl/), then run the GPU tests, the notebooks and the benchmark
-# suite, writing logs and results under $OUT. Usage from the project root:  bash tools/gpu_run.sh [steps]
+# One batched run on a GPU machine without network: install the carried wheels (../shared/tools/gpu-wheels.sh
+# fills .whl/), then run the GPU tests, the notebooks and the benchmark suite, writing logs and results under
+# $OUT. Usage from the project root:  bash tools/gpu_run.sh [steps]
 # steps: any of bench (the suite, printed and saved to $OUT), record (the suite, and it rewrites
-# gpulab/data/reference-<gpu>.json), tests, interp (the tests in forced interpreter mode), notebooks.
-# Default: bench tests notebooks. GPULAB_TESTS=tests/test_x.py limits the tests step;
-# GPULAB_NOTEBOOKS="notebooks/05_*.ipynb" limits the notebooks step. Tests and notebooks run with
-# GPULAB_AUTOTUNE=first (each kernel's first candidate config, untimed: compiling every candidate took minutes)
-# unless GPULAB_AUTOTUNE=full is set; bench and record always autotune fully.
+# gpulab/data/reference-<gpu>.json), autotune-report (python -m gpulab.bench --autotune-report lesson08),
+# tests, interp (the tests in forced interpreter mode), notebooks.
+# Default: bench tests notebooks. GPULAB_BENCH_ONLY=lesson07 limits bench and record to some suites, and
+# GPULAB_BENCH_STEPS=headline,awkward to some steps of that one suite (recorded, merged into the file).
+# GPULAB_TESTS=tests/test_x.py limits the tests step; GPULAB_NOTEBOOKS="notebooks/05_*.ipynb" the notebooks step.
+# Tests and notebooks run with GPULAB_AUTOTUNE=first (each kernel's first candidate config, untimed: compiling
+# every candidate takes minutes) unless GPULAB_AUTOTUNE=full is set; bench, record and autotune-report always
+# autotune fully.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpulab-out}; mkdir -p "$OUT"
 if [ -d .whl ]; then
@@ -17,6 +20,7 @@ fi
 export PYTHONUNBUFFERED=1 GPULAB_CACHE_DIR="$OUT/cache"
 steps=${*:-bench tests notebooks}
 only=${GPULAB_BENCH_ONLY:+--only $GPULAB_BENCH_ONLY}  # e.g. GPULAB_BENCH_ONLY=lesson02,lesson03
+only="$only${GPULAB_BENCH_STEPS:+ --steps $GPULAB_BENCH_STEPS}"  # e.g. GPULAB_BENCH_STEPS=headline,awkward
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/nvidia-smi.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee "$OUT/versions.txt"
 rc=0
@@ -25,6 +29,8 @@ for step in $steps; do
     bench) GPULAB_AUTOTUNE=full python3 -m gpulab.bench $only --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1 ;;
     record) GPULAB_AUTOTUNE=full python3 -m gpulab.bench $only --record --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1
            cp gpulab/data/reference-*.json "$OUT/" 2>/dev/null ;;
+    autotune-report) GPULAB_AUTOTUNE=full python3 -m gpulab.bench --autotune-report lesson08 \
+             --json "$OUT/autotune_report.json" 2>&1 | tee "$OUT/autotune_report.log" || rc=1 ;;
     tests) GPULAB_AUTOTUNE=${GPULAB_AUTOTUNE:-first} python3 -m pytest -q -p no:cacheprovider -m "not browser" ${GPULAB_TESTS:-tests} 2>&1 | tee "$OUT/pytest.log" | tail -15 || rc=1 ;;
     notebooks) GPULAB_AUTOTUNE=${GPULAB_AUTOTUNE:-first} python3 -m pytest -q -p no:cacheprovider --nbval-lax ${GPULAB_NOTEBOOKS:-notebooks/} 2>&1 | tee "$OUT/nbval.log" | tail -15 || rc=1
            # executed copies, with their printed numbers, for the record (GPULAB_NO_EXECUTED=1 skips them)
@@ -40,7 +46,7 @@ for path in sys.argv[2:]:
     print("executed", path)
 PY
            ;;
-    interp) # the CPU path on this machine's Triton (3.6 on the H200 image): kernels in the interpreter
+    interp) # the CPU path on this machine's Triton: kernels in the interpreter
            GPULAB_MODE=interpreter python3 -m pytest -q -p no:cacheprovider -m "not browser" tests 2>&1 \
              | tee "$OUT/pytest-interpreter.log" | tail -5 || rc=1 ;;
     *) echo "unknown step $step"; rc=2 ;;

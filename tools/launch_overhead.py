@@ -6,7 +6,8 @@ For each callable: CPU microseconds per call (``calls`` back-to-back calls witho
 warm-up: while the GPU keeps up, this is the Python and launch cost), GPU milliseconds per call replayed from
 a CUDA graph (``time_ms(graph=True)``) and eager (``time_ms``). With ``--profile``, the top functions of a
 cProfile of gpulab's calls. With ``--configs``, only gpulab's matmul at 1793 once per TMA candidate config (how
-much a config changes CPU and GPU time) and its row-pad copy against the bare kernel launch. GPU only.
+much a config changes CPU and GPU time) and its row-pad copy against an allocation. GPU only. Everything timed
+is a public gpulab function (``matmul``, ``pad_rows_many``, ``launch``, ``flash_attention``) or torch's.
 """
 from __future__ import annotations
 
@@ -75,7 +76,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     require_gpu("launch overhead")
     from gpulab.kernels import matmul as mm
-    from gpulab.kernels import pad
 
     n = 1793
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -85,11 +85,7 @@ def main(argv=None) -> int:
             fn = functools.partial(mm.matmul, a, b, config=cfg)
             fn()
             row(f"matmul 1793 {cfg.short()}", fn, args.calls)
-        aw, bw, abuf, bbuf = (pad._words(t) for t in (a, b, ap_, bp_))
         fns = {"pad_rows_many([a, b]) 1793": lambda: mm.pad_rows_many([a, b]),
-               "  pad_rows_kernel launch alone": lambda: pad.pad_rows_kernel[(1800, 2)](
-                   aw, abuf, n, n, aw.stride(0), abuf.stride(0), bw, bbuf, n, n, bw.stride(0), bbuf.stride(0),
-                   BLOCK_R=pad.BLOCK_R, BLOCK_C=pad.BLOCK_C),
                "torch.empty(n, n)": lambda: torch.empty(n, n, device="cuda", dtype=torch.bfloat16)}
         for name, fn in fns.items():
             row(name, fn, args.calls, graph=False)
@@ -98,7 +94,7 @@ def main(argv=None) -> int:
             profile("pad_rows_many", fns["pad_rows_many([a, b]) 1793"], args.calls, 18)
         return 0
 
-    from gpulab.bench.lesson08 import _sdpa
+    from gpulab.bench.lesson08 import sdpa_fn
     from gpulab.kernels import flash_attention as F
 
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
@@ -106,7 +102,7 @@ def main(argv=None) -> int:
     cfg = mm.tuned_config(a, b, "tma")
     q, k, v = (torch.randn(16, 16, 1024, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     qd, kd, vd = (t.detach() for t in (q, k, v))
-    sdpa = _sdpa("FLASH_ATTENTION", True)
+    sdpa = sdpa_fn("FLASH_ATTENTION", True)
     fns = {
         "torch.matmul 1793": lambda: torch.matmul(a, b),
         "gpulab matmul 1793": lambda: mm.matmul(a, b),

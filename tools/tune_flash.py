@@ -1,10 +1,12 @@
-"""Tune gpulab's FlashAttention on a GPU: one command, about 3-5 minutes on an H200.
+"""Tune gpulab's FlashAttention on a GPU: one command, a few minutes (the budgets below bound it).
 
     python tools/tune_flash.py             # the suite's settings; writes $OUT/tune_flash.json
     python tools/tune_flash.py --quick     # fewer candidates (about half the time)
 
-Settings (issue 6): bf16, B*L = 16384 tokens, H*d = 2048, d in (64, 128), L in (1024, 4096, 16384), causal and
-not. FLOPs: forward 4*B*H*L^2*d (halved when causal), backward 2.5x forward.
+Settings: lesson 08's headline (``gpulab.bench.lesson08``: ``setting_shape``, ``LENGTHS``, FLOPs by
+``setting_flops``), bf16, causal and not. Candidates are launched through the public launchers
+(``flash_attention_forward``, ``bwd_prepare``/``bwd_launch``, ``flash_attention_backward``) with fixed configs and
+timed with ``gpulab.timing.time_ms``; the winners belong in ``FWD_CONFIGS``/``BWD_CONFIGS``.
 
 Steps, each printed as it goes:
 1. compile every candidate in parallel worker processes (they fill Triton's disk cache, so the measuring
@@ -32,9 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-TOKENS, HIDDEN = 16384, 2048
-HEAD_DIMS = (64, 128)
-LENGTHS = (1024, 4096, 16384)
+import gpulab  # noqa: E402  (picks the mode before triton is imported)
+from gpulab.bench.lesson08 import LENGTHS, sdpa_fn, setting_flops, setting_shape  # noqa: E402
+from gpulab.timing import time_ms  # noqa: E402
+
 SCREEN_L = 4096
 DEVICE = "cuda"
 CHECK_SHAPES = [(1, 2, 1, 1, 64), (2, 3, 17, 17, 64), (1, 2, 200, 200, 128), (1, 1, 300, 300, 64),
@@ -44,16 +47,6 @@ T0 = time.time()
 
 def log(msg: str) -> None:
     print(f"[{time.time() - T0:6.1f}s] {msg}", flush=True)
-
-
-def shape(L: int, d: int) -> tuple[int, int, int, int]:
-    return TOKENS // L, HIDDEN // d, L, d
-
-
-def flops(L: int, d: int, causal: bool, bwd: bool = False) -> float:
-    B, H, _, _ = shape(L, d)
-    f = 4.0 * B * H * L * L * d * (0.5 if causal else 1.0)
-    return f * 2.5 if bwd else f
 
 
 # ---- candidates ---------------------------------------------------------------------------------------------
@@ -169,15 +162,8 @@ def _check(job) -> list[dict]:
 # ---- main side: measure ------------------------------------------------------------------------------------
 
 def bench(fn, rep=40, warmup=10) -> float:
-    import gpulab
-
-    if not gpulab.ON_GPU:  # --dry-run only: host wall clock of the interpreter, meaningless as a GPU time
-        t = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t) * 1e3
-    from triton.testing import do_bench
-
-    return float(do_bench(fn, warmup=warmup, rep=rep))
+    """Median GPU ms of ``fn`` (``time_ms``: L2 flushed before each launch)."""
+    return time_ms(fn, warmup_ms=warmup, rep_ms=rep).median_ms
 
 
 class Setting:
@@ -185,7 +171,7 @@ class Setting:
         import torch
 
         self.L, self.d, self.causal = L, d, causal
-        B, H, _, _ = shape(L, d)
+        B, H, _, _ = setting_shape(L, d)
         g = torch.Generator(device=DEVICE).manual_seed(L + d)
         mk = lambda: torch.randn(B, H, L, d, device=DEVICE, dtype=torch.bfloat16, generator=g)  # noqa: E731
         self.q, self.k, self.v, self.do = mk(), mk(), mk(), mk()
@@ -201,7 +187,7 @@ class Setting:
         return self._fwd
 
     def tflops(self, ms, bwd=False):
-        return flops(self.L, self.d, self.causal, bwd) / (ms * 1e-3) / 1e12
+        return setting_flops(self.L, self.d, self.causal, backward=bwd) / (ms * 1e-3) / 1e12
 
 
 def time_fwd(st: Setting, cfg, tma) -> float:
@@ -245,15 +231,12 @@ def time_bwd_total(st: Setting, mode, cfg, dq_cfg) -> float:
 
 def time_sdpa(st: Setting, backend_name: str) -> dict:
     import torch
-    import torch.nn.functional as TF
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    backend = getattr(SDPBackend, backend_name)
     q, k, v = (t.detach().clone().requires_grad_() for t in (st.q, st.k, st.v))
+    sdpa = sdpa_fn(backend_name, st.causal)
 
     def fwd():
-        with sdpa_kernel(backend):
-            return TF.scaled_dot_product_attention(q, k, v, is_causal=st.causal)
+        return sdpa(q, k, v)
 
     try:
         o = fwd()
@@ -277,35 +260,27 @@ def _parse():
                     help="which to tune: fwd_ptr, fwd_tma, fused, dkdv, dq (dkdv+dq = split), atomic, and the "
                          "backward parts with TMA loads: fused_tma, dkdv_tma, dq_tma, atomic_tma")
     ap.add_argument("--no-check", action="store_true", help="skip the correctness checks")
-    ap.add_argument("--dry-run", action="store_true", help=argparse.SUPPRESS)  # CPU: tiny sizes, control flow only
     return ap.parse_args()
 
 
 def main() -> int:
     args = _parse()
-    global TOKENS, HIDDEN, HEAD_DIMS, LENGTHS, SCREEN_L, CHECK_SHAPES, DEVICE
-    HEAD_DIMS = tuple(int(x) for x in args.d.split(","))
+    head_dims = tuple(int(x) for x in args.d.split(","))
     causals = tuple(bool(int(x)) for x in args.causal.split(","))
     variants = set(args.variants.split(","))
-    if args.dry_run:
-        os.environ["GPULAB_MODE"] = "interpreter"
-        TOKENS, HIDDEN, HEAD_DIMS, LENGTHS, SCREEN_L = 128, 64, (16, 32), (32, 64), 64
-        CHECK_SHAPES = [(1, 2, 1, 1, 16), (1, 2, 40, 70, 32)]
     out_dir = Path(os.environ.get("OUT", "/tmp/gpulab-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
     out_path = out_dir / "tune_flash.json"
 
-    import gpulab
     import torch
     import triton
 
-    DEVICE = gpulab.DEVICE
-    if not gpulab.ON_GPU and not args.dry_run:
+    if not gpulab.ON_GPU:
         print("tune_flash needs a CUDA GPU", file=sys.stderr)
         return 2
     from gpulab.kernels import flash_attention as F
 
-    record = {"gpu": torch.cuda.get_device_name(0) if gpulab.ON_GPU else "none (dry run)",
+    record = {"gpu": torch.cuda.get_device_name(0),
               "torch": torch.__version__, "triton": triton.__version__, "tma_available": F.tma_available(),
               "args": vars(args), "settings": {}, "screen": [], "compile": [], "checks": []}
     log(f"{record['gpu']}, torch {torch.__version__}, triton {triton.__version__}, TMA {record['tma_available']}; "
@@ -314,18 +289,15 @@ def main() -> int:
     def save():
         out_path.write_text(json.dumps(record, indent=1))
 
-    tma_ok = record["tma_available"] or args.dry_run
+    tma_ok = record["tma_available"]
     tmas = [t for t in (False, True) if ("fwd_tma" if t else "fwd_ptr") in variants and (tma_ok or not t)]
     fwd_c = fwd_candidates(args.quick)
     all_parts = ("fused", "dkdv", "dq", "atomic", "fused_tma", "dkdv_tma", "dq_tma", "atomic_tma")
     parts = [p for p in all_parts if p in variants and (tma_ok or not p.endswith("_tma"))]
     bwd_c = {p: bwd_candidates(_split_part(p)[0], args.quick)[:None if p in ("fused", "dkdv", "dq", "atomic") else 8]
              for p in parts}
-    if args.dry_run:
-        fwd_c = [(32, 16, 4, 2), (16, 16, 4, 2)]
-        bwd_c = {p: [(16, 32, 32, 16, 4, 2), (16, 16, 16, 16, 4, 2)] for p in parts}
     jobs = []
-    for d in HEAD_DIMS:
+    for d in head_dims:
         for causal in causals:
             for cfg in fwd_c:
                 if causal and cfg[0] % cfg[1]:
@@ -342,10 +314,6 @@ def main() -> int:
     if checks:
         checks.append({"kind": "check", "tma": False, "mode": "fused", "fp16": True, "fwd_cfg": (64, 64, 4, 2),
                        "bwd_cfg": (16, 64, 64, 16, 4, 2), "dq_cfg": (16, 16, 64, 16, 4, 2)})
-    if args.dry_run:
-        checks = [dict(c, fwd_cfg=(32, 16, 4, 2), bwd_cfg=(16, 32, 32, 16, 4, 2), dq_cfg=(16, 16, 32, 16, 4, 2))
-                  for c in checks[:3]]
-        CHECK_SHAPES = CHECK_SHAPES[1:]
 
     # 1. compile everything (and check) in parallel, until --compile-s
     log(f"step 1: {len(jobs)} compile jobs and {len(checks)} correctness checks on {args.workers} workers")
@@ -392,12 +360,12 @@ def main() -> int:
         return sig(job) not in failed and (ok is None or sig(job) in ok or time.time() - T0 < args.budget_s)
 
     # 2. baselines
-    settings = {(L, d, c): Setting(L, d, c) for d in HEAD_DIMS for c in causals for L in LENGTHS}
+    settings = {(L, d, c): Setting(L, d, c) for d in head_dims for c in causals for L in LENGTHS}
     log("step 2: SDPA flash and cuDNN at every setting")
     for (L, d, c), st in settings.items():
         key = f"d={d} L={L} causal={c}"
-        record["settings"][key] = {"L": L, "d": d, "causal": c, "B": shape(L, d)[0], "H": shape(L, d)[1],
-                                   "fwd_flops": flops(L, d, c), "bwd_flops": flops(L, d, c, True),
+        record["settings"][key] = {"L": L, "d": d, "causal": c, "B": setting_shape(L, d)[0], "H": setting_shape(L, d)[1],
+                                   "fwd_flops": setting_flops(L, d, c), "bwd_flops": setting_flops(L, d, c, True),
                                    "sdpa_flash": time_sdpa(st, "FLASH_ATTENTION"),
                                    "sdpa_cudnn": time_sdpa(st, "CUDNN_ATTENTION")}
         s = record["settings"][key]

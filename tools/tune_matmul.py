@@ -12,7 +12,8 @@ aligned buffers (the copy is timed as part of it), the pointer path masks; besid
 the unpadded tensors, torch.matmul after zero-padding to a multiple of 8 (copy included), and the pad copy
 alone. Stage C: the wall-clock cost of one dense-sweep point (do_bench warmup 1 ms, rep 5 ms), to predict
 how long the suite's sweep over N = 1024..4352 takes. The JSON is rewritten after every measurement, so a
-crash or a timeout keeps what was measured. GPU only.
+crash or a timeout keeps what was measured. GPU only. Rates are ``gpulab.bench.lesson07.tflops``; the candidate
+lists of ``gpulab.kernels.matmul.CONFIGS`` are what this screen ranks.
 """
 from __future__ import annotations
 
@@ -27,20 +28,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gpulab  # noqa: E402  (sets the mode before triton is imported)
+import torch  # noqa: E402
+import triton  # noqa: E402
 
-C = None  # set in main (the MatmulConfig class)
+from gpulab import dtypes  # noqa: E402
+from gpulab.bench.lesson07 import tflops  # noqa: E402
+from gpulab.kernels.resources import kernel_resources  # noqa: E402
+from gpulab.kernels import matmul as mm  # noqa: E402
+from gpulab.timing import time_ms  # noqa: E402
+from gpulab.tolerances import relative_error  # noqa: E402
 
-
-# Stage B's configs when stage A does not run: the best of stage A on the H200 (lead's run 1, Triton 3.6):
-# 748/682 TFLOP/s, 714/681, 678/640 at 4096/8192 bf16 for the TMA ones, 681/660 for the pointer one.
-DEFAULT_B = ["tma:128x256x64 g8 w8 s3 persistent flatten", "tma:128x256x64 g16 w8 s3 persistent flatten",
-             "tma:128x128x64 g8 w4 s4 persistent flatten", "pointer:128x256x64 g8 w8 s3"]
+# Stage B's configs when stage A does not run: the autotuner's first three TMA candidates and the first pointer one.
+DEFAULT_B = [("tma", c) for c in mm.CONFIGS["tma"][:3]] + [("pointer", mm.CONFIGS["pointer"][0])]
 
 
 def candidates(with_ws: bool = False):
-    """(path, config) pairs for stage A; warp-specialized ones last and only on request (in run 1 the first
-    was slower than the plain persistent kernel, and the run timed out in the next one's compile)."""
-    cfg = C
+    """(path, config) pairs for stage A; warp-specialized ones last and only on request (they compile slowly,
+    and a budget cut should drop them first)."""
+    cfg = mm.MatmulConfig
     tma = [cfg(128, 256, 64, 8, 8, 3, persistent=True, flatten=True), cfg(128, 256, 64, 8, 8, 3, persistent=True),
            cfg(128, 256, 64, 8, 8, 4, persistent=True, flatten=True), cfg(128, 256, 64, 8, 8, 3),
            cfg(128, 256, 64, 8, 8, 4), cfg(128, 128, 64, 8, 4, 4, persistent=True, flatten=True),
@@ -66,7 +71,6 @@ def _parse_configs(spec: str, with_ws: bool):
 
 
 def main(argv=None) -> int:
-    global C
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--budget-s", type=float, default=210.0, help="start no new measurement after this (s)")
     ap.add_argument("--top", type=int, default=3, help="TMA configs carried into stage B")
@@ -74,49 +78,20 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", default="", help="'path:config' items (';' or ',' separated) for stage A and, "
                     "when A does not run, stage B; default: all candidates for A, DEFAULT_B for B")
     ap.add_argument("--with-ws", action="store_true", help="add the warp-specialized candidates to stage A")
-    ap.add_argument("--smoke", action="store_true",
-                    help="interpreter self-test of this script: tiny sizes, wall-clock timing, no GPU numbers")
     args = ap.parse_args(argv)
-    if not gpulab.ON_GPU and not args.smoke:
-        print("tune_matmul.py needs a CUDA GPU (--smoke runs a tiny self-test in the interpreter)", file=sys.stderr)
+    if not gpulab.ON_GPU:
+        print("tune_matmul.py needs a CUDA GPU", file=sys.stderr)
         return 2
-    import torch
-    import triton
+    from gpulab.bench.lesson07 import AWKWARD_NS, HEADLINE_NS, SWEEP
 
-    from gpulab.timing import time_ms
-    from gpulab.kernels.resources import kernel_resources
-    from gpulab.kernels import matmul as mm
-
-    C = mm.MatmulConfig
     dev = gpulab.DEVICE
-    sizes_a, sizes_awk, sweep_lo, sweep_hi = (4096, 8192), (1793, 2049, 4097), 1024, 4352
-    if args.smoke:  # tiny sizes and a CPU wall clock: checks the script's logic, measures nothing
-        sizes_a, sizes_awk, sweep_lo, sweep_hi = (64, 128), (33, 65, 97), 40, 70
-
-        def time_ms(fn, warmup_ms=0, rep_ms=0):  # noqa: F811
-            from gpulab.timing import Timing
-
-            t0 = time.time()
-            fn()
-            ms = (time.time() - t0) * 1e3
-            return Timing(ms, ms, ms)
-
-        global candidates
-        full = candidates
-        candidates = lambda with_ws=False: [  # noqa: E731
-            (p, c.__class__(32, 32, 32, c.GROUP_M, c.num_warps, 1, c.persistent, c.flatten, c.warp_specialize))
-            for p, c in full(with_ws)[:6]] + [("pointer", C(32, 32, 16, 8, 4, 1))]
-
-    def sync():
-        if gpulab.ON_GPU:
-            torch.cuda.synchronize()
+    sizes_a, sizes_awk, (sweep_lo, sweep_hi) = HEADLINE_NS, AWKWARD_NS, SWEEP
 
     t_start = time.time()
     out_dir = Path(os.environ.get("OUT", "/tmp/gpulab-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
     out_path = out_dir / "tune_matmul.json"
-    gpu = torch.cuda.get_device_name(0) if gpulab.ON_GPU else "interpreter smoke test (no GPU)"
-    rec = {"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
+    rec = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
            "sms": mm.num_sms(), "stage_a": [], "stage_b": [], "sweep_cost": {}, "notes": []}
 
     def save():
@@ -125,22 +100,20 @@ def main(argv=None) -> int:
     def over_budget() -> bool:
         return time.time() - t_start > args.budget_s
 
-    dts = {"bf16": torch.bfloat16, "fp16": torch.float16}
     inputs = {}
 
     def get(n, dname):
         key = (n, dname)
         if key not in inputs:
             inputs.clear()
-            if gpulab.ON_GPU:
-                torch.cuda.empty_cache()
-            a = torch.randn(n, n, device=dev, dtype=dts[dname])
-            b = torch.randn(n, n, device=dev, dtype=dts[dname])
+            torch.cuda.empty_cache()
+            a = torch.randn(n, n, device=dev, dtype=dtypes.torch_dtype(dname))
+            b = torch.randn(n, n, device=dev, dtype=dtypes.torch_dtype(dname))
             inputs[key] = (a, b, torch.matmul(a.float(), b.float()))
         return inputs[key]
 
     def rel_err(c, ref):
-        return float((c.float() - ref).norm() / ref.norm())
+        return relative_error(ref, c, kind="norm")
 
     torch_cache = {}
 
@@ -157,14 +130,13 @@ def main(argv=None) -> int:
         t0 = time.time()
         try:
             k = mm.launch(a, b, c, cfg, path)
-            sync()
+            torch.cuda.synchronize()
             row["compile_s"] = round(time.time() - t0, 2)
             row.update(kernel_resources(k))
             row["rel_err"] = rel_err(c, ref)
             ms = time_ms(lambda: mm.launch(a, b, c, cfg, path), warmup_ms=25, rep_ms=rep).median_ms
             tms = torch_ms(n, dname, rep)
-            row.update(ms=ms, tflops=2 * n**3 / ms / 1e9, torch_ms=tms, torch_tflops=2 * n**3 / tms / 1e9,
-                       ratio=tms / ms)
+            row.update(ms=ms, tflops=tflops(n, ms), torch_ms=tms, torch_tflops=tflops(n, tms), ratio=tms / ms)
         except Exception as e:  # noqa: BLE001  (record and go on)
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
             row["trace_tail"] = traceback.format_exc().splitlines()[-3:]
@@ -206,7 +178,7 @@ def main(argv=None) -> int:
     if "A" in stages:
         top = [("tma", c) for c in best("tma", args.top)] + [("pointer", c) for c in best("pointer", 1)]
     elif "B" in stages:
-        top = chosen or _parse_configs(",".join(DEFAULT_B), True)
+        top = chosen or DEFAULT_B
     else:
         top = []
     rec["stage_b_configs"] = [f"{p} {c.short()}" for p, c in top]
@@ -241,7 +213,7 @@ def main(argv=None) -> int:
                                               rep_ms=100).median_ms,
                        "torch_ms": torch_ms(n, dname, 100)}
                 row["rel_err"] = rel_err(torch_padded(), ref)
-                row["tflops"] = 2 * n**3 / row["ms"] / 1e9
+                row["tflops"] = tflops(n, row["ms"])
                 row["ratio"] = row["torch_ms"] / row["ms"]
                 print(f"  torch.matmul after zero-padding to {np8}: {row['ms']:.4f} ms ({row['tflops']:.1f} TFLOP/s, "
                       f"ratio {row['ratio']:.3f} vs unpadded torch {row['torch_ms']:.4f} ms); gpulab's row-pad "
@@ -264,7 +236,7 @@ def main(argv=None) -> int:
                 tt = time_ms(lambda: torch.matmul(a, b), warmup_ms=1, rep_ms=5).median_ms
                 tg = time_ms(lambda: mm.matmul(a, b, config="heuristic"), warmup_ms=1, rep_ms=5).median_ms
                 walls.append(time.time() - t0)
-                print(f"  N={n}: torch {2 * n**3 / tt / 1e9:6.1f} TFLOP/s, gpulab {2 * n**3 / tg / 1e9:6.1f}; "
+                print(f"  N={n}: torch {tflops(n, tt):6.1f} TFLOP/s, gpulab {tflops(n, tg):6.1f}; "
                       f"wall {walls[-1]:.3f} s", flush=True)
             except Exception as e:  # noqa: BLE001
                 print(f"  N={n}: FAILED {type(e).__name__}: {e}")

@@ -4,9 +4,14 @@
     python -m gpulab.bench --record     # ... and write gpulab/data/reference-<gpu>.json with provenance
     python -m gpulab.bench --json F     # ... and write every record to F
     python -m gpulab.bench --only lesson02,lesson03 --record   # run some suites; merge them into the file
+    python -m gpulab.bench --only lesson07 --steps headline,awkward --record   # part of one suite, merged
+    python -m gpulab.bench --autotune-report lesson08 [--json F]   # what the autotuner picks, per candidate
 
 Each lesson's suite is a module in ``LESSON_SUITES`` with ``KEY``, ``run(progress) -> dict`` (GPU only,
-JSON-able) and ``report(data) -> str``. Its record is stored under ``KEY`` with its own provenance.
+JSON-able) and ``report(data) -> str``. Its record is stored under ``KEY`` with its own provenance. A suite
+with ``STEPS`` runs a subset with ``--steps``; recorded, the new steps replace theirs in the file and every
+other entry is kept, its provenance listed under ``step_provenance`` (``merge_record``). A suite with
+``autotune_report()`` and ``autotune_report_text(rows)`` answers ``--autotune-report``.
 
 Without a GPU it prints the recorded reference data, labelled as recorded, and measures nothing.
 """
@@ -49,6 +54,21 @@ LESSON_SUITES = ["gpulab.bench.lesson00", "gpulab.bench.lesson02", "gpulab.bench
 CORE = "ceilings"  # the device profile, roofline points and vendor ratios
 
 
+def merge_record(old: dict, new: dict) -> dict:
+    """A suite's record after a partial run: ``new`` (with its ``provenance``) over ``old``; each entry kept from
+    ``old`` gets the provenance it was measured under in ``step_provenance`` (its own entry there, else
+    ``old["provenance"]``)."""
+    kept_prov = dict(old.get("step_provenance", {}))
+    merged = {k: v for k, v in old.items() if k not in ("provenance", "step_provenance")}
+    merged.update(new)
+    prov = {k: kept_prov.get(k, old.get("provenance", {})) for k in merged
+            if k not in new and k != "provenance"}
+    if prov:
+        merged["step_provenance"] = prov
+    merged["provenance"] = new.get("provenance", old.get("provenance"))
+    return merged
+
+
 def _suites(only):
     import importlib
 
@@ -68,14 +88,26 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="also write all records to this JSON file")
     ap.add_argument("--gpu-name", default=None, help="short name for the reference file (default from the GPU)")
     ap.add_argument("--only", default="", help="comma-separated suites to run (default: all)")
+    ap.add_argument("--steps", default="", help="comma-separated steps of the one suite named by --only (its STEPS)")
+    ap.add_argument("--autotune-report", metavar="SUITE", default="",
+                    help="print what the autotuner picks against every candidate (GPU only), e.g. lesson08")
     args = ap.parse_args(argv)
     only = [k.strip() for k in args.only.split(",") if k.strip()]
-    lesson_mods, run_core = _suites(only)
+    steps = [k.strip() for k in args.steps.split(",") if k.strip()]
+    lesson_mods, run_core = _suites(only or ([args.autotune_report] if args.autotune_report else []))
+    if steps and (len(only) != 1 or run_core or not hasattr(lesson_mods[0], "STEPS")):
+        raise SystemExit("--steps needs --only naming one lesson suite that has STEPS")
+    if steps and set(steps) - set(lesson_mods[0].STEPS):
+        raise SystemExit(f"--steps: unknown step(s) {sorted(set(steps) - set(lesson_mods[0].STEPS))}; "
+                         f"{lesson_mods[0].KEY} has {list(lesson_mods[0].STEPS)}")
+    if args.autotune_report and (run_core or not hasattr(lesson_mods[0], "autotune_report")):
+        raise SystemExit(f"--autotune-report: {args.autotune_report!r} has no autotune report")
 
     gpulab.describe()
     if not gpulab.ON_GPU:
-        if args.record:
-            print("error: --record needs a CUDA GPU; nothing was measured", file=sys.stderr)
+        if args.record or args.autotune_report:
+            what = "--record" if args.record else "--autotune-report"
+            print(f"error: {what} needs a CUDA GPU; nothing was measured", file=sys.stderr)
             return 2
         if not reference.available():
             print("\nNo GPU here and no reference data recorded yet: nothing to show.")
@@ -100,6 +132,14 @@ def main(argv=None) -> int:
     from gpulab.bench import suite
     from gpulab.device import measure_profile, provenance, save_profile
 
+    if args.autotune_report:
+        m = lesson_mods[0]
+        rows = m.autotune_report()
+        print(m.autotune_report_text(rows))
+        if args.json:
+            print(f"wrote {write_json_atomic(args.json, {'autotune_report': rows, 'provenance': provenance()})}")
+        return 0
+
     record = {}
     if run_core:
         profile = measure_profile()
@@ -112,7 +152,7 @@ def main(argv=None) -> int:
         record = {"provenance": provenance(), "profile": profile.to_json(), "roofline_points": points,
                   "vendor_ratios": ratios}
     for m in lesson_mods:
-        data = m.run(progress=True)
+        data = m.run(progress=True, steps=steps) if steps else m.run(progress=True)
         data["provenance"] = provenance()
         record[m.KEY] = data
         print(f"\n[{m.KEY}] " + m.report(data))
@@ -128,7 +168,11 @@ def main(argv=None) -> int:
         if not run_core:  # merge the suites that ran into the existing file, keeping the rest
             if not path.exists():
                 raise SystemExit(f"--only without {CORE!r} merges into {path}, which does not exist yet")
-            record = {**reference.load(short), **record}
+            old = reference.load(short)
+            if steps and lesson_mods[0].KEY in old:  # part of one suite: the steps not run are kept
+                key = lesson_mods[0].KEY
+                record[key] = merge_record(old[key], record[key])
+            record = {**old, **record}
         print(f"recorded reference data to {write_json_atomic(path, record)}")
     return 0
 

@@ -1,9 +1,9 @@
 """Lesson 03 (precision) benchmark suite: ``python -m gpulab.bench --only lesson03``.
 
-GPU only. Measures, in one run (well under a minute on an H200):
+GPU only. Measures, in one run (under a minute):
 
 - ReLU per dtype (fp32, fp16, bf16) at large n: gpulab's Triton kernel and torch.relu, ms and GB/s
-  (bytes = 2n * itemsize, counted by hand), ratio = torch ms / gpulab ms (the issue's target: >= 0.95);
+  (bytes = 2n * itemsize, counted by hand), ratio = torch ms / gpulab ms (target: >= 0.95);
 - a ReLU size sweep, n = 2^12 .. 2^28, per dtype, both kernels;
 - cuBLAS matmul rate per dtype at ``matmul_n`` and relative error vs float64 at ``error_n``
   (same random inputs for every dtype; fp8 via torch._scaled_mm, e4m3, per-tensor scales);

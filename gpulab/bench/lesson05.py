@@ -11,10 +11,10 @@ Function of ``gpulab.kernels.sigmoid3``), with x requiring grad so that gradient
   and "held" (the caller keeps y and passes a dense dy; the row's ``held_setting`` dict);
 - the bytes, FLOPs and launches counted by hand.
 
-At the largest size it checks the three gradients against each other and reports the ratios the issue sets as
+At the largest size it checks the three gradients against each other and reports the ratios set as
 targets: eager ms / fused ms (> 1) and fused extra peak memory / eager's (<= 1/3, in the "loss" setting; the
 "held" setting's ratio is reported beside it: there y and dx must coexist, so no way can go below 2/5 of eager).
-About a minute on an H200. ``measure_memory`` is the memory measurement, for one way at one size.
+About a minute. ``measure_memory`` is the memory measurement, for one way at one size.
 """
 from __future__ import annotations
 
@@ -65,12 +65,12 @@ def run(progress: bool = True, sizes=SIZES, dtype: str = DTYPE) -> dict:
     """Measure everything listed in the module docstring; returns a JSON-able dict. GPU only."""
     import torch
 
-    from .. import recompute
+    from .. import dtypes, recompute
     from ..kernels.sigmoid3 import WAYS
     from ..timing import require_gpu, time_ms
 
     require_gpu("the lesson05 suite")
-    dt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    dt = dtypes.torch_dtype(dtype, allowed=dtypes.ELEMENTWISE)
     rows, grad_check = [], None
     jobs = [(n, way) for n in sizes for way in WAYS]
     for n, way in tqdm(jobs, desc="lesson05", disable=not progress):

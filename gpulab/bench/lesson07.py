@@ -1,6 +1,6 @@
 """Lesson 07 (tiling, tile and wave quantization) benchmark suite: ``python -m gpulab.bench --only lesson07``.
 
-GPU only. Measures, in one run (a few minutes on an H200, most of it the dense sweep):
+GPU only. Measures, in one run (minutes, most of them the dense sweep):
 
 - headline: gpulab's matmul (autotuned, the path ``choose_path`` takes) against torch.matmul (cuBLAS) at
   4096^3 and 8192^3 in bf16 and fp16, ratio = torch ms / gpulab ms (target: >= 0.9 in bf16), and the
@@ -44,9 +44,15 @@ TARGET_ALIGNED, TARGET_AWKWARD = 0.9, 2.0
 
 
 def _dt(name):
-    import torch
+    from .. import dtypes
 
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
+    return dtypes.torch_dtype(name, allowed=("bf16", "fp16", "fp32"))
+
+
+def tflops(n: int, ms: float) -> float:
+    """TFLOP/s of one n x n x n matmul that takes ``ms`` milliseconds: ``2 n^3`` FLOPs (``matmul.counts``). Every
+    rate of this suite and its report is this formula."""
+    return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
 def _rand(*shape, dtype):
@@ -92,7 +98,7 @@ def _smem_per_sm(gpu_name: str) -> int | None:
 
 def _row(method, n, t, **extra):
     return {"method": method, "n": n, "ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms,
-            "tflops": 2 * n**3 / t.median_ms / 1e9, **extra}
+            "tflops": tflops(n, t.median_ms), **extra}
 
 
 def headline(ns=HEADLINE_NS, dtypes=("bf16", "fp16")) -> list[dict]:
@@ -290,7 +296,7 @@ def tile_study(ts=TILE_TS, n=TILE_N, dtypes=("fp32", "bf16"), gpu_name=None) -> 
             try:
                 k = mm.launch(a, b, c, cfg, "pointer", "ieee")
                 t = time_ms(lambda: mm.launch(a, b, c, cfg, "pointer", "ieee"), warmup_ms=10, rep_ms=100)
-                row.update(ms=t.median_ms, tflops=2 * n**3 / t.median_ms / 1e9, **kernel_resources(k))
+                row.update(ms=t.median_ms, tflops=tflops(n, t.median_ms), **kernel_resources(k))
             except Exception as e:  # noqa: BLE001  (out of resources, or a compiler limit: recorded, not fatal)
                 row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
             rows.append(row)
@@ -310,7 +316,7 @@ def noreuse(n=NOREUSE_N) -> dict:
     mm.matmul_noreuse(a, b)
     t = time_ms(lambda: mm.matmul_noreuse(a, b), warmup_ms=10, rep_ms=200)
     loads_bytes = 2 * n**3 * 4
-    return {"n": n, "dtype": "fp32", "ms": t.median_ms, "tflops": 2 * n**3 / t.median_ms / 1e9,
+    return {"n": n, "dtype": "fp32", "ms": t.median_ms, "tflops": tflops(n, t.median_ms),
             "requested_load_bytes": loads_bytes, "requested_load_tbps": loads_bytes / t.median_ms / 1e9}
 
 
@@ -388,7 +394,8 @@ def run(progress: bool = True, headline_ns=HEADLINE_NS, awkward_ns=AWKWARD_NS, s
         tile_ts=TILE_TS, tile_n=TILE_N, noreuse_n=NOREUSE_N, fp32_n=FP32_N,
         correctness_shape=CORRECTNESS_SHAPE, steps=None) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU only. ``steps``: a subset of
-    ``STEPS`` to run (default all; the dense sweep alone takes about 12 minutes on an H200)."""
+    ``STEPS`` to run (default all; the dense sweep takes most of the time). A partial record reads in ``report``,
+    and ``python -m gpulab.bench --only lesson07 --steps ... --record`` merges it into the reference file."""
     from ..kernels import matmul as mm
     from ..timing import require_gpu
 
@@ -427,7 +434,7 @@ def run(progress: bool = True, headline_ns=HEADLINE_NS, awkward_ns=AWKWARD_NS, s
 
 def sweep_rates(sweep: dict, method: str) -> list:
     """TFLOP/s per N of ``method`` ("torch" or "gpulab"), None where the point failed."""
-    return [None if ms is None else 2 * n**3 / ms / 1e9 for n, ms in zip(sweep["ns"], sweep[f"{method}_ms"])]
+    return [None if ms is None else tflops(n, ms) for n, ms in zip(sweep["ns"], sweep[f"{method}_ms"])]
 
 
 def alignment_split(sweep: dict, method: str, multiple: int = 8) -> dict:
@@ -465,20 +472,29 @@ def model_correlation(sweep: dict, method: str = "gpulab", multiple: int = 8) ->
 
 def report(data: dict) -> str:
     """A short table: headline and awkward sizes with ratios and targets, correctness, fp32, the tile study, no
-    reuse, alignment and a summary of the dense sweep."""
+    reuse, alignment and a summary of the dense sweep; a step missing from ``data`` (a run with ``steps``) is
+    left out. A step kept from an older record (``step_provenance``) says when it was recorded."""
     t_al, t_awk = data["targets"]["aligned_bf16"], data["targets"]["awkward_bf16"]
+    kept = data.get("step_provenance", {})
+
+    def when(key):
+        return f" (recorded {kept[key].get('date', '?')})" if key in kept else ""
+
     lines = [f"{data['gpu']} ({data['sms']} SMs). ratio = torch ms / gpulab ms (>= 1: gpulab as fast or faster); "
-             f"targets: bf16 >= {t_al} at the headline sizes, >= {t_awk} at the awkward sizes (CUDA graph)",
-             f"  {'dtype':5} {'N':>5} {'method':16} {'ms':>9} {'TFLOP/s':>8} {'ratio':>6}  config"]
-    for r in data["headline"]:
+             f"targets: bf16 >= {t_al} at the headline sizes, >= {t_awk} at the awkward sizes (CUDA graph)"]
+    if "headline" in data:
+        lines.append(f"headline{when('headline')}:")
+        lines.append(f"  {'dtype':5} {'N':>5} {'method':16} {'ms':>9} {'TFLOP/s':>8} {'ratio':>6}  config")
+    for r in data.get("headline", []):
         flag = ""
         if r["method"] == "gpulab" and r["dtype"] == "bf16":
             flag = "  target met" if r["ratio"] >= t_al else f"  BELOW TARGET (>= {t_al})"
         lines.append(f"  {r['dtype']:5} {r['n']:5} {r['method']:16} {r['ms']:9.4f} {r['tflops']:8.1f} "
                      f"{r.get('ratio', float('nan')):6.3f}  {r.get('path', '')} {r.get('config', '')}{flag}")
-    lines.append("awkward sizes (bf16; ratio against torch on the unpadded tensors; eager calls, CUDA-graph replay "
-                 "(the target, launch cost removed on both sides) and the kernels alone):")
-    for r in data["awkward"]:
+    if "awkward" in data:
+        lines.append(f"awkward sizes{when('awkward')} (bf16; ratio against torch on the unpadded tensors; eager calls, "
+                     "CUDA-graph replay (the target, launch cost removed on both sides) and the kernels alone):")
+    for r in data.get("awkward", []):
         if r["method"] == COPY_METHOD:  # a copy: bytes per second, not FLOPs or a speed-up
             tbps = copy_bytes(r["n"]) / (r["ms"] * 1e-3) / 1e12
             g = (f"; CUDA graph {r['graph_ms'] * 1e3:7.1f} us, {r['graph_tbps']:5.2f} TB/s"
@@ -486,7 +502,7 @@ def report(data: dict) -> str:
             lines.append(f"  {r['n']:5} {r['method']:24} {r['ms']:9.4f} ms  {tbps:5.2f} TB/s{g} (reads and writes A and B)")
             continue
         flag = ""
-        if r["method"] == "gpulab" and r.get("graph_ms") is None:  # recordings before the graphed timing
+        if r["method"] == "gpulab" and r.get("graph_ms") is None:  # a row without graph timing: the eager ratio is the target
             flag = "  target met" if r["ratio"] >= t_awk else f"  BELOW TARGET (>= {t_awk})"
         gk = (f"; kernels alone {r['gpu_kernel_ms'] * 1e3:7.1f} us" if r.get("gpu_kernel_ms") is not None else "")
         if r.get("gpu_kernel_ratio") is not None and r["method"] == "gpulab":
@@ -497,15 +513,17 @@ def report(data: dict) -> str:
                 gk += "  target met" if r["graph_ratio"] >= t_awk else f"  BELOW TARGET (>= {t_awk})"
         lines.append(f"  {r['n']:5} {r['method']:24} {r['ms']:9.4f} ms {r['tflops']:7.1f} TFLOP/s "
                      f"ratio {r['ratio']:6.3f}{flag}{gk}")
-    c = data["correctness"]
-    lines.append(f"correctness {c['dtype']} M, N, K = {tuple(c['shape'])}: max abs error vs float64 gpulab "
-                 f"{c['gpulab']['max_abs_error']:.3g}, torch {c['torch']['max_abs_error']:.3g} (max |C| "
-                 f"{c['max_abs_ref']:.3g}); max |gpulab - torch| {c['max_abs_gpulab_minus_torch']:.3g}")
-    for r in data["fp32"]:
+    if "correctness" in data:
+        c = data["correctness"]
+        lines.append(f"correctness{when('correctness')} {c['dtype']} M, N, K = {tuple(c['shape'])}: max abs error vs "
+                     f"float64 gpulab {c['gpulab']['max_abs_error']:.3g}, torch {c['torch']['max_abs_error']:.3g} "
+                     f"(max |C| {c['max_abs_ref']:.3g}); max |gpulab - torch| {c['max_abs_gpulab_minus_torch']:.3g}")
+    for r in data.get("fp32", []):
         lines.append(f"fp32 {r['n']} {r['precision']:4} {r['method']:6}: {r['tflops']:7.1f} TFLOP/s, error "
-                     f"{r['error']:.2e}" + (f", ratio {r['ratio']:.3f}" if "ratio" in r else ""))
-    lines.append("tile study (pointer kernel, T x T x T tiles, 1 stage; footprint 2 T^2 s):")
-    for r in data["tiles"]:
+                     f"{r['error']:.2e}" + (f", ratio {r['ratio']:.3f}" if "ratio" in r else "") + when("fp32"))
+    if "tiles" in data:
+        lines.append(f"tile study{when('tiles')} (pointer kernel, T x T x T tiles, 1 stage; footprint 2 T^2 s):")
+    for r in data.get("tiles", []):
         head = (f"  {r['dtype']:4} T={r['T']:3} I=T/s={r['intensity']:5.1f} "
                 f"footprint {r['footprint_bytes'] / 1024:6.1f} KiB")
         if "skipped" in r or "error" in r:
@@ -513,17 +531,19 @@ def report(data: dict) -> str:
         else:
             lines.append(f"{head}: {r['tflops']:7.2f} TFLOP/s, compiled shared {r['shared_bytes']} B, regs "
                          f"{r['n_regs']}, spills {r['n_spills']}")
-    nr = data["noreuse"]
-    lines.append(f"no reuse fp32 {nr['n']}^3: {nr['ms']:.3f} ms, {nr['tflops']:.2f} TFLOP/s; requested loads "
-                 f"2N^3 x 4 B at {nr['requested_load_tbps']:.1f} TB/s")
-    for r in data["alignment"]:
-        lines.append(f"PTX of the pointer kernel at N={r['n']}: global loads by bytes/instruction "
+    if "noreuse" in data:
+        nr = data["noreuse"]
+        lines.append(f"no reuse fp32 {nr['n']}^3{when('noreuse')}: {nr['ms']:.3f} ms, {nr['tflops']:.2f} TFLOP/s; "
+                     f"requested loads 2N^3 x 4 B at {nr['requested_load_tbps']:.1f} TB/s")
+    for r in data.get("alignment", []):
+        lines.append(f"PTX of the pointer kernel at N={r['n']}{when('alignment')}: global loads by bytes/instruction "
                      f"{r['ld.global bytes per instruction']}, async copies to shared memory by bytes "
                      f"{r['cp.async bytes per instruction']}")
+    if "sweep" not in data:
+        return "\n".join(lines)
     s = data["sweep"]
-    when = f", recorded {data['sweep_provenance'].get('date', '?')}" if "sweep_provenance" in data else ""
     lines.append(f"dense sweep N = {s['ns'][0]}..{s['ns'][-1]} ({len(s['ns'])} sizes, {s['dtype']}; gpulab {s['path']} "
-                 f"{s['config']}{when}); mean TFLOP/s over N % 8 == 0 / other N:")
+                 f"{s['config']}){when('sweep')}; mean TFLOP/s over N % 8 == 0 / other N:")
     for m in ("torch", "gpulab"):
         sp = alignment_split(s, m)
         lines.append(f"  {m:6}: {sp['aligned_mean_tflops']:6.1f} / {sp['misaligned_mean_tflops']:6.1f}; failed points "

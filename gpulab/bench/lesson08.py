@@ -2,7 +2,7 @@
 
 GPU only. bf16 throughout. In one run:
 
-- ``headline``: the issue's settings, B*L = 16384 tokens and H*d = 2048 (so B = 16384/L, H = 2048/d), d in
+- ``headline``: the lesson's settings (``setting_shape``), B*L = 16384 tokens and H*d = 2048 (so B = 16384/L, H = 2048/d), d in
   (64, 128), L in (1024, 4096, 16384), causal and not. Forward and backward (through autograd) of gpulab's
   Triton FlashAttention, of SDPA's flash backend (``sdpa_kernel(SDPBackend.FLASH_ATTENTION)``, the target:
   ratio = SDPA ms / ours ms >= 1.0) and of SDPA's cuDNN backend (``SDPBackend.CUDNN_ATTENTION``, the stretch),
@@ -14,8 +14,8 @@ GPU only. bf16 throughout. In one run:
 - ``memory``: ours, extra memory held after forward and the peak over forward + backward, L = 2^10 .. 2^16
   (B=1, H=16, d=128): per token it stays flat, so it grows as O(L).
 
-About 3 minutes on an H200 (most of it the autotuner's first benchmarks). ``measure`` times one forward and
-records its peak memory, catching out-of-memory (``run_catching_oom``); ``roofline_points`` places a record's
+A few minutes, most of it the autotuner's first benchmarks. ``measure`` times one forward and records
+its peak memory, catching out-of-memory (``run_catching_oom``); ``roofline_points`` places a record's
 forward kernels on the roofline.
 """
 from __future__ import annotations
@@ -85,10 +85,19 @@ def measure(fn, warmup_ms: float = 10, rep_ms: float = 60) -> dict:
     return {"oom": False, "ms": t.median_ms, "peak_bytes": int(peak)}
 
 
+def setting_shape(L: int, d: int, tokens: int = TOKENS, hidden: int = HIDDEN) -> tuple[int, int, int, int]:
+    """(B, H, L, d) of a headline setting: B*L = ``tokens`` (16384), H*d = ``hidden`` (2048)."""
+    return tokens // L, hidden // d, L, d
 
-def setting_shape(L: int, d: int) -> tuple[int, int, int, int]:
-    """(B, H, L, d) of a headline setting: B*L = 16384 tokens, H*d = 2048."""
-    return TOKENS // L, HIDDEN // d, L, d
+
+def setting_flops(L: int, d: int, causal: bool, backward: bool = False, tokens: int = TOKENS,
+                  hidden: int = HIDDEN) -> float:
+    """FLOPs of one headline setting (``setting_shape``) by ``attention.attention_flops``: forward 4*B*H*L^2*d,
+    halved when causal; backward 2.5x the forward."""
+    from .. import attention
+
+    B, H, _, _ = setting_shape(L, d, tokens, hidden)
+    return attention.attention_flops(B, H, L, L, d, causal, backward=backward)
 
 
 def _qkv(B, H, L, d, requires_grad=False, seed=0):
@@ -102,7 +111,9 @@ def _qkv(B, H, L, d, requires_grad=False, seed=0):
     return q, k, v, do
 
 
-def _sdpa(backend_name: str, causal: bool):
+def sdpa_fn(backend_name: str, causal: bool):
+    """``fn(q, k, v)``: torch's scaled_dot_product_attention restricted to one backend (a name of
+    ``torch.nn.attention.SDPBackend``: "FLASH_ATTENTION", "CUDNN_ATTENTION", ...), ``is_causal=causal``."""
     import torch.nn.functional as TF
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -133,7 +144,6 @@ def headline(head_dims=HEAD_DIMS, lengths=LENGTHS, progress: bool = True) -> lis
     docstring."""
     import torch
 
-    from .. import attention
     from ..kernels import flash_attention as F
 
     rows = []
@@ -141,11 +151,10 @@ def headline(head_dims=HEAD_DIMS, lengths=LENGTHS, progress: bool = True) -> lis
     for d, L, causal in tqdm(jobs, desc="lesson08 headline", disable=not progress):
         B, H, _, _ = setting_shape(L, d)
         q, k, v, do = _qkv(B, H, L, d, requires_grad=True, seed=L + d)
-        fl_f = attention.attention_flops(B, H, L, L, d, causal)
-        fl_b = attention.attention_flops(B, H, L, L, d, causal, backward=True)
+        fl_f, fl_b = setting_flops(L, d, causal), setting_flops(L, d, causal, backward=True)
         row = {"d": d, "L": L, "causal": causal, "B": B, "H": H, "fwd_flops": fl_f, "bwd_flops": fl_b}
         impls = {"ours": lambda q_, k_, v_: F.flash_attention(q_, k_, v_, causal),
-                 "flash": _sdpa("FLASH_ATTENTION", causal), "cudnn": _sdpa("CUDNN_ATTENTION", causal)}
+                 "flash": sdpa_fn("FLASH_ATTENTION", causal), "cudnn": sdpa_fn("CUDNN_ATTENTION", causal)}
         grads = {}
         for name, fn in impls.items():
             try:
@@ -163,10 +172,9 @@ def headline(head_dims=HEAD_DIMS, lengths=LENGTHS, progress: bool = True) -> lis
         if "ours" in grads and "flash" in grads:
             row["diff_vs_flash"] = {n: float((a.float() - b.float()).abs().max() / b.float().abs().max())
                                     for n, a, b in zip(("out", "dq", "dk", "dv"), grads["ours"], grads["flash"])}
-        fwd_cfg = getattr(F.fwd_autotuned, "best_config", None)
-        row["config_fwd"] = str(fwd_cfg) if fwd_cfg else None
-        bwd_cfg = getattr(F.bwd_autotuned.get(F.DEFAULT_BWD_MODE), "best_config", None)
-        row["config_bwd"] = f"{F.DEFAULT_BWD_MODE}: {bwd_cfg}" if bwd_cfg else None
+        chosen = {part: F.config_short(c) if c else None for part, c in F.default_configs(q, k, v, causal).items()}
+        row["config_fwd"] = chosen.pop("fwd")
+        row["config_bwd"] = f"{F.DEFAULT_BWD_MODE}: " + ", ".join(f"{p} {c}" for p, c in chosen.items())
         rows.append(row)
         del q, k, v, do, grads
         torch.cuda.empty_cache()
@@ -258,6 +266,56 @@ def roofline_points(data: dict | None) -> list:
                                       attention.naive_bytes(sw["B"], sw["H"], r["L"], sw["d"], 2), r["ms"],
                                       dtype="bf16", op_kind="matmul"))
     return points
+
+
+AUTOTUNE_SETTINGS = ((128, 1024), (64, 1024), (128, 4096))  # (d, L) of the autotune report
+
+
+def autotune_report(settings=AUTOTUNE_SETTINGS, progress: bool = True) -> list[dict]:
+    """What the autotuner picks for the FlashAttention forward, against every candidate timed alone: per (d, L)
+    of ``settings`` and both causal flags, at the headline shape (``setting_shape``, bf16), TFLOP/s of each
+    candidate of ``fwd_candidates`` launched with its fixed config (or its error), of the default (autotuned)
+    launch, the config the autotuner chose, and SDPA's flash backend beside. GPU only
+    (``python -m gpulab.bench --autotune-report lesson08``)."""
+    from ..kernels import flash_attention as F
+    from ..timing import require_gpu, time_ms
+
+    require_gpu("the lesson08 autotune report")
+    rows = []
+    for d, L in tqdm(settings, desc="lesson08 autotune report", disable=not progress):
+        B, H, _, _ = setting_shape(L, d)
+        q, k, v, _ = _qkv(B, H, L, d, seed=L + d)
+        for causal in (False, True):
+            flops = setting_flops(L, d, causal)
+            row = {"d": d, "L": L, "B": B, "H": H, "causal": causal, "fixed_tflops": {}}
+            for cfg in F.fwd_candidates(q.dtype, causal):
+                try:
+                    t = time_ms(lambda: F.flash_attention_forward(q, k, v, causal, config=cfg), warmup_ms=25,
+                                rep_ms=100)
+                    row["fixed_tflops"][F.config_short(cfg)] = t.rate(flops)
+                except Exception as e:  # noqa: BLE001  (a candidate that cannot run here is a result)
+                    row["fixed_tflops"][F.config_short(cfg)] = f"{type(e).__name__}: {str(e)[:120]}"
+            t = time_ms(lambda: F.flash_attention_forward(q, k, v, causal), warmup_ms=25, rep_ms=100)
+            row["autotuned_tflops"] = t.rate(flops)
+            chosen = F.default_configs(q, k, v, causal)["fwd"]
+            row["autotuned_config"] = F.config_short(chosen) if chosen else None
+            sdpa = sdpa_fn("FLASH_ATTENTION", causal)
+            row["sdpa_flash_tflops"] = time_ms(lambda: sdpa(q, k, v), warmup_ms=25, rep_ms=100).rate(flops)
+            rows.append(row)
+        del q, k, v
+    return rows
+
+
+def autotune_report_text(rows: list[dict]) -> str:
+    """``autotune_report``'s rows as a table: each candidate's TFLOP/s, the autotuned launch and its choice."""
+    lines = ["FlashAttention forward, bf16, B*L = 16384, H*d = 2048: TFLOP/s of each candidate with a fixed "
+             "config, of the autotuned launch (its choice in brackets) and of SDPA flash"]
+    for r in rows:
+        fixed = ", ".join(f"{c} {_f(x, '.0f') if isinstance(x, float) else 'failed'}"
+                          for c, x in r["fixed_tflops"].items())
+        lines.append(f"  d={r['d']:3d} L={r['L']:5d} causal={str(r['causal']):5}: {fixed}; autotuned "
+                     f"{r['autotuned_tflops']:.0f} [{r['autotuned_config']}]; SDPA flash {r['sdpa_flash_tflops']:.0f}")
+    return "\n".join(lines)
 
 
 def _f(x, fmt="6.0f"):

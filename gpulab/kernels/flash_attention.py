@@ -54,11 +54,17 @@ input dtype before their matmuls, as FlashAttention does), and fp32 (``input_pre
 Triton 3.9's interpreter bf16 ``tl.dot`` multiplies raw bits (``matmul_precision.bf16_dot_is_exact``), so
 there bf16 tiles are upcast to fp32 before every dot.
 
-On a GPU the forward loads Q, K, V tiles through TMA tensor descriptors where Triton has them (Hopper and
-later; ``USE_TMA``); everywhere else, and always in the interpreter by default, through pointers with masks.
+On a GPU the forward loads Q, K, V tiles through TMA tensor descriptors where ``tma_available()``
+(``kernels._hopper``: Hopper and later, ``USE_TMA``); everywhere else, and in the interpreter unless asked,
+through pointers with masks. On a GPU each launch without a given config is autotuned by the shared
+autotuner (``kernels._autotune``, keyed by ``_tune_key``) over ``fwd_candidates`` or ``bwd_candidates``.
+
+The file reads top to bottom: constants, helpers, the forward kernel, the backward kernels, configurations,
+launchers, autograd, the float64 reference.
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -68,24 +74,28 @@ import triton.language as tl
 
 import gpulab
 
+from . import _autotune
 from ._checks import check_power_of_two, check_tensor
-
-try:  # host-side TMA descriptors: Triton >= 3.4
-    from triton.tools.tensor_descriptor import TensorDescriptor
-except ImportError:  # pragma: no cover - older Triton
-    TensorDescriptor = None
+from ._hopper import TensorDescriptor, tma_available
+from .matmul_precision import bf16_dot_is_exact
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HEAD_DIMS = (16, 32, 64, 128)
 BWD_MODES = ("fused", "split", "atomic")
+# The launches of each backward mode, and each launch's kernel flags.
+BWD_PARTS = {"fused": dict(DKDV=True, DQ_MODE=1), "dkdv": dict(DKDV=True, DQ_MODE=0),
+             "dq": dict(DKDV=False, DQ_MODE=1), "atomic": dict(DKDV=True, DQ_MODE=2)}
+MODE_PARTS = {"fused": ("fused",), "split": ("dkdv", "dq"), "atomic": ("atomic",)}
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
 LN2 = 0.6931471805599453    # ln(2): lse (natural) = lse2 * LN2
+_LOG2E = tl.constexpr(LOG2E)  # the same numbers as kernel constants (a kernel reads only constexpr globals)
+_LN2 = tl.constexpr(LN2)
 MAX_GRID_Y = 65535          # CUDA's limit on grid dimension 1, which holds B * H
 TMA_ROW_MULTIPLE = 128      # TMA loads only when Lq and Lk are multiples of this (no tile crosses a head's end)
 MAX_SM_SCALE = torch.finfo(torch.float32).max / LOG2E  # sm_scale * log2(e) goes to the kernel as an fp32
 
 
-# ---- the forward -------------------------------------------------------------------------------------------
+# ---- helpers -----------------------------------------------------------------------------------------------
 
 @triton.jit
 def _load_rows(ptr, offs_r, offs_d, n_rows, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr):
@@ -110,6 +120,8 @@ def _load_tile(desc, ptr, flat_row, offs_r, offs_d, n_rows, HEAD_DIM: tl.constex
         t = t.to(tl.float32)
     return t
 
+
+# ---- the forward kernel ------------------------------------------------------------------------------------
 
 @triton.jit
 def _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m, Lk, qk_scale,
@@ -143,13 +155,13 @@ def _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m
     return acc, l_i, m_i
 
 
-@triton.jit(do_not_specialize=["Lq", "Lk", "L_BUCKET"])  # one binary for every length
-def flash_attention_fwd_kernel(Q, K, V, O, LSE, desc_q, desc_k, desc_v, qk_scale, Lq, Lk, L_BUCKET,
+@triton.jit(do_not_specialize=["Lq", "Lk"])  # one binary for every length
+def flash_attention_fwd_kernel(Q, K, V, O, LSE, desc_q, desc_k, desc_v, qk_scale, Lq, Lk,
                                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                CAUSAL: tl.constexpr, USE_TMA: tl.constexpr, UPCAST: tl.constexpr,
                                DOT_PREC: tl.constexpr):
     """One program: BLOCK_M query rows of one (batch, head). Q, O: (B*H*Lq, d), K, V: (B*H*Lk, d)
-    contiguous; LSE: (B*H*Lq,) fp32, natural log. L_BUCKET is only the autotuner's key. Causal programs take
+    contiguous; LSE: (B*H*Lq,) fp32, natural log. Causal programs take
     their query blocks last first, so the longest rows start first and the short ones fill the tail."""
     pid_m = tl.program_id(0)
     if CAUSAL:
@@ -180,12 +192,12 @@ def flash_attention_fwd_kernel(Q, K, V, O, LSE, desc_q, desc_k, desc_v, qk_scale
                                qk_scale, BLOCK_N, HEAD_DIM, True, CAUSAL, USE_TMA, UPCAST, DOT_PREC)
     acc = acc / l_i[:, None]
     row_ok = offs_m < Lq
-    tl.store(LSE + q_base + offs_m, (m_i + tl.math.log2(l_i)) * 0.6931471805599453, mask=row_ok)
+    tl.store(LSE + q_base + offs_m, (m_i + tl.math.log2(l_i)) * _LN2, mask=row_ok)
     tl.store(O + (q_base + offs_m)[:, None] * HEAD_DIM + offs_d[None, :], acc.to(O.dtype.element_ty),
              mask=row_ok[:, None])
 
 
-# ---- the backward ------------------------------------------------------------------------------------------
+# ---- the backward kernels ----------------------------------------------------------------------------------
 
 @triton.jit(do_not_specialize=["n_rows"])
 def flash_attention_bwd_preprocess_kernel(O, DO, DELTA, n_rows, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
@@ -214,10 +226,10 @@ def _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q
         q = _load_tile(desc_q, Qh, q_base + start_m, offs_m, offs_d, Lq, HEAD_DIM, MASKED, USE_TMA, UPCAST)
         do = _load_tile(desc_do, DOh, q_base + start_m, offs_m, offs_d, Lq, HEAD_DIM, MASKED, USE_TMA, UPCAST)
         if MASKED:
-            lse2 = tl.load(LSEh + offs_m, mask=offs_m < Lq, other=0.0) * 1.4426950408889634
+            lse2 = tl.load(LSEh + offs_m, mask=offs_m < Lq, other=0.0) * _LOG2E
             delta = tl.load(DELTAh + offs_m, mask=offs_m < Lq, other=0.0)
         else:
-            lse2 = tl.load(LSEh + offs_m) * 1.4426950408889634
+            lse2 = tl.load(LSEh + offs_m) * _LOG2E
             delta = tl.load(DELTAh + offs_m)
         s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PREC)                          # (BLOCK_N1, BLOCK_M1)
         p_t = tl.math.exp2(s_t * qk_scale - lse2[None, :])                              # P^T, rebuilt
@@ -263,9 +275,9 @@ def _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, desc_k, desc_v, kv_base, lo, h
     return dq
 
 
-@triton.jit(do_not_specialize=["Lq", "Lk", "L_BUCKET"])
+@triton.jit(do_not_specialize=["Lq", "Lk"])
 def flash_attention_bwd_kernel(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, desc_q, desc_k, desc_v, desc_do, qk_scale,
-                               sm_scale, Lq, Lk, L_BUCKET,
+                               sm_scale, Lq, Lk,
                                HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
                                BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr, CAUSAL: tl.constexpr,
                                DKDV: tl.constexpr, DQ_MODE: tl.constexpr, USE_TMA: tl.constexpr,
@@ -324,7 +336,7 @@ def flash_attention_bwd_kernel(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, desc_q, desc
             if UPCAST:
                 q = q.to(tl.float32)
                 do = do.to(tl.float32)
-            lse2 = tl.load(LSEh + offs_m, mask=offs_m < Lq, other=0.0) * 1.4426950408889634
+            lse2 = tl.load(LSEh + offs_m, mask=offs_m < Lq, other=0.0) * _LOG2E
             delta = tl.load(DELTAh + offs_m, mask=offs_m < Lq, other=0.0)
             dq = tl.zeros([BLOCK_M2, HEAD_DIM], dtype=tl.float32)
             lk_full = (Lk // BLOCK_N2) * BLOCK_N2
@@ -346,8 +358,7 @@ def flash_attention_bwd_kernel(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, desc_q, desc
 
 def fwd_config(block_m: int, block_n: int, num_warps: int = 4, num_stages: int = 3) -> triton.Config:
     """A forward launch shape: BLOCK_M queries per program, BLOCK_N keys per tile."""
-    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=num_warps, num_stages=num_stages,
-                         pre_hook=_set_descriptor_blocks)
+    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=num_warps, num_stages=num_stages)
 
 
 def bwd_config(block_m1: int, block_n1: int, block_m2: int, block_n2: int, num_warps: int = 4,
@@ -355,36 +366,27 @@ def bwd_config(block_m1: int, block_n1: int, block_m2: int, block_n2: int, num_w
     """A backward launch shape: key side BLOCK_N1 keys x BLOCK_M1 queries per step; query side BLOCK_M2
     queries x BLOCK_N2 keys per step."""
     return triton.Config({"BLOCK_M1": block_m1, "BLOCK_N1": block_n1, "BLOCK_M2": block_m2, "BLOCK_N2": block_n2},
-                         num_warps=num_warps, num_stages=num_stages, pre_hook=_set_bwd_descriptor_blocks)
+                         num_warps=num_warps, num_stages=num_stages)
 
 
-def _set_descriptor_blocks(nargs) -> None:
-    """Autotuner pre-hook: a TMA descriptor's block shape is the config's tile (Q: BLOCK_M rows, K/V: BLOCK_N)."""
-    d = nargs["HEAD_DIM"]
-    if nargs.get("desc_q") is not None:
-        nargs["desc_q"].block_shape = [nargs["BLOCK_M"], d]
-        nargs["desc_k"].block_shape = [nargs["BLOCK_N"], d]
-        nargs["desc_v"].block_shape = [nargs["BLOCK_N"], d]
-
-
-def _set_bwd_descriptor_blocks(nargs) -> None:
-    """Autotuner pre-hook of the backward: q and dO tiles are BLOCK_M1 rows, k and v tiles BLOCK_N2 rows."""
-    d = nargs["HEAD_DIM"]
-    for name, block in (("desc_q", "BLOCK_M1"), ("desc_do", "BLOCK_M1"), ("desc_k", "BLOCK_N2"), ("desc_v", "BLOCK_N2")):
-        if nargs.get(name) is not None:
-            nargs[name].block_shape = [nargs[block], d]
+def config_short(config: triton.Config) -> str:
+    """A config in one line: ``"128x64 w4 s2"`` (forward blocks) or ``"32x128 128x32 w4 s3"`` (backward)."""
+    kw = config.kwargs
+    blocks = (f"{kw['BLOCK_M']}x{kw['BLOCK_N']}" if "BLOCK_M" in kw else
+              f"{kw['BLOCK_M1']}x{kw['BLOCK_N1']} {kw['BLOCK_M2']}x{kw['BLOCK_N2']}")
+    return f"{blocks} w{config.num_warps} s{config.num_stages}"
 
 
 # Interpreter: one small shape each, so that masks, the causal band and the tails are all exercised.
 INTERPRETER_FWD = fwd_config(32, 16)
 INTERPRETER_BWD = bwd_config(16, 32, 32, 16)
 
-# GPU candidates, from tools/tune_flash.py on an H200 (Triton 3.6, bf16, B*L = 16384, H*d = 2048; the best few
-# per (d, causal, L) of a screen over 436 configurations). The autotuner benchmarks them once per key
-# (L bucket, d, causal, dtype): BLOCK_M x BLOCK_N, num_warps, num_stages.
+# GPU candidates: the best few per (d, causal, L) of a screen by ``tools/tune_flash.py`` at lesson 08's
+# settings (rerun it for a new GPU or Triton; lesson 08's reference data in gpulab/data holds the rates reached).
+# The autotuner times them once per key (``_tune_key``): BLOCK_M x BLOCK_N, num_warps, num_stages.
 FWD_CONFIGS = [fwd_config(bm, bn, w, s) for bm, bn, w, s in [
     (128, 64, 4, 2), (64, 64, 4, 3), (64, 128, 4, 2), (64, 64, 4, 2), (128, 128, 8, 3)]]
-BWD_CONFIGS = {  # by launch: "fused", "dkdv" and "dq" (the two launches of "split"), "atomic"
+BWD_CONFIGS = {  # by launch (a key of BWD_PARTS)
     "fused": [bwd_config(*b, w, s) for b, w, s in [
         ((32, 128, 128, 32), 4, 3), ((32, 64, 64, 32), 4, 3), ((64, 64, 64, 64), 4, 2)]],
     "dkdv": [bwd_config(bm1, bn1, 16, 16, w, s) for bm1, bn1, w, s in [
@@ -392,8 +394,11 @@ BWD_CONFIGS = {  # by launch: "fused", "dkdv" and "dq" (the two launches of "spl
     "dq": [bwd_config(16, 16, bm2, bn2, w, s) for bm2, bn2, w, s in [(128, 64, 8, 3), (64, 64, 4, 3)]],
     "atomic": [bwd_config(bm1, bn1, 16, 16, w, s) for bm1, bn1, w, s in [(64, 64, 4, 3), (64, 128, 8, 3)]],
 }
-DEFAULT_BWD_MODE = "split"  # best or within 6% of the best mode at every tuned setting
-DEFAULT_FWD_TMA = True  # on GPUs where TMA descriptors work (compute capability >= 9)
+# fp32 (4-byte tiles, dot in "ieee"): small tiles and 2 stages, so that d = 128 fits in shared memory
+FP32_FWD_CONFIGS = [fwd_config(64, 32, 4, 2), fwd_config(32, 32, 4, 2)]
+FP32_BWD_CONFIGS = [bwd_config(16, 32, 32, 16, 4, 2), bwd_config(32, 64, 64, 32, 4, 1)]
+DEFAULT_BWD_MODE = "split"  # the mode tools/tune_flash.py found best, or within a few percent, at every setting
+DEFAULT_FWD_TMA = True      # the forward loads through TMA by default on a GPU where tma_available()
 DEFAULT_BWD_TMA = False
 
 
@@ -406,57 +411,48 @@ def l_bucket(length: int) -> int:
     return b
 
 
-# fp32 (4-byte tiles, dot in "ieee"): small tiles and 2 stages, so that d = 128 fits in shared memory
-FP32_FWD_CONFIGS = [fwd_config(64, 32, 4, 2), fwd_config(32, 32, 4, 2)]
-FP32_BWD_CONFIGS = [bwd_config(16, 32, 32, 16, 4, 2), bwd_config(32, 64, 64, 32, 4, 1)]
-
-
-def _prune_fwd(configs, named_args, **kwargs):
-    """Causal needs BLOCK_M % BLOCK_N == 0 (the diagonal band starts on a tile edge); fp32 takes
-    ``FP32_FWD_CONFIGS``."""
-    causal = kwargs.get("CAUSAL", named_args.get("CAUSAL"))
-    if named_args["Q"].dtype == torch.float32:
-        configs = FP32_FWD_CONFIGS
+def fwd_candidates(dtype: torch.dtype, causal: bool) -> list:
+    """The forward's autotuning candidates: ``FP32_FWD_CONFIGS`` for fp32, else ``FWD_CONFIGS``; causal keeps
+    those with BLOCK_M % BLOCK_N == 0 (the diagonal band starts on a tile edge)."""
+    configs = FP32_FWD_CONFIGS if dtype == torch.float32 else FWD_CONFIGS
     keep = [c for c in configs if not causal or c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0]
     return keep or [fwd_config(32, 32, 4, 2)]
 
 
-def _prune_bwd(configs, named_args, **kwargs):
-    """BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0 (the causal bands start on tile edges); fp32
-    takes ``FP32_BWD_CONFIGS``."""
-    if named_args["Q"].dtype == torch.float32:
-        configs = FP32_BWD_CONFIGS
+def bwd_candidates(part: str, dtype: torch.dtype) -> list:
+    """The autotuning candidates of one backward launch (a key of ``BWD_PARTS``): ``FP32_BWD_CONFIGS`` for fp32,
+    else ``BWD_CONFIGS[part]``; kept where BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0 (the causal
+    bands start on tile edges)."""
+    configs = FP32_BWD_CONFIGS if dtype == torch.float32 else BWD_CONFIGS[part]
     keep = [c for c in configs if c.kwargs["BLOCK_N1"] % c.kwargs["BLOCK_M1"] == 0
             and c.kwargs["BLOCK_M2"] % c.kwargs["BLOCK_N2"] == 0]
     return keep or [bwd_config(16, 32, 32, 16, 4, 2)]
 
 
-_TUNE_KEY = ["L_BUCKET", "HEAD_DIM", "CAUSAL", "USE_TMA"]
-_BWD_KEY = ["L_BUCKET", "HEAD_DIM", "CAUSAL", "DKDV", "DQ_MODE", "USE_TMA"]
-if gpulab.ON_GPU:
-    fwd_autotuned = triton.autotune(configs=FWD_CONFIGS, key=_TUNE_KEY,
-                                    prune_configs_by={"early_config_prune": _prune_fwd})(flash_attention_fwd_kernel)
-    bwd_autotuned = {mode: triton.autotune(configs=cfgs, key=_BWD_KEY, reset_to_zero=["DQ"] if mode == "atomic" else None,
-                                           prune_configs_by={"early_config_prune": _prune_bwd})(flash_attention_bwd_kernel)
-                     for mode, cfgs in BWD_CONFIGS.items()}
-else:
-    fwd_autotuned, bwd_autotuned = None, {}
+def _check_fwd_config(config, causal) -> None:
+    bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
+    for name, b in (("BLOCK_M", bm), ("BLOCK_N", bn)):
+        check_power_of_two(f"config: {name}", b, 16)
+    if causal and bm % bn:
+        raise ValueError(f"config: causal attention needs BLOCK_M % BLOCK_N == 0, got {bm} and {bn}")
+
+
+def _check_bwd_config(config) -> None:
+    kw = config.kwargs
+    for name in ("BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2"):
+        check_power_of_two(f"config: {name}", kw[name], 16)
+    if kw["BLOCK_N1"] % kw["BLOCK_M1"] or kw["BLOCK_M2"] % kw["BLOCK_N2"]:
+        raise ValueError(f"config: needs BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0, got {kw}")
 
 
 # ---- launchers ---------------------------------------------------------------------------------------------
 
 def _upcast(dtype: torch.dtype) -> bool:
-    if dtype != torch.bfloat16:
-        return False
-    from .matmul_precision import bf16_dot_is_exact
-
-    return not bf16_dot_is_exact()
+    return dtype == torch.bfloat16 and not bf16_dot_is_exact()
 
 
-def tma_available() -> bool:
-    """True where the forward may load through TMA descriptors: a GPU of compute capability >= 9 with a Triton
-    that has ``triton.tools.tensor_descriptor``."""
-    return gpulab.ON_GPU and TensorDescriptor is not None and gpulab.compute_capability()[0] >= 9
+def _dot_prec(dtype) -> str:
+    return "ieee" if dtype == torch.float32 else "tf32"
 
 
 def check_inputs(q, k, v, causal=False, sm_scale=None) -> float:
@@ -500,25 +496,37 @@ def check_inputs(q, k, v, causal=False, sm_scale=None) -> float:
     return scale
 
 
-def _dot_prec(dtype) -> str:
-    return "ieee" if dtype == torch.float32 else "tf32"
-
-
 def tma_lengths_ok(Lq: int, Lk: int) -> bool:
     """True if no tile of at most ``TMA_ROW_MULTIPLE`` rows crosses the end of a head, so a descriptor over the
     flattened (B*H*L, d) tensor never reads another head's rows."""
     return Lq % TMA_ROW_MULTIPLE == 0 and Lk % TMA_ROW_MULTIPLE == 0
 
 
-def _descriptors(q, k, v, config):
-    """Host TMA descriptors over the flattened (B*H*L, d) tensors, or (None, None, None) where TMA cannot be
-    used (unaligned base, or lengths that are not multiples of ``TMA_ROW_MULTIPLE``)."""
-    d = q.shape[-1]
-    flat = [t.view(-1, d) for t in (q, k, v)]
-    if any(t.data_ptr() % 16 for t in flat) or not tma_lengths_ok(q.shape[2], k.shape[2]):
-        return None, None, None
-    bm, bn = (config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]) if config else (16, 16)  # set by pre_hook
-    return tuple(TensorDescriptor(t, list(t.shape), [d, 1], [b, d]) for t, b in zip(flat, (bm, bn, bn)))
+def _use_tma(use_tma, default: bool, tensors, Lq: int, Lk: int) -> bool:
+    """Whether a launch loads through TMA descriptors. ``use_tma=None``: ``default`` on a GPU where
+    ``tma_available()`` (the interpreter takes the pointer loads unless asked); ``True`` where TMA is not
+    available raises ValueError. Either way only when every base is 16-byte aligned and ``tma_lengths_ok``
+    (else the masked pointer loads run)."""
+    if use_tma is None:
+        use_tma = default and gpulab.ON_GPU and tma_available()
+    elif use_tma and not tma_available():
+        raise ValueError("use_tma=True needs TMA tensor descriptors (a GPU of compute capability >= 9.0, or the "
+                         f"interpreter, with Triton >= 3.4); here: compute capability {gpulab.compute_capability()}, "
+                         f"TensorDescriptor {'found' if TensorDescriptor else 'missing'}")
+    return bool(use_tma) and not any(t.data_ptr() % 16 for t in tensors) and tma_lengths_ok(Lq, Lk)
+
+
+def _descriptor(t: torch.Tensor, rows: int):
+    """A host TMA descriptor over contiguous ``t`` flattened to (B*H*L, d), loading tiles of ``rows`` x d."""
+    d = t.shape[-1]
+    flat = t.view(-1, d)
+    return TensorDescriptor(flat, list(flat.shape), [d, 1], [rows, d])
+
+
+def _tune_key(part: str, q, k, causal: bool, use_tma: bool) -> tuple:
+    """The shared autotuner's key of one launch: ``part`` ("fwd" or a key of ``BWD_PARTS``), dtype, d, causal,
+    TMA loads, and ``l_bucket`` of the longer length."""
+    return ("flash_attention", part, q.dtype, q.shape[-1], causal, use_tma, l_bucket(max(q.shape[2], k.shape[2])))
 
 
 def flash_attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = None, *,
@@ -527,10 +535,11 @@ def flash_attention_forward(q, k, v, causal: bool = False, sm_scale: float | Non
     ``lse: (B, H, Lq)`` float32, the natural-log logsumexp of each row of scaled scores.
 
     q: (B, H, Lq, d); k, v: (B, H, Lk, d); fp16, bf16 or fp32 (made contiguous if they are not). ``config``:
-    a ``fwd_config`` to launch exactly (default: autotuned on a GPU, ``INTERPRETER_FWD`` in the interpreter).
-    ``use_tma``: load through TMA descriptors (default where ``tma_available()``; only when Lq and Lk are multiples
-    of ``TMA_ROW_MULTIPLE``, else the masked pointer loads run). Raises TypeError/ValueError
-    naming the argument (see ``check_inputs``).
+    a ``fwd_config`` to launch exactly (default: autotuned on a GPU over ``fwd_candidates``, ``INTERPRETER_FWD``
+    in the interpreter). ``use_tma``: load through TMA descriptors (default ``DEFAULT_FWD_TMA`` on a GPU where
+    ``tma_available()``; only when Lq and Lk are multiples of ``TMA_ROW_MULTIPLE``, else the masked pointer
+    loads run). Raises TypeError/ValueError naming the argument (see ``check_inputs``), and ValueError for
+    ``use_tma=True`` where TMA is not available.
     """
     return _forward(q, k, v, causal, check_inputs(q, k, v, causal, sm_scale), config, use_tma)
 
@@ -544,47 +553,25 @@ def _forward(q, k, v, causal: bool, scale: float, config=None, use_tma=None):
     lse = torch.empty((B, H, Lq), device=q.device, dtype=torch.float32)
     if out.numel() == 0:
         return out, lse
-    if use_tma is None:
-        use_tma = DEFAULT_FWD_TMA and tma_available()
-    if use_tma and TensorDescriptor is None:
-        raise ValueError("use_tma=True needs triton.tools.tensor_descriptor (Triton >= 3.4)")
-    if config is None and fwd_autotuned is None:
-        config = INTERPRETER_FWD
-    elif config is None and gpulab.AUTOTUNE == "first":
-        config = _prune_fwd(FWD_CONFIGS, {"Q": q, "CAUSAL": causal})[0]
-    descs = _descriptors(q, k, v, config) if use_tma else (None, None, None)
-    use_tma = descs[0] is not None
-    args = (q, k, v, out, lse, *descs, scale * LOG2E, Lq, Lk, l_bucket(max(Lq, Lk)))
+    use_tma = _use_tma(use_tma, DEFAULT_FWD_TMA, (q, k, v), Lq, Lk)
     meta = dict(HEAD_DIM=d, CAUSAL=causal, USE_TMA=use_tma, UPCAST=_upcast(q.dtype), DOT_PREC=_dot_prec(q.dtype))
-    if config is None:
-        fwd_autotuned[lambda m: (triton.cdiv(Lq, m["BLOCK_M"]), B * H)](*args, **meta)
+
+    def launch(cfg, out, lse):
+        bm, bn = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"]
+        descs = (_descriptor(q, bm), _descriptor(k, bn), _descriptor(v, bn)) if use_tma else (None, None, None)
+        flash_attention_fwd_kernel[(triton.cdiv(Lq, bm), B * H)](
+            q, k, v, out, lse, *descs, scale * LOG2E, Lq, Lk, **meta, **cfg.kwargs, num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages)
+
+    if config is None and gpulab.ON_GPU:
+        config = _autotune.pick(_tune_key("fwd", q, k, causal, use_tma), fwd_candidates(q.dtype, causal),
+                                lambda: functools.partial(launch, out=torch.empty_like(out), lse=torch.empty_like(lse)),
+                                what=f"flash forward config for q {tuple(q.shape)}")
     else:
+        config = config or INTERPRETER_FWD
         _check_fwd_config(config, causal)
-        flash_attention_fwd_kernel[(triton.cdiv(Lq, config.kwargs["BLOCK_M"]), B * H)](
-            *args, **meta, **config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
+    launch(config, out, lse)
     return out, lse
-
-
-def _check_fwd_config(config, causal) -> None:
-    bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
-    for name, b in (("BLOCK_M", bm), ("BLOCK_N", bn)):
-        check_power_of_two(f"config: {name}", b, 16)
-    if causal and bm % bn:
-        raise ValueError(f"config: causal attention needs BLOCK_M % BLOCK_N == 0, got {bm} and {bn}")
-
-
-def _check_bwd_config(config) -> None:
-    kw = config.kwargs
-    for name in ("BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2"):
-        check_power_of_two(f"config: {name}", kw[name], 16)
-    if kw["BLOCK_N1"] % kw["BLOCK_M1"] or kw["BLOCK_M2"] % kw["BLOCK_N2"]:
-        raise ValueError(f"config: needs BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0, got {kw}")
-
-
-# The launches of each backward mode, and each launch's kernel flags.
-BWD_PARTS = {"fused": dict(DKDV=True, DQ_MODE=1), "dkdv": dict(DKDV=True, DQ_MODE=0),
-             "dq": dict(DKDV=False, DQ_MODE=1), "atomic": dict(DKDV=True, DQ_MODE=2)}
-MODE_PARTS = {"fused": ("fused",), "split": ("dkdv", "dq"), "atomic": ("atomic",)}
 
 
 def bwd_prepare(q, k, v, out, lse, do, mode: str = "fused"):
@@ -616,41 +603,36 @@ def bwd_prepare(q, k, v, out, lse, do, mode: str = "fused"):
 def bwd_launch(part: str, bufs, causal: bool, scale: float, config: triton.Config | None = None,
                use_tma: bool | None = None):
     """Launch one part of the backward (a key of ``BWD_PARTS``) on buffers from ``bwd_prepare``. ``config``:
-    a ``bwd_config`` (default: autotuned on a GPU, ``INTERPRETER_BWD`` in the interpreter). ``use_tma``: load
-    the loop tiles through TMA descriptors (default ``DEFAULT_BWD_TMA`` where ``tma_available()``)."""
-    q, k, v, do = bufs[0], bufs[1], bufs[2], bufs[3]
+    a ``bwd_config`` (default: autotuned on a GPU over ``bwd_candidates``, ``INTERPRETER_BWD`` in the
+    interpreter). ``use_tma``: load the loop tiles through TMA descriptors (default ``DEFAULT_BWD_TMA`` on a GPU
+    where ``tma_available()``; ValueError for True where it is not)."""
+    q, k, v, do, lse, delta, dq, dk, dv = bufs
     B, H, Lq, d = q.shape
     Lk = k.shape[2]
     flags = BWD_PARTS[part]
-    if config is None and part in bwd_autotuned and gpulab.AUTOTUNE == "first":
-        config = _prune_bwd(BWD_CONFIGS[part], {"Q": q})[0]
-    if use_tma is None:
-        use_tma = DEFAULT_BWD_TMA and tma_available()
-    descs = (None,) * 4
-    if use_tma:
-        if TensorDescriptor is None:
-            raise ValueError("use_tma=True needs triton.tools.tensor_descriptor (Triton >= 3.4)")
-        flat = [t.view(-1, d) for t in (q, k, v, do)]
-        if not any(t.data_ptr() % 16 for t in flat) and tma_lengths_ok(Lq, Lk):
-            kw = (config or INTERPRETER_BWD).kwargs
-            descs = tuple(TensorDescriptor(t, list(t.shape), [d, 1], [kw[b], d])
-                          for t, b in zip(flat, ("BLOCK_M1", "BLOCK_N2", "BLOCK_N2", "BLOCK_M1")))
+    use_tma = _use_tma(use_tma, DEFAULT_BWD_TMA, (q, k, v, do), Lq, Lk)
+    meta = dict(HEAD_DIM=d, CAUSAL=causal, USE_TMA=use_tma, UPCAST=_upcast(q.dtype), DOT_PREC=_dot_prec(q.dtype),
+                **flags)
 
-    def grid(m):
-        n1 = triton.cdiv(Lk, m["BLOCK_N1"]) if flags["DKDV"] else 0
-        n2 = triton.cdiv(Lq, m["BLOCK_M2"]) if flags["DQ_MODE"] == 1 else 0
-        return (max(n1, n2), B * H)
+    def launch(cfg, dq, dk, dv):
+        kw = cfg.kwargs
+        descs = ((_descriptor(q, kw["BLOCK_M1"]), _descriptor(k, kw["BLOCK_N2"]), _descriptor(v, kw["BLOCK_N2"]),
+                  _descriptor(do, kw["BLOCK_M1"])) if use_tma else (None,) * 4)
+        n1 = triton.cdiv(Lk, kw["BLOCK_N1"]) if flags["DKDV"] else 0
+        n2 = triton.cdiv(Lq, kw["BLOCK_M2"]) if flags["DQ_MODE"] == 1 else 0
+        flash_attention_bwd_kernel[(max(n1, n2), B * H)](
+            q, k, v, do, lse, delta, dq, dk, dv, *descs, scale * LOG2E, scale, Lq, Lk, **meta, **kw,
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
-    args = (*bufs, *descs, scale * LOG2E, scale, Lq, Lk, l_bucket(max(Lq, Lk)))
-    meta = dict(HEAD_DIM=d, CAUSAL=causal, USE_TMA=descs[0] is not None, UPCAST=_upcast(q.dtype),
-                DOT_PREC=_dot_prec(q.dtype), **flags)
-    if config is None and part in bwd_autotuned:
-        bwd_autotuned[part][grid](*args, **meta)
+    if config is None and gpulab.ON_GPU:
+        config = _autotune.pick(_tune_key(part, q, k, causal, use_tma), bwd_candidates(part, q.dtype),
+                                lambda: functools.partial(launch, dq=torch.zeros_like(dq), dk=torch.empty_like(dk),
+                                                          dv=torch.empty_like(dv)),
+                                what=f"flash backward {part} config for q {tuple(q.shape)}")
     else:
         config = config or INTERPRETER_BWD
         _check_bwd_config(config)
-        flash_attention_bwd_kernel[grid(config.kwargs)](*args, **meta, **config.kwargs, num_warps=config.num_warps,
-                                                        num_stages=config.num_stages)
+    launch(config, dq, dk, dv)
 
 
 def flash_attention_backward(q, k, v, out, lse, do, causal: bool = False, sm_scale: float | None = None, *,
@@ -675,6 +657,36 @@ def flash_attention_backward(q, k, v, out, lse, do, causal: bool = False, sm_sca
         bwd_launch(part, bufs, causal, scale, cfg, use_tma)
     return (dq.to(q.dtype) if mode == "atomic" else dq), dk, dv
 
+
+def tuned_configs() -> dict:
+    """What autotuning chose so far: ``{"part dtype d=.. causal=.. tma=.. L<=bucket": config_short(config)}``,
+    part "fwd" or a key of ``BWD_PARTS``."""
+    return {f"{p} {str(dt).replace('torch.', '')} d={d} causal={c} tma={t} L<={lb}": config_short(cfg)
+            for (p, dt, d, c, t, lb), cfg in _autotune.chosen("flash_attention").items()}
+
+
+def default_configs(q, k, v, causal: bool = False, bwd_mode: str | None = None, use_tma: bool | None = None) -> dict:
+    """The configs that launches without a config take on these inputs: ``{"fwd": config, part: config, ...}``
+    for the forward and each launch of ``bwd_mode`` (default ``DEFAULT_BWD_MODE``), ``use_tma`` as passed to
+    them; on a GPU the autotuner's cached choices (None for a launch not tuned yet), in the interpreter
+    ``INTERPRETER_FWD`` and ``INTERPRETER_BWD``."""
+    check_inputs(q, k, v, causal)
+    mode = DEFAULT_BWD_MODE if bwd_mode is None else bwd_mode
+    if mode not in BWD_MODES:
+        raise ValueError(f"bwd_mode must be one of {BWD_MODES} or None, got {bwd_mode!r}")
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    Lq, Lk = q.shape[2], k.shape[2]
+    out = {}
+    for part, default in [("fwd", DEFAULT_FWD_TMA)] + [(p, DEFAULT_BWD_TMA) for p in MODE_PARTS[mode]]:
+        if not gpulab.ON_GPU:
+            out[part] = INTERPRETER_FWD if part == "fwd" else INTERPRETER_BWD
+        else:
+            tma = _use_tma(use_tma, default, (q, k, v), Lq, Lk)
+            out[part] = _autotune.cached(_tune_key(part, q, k, causal, tma))
+    return out
+
+
+# ---- autograd -----------------------------------------------------------------------------------------------
 
 class FlashAttentionFunction(torch.autograd.Function):
     """Forward saves q, k, v, out and lse (O(L) memory); backward recomputes P tile by tile. Differentiable once:

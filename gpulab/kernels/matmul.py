@@ -15,15 +15,16 @@ Triton's tutorials 03-matrix-multiplication and 09-persistent-matmul):
   SM, looping over tiles). TMA needs 16-byte aligned row strides: for awkward sizes (N not a multiple of 8
   in 16-bit) the launcher copies A and B into buffers with padded rows first, and that copy is part of the
   time. Out-of-range tile elements are zero-filled by the TMA unit; the output is stored with masks. When N
-  is not a multiple of 16, the output tile goes to a row-padded buffer first and is copied back: stored
-  straight into rows of odd length, the epilogue's per-element stores pushed Triton 3.6 to 255 registers and
-  spills (compiled for sm_90), and the whole persistent loop slowed down.
+  is not a multiple of 16, the output tile goes to a row-padded buffer first and is copied back: stores into
+  rows of odd length are per-element, which drives the epilogue's register use into spills and slows the
+  whole persistent loop.
 - ``matmul_noreuse_kernel``: each output element reads its own row of A and column of B (``2 M N K``
   loads); nothing is shared on chip, so only the caches can help.
 
-``matmul(a, b)`` picks the path: ``"tma"`` on a GPU of compute capability >= 9.0 for fp16/bf16, ``"pointer"``
-otherwise. ``config=None`` autotunes on a GPU: the first call in a size bucket (each dimension rounded up to
-a power of two) times ``CONFIGS[path]`` and keeps the fastest; ``config="heuristic"`` takes a fixed choice
+``matmul(a, b)`` picks the path: ``"tma"`` on a GPU where ``tma_available()`` (``kernels._hopper``) for
+fp16/bf16, ``"pointer"`` otherwise. ``config=None`` autotunes on a GPU with the shared autotuner
+(``kernels._autotune``): the first call in a size bucket (each dimension rounded up to a power of two) times
+``CONFIGS[path]`` and keeps the fastest; ``config="heuristic"`` takes a fixed choice
 without timing (the dense sweeps use it, so nothing is tuned per size); a ``MatmulConfig`` fixes it.
 
 fp32 inputs: ``input_precision="tf32"`` (tensor cores, inputs rounded to 10 mantissa bits) or ``"ieee"``
@@ -32,7 +33,6 @@ multiplies raw bits (Triton 3.9, see ``matmul_precision``); there bf16 tiles are
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 
 import torch
@@ -41,9 +41,11 @@ import triton.language as tl
 
 import gpulab
 
+from . import _autotune
 from ._checks import check_matmul_operands, check_power_of_two
-from .pad import copy_rows, pad_rows, pad_rows_many
+from ._hopper import TensorDescriptor, num_sms, tma_available
 from .matmul_precision import bf16_dot_is_exact
+from .pad import copy_rows, pad_rows, pad_rows_many  # noqa: F401  (pad_rows: part of this module's API, lesson 07)
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INPUT_PRECISIONS = ("tf32", "ieee")
@@ -184,39 +186,20 @@ class MatmulConfig:
 
 
 C = MatmulConfig
-# Autotuning candidates per path (GPU). The first of each list is the heuristic's choice. Order from
-# tools/tune_matmul.py on the H200 (Triton 3.6, bf16 TFLOP/s at 4096^3 / 8192^3): TMA persistent 128x256x64
-# 748/682, with GROUP_M 16 714/681, 4 stages 696/675, not persistent 672/664, 128x128x64 4 warps 679/640;
-# pointer 128x256x64 681/660, 128x128x64 8 warps 613/604, 128x128x32 607/589, 128x128x64 4 warps 477/469.
+# Autotuning candidates per path (GPU). The first of each list is the heuristic's choice; the lists and their
+# order are the best of a screen by ``tools/tune_matmul.py`` (rerun it for a new GPU or Triton). What the
+# autotuner chose and the rates it reached are in lesson 07's reference data (gpulab/data).
 CONFIGS = {
     "tma": [C(128, 256, 64, 8, 8, 3, persistent=True, flatten=True),
             C(128, 256, 64, 16, 8, 3, persistent=True, flatten=True),
             C(128, 256, 64, 8, 8, 4, persistent=True, flatten=True), C(128, 256, 64, 8, 8, 3),
             C(128, 128, 64, 8, 4, 4, persistent=True, flatten=True)],
     "pointer": [C(128, 256, 64, 8, 8, 3), C(128, 128, 64, 8, 8, 3), C(128, 128, 32, 8, 4, 4)],
-    # fp32: 128x128x32 with 4 warps spilled in "ieee" (255 registers, Triton 3.6 compiled for sm_90): left out
+    # fp32: no 128x128x32 tile with 4 warps, which spills registers in "ieee"
     "pointer_fp32": [C(128, 128, 32, 8, 8, 3), C(64, 128, 32, 8, 4, 4), C(128, 64, 32, 8, 4, 4)],
 }
 INTERPRETER_CONFIG = C(64, 64, 32, 4, 4, 1, persistent=True)  # the interpreter pays per operation, not per element
 del C
-
-_TUNED: dict = {}  # (path, dtype, precision, M, N, K buckets, aligned) -> MatmulConfig
-
-
-@functools.lru_cache(maxsize=None)
-def num_sms() -> int:
-    """SMs of GPU 0; in the interpreter 4 (so the persistent loop visits several tiles per program)."""
-    return torch.cuda.get_device_properties(0).multi_processor_count if gpulab.ON_GPU else 4
-
-
-def tma_available() -> bool:
-    """True where the TMA path can run: a GPU of compute capability >= 9.0, or Triton's interpreter
-    (which emulates tensor descriptors)."""
-    if not gpulab.ON_GPU:
-        return True
-    return gpulab.compute_capability()[0] >= 9
-
-
 
 def choose_path(dtype: torch.dtype) -> str:
     """The path ``path="auto"`` takes: "tma" for fp16/bf16 on a GPU of compute capability >= 9.0, else "pointer"."""
@@ -254,8 +237,9 @@ def _check_inputs(a, b, input_precision, path):
         if a.dtype not in TMA_DTYPES:
             raise ValueError(f"path='tma' takes fp16 or bf16 inputs, got {a.dtype}; use path='pointer' for fp32")
         if not tma_available():
-            raise ValueError("path='tma' needs a GPU of compute capability >= 9.0 (Hopper) or the interpreter; "
-                             f"this GPU has {torch.cuda.get_device_capability(0)}")
+            raise ValueError("path='tma' needs TMA tensor descriptors (a GPU of compute capability >= 9.0, or the "
+                             f"interpreter, with Triton >= 3.4); here: compute capability {gpulab.compute_capability()}, "
+                             f"TensorDescriptor {'found' if TensorDescriptor else 'missing'}")
 
 
 def _upcast(dtype) -> bool:
@@ -276,8 +260,6 @@ def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: MatmulConf
                                        c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
                                        GROUP_M=config.GROUP_M, INPUT_PRECISION=input_precision,
                                        UPCAST=_upcast(a.dtype), **opts)
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
     a, b = pad_rows_many([a, b])  # one launch copies whichever of A and B has unaligned rows
     a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk])
     b_desc = TensorDescriptor(b, [K, N], [b.stride(0), 1], [bk, bn])
@@ -299,52 +281,45 @@ def _store_aligned(c: torch.Tensor) -> bool:
 
 
 def autotune(a, b, path: str, input_precision: str = "tf32", candidates=None, rep_ms: float = 40) -> MatmulConfig:
-    """Time every candidate config on these inputs (GPU only) and return the fastest. A candidate that fails
-    to compile or launch (too much shared memory, an unsupported option) is skipped.
-
-    Candidates are timed by CUDA-graph replay (``time_ms(graph=True)``): a config changes only GPU time, and at
-    small sizes an eager call is CPU-bound (on the H200 host an awkward 1793^3 call took ~150 us of CPU against
-    ~50 us on the GPU, ``tools/launch_overhead.py --configs``), so eager timings ranked configs by CPU noise.
-    If any capture fails, every candidate is timed eagerly, so that one ranking never mixes the two clocks.
+    """Time every candidate config (default ``CONFIGS`` for the path and dtype) on these inputs and return the
+    fastest, by the shared autotuner's rules (``gpulab.kernels._autotune.fastest``: candidates that cannot
+    launch are skipped; all are timed by CUDA-graph replay, or all eagerly if any capture fails). GPU only.
     Raises RuntimeError if no candidate can run."""
-    from ..timing import time_ms
-
     if candidates is None:
         candidates = CONFIGS[_config_list(path, a.dtype)]
+    return _autotune.fastest(candidates, _scratch_run(a, b, path, input_precision), rep_ms=rep_ms,
+                             what=_what(a, b, path))
+
+
+def _scratch_run(a, b, path: str, input_precision: str):
+    """``run(config)`` for the autotuner: one launch into a scratch output."""
     c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
-    runnable = []
-    for cfg in candidates:
-        fn = functools.partial(launch, a, b, c, cfg, path, input_precision)
-        try:
-            fn()
-        except Exception:  # noqa: BLE001  (a config this GPU or Triton cannot run is not a candidate)
-            continue
-        runnable.append((cfg, fn))
-    try:  # one clock for all: graph replay, or eager for every candidate if any capture fails
-        times = {cfg: time_ms(fn, warmup_ms=10, rep_ms=rep_ms, graph=True).median_ms for cfg, fn in runnable}
-    except Exception:  # noqa: BLE001  (no CUDA graph here: eager timing still ranks GPU-bound sizes)
-        times = {cfg: time_ms(fn, warmup_ms=10, rep_ms=rep_ms).median_ms for cfg, fn in runnable}
-    if not times:
-        raise RuntimeError(f"no {path} config could run for shapes {tuple(a.shape)} x {tuple(b.shape)}")
-    return min(times, key=times.get)
+    return lambda cfg: launch(a, b, c, cfg, path, input_precision)
+
+
+def _what(a, b, path: str) -> str:
+    return f"{path} config for shapes {tuple(a.shape)} x {tuple(b.shape)}"
+
+
+def _tune_key(a, b, path: str, input_precision: str) -> tuple:
+    M, K = a.shape
+    N = b.shape[1]
+    return ("matmul", path, a.dtype, input_precision, _bucket(M), _bucket(N), _bucket(K),
+            M % 16 == N % 16 == K % 16 == 0)
 
 
 def tuned_config(a, b, path: str, input_precision: str = "tf32") -> MatmulConfig:
-    """The autotuned config for this size bucket (tuned on the first call that lands in it; GPU only). With
-    ``GPULAB_AUTOTUNE=first`` in the environment, the path's first candidate, untimed."""
-    M, K = a.shape
-    N = b.shape[1]
-    key = (path, a.dtype, input_precision, _bucket(M), _bucket(N), _bucket(K), M % 16 == N % 16 == K % 16 == 0)
-    if key not in _TUNED:
-        _TUNED[key] = (CONFIGS[_config_list(path, a.dtype)][0] if gpulab.AUTOTUNE == "first"
-                       else autotune(a, b, path, input_precision))
-    return _TUNED[key]
+    """The autotuned config for this size bucket (each dimension rounded up to a power of two, and whether all
+    are multiples of 16), tuned on the first call that lands in it (GPU only). With ``GPULAB_AUTOTUNE=first``,
+    the path's first candidate, untimed."""
+    return _autotune.pick(_tune_key(a, b, path, input_precision), CONFIGS[_config_list(path, a.dtype)],
+                          lambda: _scratch_run(a, b, path, input_precision), what=_what(a, b, path))
 
 
 def tuned_configs() -> dict:
     """What autotuning chose so far: ``{"path dtype precision MxNxK-bucket aligned": config.short()}``."""
     return {f"{k[0]} {str(k[1]).replace('torch.', '')} {k[2]} {k[3]}x{k[4]}x{k[5]} aligned={k[6]}": v.short()
-            for k, v in _TUNED.items()}
+            for k, v in _autotune.chosen("matmul").items()}
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, input_precision: str = "tf32", path: str = "auto",

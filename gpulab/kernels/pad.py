@@ -8,8 +8,8 @@ cols. One read and one write of the matrix: 2 * rows * cols * itemsize bytes.
 
 The copy is a 2D-tiled Triton kernel: each program moves BLOCK_R rows x BLOCK_C columns; loads follow the
 source's rows and stores the buffer's rows, so both sides are coalesced (lesson 06). torch's
-``buf[:, :cols].copy_(t)`` into the strided view reached well under copy bandwidth on the H200 in our
-measurements, which is why this kernel exists.
+``buf[:, :cols].copy_(t)`` into the strided view stays well under copy bandwidth (lesson 07's suite times the
+copy, ``gpulab/data``), which is why this kernel exists.
 """
 from __future__ import annotations
 
