@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-import gpulab  # first: it sets TRITON_INTERPRET=1 when there is no GPU
+import gpulab  # first: it sets TRITON_INTERPRET=1 when there is no GPU  # isort: skip
 import triton
+
 from gpulab.bench import lesson02
-from gpulab.timing import Timing
 from gpulab.kernels import divergence as dv
+from gpulab.timing import Timing
 
 SIZES = [1, 17, 1000, 1793]
 K_A, K_B = 6, 3  # short chains keep the interpreter fast; the math is the same at any length

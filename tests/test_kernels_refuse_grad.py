@@ -6,11 +6,25 @@ import gpulab  # first: it picks the mode before triton is imported  # isort: sk
 import pytest
 import torch
 
-from gpulab.kernels import divergence, flash_attention, matmul, matmul_precision, pad, relu, sigmoid3, sincos
-from gpulab.kernels import strided, transpose, vector_add
+from gpulab.kernels import (
+    divergence,
+    flash_attention,
+    matmul,
+    matmul_precision,
+    pad,
+    relu,
+    sigmoid3,
+    sincos,
+    strided,
+    transpose,
+    vector_add,
+)
 
 DEV = gpulab.DEVICE
-FLAGS = lambda n: torch.zeros(n, dtype=torch.bool, device=DEV)  # noqa: E731
+def FLAGS(n):
+    return torch.zeros(n, dtype=torch.bool, device=DEV)
+
+
 
 # (launcher, argument that requires grad, call given that argument as x: (16,) float32)
 CASES = [

@@ -1,6 +1,6 @@
 """gpulab.kernels.pad: the row-padding copy that makes any fp16/bf16 matrix readable by TMA. Random inputs are
 seeded (fresh each run, the seed in a failure's report)."""
-import gpulab  # first: it picks the mode before triton is imported
+import gpulab  # first: it picks the mode before triton is imported  # isort: skip
 import pytest
 import torch
 
@@ -97,7 +97,7 @@ def test_pad_rows_many_copies_two_matrices_of_different_shapes_in_one_launch(mon
 def test_pad_rows_many_mixed_element_sizes_and_lookalike_entries():
     # three unaligned matrices, two element sizes: pairing must go by position, never by comparing tensors
     # (a list.remove on tuples of tensors once raised here, and could drop a copy whose bits compared equal)
-    u = lambda dt, r, c: torch.randn(r, c + 1, dtype=torch.float64).to(dt).to(gpulab.DEVICE)[:, 1:]  # noqa: E731
+    u = lambda dt, r, c: torch.randn(r, c + 1, dtype=torch.float64).to(dt).to(gpulab.DEVICE)[:, 1:]
     for shapes in (((3, 5), (3, 5), (3, 5)), ((3, 5), (2, 7), (3, 5)), ((1, 1), (1, 1), (1, 1))):
         ts = [u(torch.float16, *shapes[0]), u(torch.float32, *shapes[1]), u(torch.float16, *shapes[2])]
         outs = P.pad_rows_many(ts)

@@ -1,7 +1,7 @@
 """The fused sigmoid3 kernels and Function against float64 references: seeded random inputs (fresh each run,
 the seed in a failure's report), awkward sizes, every dtype, poisoned outputs, gradcheck, the three ways
 agreeing, a second derivative refused, and input checks naming the argument."""
-import gpulab  # first: it picks the mode before triton is imported
+import gpulab  # first: it picks the mode before triton is imported  # isort: skip
 import pytest
 import torch
 import triton
