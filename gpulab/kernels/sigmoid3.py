@@ -98,8 +98,7 @@ def is_broadcast_scalar(t: torch.Tensor) -> bool:
 def sigmoid3_forward(x: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
     """y = s(s(s(x))) by one kernel launch, no autograd (x must not require grad under grad mode; ``sigmoid3`` is
     the differentiable one). x: contiguous, any shape, fp32/fp16/bf16/fp64, on gpulab.DEVICE; y: same shape and
-    dtype. Reads x, writes y: 2n elements. Raises TypeError/ValueError
-    naming the argument."""
+    dtype. Reads x, writes y: 2n elements. Raises TypeError/ValueError naming the argument."""
     check_tensor("x", x, dtypes=DTYPES)
     check_block("block", block)
     return _launch(sigmoid3_kernel, torch.empty_like(x), x, block=block)
