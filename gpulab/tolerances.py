@@ -1,6 +1,6 @@
 """The one tolerance table, and the error measures that use it, shared by tests, checkers and notebooks.
 
-Three kinds of result, three bounds (all against a float64 reference of the same rounded inputs):
+Four kinds of result, four bounds (all against a float64 reference of the same rounded inputs):
 
 - elementwise (one rounding of an exactly computed value): ``|got - ref| <= ulp(dtype) |ref|``. Half an
   ulp would do for round-to-nearest; one ulp because Triton's interpreter rounds fp32 -> bf16 by truncation.
@@ -9,6 +9,8 @@ Three kinds of result, three bounds (all against a float64 reference of the same
   Stability of Numerical Algorithms", 2nd ed., section 3.1 (the ``gamma_K`` bound for a dot product).
 - attention (softmax and two matmuls): ``max |got - ref| <= rel(dtype) * max(max |ref|, floor)`` per
   tensor; fp16 and bf16 round P and dS to the dtype before their matmuls, as FlashAttention does.
+- a whole matrix product, as the precision lesson measures it (input precision and accumulator):
+  ``relative_error(ref, got, kind="norm") < MATMUL_PRECISION_REL[(mode, input_precision)]``.
 """
 from __future__ import annotations
 
@@ -25,6 +27,12 @@ ATTENTION_REL = {torch.float32: 2e-5, torch.float16: 2.0**-8, torch.bfloat16: 2.
 ATTENTION_GRAD_REL = {torch.float32: 5e-5, torch.float16: 2.0**-7, torch.bfloat16: 2.0**-4}
 #: The log-sum-exp, |got - ref| / (1 + |ref|): kept in fp32 by every kernel.
 LSE_ABS = 1e-5
+#: An fp32-accumulated matmul (gpulab.kernels.matmul_precision), relative Frobenius error, per (gpulab.MODE,
+#: input_precision). On a GPU "tf32" rounds each fp32 input to TF32 (10 mantissa bits, about 2^-11 relative
+#: each); "ieee", and fp16/bf16 inputs (whose products are exact in fp32), leave only the fp32 sums. Triton's
+#: interpreter computes every fp32 dot in NumPy fp32, whatever input_precision asks.
+MATMUL_PRECISION_REL = {("gpu", "tf32"): 2e-3, ("gpu", "ieee"): 1e-5,
+                        ("interpreter", "tf32"): 1e-5, ("interpreter", "ieee"): 1e-5}
 
 
 def _first_bad(bad: torch.Tensor, got64: torch.Tensor, ref64: torch.Tensor) -> str:

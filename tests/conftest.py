@@ -1,4 +1,7 @@
-"""Fixtures shared by the kernel tests."""
+"""Fixtures shared by the kernel tests: seeded random inputs, poisoned outputs."""
+import random
+
+import numpy as np
 import pytest
 import torch
 
@@ -15,3 +18,33 @@ def poisoned(monkeypatch):
         return t.fill_(float("nan")) if t.is_floating_point() else t
 
     monkeypatch.setattr(torch, "empty", empty)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--seed", type=int, default=None,
+                     help="seed of the random inputs of tests that take the 'seed' fixture (default: a fresh seed "
+                          "for each test, shown when the test fails)")
+
+
+@pytest.fixture
+def seed(request):
+    """Seeds torch's, NumPy's and ``random``'s global generators for one test: with ``--seed N`` if given, else a
+    fresh seed every run (new inputs each time). A failing test's report shows the seed and the command that
+    replays it. Returns the seed."""
+    s = request.config.getoption("--seed")
+    if s is None:
+        s = random.SystemRandom().randrange(2**32)
+    torch.manual_seed(s)
+    np.random.seed(s)
+    random.seed(s)
+    request.node.random_seed = s
+    return s
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    s = getattr(item, "random_seed", None)
+    if s is not None and report.failed:
+        report.sections.append(("random inputs", f"seed {s}; replay: pytest '{item.nodeid}' --seed {s}"))
+    return report

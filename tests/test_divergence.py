@@ -1,21 +1,24 @@
-"""The divergence kernels (gpulab.kernels.divergence) against float64 references on fresh random inputs and
-awkward sizes, outputs poisoned before launch; the launchers' errors; the model's predictions; the suite's
-pipeline driven with a fake timer in interpreter mode."""
+"""The divergence kernels (gpulab.kernels.divergence) against float64 references on seeded random inputs (fresh
+each run, the seed in a failure's report) and awkward sizes, outputs poisoned before launch; the launchers' and
+helpers' errors naming the argument; the model's predictions; the suite's pipeline driven with a fake timer in
+interpreter mode."""
 import time
 
 import numpy as np
 import pytest
 import torch
 
-import gpulab  # first: it sets TRITON_INTERPRET=1 when there is no GPU
+import gpulab  # first: it sets TRITON_INTERPRET=1 when there is no GPU  # isort: skip
 import triton
+
 from gpulab import figures
 from gpulab.bench import lesson02
-from gpulab.timing import Timing
 from gpulab.kernels import divergence as dv
+from gpulab.timing import Timing
 
 SIZES = [1, 17, 1000, 1793]
 K_A, K_B = 6, 3  # short chains keep the interpreter fast; the math is the same at any length
+pytestmark = pytest.mark.usefixtures("seed")
 TOL = 1e-5  # fp32 chains of contractions (|d/dx| <= 0.9 per step): errors stay a few ulp of O(1) values
 
 
@@ -57,9 +60,9 @@ def test_branch_uniform(n, frac):
 
 
 @pytest.mark.parametrize("n", SIZES)
-def test_loop_cost(n):
+def test_loop_cost(n, seed):
     x = _x(n)
-    trips = torch.from_numpy(dv.mixed_trips(n, 0.2, 1, 9, seed=None)).to(gpulab.DEVICE)
+    trips = torch.from_numpy(dv.mixed_trips(n, 0.2, 1, 9, seed=seed)).to(gpulab.DEVICE)
     _close(dv.loop_cost(x, trips, block=128), dv.loop_cost_ref(x, trips))
     sort = torch.sort(trips, descending=True, stable=True).indices
     _close(dv.loop_cost(x[sort], trips[sort], block=128), dv.loop_cost_ref(x, trips)[sort.cpu()])
@@ -105,6 +108,41 @@ def test_launcher_errors_name_the_argument():
         dv.branch_where(x, torch.zeros(10, dtype=torch.bool, device=gpulab.DEVICE), k_a=-1)
     with pytest.raises(ValueError, match="block"):
         dv.path(x, block=100)
+
+
+BAD_HELPER_CALLS = [
+    (lambda: dv.block_flags(-1, 0.5), "n_blocks"),
+    (lambda: dv.block_flags(8.0, 0.5), "n_blocks"),
+    (lambda: dv.block_flags(8, 1.5), "fraction_a"),
+    (lambda: dv.block_flags(8, float("nan")), "fraction_a"),
+    (lambda: dv.mixed_trips(-3, 0.1, 1, 9), "n"),
+    (lambda: dv.mixed_trips(10, -0.1, 1, 9), "frac_expensive"),
+    (lambda: dv.mixed_trips(10, 0.1, -1, 9), "cheap"),
+    (lambda: dv.mixed_trips(10, 0.1, 1, 2**31), "expensive"),
+    (lambda: dv.mixed_trips(10, 0.1, 1, 9, seed=-1), "seed"),
+    (lambda: dv.predict_loop_ms(0.1, 1.1, 0, [1, 2], 4), "k_full"),
+    (lambda: dv.predict_loop_ms(0.1, 1.1, 4, [1, 2], 0), "block"),
+    (lambda: dv.predict_loop_ms(-0.1, 1.1, 4, [1, 2], 4), "t_zero_ms"),
+    (lambda: dv.predict_loop_ms(0.1, float("inf"), 4, [1, 2], 4), "t_full_ms"),
+    (lambda: dv.predict_loop_ms(0.1, 1.1, 4, [], 4), "trips"),
+    (lambda: dv.predict_where_ms(float("nan"), 1.0), "t_a_ms"),
+    (lambda: dv.predict_uniform_ms(2.0, 1.0, 1.25), "fraction_a"),
+    (lambda: dv.path(torch.zeros(4, device=gpulab.DEVICE), k=True), "k"),
+]
+
+
+@pytest.mark.parametrize("call, name", BAD_HELPER_CALLS, ids=[name for _, name in BAD_HELPER_CALLS])
+def test_helpers_name_the_bad_argument(call, name):
+    with pytest.raises((TypeError, ValueError), match=rf"^{name} must"):
+        call()
+
+
+def test_helpers_accept_numpy_numbers():
+    assert torch.equal(dv.block_flags(np.int64(8), np.float64(0.25)), dv.block_flags(8, 0.25))
+    assert np.array_equal(dv.mixed_trips(np.int64(50), np.float32(0.5), np.int32(1), np.int64(9), seed=np.int64(3)),
+                          dv.mixed_trips(50, 0.5, 1, 9, seed=3))
+    trips = np.array([64] + [4] * 127, dtype=np.int32)
+    assert dv.predict_loop_ms(np.float64(0.1), 1.1, np.int64(64), trips, np.int64(128)) == pytest.approx(1.1)
 
 
 def test_inputs_and_predictions():

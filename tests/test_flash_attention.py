@@ -1,26 +1,22 @@
-"""gpulab's Triton FlashAttention against float64 references: tiny and random shapes (L = 1 .. 300 in the
-interpreter), Lq != Lk, both causal flags, every dtype, every backward mode, the TMA load path, poisoned
-outputs, the causal convention against SDPA, and input checks naming the argument. On a GPU the same tests
-run, plus larger shapes and the autotuned path."""
+"""gpulab's Triton FlashAttention against float64 references within gpulab.tolerances' attention bounds: tiny
+and random shapes (L = 1 .. 300 in the interpreter; inputs seeded, the seed in a failure's report), Lq != Lk,
+both causal flags, every dtype, every backward mode, the TMA load path, poisoned outputs, the causal convention
+against SDPA, and input checks naming the argument. On a GPU the same tests run, plus larger shapes and the
+autotuned path."""
 import math
 import random
 
-import gpulab  # first: it picks the mode before triton is imported
+import gpulab  # first: it picks the mode before triton is imported  # isort: skip
 import pytest
 import torch
 import triton
 
 from gpulab.kernels import flash_attention as F
+from gpulab.tolerances import ATTENTION_GRAD_REL, ATTENTION_REL, LSE_ABS, max_rel_error
 
+pytestmark = pytest.mark.usefixtures("seed")
 DEV = gpulab.DEVICE
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-# Tolerance on max |got - ref| / max |ref| (per tensor), per dtype. fp32: fp32 accumulation and exp2 (the GPU's
-# ex2.approx is good to ~2^-22). fp16/bf16: P and dS are rounded to the dtype before their matmuls (as
-# FlashAttention does) and the results are rounded to the dtype (the interpreter's bf16 cast truncates: up to
-# 1 ulp = 2^-7 relative); the errors seen here were about 5e-4 (fp16) and 6e-3 (bf16), a tenth of these.
-REL = {torch.float32: 2e-5, torch.float16: 2.0**-8, torch.bfloat16: 2.0**-5}
-GRAD_REL = {torch.float32: 5e-5, torch.float16: 2.0**-7, torch.bfloat16: 2.0**-4}
-LSE_ABS = 1e-5  # lse is fp32 arithmetic on the (exact) scores: absolute, times (1 + |lse|)
 
 
 def _rand(B, H, L, d, dtype, scale=1.0):
@@ -40,29 +36,23 @@ def _ref(q, k, v, do, causal, sm_scale=None):
 
 
 def _close(name, got, ref, rel, what="", floor=1e-3):
+    """max |got - ref| / max(max |ref|, floor) <= rel (gpulab.tolerances.max_rel_error: inf for NaN or inf)."""
     assert got.shape == ref.shape, f"{name}: shape {tuple(got.shape)} != {tuple(ref.shape)} {what}"
-    got64, ref64 = got.detach().double().cpu(), ref.detach().double().cpu()
-    assert torch.isfinite(got64).all(), f"{name}: non-finite values (NaN: an unwritten element?) {what}"
-    if got64.numel() == 0:
-        return
-    scale = max(ref64.abs().max().item(), floor)
-    err = (got64 - ref64).abs()
-    i = int(err.flatten().argmax())
-    assert err.max().item() <= rel * scale, (
-        f"{name}: max error {err.max().item():.3g} > {rel:.3g} * {scale:.3g} at flat index {i} "
-        f"(got {got64.flatten()[i].item():.6g}, expected {ref64.flatten()[i].item():.6g}) {what}")
+    err = max_rel_error(got, ref, floor)
+    hint = " (a NaN or inf: an unwritten element?)" if err == math.inf else ""
+    assert err <= rel, f"{name}: max error / max(max |ref|, {floor:.3g}) = {err:.3g} > {rel:.3g}{hint} {what}"
 
 
 def _check_all(q, k, v, do, causal, out, lse, grads, sm_scale=None, what=""):
     dt = q.dtype
     r_out, r_lse, r_grads = _ref(q, k, v, do, causal, sm_scale)
-    _close("out", out, r_out, REL[dt], what)
+    _close("out", out, r_out, ATTENTION_REL[dt], what)
     assert torch.isfinite(lse).all(), f"lse: non-finite {what}"
     lse_err = ((lse.double().cpu() - r_lse.cpu()).abs() / (1 + r_lse.cpu().abs())).max().item() if lse.numel() else 0
     assert lse_err <= LSE_ABS, f"lse: error {lse_err:.3g} > {LSE_ABS} {what}"
     floor = r_grads[2].abs().max().item() if r_grads[2].numel() else 1.0  # dq, dk are 0 when Lk = 1; dv = dO
     for name, g, r in zip(("dq", "dk", "dv"), grads, r_grads):
-        _close(name, g, r, GRAD_REL[dt], what, floor=min(floor, 1.0))
+        _close(name, g, r, ATTENTION_GRAD_REL[dt], what, floor=min(floor, 1.0))
 
 
 def _through_autograd(q, k, v, do, causal, sm_scale=None):
@@ -83,17 +73,10 @@ def test_tiny_shape_one_key(dtype, causal):
     assert torch.equal(out, v)
 
 
-def _random_cases(n):
-    rng = random.Random()
-    cases = []
-    for i in range(n):
-        L = rng.randint(1, 300)
-        cases.append((L, (16, 32, 64, 128)[i % 4], DTYPES[i % 3], bool(i % 2)))
-    return cases
-
-
-@pytest.mark.parametrize("L, d, dtype, causal", _random_cases(12))
-def test_random_length_forward_and_backward(L, d, dtype, causal):
+@pytest.mark.parametrize("d, dtype, causal", [((16, 32, 64, 128)[i % 4], DTYPES[i % 3], bool(i % 2))
+                                               for i in range(12)])
+def test_random_length_forward_and_backward(d, dtype, causal):
+    L = random.randint(1, 300)  # seeded by the seed fixture
     B, H = (1, 2) if L % 2 else (2, 1)
     q, k, v, do = _inputs(B, H, L, L, d, dtype)
     out, lse, grads = _through_autograd(q, k, v, do, causal)
@@ -118,7 +101,7 @@ def test_causal_convention_is_sdpa_is_causal(lq, lk):
     assert torch.allclose(ref.cpu(), sdpa, atol=1e-12)
     assert torch.equal(F.causal_mask(lq, lk), torch.ones(lq, lk).tril().bool())
     out, _ = F.flash_attention_forward(q, k, v, causal=True)
-    _close("out", out, sdpa, REL[torch.float32], f"Lq={lq} Lk={lk}")
+    _close("out", out, sdpa, ATTENTION_REL[torch.float32], f"Lq={lq} Lk={lk}")
 
 
 @pytest.mark.parametrize("mode", F.BWD_MODES)
@@ -292,22 +275,22 @@ def test_bad_input_raises_naming_the_argument():
 
 def test_sm_scale_extremes_give_finite_results_or_name_the_argument():
     # sm_scale * log2(e) is passed to the kernel as fp32: past fp32's range it became inf (NaN everywhere)
-    q, k, v, do = _inputs(1, 1, 17, 17, 16, torch.float32)
+    q, k, v, _ = _inputs(1, 1, 17, 17, 16, torch.float32)
     for scale in (1e-30, 1e20):  # uniform and one-hot softmax: both finite in float64 and in the kernel
-        out, lse = F.flash_attention_forward(q, k, v, False, scale)
+        out, _ = F.flash_attention_forward(q, k, v, False, scale)
         r_out, _ = F.flash_attention_ref(q, k, v, False, scale)
-        _close("out", out, r_out, REL[torch.float32], f"sm_scale={scale}")
+        _close("out", out, r_out, ATTENTION_REL[torch.float32], f"sm_scale={scale}")
     for scale in (1e300, 10**400):
         with pytest.raises(ValueError, match="sm_scale"):
             F.flash_attention(q, k, v, sm_scale=scale)
     import numpy as np
     out = F.flash_attention(q, k, v, sm_scale=np.float32(0.25))  # any real number type
-    _close("out", out, F.flash_attention_ref(q, k, v, False, 0.25)[0], REL[torch.float32])
+    _close("out", out, F.flash_attention_ref(q, k, v, False, 0.25)[0], ATTENTION_REL[torch.float32])
 
 
 @pytest.mark.filterwarnings("ignore:Input #:UserWarning")  # gradcheck on fp32 (the kernels have no float64)
 def test_autograd_edge_cases():
-    q, k, v, do = _inputs(1, 2, 9, 11, 16, torch.float32)
+    q, k, v, _ = _inputs(1, 2, 9, 11, 16, torch.float32)
     # gradcheck's undefined-gradient check calls backward with dout = None
     args = tuple(t.detach().clone().requires_grad_() for t in (q, k, v))
     assert torch.autograd.gradcheck(lambda a, b, c: F.flash_attention(a, b, c, True), args, eps=1e-3, atol=2e-2,

@@ -1,11 +1,15 @@
-"""gpulab.kernels.matmul: both tiled paths and the no-reuse kernel against float64 on fresh random inputs of
-awkward shapes, per dtype and input precision, outputs (and padding buffers) poisoned with NaN; the padding
-path, persistence, configs, bad input; on a GPU the autotuner and the Hopper path."""
+"""gpulab.kernels.matmul: both tiled paths and the no-reuse kernel against float64 on seeded random inputs (fresh
+each run, the seed in a failure's report) of awkward shapes, per dtype and input precision, within
+gpulab.tolerances' matmul bound, outputs (and padding buffers) poisoned with NaN; the padding path, persistence,
+configs, bad input; on a GPU the autotuner and the Hopper path."""
 import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import pytest
 import torch
 
 from gpulab.kernels import matmul as mm
+from gpulab.tolerances import matmul_mismatch
+
+pytestmark = pytest.mark.usefixtures("seed")
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 PATHS = ["pointer", "tma"]
@@ -13,9 +17,6 @@ SHAPES = [(1, 1, 1), (17, 33, 70), (65, 47, 129), (3, 100, 1)]
 if gpulab.ON_GPU:
     SHAPES += [(1000, 999, 1001), (1793, 1793, 1793), (257, 4097, 64)]
 SMALL = mm.MatmulConfig(16, 32, 16, GROUP_M=2, num_warps=4, num_stages=2)  # many tiles and groups on small shapes
-ULP = {torch.float32: 2.0**-23, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}  # 1 ulp: the interpreter truncates bf16
-# absolute floor: the spacing of subnormals (fp16), or the smallest normal where subnormals may be flushed
-TINY = {torch.float32: 2.0**-126, torch.float16: 2.0**-24, torch.bfloat16: 2.0**-126}
 _EMPTY = torch.empty  # unpoisoned: a huge buffer must stay untouched (see test_k_offsets_past_2_31_elements)
 
 
@@ -25,18 +26,11 @@ def _rand(*shape, dtype):
 
 
 def assert_matmul_close(c, a, b, tf32=False):
-    """Elementwise: |c - ref| <= ulp(dtype) |ref| + (K + 2) 2^-24 (|A| @ |B|) + TINY, plus 2^-10 (|A| @ |B|) where
-    the GPU rounds fp32 inputs to TF32 (10 mantissa bits each). ref is float64 of the rounded inputs."""
-    assert c.dtype == a.dtype and c.shape == (a.shape[0], b.shape[1])
-    c64 = c.double().cpu()
-    assert not torch.isnan(c64).any(), f"NaN at {torch.isnan(c64).nonzero()[0].tolist()}: an element was not written"
-    ref = mm.matmul_ref(a, b).cpu()
-    mag = a.double().abs().cpu() @ b.double().abs().cpu()
-    K = a.shape[1]
-    tol = ULP[a.dtype] * ref.abs() + ((K + 2) * 2.0**-24 + (2.0**-10 if tf32 else 0.0)) * mag + TINY[a.dtype]
-    bad = ((c64 - ref).abs() > tol).nonzero()
-    assert len(bad) == 0, (f"{len(bad)} of {c64.numel()} elements off; first at {bad[0].tolist()}: got "
-                           f"{c64[tuple(bad[0])].item()!r}, expected {ref[tuple(bad[0])].item()!r}")
+    """c: (M, N) in a's dtype, every element within ``gpulab.tolerances.matmul_bound`` of float64 ``a @ b`` (of the
+    rounded inputs; ``tf32``: fp32 inputs rounded to TF32 on a GPU). NaN (an unwritten element) fails."""
+    assert c.dtype == a.dtype and c.shape == (a.shape[0], b.shape[1]), (c.dtype, tuple(c.shape))
+    msg = matmul_mismatch(c, a, b, mm.matmul_ref(a, b).cpu(), tf32)
+    assert msg is None, msg
 
 
 def _paths(dtype):

@@ -1,16 +1,16 @@
-"""gpulab.kernels.matmul_precision: the Triton matmul against float64 on awkward shapes, per input precision
-and accumulator, the bf16 interpreter detector and its workaround."""
+"""gpulab.kernels.matmul_precision: the Triton matmul against float64 on seeded random inputs (fresh each run, the
+seed in a failure's report) of awkward shapes, within gpulab.tolerances.MATMUL_PRECISION_REL per input precision
+and accumulator; the bf16 interpreter detector and its workaround."""
 import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import pytest
 import torch
 import triton
 
 from gpulab.kernels import matmul_precision as mp
+from gpulab.tolerances import MATMUL_PRECISION_REL, relative_error
 
-# Relative Frobenius error allowed against float64 of the (already rounded) inputs, per mode. On a GPU tf32
-# rounds each fp32 input to 10 mantissa bits (~2^-11 relative each); "ieee" and 16-bit inputs with fp32
-# accumulation are fp32 sums. The interpreter computes every fp32 dot exactly in NumPy fp32.
-TOL = {("gpu", "tf32"): 2e-3, ("gpu", "ieee"): 1e-5, ("interpreter", "tf32"): 1e-5, ("interpreter", "ieee"): 1e-5}
+pytestmark = pytest.mark.usefixtures("seed")
+FP32_SUMS = MATMUL_PRECISION_REL[(gpulab.MODE, "ieee")]  # fp32 accumulation of exact products
 SHAPES = [(1, 1, 1), (17, 33, 70), (65, 17, 129), (1, 100, 1793), (40, 1, 33)]
 if gpulab.ON_GPU:
     SHAPES += [(1000, 1000, 1000), (1793, 1000, 257)]
@@ -21,8 +21,8 @@ def _rand(*shape, dtype=torch.float32):
 
 
 def _rel(c, ref):
-    assert not torch.isnan(c).any(), "NaN in the output: an element was not written"
-    return float((c.double().cpu() - ref.cpu()).norm() / ref.cpu().norm())
+    """||c - ref||_F / ||ref||_F in float64; inf if c holds a NaN (an unwritten element)."""
+    return relative_error(ref, c, kind="norm")
 
 
 @pytest.mark.parametrize("precision", ["tf32", "ieee"])
@@ -30,7 +30,7 @@ def _rel(c, ref):
 def test_fp32_matches_float64_within_the_modes_tolerance(M, N, K, precision):
     a, b = _rand(M, K), _rand(K, N)
     err = _rel(mp.matmul_precision(a, b, input_precision=precision), mp.matmul_precision_ref(a, b))
-    assert err < TOL[(gpulab.MODE, precision)], f"{precision}: relative error {err:.2e}"
+    assert err < MATMUL_PRECISION_REL[(gpulab.MODE, precision)], f"{precision}: relative error {err:.2e}"
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -38,12 +38,12 @@ def test_fp32_matches_float64_within_the_modes_tolerance(M, N, K, precision):
 def test_16bit_inputs_with_fp32_accumulation(M, N, K, dtype):
     a, b = _rand(M, K, dtype=dtype), _rand(K, N, dtype=dtype)
     err = _rel(mp.matmul_precision(a, b), mp.matmul_precision_ref(a, b))
-    assert err < 1e-5, f"{dtype}: relative error {err:.2e}"  # products of 16-bit values are exact in fp32
+    assert err < FP32_SUMS, f"{dtype}: relative error {err:.2e}"  # products of 16-bit values are exact in fp32
 
 
 def test_non_contiguous_inputs():
     a, b = _rand(40, 24).t(), _rand(33, 40).t()  # (24, 40) and (40, 33), transposed views
-    assert _rel(mp.matmul_precision(a, b, "ieee"), mp.matmul_precision_ref(a, b)) < 1e-5
+    assert _rel(mp.matmul_precision(a, b, "ieee"), mp.matmul_precision_ref(a, b)) < FP32_SUMS
 
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="the interpreter computes fp32 dots exactly")
@@ -59,7 +59,7 @@ def test_gpu_tf32_is_less_precise_than_ieee():
     ref = mp.matmul_precision_ref(a, b)
     e_tf32 = _rel(mp.matmul_precision(a, b, "tf32"), ref)
     e_ieee = _rel(mp.matmul_precision(a, b, "ieee"), ref)
-    assert e_tf32 > 20 * e_ieee and 1e-5 < e_tf32 < 2e-3, (e_tf32, e_ieee)
+    assert e_tf32 > 20 * e_ieee and FP32_SUMS < e_tf32 < MATMUL_PRECISION_REL[("gpu", "tf32")], (e_tf32, e_ieee)
 
 
 def test_fp16_accumulation_error_grows_with_k_and_fp32_does_not():
@@ -71,7 +71,7 @@ def test_fp16_accumulation_error_grows_with_k_and_fp32_does_not():
                    _rel(mp.matmul_precision(a, b, acc_dtype=torch.float32), ref))
     assert errs[4096][0] > 3 * errs[16][0], errs  # fp16 running sum: error grows with K
     assert errs[4096][0] > 100 * errs[4096][1], errs
-    assert max(errs[16][1], errs[4096][1]) < 1e-5, errs
+    assert max(errs[16][1], errs[4096][1]) < FP32_SUMS, errs
 
 
 def test_every_output_element_written_and_nothing_past_the_end():
@@ -82,7 +82,7 @@ def test_every_output_element_written_and_nothing_past_the_end():
     mp.matmul_precision_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 16))](
         a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, INPUT_PRECISION="ieee", ACC_FP16=False, UPCAST=False)
-    assert _rel(c[:M], mp.matmul_precision_ref(a, b)) < 1e-5
+    assert _rel(c[:M], mp.matmul_precision_ref(a, b)) < FP32_SUMS
     assert torch.all(c[M:] == -7.0), "the mask must stop writes beyond M"
 
 
@@ -119,7 +119,7 @@ def test_bad_input_names_the_argument():
 def test_detector_verdict_on_this_triton():
     try:
         got, expected = mp.bf16_dot_probe()
-    except Exception:  # a Triton whose bf16 dot cannot run at all: the detector must say "not exact"
+    except Exception:  # noqa: BLE001 -- a Triton whose bf16 dot cannot run at all: the detector must say "not exact"
         assert not gpulab.ON_GPU and not mp.bf16_dot_is_exact()
         return
     assert mp.bf16_dot_is_exact() == torch.equal(got, expected)

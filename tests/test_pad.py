@@ -1,9 +1,12 @@
-"""gpulab.kernels.pad: the row-padding copy that makes any fp16/bf16 matrix readable by TMA."""
-import gpulab  # first: it picks the mode before triton is imported
+"""gpulab.kernels.pad: the row-padding copy that makes any fp16/bf16 matrix readable by TMA. Random inputs are
+seeded (fresh each run, the seed in a failure's report)."""
+import gpulab  # first: it picks the mode before triton is imported  # isort: skip
 import pytest
 import torch
 
 from gpulab.kernels import pad as P
+
+pytestmark = pytest.mark.usefixtures("seed")
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
@@ -94,7 +97,7 @@ def test_pad_rows_many_copies_two_matrices_of_different_shapes_in_one_launch(mon
 def test_pad_rows_many_mixed_element_sizes_and_lookalike_entries():
     # three unaligned matrices, two element sizes: pairing must go by position, never by comparing tensors
     # (a list.remove on tuples of tensors once raised here, and could drop a copy whose bits compared equal)
-    u = lambda dt, r, c: torch.randn(r, c + 1, dtype=torch.float64).to(dt).to(gpulab.DEVICE)[:, 1:]  # noqa: E731
+    u = lambda dt, r, c: torch.randn(r, c + 1, dtype=torch.float64).to(dt).to(gpulab.DEVICE)[:, 1:]
     for shapes in (((3, 5), (3, 5), (3, 5)), ((3, 5), (2, 7), (3, 5)), ((1, 1), (1, 1), (1, 1))):
         ts = [u(torch.float16, *shapes[0]), u(torch.float32, *shapes[1]), u(torch.float16, *shapes[2])]
         outs = P.pad_rows_many(ts)
@@ -144,3 +147,19 @@ def test_pad_refuses_grad_and_copy_rows_refuses_overlapping_rows():
         P.copy_rows(src, torch.zeros(1, 5, device=gpulab.DEVICE).expand(8, 5))
     with pytest.raises(ValueError, match="dense"):
         P.pad_rows(src.to_sparse())
+
+
+def test_copy_rows_refuses_src_and_dst_that_share_memory():
+    # tiles run in no fixed order: b[:-1] into b[1:] would read rows another tile has already overwritten
+    b = torch.randn(20, 9, device=gpulab.DEVICE)
+    wide = torch.randn(6, 16, device=gpulab.DEVICE)
+    for src, dst in ((b[:-1], b[1:]), (b[1:], b[:-1]), (b, b), (b[2:5], b[4:7]),
+                     (wide[:, :8], wide[:, 8:])):  # interleaved rows never meet, but byte ranges intersect
+        before = b.clone(), wide.clone()
+        with pytest.raises(ValueError, match=r"^src and dst must not share memory, got byte ranges"):
+            P.copy_rows(src, dst)
+        assert torch.equal(b, before[0]) and torch.equal(wide, before[1]), "nothing is written before the check"
+    ref = b.clone()
+    P.copy_rows(b[:10], b[10:])  # one storage, disjoint halves: allowed, and copied
+    assert torch.equal(b[10:].cpu(), ref[:10].cpu()) and torch.equal(b[:10].cpu(), ref[:10].cpu())
+    P.copy_rows(b[:0], b[:0])  # empty: nothing shared

@@ -1,11 +1,14 @@
-"""The fused sigmoid3 kernels and Function against float64 references: fresh random inputs, awkward sizes,
-every dtype, poisoned outputs, gradcheck, the three ways agreeing, and input checks naming the argument."""
-import gpulab  # first: it picks the mode before triton is imported
+"""The fused sigmoid3 kernels and Function against float64 references: seeded random inputs (fresh each run,
+the seed in a failure's report), awkward sizes, every dtype, poisoned outputs, gradcheck, the three ways
+agreeing, a second derivative refused, and input checks naming the argument."""
+import gpulab  # first: it picks the mode before triton is imported  # isort: skip
 import pytest
 import torch
 import triton
 
 from gpulab.kernels import sigmoid3 as S
+
+pytestmark = pytest.mark.usefixtures("seed")
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SIZES = [1, 17, 1000, 1793, 4097] if not gpulab.ON_GPU else [1, 17, 1000, 1793, 4097, 2**20 + 3]
@@ -79,6 +82,23 @@ def test_large_inputs_do_not_lose_the_gradient():
 def test_gradcheck_float64():
     x = torch.randn(17, dtype=torch.float64, device=gpulab.DEVICE).mul_(3).requires_grad_()
     assert torch.autograd.gradcheck(S.sigmoid3, (x,))
+
+
+@pytest.mark.parametrize("loss", ["sum", "dense dy"])
+def test_second_derivative_raises_instead_of_dropping_the_term(loss):
+    # d/dx of sigmoid3(x) + x^3 is sigmoid3'(x) + 3x^2: right with create_graph=True. Differentiating again
+    # must raise: the backward kernels have no derivative, and returning 6x alone would be silently wrong.
+    x = _rand(37, torch.float64).requires_grad_()
+    y = S.sigmoid3(x) + x**3
+    dy = torch.ones_like(x) if loss == "sum" else _rand(37, torch.float64, 1.0)
+    (g,) = torch.autograd.grad(y.sum() if loss == "sum" else y, x, None if loss == "sum" else dy, create_graph=True)
+    x64 = x.detach()
+    _assert_close(g.detach(), S.sigmoid3_grad_ref(x64, dy) + 3 * x64**2 * dy, torch.float64, "dx")
+    assert g.requires_grad
+    with pytest.raises(RuntimeError, match="sigmoid3 is differentiable once"):
+        torch.autograd.grad(g.sum(), x)
+    (g2,) = torch.autograd.grad(S.sigmoid3(x).sum(), x)  # without create_graph: one derivative, no graph
+    assert not g2.requires_grad
 
 
 @pytest.mark.parametrize("way", list(S.WAYS))

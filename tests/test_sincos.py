@@ -1,5 +1,6 @@
-"""sin(x)^2 + cos(x)^2: the five-kernel chain, the fused kernel and torch eager against float64, on fresh
-random inputs of awkward sizes, outputs poisoned with NaN before every launch; never compared with == 1."""
+"""sin(x)^2 + cos(x)^2: the five-kernel chain, the fused kernel and torch eager against float64, on seeded random
+inputs (fresh each run, the seed in a failure's report) of awkward sizes, outputs poisoned with NaN before every
+launch; never compared with == 1."""
 import pytest
 import torch
 
@@ -13,11 +14,7 @@ SIZES = [1, 17, 1000, 1793] if not gpulab.ON_GPU else [1, 17, 1000, 1793, 2**20 
 FUSED_TOL = {torch.float32: 1e-6, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
 UNFUSED_TOL = {torch.float32: 1e-6, torch.float16: 4 * 2.0**-10, torch.bfloat16: 4 * 2.0**-7}
 FAST_TOL = 1e-4  # approximate sin/cos (GPU only); the suite prints the measured error
-
-
-@pytest.fixture
-def gen():
-    return torch.Generator().manual_seed(torch.seed())  # fresh inputs every run
+pytestmark = pytest.mark.usefixtures("seed")
 
 
 @pytest.fixture
@@ -27,8 +24,8 @@ def poisoned(monkeypatch):
     monkeypatch.setattr(torch, "empty_like", lambda t, **kw: real(t, **kw).fill_(float("nan")))
 
 
-def _rand(n, dtype, gen, scale=3.0):
-    return (torch.randn(n, generator=gen, dtype=torch.float64) * scale).to(dtype).to(gpulab.DEVICE)
+def _rand(n, dtype, scale=3.0):
+    return (torch.randn(n, dtype=torch.float64) * scale).to(dtype).to(gpulab.DEVICE)  # seeded by the seed fixture
 
 
 def _check(got, x, tol, repeat=1):
@@ -42,60 +39,60 @@ def _check(got, x, tol, repeat=1):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", SIZES)
-def test_fused_matches_float64(n, dtype, gen, poisoned):
-    x = _rand(n, dtype, gen)
+def test_fused_matches_float64(n, dtype, poisoned):
+    x = _rand(n, dtype)
     _check(S.sincos(x), x, FUSED_TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", SIZES)
-def test_unfused_matches_float64(n, dtype, gen, poisoned):
-    x = _rand(n, dtype, gen)
+def test_unfused_matches_float64(n, dtype, poisoned):
+    x = _rand(n, dtype)
     _check(S.sincos_unfused(x, block=256), x, UNFUSED_TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_eager_matches_float64(dtype, gen):
-    x = _rand(1793, dtype, gen)
+def test_eager_matches_float64(dtype):
+    x = _rand(1793, dtype)
     _check(S.sincos_eager(x), x, UNFUSED_TOL[dtype])
 
 
 @pytest.mark.parametrize("block", [16, 128, 2048])
-def test_fused_any_block_and_shape(block, gen, poisoned):
-    x = _rand(1793, torch.float32, gen).reshape(1, 1793)
+def test_fused_any_block_and_shape(block, poisoned):
+    x = _rand(1793, torch.float32).reshape(1, 1793)
     _check(S.sincos(x, block=block), x, FUSED_TOL[torch.float32])
 
 
-def test_fp16_fused_is_closer_than_unfused(gen):
+def test_fp16_fused_is_closer_than_unfused():
     """The lesson's explanation: unfused rounds each intermediate to fp16, fused keeps fp32 registers."""
-    x = _rand(4097, torch.float16, gen)
+    x = _rand(4097, torch.float16)
     ref = S.sincos_ref(x).cpu()
     fused, unfused = S.sincos(x).double().cpu(), S.sincos_unfused(x).double().cpu()
     assert (fused != unfused).any()
     assert (fused - ref).abs().mean() < (unfused - ref).abs().mean()
 
 
-def test_repeat_chain(gen, poisoned):
-    x = _rand(1000, torch.float32, gen)
+def test_repeat_chain(poisoned):
+    x = _rand(1000, torch.float32)
     _check(S.sincos(x, repeat=3), x, 3 * FUSED_TOL[torch.float32], repeat=3)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", SIZES)
-def test_fused_shared_reduction_matches_float64(n, dtype, gen, poisoned):
-    x = _rand(n, dtype, gen)
+def test_fused_shared_reduction_matches_float64(n, dtype, poisoned):
+    x = _rand(n, dtype)
     _check(S.sincos(x, shared=True), x, FUSED_TOL[dtype])
 
 
 SHARED_SIN_COS_TOL = 1.5e-7  # absolute, against float64 sin and cos; measured about 7.4e-8 on |x| <= 8192
 
 
-def test_shared_reduction_gives_sin_and_cos_in_every_quadrant(gen, poisoned):
+def test_shared_reduction_gives_sin_and_cos_in_every_quadrant(poisoned):
     # s^2 + c^2 would hide a swapped or wrongly signed pair: check sin and cos themselves, across all quadrants,
     # near multiples of pi/2 and up to the fast path's limit 8192, and both signs
     k = torch.arange(-20, 21, dtype=torch.float64) * (torch.pi / 2)
-    x = torch.cat([torch.randn(3000, generator=gen, dtype=torch.float64) * 5,
-                   (torch.rand(3000, generator=gen, dtype=torch.float64) * 2 - 1) * S.SHARED_MAX_ABS,
+    x = torch.cat([torch.randn(3000, dtype=torch.float64) * 5,
+                   (torch.rand(3000, dtype=torch.float64) * 2 - 1) * S.SHARED_MAX_ABS,
                    k, k + 1e-3, k - 1e-3, torch.tensor([0.0, -0.0, S.SHARED_MAX_ABS, -S.SHARED_MAX_ABS])])
     x = x.float().to(gpulab.DEVICE)
     s, c = S.sin_cos_parts(x, shared=True)
@@ -105,7 +102,7 @@ def test_shared_reduction_gives_sin_and_cos_in_every_quadrant(gen, poisoned):
         assert err.max() <= SHARED_SIN_COS_TOL, f"{name}: max abs error {err.max().item():.3g} at x = {x64[err.argmax()].item()!r}"
 
 
-def test_shared_reduction_falls_back_for_large_and_special_inputs(gen, poisoned):
+def test_shared_reduction_falls_back_for_large_and_special_inputs(poisoned):
     # a block with any |x| > SHARED_MAX_ABS takes tl.sin/tl.cos (exact reduction); inf and NaN give NaN
     x = torch.tensor([1e5, -3e7, 123456.7, 0.5], device=gpulab.DEVICE)
     s, c = S.sin_cos_parts(x, shared=True)
@@ -117,8 +114,8 @@ def test_shared_reduction_falls_back_for_large_and_special_inputs(gen, poisoned)
     assert torch.isnan(y[:2]).all() and abs(y[2].item() - 1.0) < 1e-6
 
 
-def test_fast_math(gen):
-    x = _rand(1793, torch.float32, gen)
+def test_fast_math():
+    x = _rand(1793, torch.float32)
     if gpulab.ON_GPU:
         assert S.FAST_MATH_AVAILABLE
         _check(S.sincos(x, fast=True), x, FAST_TOL)
@@ -164,14 +161,14 @@ def test_compiled_metadata_has_registers():
     assert big["n_regs"] >= res["n_regs"] or big["n_spills"] > 0
 
 
-def test_autotune_wiring_runs_small_n(gen, poisoned):
+def test_autotune_wiring_runs_small_n(poisoned):
     """The GPU launcher's autotuner (configs, key, pruning) built the same way here: below TUNE_MIN_N the
     pruning leaves one config, so it runs without benchmarking, in the interpreter too."""
     import triton
 
     tuned = triton.autotune(configs=S.AUTOTUNE_CONFIGS, key=["n", "FAST", "REPEAT"],
                             prune_configs_by={"early_config_prune": S._prune})(S.sincos_kernel)
-    x = _rand(1793, torch.float32, gen)
+    x = _rand(1793, torch.float32)
     y = torch.empty_like(x)
     n = x.numel()
     tuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n, FAST=False, REPEAT=1)

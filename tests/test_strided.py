@@ -1,5 +1,6 @@
-"""Strided copy and row/column matrix copy: exact against torch on fresh random inputs of awkward sizes, every
-dtype, outputs poisoned with NaN before the launch; bad input names the argument."""
+"""Strided copy and row/column matrix copy: exact against torch on seeded random inputs (fresh each run, the seed
+in a failure's report) of awkward sizes, every dtype, outputs poisoned with NaN before the launch; bad input
+names the argument."""
 import pytest
 import torch
 
@@ -9,11 +10,12 @@ from gpulab.kernels import strided as S
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SIZES = [1, 17, 1000, 1793]
 STRIDES = [1, 2, 3, 7, 64, 5000]  # 5000 > every size: one output element
+pytestmark = pytest.mark.usefixtures("seed")
 
 
 
 def _rand(shape, dtype):
-    return torch.randn(shape, dtype=torch.float64).to(dtype).to(gpulab.DEVICE)  # fresh every call
+    return torch.randn(shape, dtype=torch.float64).to(dtype).to(gpulab.DEVICE)  # seeded by the seed fixture
 
 
 def _assert_exact(got, ref):

@@ -6,11 +6,17 @@ import torch
 import gpulab
 
 
-def check_tensor(name: str, t, *, dtypes=None, ndim=None, contiguous=True, bit_views: bool = False) -> None:
+def check_tensor(name: str, t, *, dtypes=None, ndim=None, contiguous=True, bit_views: bool = False,
+                 autograd: bool = False, torch_op: str = "the torch operation") -> None:
     """Raise ``TypeError``/``ValueError`` unless ``t`` is a dense (strided) tensor on gpulab's device as
     described. Unless ``bit_views``, negative and conjugate views are refused too: their memory holds -t or
     conj(t) with a flag saying so (``t.is_neg()``, e.g. ``z.conj().imag``), and a Triton kernel reads the memory,
-    so it would compute with the wrong values."""
+    so it would compute with the wrong values.
+
+    Unless ``autograd`` (a launcher wrapped in a ``torch.autograd.Function``), a ``t`` that requires grad while
+    grad mode is on is refused too: a kernel's output has no ``grad_fn``, so the gradient through it would be
+    lost without a word (``relu(x) + x`` would give x a gradient of 1, not 2). The message suggests
+    ``torch_op`` for autograd, ``.detach()`` or ``torch.no_grad()``."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.layout != torch.strided:
@@ -29,6 +35,10 @@ def check_tensor(name: str, t, *, dtypes=None, ndim=None, contiguous=True, bit_v
                          f"got '{t.device}'")
     if contiguous and not t.is_contiguous():
         raise ValueError(f"{name} must be contiguous; call .contiguous() first")
+    if not autograd and t.requires_grad and torch.is_grad_enabled():
+        raise ValueError(f"{name} requires grad, but these Triton kernels have no backward: the result would "
+                         f"silently carry no gradient. Use {torch_op} for autograd, or pass {name}.detach() "
+                         "(or call under torch.no_grad())")
 
 
 def check_same(name_a: str, a, name_b: str, b) -> None:
@@ -37,6 +47,26 @@ def check_same(name_a: str, a, name_b: str, b) -> None:
         raise ValueError(f"{name_a} and {name_b} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
     if a.dtype != b.dtype:
         raise TypeError(f"{name_a} and {name_b} must have the same dtype, got {a.dtype} and {b.dtype}")
+
+
+def _byte_range(t: torch.Tensor) -> tuple[int, int]:
+    """[first, last + 1): the bytes of ``t``'s storage that non-empty ``t`` spans (torch strides are >= 0)."""
+    first = t.storage_offset() * t.element_size()
+    last = first + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) * t.element_size()
+    return first, last + t.element_size()
+
+
+def check_disjoint(name_a: str, a, name_b: str, b) -> None:
+    """Raise ``ValueError`` when strided tensors ``a`` and ``b`` may share memory: both non-empty, one storage
+    (``untyped_storage().data_ptr()``) and intersecting byte ranges. Conservative: views whose elements
+    interleave without meeting (``b[:, ::2]`` and ``b[:, 1::2]``) are refused too. torch has no public test
+    for overlap, hence this one."""
+    if a.numel() == 0 or b.numel() == 0 or a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return
+    (a0, a1), (b0, b1) = _byte_range(a), _byte_range(b)
+    if a0 < b1 and b0 < a1:
+        raise ValueError(f"{name_a} and {name_b} must not share memory, got byte ranges [{a0}, {a1}) and "
+                         f"[{b0}, {b1}) of one storage; pass {name_a}.clone()")
 
 
 def check_block(name: str, block) -> None:
@@ -59,9 +89,9 @@ def check_power_of_two(name: str, value, lo: int = 1, hi: int | None = None) -> 
 
 def check_matmul_operands(a, b, dtypes) -> None:
     """Raise ``TypeError``/``ValueError`` unless ``a: (M, K)`` and ``b: (K, N)`` are 2D tensors on gpulab's device,
-    of one dtype in ``dtypes``, agreeing on K (any strides)."""
-    check_tensor("a", a, dtypes=dtypes, ndim=2, contiguous=False)
-    check_tensor("b", b, dtypes=dtypes, ndim=2, contiguous=False)
+    of one dtype in ``dtypes``, agreeing on K (any strides), neither requiring grad (see ``check_tensor``)."""
+    check_tensor("a", a, dtypes=dtypes, ndim=2, contiguous=False, torch_op="torch.matmul")
+    check_tensor("b", b, dtypes=dtypes, ndim=2, contiguous=False, torch_op="torch.matmul")
     if a.dtype != b.dtype:
         raise TypeError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
     if a.shape[1] != b.shape[0]:

@@ -25,17 +25,21 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import simt
+from .. import simt, validate
 from ._checks import check_block, check_tensor
 
 K_A, K_B = 32, 16  # default chain lengths of path A and path B (steps)
 
 
-def _check_k(name: str, k) -> None:
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise TypeError(f"{name} must be an int, got {type(k).__name__}")
-    if not 0 <= k <= 4096:
-        raise ValueError(f"{name} must be in [0, 4096], got {k}")
+def _check_k(name: str, k) -> int:
+    return validate.integer(name, k, low=0, high=4096)
+
+
+def _fraction(name: str, value) -> float:
+    v = validate.real(name, value, low=0.0)
+    if v > 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {v}")
+    return v
 
 
 @triton.jit
@@ -132,8 +136,7 @@ def path(x: torch.Tensor, which: str = "A", k: int | None = None, block: int = 1
     _check_x(x)
     if which not in ("A", "B"):
         raise ValueError(f"which must be 'A' or 'B', got {which!r}")
-    k = (K_A if which == "A" else K_B) if k is None else k
-    _check_k("k", k)
+    k = _check_k("k", (K_A if which == "A" else K_B) if k is None else k)
     check_block("block", block)
     y = torch.empty_like(x)
     if x.numel():
@@ -147,7 +150,8 @@ def branch_where(x: torch.Tensor, take_a: torch.Tensor, k_a: int = K_A, k_b: int
     x: (n,) float32; take_a: (n,) bool; both contiguous on gpulab.DEVICE. Returns (n,) float32."""
     _check_x(x)
     _check_flags("take_a", take_a, x.numel())
-    _check_k("k_a", k_a), _check_k("k_b", k_b), check_block("block", block)
+    k_a, k_b = _check_k("k_a", k_a), _check_k("k_b", k_b)
+    check_block("block", block)
     y = torch.empty_like(x)
     if x.numel():
         branch_where_kernel[(triton.cdiv(x.numel(), block),)](x, take_a.view(torch.uint8), y, x.numel(),
@@ -162,7 +166,7 @@ def branch_uniform(x: torch.Tensor, block_takes_a: torch.Tensor, k_a: int = K_A,
     _check_x(x)
     check_block("block", block)
     _check_flags("block_takes_a", block_takes_a, triton.cdiv(x.numel(), block))
-    _check_k("k_a", k_a), _check_k("k_b", k_b)
+    k_a, k_b = _check_k("k_a", k_a), _check_k("k_b", k_b)
     y = torch.empty_like(x)
     if x.numel():
         branch_uniform_kernel[(triton.cdiv(x.numel(), block),)](x, block_takes_a.view(torch.uint8), y, x.numel(),
@@ -225,9 +229,9 @@ def loop_cost_ref(x, trips) -> torch.Tensor:
 
 
 def block_flags(n_blocks: int, fraction_a: float, device=None) -> torch.Tensor:
-    """(n_blocks,) bool: round(fraction_a * n_blocks) blocks take path A, spread evenly over the grid."""
-    if not 0.0 <= fraction_a <= 1.0:
-        raise ValueError(f"fraction_a must be in [0, 1], got {fraction_a}")
+    """(n_blocks,) bool: round(fraction_a * n_blocks) blocks take path A, spread evenly over the grid.
+    n_blocks: int >= 0; fraction_a: in [0, 1]. Raises TypeError/ValueError naming the argument."""
+    n_blocks, fraction_a = validate.integer("n_blocks", n_blocks), _fraction("fraction_a", fraction_a)
     k = round(fraction_a * n_blocks)
     idx = torch.arange(n_blocks)
     return ((idx * k) % n_blocks < k).to(device or "cpu") if n_blocks else torch.zeros(0, dtype=torch.bool)
@@ -235,27 +239,41 @@ def block_flags(n_blocks: int, fraction_a: float, device=None) -> torch.Tensor:
 
 def mixed_trips(n: int, frac_expensive: float, cheap: int, expensive: int, seed: int = 0) -> np.ndarray:
     """(n,) int32 trip counts: a random fraction ``frac_expensive`` of elements need ``expensive`` iterations,
-    the rest ``cheap``, interleaved at random positions (the expensive ones land in almost every block)."""
-    if not 0.0 <= frac_expensive <= 1.0:
-        raise ValueError(f"frac_expensive must be in [0, 1], got {frac_expensive}")
+    the rest ``cheap``, interleaved at random positions (the expensive ones land in almost every block).
+    n: int >= 0; frac_expensive: in [0, 1]; cheap, expensive: ints in [0, 2^31 - 1]; seed: None (fresh) or an
+    int >= 0. Raises TypeError/ValueError naming the argument."""
+    n, frac_expensive = validate.integer("n", n), _fraction("frac_expensive", frac_expensive)
+    cheap = validate.integer("cheap", cheap, high=2**31 - 1)
+    expensive = validate.integer("expensive", expensive, high=2**31 - 1)
+    seed = None if seed is None else validate.integer("seed", seed)
     rng = np.random.default_rng(seed)
     return np.where(rng.random(n) < frac_expensive, expensive, cheap).astype(np.int32)
 
 
 def predict_where_ms(t_a_ms: float, t_b_ms: float) -> float:
     """(a) tl.where computes both paths for every element: t_A + t_B. Assumes each path's time is its
-    arithmetic (the loads and stores overlap it), so the traffic counted twice here is not subtracted."""
-    return t_a_ms + t_b_ms
+    arithmetic (the loads and stores overlap it), so the traffic counted twice here is not subtracted. Times in
+    ms, finite and >= 0. Raises TypeError/ValueError naming the argument."""
+    return validate.nonnegative("t_a_ms", t_a_ms) + validate.nonnegative("t_b_ms", t_b_ms)
 
 
 def predict_uniform_ms(t_a_ms: float, t_b_ms: float, fraction_a: float) -> float:
-    """(b) A fraction ``fraction_a`` of the programs run path A, the rest path B."""
+    """(b) A fraction ``fraction_a`` (in [0, 1]) of the programs run path A, the rest path B. Times in ms, finite
+    and >= 0. Raises TypeError/ValueError naming the argument."""
+    t_a_ms, t_b_ms = validate.nonnegative("t_a_ms", t_a_ms), validate.nonnegative("t_b_ms", t_b_ms)
+    fraction_a = _fraction("fraction_a", fraction_a)
     return fraction_a * t_a_ms + (1.0 - fraction_a) * t_b_ms
 
 
 def predict_loop_ms(t_zero_ms: float, t_full_ms: float, k_full: int, trips, block: int) -> float:
     """(c) Linear in the steps that blocks pay: ``t_zero_ms`` (every trip count 0: the loads and stores),
     ``t_full_ms`` (every element ``k_full`` trips); a block pays its max trip count
-    (``simt.loop(trips, block).steps``) against ``n_blocks * k_full`` in the full run."""
+    (``simt.loop(trips, block).steps``) against ``n_blocks * k_full`` in the full run. Times in ms, finite and
+    >= 0; k_full, block: ints >= 1; trips: (n,) ints >= 0, n >= 1. Raises TypeError/ValueError naming the
+    argument."""
+    t_zero_ms, t_full_ms = validate.nonnegative("t_zero_ms", t_zero_ms), validate.nonnegative("t_full_ms", t_full_ms)
+    k_full, block = validate.positive_int("k_full", k_full), validate.positive_int("block", block)
+    if np.size(trips) == 0:
+        raise ValueError("trips must hold at least one trip count, got none")
     cost = simt.loop(np.asarray(trips), block)
     return t_zero_ms + (t_full_ms - t_zero_ms) * cost.steps / (cost.steps_per_group.size * k_full)

@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import check_tensor
+from ._checks import check_disjoint, check_tensor
 
 BLOCK_R, BLOCK_C = 8, 256
 # The copy moves bits: each element as one integer of its width (16-byte elements as two int64), so every dtype
@@ -59,8 +59,8 @@ def aligned16(t: torch.Tensor) -> bool:
 
 def pad_rows(t: torch.Tensor) -> torch.Tensor:
     """``t`` itself if TMA can read it (``aligned16``), else a (rows, cols) view of a new (rows, cols rounded up
-    to 16 bytes) buffer holding a bit-exact copy of ``t``. t: 2D, any dtype, any strides, on gpulab.DEVICE.
-    Raises TypeError/ValueError naming the argument."""
+    to 16 bytes) buffer holding a bit-exact copy of ``t``. t: 2D, any dtype, any strides, on gpulab.DEVICE, not
+    requiring grad under grad mode (the copy has no backward). Raises TypeError/ValueError naming the argument."""
     return _pad_rows_many([t], single=True)[0]
 
 
@@ -77,10 +77,7 @@ def _pad_rows_many(ts, single: bool) -> list:
     out, pairs = [], []
     for i, t in enumerate(ts):
         name = "t" if single else f"ts[{i}]"
-        check_tensor(name, t, ndim=2, contiguous=False, bit_views=True)
-        if t.requires_grad and torch.is_grad_enabled():
-            raise ValueError(f"{name} requires grad, but the row-pad copy has no backward: pass {name}.detach() "
-                             "(or call under torch.no_grad())")
+        check_tensor(name, t, ndim=2, contiguous=False, bit_views=True, torch_op="torch's own copy")
         if aligned16(t):
             out.append(t)
             continue
@@ -100,11 +97,15 @@ def _pad_rows_many(ts, single: bool) -> list:
 
 def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
     """dst[:, :] = src bit for bit, by ``pad_rows_kernel``: src and dst 2D of one shape and element size, each
-    with unit column stride and any row stride (e.g. into or out of a row-padded buffer), dst's rows apart; src and
-    dst must not share memory (tiles run in no fixed order). Bits move as integer words of the element's width,
-    so every dtype copies exactly. Raises TypeError/ValueError naming the argument."""
-    check_tensor("src", src, contiguous=False, bit_views=True)
-    check_tensor("dst", dst, contiguous=False)  # a negative or conjugate dst is refused: its bits are not its values
+    with unit column stride and any row stride (e.g. into or out of a row-padded buffer), dst's rows apart, neither
+    requiring grad under grad mode. src and dst must not share memory: tiles run in no fixed order, so a tile
+    could read rows another tile has already overwritten (``b[:-1]`` into ``b[1:]``). Memory is compared as byte
+    ranges (``check_disjoint``), so views whose elements interleave without meeting are refused too. Bits move as
+    integer words of the element's width, so every dtype copies exactly. Raises TypeError/ValueError naming the
+    argument."""
+    check_tensor("src", src, contiguous=False, bit_views=True, torch_op="dst.copy_(src)")
+    # a negative or conjugate dst is refused: its bits are not its values
+    check_tensor("dst", dst, contiguous=False, torch_op="dst.copy_(src)")
     if src.shape != dst.shape or src.element_size() != dst.element_size():
         raise ValueError(f"src and dst must have one shape and element size, got {tuple(src.shape)} "
                          f"({src.element_size()} B) and {tuple(dst.shape)} ({dst.element_size()} B)")
@@ -115,6 +116,7 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
     if dst.shape[0] > 1 and dst.shape[1] and dst.stride(0) < dst.shape[1]:
         raise ValueError(f"dst's rows must not overlap (row stride >= row length), got shape {tuple(dst.shape)}, "
                          f"strides {dst.stride()}")
+    check_disjoint("src", src, "dst", dst)  # tiles run in no fixed order: a row could be read after it is overwritten
     _copy_pairs([(src, dst)])
 
 

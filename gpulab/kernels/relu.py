@@ -22,15 +22,17 @@ def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offs, mask=mask)
     # Compare in fp32: Triton 3.9's interpreter holds bf16 as raw uint16 bits, so comparing the bf16 value
     # itself keeps negatives there (seen in gpulab's tests); on a GPU the casts are free. `where(x < 0, 0, x)`
-    # keeps NaN as torch.relu does; tl.maximum(x, 0) would turn NaN into 0.
+    # keeps NaN as torch.relu does; tl.maximum(x, 0) would turn NaN into 0. The interpreter's bf16 casts garble
+    # subnormals (see vector_add_kernel); a GPU's are exact.
     xf = x.to(tl.float32)
     y = tl.where(xf < 0.0, 0.0, xf)
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def relu(x: torch.Tensor, block: int = 1024) -> torch.Tensor:
-    """y = max(x, 0) elementwise. x: contiguous fp32/fp16/bf16 on gpulab.DEVICE. Returns a new tensor."""
-    check_tensor("x", x, dtypes=DTYPES)
+    """y = max(x, 0) elementwise. x: contiguous fp32/fp16/bf16 on gpulab.DEVICE, not requiring grad (no backward).
+    Returns a new tensor. Raises TypeError/ValueError naming the bad argument."""
+    check_tensor("x", x, dtypes=DTYPES, torch_op="torch.relu")
     check_block("block", block)
     y = torch.empty_like(x)
     n = x.numel()

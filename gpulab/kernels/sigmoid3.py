@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._autograd import differentiable_once
 from ._checks import check_block, check_same, check_tensor
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -95,9 +96,9 @@ def is_broadcast_scalar(t: torch.Tensor) -> bool:
 
 
 def sigmoid3_forward(x: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
-    """y = s(s(s(x))) by one kernel launch, no autograd. x: contiguous, any shape, fp32/fp16/bf16/fp64, on
-    gpulab.DEVICE; y: same shape and dtype. Reads x, writes y: 2n elements. Raises TypeError/ValueError
-    naming the argument."""
+    """y = s(s(s(x))) by one kernel launch, no autograd (x must not require grad under grad mode; ``sigmoid3`` is
+    the differentiable one). x: contiguous, any shape, fp32/fp16/bf16/fp64, on gpulab.DEVICE; y: same shape and
+    dtype. Reads x, writes y: 2n elements. Raises TypeError/ValueError naming the argument."""
     check_tensor("x", x, dtypes=DTYPES)
     check_block("block", block)
     return _launch(sigmoid3_kernel, torch.empty_like(x), x, block=block)
@@ -114,7 +115,8 @@ def sigmoid3_backward(x: torch.Tensor, dy: torch.Tensor, block: int = BLOCK) -> 
 
 
 class Sigmoid3Function(torch.autograd.Function):
-    """The fused way: forward saves only x; backward recomputes s1, s2, s3 from it."""
+    """The fused way: forward saves only x; backward recomputes s1, s2, s3 from it. Differentiable once: a second
+    derivative (``create_graph=True`` and differentiating again) raises instead of silently dropping this term."""
 
     @staticmethod
     def forward(ctx, x):
@@ -124,17 +126,22 @@ class Sigmoid3Function(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         (x,) = ctx.saved_tensors
-        if is_broadcast_scalar(dy) and dy.shape == x.shape and dy.dtype == x.dtype:
-            # loss = y.sum() (or .mean()): dy is one value expanded with stride 0. dy.contiguous() would
-            # write it out as n elements (memory and bytes); the kernel reads the one value instead.
-            return _launch(sigmoid3_backward_kernel, torch.empty_like(x), x, dy, block=BLOCK, DY_SCALAR=True)
-        return sigmoid3_backward(x, dy.contiguous())
+        with torch.no_grad():
+            if is_broadcast_scalar(dy) and dy.shape == x.shape and dy.dtype == x.dtype:
+                # loss = y.sum() (or .mean()): dy is one value expanded with stride 0. dy.contiguous() would
+                # write it out as n elements (memory and bytes); the kernel reads the one value instead.
+                dx = _launch(sigmoid3_backward_kernel, torch.empty_like(x), x, dy, block=BLOCK, DY_SCALAR=True)
+            else:
+                dx = sigmoid3_backward(x, dy.contiguous())
+        (dx,) = differentiable_once("sigmoid3", (dx,), (x, dy))
+        return dx
 
 
 def sigmoid3(x: torch.Tensor) -> torch.Tensor:
     """y = s(s(s(x))) with autograd through the fused kernels (saves x only). x: contiguous fp32/fp16/bf16
-    (or float64, for gradcheck) on gpulab.DEVICE, any shape, may require grad."""
-    check_tensor("x", x, dtypes=DTYPES)
+    (or float64, for gradcheck) on gpulab.DEVICE, any shape, may require grad. Differentiable once: a second
+    derivative raises RuntimeError. Raises TypeError/ValueError naming the argument."""
+    check_tensor("x", x, dtypes=DTYPES, autograd=True)
     return Sigmoid3Function.apply(x)
 
 

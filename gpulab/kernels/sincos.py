@@ -84,7 +84,7 @@ def sincos_unfused(x: torch.Tensor, block: int = 1024) -> torch.Tensor:
     """sin(x)^2 + cos(x)^2 by five launches (sin, cos, square, square, add), each writing its result to a
     new tensor in x's dtype. x: contiguous fp32/fp16/bf16 on gpulab.DEVICE, any shape. Returns a new tensor.
     Raises TypeError/ValueError naming ``x`` or ``block``. Moves 11n element transfers (44n bytes in fp32)."""
-    check_tensor("x", x, dtypes=DTYPES)
+    check_tensor("x", x, dtypes=DTYPES, torch_op="torch.sin(x)**2 + torch.cos(x)**2")
     check_block("block", block)
     n = x.numel()
     s, c, s2, c2, y = (torch.empty_like(x) for _ in range(5))
@@ -173,7 +173,7 @@ def sin_cos_parts_kernel(x_ptr, s_ptr, c_ptr, n, BLOCK: tl.constexpr, SHARED: tl
 def sin_cos_parts(x: torch.Tensor, shared: bool = True, block: int = 1024):
     """(sin x, cos x) in fp32 from the fused kernel's sine/cosine code (``shared``: one range reduction;
     else tl.sin/tl.cos). x: contiguous fp32 on gpulab.DEVICE. Raises TypeError/ValueError naming the argument."""
-    check_tensor("x", x, dtypes=(torch.float32,))
+    check_tensor("x", x, dtypes=(torch.float32,), torch_op="torch.sin and torch.cos")
     check_block("block", block)
     s, c = torch.empty_like(x), torch.empty_like(x)
     if x.numel():
@@ -195,7 +195,7 @@ sincos_kernel_autotuned = triton.autotune(configs=AUTOTUNE_CONFIGS, key=["n", "F
 
 
 def _check_fused_args(x, block, num_warps, repeat) -> None:
-    check_tensor("x", x, dtypes=DTYPES)
+    check_tensor("x", x, dtypes=DTYPES, torch_op="torch.sin(x)**2 + torch.cos(x)**2")
     if block is not None:
         check_block("block", block)
     if num_warps is not None and (isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16, 32)):

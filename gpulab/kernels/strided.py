@@ -74,7 +74,7 @@ def strided_copy(x: torch.Tensor, stride: int = 1, block: int | None = None, num
     ``block`` (power of two) and ``num_warps`` launch that shape (``num_warps`` only with ``block``). Raises
     TypeError/ValueError naming the argument.
     """
-    check_tensor("x", x, dtypes=DTYPES, ndim=1)
+    check_tensor("x", x, dtypes=DTYPES, ndim=1, torch_op="x[::stride]")
     stride = _check_stride(stride)
     if block is not None:
         check_block("block", block)
@@ -152,7 +152,7 @@ def matrix_copy(a: torch.Tensor, by: str = "rows", block: int | None = None) -> 
     coalesced and walking columns is not; for a transposed view it is the other way round). Returns (M, N).
     Raises TypeError/ValueError naming ``a``, ``by`` or ``block``.
     """
-    check_tensor("a", a, dtypes=DTYPES, ndim=2, contiguous=False)
+    check_tensor("a", a, dtypes=DTYPES, ndim=2, contiguous=False, torch_op="a.contiguous()")
     if by not in BY:
         raise ValueError(f"by must be one of {BY}, got {by!r}")
     if block is not None:

@@ -79,7 +79,7 @@ def _check_grid(programs: int, what: str) -> None:
 
 
 def _prepare(a):
-    check_tensor("a", a, dtypes=DTYPES, ndim=2, contiguous=False)
+    check_tensor("a", a, dtypes=DTYPES, ndim=2, contiguous=False, torch_op="a.t().contiguous()")
     return a.shape
 
 

@@ -22,19 +22,26 @@ def vector_add_kernel(x_ptr, y_ptr, z_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offs, mask=mask)
     y = tl.load(y_ptr + offs, mask=mask)
     # Add in fp32 and round once: Triton 3.9's interpreter holds bf16 as raw uint16 bits and would add the
-    # bits (NaN or garbage). On a GPU the casts are free and the sum is rounded to nearest; the interpreter
-    # rounds fp32 -> bf16 toward zero and flushes bf16 subnormals, so there bf16 sums can be one ulp off.
+    # bits (NaN or garbage). On a GPU the casts are free and exact, subnormals included (bf16 -> fp32 widens,
+    # fp32 -> bf16 rounds to nearest). The interpreter's bf16 casts (its _convert_float) differ:
+    # - fp32 -> bf16 truncates normal values (toward zero), so a bf16 sum can be one ulp off;
+    # - both casts garble subnormals (|v| < 2^-126): they drop the leading 1 of the significand and shift the
+    #   rest up. A value m * 2^-133 (m in 1..127, 2^p <= m < 2^(p+1)) becomes (m - 2^p) * 2^(7-p) * 2^-133, sign
+    #   kept: 2^-133, ..., 2^-127 become 0, 3 * 2^-133 becomes 2^-127 (64 times larger), 127 * 2^-133 becomes
+    #   126 * 2^-133. So a subnormal input or result is neither flushed to zero nor within one ulp; each cast
+    #   moves it by less than 2^-126. fp16 casts are NumPy's, exact. The tests pin this down (bf16 subnormals).
     z = x.to(tl.float32) + y.to(tl.float32)
     tl.store(z_ptr + offs, z.to(z_ptr.dtype.element_ty), mask=mask)
 
 
 def vector_add(x: torch.Tensor, y: torch.Tensor, block: int = 1024) -> torch.Tensor:
-    """z = x + y elementwise. x, y: same shape, contiguous, fp32/fp16/bf16, on gpulab.DEVICE.
+    """z = x + y elementwise. x, y: same shape, contiguous, fp32/fp16/bf16, on gpulab.DEVICE, not requiring grad
+    (no backward).
 
     Returns a new tensor like x. Raises TypeError/ValueError naming the bad argument.
     """
-    check_tensor("x", x, dtypes=DTYPES)
-    check_tensor("y", y, dtypes=DTYPES)
+    check_tensor("x", x, dtypes=DTYPES, torch_op="torch.add")
+    check_tensor("y", y, dtypes=DTYPES, torch_op="torch.add")
     check_same("x", x, "y", y)
     check_block("block", block)
     z = torch.empty_like(x)
