@@ -245,7 +245,9 @@ class Trainer:
     fp32 tensor; not synchronized, so a CUDA graph can capture the step). On the meta device nothing is
     computed and only shapes flow (the operation recorder counts the full GPT-2-small step that way).
     ``seed`` fixes the weights and the batch. AdamW: lr 6e-4, betas (0.9, 0.95), weight decay 0.1 (nanoGPT's
-    GPT-2 settings); ``fused=True`` with ``opts.fused`` on a GPU, ``capturable=True`` with ``opts.graphs``.
+    GPT-2 settings); ``fused=True`` with ``opts.fused`` on a GPU, else ``foreach=True`` (torch's default on a
+    GPU: one multi-tensor operation per step of the update, for all parameters); ``capturable=True`` with
+    ``opts.graphs``.
     """
 
     def __init__(self, cfg: GPTConfig = TINY, opts: Options = Options(), device="cpu", seed: int = 0,
@@ -265,6 +267,8 @@ class Trainer:
         kw = {}
         if opts.fused and fusion_available(self.device)[0]:
             kw["fused"] = True
+        else:
+            kw["foreach"] = True
         if opts.graphs:
             kw["capturable"] = True
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1, **kw)

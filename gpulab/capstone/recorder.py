@@ -74,7 +74,7 @@ class OpRecord:
     """One aten operation. ``inputs``/``outputs``: (shape, dtype name) per tensor; ``flops``: torch's formula
     (0 without one); ``bytes_read``/``bytes_written``: sizes at the boundary (0 for a view); ``phase``:
     "forward", "backward" or "optimizer"; ``group``: one of ``GROUPS``; ``reads``/``writes``: storage
-    identities (for the fusion model of ``gpulab.capstone.ladder``)."""
+    (identity, bytes) pairs (for the fusion model of ``gpulab.capstone.ladder``)."""
 
     index: int
     name: str
@@ -189,10 +189,10 @@ class OpRecorder(TorchDispatchMode):
         node = torch._C._current_autograd_node()
         return node.metadata.get("op_group") if node is not None else None
 
-    def _key(self, t: torch.Tensor) -> int:
+    def _key(self, t: torch.Tensor) -> tuple:
         s = t.untyped_storage()
         self._keep.append(s)
-        return s._cdata
+        return s._cdata, footprint(t)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
