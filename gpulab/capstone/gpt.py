@@ -20,6 +20,8 @@ rows are never a target).
   (``F.scaled_dot_product_attention``) or ``"flash"`` (gpulab's Triton FlashAttention; lesson 08);
 - ``recompute``: ``torch.utils.checkpoint`` around each block (lesson 05, recomputation);
 - ``pad_vocab``: the vocabulary padded to a multiple of 64 (lesson 07, tile quantization and alignment);
+- ``bias_gelu``: a fused bias + GELU kernel of your own, ``fn(x, bias, out)`` with x, out: (M, 4D) and bias:
+  (4D,), used in the MLP's forward (its backward is torch's); lesson 09's exercise swaps it in;
 - ``graphs``: the whole step captured in a CUDA graph (``gpulab.timing.time_ms(graph=True)``; AdamW with
   ``capturable=True``) to remove the CPU's per-kernel launch cost (lesson 04, launch overhead).
 """
@@ -88,6 +90,7 @@ class Options:
     recompute: bool = False
     pad_vocab: bool = False
     graphs: bool = False
+    bias_gelu: object = None
 
     def __post_init__(self):
         validate.one_of("attention", self.attention, ATTENTION)
@@ -118,6 +121,27 @@ def add_layer_norm(x, y, weight, bias):
 def bias_gelu(h, bias):
     """tanh-GELU(h + bias): h (..., 4D) from a matmul without bias, bias (4D,)."""
     return F.gelu(h + bias, approximate="tanh")
+
+
+class _KernelBiasGelu(torch.autograd.Function):
+    """tanh-GELU(h + bias) with the forward by ``kernel(x, bias, out)`` (x, out: (M, N), bias: (N,)) and the
+    backward by torch's own formula."""
+
+    @staticmethod
+    def forward(ctx, h, bias, kernel):
+        ctx.save_for_backward(h, bias)
+        x = h.contiguous()
+        out = torch.empty_like(x)
+        kernel(x.view(-1, x.shape[-1]), bias.to(x.dtype).contiguous(), out.view(-1, x.shape[-1]))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        h, bias = ctx.saved_tensors
+        with torch.enable_grad():
+            hb = (h + bias).detach().requires_grad_()
+            (dh,) = torch.autograd.grad(F.gelu(hb, approximate="tanh"), hb, grad)
+        return dh, dh.reshape(-1, dh.shape[-1]).sum(0).to(bias.dtype), None
 
 
 def scale_mask_softmax(s, scale: float):
@@ -186,7 +210,9 @@ class Block(nn.Module):
         return self.proj(o)
 
     def mlp(self, h):
-        if self.opts.fused:
+        if self.opts.bias_gelu is not None:
+            g = _KernelBiasGelu.apply(F.linear(h, self.fc.weight), self.fc.bias, self.opts.bias_gelu)
+        elif self.opts.fused:
             g = _piece(bias_gelu, self.opts, h.device)(F.linear(h, self.fc.weight), self.fc.bias)
         else:
             g = F.gelu(self.fc(h), approximate="tanh")
