@@ -145,20 +145,21 @@ def _fuse(ks) -> list:
         while j < len(ks) and ks[j].flops == 0 and ks[j].phase == k.phase and (ks[j].reads or ks[j].writes):
             j += 1
         run = ks[i:j]
-        created, seen_read, nbytes = set(), set(), 0
+        created, consumed, seen_read, written, nbytes = set(), set(), set(), {}, 0
         for r in run:
             for key, b in r.reads:
-                if key not in created and key not in seen_read:
+                if key in created:
+                    consumed.add(key)  # made and read inside the run: may stay in registers
+                elif key not in seen_read:
                     seen_read.add(key)
                     nbytes += b
             for key, b in r.writes:
-                if key not in seen_read and key not in created:
+                if key not in seen_read and key not in written:
                     created.add(key)
-        written = {}
-        for r in run:
-            for key, b in r.writes:
                 written[key] = max(b, written.get(key, 0))
-        nbytes += sum(b for key, b in written.items() if key not in created or later_reads.get(key, -1) >= j)
+        # a write stays unless it is an intermediate: made and consumed in the run and not read after it
+        nbytes += sum(b for key, b in written.items()
+                      if not (key in created and key in consumed and later_reads.get(key, -1) < j))
         groups = [r.group for r in run]
         group = max(set(groups), key=groups.count)
         out.append(Kernel(f"fused run of {len(run)}", group, k.phase, 0, nbytes, k.dtype))
@@ -193,10 +194,10 @@ def predict(cfg: GPTConfig, opts: Options, spec: hardware.GPUSpec, *,
 
 def predict_ladder(spec: hardware.GPUSpec, cfg: GPTConfig = GPT2_SMALL, **kw) -> list[dict]:
     """One row per rung of ``RUNGS``: name, habit, lesson, predicted ms, kernels, FLOPs, bytes, and the
-    speed-up over the rung before."""
+    speed-up over the rung before (``predict_split``: from one- and two-layer recordings)."""
     rows, prev = [], None
     for r in RUNGS:
-        p = predict(cfg, r.options, spec, **kw)
+        p = predict_split(cfg, r.options, spec, **kw)
         rows.append(dict(rung=r.name, habit=r.habit, lesson=r.lesson, predicted_ms=p["ms"], kernels=p["kernels"],
                          flops=p["flops"], bytes=p["bytes"], speedup=prev / p["ms"] if prev else 1.0))
         prev = p["ms"]
@@ -222,3 +223,26 @@ def measure(cfg: GPTConfig, opts: Options, *, rep_ms: float = 300) -> dict:
     del trainer
     torch.cuda.empty_cache()
     return dict(ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms, peak_mem_gib=peak / 2**30, loss=loss)
+
+
+def predict_split(cfg: GPTConfig, opts: Options, spec: hardware.GPUSpec, **kw) -> dict:
+    """Predicted ``ms``, ``kernels``, ``flops``, ``bytes``, ms per class (``kinds``) and per group (``group_ms``)
+    of ``GPT(cfg, opts)``, from
+    recordings of one and two layers: every block repeats the same operations, so each total is
+    T(n) = T(1) + (n - 1) (T(2) - T(1)). Fast for any depth (the explorer's slider)."""
+    import dataclasses
+
+    def split(n):
+        p = predict(dataclasses.replace(cfg, n_layer=n), opts, spec, **kw)
+        return dict(ms=p["ms"], kernels=p["kernels"], flops=p["flops"], bytes=p["bytes"],
+                    **{f"kind:{k}": v for k, v in p["kinds"].items()},
+                    **{f"group:{g}": v["ms"] for g, v in p["groups"].items()})
+
+    if cfg.n_layer <= 2:
+        s = split(cfg.n_layer)
+    else:
+        one, two = split(1), split(2)
+        s = {k: one.get(k, 0.0) + (cfg.n_layer - 1) * (two.get(k, 0.0) - one.get(k, 0.0)) for k in one | two}
+    return dict(ms=s["ms"], kernels=round(s["kernels"]), flops=s["flops"], bytes=s["bytes"],
+                kinds={k: s.get(f"kind:{k}", 0.0) for k in placement.KINDS},
+                group_ms={g: s[f"group:{g}"] for g in recorder.GROUPS if f"group:{g}" in s})

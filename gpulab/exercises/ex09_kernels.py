@@ -17,7 +17,7 @@ def bias_gelu_kernel(x_ptr, b_ptr, y_ptr, n, N, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, 0.5 * h * (1.0 + tanh), mask=mask)
 
 
-def bias_gelu(x: torch.Tensor, bias: torch.Tensor, out: torch.Tensor, block: int = 1024) -> torch.Tensor:
+def bias_gelu(x: torch.Tensor, bias: torch.Tensor, out: torch.Tensor, block: int = 4096) -> torch.Tensor:
     """out = tanh-GELU(x + bias); x, out: (M, N) contiguous, bias: (N,); computed in fp32. One read of x, one
     write of out: the bias add's intermediate stays in registers."""
     n = x.numel()

@@ -1,0 +1,1 @@
+"""Figures of the lessons, one module per lesson, each figure one call."""
