@@ -1,13 +1,13 @@
 """Lesson 09's capstone: the operation recorder against torch's FLOP counter and hand counts, the GPT step,
 the GPT-2-small table on the meta device, the roofline classes on the H200, and the exercise checkers."""
 import functools
+import itertools
 
-import gpulab  # first: it sets TRITON_INTERPRET=1 before torch's flop counter imports triton
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils.flop_counter import FlopCounterMode
 
+import gpulab
 from gpulab import hardware
 from gpulab.capstone import ladder, placement, recorder
 from gpulab.capstone.gpt import GPT2_SMALL, TINY, GPTConfig, Options, Trainer
@@ -28,6 +28,8 @@ def _gpt2_small_table():
 
 
 def test_flops_agree_with_flop_counter_mode_on_a_training_step():
+    from torch.utils.flop_counter import FlopCounterMode  # here: it imports triton, which gpulab must precede
+
     rec = recorder.record_step(Trainer(TINY, seed=SEED), warmup=False)
     with FlopCounterMode(display=False) as fc:
         Trainer(TINY, seed=SEED).step()
@@ -68,7 +70,7 @@ def test_broadcast_input_counts_its_stored_elements_once():
 def test_gpt_step_on_cpu_lowers_the_loss():
     t = Trainer(TINY, seed=SEED)
     losses = [float(t.step()) for _ in range(4)]
-    assert all(b < a for a, b in zip(losses, losses[1:])), f"seed {SEED}: {losses}"
+    assert all(b < a for a, b in itertools.pairwise(losses)), f"seed {SEED}: {losses}"
     assert abs(losses[0] - torch.log(torch.tensor(1000.0)).item()) < 0.5  # random init: about ln(vocab)
 
 

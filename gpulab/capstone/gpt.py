@@ -244,7 +244,7 @@ class GPT(nn.Module):
             nn.init.zeros_(m.bias)
 
     def forward(self, idx):
-        B, L = idx.shape
+        L = idx.shape[1]
         x = self.wte(idx) + self.wpe(torch.arange(L, device=idx.device))  # (B, L, D)
         for block in self.blocks:
             if self.opts.recompute and torch.is_grad_enabled():

@@ -172,7 +172,10 @@ class OpRecorder(TorchDispatchMode):
             todo.extend(n for n, _ in node.next_functions)
 
     def __enter__(self):
-        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+        from torch.nn.modules.module import (
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
 
         self._hooks = [register_module_forward_pre_hook(self._pre), register_module_forward_hook(self._post)]
         return super().__enter__()
