@@ -173,3 +173,44 @@ def test_measure_refuses_without_gpu():
 
     with pytest.raises(NoGPUTimingError):
         ladder.measure(TINY, Options())
+
+
+def _fake_suite_data():
+    rows = [dict(rung=r.name, habit=r.habit, lesson=r.lesson, predicted_ms=10.0 + i, predicted_profile_ms=None,
+                 ms=12.0 + i, p20_ms=11.0, p80_ms=13.0, peak_mem_gib=20.0 - i, loss=10.9) for i, r in
+            enumerate(ladder.RUNGS)]
+    ops = {ladder.RUNGS[0].name: {"matmuls": 90.0, "attention": 25.0, "optimizer": 5.0, "layer norm": 1.0,
+                                  "GELU": 1.0},
+           ladder.RUNGS[-2].name: {"matmuls": 6.0, "attention": 3.0}}
+    return dict(config=dict(batch=8, seq_len=1024), spec="H200", profile=None, ladder=rows, ops=ops)
+
+
+def test_suite_report_is_short_and_groups_profiler_names_like_the_recorder():
+    from gpulab.bench import lesson09
+
+    text = lesson09.report(_fake_suite_data())
+    assert len(text.splitlines()) <= 15 and "+ CUDA graphs" in text and "matmuls 90.0 ms" in text
+    names = {"aten::mm": "matmuls", "aten::addmm": "matmuls", "aten::bmm": "attention",
+             "aten::_log_softmax": "softmax/cross-entropy", "aten::native_layer_norm": "layer norm",
+             "triton_poi_fused_gelu_add_3": "GELU", "aten::_foreach_addcdiv_": "optimizer", "aten::add": "copies/other"}
+    assert {n: lesson09.group_of(n) for n in names} == names
+    if not gpulab.ON_GPU:
+        from gpulab.timing import NoGPUTimingError
+
+        with pytest.raises(NoGPUTimingError):
+            lesson09.run(progress=False)
+
+
+def test_figures_build_at_both_ends_of_the_explorer():
+    from gpulab.figures import lesson09 as fig09
+
+    fig = fig09.op_roofline(recorder.record_step(Trainer(TINY, seed=SEED)), "H200")
+    assert {t.name for t in fig.data} >= {"matmuls", "attention", "layer norm", "optimizer"}
+    assert all(len(t.x) > 0 for t in fig.data)
+    ex = fig09.ModelSizeExplorer("H200", n_layer=1, d_model=256, seq_len=128)
+    small = ex.split["ms"]
+    assert ex.split["kinds"]["overhead"] > 0 and sum(sum(t.y) for t in ex.live.fig.data) > 0
+    ex.layers.value, ex.d_model.value, ex.seq.value = 48, 1600, 4096
+    assert ex.split["ms"] > 100 * small and "48 layers" in ex.live.fig.layout.title.text
+    title = fig09.breakdown(GPTConfig(n_layer=1), "H200").layout.title.text
+    assert ("no recording" in title) == (fig09.recorded()[0] is None), title

@@ -66,7 +66,9 @@ def run(progress: bool = True) -> dict:
     from ..capstone import ladder, placement
     from ..capstone.gpt import GPT2_SMALL, Trainer
     from ..device import load_profile
+    from ..timing import require_gpu
 
+    require_gpu("lesson 09's suite")
     cfg = GPT2_SMALL
     spec = hardware.get("H200")
     profile = load_profile()

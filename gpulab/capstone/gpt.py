@@ -18,7 +18,8 @@ rows are never a target).
   torch.compile works: elsewhere the eager functions run and ``fusion_available()`` says why;
 - ``attention``: ``"naive"`` (matmul, mask, softmax, matmul: S and P in memory), ``"sdpa"``
   (``F.scaled_dot_product_attention``) or ``"flash"`` (gpulab's Triton FlashAttention; lesson 08);
-- ``recompute``: ``torch.utils.checkpoint`` around each block (lesson 05, recomputation);
+- ``recompute``: ``torch.utils.checkpoint`` around each block (lesson 05, recomputation); no RNG state is
+  saved (the model has no dropout), which keeps the step capturable in a CUDA graph;
 - ``pad_vocab``: the vocabulary padded to a multiple of 64 (lesson 07, tile quantization and alignment);
 - ``bias_gelu``: a fused bias + GELU kernel of your own, ``fn(x, bias, out)`` with x, out: (M, 4D) and bias:
   (4D,), used in the MLP's forward (its backward is torch's); lesson 09's exercise swaps it in;
@@ -248,7 +249,7 @@ class GPT(nn.Module):
         x = self.wte(idx) + self.wpe(torch.arange(L, device=idx.device))  # (B, L, D)
         for block in self.blocks:
             if self.opts.recompute and torch.is_grad_enabled():
-                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False, preserve_rng_state=False)
             else:
                 x = block(x)
         return F.linear(self.ln_f(x), self.wte.weight)  # (B, L, vocab), head tied to the embedding
