@@ -35,9 +35,9 @@ def spec_from_profile(profile: dict) -> hardware.GPUSpec:
 
 
 def op_peak(spec: hardware.GPUSpec, dtype: str, matmul: bool, tf32: bool = False) -> float:
-    """The peak (TFLOP/s) for an operation in ``dtype`` ("fp32", "bf16", "fp16"; "fp64" is given the fp32
-    rate); ``matmul``: whether it does matrix-product FLOPs."""
-    dtype = "fp32" if dtype == "fp64" else dtype
+    """The peak (TFLOP/s) for an operation in ``dtype`` ("fp32", "bf16", "fp16"; "fp64" and integer or bool
+    operations are given the fp32 rate); ``matmul``: whether it does matrix-product FLOPs."""
+    dtype = dtype if dtype in ("bf16", "fp16") else "fp32"
     return roofline.peak_for(spec, "matmul" if matmul else "elementwise", dtype, tf32=tf32)
 
 

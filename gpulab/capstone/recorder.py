@@ -100,11 +100,12 @@ class OpRecord:
 
     @property
     def dtype(self) -> str:
-        """The dtype name of the first floating-point input (else output): what sets the peak."""
+        """The dtype name of the first floating-point input (else output): what sets the peak; without one,
+        the first tensor's dtype (``"int64"``, ``"bool"``)."""
         for _, d in self.inputs + self.outputs:
             if d in ("fp32", "bf16", "fp16", "fp64"):
                 return d
-        return "fp32"
+        return (self.inputs + self.outputs)[0][1] if self.inputs or self.outputs else "fp32"
 
     @property
     def is_kernel(self) -> bool:
