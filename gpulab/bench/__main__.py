@@ -50,7 +50,7 @@ def _print_ratios(rows: list[dict]) -> None:
               f"torch {r['torch_ms']:.4f} ms ({r['torch_tbps']:.2f} TB/s), ratio {r['ratio']:.3f}")
 
 
-LESSON_SUITES = ["gpulab.bench.lesson00", "gpulab.bench.lesson02", "gpulab.bench.lesson03", "gpulab.bench.lesson04", "gpulab.bench.lesson05", "gpulab.bench.lesson06", "gpulab.bench.lesson07", "gpulab.bench.lesson08"]  # module names, e.g. "gpulab.bench.lesson02"; see the module docstring
+LESSON_SUITES = ["gpulab.bench.lesson00", "gpulab.bench.lesson02", "gpulab.bench.lesson03", "gpulab.bench.lesson04", "gpulab.bench.lesson05", "gpulab.bench.lesson06", "gpulab.bench.lesson07", "gpulab.bench.lesson08", "gpulab.bench.lesson09"]  # module names, e.g. "gpulab.bench.lesson02"; see the module docstring
 CORE = "ceilings"  # the device profile, roofline points and vendor ratios
 
 

@@ -1,0 +1,195 @@
+"""Exercises of lesson 09 (the builder test).
+
+- ``check_builder_test``: the lecture's Builder Test on operations of the GPT-2-small step: divide FLOPs by
+  bytes, name the habit that moves the bound most ("precision", "fusion", "flash" or "none") and by what
+  factor; the checker compares with the counted bound (``gpulab.capstone.placement``).
+- ``check_bias_gelu``: a fused bias + GELU Triton kernel, run on awkward shapes inside guarded buffers against
+  a float64 reference; ``swap_in`` then trains the model one rung with your kernel in the MLP.
+"""
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+
+import gpulab
+
+from .. import attention, hardware
+from ..capstone import placement
+from . import Report, _short, close, ex09_kernels, run_cases
+
+HABITS = ("precision", "fusion", "flash", "none")
+GPU = "H200"
+T, D, B, H, L = 8192, 768, 8, 12, 1024  # GPT-2 small: tokens, d_model, batch, heads, sequence
+
+
+def builder_ops() -> list[dict]:
+    """Operations of the GPT-2-small step (fp32 eager unless named), counted by hand: FLOPs, bytes, dtype,
+    whether they are matrix products, and the bytes after fusion (``fused_bytes``) or FlashAttention
+    (``flash_bytes``) where that habit applies (None where it does not); ``fp32_only``: precision does not
+    apply (AdamW's state stays fp32)."""
+    d = D // H
+    naive = attention.naive_bytes(B, H, L, d, 4, causal=True)
+    flash = attention.flash_bytes(B, H, L, d, 4, causal=True)
+    ops = [
+        dict(name="qkv projection forward: (8192, 768) @ (768, 2304)", flops=2 * T * D * 3 * D,
+             bytes=4 * (T * D + D * 3 * D + T * 3 * D), dtype="fp32", matmul=True),
+        dict(name="qkv projection forward in bf16", flops=2 * T * D * 3 * D,
+             bytes=2 * (T * D + D * 3 * D + T * 3 * D), dtype="bf16", matmul=True),
+        dict(name="output layer: (8192, 768) @ (768, 50257)", flops=2 * T * D * 50257,
+             bytes=4 * (T * D + D * 50257 + T * 50257), dtype="fp32", matmul=True),
+        dict(name="residual add + layer norm as two kernels", flops=0, bytes=4 * (3 * T * D + 2 * T * D + 2 * D) + 8 * T,
+             fused_bytes=4 * (3 * T * D + 2 * D) + 8 * T, dtype="fp32", matmul=False),
+        dict(name="bias add + GELU as two kernels, (8192, 3072)", flops=0, bytes=4 * (4 * T * 4 * D + 4 * D),
+             fused_bytes=4 * (2 * T * 4 * D + 4 * D), dtype="fp32", matmul=False),
+        dict(name="naive causal attention forward (S and P in memory)", flops=attention.attention_flops(
+            B, H, L, L, d, causal=False), bytes=naive, flash_bytes=flash, dtype="fp32", matmul=True),
+        dict(name="AdamW as 12 kernels a parameter, 124M parameters", flops=0, bytes=124_439_808 * 4 * 20,
+             fused_bytes=124_439_808 * 4 * 7, dtype="fp32", matmul=False, fp32_only=True),
+        dict(name="bias gradient of one projection: sum over 8192 rows of 768", flops=0, bytes=4 * (T * D + D),
+             dtype="fp32", matmul=False),
+        dict(name="bias gradient of a 64-wide head, one sequence", flops=0, bytes=4 * (1024 * 64 + 64),
+             dtype="fp32", matmul=False),
+    ]
+    for op in ops:
+        op.setdefault("fused_bytes", None)
+        op.setdefault("flash_bytes", None)
+        op.setdefault("fp32_only", False)
+        op["gpu"] = GPU
+    return ops
+
+
+def _time_ms(op: dict, flops: float, nbytes: float, dtype: str) -> float:
+    """Eager time of one kernel: its bound, and at least the launch overhead."""
+    p = placement.place_one(op["name"], "", flops, nbytes, dtype, hardware.get(op["gpu"]))
+    return max(p.time_ms, placement.LAUNCH_OVERHEAD_US * 1e-3)
+
+
+def habit_factors(op: dict) -> dict:
+    """The counted speed-up of each habit on ``op``: t(before) / t(after), t = max(bound, launch overhead)."""
+    t0 = _time_ms(op, op["flops"], op["bytes"], op["dtype"])
+    out = {"none": 1.0, "precision": 1.0, "fusion": 1.0, "flash": 1.0}
+    if op["dtype"] == "fp32" and not op["fp32_only"]:
+        out["precision"] = t0 / _time_ms(op, op["flops"], op["bytes"] / 2, "bf16" if op["matmul"] else "fp32")
+    if op["fused_bytes"]:
+        out["fusion"] = t0 / _time_ms(op, op["flops"], op["fused_bytes"], op["dtype"])
+    if op["flash_bytes"]:
+        out["flash"] = t0 / _time_ms(op, op["flops"] / 2, op["flash_bytes"], op["dtype"])  # causal tiles skipped
+    return out
+
+
+def _builder_solution(op: dict):
+    """The habit with the largest counted factor, and that factor; "none" (1.0) when no habit gains 10%."""
+    f = habit_factors(op)
+    best = max(HABITS, key=lambda h: f[h])
+    return ("none", 1.0) if f[best] < 1.1 else (best, f[best])
+
+
+def check_builder_test(fn) -> Report:
+    """fn(op) -> (habit, factor): for an operation ``op`` of ``builder_ops()`` (a dict: name, flops, bytes,
+    dtype, matmul, fused_bytes, flash_bytes, fp32_only, gpu), the habit in ``HABITS`` that cuts its time bound
+    t = max(F/C, D/B, launch overhead) most, and the factor t_before / t_after. Precision: bytes halved and,
+    for a matmul, the bf16 tensor-core peak; fusion: ``fused_bytes``; flash: ``flash_bytes`` and half the
+    FLOPs (causal tiles skipped); "none" with 1.0 when no habit gains 10%. A habit within 5% of the best counts
+    as right; the factor must be within 10% of the counted one for the habit you name."""
+    cases = [dict(op=op) for op in builder_ops()]
+
+    def compare(case, got):
+        op = case["op"]
+        f = habit_factors(op)
+        best, best_f = _builder_solution(op)
+        try:
+            habit, factor = got
+        except (TypeError, ValueError):
+            return f"expected a pair (habit, factor), got {_short(got)}"
+        if habit not in HABITS:
+            return f"habit must be one of {HABITS}, got {habit!r}"
+        if best == "none" and habit != "none":
+            return (f"{op['name']}: no habit gains 10% ({habit} {f[habit]:.3g}x): it sits at its roof or below the "
+                    "launch overhead; look for the time elsewhere in the step")
+        if best != "none" and f[habit] < 0.95 * best_f:
+            return f"{op['name']}: {habit} gives {f[habit]:.3g}x, but {best} gives {best_f:.3g}x"
+        if not close(factor, f[habit], 0.10):
+            return f"{op['name']}: {habit} gives {f[habit]:.3g}x by the counts, you said {_short(factor)}"
+        return None
+
+    return run_cases("builder_test", fn, cases, compare)
+
+
+check_builder_test.solution = _builder_solution
+
+
+# ---- your own fused kernel ---------------------------------------------------------------------------------
+
+GUARD = 4096  # elements of sentinel on either side of every buffer the kernel sees
+SENTINEL = 12345.0
+SHAPES = [(1, 1), (1, 17), (3, 1000), (7, 1793), (33, 100), (128, 512)]
+
+
+def gelu_ref(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """tanh-GELU(x + bias) in float64 (Hendrycks and Gimpel, 2016; GPT-2's approximation)."""
+    h = x.double() + bias.double()
+    return 0.5 * h * (1 + torch.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h**3)))
+
+
+def _guarded(values: torch.Tensor):
+    """(buffer, view): ``values`` copied into the middle of a buffer with GUARD sentinels on either side."""
+    buf = torch.full((values.numel() + 2 * GUARD,), SENTINEL, dtype=values.dtype, device=values.device)
+    view = buf[GUARD:GUARD + values.numel()].view(values.shape)
+    view.copy_(values)
+    return buf, view
+
+
+def check_bias_gelu(fn) -> Report:
+    """fn(x, bias, out): write tanh-GELU(x + bias) into ``out``; x, out: (M, N) contiguous fp32 on
+    gpulab.DEVICE, bias: (N,). Every buffer sits between guard regions (reads past the end read sentinels,
+    not unmapped memory); ``out`` starts poisoned with NaN. Awkward shapes, fresh random inputs, a float64
+    reference: names the first wrong element, a write past the end ("mask the store") and a missed one."""
+    seed = random.randrange(2**31)
+    g = torch.Generator().manual_seed(seed)
+    cases = [dict(x=torch.randn(m, n, generator=g) * 3, bias=torch.randn(n, generator=g), _seed=seed)
+             for m, n in SHAPES]
+
+    def call(x, bias):
+        _, xv = _guarded(x.to(gpulab.DEVICE))  # reads past the end find sentinels, not unmapped memory
+        _, bv = _guarded(bias.to(gpulab.DEVICE))
+        ob, ov = _guarded(torch.full_like(x, float("nan"), device=gpulab.DEVICE))
+        fn(xv, bv, ov)
+        return ob, ov
+
+    def compare(case, got):
+        ob, ov = got
+        x, bias = case["x"], case["bias"]
+        n = x.numel()
+        if not (torch.all(ob[:GUARD] == SENTINEL) and torch.all(ob[GUARD + n:] == SENTINEL)):
+            return f"shape {tuple(x.shape)}: wrote past the end of out: mask the store (offs < n)"
+        ref = gelu_ref(x, bias)
+        got_ = ov.detach().cpu().double()
+        bad = (~((got_ - ref).abs() <= 1e-5 * ref.abs() + 1e-5)).nonzero()
+        if len(bad):
+            i, j = bad[0].tolist()
+            missed = " (never written: is every element covered by the grid?)" if math.isnan(got_[i, j]) else ""
+            return (f"shape {tuple(x.shape)} (seed {case['_seed']}): {len(bad)} wrong, first at [{i}, {j}]: expected "
+                    f"{ref[i, j].item():.7g}, got {got_[i, j].item():.7g}{missed}")
+        return None
+
+    return run_cases("bias_gelu", call, cases, compare)
+
+
+check_bias_gelu.solution = ex09_kernels.bias_gelu
+check_bias_gelu.solution_module = ex09_kernels
+
+
+def swap_in(kernel, steps: int = 3, seed: int = 0) -> dict:
+    """Train the tiny GPT (``gpulab.capstone.gpt.TINY``) ``steps`` steps with torch's bias + GELU and again with
+    ``kernel(x, bias, out)`` in the MLP (``Options(bias_gelu=kernel)``); same seed. Returns both loss curves and
+    the largest difference. Run it after ``check_bias_gelu`` passes."""
+    from ..capstone.gpt import TINY, Options, Trainer
+
+    curves = {}
+    for name, opts in (("torch", Options()), ("yours", Options(bias_gelu=kernel))):
+        t = Trainer(TINY, opts, device=gpulab.DEVICE, seed=seed)
+        curves[name] = [float(t.step()) for _ in range(steps)]
+    diff = max(abs(a - b) for a, b in zip(curves["torch"], curves["yours"]))
+    return dict(**curves, max_diff=diff)

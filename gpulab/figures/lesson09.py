@@ -1,0 +1,174 @@
+"""Lesson 09's figures: the step's operations on the roofline, where the step's time goes, the ladder, and a
+model-size explorer. Each is one call; predictions come from the counts (``gpulab.capstone``), measurements
+from this GPU's suite run or the recorded reference data (``gpulab.reference``, key ``lesson09``), labelled;
+where nothing is recorded the figure says so.
+"""
+from __future__ import annotations
+
+import math
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from .. import hardware, plots, reference, widgets
+from ..capstone import ladder, placement, recorder
+from ..capstone.gpt import GPT2_SMALL, GPTConfig
+
+GROUP_COLORS = dict(zip(recorder.GROUPS, plots.COLORS))
+KIND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "overhead": "#7f7f7f"}
+NO_RECORDING = "no recording of lesson 09 exists yet: predictions only"
+
+
+def recorded(gpu: str = reference.DEFAULT_GPU) -> tuple[dict | None, str]:
+    """(lesson 09's recorded suite data or None, a label saying where it came from or that none exists)."""
+    if gpu not in reference.available():
+        return None, NO_RECORDING
+    data = reference.load(gpu)
+    if "lesson09" not in data:
+        return None, NO_RECORDING
+    return data["lesson09"], reference.label(data, "lesson09")
+
+
+def _spec(spec) -> hardware.GPUSpec:
+    return hardware.get(spec) if isinstance(spec, str) else spec
+
+
+def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
+    """Every kernel of ``records`` (``OpRecord``s) at its bound on ``spec``'s roofline: x = FLOP/byte, y = the
+    rate at the bound, one color per group, marker area by share of the predicted step time. Operations
+    without matmul FLOPs are drawn at one FLOP per element written (a floor on their elementwise work) and
+    marked as such on hover; their bound is their bytes either way."""
+    spec = _spec(spec)
+    ps = placement.place(records, spec)
+    kernels = [r for r in records if r.is_kernel and r.bytes > 0]
+    total = placement.step_ms(ps)
+    fig = plots.roofline_figure(plots.ceilings_from_spec(spec), title=title or
+                                f"{len(ps)} kernels of one training step on the {spec.name} roofline (predicted)")
+    for g in recorder.GROUPS:
+        pts = [(r, p) for r, p in zip(kernels, ps) if p.group == g]
+        if not pts:
+            continue
+        xs, ys, sizes, text = [], [], [], []
+        for r, p in pts:
+            f = p.flops or sum(math.prod(s) for s, _ in r.outputs)  # the elementwise floor: 1 FLOP per element
+            t = max(p.time_ms, 1e-9)
+            xs.append(f / p.bytes)
+            ys.append(f / (t * 1e-3) / 1e12)
+            sizes.append(4 + 40 * math.sqrt(max(p.time_ms, placement.LAUNCH_OVERHEAD_US * 1e-3) / total))
+            text.append(f"{r.name.removeprefix('aten.')} ({r.phase})<br>{p.kind}-bound, {p.time_ms * 1e3:.3g} µs"
+                        + ("" if p.flops else "<br>no matmul FLOPs: x at 1 FLOP/element"))
+        fig.add_scatter(x=xs, y=ys, mode="markers", name=g, text=text, marker=dict(size=sizes, color=GROUP_COLORS[g],
+                        opacity=0.6), hovertemplate="%{text}<br>I=%{x:.3g} FLOP/B<extra>" + g + "</extra>")
+    fig.update_yaxes(range=[-4, math.log10(spec.peak("bf16") or spec.peak("fp32")) + 0.5])
+    return fig
+
+
+def breakdown(cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0) -> go.Figure:
+    """Where the step's time goes, by group: predicted ms on ``spec`` (split into compute-, memory- and
+    overhead-bound), beside the measured profiler times per group where lesson 09 is recorded (the
+    baseline rung and the last eager one); otherwise the title says no recording exists yet."""
+    spec = _spec(spec)
+    r = ladder.RUNGS[rung]
+    p = ladder.predict(cfg, r.options, spec)
+    groups = list(p["groups"])
+    fig = go.Figure()
+    for k in placement.KINDS:
+        fig.add_bar(name=f"predicted, {k}-bound", x=groups, y=[p["groups"][g][f"{k}_ms"] for g in groups],
+                    marker_color=KIND_COLORS[k], offsetgroup="predicted")
+    data, label = recorded()
+    measured = (data or {}).get("ops", {}).get(r.name)
+    if measured:
+        fig.add_bar(name="measured (torch.profiler)", x=groups, y=[measured.get(g, 0.0) for g in groups],
+                    marker_color="black", offsetgroup="measured")
+    fig.update_layout(barmode="stack", template="plotly_white", height=420, yaxis_title="ms per step",
+                      title=f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}; "
+                            + (label if measured else NO_RECORDING))
+    return fig
+
+
+def ladder_figure(cfg: GPTConfig = GPT2_SMALL, spec="H200") -> go.Figure:
+    """The ladder: each rung's predicted step time on ``spec`` beside its measured time where lesson 09 is
+    recorded (else the title says no recording exists yet), with the lesson each rung comes from."""
+    spec = _spec(spec)
+    rows = ladder.predict_ladder(spec, cfg)
+    names = [f"{r['rung']}<br>(lesson {r['lesson']})" for r in rows]
+    fig = go.Figure()
+    fig.add_bar(name=f"predicted ({spec.name} datasheet)", x=names, y=[r["predicted_ms"] for r in rows],
+                marker_color="#1f77b4")
+    data, label = recorded()
+    if data:
+        fig.add_bar(name="measured", x=names, y=[r["ms"] for r in data["ladder"]], marker_color="#d62728")
+    fig.update_layout(barmode="group", template="plotly_white", height=440, yaxis=dict(title="ms per step", type="log"),
+                      title=f"The ladder of habits, GPT-2 small: {label if data else NO_RECORDING}")
+    return fig
+
+
+class ModelSizeExplorer:
+    """Layers, d_model and sequence length (sliders and a dropdown) and a rung (dropdown); the figure shows the
+    predicted step time on ``spec`` split into compute-, memory- and overhead-bound time, per group.
+    ``.widget`` to display; ``.split`` is the current ``ladder.predict_split`` result."""
+
+    D_MODELS = (256, 512, 768, 1024, 1280, 1600)
+
+    def __init__(self, spec="H200", n_layer: int = 12, d_model: int = 768, seq_len: int = 1024, rung: int = 0):
+        self.spec = _spec(spec)
+        self.layers = widgets.slider(W.IntSlider, value=n_layer, min=1, max=48, description="layers")
+        self.d_model = W.Dropdown(options=self.D_MODELS, value=d_model, description="d_model")
+        self.seq = widgets.slider(W.IntSlider, value=seq_len, min=128, max=4096, step=128, description="sequence length")
+        self.rung = W.Dropdown(options=[(r.name, i) for i, r in enumerate(ladder.RUNGS)], value=rung, description="rung")
+        self.readout = W.HTML()
+        fig = go.Figure()
+        for k in placement.KINDS:
+            fig.add_bar(name=f"{k}-bound", x=list(recorder.GROUPS), y=[0.0] * len(recorder.GROUPS),
+                        marker_color=KIND_COLORS[k])
+        fig.update_layout(barmode="stack", template="plotly_white", height=420, yaxis_title="ms per step (predicted)")
+        self._change()(fig)
+        self.live = widgets.LiveFigure(fig)
+        for w in (self.layers, self.d_model, self.seq, self.rung):
+            w.observe(lambda _: self.refresh(), names="value")
+        self.widget = widgets.container(self.rung, self.layers, self.d_model, self.seq, self.readout, self.live.widget)
+
+    @property
+    def cfg(self) -> GPTConfig:
+        return GPTConfig(n_layer=self.layers.value, d_model=self.d_model.value, n_head=self.d_model.value // 64,
+                         seq_len=self.seq.value, batch=max(1, 8192 // self.seq.value))
+
+    def _change(self):
+        cfg, opts = self.cfg, ladder.RUNGS[self.rung.value].options
+        self.split = s = ladder.predict_split(cfg, opts, self.spec)
+        by = self._group_kinds(cfg, opts)
+        shares = {k: s["kinds"][k] / s["ms"] for k in placement.KINDS}
+
+        def change(fig):
+            for i, k in enumerate(placement.KINDS):
+                fig.data[i].y = [by.get(g, {}).get(k, 0.0) for g in recorder.GROUPS]
+            fig.layout.title = (f"{cfg.n_layer} layers, d_model {cfg.d_model}, {cfg.batch}x{cfg.seq_len} tokens: "
+                                f"{s['ms']:.3g} ms; compute {shares['compute']:.0%}, memory {shares['memory']:.0%}, "
+                                f"overhead {shares['overhead']:.0%}")
+
+        self.readout.value = (f"predicted step on {self.spec.name}: <b>{s['ms']:.3g} ms</b>; compute-bound "
+                              f"{s['kinds']['compute']:.3g} ms, memory-bound {s['kinds']['memory']:.3g} ms, "
+                              f"overhead-bound {s['kinds']['overhead']:.3g} ms")
+        return change
+
+    def _group_kinds(self, cfg, opts) -> dict:
+        """ms per (group, class), extrapolated from one and two layers like ``ladder.predict_split``."""
+        import dataclasses
+
+        def table(n):
+            p = ladder.predict(dataclasses.replace(cfg, n_layer=n), opts, self.spec)
+            return {(g, k): v[f"{k}_ms"] for g, v in p["groups"].items() for k in placement.KINDS}
+
+        n = cfg.n_layer
+        if n <= 2:
+            t = table(n)
+        else:
+            one, two = table(1), table(2)
+            t = {key: one.get(key, 0.0) + (n - 1) * (two.get(key, 0.0) - one.get(key, 0.0)) for key in one | two}
+        out: dict = {}
+        for (g, k), v in t.items():
+            out.setdefault(g, {})[k] = v
+        return out
+
+    def refresh(self) -> None:
+        self.live.update(self._change())
