@@ -100,3 +100,18 @@ def test_hints_come_one_at_a_time_then_point_to_the_solution(capsys):
     hint(check)
     assert "show_solution(check_scale_add)" in capsys.readouterr().out
     check._hints_shown = 0
+
+
+def test_scale_add_tolerance_holds_where_a_x_and_b_cancel():
+    # the recorded GPU failure: a x = -1.4866 and b = 1.5472 leave 0.0606; an FMA's one rounding is within
+    # 2^-22 (|a x| + |b|) but far more than one ulp of the small result
+    import gpulab.exercises.ex01 as ex
+
+    x = torch.tensor([-0.55357], dtype=torch.float32)
+    a, b = 2.68542, 1.54725
+    exact = a * x.double() + b
+    fma_like = exact.float()  # the exact value rounded once: what an FMA returns
+    two_roundings = (torch.tensor(a, dtype=torch.float32) * x + torch.tensor(b, dtype=torch.float32))
+    for got in (fma_like, two_roundings):
+        assert abs(got.double() - exact).item() <= 2.0**-22 * (abs(a * x.double()).item() + b)
+    assert ex.check_scale_add.solution is not None

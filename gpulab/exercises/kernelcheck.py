@@ -68,7 +68,8 @@ class Guarded:
 
 def diagnose(out: Guarded, ref64: torch.Tensor, inputs: list[Guarded], mismatch=None) -> str | None:
     """None if ``out`` matches ``ref64`` and nothing outside it was written; else one message naming the
-    mistake (see the module docstring). ``mismatch(got, ref64)`` compares values (default: one ulp)."""
+    mistake (see the module docstring). ``mismatch(got, ref64)`` returns None or a message comparing the
+    values (default: one ulp of out's dtype, ``tolerances.elementwise_mismatch``)."""
     after, before = out.written_after(), out.written_before()
     if after:
         return (f"wrote {after} element{'s' * (after > 1)} past the end of out (n={out.n}): mask the store, "
@@ -127,7 +128,8 @@ def check_kernel(name: str, fn, cases: list[dict], *, out, reference, mismatch=N
             continue
         if torch.cuda.is_available() and o.view.is_cuda:
             torch.cuda.synchronize()
-        msg = diagnose(o, reference(case), list(guarded_in.values()), mismatch)
+        compare = None if mismatch is None else (lambda got, ref, case=case: mismatch(got, ref, case))
+        msg = diagnose(o, reference(case), list(guarded_in.values()), compare)
         if msg:
             rep.failures.append(f"{name}({desc}): {msg}")
     return rep
