@@ -7,7 +7,9 @@ Importing this package picks the execution mode once, before any Triton kernel i
   ``@triton.jit`` kernel runs in Triton's interpreter on the CPU, on small inputs. Timings shown in this
   mode come from reference data recorded on a real GPU and say so.
 
-``gpulab.describe()`` prints the mode, the device and the reason. ``gpulab.size(gpu=..., interpreter=...)``
+It also picks which GPU to plan for (``gpulab.plan.current()``: dtypes, paths, sizes and autotuning lists for
+that GPU; ``GPULAB_AS_GPU=T4`` plans as a T4 on any machine). ``gpulab.describe()`` prints the mode, the device,
+the GPU planned for and the reasons. ``gpulab.size(gpu=..., interpreter=...)``
 gives the problem size for the current mode, so notebooks never need editing.
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from . import plan as _plan
 from .settings import SETTINGS
 
 __all__ = ["MODE", "DEVICE", "ON_GPU", "Mode", "describe", "size", "mode_info"]
@@ -70,6 +73,9 @@ def _choose_mode() -> Mode:
     return Mode("interpreter", "cpu", "CPU (Triton interpreter)", reason)
 
 
+if SETTINGS.as_gpu:
+    _plan.as_gpu_spec(SETTINGS.as_gpu)  # a misspelt GPU name fails at import, naming the GPUs it takes
+
 if _kernels_already_defined():  # pragma: no cover - defensive
     raise ImportError("gpulab kernel modules were imported before gpulab chose its mode")
 
@@ -104,7 +110,8 @@ AUTOTUNE: str = SETTINGS.autotune
 
 
 def describe(print_it: bool = True) -> str:
-    """Say which mode gpulab runs in, on which device, and why. Returns the text (and prints it)."""
+    """Say which mode gpulab runs in, on which device, which GPU it plans for (``gpulab.plan.current()``), and
+    why. Returns the text (and prints it)."""
     import torch
     import triton
 
@@ -114,6 +121,7 @@ def describe(print_it: bool = True) -> str:
         p = torch.cuda.get_device_properties(0)
         lines.append(f"  {p.multi_processor_count} SMs, compute capability {p.major}.{p.minor}, "
                      f"{p.total_memory / 2**30:.0f} GiB")
+    lines.append(_plan.current().describe())
     text = "\n".join(lines)
     if print_it:
         print(text)

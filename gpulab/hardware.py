@@ -71,6 +71,7 @@ class GPUSpec:
     compute_capability: tuple | None
     sources: tuple = field(default_factory=tuple)
     note: str = ""
+    memory_gb: float | None = None  # HBM/GDDR capacity in GB (1e9 bytes), from ``MEMORY_GB``
 
     @property
     def hbm_tbps(self) -> float:
@@ -90,9 +91,16 @@ class GPUSpec:
         return rate
 
 
+# Memory capacity in GB, from the same datasheets as each entry's rates (T4 16 GB GDDR6, L4 24 GB GDDR6, A10
+# 24 GB GDDR6, A100 40/80 GB HBM2/HBM2e, H100 80 GB, H200 141 GB HBM3e, RTX 4090 24 GB GDDR6X in the Ada
+# whitepaper's Appendix A). Problem sizes scale to it (``gpulab.plan``).
+MEMORY_GB = {"T4": 16, "L4": 24, "A10": 24, "A100 40GB SXM": 40, "A100 80GB SXM": 80, "H100 SXM": 80,
+             "H100 PCIe": 80, "H200": 141, "RTX 4090": 24}
+
+
 def _spec(name, sms, smem, gbps, fp32, tf32, bf16, fp16, fp8, cc, sources, note=""):
     peaks = dict(fp32=fp32, tf32=tf32, bf16=bf16, fp16=fp16, fp8=fp8)
-    return GPUSpec(name, sms, smem, gbps, peaks, cc, tuple(sources), note)
+    return GPUSpec(name, sms, smem, gbps, peaks, cc, tuple(sources), note, memory_gb=MEMORY_GB.get(name))
 
 
 GPUS: dict[str, GPUSpec] = {s.name: s for s in [
