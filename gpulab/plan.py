@@ -16,8 +16,10 @@ Features by compute capability (``FEATURES``; sources in each entry):
 | feature | from | where it is missing |
 |---|---|---|
 | bf16 tensor cores | 8.0 | fp16 (same bytes, tensor cores since 7.0) |
+| tf32 tensor cores | 8.0 | "ieee" fp32 FMA for an fp32 tl.dot |
 | TMA (tensor memory accelerator) | 9.0 | pointer loads with masks |
 | fp8 (e4m3/e5m2) tensor cores | 8.9 | fp16 |
+| Triton's tensor-core tl.dot (mma) | 8.0 | FP32 FMA: attention takes its small fp32 tiles |
 
 Lessons call ``current()`` and pass its choices to the launchers (``plan.matmul_path``, ``plan.dtype("bf16")``,
 ``plan.keep_fitting(configs, ...)``, ``plan.sizes_that_fit(...)``).
@@ -49,6 +51,16 @@ FEATURES = {
                     "tl.dot to FP32 FMA on the CUDA cores",
                     "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), 'BF16 ... Tensor Core "
                     "support'; T4 datasheet: FP16/INT8/INT4 tensor cores only"),
+    "tf32": Feature("tf32 tensor cores", (8, 0), "ieee",
+                    "tf32 tensor cores from compute capability 8.0 (Ampere); before it an fp32 tl.dot runs as "
+                    "FP32 FMA ('ieee')",
+                    "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), 'TF32 Tensor Core'"),
+    "mma": Feature("Triton tensor-core dots", (8, 0), "FMA",
+                   "Triton emits tensor-core instructions (mma) for tl.dot from compute capability 8.0; on 7.5 a "
+                   "tl.dot compiles to FP32 FMA on the CUDA cores (no mma in the PTX: python -m gpulab.targets), "
+                   "so attention takes the small tiles of its fp32 lists there",
+                   "the PTX Triton 3.9 emits for sm_75 (counted by gpulab.targets); Triton's NVIDIA backend "
+                   "supports MMA from sm_80"),
     "tma": Feature("TMA", (9, 0), "pointer",
                    "TMA (the tensor memory accelerator) from compute capability 9.0 (Hopper); before it "
                    "gpulab loads tiles through pointers with masks",
@@ -132,6 +144,12 @@ class Plan:
         """True where FlashAttention may load through TMA descriptors (``use_tma`` of its launchers)."""
         return has(self.gpu, "tma")
 
+    @property
+    def attention_small_tiles(self) -> bool:
+        """True where attention takes the small tiles of its fp32 lists whatever the dtype: a tl.dot compiles
+        to FMA there (no tensor-core mma), and the large tiles spill (``python -m gpulab.targets``)."""
+        return not has(self.gpu, "mma")
+
     def dtype(self, wanted: str) -> str:
         """The dtype to use where a lesson wants ``wanted`` ("fp32", "fp16", "bf16", "fp8"): itself where this
         GPU has its tensor cores, else ``FEATURES[wanted].instead``."""
@@ -140,6 +158,12 @@ class Plan:
         if wanted not in FEATURES or FEATURES[wanted].instead != "fp16":
             raise ValueError(f"wanted must be 'fp32', 'fp16', 'bf16' or 'fp8', got {wanted!r}")
         return wanted if has(self.gpu, wanted) else FEATURES[wanted].instead
+
+    def input_precision(self, wanted: str = "tf32") -> str:
+        """An fp32 tl.dot's ``input_precision``: "tf32" where this GPU has tf32 tensor cores, else "ieee"."""
+        if wanted not in ("tf32", "ieee"):
+            raise ValueError(f"wanted must be 'tf32' or 'ieee', got {wanted!r}")
+        return wanted if wanted == "ieee" or has(self.gpu, "tf32") else FEATURES["tf32"].instead
 
     def fits(self, nbytes: int) -> bool:
         """True if ``nbytes`` of buffers fit in ``MEMORY_FRACTION`` of this GPU's memory."""
@@ -170,7 +194,7 @@ class Plan:
         configs = list(configs)
         limit = self.smem_per_block_bytes
         keep = [c for c in configs if smem_bytes(c) <= limit]
-        return keep or [min(configs, key=smem_bytes)][: bool(configs)]
+        return keep or ([min(configs, key=smem_bytes)] if configs else [])
 
     def choices(self) -> list[tuple[str, str, str]]:
         """(what, choice, why) rows for ``describe``."""
