@@ -39,6 +39,46 @@ class Mode:
         return f"mode={self.name}  device={self.device} ({self.device_name})\n  why: {self.reason}"
 
 
+# The oldest torch and Triton gpulab runs with, as in pyproject.toml's dependencies (a test checks they agree).
+# Checked at import because the Colab install cell installs gpulab with --no-deps, never replacing Colab's own.
+MIN_TORCH, MIN_TRITON = (2, 5), (3, 2)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """(major, minor) of a version string such as "2.11.0+cu128" or "3.6.0"."""
+    parts = []
+    for piece in version.split("+")[0].split(".")[:2]:
+        digits = "".join(c for c in piece if c.isdigit()) if piece[:1].isdigit() else ""
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def check_versions(torch_version: str, triton_version: str | None) -> None:
+    """Raise RuntimeError, naming both versions and what to do, if torch or Triton is older than gpulab needs.
+    ``triton_version`` None (no Triton distribution found) is refused too."""
+    problems = []
+    if _release(torch_version) < MIN_TORCH:
+        problems.append(f"torch {torch_version} (needs >= {'.'.join(map(str, MIN_TORCH))})")
+    if triton_version is None or _release(triton_version) < MIN_TRITON:
+        problems.append(f"Triton {triton_version or '(not installed)'} (needs >= {'.'.join(map(str, MIN_TRITON))})")
+    if problems:
+        raise RuntimeError("gpulab cannot run with " + " and ".join(problems) + ". gpulab never installs torch or "
+                           "Triton over a runtime's own (on Colab they come with the image): use a newer runtime "
+                           "(on Colab: Runtime > Change runtime type, or a fresh session), or install a matching "
+                           "pair yourself with `pip install torch` outside Colab.")
+
+
+def _installed_triton() -> str | None:
+    from importlib import metadata
+
+    for dist in ("triton", "pytorch-triton"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
 def _kernels_already_defined() -> list[str]:
     """Kernel modules of gpulab imported before the mode was set (there should be none)."""
     return [m for m in sys.modules if m.startswith("gpulab.kernels.")]
@@ -51,6 +91,8 @@ def _choose_mode() -> Mode:
         forced, why_forced = "interpreter", "TRITON_INTERPRET=1 was already set in the environment"
 
     import torch  # importing torch does not define Triton kernels, so it is safe before the switch
+
+    check_versions(torch.__version__, _installed_triton())
 
     has_cuda = torch.cuda.is_available()
     if forced == "gpu" and not has_cuda:

@@ -273,6 +273,8 @@ def plan_rows(ccs=CCS, only=(), all_configs: bool = False) -> tuple[list[Row], d
                 continue
             status = "ok" if dtype == case.dtype else f"{dtype} instead of {case.dtype}: " \
                                                       f"{plan.FEATURES[case.dtype].why}"
+            if case.dot and dtype == "fp32" and not plan.has(p.gpu, "tf32"):
+                status = f"ieee instead of tf32: {plan.FEATURES['tf32'].why}"
             row = Row(case, cc, dtype, status, dtype if dtype != case.dtype else "")
             launches = case.launches(p, dtype)
             for launch in launches if all_configs else launches[:1]:

@@ -29,6 +29,8 @@ def test_reason_cells():
     assert fp8[89].status == fp8[90].status == "ok" and fp8[89].dtype == "fp8"
     bf16 = _rows("matmul bf16 (pointer)")
     assert bf16[75].dtype == "fp16" and bf16[80].dtype == "bf16" and bf16[80].status == "ok"
+    fp32 = _rows("matmul fp32 (pointer)")
+    assert fp32[75].status.startswith("ieee instead of tf32") and fp32[80].status == "ok"
     fwd = _rows("attention forward (TMA)")
     assert fwd[80].status.startswith("not taken") and fwd[80].instead == "attention forward (pointer)"
 
