@@ -284,7 +284,7 @@ def _this_gpu() -> tuple[hardware.GPUSpec | None, str]:
     return spec, name
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def current() -> Plan:
     """The plan for this session: see the module docstring for the order of choice. Computed once."""
     found, name = _this_gpu()

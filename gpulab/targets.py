@@ -35,9 +35,9 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from . import hardware, plan
 
@@ -99,7 +99,7 @@ def _kernel_module(name: str):
 
 
 def _one(constexprs, warps=4, stages=3):
-    return lambda p, dtype: [Launch(dict(constexprs), warps, stages)]
+    return lambda p, dtype: [Launch({**constexprs}, warps, stages)]
 
 
 def _triton_configs(module: str, attr: str):
@@ -117,7 +117,7 @@ def _matmul(list_name: str):
             c.BLOCK_M, c.BLOCK_N, c.BLOCK_K, c.num_stages, ITEMSIZE[dtype]))
         out = []
         for c in cfgs:
-            ce = dict(BLOCK_M=c.BLOCK_M, BLOCK_N=c.BLOCK_N, BLOCK_K=c.BLOCK_K, GROUP_M=c.GROUP_M)
+            ce = {"BLOCK_M": c.BLOCK_M, "BLOCK_N": c.BLOCK_N, "BLOCK_K": c.BLOCK_K, "GROUP_M": c.GROUP_M}
             if list_name == "tma":
                 ce.update(FLATTEN=c.flatten, WARP_SPECIALIZE=c.warp_specialize)
             else:
@@ -155,6 +155,7 @@ _FWD_TMA_TYPES = dict(_FWD_TYPES, desc_q="desc<BLOCK_M,HEAD_DIM>", desc_k="desc<
 _BWD_TYPES = {"LSE": "*fp32", "DELTA": "*fp32", "qk_scale": "fp32", "sm_scale": "fp32", "desc_q": "none",
               "desc_k": "none", "desc_v": "none", "desc_do": "none"}
 _E = 1024  # elementwise kernels' BLOCK on a GPU
+_PRECISION_TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "UPCAST": False}  # matmul_precision on a GPU
 
 CASES = [
     Case("00", "vector add", "vector_add", "vector_add_kernel", "fp32", _one({"BLOCK": _E})),
@@ -168,14 +169,11 @@ CASES = [
     Case("03", "relu fp32", "relu", "relu_kernel", "fp32", _one({"BLOCK": _E})),
     Case("03", "relu bf16", "relu", "relu_kernel", "bf16", _one({"BLOCK": _E})),
     Case("03", "matmul precision fp32 (tf32)", "matmul_precision", "matmul_precision_kernel", "fp32",
-         lambda p, d: [Launch(dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, INPUT_PRECISION=p.input_precision("tf32"),
-                                   ACC_FP16=False, UPCAST=False), 8, 3)], dot=True, types={"c_ptr": "*fp32"}),
+         lambda p, d: [Launch({**_PRECISION_TILE, "INPUT_PRECISION": p.input_precision("tf32"), "ACC_FP16": False}, 8, 3)], dot=True, types={"c_ptr": "*fp32"}),
     Case("03", "matmul precision bf16", "matmul_precision", "matmul_precision_kernel", "bf16",
-         lambda p, d: [Launch(dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, INPUT_PRECISION="tf32", ACC_FP16=False,
-                                   UPCAST=False), 8, 3)], dot=True, types={"c_ptr": "*fp32"}),
+         lambda p, d: [Launch({**_PRECISION_TILE, "INPUT_PRECISION": "tf32", "ACC_FP16": False}, 8, 3)], dot=True, types={"c_ptr": "*fp32"}),
     Case("03", "matmul precision fp16, fp16 sums", "matmul_precision", "matmul_precision_kernel", "fp16",
-         lambda p, d: [Launch(dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, INPUT_PRECISION="tf32", ACC_FP16=True,
-                                   UPCAST=False), 8, 3)], dot=True, types={"c_ptr": "*fp32"}),
+         lambda p, d: [Launch({**_PRECISION_TILE, "INPUT_PRECISION": "tf32", "ACC_FP16": True}, 8, 3)], dot=True, types={"c_ptr": "*fp32"}),
     Case("03", "matmul fp8 e4m3 (pointer)", "matmul", "matmul_kernel", "fp8", _matmul("pointer"), dot=True,
          types={"c_ptr": "*fp16"}),
     Case("04", "sin (unfused)", "sincos", "sin_kernel", "fp32", _one({"BLOCK": _E})),

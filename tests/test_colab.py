@@ -16,7 +16,7 @@ from gpulab import widgets
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-import sync_links  # noqa: E402
+import sync_links
 
 FAKE_COLAB = """
 import sys, types
@@ -59,7 +59,7 @@ def _probe(fake_colab: bool, **env) -> dict:
     full = {k: v for k, v in os.environ.items() if not k.startswith("GPULAB_")}
     full.update(env)
     code = (FAKE_COLAB if fake_colab else "") + PROBE
-    r = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=180, cwd=ROOT)
+    r = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=180, cwd=ROOT, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -134,5 +134,5 @@ def test_colab_detection_is_read_once_from_sys_modules():
         import importlib
         print(before, widgets.ON_COLAB)
     """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
     assert r.stdout.split() == ["False", "False"], r.stderr[-2000:]

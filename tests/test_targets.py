@@ -57,14 +57,13 @@ def test_elementwise_compiles_for_every_target():
 
 def test_what_the_compiler_does_matches_the_cells():
     (fp8_80,) = [r for r in targets.plan_rows((89,), ("fp8",))[0]]
-    fp8_job = targets._job(fp8_80.case, 80, "fp8", targets.Launch(
-        dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, INPUT_PRECISION="tf32", UPCAST=False), 4, 2))
+    tile = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}
+    fp8_job = targets._job(fp8_80.case, 80, "fp8",
+                           targets.Launch({**tile, "INPUT_PRECISION": "tf32", "UPCAST": False}, 4, 2))
     (mm,) = [c for c in targets.CASES if c.name == "matmul bf16 (pointer)"]
-    small = targets.Launch(dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, INPUT_PRECISION="tf32",
-                                UPCAST=False), 4, 2)
+    small = targets.Launch({**tile, "INPUT_PRECISION": "tf32", "UPCAST": False}, 4, 2)
     (tma,) = [c for c in targets.CASES if c.name == "matmul bf16 (TMA)"]
-    tma_launch = targets.Launch(dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, FLATTEN=False,
-                                     WARP_SPECIALIZE=False), 4, 2)
+    tma_launch = targets.Launch({**tile, "FLATTEN": False, "WARP_SPECIALIZE": False}, 4, 2)
     jobs = {"fp8@80": fp8_job, "fp16@75": targets._job(mm, 75, "fp16", small),
             "fp16@80": targets._job(mm, 80, "fp16", small), "tma@90": targets._job(tma, 90, "bf16", tma_launch)}
     got = targets._run_workers(jobs, 2)
