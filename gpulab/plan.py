@@ -19,7 +19,7 @@ Features by compute capability (``FEATURES``; sources in each entry):
 | tf32 tensor cores | 8.0 | "ieee" fp32 FMA for an fp32 tl.dot |
 | TMA (tensor memory accelerator) | 9.0 | pointer loads with masks |
 | fp8 (e4m3/e5m2) tensor cores | 8.9 | fp16 |
-| Triton's tensor-core tl.dot (mma) | 8.0 | FP32 FMA: attention takes its small fp32 tiles |
+| Triton's tensor-core tl.dot (mma) | 8.0 | FP32 FMA: small tiles (``Plan.small_tiles``) |
 
 Lessons call ``current()`` and pass its choices to the launchers (``plan.matmul_path``, ``plan.dtype("bf16")``,
 ``plan.keep_fitting(configs, ...)``, ``plan.sizes_that_fit(...)``).
@@ -145,9 +145,11 @@ class Plan:
         return has(self.gpu, "tma")
 
     @property
-    def attention_small_tiles(self) -> bool:
-        """True where attention takes the small tiles of its fp32 lists whatever the dtype: a tl.dot compiles
-        to FMA there (no tensor-core mma), and the large tiles spill (``python -m gpulab.targets``)."""
+    def small_tiles(self) -> bool:
+        """True where a tl.dot compiles to FMA (no tensor-core mma from Triton, compute capability < 8.0): there
+        the large tiles of the GPU lists spill (``python -m gpulab.targets --cc 75``, ptxas spill stores + loads: 36,668 bytes
+        for a 128x128x32 fp16 matmul tile, 12 bytes for 32x64x32), so attention takes the small tiles of its
+        fp32 lists whatever the dtype, and a matmul should take tiles of at most 64x64."""
         return not has(self.gpu, "mma")
 
     def dtype(self, wanted: str) -> str:

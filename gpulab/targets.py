@@ -130,7 +130,7 @@ def _matmul(list_name: str):
 def _flash_fwd(causal: bool, tma: bool):
     def launches(p, dtype):
         fa = _kernel_module("flash_attention")
-        cfgs = fa.FP32_FWD_CONFIGS if dtype == "fp32" or p.attention_small_tiles else fa.FWD_CONFIGS
+        cfgs = fa.FP32_FWD_CONFIGS if dtype == "fp32" or p.small_tiles else fa.FWD_CONFIGS
         cfgs = [c for c in cfgs if not causal or c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0]
         cfgs = p.keep_fitting(cfgs, lambda c: plan.attention_fwd_smem_bytes(
             c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], HEAD_DIM, c.num_stages, ITEMSIZE[dtype]))
@@ -143,7 +143,7 @@ def _flash_fwd(causal: bool, tma: bool):
 def _flash_bwd(part: str):
     def launches(p, dtype):
         fa = _kernel_module("flash_attention")
-        cfgs = fa.FP32_BWD_CONFIGS if dtype == "fp32" or p.attention_small_tiles else fa.BWD_CONFIGS[part]
+        cfgs = fa.FP32_BWD_CONFIGS if dtype == "fp32" or p.small_tiles else fa.BWD_CONFIGS[part]
         return [Launch(dict(c.kwargs, HEAD_DIM=HEAD_DIM, CAUSAL=False, USE_TMA=False, UPCAST=False,
                             DOT_PREC="tf32", **fa.BWD_PARTS[part]), c.num_warps, c.num_stages) for c in cfgs]
     return launches

@@ -26,7 +26,7 @@ def test_choices_per_gpu(name):
     p = plan.for_gpu(plan.as_gpu_spec(name))
     assert (p.dtype("bf16"), p.dtype("fp8"), p.input_precision("tf32")) == (bf16, fp8, tf32)
     assert p.dtype("fp32") == "fp32" and p.dtype("fp16") == "fp16" and p.input_precision("ieee") == "ieee"
-    assert (p.matmul_path, p.attention_tma, p.attention_small_tiles) == (path, tma, small)
+    assert (p.matmul_path, p.attention_tma, p.small_tiles) == (path, tma, small)
     assert p.smem_per_block_bytes == smem_kib * 1024
     assert p.memory_bytes == mem_gb * 10**9
     assert f"plans for: {p.gpu.name}" in p.describe()
