@@ -147,9 +147,8 @@ class Plan:
     @property
     def small_tiles(self) -> bool:
         """True where a tl.dot compiles to FMA (no tensor-core mma from Triton, compute capability < 8.0): there
-        the large tiles of the GPU lists spill (``python -m gpulab.targets --cc 75``, ptxas spill stores + loads: 36,668 bytes
-        for a 128x128x32 fp16 matmul tile, 12 bytes for 32x64x32), so attention takes the small tiles of its
-        fp32 lists whatever the dtype, and a matmul should take tiles of at most 64x64."""
+        the large tiles of the GPU lists spill registers (``python -m gpulab.targets --cc 75`` shows how much), so
+        attention takes the small tiles of its fp32 lists whatever the dtype, and a matmul should too."""
         return not has(self.gpu, "mma")
 
     def dtype(self, wanted: str) -> str:
