@@ -432,7 +432,7 @@ def _cell(row: Row) -> str:
 
 def table(rows: list[Row]) -> str:
     """The rows as a text table: lesson, kernel, target, dtype, registers, spill bytes, shared KiB, result."""
-    head = (f"{'':2} {'kernel':36} {'cc':>4} {'GPUs':24} {'dtype':5} {'mma':>5} {'regs':>4} {'spill':>6} {'smem':>8}"
+    head = (f"{'':2} {'kernel':36} {'cc':>4} {'GPUs':30} {'dtype':5} {'mma':>5} {'regs':>4} {'spill':>6} {'smem':>8}"
             "  result")
     out = [head, "-" * len(head)]
     for r in rows:
@@ -441,7 +441,7 @@ def table(rows: list[Row]) -> str:
         spill = first.get("spill_bytes")
         smem = f"{first['smem'] / 1024:.1f}K" if "smem" in first else "-"
         configs = f" [{len(r.configs)} configs]" if len(r.configs) > 1 else ""
-        out.append(f"{r.case.lesson:2} {r.case.name:36} {r.cc / 10:>4.1f} {', '.join(gpus_of(r.cc))[:24]:24} "
+        out.append(f"{r.case.lesson:2} {r.case.name:36} {r.cc / 10:>4.1f} {', '.join(gpus_of(r.cc))[:30]:30} "
                    f"{r.dtype:5} {first.get('mma', '-'):>5} {regs if regs is not None else '-':>4} {spill if spill is not None else '-':>6} "
                    f"{smem:>8}  {_cell(r)}{configs}")
     return "\n".join(out)
