@@ -7,7 +7,9 @@ Importing this package picks the execution mode once, before any Triton kernel i
   ``@triton.jit`` kernel runs in Triton's interpreter on the CPU, on small inputs. Timings shown in this
   mode come from reference data recorded on a real GPU and say so.
 
-``gpulab.describe()`` prints the mode, the device and the reason. ``gpulab.size(gpu=..., interpreter=...)``
+It also picks which GPU to plan for (``gpulab.plan.current()``: dtypes, paths, sizes and autotuning lists for
+that GPU; ``GPULAB_AS_GPU=T4`` plans as a T4 on any machine). ``gpulab.describe()`` prints the mode, the device,
+the GPU planned for and the reasons. ``gpulab.size(gpu=..., interpreter=...)``
 gives the problem size for the current mode, so notebooks never need editing.
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from . import plan as _plan
 from .settings import SETTINGS
 
 __all__ = ["MODE", "DEVICE", "ON_GPU", "Mode", "describe", "size", "mode_info"]
@@ -36,6 +39,46 @@ class Mode:
         return f"mode={self.name}  device={self.device} ({self.device_name})\n  why: {self.reason}"
 
 
+# The oldest torch and Triton gpulab runs with, as in pyproject.toml's dependencies (a test checks they agree).
+# Checked at import because the Colab install cell installs gpulab with --no-deps, never replacing Colab's own.
+MIN_TORCH, MIN_TRITON = (2, 5), (3, 2)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """(major, minor) of a version string such as "2.11.0+cu128" or "3.6.0"."""
+    parts = []
+    for piece in version.split("+")[0].split(".")[:2]:
+        digits = "".join(c for c in piece if c.isdigit()) if piece[:1].isdigit() else ""
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def check_versions(torch_version: str, triton_version: str | None) -> None:
+    """Raise RuntimeError, naming both versions and what to do, if torch or Triton is older than gpulab needs.
+    ``triton_version`` None (no Triton distribution found) is refused too."""
+    problems = []
+    if _release(torch_version) < MIN_TORCH:
+        problems.append(f"torch {torch_version} (needs >= {'.'.join(map(str, MIN_TORCH))})")
+    if triton_version is None or _release(triton_version) < MIN_TRITON:
+        problems.append(f"Triton {triton_version or '(not installed)'} (needs >= {'.'.join(map(str, MIN_TRITON))})")
+    if problems:
+        raise RuntimeError("gpulab cannot run with " + " and ".join(problems) + ". gpulab never installs torch or "
+                           "Triton over a runtime's own (on Colab they come with the image): use a newer runtime "
+                           "(on Colab: Runtime > Change runtime type, or a fresh session), or install a matching "
+                           "pair yourself with `pip install torch` outside Colab.")
+
+
+def _installed_triton() -> str | None:
+    from importlib import metadata
+
+    for dist in ("triton", "pytorch-triton"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
 def _kernels_already_defined() -> list[str]:
     """Kernel modules of gpulab imported before the mode was set (there should be none)."""
     return [m for m in sys.modules if m.startswith("gpulab.kernels.")]
@@ -48,6 +91,8 @@ def _choose_mode() -> Mode:
         forced, why_forced = "interpreter", "TRITON_INTERPRET=1 was already set in the environment"
 
     import torch  # importing torch does not define Triton kernels, so it is safe before the switch
+
+    check_versions(torch.__version__, _installed_triton())
 
     has_cuda = torch.cuda.is_available()
     if forced == "gpu" and not has_cuda:
@@ -69,6 +114,9 @@ def _choose_mode() -> Mode:
                   "recorded on a real GPU, labelled as such")
     return Mode("interpreter", "cpu", "CPU (Triton interpreter)", reason)
 
+
+if SETTINGS.as_gpu:
+    _plan.as_gpu_spec(SETTINGS.as_gpu)  # a misspelt GPU name fails at import, naming the GPUs it takes
 
 if _kernels_already_defined():  # pragma: no cover - defensive
     raise ImportError("gpulab kernel modules were imported before gpulab chose its mode")
@@ -104,7 +152,8 @@ AUTOTUNE: str = SETTINGS.autotune
 
 
 def describe(print_it: bool = True) -> str:
-    """Say which mode gpulab runs in, on which device, and why. Returns the text (and prints it)."""
+    """Say which mode gpulab runs in, on which device, which GPU it plans for (``gpulab.plan.current()``), and
+    why. Returns the text (and prints it)."""
     import torch
     import triton
 
@@ -114,6 +163,7 @@ def describe(print_it: bool = True) -> str:
         p = torch.cuda.get_device_properties(0)
         lines.append(f"  {p.multi_processor_count} SMs, compute capability {p.major}.{p.minor}, "
                      f"{p.total_memory / 2**30:.0f} GiB")
+    lines.append(_plan.current().describe())
     text = "\n".join(lines)
     if print_it:
         print(text)

@@ -22,7 +22,7 @@ from typing import Mapping
 @dataclass(frozen=True)
 class Settings:
     """The parsed switches: ``mode`` ("" when unset), ``autotune``, ``static_figures``, ``cache_dir``, ``as_gpu``
-    (validated against the hardware table by its user, ``gpulab.hardware``)."""
+    (validated against the hardware table by ``gpulab.plan`` when gpulab is imported)."""
 
     mode: str = ""
     autotune: str = "full"

@@ -2,10 +2,18 @@
 themselves are in ``gpulab.figures``, one module per lesson.
 
 Every interactive widget is a container with CSS class ``gpulab-widget``; its sliders carry
-``gpulab-slider`` (the browser test finds them by these classes). Figures are plotly ``FigureWidget``s
-where the front end can show them (JupyterLab with anywidget; Colab after its custom widget manager is
-enabled, which importing this module does), and otherwise a static figure redrawn into an
-``ipywidgets.Output`` on every change (``GPULAB_STATIC_FIGURES=1`` forces that fallback).
+``gpulab-slider`` (the browser test finds them by these classes). ``figure_path`` picks how a figure is shown,
+once per process:
+
+- ``"widget"``: a plotly ``FigureWidget`` updated in place (JupyterLab, with plotly >= 6, whose FigureWidget
+  is an anywidget, and anywidget installed);
+- ``"colab"``: on Colab (detected once: ``"google.colab" in sys.modules``), a static figure redrawn into an
+  ``ipywidgets.Output`` as HTML that carries plotly.js inline. Colab's FigureWidget support is not
+  established (googlecolab/colab-cdn-widget-manager#51 is open) and plotly's own Colab renderer inside an
+  Output widget fails with "Plotly is not defined" (googlecolab/colabtools#5889); docs/colab.md has the
+  sources;
+- ``"static"``: elsewhere without FigureWidget support, or with ``GPULAB_STATIC_FIGURES=1``: a static figure
+  re-shown with ``fig.show()`` into an Output on every change.
 """
 from __future__ import annotations
 
@@ -17,24 +25,33 @@ import plotly.graph_objects as go
 from .settings import SETTINGS
 
 
-def _enable_colab() -> None:
-    if "google.colab" in sys.modules:  # pragma: no cover - only in Colab
-        from google.colab import output
-
-        output.enable_custom_widget_manager()
+ON_COLAB: bool = "google.colab" in sys.modules  # Colab's kernel imports google.colab before any cell runs
 
 
-_enable_colab()
+def _anywidget_figures() -> bool:
+    """True if plotly's FigureWidget is an anywidget here: plotly >= 6 with anywidget importable."""
+    import plotly
+
+    try:
+        import anywidget  # noqa: F401
+    except ImportError:
+        return False
+    return int(plotly.__version__.split(".")[0]) >= 6
+
+
+def figure_path(on_colab: bool, static: bool, anywidget_figures: bool) -> str:
+    """How figures are shown: "widget", "colab" or "static" (see the module docstring). Pure: the
+    arguments are ``ON_COLAB``, ``SETTINGS.static_figures`` and ``_anywidget_figures()``."""
+    if on_colab:
+        return "colab"
+    return "widget" if anywidget_figures and not static else "static"
+
+
+FIGURE_PATH: str = figure_path(ON_COLAB, SETTINGS.static_figures, _anywidget_figures())
 
 
 def _figurewidget_ok() -> bool:
-    if SETTINGS.static_figures:
-        return False
-    try:
-        import anywidget  # noqa: F401  (plotly's FigureWidget is built on it)
-    except ImportError:
-        return False
-    return True
+    return FIGURE_PATH == "widget"
 
 
 class LiveFigure:
@@ -58,7 +75,12 @@ class LiveFigure:
     def _draw(self) -> None:
         self.widget.clear_output(wait=True)
         with self.widget:
-            self.fig.show()
+            if FIGURE_PATH == "colab":  # plotly.js inline: a <script src> in an Output loads after its caller
+                from IPython.display import HTML, display
+
+                display(HTML(self.fig.to_html(include_plotlyjs=True, full_html=False)))
+            else:
+                self.fig.show()
 
     def update(self, fn) -> None:
         if self.static:

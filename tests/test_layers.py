@@ -2,8 +2,9 @@
 through others. Every import counts, at module level or inside a function (a lazy import is still an arrow).
 
 Layers, bottom up (DESIGN.md, "The package, in layers"):
-0 core: the mode and the switches, the dtype table, validators, tolerances, the reference data, and
-  timing (time_ms, CUDA graphs: the autotuners of layer 2 time their candidates with it)
+0 core: the mode and the switches, the GPU planned for (plan, with the hardware table it reads), the dtype
+  table, validators, tolerances, the reference data, and timing (time_ms, CUDA graphs: the autotuners of
+  layer 2 time their candidates with it)
 1 models: pure functions and dataclasses (no timing, no widgets, no CUDA calls)
 2 kernels: Triton kernels with launchers, float64 references and hand counts
 3 measuring: the device profile, hardware counters
@@ -17,8 +18,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "gpulab"
 
 CORE = {"gpulab", "gpulab.settings", "gpulab.dtypes", "gpulab.validate", "gpulab.tolerances", "gpulab.reference",
-        "gpulab.timing"}
-MODELS = {f"gpulab.{m}" for m in ("hardware", "roofline", "simt", "sectors", "tiling", "waves", "fusion",
+        "gpulab.timing", "gpulab.plan", "gpulab.hardware"}
+MODELS = {f"gpulab.{m}" for m in ("roofline", "simt", "sectors", "tiling", "waves", "fusion",
                                    "recompute", "attention", "online_softmax", "formats", "precision", "memory")}
 MEASURING = {"gpulab.device", "gpulab.counters"}
 

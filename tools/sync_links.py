@@ -2,6 +2,11 @@
 
 The repository's public URL lives in one place, ``[project.urls] Repository`` in pyproject.toml. Change it
 there and run ``python tools/sync_links.py``; ``tests/test_links.py`` fails until the notebooks agree.
+
+The install cell (the code cell starting with ``INSTALL_MARK``) is written whole from ``install_cell``. Its
+rule (docs/colab.md): never replace Colab's torch or Triton. gpulab goes in with ``--no-deps``; then only the
+light pure-Python dependencies, each a no-op where Colab's version already satisfies it. ipywidgets, numpy,
+jupyterlab, torch and Triton are Colab's own; ``import gpulab`` refuses a torch/Triton pair older than it needs.
 """
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BADGE = re.compile(r"https://colab\.research\.google\.com/github/[^\"')\s]+?/blob/[^/\"')\s]+/notebooks/")
 INSTALL = re.compile(r"gpulab @ git\+[^\"'\s]+")
+INSTALL_MARK = "# Colab only: install gpulab"
+LIGHT_DEPS = ('"plotly>=6.0"', '"anywidget>=0.9"', '"tqdm>=4.66"', '"platformdirs>=4.0"')
 
 
 def repo_url() -> str:
@@ -30,6 +37,16 @@ def expected(url: str) -> tuple[str, str]:
     return f"https://colab.research.google.com/github/{m.group(1)}/blob/main/notebooks/", f"gpulab @ git+{url}"
 
 
+def install_cell(install: str) -> str:
+    """The Colab install cell's source for the pip requirement ``install`` ("gpulab @ git+URL")."""
+    return (f"{INSTALL_MARK} beside Colab's own torch and Triton (never replacing them).\n"
+            "# Everywhere else `make lab` has already installed it.\n"
+            "import sys\n"
+            'if "google.colab" in sys.modules:\n'
+            f'    %pip install -q --no-deps "{install}"\n'
+            f"    %pip install -q {' '.join(LIGHT_DEPS)}")
+
+
 def sync(write: bool = True) -> list[str]:
     """Return the notebooks that were (or, with write=False, would be) changed."""
     badge, install = expected(repo_url())
@@ -39,7 +56,10 @@ def sync(write: bool = True) -> list[str]:
         nb = json.loads(raw)
         for cell in nb["cells"]:
             src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            cell["source"] = INSTALL.sub(install, BADGE.sub(badge, src))
+            if cell["cell_type"] == "code" and src.startswith(INSTALL_MARK):
+                cell["source"] = install_cell(install)
+            else:
+                cell["source"] = INSTALL.sub(install, BADGE.sub(badge, src))
         new = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
         if json.loads(new) != json.loads(raw):
             changed.append(path.name)

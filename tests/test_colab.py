@@ -1,0 +1,138 @@
+"""Colab, faked: a ``google.colab`` module in sys.modules (in a subprocess) makes gpulab pick the figure path that
+renders there, redraw it on every change, and leave the custom widget manager alone; the install cell never
+replaces torch or Triton, and an old torch/Triton pair is refused by name."""
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import gpulab
+from gpulab import widgets
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import sync_links
+
+FAKE_COLAB = """
+import sys, types
+calls = []
+colab = types.ModuleType("google.colab")
+output = types.ModuleType("google.colab.output")
+output.enable_custom_widget_manager = lambda *a, **k: calls.append("enable")
+colab.output = output
+google = types.ModuleType("google")
+google.colab = colab
+sys.modules.update({"google": google, "google.colab": colab, "google.colab.output": output})
+"""
+
+PROBE = """
+import json
+import IPython.display
+shown, draws = [], []
+IPython.display.display = lambda *objs, **kw: shown.extend(objs)
+import plotly.graph_objects as go
+from gpulab import widgets
+draw = widgets.LiveFigure._draw
+def counted(self):  # off Colab, fig.show() would pick a renderer for a plain process: count only
+    draws.append(1)
+    if widgets.FIGURE_PATH == "colab":
+        draw(self)
+widgets.LiveFigure._draw = counted
+live = widgets.LiveFigure(go.Figure(go.Scatter(x=[1, 2], y=[3, 4])))
+first = len(draws)
+live.update(lambda fig: fig.data[0].update(y=[5.5, 6.5]))
+html = [getattr(o, "data", "") for o in shown]
+print(json.dumps({"on_colab": widgets.ON_COLAB, "path": widgets.FIGURE_PATH, "static": live.static,
+                  "draws": [first, len(draws)], "shown": len(shown),
+                  "plotly_inline": bool(html) and all("plotly.js v" in h for h in html),
+                  "new_data": bool(html) and "6.5" in html[-1] and "5.5" in html[-1],
+                  "manager_calls": calls if "calls" in globals() else None}))
+"""
+
+
+def _probe(fake_colab: bool, **env) -> dict:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("GPULAB_")}
+    full.update(env)
+    code = (FAKE_COLAB if fake_colab else "") + PROBE
+    r = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=180, cwd=ROOT, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_colab_gets_the_static_path_redrawn_with_plotly_inline():
+    got = _probe(fake_colab=True)
+    assert got["on_colab"] and got["path"] == "colab" and got["static"]
+    assert got["draws"] == [1, 2] and got["shown"] == 2, "one draw at creation, one more per update"
+    assert got["plotly_inline"], "each Colab draw must carry plotly.js itself (colabtools#5889)"
+    assert got["new_data"], "the redraw shows the updated trace"
+    assert got["manager_calls"] == [], "the static path needs no custom widget manager"
+
+
+def test_jupyterlab_gets_figurewidgets_and_the_switch_forces_static():
+    lab = _probe(fake_colab=False)
+    assert lab["path"] == "widget" and not lab["static"] and lab["draws"] == [0, 0]
+    forced = _probe(fake_colab=False, GPULAB_STATIC_FIGURES="1")
+    assert forced["path"] == "static" and forced["static"] and forced["draws"] == [1, 2]
+
+
+@pytest.mark.parametrize("colab, static, anywidget_figures, path", [
+    (True, False, True, "colab"), (True, True, False, "colab"), (False, False, True, "widget"),
+    (False, True, True, "static"), (False, False, False, "static")])
+def test_figure_path_table(colab, static, anywidget_figures, path):
+    assert widgets.figure_path(colab, static, anywidget_figures) == path
+
+
+def test_version_floor():
+    gpulab.check_versions("2.11.0+cu128", "3.6.0")  # Colab's GPU image (docs/colab.md)
+    gpulab.check_versions("2.5.0", "3.2.0")
+    for torch_v, triton_v, named in [("2.4.1+cu121", "3.6.0", "torch 2.4.1"), ("2.11.0", "3.1.0", "Triton 3.1.0"),
+                                     ("2.11.0", None, "Triton (not installed)"), ("1.13.1", "2.0.0", "torch 1.13.1")]:
+        with pytest.raises(RuntimeError, match=re.escape(named)):
+            gpulab.check_versions(torch_v, triton_v)
+
+
+def _pyproject_minimums() -> dict:
+    text = (ROOT / "pyproject.toml").read_text()
+    deps = re.search(r"^dependencies = \[(.*?)\]", text, flags=re.MULTILINE | re.DOTALL).group(1)
+    return dict(re.findall(r'"([A-Za-z_-]+)>=([\d.]+)"', deps))
+
+
+def test_version_floor_matches_pyproject():
+    mins = _pyproject_minimums()
+    assert mins["torch"] == ".".join(map(str, gpulab.MIN_TORCH))
+    assert mins["triton"] == ".".join(map(str, gpulab.MIN_TRITON))
+
+
+def test_install_cell_never_replaces_torch_or_triton():
+    _, install = sync_links.expected(sync_links.repo_url())
+    cell = sync_links.install_cell(install)
+    pip_lines = [ln for ln in cell.splitlines() if "%pip" in ln]
+    assert f'--no-deps "{install}"' in pip_lines[0]
+    rest = " ".join(pip_lines[1:])
+    for heavy in ("torch", "triton", "ipywidgets", "numpy", "jupyterlab"):
+        assert heavy not in rest.lower(), f"the install cell must not install {heavy}"
+    mins = _pyproject_minimums()
+    for dep in sync_links.LIGHT_DEPS:  # each light dependency at pyproject's own floor
+        name, floor = dep.strip('"').split(">=")
+        assert mins[name] == floor, dep
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]]
+        assert cell in cells, f"{path.name}: install cell stale; run python tools/sync_links.py"
+
+
+def test_colab_detection_is_read_once_from_sys_modules():
+    code = textwrap.dedent("""
+        import sys, types
+        from gpulab import widgets
+        before = widgets.ON_COLAB
+        sys.modules["google.colab"] = types.ModuleType("google.colab")
+        import importlib
+        print(before, widgets.ON_COLAB)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    assert r.stdout.split() == ["False", "False"], r.stderr[-2000:]

@@ -1,0 +1,77 @@
+"""python -m gpulab.targets on a CPU: kernels compile for GPU targets, and each cell says what is taken where.
+
+The reason cells are checked against what the compiler does: fp8e4nv is refused for sm_80, the TMA kernel
+compiles to wgmma on sm_90, and an fp16 tl.dot has tensor-core mma on sm_80 but none on sm_75."""
+import pytest
+
+from gpulab import targets
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(targets, "cache_path", lambda: tmp_path / "targets")
+
+
+def _rows(name):
+    rows, _ = targets.plan_rows(targets.CCS, (name,))
+    return {r.cc: r for r in rows if r.case.name == name}
+
+
+def test_reason_cells():
+    tma = _rows("matmul bf16 (TMA)")
+    for cc in (75, 80, 86, 89):
+        assert tma[cc].status.startswith("not taken: TMA") and tma[cc].instead == "matmul bf16 (pointer)"
+        assert not tma[cc].configs  # nothing compiled for a path that is not taken
+    assert tma[90].status == "ok"
+    fp8 = _rows("matmul fp8 e4m3 (pointer)")
+    for cc in (75, 80, 86):
+        assert fp8[cc].dtype == "fp16" and fp8[cc].status.startswith("fp16 instead of fp8")
+    assert fp8[89].status == fp8[90].status == "ok" and fp8[89].dtype == "fp8"
+    bf16 = _rows("matmul bf16 (pointer)")
+    assert bf16[75].dtype == "fp16" and bf16[80].dtype == "bf16" and bf16[80].status == "ok"
+    fp32 = _rows("matmul fp32 (pointer)")
+    assert fp32[75].status.startswith("ieee instead of tf32") and fp32[80].status == "ok"
+    fwd = _rows("attention forward (TMA)")
+    assert fwd[80].status.startswith("not taken") and fwd[80].instead == "attention forward (pointer)"
+
+
+def test_every_case_names_a_real_kernel_and_fallback():
+    names = {c.name for c in targets.CASES}
+    for case in targets.CASES:
+        kernel = getattr(targets._kernel_module(case.module), case.kernel)
+        assert callable(kernel), case.name
+        assert not case.needs or case.instead in names, case.name
+
+
+def test_elementwise_compiles_for_every_target():
+    rows = targets.run(targets.CCS, ("vector add",), jobs=2)
+    assert [r.cc for r in rows] == list(targets.CCS)
+    for r in rows:
+        (c,) = r.configs
+        assert r.status == "ok" and not c.get("error"), c
+        assert c["mma"] == 0 and c["spill_bytes"] == 0 and 8 <= c["regs"] <= 255 and c["fits"]
+    again = targets.run(targets.CCS, ("vector add",), jobs=2)  # from the cache: the same numbers
+    assert [r.configs for r in again] == [r.configs for r in rows]
+    assert "vector add" in targets.table(rows)
+
+
+def test_what_the_compiler_does_matches_the_cells():
+    (fp8_80,) = [r for r in targets.plan_rows((89,), ("fp8",))[0]]
+    tile = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}
+    fp8_job = targets._job(fp8_80.case, 80, "fp8",
+                           targets.Launch({**tile, "INPUT_PRECISION": "tf32", "UPCAST": False}, 4, 2))
+    (mm,) = [c for c in targets.CASES if c.name == "matmul bf16 (pointer)"]
+    small = targets.Launch({**tile, "INPUT_PRECISION": "tf32", "UPCAST": False}, 4, 2)
+    (tma,) = [c for c in targets.CASES if c.name == "matmul bf16 (TMA)"]
+    tma_launch = targets.Launch({**tile, "FLATTEN": False, "WARP_SPECIALIZE": False}, 4, 2)
+    jobs = {"fp8@80": fp8_job, "fp16@75": targets._job(mm, 75, "fp16", small),
+            "fp16@80": targets._job(mm, 80, "fp16", small), "tma@90": targets._job(tma, 90, "bf16", tma_launch)}
+    got = targets._run_workers(jobs, 2)
+    assert "fp8e4nv" in got["fp8@80"]["error"]
+    assert got["fp16@75"]["mma"] == 0 and got["fp16@80"]["mma"] > 0  # Triton's tensor-core dot from 8.0
+    assert got["tma@90"]["mma"] > 0 and not got["tma@90"].get("error")
+
+
+def test_bad_target_is_refused():
+    with pytest.raises(ValueError, match="ccs must be among"):
+        targets.run((70,))
