@@ -97,3 +97,25 @@ def test_hints_then_solution(capsys):
     kernelcheck.hint(check)
     assert "show_solution(check_loop_grouped)" in capsys.readouterr().out
     check._hints_shown = 0
+
+
+def test_switch_efficiency_by_hand_and_its_mistakes():
+    check = ex02.check_switch_efficiency
+    sol = check.solution
+    # lanes 0-3 case 0 (1 instr), the rest case 1 (1 instr): 2 steps, 32 useful lane-steps of 64
+    assert sol([0] * 4 + [1] * 28, [1, 1]) == 0.5
+    # cases 0 and 2 taken (4 and 2 instrs), case 1 (9) by no lane: 6 steps, 16 x 4 + 16 x 2 = 96 useful of 192
+    assert sol([lane % 2 * 2 for lane in range(32)], [4, 9, 2]) == 0.5
+    assert check(sol).ok
+
+    def pays_every_case(case, costs):
+        return sum(costs[c] for c in case) / (sum(costs) * 32)
+
+    def overlaps_cases(case, costs):
+        return sum(costs[c] for c in case) / (max(costs[c] for c in set(case)) * 32)
+
+    for wrong, said in ((pays_every_case, "no lane takes is skipped"), (overlaps_cases, "one after another"),
+                        (lambda case, costs: 100 * sol(case, costs), "not a percentage")):
+        rep = check(wrong)
+        assert not rep.ok and said in str(rep), str(rep)
+    assert not check(lambda case, costs: (_ for _ in ()).throw(NotImplementedError)).attempted

@@ -69,6 +69,59 @@ def check_warp_efficiency(fn) -> Report:
 check_warp_efficiency.solution = _warp_efficiency_solution
 
 
+def _switch_efficiency_solution(case, costs) -> float:
+    """Useful lane-steps / (steps paid x 32) for a switch: lane i runs case ``case[i]`` of ``costs[case[i]]``
+    instructions. The warp runs each case that some lane takes, one after another; a case no lane takes is
+    skipped."""
+    steps = sum(costs[c] for c in set(case))
+    return sum(costs[c] for c in case) / (steps * len(case))
+
+
+def check_switch_efficiency(fn) -> Report:
+    """fn(case, costs) -> efficiency in [0, 1] of one warp running ``switch (case[lane])``.
+
+    case: a list of 32 ints, lane i takes case ``case[i]`` (0 <= case[i] < len(costs)); costs: a list of ints
+    >= 1, the instructions of each case. Efficiency = useful lane-steps / (issue steps paid x 32), the count
+    of ``gpulab.simt.branch`` carried from two paths to any number. Cases: the seed's ``thread_id < 4`` as a
+    two-way switch, a uniform switch, switches where some cases are taken by no lane, fresh random ones.
+    """
+    rng = random.Random()
+    cases = [dict(case=[0] * 4 + [1] * 28, costs=[1, 1]), dict(case=[2] * 32, costs=[5, 7, 3]),
+             dict(case=[lane % 2 * 2 for lane in range(32)], costs=[4, 9, 2, 6])]
+    for _ in range(30):
+        k = rng.randrange(2, 7)
+        taken = rng.sample(range(k), rng.randrange(1, k + 1))
+        cases.append(dict(case=[rng.choice(taken) for _ in range(32)], costs=[rng.randrange(1, 9) for _ in range(k)]))
+
+    def compare(case, got):
+        lanes, costs = case["case"], case["costs"]
+        exp = _switch_efficiency_solution(lanes, costs)
+        if close(got, exp, 1e-6):
+            return None
+        if isinstance(got, (str, bytes, bool)) or not isinstance(got, (int, float, np.floating, np.integer)):
+            return f"expected a number in [0, 1], got {_short(got)}"
+        useful = sum(costs[c] for c in lanes)
+        taken = [costs[c] for c in set(lanes)]
+        head = f"expected {exp:.6g}, got {float(got):.6g}"
+        if close(got, 100 * exp, 1e-6):
+            return head + ": return a fraction in [0, 1], not a percentage"
+        if close(got, useful / (sum(costs) * 32), 1e-6):
+            return head + ": a case that no lane takes is skipped; pay only the cases some lane takes"
+        if close(got, useful / (max(taken) * 32), 1e-6):
+            return head + ": the cases run one after another, not at once: add the steps of every case taken"
+        if close(got, useful / sum(taken), 1e-6):
+            return head + ": divide by the lane-steps paid, steps x 32 lanes (every lane occupies every step)"
+        return head
+    return run_cases("switch_efficiency", fn, cases, compare)
+
+
+check_switch_efficiency.solution = _switch_efficiency_solution
+check_switch_efficiency.hints = [
+    "the warp pays every case that at least one lane takes, one after the other; the others cost nothing",
+    "steps = sum(costs[c] for c in set(case)); useful = sum(costs[c] for c in case); useful / (steps * 32)",
+]
+
+
 def _group_by_cost_solution(trips, group: int):
     """Indices of ``trips`` in descending order of cost: the expensive elements share groups."""
     return np.argsort(-np.asarray(trips), kind="stable")
