@@ -120,6 +120,11 @@ def test_lesson02_variants_figure():
     check_figure(fig, "variants")
     assert len(fig.data) == 2 and len(fig.data[0].y) == len(fig.data[1].y)
     assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0
+    # the recording's model rows follow from the paths alone, and sorting never makes blocks pay more steps
+    t_a, t_b = rec["path_a"]["median_ms"], rec["path_b"]["median_ms"]
+    assert all(abs(r["predicted_ms"] - (t_a + t_b)) < 1e-12 for r in rec["where"])
+    rows_c = {(r["frac_expensive"], r["layout"]): r for r in rec["loop"]["rows"]}
+    assert all(rows_c[p, "sorted"]["block_steps"] <= rows_c[p, "interleaved"]["block_steps"] for p, _ in rows_c)
 
 
 def test_lesson03_figures():
