@@ -1,7 +1,7 @@
 """Lesson 02's kernel exercise (ex02.check_loop_grouped) on real Triton kernels, right and wrong: each usual
 mistake gets the message that names it, and none crashes the process (the guards take the stray accesses;
 the int32 inputs' guards hold -1, so an unmasked load of an index or a trip count stays in owned memory)."""
-import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
+import gpulab  # noqa: F401  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import torch
 import triton
 import triton.language as tl
@@ -22,7 +22,7 @@ def _loop(x_ptr, trips_ptr, order_ptr, y_ptr, n, BLOCK: tl.constexpr, MASK: tl.c
         idx = tl.load(order_ptr + offs) if USE_ORDER else offs
         x = tl.load(x_ptr + idx)
         trips = tl.load(trips_ptr + idx)
-    for i in range(0, tl.max(trips, axis=0)):
+    for i in range(tl.max(trips, axis=0)):
         x = tl.where(i < trips, tl.sin(x) * STEP + 0.1, x)
     dst = idx if SCATTER else offs
     if MASK:

@@ -239,7 +239,7 @@ def check_loop_grouped(fn) -> Report:
         ref = divergence.loop_cost_ref(x.cpu()[o], trips.cpu()[o])
         unordered = divergence.loop_cost_ref(x.cpu(), trips.cpu())
 
-        def mismatch(got, ref64, unordered=unordered):
+        def mismatch(got, ref64, unordered=unordered, o=o, trips=trips, n=n):
             got = got.double().cpu()
             bad = ~((got - ref64).abs() <= 1e-5)
             if not bad.any():
@@ -263,6 +263,6 @@ check_loop_grouped.hints = [
     "program p fills slots p * BLOCK ... p * BLOCK + BLOCK - 1 of out; the work item in slot j is order[j]: "
     "load the items first, then x and trips at those items (a gather)",
     "idx = tl.load(order_ptr + offs, mask=mask, other=0); x = tl.load(x_ptr + idx, mask=mask); trips likewise; "
-    "loop for i in range(0, tl.max(trips, axis=0)) with x = tl.where(i < trips, step(x), x); "
+    "loop for i in range(tl.max(trips, axis=0)) with x = tl.where(i < trips, step(x), x); "
     "tl.store(y_ptr + offs, x, mask=mask)",
 ]

@@ -12,7 +12,7 @@ def loop_grouped_kernel(x_ptr, trips_ptr, order_ptr, y_ptr, n, BLOCK: tl.constex
     idx = tl.load(order_ptr + offs, mask=mask, other=0)  # the work item in each slot
     x = tl.load(x_ptr + idx, mask=mask, other=0.0)
     trips = tl.load(trips_ptr + idx, mask=mask, other=0)
-    for i in range(0, tl.max(trips, axis=0)):  # neighbours in order share a trip count: little is masked off
+    for i in range(tl.max(trips, axis=0)):  # neighbours in order share a trip count: little is masked off
         x = tl.where(i < trips, tl.sin(x) * 0.9 + 0.1, x)
     tl.store(y_ptr + offs, x, mask=mask)
 
