@@ -35,7 +35,8 @@ def check_figure(fig, what: str = "figure") -> None:
     for tr in fig.data:
         x, y = getattr(tr, "x", None), getattr(tr, "y", None)
         given = [v for v in (x, y, tr.z if tr.type == "heatmap" else None) if v is not None]
-        assert given and all(_has_data(v) for v in given), f"{what}: trace {tr.name!r} has no finite data (an empty panel)"
+        assert given and all(_has_data(v) for v in given), \
+            f"{what}: trace {tr.name!r} has no finite data (an empty panel)"
         if x is not None and y is not None:
             assert len(x) == len(y), f"{what}: trace {tr.name!r} has {len(x)} x and {len(y)} y values"
     for axis in ("x", "y"):
@@ -50,6 +51,7 @@ def check_figure(fig, what: str = "figure") -> None:
         else:
             dlo, dhi = min(vals) - pad, max(vals) + pad
             slack = LINEAR_SLACK * max(dhi - dlo, 1e-12)
-        assert lo <= dlo + 1e-9 and hi >= dhi - 1e-9, f"{what}: {axis} range {lay.range} cuts the data [{dlo:.3g}, {dhi:.3g}]"
+        assert lo <= dlo + 1e-9 and hi >= dhi - 1e-9, \
+            f"{what}: {axis} range {lay.range} cuts the data [{dlo:.3g}, {dhi:.3g}]"
         assert dlo - lo <= slack + 1e-9 and hi - dhi <= slack + 1e-9, \
             f"{what}: {axis} range {lay.range} reaches far past the data [{dlo:.3g}, {dhi:.3g}]"

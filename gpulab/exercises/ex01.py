@@ -101,8 +101,8 @@ def check_crossing_n(fn) -> Report:
     rng = random.Random()
     cases = [dict(peak_tflops=100.0, hbm_tbps=1.0, itemsize=4), dict(peak_tflops=989.5, hbm_tbps=4.8, itemsize=2),
              dict(peak_tflops=671.4296015826824, hbm_tbps=4.281164755600542, itemsize=2)]
-    cases += [dict(peak_tflops=10 ** rng.uniform(0.5, 3.5), hbm_tbps=rng.uniform(0.3, 8), itemsize=rng.choice([1, 2, 4]))
-              for _ in range(20)]
+    cases += [dict(peak_tflops=10 ** rng.uniform(0.5, 3.5), hbm_tbps=rng.uniform(0.3, 8),
+                   itemsize=rng.choice([1, 2, 4])) for _ in range(20)]
 
     def compare(case, got):
         exp = _crossing_n_solution(**case)

@@ -90,7 +90,8 @@ class InteractiveRoofline:
                         marker=dict(size=14, color="black", symbol="star"))
         fig.add_scatter(x=[1.0, 1.0], y=[1e-3, 1e4], mode="lines", name="ridge point",
                         line=dict(color="gray", dash="dot"))
-        fig.update_layout(legend=LEGEND_BELOW, margin=dict(t=50, b=110), title_x=0, title_xanchor="left", title_font_size=13)
+        fig.update_layout(legend={**LEGEND_BELOW, "y": -0.25}, margin=dict(t=50, b=120), title_x=0,
+                          title_xanchor="left", title_font_size=13)
         fig.update_xaxes(dtick=1, ticklabelstandoff=6)
         fig.update_yaxes(dtick=1, ticklabelstandoff=6)
         return fig
@@ -117,7 +118,8 @@ class InteractiveRoofline:
             fig.data[2].y = [10 ** y_range[0], 10 ** y_range[1]]
             fig.layout.xaxis.range = x_range
             fig.layout.yaxis.range = y_range
-            fig.layout.title.text = f"{b.limiter}-bound: t >= {b.time_ms:.4g} ms (I = {b.intensity:.3g}, ridge {b.ridge:.3g} FLOP/B)"
+            fig.layout.title.text = (f"{b.limiter}-bound: t >= {b.time_ms:.4g} ms "
+                                     f"(I = {b.intensity:.3g}, ridge {b.ridge:.3g} FLOP/B)")
 
         return change
 

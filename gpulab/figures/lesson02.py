@@ -166,7 +166,8 @@ def summary(data: dict) -> str:
     where = [r for r in rs if r["name"].startswith("(a)")]
     uniform = [r for r in rs if r["name"].startswith("(b)")]
     ratio = [r["measured_ms"] / r["predicted_ms"] for r in uniform]
-    lines = [f"n = {data['n']:,} float32, block {data['block']}: path A alone {t_a:.4g} ms, path B alone {t_b:.4g} ms",
+    lines = [f"n = {data['n']:,} float32, block {data['block']}: path A alone {t_a:.4g} ms, "
+             f"path B alone {t_b:.4g} ms",
              f"(a) tl.where, 0-100% taking A: {min(r['measured_ms'] for r in where):.4g}-"
              f"{max(r['measured_ms'] for r in where):.4g} ms; model t_A + t_B = {t_a + t_b:.4g} ms",
              f"(b) uniform if: {uniform[0]['measured_ms']:.4g} ms (no block takes A) to {uniform[-1]['measured_ms']:.4g} "
