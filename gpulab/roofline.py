@@ -135,3 +135,46 @@ class KernelPoint:
     def tbps(self) -> float:
         """Achieved HBM traffic in TB/s, from the hand-counted bytes."""
         return self.bytes_moved / (self.time_ms * 1e-3) / 1e12
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The non-tensor units and the instruction-issue roof (notebook 01).
+
+#: Results per clock per SM of the units elementwise code runs on, by compute capability: ``fp32`` FP32
+#: add/multiply/FMA lanes, ``bf16`` 16-bit add/multiply/FMA results (packed pairs: twice the FP32 lanes),
+#: ``sfu`` the special-function units (the approximations behind exp2, log2, sin, cos, reciprocal and
+#: reciprocal square root). Source: CUDA C++ Programming Guide, "Arithmetic Instructions", the table
+#: "Throughput of Native Arithmetic Instructions (Operations per Clock Cycle per Multiprocessor)".
+UNIT_RESULTS_PER_CLOCK = {(9, 0): {"fp32": 128, "bf16": 256, "sfu": 16}}
+
+
+def _units(spec: hardware.GPUSpec) -> dict:
+    if not isinstance(spec, hardware.GPUSpec):
+        raise TypeError(f"spec must be a hardware.GPUSpec (use hardware.get(name)), got {type(spec).__name__}")
+    units = UNIT_RESULTS_PER_CLOCK.get(spec.compute_capability)
+    if units is None or not spec.sms:
+        raise LookupError(f"no per-SM unit throughputs for {spec.name} (compute capability "
+                          f"{spec.compute_capability}); known: {sorted(UNIT_RESULTS_PER_CLOCK)}")
+    return units
+
+
+def unit_rate(spec: hardware.GPUSpec, unit: str) -> float:
+    """Results per second of ``unit`` ("fp32", "bf16" or "sfu") over the whole GPU, in units of 1e12 (one
+    result = one lane's instruction; an FMA result is 2 FLOPs). The clock is the one the datasheet's FP32
+    peak implies: ``fp32 TFLOP/s / (2 FLOPs x fp32 lanes x SMs)``. Raises ``ValueError`` for an unknown unit
+    and ``LookupError`` for a GPU without a row in ``UNIT_RESULTS_PER_CLOCK``."""
+    units = _units(spec)
+    if unit not in units:
+        raise ValueError(f"unit must be one of {tuple(units)}, got {unit!r}")
+    clock_thz = spec.peak("fp32") / (2 * units["fp32"] * spec.sms)  # 1e12 clocks/s
+    return units[unit] * spec.sms * clock_thz
+
+
+def instructions_per_element(spec: hardware.GPUSpec, hbm_tbps: float, bytes_per_element: float,
+                             unit: str = "fp32") -> float:
+    """How many ``unit`` instructions per element a GPU can issue in the time the memory moves the element:
+    ``unit_rate / (hbm_tbps / bytes_per_element)``. A kernel that needs more per element is bound by
+    instruction issue, not by bandwidth (the second roof). ``hbm_tbps`` in TB/s (e.g. the measured copy
+    bandwidth); ``bytes_per_element`` read plus written (8 for an fp32 copy)."""
+    elements_per_s = _check_positive("hbm_tbps", hbm_tbps) / _check_positive("bytes_per_element", bytes_per_element)
+    return unit_rate(spec, unit) / elements_per_s

@@ -1,4 +1,6 @@
 """The exercise checkers: reference solutions pass; common mistakes fail with the hint that names them."""
+import math
+
 import numpy as np
 import torch
 
@@ -78,3 +80,17 @@ def test_checkers_copy_every_input_and_accept_float32_answers():
     assert not ex02.check_warp_efficiency(cheat).ok
     sol = ex02.check_warp_efficiency.solution
     assert ex02.check_warp_efficiency(lambda *a: float(np.float32(sol(*a)))).ok
+
+
+def test_crossing_n_by_hand_and_its_mistakes():
+    check = ex01.check_crossing_n
+    sol = check.solution
+    # seed: C/B = 100 FLOP/B; fp32: 2N / 12 >= 100 at N = 600; H200 datasheet bf16: 989.5 / 4.8 = 206.15 -> N = 619
+    assert sol(100.0, 1.0, 4) == 600 and sol(989.5, 4.8, 2) == 619
+    assert check(sol).ok and check(lambda c, b, s: np.int64(sol(c, b, s))).ok
+    for wrong, said in ((lambda c, b, s: sol(c, b, s) - 1, "round up"),
+                        (lambda c, b, s: max(1, math.ceil(s * c / b)), "C is written too"),
+                        (lambda c, b, s: max(1, math.ceil(3 * s * c / b)), "2 FLOPs"),
+                        (lambda c, b, s: 1.5 * s * c / b, "expected an int")):
+        rep = check(wrong)
+        assert not rep.ok and said in str(rep), str(rep)

@@ -1,13 +1,15 @@
 """gpulab.figures: every figure the notebooks draw, built from the H200 reference recording (what a learner
-without a GPU sees) and from small made-up records whose model lines are checked against hand-computed values."""
+without a GPU sees) and from small made-up records whose model lines are checked against hand-computed values;
+each explorer at both ends of every slider (``check_figure``: no empty trace, no axis far past its data)."""
 import math
 
 import pytest
 
 import gpulab  # noqa: F401  (first: it picks the mode)
-from gpulab import figures, hardware, reference
+from gpulab import figures, hardware, reference, simt
 from gpulab.bench import lesson08
 from gpulab.roofline import KernelPoint
+from tests.figure_checks import check_figure
 
 RECORDED = reference.load("h200")
 
@@ -31,26 +33,98 @@ def test_lesson00_ceilings_beside_the_datasheet():
     assert len(figures.lesson00.ceilings_figure(profile, None).data) == 2  # no datasheet: measured bars only
 
 
-def test_lesson01_measured_roofline_and_explorer():
+def test_lesson01_measured_roofline():
     points = [KernelPoint(**p) for p in RECORDED["roofline_points"]]
     fig = figures.lesson01.measured_roofline_figure(RECORDED["profile"], points, "recorded")
-    _traces_ok(fig)
+    check_figure(fig, "measured roofline")
     roofs = [tr for tr in fig.data if tr.mode == "lines"]
     assert len(roofs) == 4  # measured fp32 and bf16, datasheet fp32 and bf16
+    assert fig.layout.legend.orientation == "h"  # under the plot: it takes no width from it
+    lowest = min(min(tr.y) for tr in fig.data)  # the slowest point, 0.4 decade above the bottom of the y axis
+    assert fig.layout.yaxis.range[0] == pytest.approx(math.log10(lowest) - 0.4)
+
+
+def _slider_ends(slider):
+    """The two ends of an ipywidgets slider: exponents for a log slider, options for a selection slider."""
+    if hasattr(slider, "options"):
+        return [slider.options[0], slider.options[-1]]
+    if hasattr(slider, "base"):
+        return [slider.base ** slider.min, slider.base ** slider.max]
+    return [slider.min, slider.max]
+
+
+def test_lesson01_explorer_follows_every_slider_to_both_ends():
     e = figures.lesson01.InteractiveRoofline(flops=1e12, bytes_moved=100e9)  # the seed: 100 ms, memory-bound
-    assert e.bound.limiter == "memory" and math.isclose(e.bound.time_ms, 100)
+    assert e.bound.limiter == "memory" and math.isclose(e.bound.time_ms, 100, rel_tol=1e-6)
+    title = e.live.fig.layout.title.text
+    e.d.value = 1e9  # 1 GB instead of 100 GB
+    assert e.bound.limiter == "compute" and e.live.fig.layout.title.text != title
+    check_figure(e.live.fig, "explorer at D = 1 GB")
+    for preset in e.preset.options:
+        e.preset.value = preset
+        check_figure(e.live.fig, f"explorer on {preset}")
+    for name in ("c", "b", "f", "d"):
+        slider = getattr(e, name)
+        start = slider.value
+        for end in _slider_ends(slider):
+            slider.value = end
+            check_figure(e.live.fig, f"explorer with {name} = {end:g}")
+            star = e.live.fig.data[1]  # the kernel sits on the plot
+            lo, hi = e.live.fig.layout.yaxis.range
+            assert lo <= math.log10(star.y[0]) <= hi, (name, end)
+        slider.value = start
 
 
-def test_lesson02_loop_sweep_follows_its_slider():
+def test_lesson02_branch_figures():
+    seed = simt.branch(lambda tid: tid < 4, 3, 2)
+    fig = figures.lesson02.branch_figure(seed, title="if thread_id < 4")
+    check_figure(fig, "branch")
+    assert sorted(set(fig.data[0].y)) == [0, 1, 2, 3, 4]  # 3 steps of A, then 2 of B
+    e = figures.lesson02.BoundaryExplorer(boundary=4, cost_a=3, cost_b=2)
+    assert e.trace.lanes_a == (0, 1, 2, 3) and e.trace.steps_paid == 5
+    title = e.live.fig.layout.title.text
+    e.boundary.value = 31
+    assert e.trace.steps_paid == 5 and e.live.fig.layout.title.text != title
+    for end, steps in ((0, 2), (32, 3)):  # uniform: the warp pays one path, B (2 steps) or A (3)
+        e.boundary.value = end
+        assert not e.trace.divergent and e.trace.steps_paid == steps
+        check_figure(e.live.fig, f"boundary {end}")
+        assert sorted(e.live.fig.layout.yaxis.range) == [-0.5, steps - 0.5]
+
+
+def test_lesson02_loop_sweep_shows_the_group_size_and_follows_it():
     e = figures.lesson02.LoopSweepExplorer(None)
     assert len(e.live.fig.data) == 2 and "gpulab-slider" in e.group._dom_classes
+    assert e.group.value == 32 and list(e.group.options) == [32, 64, 128, 256, 512, 1024]  # the size, not 2**k
     e32, e1024 = e.curves(32), e.curves(1024)
     assert list(e.live.fig.data[0].y) == e32["interleaved"]
-    e.group.value = 10
+    for end in _slider_ends(e.group):
+        e.group.value = end
+        check_figure(e.live.fig, f"loop sweep at group {end}")
+        assert f"groups of {end} lanes" in e.live.fig.layout.title.text
     assert list(e.live.fig.data[0].y) == e1024["interleaved"] != e32["interleaved"]
-    assert all(s >= i for s, i in zip(e32["sorted"], e32["interleaved"]))
-    with_data = figures.lesson02.LoopSweepExplorer(RECORDED["lesson02"])
+    assert all(s >= i for s, i in zip(e32["sorted"], e32["interleaved"]))  # sorting never loses
+    assert all(a >= b for a, b in zip(e32["interleaved"], e1024["interleaved"]))  # bigger groups suffer more
+    # by hand: 1 element in 1024 with 64 trips, the rest 4; sorted in groups of 32 nearly every group pays 4
+    with_data = figures.lesson02.LoopSweepExplorer(RECORDED["lesson02"], group=1024)
     assert len(with_data.live.fig.data) == 4  # the model for kernel (c)'s cases, both layouts
+    assert with_data.live.fig.layout.legend.orientation == "h"
+    check_figure(with_data.live.fig, "loop sweep with the recorded cases")
+    with pytest.raises(ValueError, match="group must be one of"):
+        figures.lesson02.LoopSweepExplorer(None, group=5)
+
+
+def test_lesson02_variants_figure():
+    rec = RECORDED["lesson02"]
+    fig = figures.lesson02.variants_figure(rec, "recorded")
+    check_figure(fig, "variants")
+    assert len(fig.data) == 2 and len(fig.data[0].y) == len(fig.data[1].y)
+    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0
+    # the recording's model rows follow from the paths alone, and sorting never makes blocks pay more steps
+    t_a, t_b = rec["path_a"]["median_ms"], rec["path_b"]["median_ms"]
+    assert all(abs(r["predicted_ms"] - (t_a + t_b)) < 1e-12 for r in rec["where"])
+    rows_c = {(r["frac_expensive"], r["layout"]): r for r in rec["loop"]["rows"]}
+    assert all(rows_c[p, "sorted"]["block_steps"] <= rows_c[p, "interleaved"]["block_steps"] for p, _ in rows_c)
 
 
 def test_lesson03_figures():
@@ -136,3 +210,11 @@ def test_roofline_points_leave_out_causal_rows_and_oom():
     points = lesson08.roofline_points(made_up)
     assert [p.name for p in points] == ["flash fwd d=64 L=1024", "naive fwd d=128 L=1024"]
     assert points[0].tflops == pytest.approx(1e12 / 2e-3 / 1e12)  # 1e12 FLOPs in 2 ms = 500 TFLOP/s
+
+
+def test_lesson02_summary_is_short_and_reads_the_record():
+    rec = RECORDED["lesson02"]
+    text = figures.lesson02.summary(rec)
+    assert len(text.splitlines()) <= 15
+    t_a, t_b = rec["path_a"]["median_ms"], rec["path_b"]["median_ms"]
+    assert f"model t_A + t_B = {t_a + t_b:.4g} ms" in text and f"{rec['loop']['sort_ms']:.4g} ms" in text

@@ -74,3 +74,18 @@ def test_kernel_point_rates():
     p = roofline.KernelPoint("x", flops=2e12, bytes_moved=1e12, time_ms=1000.0)
     assert p.intensity == 2 and p.tflops == pytest.approx(2.0) and p.tbps == pytest.approx(1.0)
     assert math.isclose(str(roofline.bound(1, 1, 1, 1)).count("FLOP/B"), 1)
+
+
+def test_unit_rates_and_the_instruction_issue_roof_by_hand():
+    h200 = hardware.get("H200")  # 132 SMs, 67 TFLOP/s FP32: a clock of 67e12 / (2 x 128 x 132)
+    assert roofline.unit_rate(h200, "fp32") == pytest.approx(33.5)  # 67 TFLOP/s / 2 FLOPs per FMA
+    assert roofline.unit_rate(h200, "bf16") == pytest.approx(67.0)  # twice the lanes
+    assert roofline.unit_rate(h200, "sfu") == pytest.approx(67 * 16 / 256)  # 16 of 128 lanes' worth: 4.1875
+    # a copy at 4 TB/s moves 8 bytes per element: 0.5e12 elements/s against 33.5e12 instructions/s
+    assert roofline.instructions_per_element(h200, 4.0, 8) == pytest.approx(67.0)
+    with pytest.raises(LookupError, match="T4"):
+        roofline.unit_rate(hardware.get("T4"), "fp32")
+    with pytest.raises(ValueError, match="unit must be one of"):
+        roofline.unit_rate(h200, "fp64")
+    with pytest.raises(ValueError, match="bytes_per_element"):
+        roofline.instructions_per_element(h200, 4.0, 0)

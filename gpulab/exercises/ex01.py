@@ -1,6 +1,7 @@
 """Exercises of lesson 01 (roofline)."""
 from __future__ import annotations
 
+import math
 import random
 
 import torch
@@ -80,6 +81,55 @@ def check_bound_ms(fn) -> Report:
 
 
 check_bound_ms.solution = _bound_solution
+
+
+def _crossing_n_solution(peak_tflops: float, hbm_tbps: float, itemsize: int) -> int:
+    """The smallest N at which an N x N x N matmul (2N^3 FLOPs, 3N^2 elements of ``itemsize`` bytes moved)
+    reaches the ridge: 2N^3 / (3 N^2 itemsize) = 2N / (3 itemsize) >= C / B."""
+    n = max(1, math.ceil(1.5 * itemsize * peak_tflops / hbm_tbps))
+    while n > 1 and 2 * (n - 1) * hbm_tbps >= 3 * itemsize * peak_tflops:  # guard against float rounding
+        n -= 1
+    while 2 * n * hbm_tbps < 3 * itemsize * peak_tflops:
+        n += 1
+    return n
+
+
+def check_crossing_n(fn) -> Report:
+    """fn(peak_tflops, hbm_tbps, itemsize) -> the smallest int N at which an N x N x N matmul is no longer
+    memory-bound (its intensity reaches the ridge C / B), counting the least traffic: A and B read once, C
+    written once. Cases: the seed accelerator, the H200's datasheet and recorded ceilings, random machines."""
+    rng = random.Random()
+    cases = [dict(peak_tflops=100.0, hbm_tbps=1.0, itemsize=4), dict(peak_tflops=989.5, hbm_tbps=4.8, itemsize=2),
+             dict(peak_tflops=671.4296015826824, hbm_tbps=4.281164755600542, itemsize=2)]
+    cases += [dict(peak_tflops=10 ** rng.uniform(0.5, 3.5), hbm_tbps=rng.uniform(0.3, 8),
+                   itemsize=rng.choice([1, 2, 4])) for _ in range(20)]
+
+    def compare(case, got):
+        exp = _crossing_n_solution(**case)
+        if not is_int(got):
+            return f"expected an int N, got {_short(got)}"
+        if got == exp:
+            return None
+        c, b, s = case["peak_tflops"], case["hbm_tbps"], case["itemsize"]
+        head = f"expected N = {exp}, got {got}"
+        if got == exp - 1:
+            return head + ": at N - 1 the intensity is still below the ridge; round up, not down"
+        if got == _crossing_n_solution(c, b, 1) and s != 1:
+            return head + ": the bytes are elements x itemsize"
+        if got == max(1, math.ceil(s * c / b)):
+            return head + ": C is written too: 3N^2 elements move, not 2N^2"
+        if got == max(1, math.ceil(3 * s * c / b)):
+            return head + ": a multiply-add is 2 FLOPs: 2N^3"
+        return head
+    return run_cases("crossing_n", fn, cases, compare)
+
+
+check_crossing_n.solution = _crossing_n_solution
+check_crossing_n.hints = [
+    "write the intensity of an N x N x N matmul as a function of N (FLOPs over least bytes), then ask when it "
+    "reaches C / B",
+    "2N^3 / (3 N^2 itemsize) >= C / B gives N >= 1.5 itemsize C / B: the smallest int is its ceiling",
+]
 
 
 def check_scale_add(fn) -> Report:

@@ -1,12 +1,18 @@
-"""Exercises of lesson 02 (warp divergence): a warp's efficiency for a branch, and grouping work by cost."""
+"""Exercises of lesson 02 (warp divergence): a warp's efficiency for a branch, grouping work by cost, and a
+Triton kernel that runs a data-dependent loop over regrouped work."""
 from __future__ import annotations
 
 import random
 
 import numpy as np
+import torch
+
+import gpulab
 
 from .. import simt
-from . import Report, _short, close, is_int, run_cases
+from ..kernels import divergence
+from . import Report, _short, close, ex02_kernels, is_int, run_cases
+from .kernelcheck import Guarded, diagnose
 
 AWKWARD = [1, 17, 1000, 1793]
 
@@ -63,6 +69,59 @@ def check_warp_efficiency(fn) -> Report:
 check_warp_efficiency.solution = _warp_efficiency_solution
 
 
+def _switch_efficiency_solution(case, costs) -> float:
+    """Useful lane-steps / (steps paid x 32) for a switch: lane i runs case ``case[i]`` of ``costs[case[i]]``
+    instructions. The warp runs each case that some lane takes, one after another; a case no lane takes is
+    skipped."""
+    steps = sum(costs[c] for c in set(case))
+    return sum(costs[c] for c in case) / (steps * len(case))
+
+
+def check_switch_efficiency(fn) -> Report:
+    """fn(case, costs) -> efficiency in [0, 1] of one warp running ``switch (case[lane])``.
+
+    case: a list of 32 ints, lane i takes case ``case[i]`` (0 <= case[i] < len(costs)); costs: a list of ints
+    >= 1, the instructions of each case. Efficiency = useful lane-steps / (issue steps paid x 32), the count
+    of ``gpulab.simt.branch`` carried from two paths to any number. Cases: the seed's ``thread_id < 4`` as a
+    two-way switch, a uniform switch, switches where some cases are taken by no lane, fresh random ones.
+    """
+    rng = random.Random()
+    cases = [dict(case=[0] * 4 + [1] * 28, costs=[1, 1]), dict(case=[2] * 32, costs=[5, 7, 3]),
+             dict(case=[lane % 2 * 2 for lane in range(32)], costs=[4, 9, 2, 6])]
+    for _ in range(30):
+        k = rng.randrange(2, 7)
+        taken = rng.sample(range(k), rng.randrange(1, k + 1))
+        cases.append(dict(case=[rng.choice(taken) for _ in range(32)], costs=[rng.randrange(1, 9) for _ in range(k)]))
+
+    def compare(case, got):
+        lanes, costs = case["case"], case["costs"]
+        exp = _switch_efficiency_solution(lanes, costs)
+        if close(got, exp, 1e-6):
+            return None
+        if isinstance(got, (str, bytes, bool)) or not isinstance(got, (int, float, np.floating, np.integer)):
+            return f"expected a number in [0, 1], got {_short(got)}"
+        useful = sum(costs[c] for c in lanes)
+        taken = [costs[c] for c in set(lanes)]
+        head = f"expected {exp:.6g}, got {float(got):.6g}"
+        if close(got, 100 * exp, 1e-6):
+            return head + ": return a fraction in [0, 1], not a percentage"
+        if close(got, useful / (sum(costs) * 32), 1e-6):
+            return head + ": a case that no lane takes is skipped; pay only the cases some lane takes"
+        if close(got, useful / (max(taken) * 32), 1e-6):
+            return head + ": the cases run one after another, not at once: add the steps of every case taken"
+        if close(got, useful / sum(taken), 1e-6):
+            return head + ": divide by the lane-steps paid, steps x 32 lanes (every lane occupies every step)"
+        return head
+    return run_cases("switch_efficiency", fn, cases, compare)
+
+
+check_switch_efficiency.solution = _switch_efficiency_solution
+check_switch_efficiency.hints = [
+    "the warp pays every case that at least one lane takes, one after the other; the others cost nothing",
+    "steps = sum(costs[c] for c in set(case)); useful = sum(costs[c] for c in case); useful / (steps * 32)",
+]
+
+
 def _group_by_cost_solution(trips, group: int):
     """Indices of ``trips`` in descending order of cost: the expensive elements share groups."""
     return np.argsort(-np.asarray(trips), kind="stable")
@@ -112,3 +171,98 @@ def check_group_by_cost(fn) -> Report:
 
 
 check_group_by_cost.solution = _group_by_cost_solution
+
+
+class _IndexGuarded(Guarded):
+    """An int32 input (work-item indices or trip counts) whose guards hold -1 instead of the usual poison: a
+    load past the end reads index -1 (inside the guard before x, which holds NaN) or trip count -1 (no
+    iterations), never a wild address or an endless loop."""
+
+    def __init__(self, t: torch.Tensor):
+        super().__init__(t.shape, t.dtype, t.device, fill=t)
+        self.poison = -1
+        self.bits[:self.g] = -1
+        self.bits[self.g + self.n:] = -1
+
+
+def _loop_cases(rng: random.Random) -> list[dict]:
+    """Awkward lengths, a few expensive elements (12 trips) among cheap ones (2), in the order the lesson
+    uses (``simt.group_by_cost``: most expensive first) or in a random order (so that an order which is
+    not read cannot pass)."""
+    cases = []
+    for i, n in enumerate([1, 17, 1000, 1793] + [rng.randrange(2, 3000) for _ in range(2)]):
+        frac = rng.choice([0.05, 0.25, 0.5])
+        trips = torch.from_numpy(divergence.mixed_trips(n, frac, 2, 12, seed=rng.randrange(2**31)))
+        order = (torch.from_numpy(simt.group_by_cost(trips.numpy())) if i % 2 == 0
+                 else torch.randperm(n, generator=torch.Generator().manual_seed(rng.randrange(2**31))))
+        cases.append(dict(x=torch.randn(n, device=gpulab.DEVICE) * 3, trips=trips.to(gpulab.DEVICE),
+                          order=order.to(torch.int32).to(gpulab.DEVICE)))
+    return cases
+
+
+def check_loop_grouped(fn) -> Report:
+    """fn(x, trips, order, out) launches a Triton kernel that fills ``out`` slot by slot: slot j holds work
+    item ``order[j]``, path A's step ``x <- sin(x) * 0.9 + 0.1`` applied ``trips[order[j]]`` times to
+    ``x[order[j]]``. x, out: (n,) float32; trips, order: (n,) int32 (order a permutation of range(n)); all on
+    gpulab.DEVICE, any length. With ``order`` sorted by cost, a program's slots share a trip count and its
+    loop runs to that count instead of to the most expensive element of an interleaved block.
+
+    The checker owns every buffer (guarded, see ``kernelcheck``; the int32 inputs' guards hold -1, so a
+    load past their end stays inside memory the checker owns), runs awkward lengths with cost-sorted and
+    random orders against float64 (``divergence.loop_cost_ref``), and names the mistake: a missing mask,
+    too small a grid, an order that is not read, wrong values.
+    """
+    rng = random.Random()
+    rep = Report("loop_grouped")
+    for case in _loop_cases(rng):
+        rep.cases += 1
+        x, trips, order = case["x"], case["trips"], case["order"]
+        n = x.numel()
+        gx = Guarded(x.shape, x.dtype, x.device, fill=x)
+        gt, go = _IndexGuarded(trips), _IndexGuarded(order)
+        out = Guarded(x.shape, torch.float32, x.device)
+        desc = f"n={n}"
+        try:
+            fn(gx.view, gt.view, go.view, out.view)
+        except NotImplementedError:
+            if rep.cases == 1:
+                return Report("loop_grouped", attempted=False)
+            rep.failures.append(f"loop_grouped({desc}) raised NotImplementedError")
+            continue
+        except Exception as e:  # the learner's bug, reported rather than raised
+            rep.failures.append(f"loop_grouped({desc}) raised {type(e).__name__}: "
+                                f"{str(e).splitlines()[0] if str(e) else ''}")
+            continue
+        if torch.cuda.is_available() and out.view.is_cuda:
+            torch.cuda.synchronize()
+        o = order.long().cpu()
+        ref = divergence.loop_cost_ref(x.cpu()[o], trips.cpu()[o])
+        unordered = divergence.loop_cost_ref(x.cpu(), trips.cpu())
+
+        def mismatch(got, ref64, unordered=unordered, o=o, trips=trips, n=n):
+            got = got.double().cpu()
+            bad = ~((got - ref64).abs() <= 1e-5)
+            if not bad.any():
+                return None
+            if ((got - unordered).abs() <= 1e-5).all():
+                return ("out holds each work item at its own index, not in slot order: slot j must hold item "
+                        "order[j]; load idx = tl.load(order_ptr + offs), read x and trips at idx, store at offs")
+            i = int(bad.nonzero()[0])
+            return (f"{int(bad.sum())} of {n} slots differ; first at slot {i} (item {int(o[i])}, "
+                    f"{int(trips.cpu()[o[i]])} trips): expected {ref64[i].item():.7g}, got {got[i].item():.7g}")
+
+        msg = diagnose(out, ref, [gx, gt, go], mismatch)
+        if msg:
+            rep.failures.append(f"loop_grouped({desc}): {msg}")
+    return rep
+
+
+check_loop_grouped.solution = ex02_kernels.loop_grouped
+check_loop_grouped.solution_module = ex02_kernels
+check_loop_grouped.hints = [
+    "program p fills slots p * BLOCK ... p * BLOCK + BLOCK - 1 of out; the work item in slot j is order[j]: "
+    "load the items first, then x and trips at those items (a gather)",
+    "idx = tl.load(order_ptr + offs, mask=mask, other=0); x = tl.load(x_ptr + idx, mask=mask); trips likewise; "
+    "loop for i in range(tl.max(trips, axis=0)) with x = tl.where(i < trips, step(x), x); "
+    "tl.store(y_ptr + offs, x, mask=mask)",
+]

@@ -13,14 +13,28 @@ import plotly.graph_objects as go
 from .. import hardware, plots, roofline, widgets
 
 
+#: A legend laid out in rows under the plot, so it never takes width from the plot (1000 px windows).
+LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0, font=dict(size=10))
+
+
+def _readable_axes(fig: go.Figure, y_values) -> None:
+    """Decade ticks with their labels set off from the axes, and a y range reaching 0.4 decade below the
+    data: the lowest y label then sits well above the lowest x label, never on it at the origin."""
+    ys = [math.log10(v) for v in y_values if v > 0]
+    fig.update_xaxes(dtick=1, ticklabelstandoff=6)
+    fig.update_yaxes(dtick=1, ticklabelstandoff=6, range=[min(ys) - 0.4, max(ys) + 0.3])
+
+
 def measured_roofline_figure(profile: dict, points, where: str = ""):
     """The measured roofline of ``profile`` (a device-profile dict: ``gpu``, ``copy_tbps``, ``matmul_tflops``;
     fp32 and bf16 roofs), the datasheet's dashed beside it when ``gpulab.hardware`` knows the GPU, and
     ``points`` (``roofline.KernelPoint``s) on it. ``where`` names the source (the title)."""
     spec = hardware.find(profile["gpu"])  # None if the datasheet table does not know this GPU
     datasheet = plots.ceilings_from_spec(spec) if spec else []
-    fig = plots.roofline_figure(plots.ceilings_from_profile(profile) + datasheet, points, title=f"Roofline, {where}")
-    fig.update_layout(title_font_size=12)
+    fig = plots.roofline_figure(plots.ceilings_from_profile(profile) + datasheet, points, title=f"Roofline, {where}",
+                                height=560)
+    fig.update_layout(title_font_size=12, legend=LEGEND_BELOW, margin=dict(b=150))
+    _readable_axes(fig, [y for tr in fig.data for y in tr.y])
     return fig
 
 
@@ -76,7 +90,10 @@ class InteractiveRoofline:
                         marker=dict(size=14, color="black", symbol="star"))
         fig.add_scatter(x=[1.0, 1.0], y=[1e-3, 1e4], mode="lines", name="ridge point",
                         line=dict(color="gray", dash="dot"))
-        fig.update_yaxes(range=[-2, 3.6])
+        fig.update_layout(legend={**LEGEND_BELOW, "y": -0.25}, margin=dict(t=50, b=120), title_x=0,
+                          title_xanchor="left", title_font_size=13)
+        fig.update_xaxes(dtick=1, ticklabelstandoff=6)
+        fig.update_yaxes(dtick=1, ticklabelstandoff=6)
         return fig
 
     @staticmethod
@@ -91,16 +108,18 @@ class InteractiveRoofline:
         rate = roofline.attainable_tflops(b.intensity, self.c.value, self.b.value)
         x_range = self._x_range(b.intensity, b.ridge)
         x, y = plots.roof_xy(self.c.value, self.b.value, log_range=x_range)
+        y_range = [math.log10(min(y[0], rate)) - 0.3, math.log10(self.c.value) + 0.3]  # the roof and the star
 
         def change(fig):
             fig.data[0].x, fig.data[0].y = x.tolist(), y.tolist()  # lists: see gpulab.plots
             fig.data[0].name = f"roof: C={self.c.value:.3g} TFLOP/s, B={self.b.value:.3g} TB/s"
             fig.data[1].x, fig.data[1].y = [b.intensity], [rate]
             fig.data[2].x = [b.ridge, b.ridge]
+            fig.data[2].y = [10 ** y_range[0], 10 ** y_range[1]]
             fig.layout.xaxis.range = x_range
-            fig.layout.yaxis.range = [min(-2.0, math.log10(rate) - 0.5), max(3.6, math.log10(self.c.value) + 0.3)]
-            fig.layout.title = (f"I = {b.intensity:.3g} FLOP/B, ridge {b.ridge:.3g}: "
-                                f"{b.limiter}-bound, t >= {b.time_ms:.4g} ms")
+            fig.layout.yaxis.range = y_range
+            fig.layout.title.text = (f"{b.limiter}-bound: t >= {b.time_ms:.4g} ms "
+                                     f"(I = {b.intensity:.3g}, ridge {b.ridge:.3g} FLOP/B)")
 
         return change
 

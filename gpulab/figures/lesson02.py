@@ -58,7 +58,7 @@ class BoundaryExplorer:
                                        description="boundary: lanes < b take A")
         self.readout = W.HTML()
         fig = branch_figure(self.trace, title=f"if thread_id < {boundary}", height=360)
-        fig.update_yaxes(range=[self.cost_a + self.cost_b - 0.5, -0.5], autorange=False)  # room for both paths
+        fig.update_yaxes(range=[self.trace.steps_paid - 0.5, -0.5], autorange=False)
         self.live = widgets.LiveFigure(fig)
         self.boundary.observe(lambda _: self.refresh(), names="value")
         self.widget = widgets.container(self.boundary, self.readout, self.live.widget)
@@ -78,7 +78,8 @@ class BoundaryExplorer:
 
         def change(fig):
             fig.data[0].x, fig.data[0].y, fig.data[0].z, fig.data[0].text = kw["x"], kw["y"], kw["z"], kw["text"]
-            fig.layout.title = _title(trace, f"if thread_id < {self.boundary.value}")
+            fig.layout.yaxis.range = [trace.steps_paid - 0.5, -0.5]  # the rows paid: fewer when uniform
+            fig.layout.title.text = _title(trace, f"if thread_id < {self.boundary.value}")
 
         self.live.update(change)
         self._update_readout()
@@ -86,17 +87,22 @@ class BoundaryExplorer:
 
 class LoopSweepExplorer:
     """The loop model's efficiency (useful / paid lane-steps, ``simt.loop``) against the fraction of elements
-    with 64 trips (the rest 4), interleaved at random and sorted by cost (``simt.group_by_cost``), for groups
-    of 2**k lanes chosen by slider. ``measured`` (a ``gpulab.bench.lesson02`` record, or None) adds the model
-    for kernel (c)'s cases as crosses. ``.widget`` is the container, ``.group`` the slider, ``.live.fig`` the
-    figure; ``curves(group)`` the two lines for one group size."""
+    with 64 trips (the rest 4), interleaved at random and sorted by cost (``simt.group_by_cost``), for a group
+    of lanes that step together chosen by slider (``GROUPS``: 32, a warp, up to 1024, a Triton block).
+    ``measured`` (a ``gpulab.bench.lesson02`` record, or None) adds the model for kernel (c)'s cases as
+    crosses. ``.widget`` is the container, ``.group`` the slider (its value is the group size), ``.live.fig``
+    the figure; ``curves(group)`` the two lines for one group size."""
 
     FRACS = tuple(2.0**-k for k in range(10, 0, -1))
     N = 2**16  # elements per case
+    GROUPS = tuple(2**k for k in range(5, 11))
     LAYOUTS = (("interleaved", "#d62728"), ("sorted", "#2ca02c"))
 
-    def __init__(self, measured: dict | None = None, log2_group: int = 5):
-        self.group = widgets.slider(W.IntSlider, value=log2_group, min=5, max=10, description="group = 2**k lanes")
+    def __init__(self, measured: dict | None = None, group: int = 32):
+        if group not in self.GROUPS:
+            raise ValueError(f"group must be one of {self.GROUPS}, got {group!r}")
+        self.group = widgets.slider(W.SelectionSlider, options=list(self.GROUPS), value=group,
+                                    description="group: lanes that step together")
         fig = go.Figure()
         for name, color in self.LAYOUTS:
             fig.add_scatter(x=list(self.FRACS), y=[0.0] * len(self.FRACS), mode="lines+markers", name=f"model, {name}",
@@ -105,14 +111,15 @@ class LoopSweepExplorer:
             for layout, color in self.LAYOUTS:
                 rs = [r for r in measured["loop"]["rows"] if r["layout"] == layout]
                 fig.add_scatter(x=[r["frac_expensive"] for r in rs], y=[r["efficiency"] for r in rs], mode="markers",
-                                name=f"model for kernel (c)'s cases, {layout}, block {measured['block']}",
+                                name=f"kernel (c)'s cases, {layout} (block {measured['block']})",
                                 marker=dict(color=color, symbol="x", size=11))
         fig.update_layout(xaxis=dict(type="log", title="fraction of elements with 64 trips (the rest 4)"),
                           yaxis=dict(title="efficiency = useful / paid lane-steps", range=[0, 1.05]),
-                          template="plotly_white", height=420)
-        self._change(2**self.group.value)(fig)  # the first state goes in before the figure becomes a widget
+                          template="plotly_white", height=460, margin=dict(t=50, b=130),
+                          legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0, font=dict(size=11)))
+        self._change(self.group.value)(fig)  # the first state goes in before the figure becomes a widget
         self.live = widgets.LiveFigure(fig)
-        self.group.observe(lambda _: self.live.update(self._change(2**self.group.value)), names="value")
+        self.group.observe(lambda _: self.live.update(self._change(self.group.value)), names="value")
         self.widget = widgets.container(self.group, self.live.widget)
 
     def curves(self, group: int) -> dict:
@@ -129,7 +136,7 @@ class LoopSweepExplorer:
 
         def change(fig):
             fig.data[0].y, fig.data[1].y = eff["interleaved"], eff["sorted"]
-            fig.layout.title = f"loop model, groups of {group} lanes"
+            fig.layout.title.text = f"loop model, groups of {group} lanes"
 
         return change
 
@@ -145,7 +152,35 @@ def variants_figure(data: dict, title: str):
                              arrayminus=[r["measured_ms"] - r["p20_ms"] for r in rs]), marker_color="#1f77b4")
     fig.add_bar(y=names, x=[r["predicted_ms"] if r["predicted_ms"] is not None else 0.0 for r in rs],
                 orientation="h", name="model (paths alone; for (c) the all-0 and all-64 runs)", marker_color="#ff7f0e")
-    fig.update_layout(title=title, barmode="group", height=120 + 26 * len(rs), template="plotly_white",
-                      xaxis_title="time (ms)", legend=dict(orientation="h", y=-0.08), title_font_size=12,
-                      margin=dict(l=250))
+    fig.update_layout(title=title, barmode="group", height=200 + 26 * len(rs), template="plotly_white",
+                      xaxis_title="time (ms)", title_font_size=12, margin=dict(l=250, b=120),
+                      legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0))
     return fig
+
+
+def summary(data: dict) -> str:
+    """A short digest (at most 12 lines) of a ``gpulab.bench.lesson02`` record: each variant's measured
+    times beside the model's; ``gpulab.bench.lesson02.report(data)`` prints every row."""
+    rs = lesson02.rows(data)
+    t_a, t_b = data["path_a"]["median_ms"], data["path_b"]["median_ms"]
+    where = [r for r in rs if r["name"].startswith("(a)")]
+    uniform = [r for r in rs if r["name"].startswith("(b)")]
+    ratio = [r["measured_ms"] / r["predicted_ms"] for r in uniform]
+    lines = [f"n = {data['n']:,} float32, block {data['block']}: path A alone {t_a:.4g} ms, "
+             f"path B alone {t_b:.4g} ms",
+             f"(a) tl.where, 0-100% taking A: {min(r['measured_ms'] for r in where):.4g}-"
+             f"{max(r['measured_ms'] for r in where):.4g} ms; model t_A + t_B = {t_a + t_b:.4g} ms",
+             f"(b) uniform if: {uniform[0]['measured_ms']:.4g} ms (no block takes A) to {uniform[-1]['measured_ms']:.4g} "
+             f"ms (all do); measured / model {min(ratio):.2f}-{max(ratio):.2f}",
+             f"(c) loop, trips {data['loop']['cheap']} or {data['loop']['expensive']}; "
+             f"torch.sort of the trips {data['loop']['sort_ms']:.4g} ms (not in the sorted times)",
+             "    expensive | interleaved: ms (model)  eff | sorted: ms (model)  eff"]
+    loop = {(r["frac_expensive"], r["layout"]): r for r in data["loop"]["rows"]}
+    named = {(r["frac_expensive"], r["layout"]): r for r in rs if "frac_expensive" in r}
+    for frac in sorted({f for f, _ in loop}):
+        cells = []
+        for layout in ("interleaved", "sorted"):
+            r = named[frac, layout]
+            cells.append(f"{r['measured_ms']:.4f} ({r['predicted_ms']:.4f}) {loop[frac, layout]['efficiency']:4.0%}")
+        lines.append(f"    {frac:9.2%} |       " + " |   ".join(cells))
+    return "\n".join(lines)

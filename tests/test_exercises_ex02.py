@@ -1,0 +1,121 @@
+"""Lesson 02's kernel exercise (ex02.check_loop_grouped) on real Triton kernels, right and wrong: each usual
+mistake gets the message that names it, and none crashes the process (the guards take the stray accesses;
+the int32 inputs' guards hold -1, so an unmasked load of an index or a trip count stays in owned memory)."""
+import gpulab  # noqa: F401  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
+import torch
+import triton
+import triton.language as tl
+
+from gpulab.exercises import ex02, kernelcheck
+
+
+@triton.jit
+def _loop(x_ptr, trips_ptr, order_ptr, y_ptr, n, BLOCK: tl.constexpr, MASK: tl.constexpr, USE_ORDER: tl.constexpr,
+          SCATTER: tl.constexpr, STEP: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if MASK:
+        idx = tl.load(order_ptr + offs, mask=mask, other=0) if USE_ORDER else offs
+        x = tl.load(x_ptr + idx, mask=mask, other=0.0)
+        trips = tl.load(trips_ptr + idx, mask=mask, other=0)
+    else:
+        idx = tl.load(order_ptr + offs) if USE_ORDER else offs
+        x = tl.load(x_ptr + idx)
+        trips = tl.load(trips_ptr + idx)
+    for i in range(tl.max(trips, axis=0)):
+        x = tl.where(i < trips, tl.sin(x) * STEP + 0.1, x)
+    dst = idx if SCATTER else offs
+    if MASK:
+        tl.store(y_ptr + dst, x, mask=mask)
+    else:
+        tl.store(y_ptr + dst, x)
+
+
+def launcher(block=128, mask=True, use_order=True, scatter=False, step=0.9, grid=None):
+    def loop_grouped(x, trips, order, out):
+        n = x.numel()
+        g = grid(n, block) if grid else triton.cdiv(n, block)
+        _loop[(g,)](x, trips, order, out, n, BLOCK=block, MASK=mask, USE_ORDER=use_order, SCATTER=scatter, STEP=step)
+    return loop_grouped
+
+
+def test_right_kernels_pass():
+    assert ex02.check_loop_grouped(launcher()).ok
+    rep = ex02.check_loop_grouped(ex02.check_loop_grouped.solution)
+    assert rep.ok and rep.cases == 6, str(rep)
+
+
+def test_unmasked_kernel_is_named_and_does_not_crash():
+    rep = ex02.check_loop_grouped(launcher(mask=False))
+    assert not rep.ok and "past the end of out" in str(rep) and "mask the store" in str(rep), str(rep)
+
+
+def test_an_order_that_is_not_read_is_named():
+    for wrong in (launcher(use_order=False), launcher(scatter=True)):  # ignores order; stores at the item's index
+        rep = ex02.check_loop_grouped(wrong)
+        assert not rep.ok and "slot j must hold item order[j]" in str(rep), str(rep)
+
+
+def test_wrong_values_name_slot_item_expected_and_got():
+    rep = ex02.check_loop_grouped(launcher(step=0.8))
+    text = str(rep)
+    assert not rep.ok and "values differ" in text and "first at slot" in text and "expected" in text, text
+
+
+def test_grid_too_small_is_named():
+    rep = ex02.check_loop_grouped(launcher(grid=lambda n, b: n // b))
+    assert not rep.ok and "grid is too" in str(rep), str(rep)
+
+
+def test_stub_and_python_errors():
+    def stub(x, trips, order, out):
+        raise NotImplementedError
+
+    assert not ex02.check_loop_grouped(stub).attempted
+
+    def broken(x, trips, order, out):
+        raise ValueError("oops")
+
+    rep = ex02.check_loop_grouped(broken)
+    assert not rep.ok and "ValueError: oops" in str(rep)
+
+
+def test_index_guards_hold_minus_one_and_see_stray_writes():
+    g = ex02._IndexGuarded(torch.tensor([5, 6, 7], dtype=torch.int32))
+    assert g.bits[g.g - 1] == -1 and g.bits[g.g + 3] == -1 and g.view.tolist() == [5, 6, 7]
+    assert g.written_before() == 0 and g.written_after() == 0
+    g.bits[g.g + 3] = 0
+    assert g.written_after() == 1
+
+
+def test_hints_then_solution(capsys):
+    check = ex02.check_loop_grouped
+    check._hints_shown = 0
+    for i in range(len(check.hints)):
+        kernelcheck.hint(check)
+        assert f"hint {i + 1} of 2" in capsys.readouterr().out
+    kernelcheck.hint(check)
+    assert "show_solution(check_loop_grouped)" in capsys.readouterr().out
+    check._hints_shown = 0
+
+
+def test_switch_efficiency_by_hand_and_its_mistakes():
+    check = ex02.check_switch_efficiency
+    sol = check.solution
+    # lanes 0-3 case 0 (1 instr), the rest case 1 (1 instr): 2 steps, 32 useful lane-steps of 64
+    assert sol([0] * 4 + [1] * 28, [1, 1]) == 0.5
+    # cases 0 and 2 taken (4 and 2 instrs), case 1 (9) by no lane: 6 steps, 16 x 4 + 16 x 2 = 96 useful of 192
+    assert sol([lane % 2 * 2 for lane in range(32)], [4, 9, 2]) == 0.5
+    assert check(sol).ok
+
+    def pays_every_case(case, costs):
+        return sum(costs[c] for c in case) / (sum(costs) * 32)
+
+    def overlaps_cases(case, costs):
+        return sum(costs[c] for c in case) / (max(costs[c] for c in set(case)) * 32)
+
+    for wrong, said in ((pays_every_case, "no lane takes is skipped"), (overlaps_cases, "one after another"),
+                        (lambda case, costs: 100 * sol(case, costs), "not a percentage")):
+        rep = check(wrong)
+        assert not rep.ok and said in str(rep), str(rep)
+    assert not check(lambda case, costs: (_ for _ in ()).throw(NotImplementedError)).attempted
