@@ -60,8 +60,8 @@ def test_bf16_without_fp32_compute_gets_the_note():
     rep = ex03.check_relu_cast(launcher(in_fp32=False))
     text = str(rep)
     assert not rep.ok and "bf16" in text, text
-    assert all("bf16" in f.split("(")[0] for f in rep.failures[:-1]), text  # fp32 and fp16 pairs pass
-    assert rep.failures[-1] == ex03._BF16_NOTE
+    assert all("bf16" in f.split("(")[0] for f in rep.failures), text  # fp32 and fp16 pairs pass
+    assert rep.failures[0].endswith("-> " + ex03._BF16_NOTE) and text.count(ex03._BF16_NOTE) == 1, text
 
 
 def test_stub_reports_not_attempted():

@@ -160,7 +160,7 @@ def check_relu_cast(fn) -> Report:
         total.cases += rep.cases
         total.failures += rep.failures
     if total.failures and all("bf16" in f.split("(")[0] for f in total.failures):
-        total.failures.append(_BF16_NOTE)
+        total.failures[0] += "\n    -> " + _BF16_NOTE  # the first failure shown carries the note
     return total
 
 
