@@ -62,7 +62,8 @@ def assert_axes_fit_data(fig, log_slack: float = 1.0, lin_slack: float = 0.5):
         else:
             slack = lin_slack * max(hi - lo, abs(hi), 1e-300)
         assert r0 <= lo and r1 >= hi, f"{name}: range {axis.range} cuts the data [{lo:.3g}, {hi:.3g}]"
-        assert r0 >= lo - slack and r1 <= hi + slack, f"{name}: range {axis.range} far beyond the data [{lo:.3g}, {hi:.3g}]"
+        assert r0 >= lo - slack and r1 <= hi + slack, \
+            f"{name}: range {axis.range} far beyond the data [{lo:.3g}, {hi:.3g}]"
 
 
 def assert_readable(fig):

@@ -2,7 +2,6 @@
 the message that names it, none crashes), and the counting exercises' reference solutions against wrong ones."""
 import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import pytest
-import torch
 import triton
 import triton.language as tl
 

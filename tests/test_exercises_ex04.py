@@ -1,6 +1,6 @@
 """Lesson 04's checkers: the fused sin^2 + cos^2 kernel exercise with right and wrong kernels (each usual mistake
 gets the message that names it, none crashes), and the counting exercises' solutions against wrong answers."""
-import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
+import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
 import torch
 import triton
 import triton.language as tl

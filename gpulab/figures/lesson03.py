@@ -40,7 +40,8 @@ def error_vs_bits_figure(rows: list[dict], title: str = "Quantization error agai
     lo, hi = (math.log10(min(errs)), math.log10(max(errs))) if errs else (-4, 0)
     fig.update_layout(title=dict(text=title, font_size=12), height=height, template="plotly_white",
                       legend=dict(orientation="h", y=-0.22, x=0), margin=dict(l=10, r=20),
-                      yaxis=dict(tickvals=list(range(len(formats_))), ticktext=[_format_label(first[f]) for f in formats_],
+                      yaxis=dict(tickvals=list(range(len(formats_))),
+                                 ticktext=[_format_label(first[f]) for f in formats_],
                                  range=[-0.6, len(formats_) - 0.4], automargin=True),
                       xaxis=dict(type="log", exponentformat="power", range=[lo - 0.25, hi + 0.25],
                                  title="mean |q(x) − x| / |x|" if kind == "mean"
