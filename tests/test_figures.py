@@ -11,6 +11,8 @@ from gpulab.bench import lesson08
 from gpulab.roofline import KernelPoint
 from tests.figure_checks import check_figure
 
+from ._figure_checks import assert_readable
+
 RECORDED = reference.load("h200")
 
 
@@ -127,37 +129,114 @@ def test_lesson02_variants_figure():
     assert all(rows_c[p, "sorted"]["block_steps"] <= rows_c[p, "interleaved"]["block_steps"] for p, _ in rows_c)
 
 
-def test_lesson03_figures():
+def test_lesson03_figures_from_the_recording():
     rec = RECORDED["lesson03"]
     fig = figures.lesson03.relu_sweep_figure(rec["relu_sweep"], 4.0, "recorded")
     _traces_ok(fig)
+    assert_readable(fig)
     dtypes = {r["dtype"] for r in rec["relu_sweep"]}
     assert len(fig.data) == 2 * len(dtypes) + 1 and list(fig.data[-1].y) == [4000.0, 4000.0]  # 4 TB/s = 4000 GB/s
     errors = dict(fp32=1e-7, tf32=1e-4, bf16=1e-3, fp16=1e-4, fp8=2e-2, how="made up")
     rates = dict(fp32=50.0, tf32=300.0, bf16=600.0, fp16=600.0, fp8=None)
     fig = figures.lesson03.rate_vs_error_figure(errors, rates, "made up")
     assert [tr.name for tr in fig.data] == ["fp32", "tf32", "bf16", "fp16"]  # fp8 has no rate: left out
-    acc = dict(k=[16, 1024], fp16=[1e-4, 1e-2], fp32=[1e-7, 1e-6], m=16, inputs="N(0,1)")
-    fig = figures.lesson03.accumulation_figure(acc, "made up")
-    assert [list(tr.x) for tr in fig.data] == [[16, 1024]] * 2 and list(fig.data[0].y) == [1e-4, 1e-2]
+    assert_readable(fig)
+    m = rec["matmul"]
+    assert_readable(figures.lesson03.rate_vs_error_figure({**m["error"]}, m["tflops"], "recorded"))
+
+
+def test_lesson03_error_axes_read_in_powers_of_ten():
+    acc = RECORDED["lesson03"]["accumulation"]
+    fig = figures.lesson03.accumulation_figure(acc, "recorded")
+    assert [list(tr.x) for tr in fig.data] == [acc["k"]] * 2 and list(fig.data[0].y) == acc["fp16"]
+    assert fig.layout.yaxis.exponentformat == "power"  # not SI prefixes ("100n, 1µ") on an error axis
+    assert_readable(fig)
+    made_up = dict(k=[16, 1024], fp16=[1e-4, 1e-2], fp32=[1e-7, 1e-6], m=16, inputs="N(0,1)")
+    assert list(figures.lesson03.accumulation_figure(made_up, "made up").data[1].y) == [1e-7, 1e-6]
+
+
+def _formats_rows(fmt_bits_err):
+    return [dict(data=d, format=f, block=None, bits_per_value=b, rel_error=e) for d, f, b, e in fmt_bits_err]
+
+
+def test_lesson03_formats_points_do_not_hide_each_other():
+    # two data sets with the same error for one format, two formats 0.25 bit apart: every marker has its own spot
+    rows = _formats_rows([("a", "fp8_e4m3", 8.0, 0.02), ("a", "mxfp8", 8.25, 0.02), ("b", "fp8_e4m3", 8.0, 0.02),
+                          ("b", "mxfp8", 8.25, 0.03), ("a", "nvfp4", 4.5, 0.2), ("b", "nvfp4", 4.5, 0.2)])
+    fig = figures.lesson03.error_vs_bits_figure(rows)
+    spots = [(x, y) for tr in fig.data for x, y in zip(tr.x, tr.y)]
+    assert len(set(spots)) == len(spots) == 6
+    assert list(fig.layout.yaxis.ticktext) == ["nvfp4: 4.5 bits", "fp8_e4m3: 8 bits", "mxfp8: 8.25 bits"]  # by bits
+    assert fig.layout.xaxis.exponentformat == "power"
+    assert_readable(fig)
+
+
+def test_lesson03_formats_explorer_at_both_ends_of_each_slider():
     e = figures.lesson03.FormatsExplorer(mx_block=32, nv_block=16, n=256)
-    title = e.live.fig.layout.title.text
-    e.mx.value = 64
-    assert e.live.fig.layout.title.text != title
+    assert "8.25 bits/value" in e.live.fig.layout.title.text
+    title, x_before = e.live.fig.layout.title.text, list(e.live.fig.data[0].x)
+    e.mx.value = 128
+    assert e.live.fig.layout.title.text != title and list(e.live.fig.data[0].x) != x_before
+    assert any(r["format"] == "mxfp8" and r["bits_per_value"] == 8 + 8 / 128 for r in e.rows)
+    for mx in (e.BLOCKS[0], e.BLOCKS[-1]):
+        for nv in (e.BLOCKS[0], e.BLOCKS[-1]):
+            e.mx.value, e.nv.value = mx, nv
+            assert_readable(e.live.fig)
+            labels = list(e.live.fig.layout.yaxis.ticktext)
+            assert f"mxfp8, block {mx}: {8 + 8 / mx:.3g} bits" in labels, labels  # tick labels follow the slider
 
 
 def test_lesson04_model_lines_by_hand():
-    data = dict(sweep=[dict(n=10**6, method="fused", ms=0.05), dict(n=10**6, method="unfused", ms=0.1)],
+    data = dict(sweep=[dict(n=10**6, method=m, ms=t) for m, t in (("fused", 0.05), ("unfused", 0.1), ("eager", 0.09),
+                                                                 ("compile", 0.05))],
                 launch=dict(triton_us=5.0, torch_us=10.0, triton_cpu_us=20.0), copy_tbps=1.0)
     fig = figures.lesson04.time_figure(data, "made up")
     _traces_ok(fig)
-    assert len(fig.data) == 2 + 4
-    # 5 launches x 5 us + 44e6 bytes / 1 TB/s = 25 us + 44 us; 1 launch + 8e6 bytes = 5 us + 8 us
-    assert math.isclose(fig.data[2].y[0], 0.069) and math.isclose(fig.data[3].y[0], 0.013)
+    model = {tr.name: tr.y[0] for tr in fig.data if tr.name.startswith(("model", "copy"))}
+    # 5 launches x 5 us + 44e6 bytes / 1 TB/s = 25 us + 44 us; 5 x 10 us + 44 us; 1 launch + 8e6 bytes = 5 us + 8 us
+    assert math.isclose(model["model: 5 Triton launches + 44n B"], 0.069)
+    assert math.isclose(model["model: 5 torch launches + 44n B"], 0.094)
+    assert math.isclose(model["model: 1 Triton launch + 8n B"], 0.013)
+    assert math.isclose(model["model: 1 launch at Triton's CPU cost + 8n B"], 0.028)
+    assert math.isclose(model["copy bound: 8n B at copy bandwidth"], 0.008)
+
+
+def test_lesson04_time_figure_views_are_few_traces_each():
+    rec = RECORDED["lesson04"]
+    fig = figures.lesson04.time_figure(rec, "recorded")
+    assert_readable(fig)  # every dropdown view has data
+    buttons = fig.layout.updatemenus[0].buttons
+    assert len(buttons) == len(figures.lesson04.TIME_VIEWS) == 2
+    for b in buttons:
+        assert 4 <= sum(b.args[0]["visible"]) <= 7, b.label
+    methods = {r["method"] for r in rec["sweep"]}
+    shown = {tr.name for tr in fig.data if not tr.name.startswith(("model", "copy"))}
+    assert len(shown) == len(methods)  # every measured method is in one view
+    assert fig.layout.legend.orientation == "h"
+
+
+def test_lesson04_pressure_legend_leaves_the_right_axis_free():
     rows = RECORDED["lesson04"]["pressure"]["rows"]
     fig = figures.lesson04.pressure_figure(rows, "recorded")
     blocks = [str(r["block"]) for r in rows if r["study"] == "block"]
     assert len(fig.data) == 3 and list(fig.data[0].x) == blocks
+    assert fig.layout.yaxis2.side == "right" and fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0
+    assert_readable(fig)
+
+
+def test_lesson04_launch_explorer_at_both_ends_of_each_slider():
+    rec = RECORDED["lesson04"]
+    measured = [r for r in rec["sweep"] if r["method"] in ("unfused", "fused")]
+    e = figures.lesson04.LaunchModelExplorer(rec["launch"]["triton_us"], rec["copy_tbps"], measured=measured, title="t")
+    title, marker = e.live.fig.layout.title.text, list(e.live.fig.data[2].x)
+    e.log2_n.value = 26
+    assert e.live.fig.layout.title.text != title and list(e.live.fig.data[2].x) != marker
+    assert e.times(2**10)["unfused (5 kernels)"] > e.times(2**10)["fused (1 kernel)"]
+    for s in (e.log2_n, e.overhead, e.bandwidth):
+        for end in (s.min, s.max):
+            s.value = end if s is not e.overhead else 10**end  # FloatLogSlider's min/max are exponents
+            assert_readable(e.live.fig)
+    assert e.live.fig.layout.legend.orientation == "h"
 
 
 def test_lesson05_model_line_by_hand():

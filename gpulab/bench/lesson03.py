@@ -144,9 +144,10 @@ def run(progress: bool = True, relu_n: int = RELU_N, relu_sweep=RELU_SWEEP, matm
     return out
 
 
-def report(data: dict) -> str:
-    """A short table: ReLU per dtype with ratios to torch.relu, matmul rate and error per dtype, the
-    Triton tf32/ieee matmul, and the accumulation errors at the smallest and largest K."""
+def report(data: dict, full: bool = False) -> str:
+    """A short table (at most 15 lines): ReLU per dtype with ratios to torch.relu, matmul rate and error per
+    dtype, the Triton tf32/ieee matmul, and the accumulation errors at the smallest and largest K.
+    ``full=True`` adds the ReLU size sweep (GB/s and ratio per n and dtype)."""
     lines = [f"ReLU at n = {data['relu'][0]['n']:,} (ratio = torch ms / gpulab ms; target >= 0.95):",
              f"  {'dtype':5} {'gpulab ms':>10} {'GB/s':>7} {'torch ms':>9} {'GB/s':>7} {'ratio':>6}"]
     for r in data["relu"]:
@@ -166,4 +167,9 @@ def report(data: dict) -> str:
     lines.append(f"accumulation (fp16 inputs, {a['m']}x{a['m']} output): K={a['k'][0]}: fp16 acc "
                  f"{a['fp16'][0]:.2e}, fp32 acc {a['fp32'][0]:.2e}; K={a['k'][-1]}: fp16 acc {a['fp16'][-1]:.2e}, "
                  f"fp32 acc {a['fp32'][-1]:.2e}")
+    if full:
+        lines.append("ReLU sweep (gpulab GB/s, torch GB/s, ratio):")
+        for r in data["relu_sweep"]:
+            lines.append(f"  {r['dtype']:5} n = {r['n']:>11,}: {r['gpulab_gbps']:7.0f} {r['torch_gbps']:7.0f} "
+                         f"{r['ratio']:6.3f}")
     return "\n".join(lines)

@@ -178,14 +178,14 @@ def headline_ratios(data: dict) -> dict:
             for r in data["headline"]}
 
 
-def report(data: dict) -> str:
-    """A short table: times, effective TB/s on 8n bytes, ratios vs torch.compile and copy bandwidth at n,
-    accuracy, launch costs, the sweep and the resource-pressure rows."""
+def report(data: dict, full: bool = False) -> str:
+    """A short table (at most 15 lines): times, effective TB/s on 8n bytes, ratios vs torch.compile and copy
+    bandwidth at n with the targets flagged, fp32 accuracy and the launch costs. ``full=True`` adds the 16-bit
+    accuracy, the size sweep and the resource-pressure rows."""
     rat = headline_ratios(data)
     L = data["launch"]
     lines = [f"sin^2 + cos^2, fp32, n = {data['n']:,}; copy bandwidth {data['copy_tbps']:.3f} TB/s; "
-             f"best config {data['best_config']} (shared: {data.get('best_config_shared')}; "
-             f"fast: {data['best_config_fast']})",
+             f"best config {data['best_config']}",
              f"  {'method':12} {'ms':>8} {'TB/s(8n)':>9} {'compile/ours':>13} {'ours/copy':>10}"]
     for r in data["headline"]:
         q = rat[r["method"]]
@@ -195,22 +195,25 @@ def report(data: dict) -> str:
         lines.append(f"  {r['method']:12} {r['ms']:8.4f} {r['eff_tbps']:9.3f} {q['vs_compile']:13.3f} "
                      f"{q['vs_copy']:10.3f}{flag}")
     a = data["accuracy"]
-    lines.append(f"max abs error vs float64 (fp32, n = {a['n']:,}, normal inputs; fast math "
+    lines.append(f"max abs error vs float64 (fp32, n = {a['n']:,}; fast math "
                  f"{'on' if a['fast_math'] else 'unavailable'}): " +
-                 ", ".join(f"{k} {v:.2e}" for k, v in a["fp32_max_abs_error"].items()))
+                 ", ".join(f"{k} {v:.1e}" for k, v in a["fp32_max_abs_error"].items()))
+    lines.append(f"launch: tiny Triton kernel {L['triton_us']:.2f} µs, torch.sin(1 elt) {L['torch_us']:.2f} µs "
+                 f"(do_bench, GPU side); Triton CPU launch {L['triton_cpu_us']:.2f} µs")
+    if not full:
+        return "\n".join(lines)
+    lines.append(f"best configs: shared {data.get('best_config_shared')}, fast {data['best_config_fast']}")
     for d in ("fp16", "bf16"):
         lines.append(f"  {d}: eager and fused differ on {a[d]['eager_fused_differ']:.1%} of elements; max abs error "
                      f"eager {a[d]['eager_max_abs_error']:.2e}, fused {a[d]['fused_max_abs_error']:.2e}")
-    lines.append(f"launch: tiny Triton kernel {L['triton_us']:.2f} µs, torch.sin(1 elt) {L['torch_us']:.2f} µs "
-                 f"(do_bench, GPU side); Triton CPU launch {L['triton_cpu_us']:.2f} µs")
     ns = sorted({r["n"] for r in data["sweep"]})
     lines.append("sweep (ms): " + " ".join(f"{m:>10}" for m in METHODS))
     for m in ns:
         ms = {r["method"]: r["ms"] for r in data["sweep"] if r["n"] == m}
         lines.append(f"  2^{m.bit_length() - 1:<2}     " + " ".join(f"{ms.get(k, float('nan')):10.4f}" for k in METHODS))
-    lines.append("resource pressure (n_regs/thread, spills, resident warps/SM, ms):")
+    lines.append("resource pressure (n_regs/thread, n_spills = local-memory use, resident warps/SM, ms):")
     for r in data["pressure"]["rows"]:
         lines.append(f"  {r['study']:6} BLOCK {r['block']:6} warps {r['num_warps']:2} R {r['repeat']:2} "
-                     f"elt/thread {r['elements_per_thread']:4}: regs {r['n_regs']}, spills {r['n_spills']}, "
+                     f"elt/thread {r['elements_per_thread']:4}: regs {r['n_regs']}, n_spills {r['n_spills']}, "
                      f"warps/SM {r.get('resident_warps')}, {r['ms']:.4f} ms")
     return "\n".join(lines)

@@ -6,7 +6,10 @@ import random
 
 import torch
 
-from . import Report, _short, close, is_int, run_cases
+import gpulab
+
+from . import Report, _short, close, ex03_kernels, is_int, run_cases
+from .kernelcheck import check_kernel
 
 RELU_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float64)
 AWKWARD = [1, 17, 1000, 1793]
@@ -127,3 +130,45 @@ def check_fastest_within(fn) -> Report:
 
 
 check_fastest_within.solution = _fastest_within_solution
+
+
+# (input dtype, output dtype) pairs of the kernel exercise: the same dtype, and fp32 in with a 16-bit result out
+RELU_CAST_PAIRS = ((torch.float32, torch.float32), (torch.float16, torch.float16), (torch.bfloat16, torch.bfloat16),
+                   (torch.float32, torch.float16), (torch.float32, torch.bfloat16))
+_SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+_BF16_NOTE = ("only cases with bf16 fail: compute in fp32 (x.to(tl.float32)) and cast on the store "
+              "(y.to(out_ptr.dtype.element_ty)); Triton's interpreter mishandles bf16 values otherwise")
+
+
+def check_relu_cast(fn) -> Report:
+    """fn(x, out) launches a Triton kernel that writes out = max(x, 0) in out's dtype; x: 1-D fp32, fp16 or
+    bf16 on gpulab.DEVICE, any length; out: x's shape, in x's dtype or (for fp32 x) fp16 or bf16. The checker
+    owns x and out (guarded buffers, see ``kernelcheck``), runs each (x dtype, out dtype) pair of
+    ``RELU_CAST_PAIRS`` on awkward lengths (1, 17, 1000, 1793, and random ones) with fresh normal inputs, and
+    names the mistake: a missing mask, too small a grid, wrong values (against float64: within one ulp of
+    out's dtype, i.e. one rounding)."""
+    rng = random.Random()
+    sizes = AWKWARD + [rng.randrange(2, 5000)]
+    total = Report("relu_cast")
+    for din, dout in RELU_CAST_PAIRS:
+        cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(din).to(gpulab.DEVICE)) for n in sizes]
+        rep = check_kernel(f"relu_cast {_SHORT[din]}->{_SHORT[dout]}", fn, cases,
+                           out=lambda c, dout=dout: (c["x"].shape, dout),
+                           reference=lambda c: torch.relu(c["x"].double()))
+        if not rep.attempted:
+            return Report("relu_cast", attempted=False)
+        total.cases += rep.cases
+        total.failures += rep.failures
+    if total.failures and all("bf16" in f.split("(")[0] for f in total.failures):
+        total.failures[0] += "\n    -> " + _BF16_NOTE  # the first failure shown carries the note
+    return total
+
+
+check_relu_cast.solution = ex03_kernels.relu_cast
+check_relu_cast.solution_module = ex03_kernels
+check_relu_cast.hints = [
+    "one program handles BLOCK elements: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK), mask = offs < n on "
+    "the load and the store; launch triton.cdiv(n, BLOCK) programs",
+    "x = tl.load(x_ptr + offs, mask=mask).to(tl.float32); y = tl.where(x < 0.0, 0.0, x); "
+    "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)",
+]

@@ -5,7 +5,10 @@ import random
 
 import torch
 
-from . import Report, _short, close, is_int, run_cases
+import gpulab
+
+from . import Report, _short, close, ex04_kernels, is_int, run_cases
+from .kernelcheck import check_kernel
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.float8_e4m3fn)
 AWKWARD = [1, 17, 1000, 1793]
@@ -86,3 +89,60 @@ def check_model_time_ms(fn) -> Report:
 
 
 check_model_time_ms.solution = _model_time_ms_solution
+
+
+#: Largest |error| against float64 the fused kernel may have, per dtype: computed in fp32 and rounded once into
+#: the output's dtype, about one unit of the dtype at 1 (fp32: a few ulp of the fp32 sin, cos and squares).
+SINCOS_TOL = {torch.float32: 1e-6, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
+_SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+_BF16_NOTE = ("only bf16 cases fail: compute in fp32 (x.to(tl.float32)) and cast on the store "
+              "(y.to(out_ptr.dtype.element_ty)); Triton's interpreter mishandles bf16 values otherwise")
+_FP32_NOTE = ("tl.sin and tl.cos take fp32 or fp64 only: load, then x.to(tl.float32); cast on the store "
+              "(y.to(out_ptr.dtype.element_ty))")
+
+
+def _abs_mismatch(tol: float):
+    def mismatch(got, ref):
+        err = (got.detach().double().cpu() - ref).abs()
+        bad = ~(err <= tol)  # NaN counts as bad
+        if not bad.any():
+            return None
+        i = int(bad.nonzero()[0])
+        return (f"{int(bad.sum())} of {ref.numel()} elements differ by more than {tol:.2g}; first at index {i}: "
+                f"expected {ref[i].item():.7g}, got {got[i].item():.7g}")
+    return mismatch
+
+
+def check_sincos_fused(fn) -> Report:
+    """fn(x, out) launches ONE Triton kernel that writes out = sin(x)^2 + cos(x)^2, x and out 1-D of the same
+    dtype (fp32, fp16 or bf16) on gpulab.DEVICE, any length. The checker owns x and out (guarded buffers, see
+    ``kernelcheck``), runs awkward lengths (1, 17, 1000, 1793, and random ones) of fresh inputs N(0, 3^2) in
+    each dtype, and names the mistake: a missing mask, too small a grid, or values further than
+    ``SINCOS_TOL[dtype]`` from the float64 answer (which is close to 1, not exactly 1)."""
+    rng = random.Random()
+    sizes = AWKWARD + [rng.randrange(2, 5000)]
+    total = Report("sincos_fused")
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(dt).to(gpulab.DEVICE)) for n in sizes]
+        rep = check_kernel(f"sincos_fused {_SHORT[dt]}", fn, cases, out=lambda c: (c["x"].shape, c["x"].dtype),
+                           reference=lambda c: torch.sin(c["x"].double()) ** 2 + torch.cos(c["x"].double()) ** 2,
+                           mismatch=_abs_mismatch(SINCOS_TOL[dt]))
+        if not rep.attempted:
+            return Report("sincos_fused", attempted=False)
+        total.cases += rep.cases
+        total.failures += rep.failures
+    if any("Expected dtype ['fp32', 'fp64']" in f for f in total.failures):
+        total.failures[0] += "\n    -> " + _FP32_NOTE  # the first failure shown carries the note
+    elif total.failures and all(f.startswith("sincos_fused bf16") for f in total.failures):
+        total.failures[0] += "\n    -> " + _BF16_NOTE  # the first failure shown carries the note
+    return total
+
+
+check_sincos_fused.solution = ex04_kernels.sincos_fused
+check_sincos_fused.solution_module = ex04_kernels
+check_sincos_fused.hints = [
+    "one kernel does all five operations: load x once (masked), keep sin, cos and the squares in local variables, "
+    "store y once (masked); launch triton.cdiv(n, BLOCK) programs",
+    "x = tl.load(x_ptr + offs, mask=mask).to(tl.float32); s = tl.sin(x); c = tl.cos(x); "
+    "tl.store(out_ptr + offs, (s * s + c * c).to(out_ptr.dtype.element_ty), mask=mask)",
+]

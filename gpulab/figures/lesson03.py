@@ -12,28 +12,40 @@ import plotly.graph_objects as go
 from .. import formats, plots, precision, widgets
 
 
+def _format_label(r: dict) -> str:
+    block = f", block {r['block']}" if r["block"] else ""
+    return f"{r['format']}{block}: {float(r['bits_per_value']):.3g} bits"
+
+
 def error_vs_bits_figure(rows: list[dict], title: str = "Quantization error against storage bits",
                          height: int = 420, kind: str = "mean"):
-    """Plotly figure (``plotly.graph_objects.Figure``) of ``error_vs_bits`` rows: x = bits per value, y =
-    relative error (log axis), one trace per data set, each point labelled with its format. kind: names the
-    error on the y-axis ("mean" or "norm", as passed to error_vs_bits). Traces hold plain lists."""
+    """Plotly figure (``plotly.graph_objects.Figure``) of ``error_vs_bits`` rows as a dot plot: one row per
+    format, sorted by bits per value (scales included) and labelled with them; x = relative error (log axis,
+    powers of ten); one trace per data set, each drawn a little above or below the row's centre so that
+    equal errors do not hide each other. kind: names the error on the x-axis ("mean" or "norm", as passed
+    to error_vs_bits). Traces hold plain lists."""
+    formats_ = sorted(dict.fromkeys(r["format"] for r in rows),
+                      key=lambda f: min(float(r["bits_per_value"]) for r in rows if r["format"] == f))
+    names = list(dict.fromkeys(r["data"] for r in rows))
     fig = go.Figure()
-    for j, name in enumerate(dict.fromkeys(r["data"] for r in rows)):
-        rs = [r for r in rows if r["data"] == name]
-        labels = [r["format"] + (f" (block {r['block']})" if r["block"] else "") for r in rs]
-        fig.add_scatter(x=[float(r["bits_per_value"]) for r in rs], y=[float(r["rel_error"]) for r in rs],
-                        mode="markers+text" if j == 0 else "markers", name=name,  # label one data set only
-                        text=[r["format"] for r in rs], customdata=labels,
-                        # fp8_e4m3 (8.0 bits) and mxfp8 (8.25) sit side by side: label them on opposite sides
-                        textposition=["middle left" if r["format"] == "fp8_e4m3" else "middle right" for r in rs],
-                        marker=dict(size=10, symbol=["circle", "diamond"][j % 2]),
-                        hovertemplate="%{customdata}<br>%{x:.3f} bits/value<br>rel. error %{y:.3g}<extra>"
-                                      + name + "</extra>")
+    for j, name in enumerate(names):
+        rs = sorted((r for r in rows if r["data"] == name), key=lambda r: formats_.index(r["format"]))
+        shift = (j - (len(names) - 1) / 2) * 0.25
+        fig.add_scatter(x=[float(r["rel_error"]) for r in rs], y=[formats_.index(r["format"]) + shift for r in rs],
+                        mode="markers", name=name, customdata=[_format_label(r) for r in rs],
+                        marker=dict(size=11, symbol=["circle", "diamond", "square"][j % 3]),
+                        hovertemplate="%{customdata}<br>error %{x:.3g}<extra>" + name + "</extra>")
+    first = {f: next(r for r in rows if r["format"] == f) for f in formats_}
+    errs = [float(r["rel_error"]) for r in rows if r["rel_error"] > 0]
+    lo, hi = (math.log10(min(errs)), math.log10(max(errs))) if errs else (-4, 0)
     fig.update_layout(title=dict(text=title, font_size=12), height=height, template="plotly_white",
-                      legend=dict(orientation="h", y=-0.2),
-                      xaxis=dict(title="bits per value (scales included)", range=[3, 19]),
-                      yaxis=dict(type="log", exponentformat="power", title="mean |q(x) - x| / |x|" if kind == "mean"
-                                 else "relative error ||q(x) - x|| / ||x||"))
+                      legend=dict(orientation="h", y=-0.22, x=0), margin=dict(l=10, r=20),
+                      yaxis=dict(tickvals=list(range(len(formats_))),
+                                 ticktext=[_format_label(first[f]) for f in formats_],
+                                 range=[-0.6, len(formats_) - 0.4], automargin=True),
+                      xaxis=dict(type="log", exponentformat="power", range=[lo - 0.25, hi + 0.25],
+                                 title="mean |q(x) − x| / |x|" if kind == "mean"
+                                 else "relative error ‖q(x) − x‖ / ‖x‖"))
     return fig
 
 
@@ -78,8 +90,10 @@ class FormatsExplorer:
 
         def change(fig):
             for old, tr in zip(fig.data, new.data):
-                old.x, old.y, old.text, old.customdata = list(tr.x), list(tr.y), list(tr.text), list(tr.customdata)
+                old.x, old.y, old.customdata = list(tr.x), list(tr.y), list(tr.customdata)
             fig.layout.title = self._title()
+            fig.layout.yaxis.ticktext = list(new.layout.yaxis.ticktext)
+            fig.layout.xaxis.range = list(new.layout.xaxis.range)
 
         self.live.update(change)
 
@@ -98,8 +112,9 @@ def relu_sweep_figure(rows: list[dict], copy_tbps: float, where: str = ""):
     xs = [r["n"] for r in rows]
     fig.add_scatter(x=[min(xs), max(xs)], y=[copy_tbps * 1e3] * 2, mode="lines", name="model: copy bandwidth",
                     line=dict(color="gray", dash="dash"))
-    fig.update_layout(title=dict(text=f"ReLU bandwidth against n ({where})", font_size=12), height=420,
-                      template="plotly_white", xaxis=dict(type="log", title="n (elements)"),
+    fig.update_layout(title=dict(text=f"ReLU bandwidth against n<br><sup>{where}</sup>", font_size=12), height=440,
+                      template="plotly_white", margin=dict(t=70), legend=dict(orientation="h", y=-0.2, x=0),
+                      xaxis=dict(type="log", exponentformat="power", title="n (elements)"),
                       yaxis=dict(type="log", title="GB/s (2n·itemsize bytes / time)"))
     return fig
 
@@ -133,6 +148,7 @@ def accumulation_figure(acc: dict, where: str = ""):
                         line=dict(color=plots.DTYPE_COLORS[key]))
     fig.update_layout(title=dict(text=f"accumulation error against K ({acc['m']}×{acc['m']} output, {acc['inputs']} inputs, "
                                       f"{where})", font_size=12),
-                      height=400, template="plotly_white", xaxis=dict(type="log", title="K (products summed)"),
-                      yaxis=dict(type="log", title="relative error vs float64"))
+                      height=400, template="plotly_white", legend=dict(orientation="h", y=-0.2, x=0),
+                      xaxis=dict(type="log", title="K (products summed)"),
+                      yaxis=dict(type="log", exponentformat="power", title="relative error vs float64"))
     return fig

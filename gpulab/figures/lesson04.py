@@ -1,4 +1,5 @@
-"""Lesson 04's figures (fusion): the launch-overhead model against n, with sliders.
+"""Lesson 04's figures (fusion): measured time against n beside the launch-overhead model (two views, picked by
+a dropdown), the launch-model explorer with sliders, and resource pressure against BLOCK.
 
 Models: ``gpulab.fusion``. Figures hold plain lists.
 """
@@ -39,7 +40,8 @@ class LaunchModelExplorer:
             rs = [r for r in self.measured if r["method"] == method]
             fig.add_scatter(x=[r["n"] for r in rs], y=[r["ms"] for r in rs], mode="markers", name=f"measured {method}")
         fig.update_layout(xaxis=dict(type="log", title="n (elements)"), yaxis=dict(type="log", title="time (ms)"),
-                          template="plotly_white", height=440, margin=dict(t=90))
+                          legend=dict(orientation="h", y=-0.2, x=0), template="plotly_white", height=480,
+                          margin=dict(t=90))
         self._apply(fig)  # the first state goes into the figure before it becomes a widget
         self.live = widgets.LiveFigure(fig)
         for w in (self.log2_n, self.overhead, self.bandwidth):
@@ -69,25 +71,48 @@ class LaunchModelExplorer:
         self.live.update(self._apply)
 
 
+#: The time figure's views (its dropdown): a title and the measured methods each shows, with its model lines.
+TIME_VIEWS = (("five launches against one", ("unfused", "eager", "fused")),
+              ("the fused kernels", ("fused", "fused shared", "fused fast", "compile")))
+_METHOD_LABELS = {"unfused": "5 Triton kernels", "eager": "torch eager (5 kernels)", "fused": "fused (1 Triton kernel)",
+                  "fused shared": "fused, shared range reduction", "fused fast": "fused, fast sin/cos",
+                  "compile": "torch.compile (1 kernel)"}
+
+
 def time_figure(data: dict, where: str = ""):
     """sin² + cos² in fp32: measured time against n per method (``gpulab.bench.lesson04`` record ``data``:
-    its ``sweep`` rows, ``launch`` costs in µs and ``copy_tbps``), with the launch-overhead model
-    (``fusion.model_ms``) for 5 launches + 44n bytes and 1 launch + 8n bytes at each launch cost."""
+    its ``sweep`` rows, ``launch`` costs in µs and ``copy_tbps``) beside the launch-overhead model
+    (``fusion.model_ms``), in two views picked by a dropdown (``TIME_VIEWS``): five launches against one
+    (5 Triton launches + 44n B, 5 torch launches + 44n B, 1 Triton launch + 8n B, and 1 launch at Triton's CPU
+    launch cost + 8n B), and the fused kernels against the copy bound (8n B at ``copy_tbps``). Each trace
+    has ``meta`` = the index of its view."""
     ns = sorted({r["n"] for r in data["sweep"]})
+    launch, bw = data["launch"], data["copy_tbps"]
     fig = go.Figure()
-    for method in dict.fromkeys(r["method"] for r in data["sweep"]):
-        rs = [r for r in data["sweep"] if r["method"] == method]
-        fig.add_scatter(x=[r["n"] for r in rs], y=[r["ms"] for r in rs], mode="markers+lines", name=method)
-    launch = data["launch"]
-    for label, fused, us in (("model: 5 Triton launches + 44n B", False, launch["triton_us"]),
-                             ("model: 1 Triton launch + 8n B", True, launch["triton_us"]),
-                             ("model: 5 torch launches + 44n B", False, launch["torch_us"]),
-                             ("model: 1 launch at Triton's CPU launch cost + 8n B", True, launch["triton_cpu_us"])):
-        fig.add_scatter(x=ns, y=[model_ms(m, "fp32", fused, us, data["copy_tbps"]) for m in ns],
-                        mode="lines", line=dict(dash="dash"), name=label)
+    models = ((("model: 5 Triton launches + 44n B", False, launch["triton_us"]),
+               ("model: 5 torch launches + 44n B", False, launch["torch_us"]),
+               ("model: 1 Triton launch + 8n B", True, launch["triton_us"]),
+               ("model: 1 launch at Triton's CPU cost + 8n B", True, launch["triton_cpu_us"])),
+              (("copy bound: 8n B at copy bandwidth", True, 0.0),))
+    for v, (_, methods) in enumerate(TIME_VIEWS):
+        for method in methods:
+            rs = sorted((r for r in data["sweep"] if r["method"] == method), key=lambda r: r["n"])
+            if rs:
+                fig.add_scatter(x=[r["n"] for r in rs], y=[r["ms"] for r in rs], mode="markers+lines", meta=v,
+                                name=_METHOD_LABELS.get(method, method), visible=v == 0,
+                                legendgroup=str(v))
+        for label, fused, us in models[v]:
+            fig.add_scatter(x=ns, y=[model_ms(m, "fp32", fused, us, bw) for m in ns], mode="lines", meta=v,
+                            line=dict(dash="dash", width=1.5), name=label, visible=v == 0, legendgroup=str(v))
+    views = [dict(label=label, method="update", args=[{"visible": [tr.meta == v for tr in fig.data]}])
+             for v, (label, _) in enumerate(TIME_VIEWS)]
     fig.update_layout(title=dict(text=f"sin² + cos², fp32: time against n<br><sup>{where}</sup>", font_size=13),
-                      xaxis=dict(type="log", title="n (elements)"), yaxis=dict(type="log", title="time (ms)"),
-                      template="plotly_white", height=460, margin=dict(t=90))
+                      xaxis=dict(type="log", exponentformat="power", title="n (elements)"),
+                      yaxis=dict(type="log", exponentformat="power", title="time (ms)"),
+                      updatemenus=[dict(buttons=views, direction="down", x=0, xanchor="left", y=1.0,
+                                        yanchor="bottom", showactive=True, pad=dict(b=4))],
+                      legend=dict(orientation="h", y=-0.2, x=0), template="plotly_white", height=520,
+                      margin=dict(t=110))
     return fig
 
 
@@ -98,10 +123,11 @@ def pressure_figure(rows: list[dict], where: str = ""):
     x = [str(r["block"]) for r in blk]
     fig = go.Figure()
     fig.add_bar(x=x, y=[r["n_regs"] for r in blk], name="registers / thread")
-    fig.add_bar(x=x, y=[r["n_spills"] for r in blk], name="spills")
+    fig.add_bar(x=x, y=[r["n_spills"] for r in blk], name="n_spills (local memory)")
     fig.add_scatter(x=x, y=[r["ms"] for r in blk], name="time (ms)", yaxis="y2", mode="lines+markers")
     fig.update_layout(title=dict(text=f"fused kernel against BLOCK (4 warps), n = 2^28<br><sup>{where}</sup>", font_size=13),
-                      xaxis_title="BLOCK", yaxis_title="registers / spills",
-                      yaxis2=dict(overlaying="y", side="right", title="ms"), template="plotly_white",
-                      height=420, margin=dict(t=90))
+                      xaxis_title="BLOCK", yaxis_title="registers / thread; n_spills (local memory)",
+                      yaxis2=dict(overlaying="y", side="right", title="time (ms)", rangemode="tozero"),
+                      legend=dict(orientation="h", y=-0.2, x=0), template="plotly_white",
+                      height=440, margin=dict(t=90))
     return fig

@@ -1,0 +1,102 @@
+"""Lesson 04's checkers: the fused sin^2 + cos^2 kernel exercise with right and wrong kernels (each usual mistake
+gets the message that names it, none crashes), and the counting exercises' solutions against wrong answers."""
+import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
+import torch
+import triton
+import triton.language as tl
+
+from gpulab.exercises import ex04, hint
+
+
+@triton.jit
+def _sincos(x_ptr, out_ptr, n, BLOCK: tl.constexpr, MASK: tl.constexpr, IN_FP32: tl.constexpr,
+            WRONG: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask) if MASK else tl.load(x_ptr + offs)
+    if IN_FP32:
+        x = x.to(tl.float32)
+    s = tl.sin(x)
+    c = tl.cos(x)
+    y = s * s - c * c if WRONG else s * s + c * c
+    if IN_FP32:
+        y = y.to(out_ptr.dtype.element_ty)
+    if MASK:
+        tl.store(out_ptr + offs, y, mask=mask)
+    else:
+        tl.store(out_ptr + offs, y)
+
+
+def launcher(block=128, mask=True, in_fp32=True, wrong=False, grid=None):
+    def sincos_fused(x, out):
+        n = x.numel()
+        g = grid(n, block) if grid else triton.cdiv(n, block)
+        _sincos[(g,)](x, out, n, BLOCK=block, MASK=mask, IN_FP32=in_fp32, WRONG=wrong)
+    return sincos_fused
+
+
+def test_right_kernels_pass():
+    rep = ex04.check_sincos_fused(launcher())
+    assert rep.ok and rep.cases == 15, str(rep)
+    assert ex04.check_sincos_fused(ex04.check_sincos_fused.solution).ok
+
+
+def test_wrong_values_name_index_expected_and_got():
+    rep = ex04.check_sincos_fused(launcher(wrong=True))  # sin^2 - cos^2
+    text = str(rep)
+    assert not rep.ok and "values differ" in text and "first at index" in text and "expected" in text, text
+
+
+def test_unmasked_kernel_is_named_and_does_not_crash():
+    rep = ex04.check_sincos_fused(launcher(mask=False))
+    assert not rep.ok and "past the end of out" in str(rep) and "mask the store" in str(rep), str(rep)
+
+
+def test_grid_too_small_is_named():
+    rep = ex04.check_sincos_fused(launcher(grid=lambda n, b: max(n // b, 1) - (n > b)))
+    assert not rep.ok and "grid is too" in str(rep), str(rep)
+
+
+def test_tolerance_is_one_unit_of_the_dtype_at_one():
+    # a value 1.5 units of fp16 at 1 off the reference fails; half a unit passes (units by hand: 2^-10)
+    ref = torch.ones(4, dtype=torch.float64)
+    check = ex04._abs_mismatch(ex04.SINCOS_TOL[torch.float16])
+    assert check(ref + 0.5 * 2.0**-10, ref) is None
+    assert "1 of 4" in check(ref + torch.tensor([0, 0, 1.5 * 2.0**-10, 0], dtype=torch.float64), ref)
+
+
+def test_16_bit_sin_gets_the_note_to_compute_in_fp32():
+    rep = ex04.check_sincos_fused(launcher(in_fp32=False))  # tl.sin on fp16/bf16: Triton refuses it
+    assert not rep.ok and rep.failures[0].endswith("-> " + ex04._FP32_NOTE), str(rep)  # shown first
+    assert len(rep.failures) == 10  # the fp16 and bf16 cases; the note adds no failure
+    assert not any(f.startswith("sincos_fused fp32") for f in rep.failures), str(rep)  # fp32 cases pass
+
+
+def test_stub_reports_not_attempted():
+    def stub(x, out):
+        raise NotImplementedError
+
+    rep = ex04.check_sincos_fused(stub)
+    assert not rep.attempted and "not attempted" in str(rep)
+
+
+def test_hints_then_solution(capsys):
+    check = ex04.check_sincos_fused
+    check._hints_shown = 0
+    for i in range(2):
+        hint(check)
+        assert f"hint {i + 1} of 2" in capsys.readouterr().out
+    hint(check)
+    assert "show_solution(check_sincos_fused)" in capsys.readouterr().out
+    check._hints_shown = 0
+
+
+# ---- the counting exercises (moved from the notebook): reference solutions pass, wrong answers fail -----------
+
+def test_counting_checkers_accept_the_solutions_and_refuse_wrong_answers():
+    assert ex04.check_sincos_bytes(ex04.check_sincos_bytes.solution).ok
+    rep = ex04.check_sincos_bytes(lambda n, dtype, fused: (2 if fused else 10) * n * dtype.itemsize)
+    assert not rep.ok and "11n transfers" in str(rep)
+    assert ex04.check_model_time_ms(ex04.check_model_time_ms.solution).ok
+    rep = ex04.check_model_time_ms(lambda n, L, b, o, B: L * o + n * b / (B * 1e12) * 1e3)
+    assert not rep.ok and "1 µs = 1e-3 ms" in str(rep)
