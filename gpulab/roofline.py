@@ -176,5 +176,5 @@ def instructions_per_element(spec: hardware.GPUSpec, hbm_tbps: float, bytes_per_
     ``unit_rate / (hbm_tbps / bytes_per_element)``. A kernel that needs more per element is bound by
     instruction issue, not by bandwidth (the second roof). ``hbm_tbps`` in TB/s (e.g. the measured copy
     bandwidth); ``bytes_per_element`` read plus written (8 for an fp32 copy)."""
-    elements_per_s = _check_positive("hbm_tbps", hbm_tbps) / _check_positive("bytes_per_element", bytes_per_element)
+    elements_per_s = validate.positive("hbm_tbps", hbm_tbps) / validate.positive("bytes_per_element", bytes_per_element)
     return unit_rate(spec, unit) / elements_per_s
