@@ -2,7 +2,6 @@
 launched on too small a grid each get the message that names the mistake
 (none crashes the process: the checker's guards take the stray stores)."""
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
-import torch
 import triton
 import triton.language as tl
 
@@ -85,9 +84,7 @@ def test_checker_owns_guarded_inputs_and_output():
         out.copy_(x + y)  # a torch add is a right answer too: the checker reads only out
 
     assert ex00.check_add(spy).ok
-    n_max = max(ex00.AWKWARD)
     assert all(b >= 2 * kernelcheck.GUARD_BYTES for b in seen["views"])  # each sits inside guard regions
-    assert n_max == 1793
 
 
 def test_hints_come_one_at_a_time_then_point_to_the_solution(capsys):

@@ -4,8 +4,10 @@ import math
 
 import pytest
 
-from gpulab import hardware
+from gpulab import hardware, reference
 from gpulab.figures import lesson00 as figs
+from tests._figure_checks import assert_no_empty_panel
+from tests.figure_checks import check_figure
 from tests.test_bench_lesson00 import recorded_style
 
 H200 = hardware.get("H200")
@@ -99,10 +101,6 @@ def test_ridge_generations_figure():
 
 
 # --- readability: seen in Chromium at 1000 and 1400 px; these pin what was fixed there -------------------------
-
-from gpulab import reference  # noqa: E402
-from tests._figure_checks import assert_no_empty_panel  # noqa: E402
-from tests.figure_checks import check_figure  # noqa: E402
 
 RECORDED = reference.load("h200")
 
