@@ -4,8 +4,10 @@ import math
 
 import pytest
 
-from gpulab import hardware
+from gpulab import hardware, reference
 from gpulab.figures import lesson00 as figs
+from tests._figure_checks import assert_no_empty_panel
+from tests.figure_checks import check_figure
 from tests.test_bench_lesson00 import recorded_style
 
 H200 = hardware.get("H200")
@@ -96,3 +98,48 @@ def test_ridge_generations_figure():
     labels = [n for t in fig.data[:2] for n in t.text]
     assert {"V100 SXM2", "B200", "TPU v4", "TPU v6e"} <= set(labels)
     assert fig.layout.yaxis.type == "log"
+
+
+# --- readability: seen in Chromium at 1000 and 1400 px; these pin what was fixed there -------------------------
+
+RECORDED = reference.load("h200")
+
+
+def _all_figures():
+    d = RECORDED["lesson00"]
+    return {"ceilings": figs.ceilings_figure(RECORDED["profile"], H200, reference.label(RECORDED)),
+            "ceilings, no datasheet": figs.ceilings_figure(RECORDED["profile"], None, "measured"),
+            "hierarchy": figs.hierarchy_figure(H200, d), "staircase": figs.staircase_figure(d, H200),
+            "staircase, model only": figs.staircase_figure(None, H200), "little": figs.little_figure(d, H200),
+            "little, model only": figs.little_figure(None, H200), "ridge": figs.ridge_generations_figure()}
+
+
+def test_every_figure_passes_the_shared_check_and_its_title_lines_fit_1000_px():
+    for what, fig in _all_figures().items():
+        if what.startswith("ceilings"):  # two panels: bars from 0 on the left, the log panel tested below
+            assert_no_empty_panel(fig)
+        elif what == "hierarchy":  # log bars drawn from the axis' left edge: _check above counts that edge
+            _check(fig)
+        else:
+            check_figure(fig, what)
+        for line in fig.layout.title.text.split("<br>"):  # 13 px text: about 125 characters fill 800 px
+            assert len(line) <= 125, f"{what}: title line of {len(line)} characters: {line!r}"
+
+
+def test_byte_ticks_are_decimal_units_one_per_decade():
+    t = figs._byte_ticks(4096, 4 * 2**30)  # 4.1e3 .. 4.3e9 bytes: decades 1e3 .. 1e10
+    assert t["tickvals"] == [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10]
+    assert t["ticktext"] == ["1 kB", "10 kB", "100 kB", "1 MB", "10 MB", "100 MB", "1 GB", "10 GB"]
+    for what in ("hierarchy", "staircase"):  # never plotly's "1B" (a billion), which reads as one byte
+        assert "1 GB" in _all_figures()[what].layout.xaxis.ticktext, what
+
+
+def test_ceilings_matmul_panel_has_room_above_its_tallest_bar_and_sparse_ticks():
+    fig = _all_figures()["ceilings"]
+    top = math.log10(H200.peak_tflops["fp8"])  # the tallest bar: the fp8 datasheet rate
+    assert fig.layout.yaxis2.range[1] >= top + 0.1  # room for its label; the bar does not touch the frame
+    assert list(fig.layout.yaxis2.tickvals[:4]) == [1, 2, 5, 10]  # 1-2-5 per decade, not every integer
+    assert fig.layout.yaxis2.range[0] <= math.log10(RECORDED["profile"]["matmul_tflops"]["fp32"])  # the lowest bar
+    assert fig.layout.yaxis2.range[1] <= top + 0.5  # and not far past the data
+    assert fig.layout.yaxis.range[0] == 0 and 1.1 * H200.hbm_tbps <= fig.layout.yaxis.range[1] <= 1.3 * H200.hbm_tbps
+    assert fig.layout.legend.orientation == "h"  # under the panels: it takes no width from them

@@ -47,6 +47,40 @@ def device_info(device: int = 0) -> dict:
                 threads_per_sm=getattr(p, "max_threads_per_multi_processor", None))
 
 
+def anatomy(info: dict, spec=None) -> str:
+    """This GPU as the lesson names its parts, at most 10 lines: ``info`` is ``device_info()`` (torch's numbers,
+    live or from a record's "device"), ``spec`` a ``hardware.GPUSpec`` for the datasheet rates (default: the
+    table's entry for ``info["name"]``; None or unknown: those lines are left out). Threads and registers per
+    thread at full residency follow from torch's numbers: threads per SM x SMs, registers per SM / threads per
+    SM (CUDA C++ Programming Guide, "Hardware Multithreading"). Raises KeyError when ``info`` lacks name or sms."""
+    from .. import hardware
+
+    spec = spec if spec is not None else hardware.find(info["name"])
+    sms, threads, regs = info["sms"], info.get("threads_per_sm"), info.get("regs_per_sm")
+    lines = [f"{info['name']}: {sms} SMs (streaming multiprocessors)"]
+    if threads:
+        lines.append(f"  per SM: up to {threads:,} threads resident = {threads // 32} warps of 32; "
+                     f"{threads * sms:,} threads on the whole GPU")
+    if regs:
+        per_thread = f", {regs // threads} per thread when all {threads:,} are resident" if threads else ""
+        lines.append(f"  registers: {regs:,} x 32 bit = {_size(4 * regs)} per SM{per_thread}")
+    if info.get("smem_per_sm"):
+        lines.append(f"  shared memory: up to {_size(info['smem_per_sm'])} per SM (carved out of the SM's L1)")
+    if info.get("l2_bytes"):
+        lines.append(f"  L2: {_size(info['l2_bytes'])}, one cache shared by all {sms} SMs")
+    if info.get("memory_bytes"):
+        hbm = f" at {spec.hbm_tbps:g} TB/s (datasheet)" if spec is not None else ""
+        b = info["memory_bytes"]
+        lines.append(f"  HBM: {b / 1e9:.1f} GB = {b / 2**30:.1f} GiB{hbm}, off the chip")
+    if spec is not None:
+        fp32, tc = spec.peak_tflops.get("fp32"), spec.peak_tflops.get("bf16") or spec.peak_tflops.get("fp16")
+        if fp32 and tc:
+            dt = "bf16" if spec.peak_tflops.get("bf16") else "fp16"
+            lines.append(f"  FP32 units: {fp32:g} TFLOP/s; {dt} tensor cores: {tc:g} TFLOP/s, {tc / fp32:.1f}x "
+                         f"(datasheet {spec.name}, dense)")
+    return "\n".join(lines)
+
+
 def run(progress: bool = True, sizes=SIZES, copy_programs=COPY_PROGRAMS, copy_n: int = COPY_N,
         target_bytes: int = TARGET_BYTES) -> dict:
     """Measure the staircase and the latency sweep on this GPU; returns a JSON-able dict (see ``report``).

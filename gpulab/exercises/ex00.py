@@ -1,11 +1,40 @@
-"""Exercises of lesson 00 (setup and ceilings)."""
+"""Exercises of lesson 00 (the machine and your first kernel): the first Triton kernel (a vector add, checked
+on guarded buffers by ``kernelcheck``), the time of a copy at a given bandwidth, and the ridge point of a GPU."""
 from __future__ import annotations
 
 import numbers
 import random
 
+import torch
+
+import gpulab
+
 from .. import hardware, roofline
-from . import Report, _short, close, run_cases
+from . import Report, _short, close, ex00_kernels, run_cases
+from .kernelcheck import check_kernel
+
+AWKWARD = [1, 17, 128, 1000, 1793]  # one element, less than a block, exactly one block, partial last blocks
+
+
+def check_add(fn) -> Report:
+    """fn(x, y, out) launches a Triton kernel that writes out = x + y; x, y and out: 1-D float32 of one length
+    on gpulab.DEVICE, any length. The checker owns x, y and out (guarded buffers, see ``kernelcheck``), runs
+    lengths 1, 17, 128, 1000, 1793 and three random ones on fresh random inputs, and names the mistake: a
+    missing mask, too small a grid, wrong values (against float64: an fp32 add is within one ulp)."""
+    rng = random.Random()
+    sizes = AWKWARD + [rng.randrange(2, 5000) for _ in range(3)]
+    cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), y=torch.randn(n, device=gpulab.DEVICE)) for n in sizes]
+    return check_kernel("add", fn, cases, out=lambda c: (c["x"].shape, torch.float32),
+                        reference=lambda c: c["x"].double() + c["y"].double())
+
+
+check_add.solution = ex00_kernels.add
+check_add.solution_module = ex00_kernels
+check_add.hints = [
+    "start from the copy kernel above: one more pointer argument (y_ptr) and one more tl.load, then store x + y",
+    "every load and the store take mask=offs < n, and the launcher runs triton.cdiv(n, BLOCK) programs: "
+    "add_kernel[(triton.cdiv(n, BLOCK),)](x, y, out, n, BLOCK=BLOCK)",
+]
 
 
 def _copy_time_solution(n_bytes: float, tbps: float) -> float:

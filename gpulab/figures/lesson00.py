@@ -32,6 +32,16 @@ def _log_range(lo: float, hi: float, pad: float = 0.15) -> list[float]:
     return [math.log10(lo) - pad, math.log10(hi) + pad]
 
 
+def _byte_ticks(lo: float, hi: float) -> dict:
+    """Tick values and labels for a log axis of bytes from ``lo`` to ``hi``: one per decade, in decimal units
+    ("1 MB", not plotly's "1M", and never "1B", which reads as one byte)."""
+    names = {0: "B", 3: "kB", 6: "MB", 9: "GB", 12: "TB"}
+    vals = [10.0**k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
+    text = [f"{10 ** (k % 3)} {names[k - k % 3]}" for k in range(math.floor(math.log10(lo)),
+                                                               math.ceil(math.log10(hi)) + 1)]
+    return dict(tickvals=vals, ticktext=text)
+
+
 def _layout(fig: go.Figure, title: str, height: int = 430) -> go.Figure:
     fig.update_layout(title=dict(text=title, font=dict(size=13)), template="plotly_white", height=height,
                       margin=dict(l=70, r=30, t=70, b=60), legend=dict(orientation="h", y=-0.2, font=dict(size=11)))
@@ -61,8 +71,9 @@ def hierarchy_figure(spec: hardware.GPUSpec, data: dict | None = None) -> go.Fig
                 insidetextanchor="start", textfont=dict(color="white", size=12),
                 hovertemplate="%{y}: %{text}<extra></extra>", showlegend=False)
     # bars start at the left edge: leave them room for their two lines of text
+    lo = 10 ** (math.log10(min(sizes)) - 2.5)
     fig.update_xaxes(type="log", title="capacity on the whole GPU (bytes; log scale)",
-                     range=[math.log10(min(sizes)) - 2.5, math.log10(max(sizes)) + 0.2])
+                     range=[math.log10(lo), math.log10(max(sizes)) + 0.2], **_byte_ticks(lo, max(sizes)))
     fig.update_yaxes(autorange="reversed", title=None)  # nearest the compute units on top
     return _layout(fig, f"{spec.name}: the memory hierarchy, small and fast at the top, large and slow at the bottom",
                    height=360)
@@ -99,7 +110,7 @@ def staircase_figure(data: dict | None, spec: hardware.GPUSpec) -> go.Figure:
     else:
         lo_ws, hi_ws = 4096, 4 * 2**30
         ymax = spec.hbm_tbps
-        title = f"{spec.name}: read bandwidth against working set: model only, {NO_RECORDING}"
+        title = f"{spec.name}: read bandwidth against working set: model only<br>{NO_RECORDING}"
     fig.add_scatter(x=[lo_ws, hi_ws], y=[spec.hbm_tbps] * 2, mode="lines", name=f"datasheet HBM {spec.hbm_tbps:g} TB/s",
                     line=dict(color=LEVEL_COLORS["HBM"], dash="dash"))
     ytop = 1.15 * max(ymax, spec.hbm_tbps)
@@ -107,7 +118,7 @@ def staircase_figure(data: dict | None, spec: hardware.GPUSpec) -> go.Figure:
         if lo_ws <= lv.capacity <= hi_ws:
             fig.add_scatter(x=[lv.capacity] * 2, y=[0, ytop], mode="lines", name=label,
                             line=dict(color=LEVEL_COLORS[lv.name], width=1.5))
-    fig.update_xaxes(type="log", title="working set (bytes)", range=_log_range(lo_ws, hi_ws))
+    fig.update_xaxes(type="log", title="working set (bytes)", range=_log_range(lo_ws, hi_ws), **_byte_ticks(lo_ws, hi_ws))
     fig.update_yaxes(title="read bandwidth (TB/s)", range=[0, ytop])
     return _layout(fig, title)
 
@@ -133,12 +144,12 @@ def little_figure(data: dict | None, spec: hardware.GPUSpec, example_latency_ns:
         lo, hi = 4, 4 * 4096
         ymax = peak
         title = (f"{spec.name}: Little's law with an example latency of {latency:g} ns (2 KiB per warp): model "
-                 f"only, {NO_RECORDING}")
+                 f"only<br>{NO_RECORDING}")
     xs = sorted({lo, hi, *[round(lo * (hi / lo) ** (i / 60)) for i in range(61)],
                  max(lo, min(hi, round(memory.warps_to_saturate(peak, latency, b))))})
     fig.add_scatter(x=xs, y=memory.little_tbps(xs, b, latency, peak), mode="lines", name="Little's law: "
-                    "min(peak, warps x bytes per warp / latency)", line=dict(color="#444", dash="dot"))
-    fig.update_xaxes(type="log", title="warps in flight (programs x 4)", range=_log_range(lo, hi))
+                    "min(peak, warps x bytes per warp / latency)", line=dict(color="#444", dash="dot"), showlegend=True)
+    fig.update_xaxes(type="log", title="warps in flight (programs x 4)", range=_log_range(lo, hi), dtick=1)
     fig.update_yaxes(title="copy bandwidth (TB/s, read + write)", range=[0, 1.15 * ymax])
     return _layout(fig, title)
 
@@ -191,7 +202,15 @@ def ceilings_figure(profile: dict, spec=None, where: str = ""):
                     text=[f"{profile['copy_tbps'] / spec.hbm_tbps:.0%}"])
         fig.add_bar(x=dtypes, y=[spec.peak_tflops[d] for d in dtypes], marker_color="#bbbbbb", showlegend=False,
                     text=[f"{profile['matmul_tflops'][d] / spec.peak_tflops[d]:.0%}" for d in dtypes], row=1, col=2)
-    fig.update_yaxes(type="log", row=1, col=2)  # fp32 on CUDA cores is ~20x below fp8 on tensor cores
-    fig.update_layout(title=f"Measured beside the datasheet: {where}", barmode="group", template="plotly_white",
-                      height=420, title_font_size=12)
+    rates = [profile["matmul_tflops"][d] for d in dtypes] + ([spec.peak_tflops[d] for d in dtypes] if spec else [])
+    # fp32 on the CUDA cores is ~20x below fp8 on the tensor cores: a log axis, labelled at 1, 2, 5 x 10^k, with
+    # room above the tallest bar for its label
+    ticks = [m * 10.0**k for k in range(0, 5) for m in (1, 2, 5)]
+    fig.update_yaxes(type="log", row=1, col=2, range=_log_range(min(rates), max(rates), 0.12), tickvals=ticks)
+    copy_top = max(profile["copy_tbps"], spec.hbm_tbps if spec else 0)
+    fig.update_yaxes(row=1, col=1, range=[0, 1.15 * copy_top])
+    fig.update_traces(textposition="outside", cliponaxis=False, textfont_size=11)
+    fig.update_layout(title=dict(text=f"Measured beside the datasheet:<br>{where}", font=dict(size=12)), barmode="group",
+                      template="plotly_white", height=440, margin=dict(l=60, r=30, t=90, b=60),
+                      legend=dict(orientation="h", y=-0.15, font=dict(size=11)))
     return fig
