@@ -73,7 +73,7 @@ def diagnose(out: Guarded, ref64: torch.Tensor, inputs: list[Guarded], mismatch=
     after, before = out.written_after(), out.written_before()
     if after:
         return (f"wrote {after} element{'s' * (after > 1)} past the end of out (n={out.n}): mask the store, "
-                "e.g. tl.store(out_ptr + offs, y, mask=offs < n)")
+                "e.g. tl.store(out_ptr + offs, result, mask=offs < n)")
     if before:
         return f"wrote {before} element(s) before the start of out: check the offsets (pid * BLOCK + tl.arange(0, BLOCK))"
     for inp in inputs:
