@@ -144,7 +144,8 @@ def stride_figure(strides, copy_tbps: float, data: dict | None = None, where: st
                                  font_size=13),
                       xaxis=dict(type="log", title="stride (elements)", tickvals=strides),
                       yaxis=dict(type="log", title="effective TB/s (useful bytes / time)"),
-                      template="plotly_white", height=460, margin=dict(t=90))
+                      template="plotly_white", height=500, margin=dict(t=90),
+                      legend=dict(orientation="h", y=-0.2))
     return fig
 
 
