@@ -2,7 +2,7 @@
 size explorer at both ends of its slider with the recording and without, and the time figure's model line."""
 import math
 
-import gpulab  # noqa: F401  (first: it picks the mode)
+import gpulab
 from gpulab import figures, reference
 from gpulab.figures.lesson05 import MEMORY_STEPS
 from tests.figure_checks import check_figure

@@ -10,7 +10,14 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from .. import widgets
-from ..sectors import ITEMSIZES, LINE_BYTES, WarpRequest, predicted_tbps, strided_copy_efficiency, warp_request
+from ..sectors import (
+    ITEMSIZES,
+    LINE_BYTES,
+    WarpRequest,
+    predicted_tbps,
+    strided_copy_efficiency,
+    warp_request,
+)
 
 
 def _picture(req: WarpRequest) -> dict:
