@@ -153,8 +153,11 @@ def check_transpose(fn) -> Report:
     dtypes = [torch.float32, torch.float32, torch.float16, torch.bfloat16, torch.float32, rng.choice(
         [torch.float16, torch.bfloat16, torch.float32])]
     cases = [dict(a=torch.randn(*s, device=gpulab.DEVICE).to(d)) for s, d in zip(shapes, dtypes)]
-    return check_kernel("transpose", fn, cases, out=lambda c: ((c["a"].shape[1], c["a"].shape[0]), c["a"].dtype),
-                        reference=lambda c: c["a"].double().t(), mismatch=_exact("out"))
+    rep = check_kernel("transpose", fn, cases, out=lambda c: ((c["a"].shape[1], c["a"].shape[0]), c["a"].dtype),
+                       reference=lambda c: c["a"].double().t(), mismatch=_exact("out"))
+    rep.failures = [f + (": does the grid cover the partial tiles at the edges? (triton.cdiv(M, BLOCK), "
+                         "triton.cdiv(N, BLOCK))" if "never written, the first" in f else "") for f in rep.failures]
+    return rep
 
 
 check_transpose.solution = ex06_kernels.transpose
