@@ -239,24 +239,6 @@ def test_lesson04_launch_explorer_at_both_ends_of_each_slider():
     assert e.live.fig.layout.legend.orientation == "h"
 
 
-def test_lesson05_model_line_by_hand():
-    data = dict(rows=[dict(way=w, n=2**28, ms=1.0, bytes_moved=8 * 10**9) for w in ("eager", "checkpoint", "fused")])
-    fig = figures.lesson05.time_figure(data, 4.0, "made up")
-    assert len(fig.data) == 6 and math.isclose(fig.data[1].y[0], 2.0)  # 8e9 bytes at 4 TB/s = 2 ms
-    _traces_ok(figures.lesson05.time_figure(RECORDED["lesson05"], RECORDED["profile"]["copy_tbps"], "recorded"))
-
-
-def test_lesson06_figures():
-    fig = figures.lesson06.stride_figure((1, 2, 4), 3.0)
-    assert len(fig.data) == 3 and fig.data[0].y[0] == pytest.approx(3.0)  # stride 1, fp32: every byte useful
-    rec = RECORDED["lesson06"]
-    assert len(figures.lesson06.stride_figure((1, 2, 4), 3.0, rec, "recorded").data) == 5
-    bounds = {"by rows": (1.0, 1.0), "by columns": (0.125, 1.0), "torch": (None, 1.0)}
-    fig = figures.lesson06.traversal_figure(rec, bounds, 4.0, "recorded")
-    n_bars = len(rec["traversal"]["rows"]) + sum(r["dtype"] == "fp32" for r in rec["transpose"]["rows"])
-    assert len(fig.data[0].x) == n_bars and set(fig.data[2].y) == {4.0}
-
-
 def test_lesson07_figures():
     rec = RECORDED["lesson07"]
     if "tiles" in rec:

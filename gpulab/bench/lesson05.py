@@ -122,28 +122,29 @@ def report(data: dict) -> str:
     """A short table at the largest size, then the ratios against the targets and the gradient check."""
     n = data["n_ratio"]
     gib = 2**30
-    lines = [f"y = s(s(s(x))), {data['dtype']}, n = {n:,} (x requires grad; forward + backward). Extra memory in GiB,"
-             " measured (model): 'loss' = loss = y.sum(), y not kept; 'held' = caller keeps y, dense dy",
-             f"  {'way':10} {'ms':>8} {'GB/s':>6} {'bytes/n':>7} {'launch':>6} {'loss: held':>17} {'loss: peak':>17} "
-             f"{'held: held':>17} {'held: peak':>17}"]
+    lines = [f"y = s(s(s(x))), {data['dtype']}, n = {n:,}, x requires grad, forward + backward",
+             "  extra memory in GiB, measured (model); 'loss': loss = y.sum(), y not kept; 'kept y': dense dy",
+             f"  {'way':10} {'ms':>6} {'GB/s':>5} {'B/el':>4} {'launch':>6} {'loss: held':>11} {'peak':>11} "
+             f"{'kept y: held':>12} {'peak':>11}"]
 
     def mem(b, m):
-        return f"{b / gib:8.3f} ({m / gib:6.3f})"
+        return f"{b / gib:4.2f} ({m / gib:4.2f})"
 
     for r in (r for r in data["rows"] if r["n"] == n):
         h = r["held_setting"]
-        lines.append(f"  {r['way']:10} {r['ms']:8.3f} {r['gbps']:6.0f} {r['bytes_moved'] // n:7d} {r['launches']:6d} "
-                     f"{mem(r['held_bytes'], r['model_held_bytes'])} {mem(r['peak_bytes'], r['model_peak_bytes'])} "
-                     f"{mem(h['held_bytes'], h['model_held_bytes'])} {mem(h['peak_bytes'], h['model_peak_bytes'])}")
+        lines.append(f"  {r['way']:10} {r['ms']:6.3f} {r['gbps']:5.0f} {r['bytes_moved'] // n:4d} {r['launches']:6d} "
+                     f"{mem(r['held_bytes'], r['model_held_bytes']):>11} {mem(r['peak_bytes'], r['model_peak_bytes']):>11} "
+                     f"{mem(h['held_bytes'], h['model_held_bytes']):>12} {mem(h['peak_bytes'], h['model_peak_bytes']):>11}")
     s, p, h = data["speedup_eager_over_fused"], data["peak_ratio_fused_over_eager"], data["held_ratio_fused_over_eager"]
     lines.append(f"  speed-up eager ms / fused ms = {s:.2f} (target > 1){'' if s > 1 else '  BELOW TARGET'}; "
                  f"eager / checkpoint = {data['speedup_eager_over_checkpoint']:.2f}")
     lines.append(f"  extra peak memory fused / eager, loss = y.sum() = {p:.3f} (target <= 1/3)"
                  f"{'' if p <= 1 / 3 + 1e-9 else '  ABOVE 1/3'}")
     lines.append(f"  caller keeps y, dense dy: extra peak fused / eager = {data['peak_ratio_fused_over_eager_held']:.3f} "
-                 f"(floor 2/5: y and dx coexist); held between forward and backward fused / eager = {h:.3f}")
-    lines.append("  max |dx - dx_eager| / max |dx_eager|: " +
-                 ", ".join(f"{w} {e:.1e}" for w, e in data["grad_vs_eager"].items()))
+                 "(floor 2/5: y and dx coexist);")
+    lines.append(f"    held between forward and backward fused / eager = {h:.3f}")
+    lines.append("  dx against eager's, max |diff| / max |dx|: " + ", ".join(
+        f"{w.replace(' (loss = y.sum())', ' [loss]')} {e:.1e}" for w, e in data["grad_vs_eager"].items()))
     small = min(data["sizes"])
     r = {row["way"]: row for row in data["rows"] if row["n"] == small}
     lines.append(f"  at n = {small:,}: eager {r['eager']['ms']:.4f} ms, checkpoint {r['checkpoint']['ms']:.4f} ms, "

@@ -168,9 +168,10 @@ def model_rows(data: dict, sector_bytes=(32, 64, 128)) -> list[dict]:
     return rows
 
 
-def report(data: dict) -> str:
-    """A short table: the copy ratio, the stride sweep beside the model, offsets, traversal and transposes
-    with their ratios to the copy bandwidth of the same run."""
+def report(data: dict, full: bool = False) -> str:
+    """A short table (15 lines): the copy ratio, offsets, traversal and transposes with their ratios to the copy
+    bandwidth of the same run; ``full`` adds the stride sweep beside the model, stride by stride (which
+    ``gpulab.figures.lesson06.stride_table`` prints on its own)."""
     h, st = data["headline"], data["stride"]
     flag = "target met" if h["ratio"] >= TARGET_COPY else f"BELOW TARGET (>= {TARGET_COPY})"
     lines = [f"copy bandwidth {data['copy_tbps']:.3f} TB/s",
@@ -180,7 +181,10 @@ def report(data: dict) -> str:
              f"strided copy y[k] = x[k*stride], n = {st['n']:,} fp32 outputs; effective TB/s on 2n*4 useful bytes; "
              f"model = copy x sector efficiency",
              f"  {'stride':>6} {'ours':>7} {'torch':>7} {'model32':>8} {'model64':>8} {'model128':>8} {'ours/m32':>8}"]
-    for r, m in zip(st["rows"], model_rows(data)):
+    if not full:
+        lines[-2:] = [f"strided copy y[k] = x[k*stride], n = {st['n']:,} fp32 outputs, strides "
+                      f"{', '.join(str(r['stride']) for r in st['rows'])}: report(data, full=True) prints them"]
+    for r, m in zip(st["rows"] if full else [], model_rows(data)):
         lines.append(f"  {r['stride']:6} {r['ours_tbps']:7.3f} {r['torch_tbps']:7.3f} {m['model_tbps'][32]:8.3f} "
                      f"{m['model_tbps'][64]:8.3f} {m['model_tbps'][128]:8.3f} {m['ours_over_model']:8.3f}")
     lines.append("stride-1 copy from an offset base: " + ", ".join(

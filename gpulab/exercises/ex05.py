@@ -1,60 +1,126 @@
-"""Exercises of lesson 05 (recomputation)."""
+"""Exercises of lesson 05 (recomputation): the fused sigmoid^3 forward and its recomputing backward as Triton
+kernels (checked on guarded buffers against float64), and the bytes the fused way saves."""
 from __future__ import annotations
 
 import random
 
 import torch
 
-from . import Report, _short, is_int, run_cases
+import gpulab
+
+from . import Report, _short, ex05_kernels, is_int, run_cases
+from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
 
+#: Tolerances of the kernel exercise (fp32 storage and arithmetic) against float64: y within FWD_REL of |y|
+#: (a few fp32 ulp: each sigmoid rounds an exp, an add and a divide; on a GPU tl.exp is an approximation);
+#: dx within BWD_REL |dx| + BWD_ABS |dy|. The absolute term is the rounding of 1 - s1 in fp32 (at most 2^-24,
+#: where s1 is close to 1), times s1 and the outer slopes s3(1 - s3) s2(1 - s2) <= 1/16: the plain formula
+#: s1 * (1 - s1) is accepted, and a missing factor (at most 1/4) or a wrong one is still far outside.
+FWD_REL = 2.0**-20
+BWD_REL, BWD_ABS = 2.0**-17, 2.0**-24
 
-def _sigmoid3_grad_solution(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    """dx = dy * s3(1 - s3) * s2(1 - s2) * s1(1 - s1) with s1 = s(x), s2 = s(s1), s3 = s(s2)."""
-    s1 = torch.sigmoid(x)
-    s2 = torch.sigmoid(s1)
+
+def _grad64(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    """dx in float64 with 1 - s1 taken as s(-x), which does not cancel for large |x|."""
+    x, dy = x.double().cpu(), dy.double().cpu()
+    s1, s2 = torch.sigmoid(x), torch.sigmoid(torch.sigmoid(x))
     s3 = torch.sigmoid(s2)
-    return dy * s3 * (1 - s3) * s2 * (1 - s2) * s1 * (1 - s1)
+    return dy * s3 * (1 - s3) * s2 * (1 - s2) * s1 * torch.sigmoid(-x)
 
 
-def check_sigmoid3_grad(fn) -> Report:
-    """fn(x, dy) -> dx, the gradient of y = s(s(s(x))) (s the logistic sigmoid) times dy, elementwise, by the
-    chain rule written out (no autograd). x, dy: float64 tensors of the same shape; dx: float64, that shape."""
-    shapes = [(n,) for n in AWKWARD] + [(3, 5), (random.randrange(2, 300),)]
-    cases = [dict(x=torch.randn(*s, dtype=torch.float64) * 3, dy=torch.randn(*s, dtype=torch.float64))
-             for s in shapes]
+def _kernel_cases(with_dy: bool) -> list[dict]:
+    """Awkward lengths (1, 17, 1000, 1793, random ones), fresh x ~ N(0, 3^2) and dy ~ N(0, 1), fp32."""
+    rng = random.Random()
+    sizes = AWKWARD + [rng.randrange(2, 5000) for _ in range(2)]
+    cases = []
+    for n in sizes:
+        case = dict(x=(torch.randn(n, dtype=torch.float64) * 3).float().to(gpulab.DEVICE))
+        if with_dy:
+            case["dy"] = torch.randn(n, device=gpulab.DEVICE)
+        cases.append(case)
+    return cases
 
-    def compare(case, got):
-        x, dy = case["x"], case["dy"]
-        if not isinstance(got, torch.Tensor):
-            return f"expected a tensor, got {_short(got)}"
-        if got.shape != x.shape:
-            return f"expected shape {tuple(x.shape)}, got {tuple(got.shape)}"
-        exp = _sigmoid3_grad_solution(x, dy)
-        got = got.double()
-        if torch.allclose(got, exp, rtol=1e-9, atol=1e-15):
+
+def _first_bad(bad, got, ref, what: str) -> str:
+    i = int(bad.nonzero()[0])
+    return (f"{int(bad.sum())} of {ref.numel()} elements of {what} differ; first at index {i}: expected "
+            f"{ref[i].item():.7g}, got {got[i].item():.7g}")
+
+
+def check_sigmoid3_fwd(fn) -> Report:
+    """fn(x, out) launches ONE Triton kernel that writes out = s(s(s(x))) (s the logistic sigmoid), x and out
+    1-D fp32 on gpulab.DEVICE, any length; nothing else is written. The checker owns x and out (guarded
+    buffers, see ``kernelcheck``), runs awkward lengths on fresh x ~ N(0, 3^2) and compares with float64
+    within ``FWD_REL`` relative; it names a missing mask, too small a grid, or the first wrong element."""
+
+    def mismatch(got, ref, case):
+        got = got.detach().double().cpu()
+        bad = ~((got - ref).abs() <= FWD_REL * ref.abs())
+        if not bad.any():
             return None
-        i = int((got - exp).abs().argmax())
-        msg = f"element {i} (x = {x.flatten()[i].item():.4g}): expected {exp.flatten()[i].item():.6g}, got {got.flatten()[i].item():.6g}"
+        msg = _first_bad(bad, got, ref, "y")
+        x = case["x"].double().cpu()
+        for wrong, why in ((torch.sigmoid(x), "that is one sigmoid; y applies it three times"),
+                           (torch.sigmoid(torch.sigmoid(x)), "that is two sigmoids; y applies it three times")):
+            if torch.allclose(got, wrong, rtol=1e-5):
+                return f"{msg}: {why}"
+        return msg
+
+    return check_kernel("sigmoid3_fwd", fn, _kernel_cases(False), out=lambda c: (c["x"].shape, torch.float32),
+                        reference=lambda c: torch.sigmoid(torch.sigmoid(torch.sigmoid(c["x"].double()))),
+                        mismatch=mismatch)
+
+
+check_sigmoid3_fwd.solution = ex05_kernels.sigmoid3_fwd
+check_sigmoid3_fwd.solution_module = ex05_kernels
+check_sigmoid3_fwd.hints = [
+    "one program handles BLOCK elements: load x (masked), apply s(z) = 1 / (1 + tl.exp(-z)) three times in "
+    "registers, store once (masked); launch triton.cdiv(n, BLOCK) programs",
+    "s1 = 1.0 / (1.0 + tl.exp(-x)); s2 = 1.0 / (1.0 + tl.exp(-s1)); s3 = 1.0 / (1.0 + tl.exp(-s2)); "
+    "tl.store(y_ptr + offs, s3, mask=mask)",
+]
+
+
+def check_sigmoid3_bwd(fn) -> Report:
+    """fn(x, dy, out) launches ONE Triton kernel that writes out = dx = dy * s3(1 - s3) * s2(1 - s2) * s1(1 - s1),
+    rebuilding s1 = s(x), s2 = s(s1), s3 = s(s2) from x (it is given nothing else). x, dy, out: 1-D fp32 on
+    gpulab.DEVICE, one length. Awkward lengths, fresh inputs, float64 reference (``BWD_REL``, ``BWD_ABS``); names
+    a missing mask, too small a grid, a missing or misplaced factor of the chain rule."""
+
+    def mismatch(got, ref, case):
+        got = got.detach().double().cpu()
+        dy = case["dy"].double().cpu()
+        bad = ~((got - ref).abs() <= BWD_REL * ref.abs() + BWD_ABS * dy.abs())
+        if not bad.any():
+            return None
+        msg = _first_bad(bad, got, ref, "dx")
+        x = case["x"].double().cpu()
         s1 = torch.sigmoid(x)
         s2 = torch.sigmoid(s1)
         s3 = torch.sigmoid(s2)
-        wrong = {"only the outer factor s3(1 - s3): multiply the derivatives of all three sigmoids":
-                 dy * s3 * (1 - s3),
-                 "every factor evaluated at x: the outer sigmoids are differentiated at their own inputs s1 and s2":
+        wrong = {"only the outer factor s3(1 - s3): multiply the slopes of all three sigmoids": dy * s3 * (1 - s3),
+                 "every slope taken at x: s2 and s3 are differentiated at their own inputs, s1 and s2":
                  dy * (s1 * (1 - s1)) ** 3,
-                 "dy is missing: dx = dy * (the derivative)": s3 * (1 - s3) * s2 * (1 - s2) * s1 * (1 - s1),
-                 "s(1 - s) is the derivative; s alone is not": dy * s3 * s2 * s1}
-        for hint, w in wrong.items():
-            if torch.allclose(got, w, rtol=1e-9, atol=1e-15):
-                return f"{msg}: {hint}"
+                 "dy is missing: dx = dy * (the slopes)": s3 * (1 - s3) * s2 * (1 - s2) * s1 * (1 - s1),
+                 "s(1 - s) is the slope of s; s alone is not": dy * s3 * s2 * s1}
+        for why, w in wrong.items():
+            if torch.allclose(got, w, rtol=1e-4, atol=1e-7):
+                return f"{msg}: {why}"
         return msg
 
-    return run_cases("sigmoid3_grad", fn, cases, compare)
+    return check_kernel("sigmoid3_bwd", fn, _kernel_cases(True), out=lambda c: (c["x"].shape, torch.float32),
+                        reference=lambda c: _grad64(c["x"], c["dy"]), mismatch=mismatch)
 
 
-check_sigmoid3_grad.solution = _sigmoid3_grad_solution
+check_sigmoid3_bwd.solution = ex05_kernels.sigmoid3_bwd
+check_sigmoid3_bwd.solution_module = ex05_kernels
+check_sigmoid3_bwd.hints = [
+    "load x and dy (masked), rebuild s1, s2, s3 exactly as the forward does, multiply dy by the three slopes "
+    "s(1 - s), store dx (masked)",
+    "dx = dy * (s3 * (1.0 - s3)) * (s2 * (1.0 - s2)) * (s1 * (1.0 - s1)); tl.store(dx_ptr + offs, dx, mask=mask)",
+]
 
 
 def _bytes_saved_solution(n: int, itemsize: int) -> int:

@@ -1,4 +1,5 @@
-"""Exercises of lesson 06 (coalescing)."""
+"""Exercises of lesson 06 (coalescing): counting sectors, the strided-copy model, and two kernels on
+kernelcheck's guarded buffers: a strided read and a transpose coalesced on both sides."""
 from __future__ import annotations
 
 import math
@@ -9,6 +10,7 @@ import torch
 import gpulab
 
 from . import Report, _short, close, ex06_kernels, is_int, run_cases
+from .kernelcheck import check_kernel
 
 
 def _sectors_touched_solution(itemsize: int, stride: int, offset: int) -> int:
@@ -99,44 +101,71 @@ def check_strided_copy_tbps(fn) -> Report:
 check_strided_copy_tbps.solution = _strided_copy_tbps_solution
 
 
+def _exact(what: str):
+    """A mismatch that allows no difference (a copy moves bits): None, or the count and the first element."""
+    def mismatch(got, ref, case):
+        got = got.detach().double().cpu()
+        bad = ~((got == ref) | (got.isnan() & ref.isnan()))
+        if not bad.any():
+            return None
+        first = tuple(int(v) for v in bad.nonzero()[0])
+        idx = ", ".join(map(str, first))
+        msg = (f"{int(bad.sum())} of {ref.numel()} elements differ; first {what}[{idx}]: expected "
+               f"{ref[first].item():.6g}, got {got[first].item():.6g}")
+        a = case.get("a")
+        if a is not None and min(a.shape) > 1 and torch.equal(got, a.double().cpu().reshape(got.shape)):
+            msg += " (out holds a's elements in a's own order, as a copy would; a transpose moves a[i, j] to b[j, i])"
+        return msg
+    return mismatch
+
+
+def check_strided_copy(fn) -> Report:
+    """fn(x, stride, out) launches a Triton kernel that writes out[k] = x[k * stride] for every k of out, which
+    has cdiv(n, stride) elements (x[::stride]); x and out 1-D fp32 on gpulab.DEVICE. The checker owns x and
+    out (guarded buffers, see ``kernelcheck``): awkward lengths, strides from 1 to larger than n; a copy moves
+    bits, so the comparison is exact. Names a missing mask, too small a grid, a wrong element."""
+    rng = random.Random()
+    pairs = [(1, 1), (17, 1), (1000, 2), (1793, 3), (1000, 64), (17, 2000), (rng.randrange(2, 5000), rng.choice(
+        [2, 4, 8, 16, 33]))]
+    cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), stride=st) for n, st in pairs]
+    return check_kernel("strided_copy", fn, cases, out=lambda c: ((-(-c["x"].numel() // c["stride"]),), torch.float32),
+                        reference=lambda c: c["x"].double()[::c["stride"]], mismatch=_exact("out"))
+
+
+check_strided_copy.solution = ex06_kernels.strided_copy
+check_strided_copy.solution_module = ex06_kernels
+check_strided_copy.hints = [
+    "one program per BLOCK outputs: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK); the mask is "
+    "offs < (the number of outputs), not < n",
+    "x = tl.load(x_ptr + offs * stride, mask=mask); tl.store(y_ptr + offs, x, mask=mask); launch "
+    "triton.cdiv(out.numel(), BLOCK) programs",
+]
+
+
 def check_transpose(fn) -> Report:
-    """fn(a) -> b, a new row-major (N, M) tensor with b[j, i] = a[i, j], computed by a Triton kernel. a: (M, N)
-    contiguous fp32/fp16/bf16 on gpulab.DEVICE; shapes include 1 x 1, thin ones and non-multiples of any tile.
-    A transpose moves bits, so the comparison is exact."""
+    """fn(a, out) launches a Triton kernel that writes out[j, i] = a[i, j]. a: (M, N) row-major fp32, fp16 or
+    bf16 on gpulab.DEVICE; out: (N, M) row-major, same dtype. The checker owns a and out (guarded buffers, see
+    ``kernelcheck``): shapes 1 x 1, thin ones and non-multiples of any tile; a transpose moves bits, so the
+    comparison is exact. Names a missing mask (a store past the end of out gets a message, not a crash), a
+    grid that misses tiles, a wrong element."""
     rng = random.Random()
     shapes = [(1, 1), (1, 17), (17, 1), (33, 65), (64, 64), (rng.randrange(2, 130), rng.randrange(2, 130))]
     dtypes = [torch.float32, torch.float32, torch.float16, torch.bfloat16, torch.float32, rng.choice(
         [torch.float16, torch.bfloat16, torch.float32])]
     cases = [dict(a=torch.randn(*s, device=gpulab.DEVICE).to(d)) for s, d in zip(shapes, dtypes)]
-
-    def compare(case, got):
-        a = case["a"]
-        M, N = a.shape
-        if not isinstance(got, torch.Tensor):
-            return f"expected a tensor, got {type(got).__name__}"
-        if got.dtype != a.dtype:
-            return f"expected dtype {a.dtype}, got {got.dtype}: a transpose moves elements, it does not convert them"
-        if tuple(got.shape) != (N, M):
-            hint = ": that is a's shape; b = a^T is (N, M)" if tuple(got.shape) == (M, N) else ""
-            return f"expected shape {(N, M)}, got {tuple(got.shape)}{hint}"
-        if not got.is_contiguous():
-            return "got a non-contiguous view (a.t()?): the exercise is to move the bytes into a new row-major tensor"
-        exp = a.t()
-        bad = (got.float().cpu() != exp.float().cpu()) & ~(got.float().cpu().isnan() & exp.float().cpu().isnan())
-        if not bad.any():
-            return None
-        j, i = (int(v) for v in bad.nonzero()[0])
-        msg = (f"a of shape {(M, N)}, {a.dtype}: {int(bad.sum())} of {a.numel()} elements wrong, first b[{j}, {i}]: "
-               f"expected {exp[j, i].item():.6g}, got {got[j, i].item():.6g}")
-        if got.float().isnan().any():
-            msg += " (NaN: elements left unwritten; does the grid cover every tile, including the partial ones at the edges?)"
-        elif M > 1 and N > 1 and torch.equal(got.cpu(), a.cpu().reshape(N, M)):
-            msg += (" (b holds a's elements in a's own order, as a reshape or a copy would; a transpose moves "
-                    "a[i, j] to b[j, i])")
-        return msg
-
-    return run_cases("transpose", fn, cases, compare)
+    rep = check_kernel("transpose", fn, cases, out=lambda c: ((c["a"].shape[1], c["a"].shape[0]), c["a"].dtype),
+                       reference=lambda c: c["a"].double().t(), mismatch=_exact("out"))
+    rep.failures = [f + (": does the grid cover the partial tiles at the edges? (triton.cdiv(M, BLOCK), "
+                         "triton.cdiv(N, BLOCK))" if "never written, the first" in f else "") for f in rep.failures]
+    return rep
 
 
 check_transpose.solution = ex06_kernels.transpose
 check_transpose.solution_module = ex06_kernels
+check_transpose.hints = [
+    "a 2-D grid of BLOCK x BLOCK tiles: load a tile of a along its rows (offs_m[:, None] * N + offs_n[None, :]), "
+    "store tl.trans(tile) along the rows of out (offs_n[:, None] * M + offs_m[None, :]); mask both with the "
+    "row and column bounds",
+    "grid = (triton.cdiv(M, BLOCK), triton.cdiv(N, BLOCK)); the store's mask is "
+    "(offs_n[:, None] < N) & (offs_m[None, :] < M)",
+]

@@ -1,7 +1,21 @@
-"""Reference solution kernel for lesson 06's transpose exercise (hidden behind show_solution)."""
+"""Reference solution kernels for lesson 06's kernel exercises (hidden behind show_solution): a strided read
+y[k] = x[k * stride], and a transpose coalesced on both sides."""
 import torch
 import triton
 import triton.language as tl
+
+
+@triton.jit
+def strided_copy_kernel(x_ptr, y_ptr, n_out, stride, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_out
+    # lane k reads x at k * stride: a stride above 1 spreads a warp's request over more sectors
+    x = tl.load(x_ptr + offs * stride, mask=mask)
+    tl.store(y_ptr + offs, x, mask=mask)
+
+
+def strided_copy(x: torch.Tensor, stride: int, out: torch.Tensor, block: int = 128) -> None:
+    strided_copy_kernel[(triton.cdiv(out.numel(), block),)](x, out, out.numel(), stride, BLOCK=block)
 
 
 @triton.jit
@@ -17,9 +31,6 @@ def transpose_kernel(a_ptr, b_ptr, M, N, BLOCK: tl.constexpr):
              mask=(offs_n[:, None] < N) & (offs_m[None, :] < M))
 
 
-def transpose(a: torch.Tensor, block: int = 32) -> torch.Tensor:
-    a = a.contiguous()
+def transpose(a: torch.Tensor, out: torch.Tensor, block: int = 32) -> None:
     M, N = a.shape
-    b = torch.full((N, M), float("nan"), dtype=a.dtype, device=a.device)  # poisoned: a missed element fails
-    transpose_kernel[(triton.cdiv(M, block), triton.cdiv(N, block))](a, b, M, N, BLOCK=block)
-    return b
+    transpose_kernel[(triton.cdiv(M, block), triton.cdiv(N, block))](a, out, M, N, BLOCK=block)

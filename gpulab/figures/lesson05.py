@@ -1,4 +1,5 @@
-"""Lesson 05's figures (recomputation): memory and time of the three ways at a size chosen by slider.
+"""Lesson 05's figures (recomputation): live memory step by step for the three ways, their memory and time at
+a size chosen by slider, and the time against n beside the byte model.
 
 Models: ``gpulab.recompute``. Figures hold plain lists.
 """
@@ -11,28 +12,93 @@ from plotly.subplots import make_subplots
 from .. import plots, widgets
 from ..recompute import WAYS, memory_model
 
+#: What is alive, above x, after each step of forward + backward in the training setting (loss = y.sum(), y
+#: not kept: ``recompute.memory_model(way, n, s, "loss")``), in tensors of n elements. A step is
+#: (phase, what runs, the tensors alive once it has run); a tensor is freed at the first step after its last
+#: use. Its largest count is the model's peak, its count after "loss = y.sum()" what is held between passes.
+MEMORY_STEPS = {
+    "eager": [("forward", "s1 = s(x)", ["s1"]), ("forward", "s2 = s(s1)", ["s1", "s2"]),
+              ("forward", "s3 = y = s(s2)", ["s1", "s2", "s3"]), ("forward", "loss = y.sum()", ["s1", "s2", "s3"]),
+              ("backward", "g2 = dy·s3(1-s3)", ["s1", "s2", "s3", "g2"]),
+              ("backward", "g1 = g2·s2(1-s2)", ["s1", "s2", "g2", "g1"]),
+              ("backward", "dx = g1·s1(1-s1)", ["s1", "g1", "dx"]), ("backward", "done", ["dx"])],
+    "checkpoint": [("forward", "s1 = s(x)", ["s1"]), ("forward", "s2 = s(s1)", ["s1", "s2"]),
+                   ("forward", "s3 = y = s(s2)", ["s2", "s3"]), ("forward", "loss = y.sum()", []),
+                   ("backward", "rerun s1", ["s1"]), ("backward", "rerun s2", ["s1", "s2"]),
+                   ("backward", "rerun s3", ["s1", "s2", "s3"]),
+                   ("backward", "g2 = dy·s3(1-s3)", ["s1", "s2", "s3", "g2"]),
+                   ("backward", "g1 = g2·s2(1-s2)", ["s1", "s2", "g2", "g1"]),
+                   ("backward", "dx = g1·s1(1-s1)", ["s1", "g1", "dx"]), ("backward", "done", ["dx"])],
+    "fused": [("forward", "y = s(s(s(x)))", ["y"]), ("forward", "loss = y.sum()", []),
+              ("backward", "dx, s1..s3 in registers", ["dx"]), ("backward", "done", ["dx"])],
+}
+PHASE_COLORS = {"forward": "#1f77b4", "backward": "#ff7f0e"}
 
-def _gib(b: float) -> float:
-    return b / 2**30
+
+def _tick(step: str) -> str:
+    """A step's label on two lines (what is computed, from what), so that eleven fit side by side."""
+    return step.replace(" = ", " =<br>", 1).replace(", ", ",<br>", 1)
+
+
+def memory_steps_figure(n: int = 2**28, itemsize: int = 4):
+    """Live memory above x (GiB) after each step of forward + backward, one panel per way (``MEMORY_STEPS``),
+    bars labelled with the tensors alive; the panel titles give the model's held and peak tensor counts
+    (``recompute.memory_model``, "loss" setting) for n elements of ``itemsize`` bytes."""
+    gib = n * itemsize / 2**30
+    titles = []
+    for way in WAYS:
+        m = memory_model(way, n, itemsize, "loss")
+        titles.append(f"{way}: held between passes {m['held_tensors']}, peak {m['peak_tensors']} (tensors of n)")
+    fig = make_subplots(rows=3, cols=1, subplot_titles=titles, vertical_spacing=0.16)
+    for row, way in enumerate(WAYS, start=1):
+        steps = MEMORY_STEPS[way]
+        for phase, color in PHASE_COLORS.items():
+            idx = [i for i, s in enumerate(steps) if s[0] == phase]
+            fig.add_bar(x=[_tick(steps[i][1]) for i in idx], y=[len(steps[i][2]) * gib for i in idx],
+                        text=[" ".join(steps[i][2]) or "nothing" for i in idx],
+                        textposition="outside", cliponaxis=False, marker_color=color, name=phase,
+                        legendgroup=phase, showlegend=row == 1, row=row, col=1)
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=[_tick(s[1]) for s in steps],
+                         tickangle=0, tickfont_size=11, row=row, col=1)
+        fig.update_yaxes(title_text="GiB", matches="y", row=row, col=1)   # one scale: the ways compare by height
+    fig.update_layout(title=dict(text=f"live memory above x, step by step: loss = y.sum(), n = {n:,} elements of "
+                                      f"{itemsize} B<br><sup>model by hand (gpulab.recompute); each tensor "
+                                      f"{gib:.3g} GiB</sup>", font_size=13),
+                      height=760, template="plotly_white", margin=dict(t=100, b=40), bargap=0.35,
+                      uniformtext=dict(minsize=11, mode="show"),
+                      legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"))
+    fig.update_annotations(font_size=12)
+    return fig
 
 
 class SizeExplorer:
-    """Lesson 05's slider: pick n = 2**k; see the extra memory of the three ways (the model, by hand, and the
-    measurement where ``data`` has one at that size) and their forward + backward times (from ``data`` only:
-    a suite record of ``gpulab.bench.lesson05.run``, measured now or recorded). ``data`` may be None (nothing
-    recorded yet): then only the model is drawn. ``.widget`` is the container; ``.live.fig`` the figure."""
+    """Lesson 05's slider: pick n = 2**k; see the extra peak memory of the three ways (the model, by hand, and
+    the measurement) and their forward + backward times, from ``data`` (a suite record of
+    ``gpulab.bench.lesson05.run``, measured now or recorded): the slider runs over the sizes measured there,
+    from the smallest. ``data`` None (nothing recorded yet): the slider runs over 2**10..2**30 and only the
+    memory model is drawn, the title saying so. ``.widget`` is the container; ``.live.fig`` the figure."""
 
-    def __init__(self, data: dict | None, where: str = "", log2_n: int = 28, itemsize: int = 4):
+    def __init__(self, data: dict | None, where: str = "", itemsize: int = 4):
         self.data, self.where, self.itemsize = data, where, itemsize
-        self.k = widgets.slider(W.IntSlider, value=log2_n, min=10, max=30, step=1, description="n = 2**k, k")
-        fig = make_subplots(rows=1, cols=2, subplot_titles=("extra peak memory, loss = y.sum() (GiB)",
-                                                            "forward + backward time (ms)"))
-        colors = {"model": "#9e9e9e", "measured": "#1f77b4"}
-        fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="peak, model (by hand)", marker_color=colors["model"], row=1, col=1)
-        fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="peak, measured", marker_color=colors["measured"], row=1, col=1)
-        fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="time, measured", marker_color="#d62728", row=1, col=2)
-        fig.update_layout(height=400, template="plotly_white", barmode="group", title_font_size=12,
-                          margin=dict(t=90))
+        if data:
+            exps = sorted(s.bit_length() - 1 for s in data["sizes"])
+            step = min((b - a for a, b in zip(exps, exps[1:])), default=1)
+            self.k = widgets.slider(W.IntSlider, value=exps[0], min=exps[0], max=exps[-1], step=step,
+                                    description="n = 2**k, k")
+            fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+                                subplot_titles=("extra peak memory", "forward + backward time"))
+        else:
+            self.k = widgets.slider(W.IntSlider, value=20, min=10, max=30, step=1, description="n = 2**k, k")
+            fig = make_subplots(rows=1, cols=1, subplot_titles=("extra peak memory",))
+        fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="memory, model (by hand)", marker_color="#9e9e9e", row=1, col=1)
+        if data:
+            fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="memory, measured", marker_color="#1f77b4", row=1, col=1)
+            fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="time, measured", marker_color="#d62728", row=1, col=2,
+                        text=[""] * 3, textposition="outside", cliponaxis=False)
+            fig.update_yaxes(title_text="ms", row=1, col=2)
+        fig.update_layout(height=420, template="plotly_white", barmode="group", title_font_size=13,
+                          margin=dict(t=110), legend=dict(orientation="h", y=-0.15))
+        fig.update_annotations(font_size=12)
         self._change()(fig)  # the first state goes into the figure before it becomes a widget
         self.live = widgets.LiveFigure(fig)
         self.k.observe(lambda _: self.live.update(self._change()), names="value")
@@ -46,21 +112,26 @@ class SizeExplorer:
 
     def _change(self):
         n = 2**self.k.value
-        model = [_gib(memory_model(w, n, self.itemsize)["peak_bytes"]) for w in WAYS]
+        unit, scale = ("GiB", 2**30) if n * self.itemsize >= 2**28 else ("MiB", 2**20)
+        model = [memory_model(w, n, self.itemsize)["peak_bytes"] / scale for w in WAYS]
         rows = self.rows_at(n)
-        measured = [_gib(rows[w]["peak_bytes"]) if w in rows else None for w in WAYS]
-        times = [rows[w]["ms"] if w in rows else None for w in WAYS]
         if rows:
-            note = self.where
-        elif self.data:
-            sizes = ", ".join(f"2**{s.bit_length() - 1}" for s in self.data["sizes"])
-            note = f"no measurement at this n (measured sizes: {sizes}); model only"
+            measured = [rows[w]["peak_bytes"] / scale for w in WAYS]
+            times = [rows[w]["ms"] for w in WAYS]
+            fastest = min(WAYS, key=lambda w: rows[w]["ms"])
+            note = f"fastest here: {fastest}; {self.where}"
         else:
-            note = "no measurements; model only"
+            note = "no recording yet: the memory model only"
 
         def change(fig):
-            fig.data[0].y, fig.data[1].y, fig.data[2].y = model, measured, times
-            fig.layout.title = f"n = 2**{self.k.value} = {n:,} elements of {self.itemsize} bytes<br><sup>{note}</sup>"
+            fig.data[0].y = model
+            fig.layout.yaxis.title.text = f"{unit} (loss = y.sum())"
+            if rows:
+                fig.data[1].y, fig.data[2].y = measured, times
+                fig.data[2].text = [f"{t * 1e3:.0f} µs" if t < 1 else f"{t:.2f} ms" for t in times]
+                fig.layout.yaxis2.range = [0, max(times) * 1.2]
+            fig.layout.title.text = (f"n = 2**{self.k.value} = {n:,} elements of {self.itemsize} bytes"
+                                     f"<br><sup>{note}</sup>")
 
         return change
 
@@ -77,6 +148,7 @@ def time_figure(data: dict, copy_tbps: float, where: str = ""):
         fig.add_scatter(x=[r["n"] for r in rs], y=[r["bytes_moved"] / (copy_tbps * 1e12) * 1e3 for r in rs],
                         mode="lines", name=f"{way}, model: bytes / copy bandwidth", line=dict(color=color, dash="dot"))
     fig.update_layout(title=dict(text=f"forward + backward time, fp32<br><sup>{where}</sup>", font_size=13),
-                      height=430, template="plotly_white", margin=dict(t=90),
+                      height=470, template="plotly_white", margin=dict(t=90),
+                      legend=dict(orientation="h", y=-0.2),
                       xaxis=dict(type="log", title="n (elements)"), yaxis=dict(type="log", title="ms"))
     return fig

@@ -4,11 +4,20 @@ Models: ``gpulab.sectors``. Figures hold plain lists.
 """
 from __future__ import annotations
 
+import math
+
 import ipywidgets as W
 import plotly.graph_objects as go
 
 from .. import widgets
-from ..sectors import ITEMSIZES, LINE_BYTES, WarpRequest, predicted_tbps, strided_copy_efficiency, warp_request
+from ..sectors import (
+    ITEMSIZES,
+    LINE_BYTES,
+    WarpRequest,
+    predicted_tbps,
+    strided_copy_efficiency,
+    warp_request,
+)
 
 
 def _picture(req: WarpRequest) -> dict:
@@ -70,7 +79,7 @@ def request_figure(req: WarpRequest, label: str = "warp request", height: int = 
                     marker=dict(size=8, color="#1f77b4"))
     fig.update_layout(barmode="overlay", template="plotly_white", height=height, margin=dict(t=80, l=70),
                       xaxis=dict(title="byte address (from a 128-byte-aligned line)", showgrid=True),
-                      yaxis=dict(tickvals=[0, 1], ticktext=["memory", "lanes"], range=[-0.4, 1.3]),
+                      yaxis=dict(tickvals=[0, 1], ticktext=["memory", "lanes"], range=[-0.3, 1.2]),
                       legend=dict(orientation="h", y=-0.3), title=dict(text="", font_size=13))
     _apply_picture(fig, req, label)
     return fig
@@ -91,7 +100,8 @@ class SectorExplorer:
                                      description="stride (elements between lanes)")
         self.offset = widgets.slider(W.IntSlider, value=offset, min=0, max=31, step=1,
                                      description="offset (elements from an aligned line)")
-        self.itemsize = W.Dropdown(options=list(ITEMSIZES), value=itemsize, description="bytes per element")
+        self.itemsize = W.Dropdown(options=list(ITEMSIZES), value=itemsize, description="bytes per element",
+                                   style={"description_width": "initial"})
         self.readout = W.HTML()
         fig = request_figure(req, self._label())
         self.live = widgets.LiveFigure(fig)
@@ -141,7 +151,8 @@ def stride_figure(strides, copy_tbps: float, data: dict | None = None, where: st
                                  font_size=13),
                       xaxis=dict(type="log", title="stride (elements)", tickvals=strides),
                       yaxis=dict(type="log", title="effective TB/s (useful bytes / time)"),
-                      template="plotly_white", height=460, margin=dict(t=90))
+                      template="plotly_white", height=500, margin=dict(t=90),
+                      legend=dict(orientation="h", y=-0.2))
     return fig
 
 
@@ -151,18 +162,40 @@ def traversal_figure(data: dict, bounds: dict, copy_tbps: float, where: str = ""
     (low, high) efficiency, low None where there is none) and perfect reuse (the copy, ``copy_tbps``)."""
     bars = [(r["method"], r["tbps"]) for r in data["traversal"]["rows"]] + \
            [(f"transpose {r['method']}", r["tbps"]) for r in data["transpose"]["rows"] if r["dtype"] == "fp32"]
-    fig = go.Figure(go.Bar(x=[b[0] for b in bars], y=[b[1] for b in bars], name="measured",
-                           text=[f"{b[1]:.2f}" for b in bars], textposition="outside"))
+    # the measured value goes into the bar's label, under the axis: a model mark on the bar cannot cover it
+    labels = [f"{name}<br>{tbps:.2f} TB/s" for name, tbps in bars]
+    fig = go.Figure(go.Bar(x=labels, y=[b[1] for b in bars], name="measured"))
     lo_x, lo_y = [], []
-    for name, _ in bars:
+    for (name, _), label in zip(bars, labels):
         key = name.replace("transpose ", "")
         if key in bounds and bounds[key][0]:
-            lo_x.append(name)
+            lo_x.append(label)
             lo_y.append(bounds[key][0] * copy_tbps)
     fig.add_scatter(x=lo_x, y=lo_y, mode="markers", name="model: per-request sectors",
                     marker=dict(symbol="line-ew", size=40, line=dict(width=3, color="crimson")))
-    fig.add_scatter(x=[b[0] for b in bars], y=[copy_tbps] * len(bars), mode="lines", name="model: perfect reuse (copy)",
+    fig.add_scatter(x=labels, y=[copy_tbps] * len(bars), mode="lines", name="model: perfect reuse (copy)",
                     line=dict(dash="dash", color="gray"))
     fig.update_layout(title=dict(text=f"16384 x 16384 fp32: effective bandwidth<br><sup>{where}</sup>", font_size=13),
-                      yaxis_title="effective TB/s", template="plotly_white", height=440, margin=dict(t=90))
+                      yaxis_title="effective TB/s", template="plotly_white", height=460, margin=dict(t=90),
+                      legend=dict(orientation="h", y=-0.25))
     return fig
+
+
+def stride_table(data: dict) -> str:
+    """The stride sweep of a ``gpulab.bench.lesson06`` record as a table (8 lines): gpulab's and torch's measured
+    effective TB/s beside the sector model with 32-, 64- and 128-byte granules (from the run's copy bandwidth),
+    and, for each measurement, the granule whose model line is nearest (by ratio)."""
+    from ..bench.lesson06 import model_rows
+
+    def nearest(tbps: float, model: dict) -> str:
+        g = min(model, key=lambda g: abs(math.log(tbps / model[g])))
+        which = "all" if max(model.values()) < 1.001 * min(model.values()) else f"{g} B"  # the lines coincide
+        return f"{which} ({tbps / model[g]:.2f}x)"
+
+    lines = [f"{'stride':>6} {'gpulab':>7} {'torch':>7} {'32 B':>6} {'64 B':>6} {'128 B':>6}   "
+             f"{'gpulab nearest':<15} torch nearest"]
+    for r, m in zip(data["stride"]["rows"], model_rows(data)):
+        mt = m["model_tbps"]
+        lines.append(f"{r['stride']:6} {r['ours_tbps']:7.3f} {r['torch_tbps']:7.3f} {mt[32]:6.3f} {mt[64]:6.3f} "
+                     f"{mt[128]:6.3f}   {nearest(r['ours_tbps'], mt):<15} {nearest(r['torch_tbps'], mt)}")
+    return "\n".join(lines)
