@@ -75,3 +75,14 @@ def test_report_is_short_and_full_has_every_table():
 def test_teaching_step_refuses_without_a_gpu():
     with pytest.raises(NoGPUTimingError):
         lesson08.teaching(progress=False)
+
+
+def test_recorded_headline_agrees_with_sdpa_and_its_ratios_are_its_times():
+    from gpulab import reference
+
+    for r in reference.load("h200")[lesson08.KEY]["headline"]:
+        if "diff_vs_flash" in r:
+            assert max(r["diff_vs_flash"].values()) < 0.05, r["diff_vs_flash"]
+        if "fwd_ratio" in r:
+            assert r["fwd_ratio"] == pytest.approx(r["flash"]["fwd_ms"] / r["ours"]["fwd_ms"])
+            assert r["bwd_ratio"] == pytest.approx(r["flash"]["bwd_ms"] / r["ours"]["bwd_ms"])

@@ -4,7 +4,6 @@ online-softmax exercises' solutions against wrong answers."""
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
 import math
 
-import torch
 import triton
 import triton.language as tl
 
