@@ -1,6 +1,6 @@
 """The teaching FlashAttention (gpulab.kernels.flash_teaching): forward and backward against float64 autograd,
 both causal flags, lengths that are multiples of no tile, blocks of unequal sizes; and its input checks."""
-import gpulab  # noqa: F401  (first: it picks the mode)  # isort: skip
+import gpulab  # first: it picks the mode  # isort: skip
 import pytest
 import torch
 
