@@ -421,15 +421,16 @@ def headline_report(data: dict) -> str:
     """The headline table: TFLOP/s of ours, SDPA flash and SDPA cuDNN, forward and backward, the ratio against
     SDPA flash, and how many settings cuDNN leads in (``cudnn_leads``). About 15 lines."""
     lines = ["bf16, B*L = 16384, H*d = 2048; TFLOP/s (fwd 4BHL^2d, halved if causal; bwd 2.5x); "
-             "ratio = SDPA flash ms / ours ms",
+             "ratio = SDPA flash ms / ours ms (target >= 1.0)",
              f"  {'d':>3} {'L':>6} {'causal':6} | {'ours':>6} {'flash':>6} {'cuDNN':>6} {'ratio':>6} | "
              f"{'ours':>6} {'flash':>6} {'cuDNN':>6} {'ratio':>6}   (forward | backward)"]
     for r in data["headline"]:
         o, fl, cu = r.get("ours", {}), r.get("flash", {}), r.get("cudnn", {})
+        below = "fwd_ratio" in r and min(r["fwd_ratio"], r["bwd_ratio"]) < 1.0
         lines.append(f"  {r['d']:3d} {r['L']:6d} {str(r['causal']):6} | {_f(o.get('fwd_tflops'))} "
                      f"{_f(fl.get('fwd_tflops'))} {_f(cu.get('fwd_tflops'))} {_f(r.get('fwd_ratio'), '6.2f')} | "
                      f"{_f(o.get('bwd_tflops'))} {_f(fl.get('bwd_tflops'))} {_f(cu.get('bwd_tflops'))} "
-                     f"{_f(r.get('bwd_ratio'), '6.2f')}")
+                     f"{_f(r.get('bwd_ratio'), '6.2f')}{'  BELOW TARGET' if below else ''}")
     leads = cudnn_leads(data["headline"])
     lines.append(f"  cuDNN ahead of ours: forward {leads['fwd'][0]} of {leads['fwd'][1]}, backward "
                  f"{leads['bwd'][0]} of {leads['bwd'][1]} settings")
@@ -469,7 +470,7 @@ def memory_report(memory: dict) -> str:
     """Flash, through autograd: memory held after the forward and the peak over forward + backward, per token,
     beside the model (flat per token = O(L))."""
     m = memory
-    lines = [f"flash, memory above q, k, v, dO (B={m['B']}, H={m['H']}, d={m['d']}), bytes per token "
+    lines = [f"flash, memory above q, k, v, dO (B={m['B']}, H={m['H']}, d={m['d']}), B/token "
              "(flat = O(L)):"]
     for r in m["rows"]:
         lines.append(f"  L = {r['L']:6d}: held {r['held_bytes'] / r['L']:7.0f} (model {r['model_held_bytes'] / r['L']:6.0f}), "
@@ -487,7 +488,9 @@ def report(data: dict, full: bool = False) -> str:
     if full:
         parts += [headline_report(data), memory_report(data["memory"]), teaching_report(data.get("teaching"))]
     else:
-        parts.append(f"headline: ours / SDPA flash {min(ratios):.2f}x to {max(ratios):.2f}x; cuDNN ahead of ours in "
+        below = sum(r < 1.0 for r in ratios)
+        parts.append(f"headline: ours / SDPA flash {min(ratios):.2f}x to {max(ratios):.2f}x"
+                     f"{f' ({below} ratios BELOW TARGET 1.0)' if below else ''}; cuDNN ahead of ours in "
                      f"{leads['fwd'][0]} of {leads['fwd'][1]} forward, {leads['bwd'][0]} of {leads['bwd'][1]} "
                      "backward settings (headline_report)" if ratios else "headline: no ratios")
         parts.append(f"memory: peak {min(per_token):.0f} to {max(per_token):.0f} B/token at every L "
