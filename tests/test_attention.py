@@ -155,9 +155,11 @@ def _fake_data():
 
 
 def test_report_prints_ratios_oom_and_memory():
-    text = lesson08.report(_fake_data())
+    text = lesson08.report(_fake_data(), full=True)
     assert "BELOW TARGET" in text and "out of memory" in text and "B/token" in text
     assert "ratio" in text and "cuDNN" in text
+    short = lesson08.report(_fake_data())
+    assert "6 ratios BELOW TARGET" in short and len(short.splitlines()) <= 15, short  # d=128: bwd 0.9
 
 
 # ---- exercises ----------------------------------------------------------------------------------------------

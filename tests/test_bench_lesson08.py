@@ -28,3 +28,61 @@ def test_autotune_report_text_on_made_up_rows():
 def test_autotune_report_refuses_without_a_gpu():
     with pytest.raises(NoGPUTimingError):
         lesson08.autotune_report(progress=False)
+
+
+def _teaching_rows():
+    # 1e12 FLOPs in 4 ms = 250 TFLOP/s; in 2 ms = 500 (2.00x the teaching kernel); causal: half the FLOPs
+    return [dict(d=128, L=4096, causal=c, B=4, H=16, fwd_flops=1e12 / (1 + c), bwd_flops=2.5e12 / (1 + c),
+                 fwd_ms=dict(teaching=4.0 / (1 + c), fixed=3.2, autotuned=2.5, tma=2.0 * (0.6 if c else 1)),
+                 bwd_ms=dict(teaching=10.0, fused=8.0, split=5.0, atomic="OutOfResources: shared memory"))
+            for c in (False, True)]
+
+
+def test_teaching_report_by_hand():
+    text = lesson08.teaching_report(_teaching_rows())
+    lines = text.splitlines()
+    assert len(lines) <= 15, text
+    assert "d=128 L=4096" in lines[0]
+    assert any(ln.split()[-2:] == ["250", "(1.00x)"] and "teaching (64x64" in ln for ln in lines), text
+    assert any(ln.split()[-2:] == ["500", "(2.00x)"] and "TMA" in ln for ln in lines), text
+    assert any(ln.split()[-2:] == ["500", "(2.00x)"] and "split" in ln for ln in lines), text  # 2.5e12 in 5 ms
+    assert any("atomic" in ln and ln.split()[-1] == "failed" for ln in lines), text
+    assert "teaching d=128 L=4096: 0.50; tma d=128 L=4096: 0.60" in text  # causal ms / non-causal ms
+
+
+def test_teaching_report_without_a_recording_says_so():
+    assert lesson08.teaching_report(None).startswith("no recording yet")
+
+
+def test_cudnn_leads_counted_by_hand():
+    rows = [dict(ours=dict(fwd_tflops=400, bwd_tflops=300), cudnn=dict(fwd_tflops=450, bwd_tflops=350)),
+            dict(ours=dict(fwd_tflops=470, bwd_tflops=300), cudnn=dict(fwd_tflops=460, bwd_tflops=310)),
+            dict(ours=dict(fwd_tflops=470, bwd_tflops=300), cudnn=dict(error="RuntimeError: no cuDNN"))]
+    assert lesson08.cudnn_leads(rows) == {"fwd": (1, 2), "bwd": (2, 2)}
+
+
+def test_report_is_short_and_full_has_every_table():
+    from gpulab import reference
+
+    rec = reference.load("h200")[lesson08.KEY]
+    short, full = lesson08.report(rec), lesson08.report(rec, full=True)
+    assert len(short.splitlines()) <= 15, short
+    assert short.count("B/token") == 1 and "held" not in short  # the memory table is printed once, in full
+    assert "cuDNN ahead of ours" in full and "held" in full and full.count("naive (S, P in HBM)") == 1
+
+
+@pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter-mode refusal")
+def test_teaching_step_refuses_without_a_gpu():
+    with pytest.raises(NoGPUTimingError):
+        lesson08.teaching(progress=False)
+
+
+def test_recorded_headline_agrees_with_sdpa_and_its_ratios_are_its_times():
+    from gpulab import reference
+
+    for r in reference.load("h200")[lesson08.KEY]["headline"]:
+        if "diff_vs_flash" in r:
+            assert max(r["diff_vs_flash"].values()) < 0.05, r["diff_vs_flash"]
+        if "fwd_ratio" in r:
+            assert r["fwd_ratio"] == pytest.approx(r["flash"]["fwd_ms"] / r["ours"]["fwd_ms"])
+            assert r["bwd_ratio"] == pytest.approx(r["flash"]["bwd_ms"] / r["ours"]["bwd_ms"])

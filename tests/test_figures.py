@@ -262,6 +262,55 @@ def test_lesson08_figures_and_points():
     assert lesson08.roofline_points(None) == []
 
 
+def test_lesson08_every_figure_is_readable():
+    rec, profile = RECORDED["lesson08"], RECORDED["profile"]
+    built = {"naive_flash model": figures.lesson08.naive_flash_figure(None),
+             "naive_flash": figures.lesson08.naive_flash_figure(rec["sweep"], "recorded"),
+             "headline": figures.lesson08.headline_figure(rec["headline"], "recorded"),
+             "roofline": figures.lesson08.roofline_figure(lesson08.roofline_points(rec), profile, "recorded"),
+             "roofline, ceilings only": figures.lesson08.roofline_figure([], profile, "ceilings only")}
+    for what, fig in built.items():
+        check_figure(fig, what)
+        assert_readable(fig)
+
+
+def test_lesson08_headline_labels_sit_under_the_lower_panel_unrotated():
+    fig = figures.lesson08.headline_figure(RECORDED["lesson08"]["headline"], "recorded")
+    assert fig.layout.xaxis.matches == "x2" and fig.layout.xaxis.showticklabels is False  # shared: none on top
+    assert fig.layout.xaxis2.tickangle == 0
+
+
+def test_lesson08_roofline_axes_span_the_points_not_ten_decades():
+    # made-up points at 50 and 120 FLOP/B, 100 and 500 TFLOP/s; roof 600 TFLOP/s, 4 TB/s: ridge 150 FLOP/B
+    pts = [KernelPoint("naive fwd d=128 L=1024", 5e12, 1e11, 50.0, dtype="bf16", op_kind="matmul"),
+           KernelPoint("flash fwd d=128 L=1024", 1.2e13, 1e11, 24.0, dtype="bf16", op_kind="matmul")]
+    fig = figures.lesson08.roofline_figure(pts, {"matmul_tflops": {"bf16": 600.0}, "copy_tbps": 4.0})
+    assert fig.layout.xaxis.range == pytest.approx([math.log10(50 / 1.5), math.log10(150 * 1.5)])
+    assert fig.layout.yaxis.range == pytest.approx([math.log10(100 / 1.5), math.log10(600 * 1.3)])
+    assert [tr.name for tr in fig.data[1:]] == ["naive fwd d=128", "flash fwd d=128"]  # one series each
+    check_figure(fig, "made-up roofline")
+
+
+def test_lesson08_explorers_at_both_ends_of_each_slider():
+    rec = RECORDED["lesson08"]["sweep"]
+    for data in (rec, None):
+        ex = figures.lesson08.NaiveVsFlashExplorer(data, where="recorded")
+        measured = sorted({r["L"] for r in rec["rows"]})
+        if data:  # the slider spans the recorded lengths: no end with an empty time panel
+            assert (2**ex.k.min, 2**ex.k.max) == (measured[0], measured[-1])
+        for k in (ex.k.min, ex.k.max):
+            ex.k.value = k
+            check_figure(ex.live.fig, f"NaiveVsFlashExplorer k={k}, {'recorded' if data else 'model only'}")
+            assert_readable(ex.live.fig)
+        if data is None:
+            assert len(ex.live.fig.data) == 1 and "no recording yet" in ex.live.fig.layout.title.text
+    walk = figures.lesson08.RowWalkExplorer()
+    for t in (walk.tile.min, walk.tile.max):
+        walk.tile.value = t
+        check_figure(walk.live.fig, f"RowWalkExplorer tile={t}")
+        assert_readable(walk.live.fig)
+
+
 def test_roofline_points_leave_out_causal_rows_and_oom():
     made_up = dict(headline=[dict(d=64, L=1024, B=16, H=32, causal=False, fwd_flops=1e12, ours=dict(fwd_ms=2.0)),
                              dict(d=64, L=1024, B=16, H=32, causal=True, fwd_flops=5e11, ours=dict(fwd_ms=1.0))],

@@ -13,6 +13,9 @@ GPU only. bf16 throughout. In one run:
   recorded as ``oom``.
 - ``memory``: ours, extra memory held after forward and the peak over forward + backward, L = 2^10 .. 2^16
   (B=1, H=16, d=128): per token it stays flat, so it grows as O(L).
+- ``teaching``: the teaching kernel (``kernels.flash_teaching``) against the production kernel piece by piece
+  (``TEACHING_STEPS``), forward and backward, at ``TEACHING_SETTINGS`` of the headline shape: what each extra
+  piece of the production kernel buys.
 
 A few minutes, most of it the autotuner's first benchmarks. ``measure`` times one forward and records
 its peak memory, catching out-of-memory (``run_catching_oom``); ``roofline_points`` places a record's
@@ -241,7 +244,99 @@ def run(progress: bool = True, head_dims=HEAD_DIMS, lengths=LENGTHS, sweep_lengt
 
     require_gpu("the lesson08 suite")
     return {"dtype": DTYPE, "headline": headline(head_dims, lengths, progress),
-            "sweep": sweep(sweep_lengths, progress=progress), "memory": memory(memory_lengths, progress=progress)}
+            "sweep": sweep(sweep_lengths, progress=progress), "memory": memory(memory_lengths, progress=progress),
+            "teaching": teaching(progress=progress)}
+
+
+TEACHING_SETTINGS = ((128, 4096), (128, 16384))  # (d, L) of the teaching-against-production step, both causal flags
+#: (key, what it adds), in order: each forward step adds one piece of the production kernel to the one above.
+TEACHING_STEPS = {
+    "fwd": (("teaching", "teaching (64x64 tiles, exp, all masked)"),
+            ("fixed", "+ exp2, unmasked full tiles (same tiles)"),
+            ("autotuned", "+ autotuned tiles, warps, stages"),
+            ("tma", "+ TMA loads (the default on Hopper)")),
+    "bwd": (("teaching", "teaching (2 kernels, delta in torch)"),
+            ("fused", "production, dq mode fused"), ("split", "production, dq mode split (default)"),
+            ("atomic", "production, dq mode atomic")),
+}
+
+
+def teaching(settings=TEACHING_SETTINGS, progress: bool = True) -> list[dict]:
+    """The teaching kernel against the production kernel, piece by piece (``TEACHING_STEPS``), bf16 at the
+    headline shape (``setting_shape``) for each (d, L) of ``settings`` and both causal flags. One row per
+    setting: ``fwd_ms`` and ``bwd_ms`` dicts keyed by step (an error string where a step cannot run), and the
+    FLOPs. The backward steps time the backward kernels alone, given the forward's out and lse. GPU only."""
+    import torch
+
+    from ..kernels import flash_attention as F
+    from ..kernels import flash_teaching as T
+    from ..timing import require_gpu, time_ms
+
+    require_gpu("the lesson08 teaching step")
+    bm, bn = T.BLOCKS
+    fixed = F.fwd_config(bm, bn, 4, 2)
+    rows = []
+    jobs = [(d, L, c) for d, L in settings for c in (False, True)]
+    for d, L, causal in tqdm(jobs, desc="lesson08 teaching", disable=not progress):
+        B, H, _, _ = setting_shape(L, d)
+        q, k, v, do = _qkv(B, H, L, d, seed=L + d)
+        out, lse = F.flash_attention_forward(q, k, v, causal)
+        fwd = {"teaching": lambda: T.flash_teaching_forward(q, k, v, causal),
+               "fixed": lambda: F.flash_attention_forward(q, k, v, causal, config=fixed, use_tma=False),
+               "autotuned": lambda: F.flash_attention_forward(q, k, v, causal, use_tma=False),
+               "tma": lambda: F.flash_attention_forward(q, k, v, causal, use_tma=True)}
+        t_out, t_lse = T.flash_teaching_forward(q, k, v, causal)
+        bwd = {"teaching": lambda: T.flash_teaching_backward(q, k, v, t_out, t_lse, do, causal)}
+        bwd.update({m: (lambda m=m: F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=m))
+                    for m in F.BWD_MODES})
+        row = {"d": d, "L": L, "causal": causal, "B": B, "H": H, "fwd_flops": setting_flops(L, d, causal),
+               "bwd_flops": setting_flops(L, d, causal, backward=True), "fwd_ms": {}, "bwd_ms": {}}
+        for part, fns in (("fwd_ms", fwd), ("bwd_ms", bwd)):
+            for name, fn in fns.items():
+                try:
+                    fn()  # compile and autotune outside the timing
+                    row[part][name] = time_ms(fn, warmup_ms=25, rep_ms=100).median_ms
+                except Exception as e:  # noqa: BLE001  (a step that cannot run here is a result)
+                    row[part][name] = f"{type(e).__name__}: {str(e)[:120]}"
+        rows.append(row)
+        del q, k, v, do, out, lse, t_out, t_lse
+        torch.cuda.empty_cache()
+    return rows
+
+
+def teaching_report(rows: list[dict] | None) -> str:
+    """What each piece of the production kernel buys: per step of ``TEACHING_STEPS``, TFLOP/s at each setting
+    of ``rows`` (``teaching``'s result) and the speed-up over the teaching kernel; then causal tile skipping,
+    causal time over non-causal time. Says so plainly when ``rows`` is None (no recording yet)."""
+    if not rows:
+        return "no recording yet of the teaching-against-production step (run the lesson08 suite on a GPU)"
+    cols = [r for r in rows if not r["causal"]]
+    head = " ".join(f"{'d=%d L=%d' % (r['d'], r['L']):>15}" for r in cols)
+    lines = [f"bf16, non-causal; TFLOP/s (x the teaching kernel)   {head}"]
+    for part, flops in (("fwd", "fwd_flops"), ("bwd", "bwd_flops")):
+        for key, label in TEACHING_STEPS[part]:
+            cells = []
+            for r in cols:
+                ms, base = r[f"{part}_ms"].get(key), r[f"{part}_ms"].get("teaching")
+                if not isinstance(ms, float):
+                    cells.append(f"{'failed' if ms else '-':>15}")
+                    continue
+                x = f" ({base / ms:4.2f}x)" if isinstance(base, float) else ""
+                cells.append(f"{r[flops] / (ms * 1e-3) / 1e12:7.0f}{x:>8}")
+            lines.append(f"  {part} {label:40} " + " ".join(cells))
+    pairs = {(r["d"], r["L"]): {} for r in rows}
+    for r in rows:
+        pairs[(r["d"], r["L"])][r["causal"]] = r
+    skip = []
+    for (d, L), p in pairs.items():
+        if True in p and False in p:
+            for key in ("teaching", "tma"):
+                a, b = p[True]["fwd_ms"].get(key), p[False]["fwd_ms"].get(key)
+                if isinstance(a, float) and isinstance(b, float):
+                    skip.append(f"{key} d={d} L={L}: {a / b:.2f}")
+    if skip:
+        lines.append("  causal tile skipping, causal ms / non-causal ms (1.0 = no skipping): " + "; ".join(skip))
+    return "\n".join(lines)
 
 
 def roofline_points(data: dict | None) -> list:
@@ -322,28 +417,41 @@ def _f(x, fmt="6.0f"):
     return format(x, fmt) if isinstance(x, (int, float)) else f"{'-':>{int(fmt.split('.')[0] or 6)}}"
 
 
-def report(data: dict) -> str:
-    """The headline table (TFLOP/s and ratios against SDPA flash, cuDNN beside), the naive/flash sweep and the
-    memory growth."""
+def headline_report(data: dict) -> str:
+    """The headline table: TFLOP/s of ours, SDPA flash and SDPA cuDNN, forward and backward, the ratio against
+    SDPA flash, and how many settings cuDNN leads in (``cudnn_leads``). About 15 lines."""
     lines = ["bf16, B*L = 16384, H*d = 2048; TFLOP/s (fwd 4BHL^2d, halved if causal; bwd 2.5x); "
-             "ratio = SDPA flash ms / ours ms (target >= 1.0); cuDNN is the stretch",
+             "ratio = SDPA flash ms / ours ms (target >= 1.0)",
              f"  {'d':>3} {'L':>6} {'causal':6} | {'ours':>6} {'flash':>6} {'cuDNN':>6} {'ratio':>6} | "
              f"{'ours':>6} {'flash':>6} {'cuDNN':>6} {'ratio':>6}   (forward | backward)"]
     for r in data["headline"]:
         o, fl, cu = r.get("ours", {}), r.get("flash", {}), r.get("cudnn", {})
-        flag = ""
-        if "fwd_ratio" in r:
-            flag = "" if min(r["fwd_ratio"], r["bwd_ratio"]) >= 1.0 else "  BELOW TARGET"
+        below = "fwd_ratio" in r and min(r["fwd_ratio"], r["bwd_ratio"]) < 1.0
         lines.append(f"  {r['d']:3d} {r['L']:6d} {str(r['causal']):6} | {_f(o.get('fwd_tflops'))} "
                      f"{_f(fl.get('fwd_tflops'))} {_f(cu.get('fwd_tflops'))} {_f(r.get('fwd_ratio'), '6.2f')} | "
                      f"{_f(o.get('bwd_tflops'))} {_f(fl.get('bwd_tflops'))} {_f(cu.get('bwd_tflops'))} "
-                     f"{_f(r.get('bwd_ratio'), '6.2f')}{flag}")
-    diffs = [max(r["diff_vs_flash"].values()) for r in data["headline"] if "diff_vs_flash" in r]
-    if diffs:
-        lines.append(f"  ours against SDPA flash, worst max |diff| / max |flash| over out, dq, dk, dv: {max(diffs):.2e}")
-    s = data["sweep"]
-    lines.append(f"naive (S, P in HBM) against flash, forward, B={s['B']}, H={s['H']}, d={s['d']}, {s['dtype']}:")
-    lines.append(f"  {'L':>6} | {'naive ms':>9} {'GiB':>7} {'model':>7} | {'flash ms':>9} {'GiB':>7} {'model':>7}")
+                     f"{_f(r.get('bwd_ratio'), '6.2f')}{'  BELOW TARGET' if below else ''}")
+    leads = cudnn_leads(data["headline"])
+    lines.append(f"  cuDNN ahead of ours: forward {leads['fwd'][0]} of {leads['fwd'][1]}, backward "
+                 f"{leads['bwd'][0]} of {leads['bwd'][1]} settings")
+    return "\n".join(lines)
+
+
+def cudnn_leads(headline: list[dict]) -> dict:
+    """``{"fwd": (n, of), "bwd": (n, of)}``: in how many of the settings where both ran SDPA's cuDNN backend
+    reached a higher rate than ours."""
+    out = {}
+    for pas in ("fwd", "bwd"):
+        both = [r for r in headline if f"{pas}_tflops" in r.get("ours", {}) and f"{pas}_tflops" in r.get("cudnn", {})]
+        out[pas] = (sum(r["cudnn"][f"{pas}_tflops"] > r["ours"][f"{pas}_tflops"] for r in both), len(both))
+    return out
+
+
+def sweep_report(sweep: dict) -> str:
+    """Naive against flash forward over L: ms, measured extra peak memory and the model's (GiB)."""
+    s = sweep
+    lines = [f"naive (S, P in HBM) against flash, forward, B={s['B']}, H={s['H']}, d={s['d']}, {s['dtype']}:",
+             f"  {'L':>6} | {'naive ms':>9} {'GiB':>7} {'model':>7} | {'flash ms':>9} {'GiB':>7} {'model':>7}"]
     for L in sorted({r["L"] for r in s["rows"]}):
         by = {r["method"]: r for r in s["rows"] if r["L"] == L}
         cells = []
@@ -355,11 +463,36 @@ def report(data: dict) -> str:
                 cells.append(f"{_f(r.get('ms'), '9.3f')} {_f((r.get('peak_bytes') or 0) / 2**30, '7.3f')} "
                              f"{r.get('model_peak_bytes', 0) / 2**30:7.3f}")
         lines.append(f"  {L:6d} | {cells[0]} | {cells[1]}")
-    m = data["memory"]
-    lines.append(f"flash, forward + backward memory above q, k, v, dO (B={m['B']}, H={m['H']}, d={m['d']}; "
-                 f"bytes per token flat = O(L)):")
-    for r in m["rows"]:
-        lines.append(f"  L {r['L']:6d}: held {r['held_bytes'] / 2**20:9.2f} MiB ({r['held_bytes'] / r['L']:7.0f} B/token, "
-                     f"model {r['model_held_bytes'] / r['L']:6.0f}), peak {r['peak_bytes'] / 2**20:9.2f} MiB "
-                     f"({r['peak_bytes'] / r['L']:7.0f} B/token, model {r['model_peak_bytes'] / r['L']:6.0f})")
     return "\n".join(lines)
+
+
+def memory_report(memory: dict) -> str:
+    """Flash, through autograd: memory held after the forward and the peak over forward + backward, per token,
+    beside the model (flat per token = O(L))."""
+    m = memory
+    lines = [f"flash, memory above q, k, v, dO (B={m['B']}, H={m['H']}, d={m['d']}), B/token "
+             "(flat = O(L)):"]
+    for r in m["rows"]:
+        lines.append(f"  L = {r['L']:6d}: held {r['held_bytes'] / r['L']:7.0f} (model {r['model_held_bytes'] / r['L']:6.0f}), "
+                     f"peak {r['peak_bytes'] / r['L']:7.0f} (model {r['model_peak_bytes'] / r['L']:6.0f})")
+    return "\n".join(lines)
+
+
+def report(data: dict, full: bool = False) -> str:
+    """The naive/flash sweep (about 10 lines), with one line each on the headline and the memory; ``full=True``
+    adds the headline table, the memory table and the teaching-against-production table."""
+    leads = cudnn_leads(data["headline"])
+    ratios = [r[k] for r in data["headline"] for k in ("fwd_ratio", "bwd_ratio") if k in r]
+    per_token = [r["peak_bytes"] / r["L"] for r in data["memory"]["rows"]]
+    parts = [sweep_report(data["sweep"])]
+    if full:
+        parts += [headline_report(data), memory_report(data["memory"]), teaching_report(data.get("teaching"))]
+    else:
+        below = sum(r < 1.0 for r in ratios)
+        parts.append(f"headline: ours / SDPA flash {min(ratios):.2f}x to {max(ratios):.2f}x"
+                     f"{f' ({below} ratios BELOW TARGET 1.0)' if below else ''}; cuDNN ahead of ours in "
+                     f"{leads['fwd'][0]} of {leads['fwd'][1]} forward, {leads['bwd'][0]} of {leads['bwd'][1]} "
+                     "backward settings (headline_report)" if ratios else "headline: no ratios")
+        parts.append(f"memory: peak {min(per_token):.0f} to {max(per_token):.0f} B/token at every L "
+                     f"(memory_report); full=True prints every table")
+    return "\n".join(parts)

@@ -4,7 +4,14 @@ from __future__ import annotations
 import math
 import random
 
-from . import Report, _short, close, is_int, run_cases
+import torch
+
+import gpulab
+
+from .. import tolerances
+from ..kernels.flash_attention import flash_attention_ref
+from . import Report, _short, close, ex08_kernels, is_int, run_cases
+from .kernelcheck import check_kernel
 
 NEG_INF = float("-inf")
 
@@ -109,3 +116,70 @@ def check_causal_tiles(fn) -> Report:
 
 
 check_causal_tiles.solution = _causal_tiles_solution
+
+
+# ---- the kernel exercise: the FlashAttention forward -------------------------------------------------------------
+
+#: Lengths that are multiples of no tile of 16 or more, one that is, and L = 1.
+FLASH_LENGTHS = (1, 17, 45, 64)
+FLASH_SHAPE = dict(B=1, H=2, d=16)
+
+
+def _flash_mismatch(got, ref, case):
+    """None if got is within ``tolerances.ATTENTION_REL`` of the float64 reference (max |error| / max |ref|),
+    else a message; when the result is the other causal flag's answer, says which mask is wrong."""
+    rel = tolerances.ATTENTION_REL[case["q"].dtype]
+    g = got.double().cpu()
+    err = tolerances.max_rel_error(g, ref)
+    if err <= rel:
+        return None
+    if not torch.isfinite(g).all():
+        i = int((~torch.isfinite(g)).flatten().nonzero()[0])
+        return (f"out[{i}] (flat) is {g.flatten()[i].item()} where the reference is {ref.flatten()[i].item():.6g}: "
+                "a row whose scores are all -inf gives exp(-inf - (-inf)) = NaN; start every row's loop at key 0 "
+                "and divide by l only after the loop")
+    i = int((g - ref).abs().flatten().argmax())
+    msg = (f"max |error| / max |reference| = {err:.2e} > {rel:.1e}; worst at flat index {i}: expected "
+           f"{ref.flatten()[i].item():.6g}, got {g.flatten()[i].item():.6g}")
+    other, _ = flash_attention_ref(case["q"], case["k"], case["v"], not case["causal"])
+    if case["q"].shape[2] > 1 and tolerances.max_rel_error(g, other.cpu()) <= rel:
+        return msg + (": this is the non-causal answer; mask keys n > m (and skip the tiles right of the diagonal)"
+                      if case["causal"] else ": this is the causal answer; mask only when CAUSAL")
+    return msg
+
+
+def check_flash_forward(fn) -> Report:
+    """fn(q, k, v, causal, out) launches a Triton kernel that writes out = softmax(q k^T / sqrt(d) [causal]) v.
+    q, k, v, out: contiguous (B, H, L, d), fp32 in the interpreter and fp16 on a GPU, on gpulab.DEVICE;
+    ``causal``: query i sees keys 0..i. The checker owns every buffer (guard regions, ``kernelcheck``), runs
+    L in ``FLASH_LENGTHS`` and a random L with both causal flags on fresh random inputs, and compares with
+    float64 (``flash_attention_ref``) within ``tolerances.ATTENTION_REL``; it names a missing mask, too small a
+    grid, or the other causal flag's answer."""
+    rng = random.Random()
+    dtype = torch.float16 if gpulab.ON_GPU else torch.float32
+    B, H, d = FLASH_SHAPE["B"], FLASH_SHAPE["H"], FLASH_SHAPE["d"]
+    lengths = [*FLASH_LENGTHS, rng.randrange(2, 80)]
+
+    def qkv(L):
+        return [torch.randn(B, H, L, d, dtype=torch.float64).to(dtype).to(gpulab.DEVICE) for _ in range(3)]
+
+    cases = [dict(zip("qkv", qkv(L)), causal=c) for L in lengths for c in (False, True)]
+    rep = check_kernel("flash_forward", fn, cases, out=lambda c: (c["q"].shape, c["q"].dtype),
+                       reference=lambda c: flash_attention_ref(c["q"], c["k"], c["v"], c["causal"])[0].cpu(),
+                       mismatch=_flash_mismatch)
+    rep.failures = [f + (": the grid is too small (launch triton.cdiv(L, BLOCK_M) programs on axis 0 and B * H "
+                         "on axis 1) or the store mask is too strict" if "never written" in f else "")
+                    for f in rep.failures]
+    return rep
+
+
+check_flash_forward.solution = ex08_kernels.flash_forward
+check_flash_forward.solution_module = ex08_kernels
+check_flash_forward.hints = [
+    "one program per (block of BLOCK_M queries, batch*head): grid (triton.cdiv(L, BLOCK_M), B * H); keep q, m, l "
+    "and acc for the block, loop over keys BLOCK_N at a time (causal: stop at min((pid_m + 1) * BLOCK_M, L)); "
+    "mask every load with row < L (other=0.0) and the store too",
+    "in the loop: s = tl.where(valid, tl.dot(q, tl.trans(k)) * scale, -inf); m_new = tl.maximum(m, tl.max(s, 1)); "
+    "alpha = tl.exp(m - m_new); p = tl.exp(s - m_new[:, None]); l = alpha * l + tl.sum(p, 1); "
+    "acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v); m = m_new; after it store acc / l[:, None]",
+]

@@ -5,7 +5,10 @@ Models: ``gpulab.online_softmax``, ``gpulab.attention``. Figures hold plain list
 """
 from __future__ import annotations
 
+import math
+
 import ipywidgets as W
+import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .. import attention, dtypes, plots, widgets
@@ -80,6 +83,7 @@ class NaiveVsFlashExplorer:
     ``.widget`` is the container, ``.live.fig`` the figure, ``.k`` the slider."""
 
     METHODS = ("naive", "flash")
+    MODEL_K = range(10, 17)  # the slider's k without a recording: the suite's lengths 2**10 .. 2**16
 
     def __init__(self, data: dict | None, where: str = "", log2_l: int = 12, B: int = 1, H: int = 16, d: int = 128,
                  itemsize: int = 2):
@@ -87,12 +91,20 @@ class NaiveVsFlashExplorer:
         if data:
             B, H, d, itemsize = data["B"], data["H"], data["d"], dtypes.itemsize(data["dtype"])
         self.B, self.H, self.d, self.itemsize = B, H, d, itemsize
-        self.k = widgets.slider(W.IntSlider, value=log2_l, min=8, max=17, step=1, description="L = 2**k, k")
-        fig = make_subplots(rows=1, cols=2, subplot_titles=("extra memory above q, k, v (GiB)", "forward time (ms)"))
+        ks = sorted({r["L"].bit_length() - 1 for r in data["rows"]}) if data else list(self.MODEL_K)
+        lo, hi = ks[0], ks[-1]   # the slider spans the measured lengths: no end without a measurement
+        self.k = widgets.slider(W.IntSlider, value=min(max(log2_l, lo), hi), min=lo, max=hi, step=1,
+                                description="L = 2**k, k")
+        titles = ("extra memory above q, k, v (GiB)", "forward time (ms)") if data else \
+            ("extra memory above q, k, v (GiB), model only",)
+        fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles)
         fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="model (by hand)", marker_color="#9e9e9e", row=1, col=1)
-        fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="measured peak", marker_color="#1f77b4", row=1, col=1)
-        fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="measured time", marker_color="#d62728", row=1, col=2)
+        if data:
+            fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="measured peak", marker_color="#1f77b4", row=1, col=1)
+            fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="measured time", marker_color="#d62728", row=1, col=2)
         fig.update_layout(height=420, template="plotly_white", barmode="group", margin=dict(t=100), title_font_size=12)
+        fig.update_yaxes(type="log", dtick=1, row=1, col=1)  # naive's L^2 and flash's L differ by orders of magnitude
+        fig.update_traces(textposition="outside", cliponaxis=False, textfont_size=10)
         self._change()(fig)
         self.live = widgets.LiveFigure(fig)
         self.k.observe(lambda _: self.live.update(self._change()), names="value")
@@ -116,10 +128,16 @@ class NaiveVsFlashExplorer:
         elif rows:
             note = self.where
         else:
-            note = "no measurement at this L; model only"
+            note = "no recording yet: the model only"
+
+        def label(values, unit):
+            return [f"{v:.3g} {unit}" if v is not None else "" for v in values]
 
         def change(fig):
-            fig.data[0].y, fig.data[1].y, fig.data[2].y = model, peak, ms
+            fig.data[0].y, fig.data[0].text = model, label(model, "GiB")
+            if self.data:
+                fig.data[1].y, fig.data[1].text = peak, label(peak, "GiB")
+                fig.data[2].y, fig.data[2].text = ms, label(ms, "ms")
             fig.layout.title = (f"L = 2**{self.k.value} = {L:,}; B={self.B}, H={self.H}, d={self.d}, "
                                 f"{self.itemsize}-byte elements<br><sup>{note}</sup>")
 
@@ -146,8 +164,9 @@ def naive_flash_figure(sweep: dict | None, where: str = "", lengths=tuple(2**e f
             fig.add_scatter(x=[r["L"] for r in ok], y=[r["ms"] for r in ok], mode="lines+markers",
                             name=f"{m}, time", line=dict(color=c), row=1, col=2)
             oom = [r for r in rows if r["oom"]]
-            fig.add_scatter(x=[r["L"] for r in oom], y=[r["model_peak_bytes"] / 2**30 for r in oom], mode="markers",
-                            name=f"{m}: out of memory", marker=dict(color=c, symbol="x", size=12), row=1, col=1)
+            if oom:
+                fig.add_scatter(x=[r["L"] for r in oom], y=[r["model_peak_bytes"] / 2**30 for r in oom], mode="markers",
+                                name=f"{m}: out of memory", marker=dict(color=c, symbol="x", size=12), row=1, col=1)
     fig.update_xaxes(type="log", title="L (tokens)")
     fig.update_yaxes(type="log")
     note = where if sweep else "model only: no measurement recorded yet"
@@ -157,21 +176,60 @@ def naive_flash_figure(sweep: dict | None, where: str = "", lengths=tuple(2**e f
 
 
 def headline_figure(headline: list[dict], where: str = ""):
-    """Forward and backward TFLOP/s of gpulab's Triton kernel, SDPA flash and SDPA cuDNN for each setting of the
-    ``headline`` rows of a ``gpulab.bench.lesson08`` record (bars; a backend that did not run is left empty)."""
-    labels = [f"d={r['d']} L={r['L']}{' causal' if r['causal'] else ''}" for r in headline]
-    fig = make_subplots(rows=2, cols=1, subplot_titles=("forward (TFLOP/s)", "backward (TFLOP/s)"), vertical_spacing=0.18)
+    """Forward and backward TFLOP/s of gpulab's Triton kernel, SDPA flash (FlashAttention-2) and SDPA cuDNN for
+    each setting of the ``headline`` rows of a ``gpulab.bench.lesson08`` record (bars; a backend that did not
+    run is left empty). The two panels share the x axis; its labels sit under the lower one, unrotated."""
+    labels = [f"d={r['d']}<br>L={r['L']}<br>{'causal' if r['causal'] else 'full'}" for r in headline]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=("forward (TFLOP/s)", "backward (TFLOP/s)"))
     for j, pas in enumerate(("fwd", "bwd")):
-        for i, (name, label) in enumerate((("ours", "gpulab Triton"), ("flash", "SDPA flash"), ("cudnn", "SDPA cuDNN"))):
+        for i, (name, label) in enumerate((("ours", "gpulab Triton"), ("flash", "SDPA flash (FlashAttention-2)"),
+                                           ("cudnn", "SDPA cuDNN"))):
             fig.add_bar(x=labels, y=[r.get(name, {}).get(f"{pas}_tflops") for r in headline], name=label,
                         marker_color=plots.COLORS[i], showlegend=j == 0, row=j + 1, col=1)
-    fig.update_layout(barmode="group", height=600, template="plotly_white", margin=dict(t=90),
+    fig.update_xaxes(tickangle=0, tickfont_size=10)
+    for a in fig.layout.annotations:  # the panel titles at the left, clear of the legend at the right
+        a.update(x=0, xanchor="left")
+    fig.update_layout(barmode="group", height=620, template="plotly_white", margin=dict(t=90, b=80),
+                      legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
                       title=dict(text=f"attention, bf16, B*L = 16384, H*d = 2048<br><sup>{where}</sup>", font_size=13))
     return fig
 
 
 def roofline_figure(points, profile: dict, where: str = ""):
     """Attention's forward kernels (``points``: ``roofline.KernelPoint``s, e.g. from
-    ``gpulab.bench.lesson08.roofline_points``) on the bf16 roofline measured in ``profile``."""
-    return plots.roofline_figure(plots.ceilings_from_profile(profile, dtypes=("bf16",)), points,
-                                 title=f"attention on the roofline<br><sup>{where}</sup>")
+    ``gpulab.bench.lesson08.roofline_points``) on the bf16 roofline measured in ``profile``: log axes whose ranges
+    come from the points and the ridge, one series per kernel and head dimension, the shortest and longest L
+    labelled (every point on hover)."""
+    peak, bw = profile["matmul_tflops"]["bf16"], profile["copy_tbps"]
+    ridge = peak / bw                                              # FLOP/byte where the two roofs meet
+    xs, ys = [p.intensity for p in points] + [ridge], [p.tflops for p in points] + [peak]
+    if not points:                                                 # the roofs alone: a decade each side of the ridge
+        xs, ys = [ridge / 10, ridge * 10], [peak / 10, peak]
+    x_lo, x_hi = min(xs) / 1.5, max(xs) * 1.5
+    y_lo, y_hi = min(ys) / 1.5, max(ys) * 1.3
+    x0 = max(x_lo, y_lo / bw)
+    fig = go.Figure()
+    fig.add_scatter(x=[x0, ridge, x_hi], y=[bw * x0, peak, peak], mode="lines", line=dict(color="#555"),
+                    name=f"measured bf16 roof: {peak:.0f} TFLOP/s, {bw:.2f} TB/s (ridge {ridge:.0f} FLOP/B)")
+    groups: dict[str, list] = {}
+    for p in points:
+        groups.setdefault(p.name.rsplit(" ", 1)[0], []).append(p)  # "flash fwd d=64 L=1024" -> "flash fwd d=64"
+    for j, (g, ps) in enumerate(groups.items()):
+        ps = sorted(ps, key=lambda p: int(p.name.rsplit("=", 1)[1]))
+        text = [p.name.rsplit(" ", 1)[1] if i in (0, len(ps) - 1) else "" for i, p in enumerate(ps)]
+        fig.add_scatter(x=[p.intensity for p in ps], y=[p.tflops for p in ps], mode="markers+text", name=g,
+                        text=text, textposition=["middle left"] + ["middle right"] * (len(ps) - 1),
+                        textfont_size=10, customdata=[p.name for p in ps],
+                        marker=dict(color=plots.COLORS[j % len(plots.COLORS)], size=9,
+                                    symbol="x" if g.startswith("naive") else "circle"),
+                        hovertemplate="%{customdata}<br>I=%{x:.3g} FLOP/B<br>%{y:.3g} TFLOP/s<extra></extra>")
+    fig.update_layout(title=dict(text=f"attention on the roofline<br><sup>{where}</sup>", font_size=13), height=520,
+                      template="plotly_white", margin=dict(t=90), showlegend=True,
+                      xaxis=dict(type="log", title="arithmetic intensity (FLOP/byte, counted by hand)",
+                                 range=[math.log10(x_lo), math.log10(x_hi)]),
+                      yaxis=dict(type="log", title="rate (TFLOP/s)", range=[math.log10(y_lo), math.log10(y_hi)],
+                                 tickvals=[v for v in (10, 20, 50, 100, 200, 300, 500, 700, 1000, 2000)
+                                           if y_lo <= v <= y_hi]),
+                      legend=dict(font_size=11, orientation="h", y=-0.18, yanchor="top", x=0))
+    return fig

@@ -1,0 +1,61 @@
+"""The teaching FlashAttention (gpulab.kernels.flash_teaching): forward and backward against float64 autograd,
+both causal flags, lengths that are multiples of no tile, blocks of unequal sizes; and its input checks."""
+import gpulab  # first: it picks the mode  # isort: skip
+import pytest
+import torch
+
+from gpulab import tolerances as tol
+from gpulab.kernels import flash_teaching as T
+
+SEED = 8
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if gpulab.ON_GPU else [])
+
+
+def _inputs(B, H, L, d, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(B, H, L, d, generator=g, dtype=torch.float64).to(dtype).to(gpulab.DEVICE) for _ in range(4)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("L, d, blocks", [(1, 16, (16, 16)), (45, 32, (16, 16)), (70, 16, (32, 16)),
+                                          (33, 16, (16, 32))])
+def test_forward_and_backward_match_float64(dtype, causal, L, d, blocks):
+    seed = SEED + L + d
+    q, k, v, do = _inputs(1, 2, L, d, dtype, seed)
+    out, lse = T.flash_teaching_forward(q, k, v, causal, blocks=blocks)
+    dq, dk, dv = T.flash_teaching_backward(q, k, v, out, lse, do, causal, blocks=blocks)
+    q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+    r_out, r_lse = T.reference(q64, k64, v64, causal)
+    r_dq, r_dk, r_dv = torch.autograd.grad(r_out, (q64, k64, v64), do.double())
+    msg = f"seed {seed}, L={L}, d={d}, blocks={blocks}, causal={causal}, {dtype}"
+    assert tol.max_rel_error(out, r_out) <= tol.ATTENTION_REL[dtype], msg
+    assert ((lse.double() - r_lse).abs() / (1 + r_lse.abs())).max().item() <= tol.LSE_ABS, msg
+    floor = max(r_dv.abs().max().item(), 1e-3)  # dq and dk are 0 when L = 1
+    for name, g, r in (("dq", dq, r_dq), ("dk", dk, r_dk), ("dv", dv, r_dv)):
+        assert tol.max_rel_error(g, r, floor) <= tol.ATTENTION_GRAD_REL[dtype], (name, msg)
+
+
+def test_causal_row_zero_is_value_zero_by_hand():
+    # with causal=True query 0 sees only key 0: out[..., 0, :] = v[..., 0, :] and lse_0 = q_0 . k_0 / sqrt(d)
+    q, k, v, _ = _inputs(1, 1, 20, 16, torch.float32, SEED)
+    out, lse = T.flash_teaching_forward(q, k, v, True)
+    assert torch.allclose(out[0, 0, 0], v[0, 0, 0], rtol=1e-6, atol=1e-6)
+    assert lse[0, 0, 0].item() == pytest.approx((q[0, 0, 0].double() @ k[0, 0, 0].double()).item() / 4, rel=1e-5)
+
+
+def test_bad_inputs_are_named():
+    q, k, v, _ = _inputs(1, 1, 20, 16, torch.float32, SEED)
+    with pytest.raises(ValueError, match="k must have q's shape"):
+        T.flash_teaching_forward(q, k[:, :, :10].contiguous(), v)
+    with pytest.raises(ValueError, match="head dimension"):
+        T.flash_teaching_forward(*(torch.zeros(1, 1, 4, 24, device=gpulab.DEVICE) for _ in range(3)))
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        T.flash_teaching_forward(q, k, v, 1)
+    with pytest.raises(ValueError, match="blocks"):
+        T.flash_teaching_forward(q, k, v, blocks=(16, 8))
+    with pytest.raises(TypeError, match="dtype"):
+        T.flash_teaching_forward(q.double(), k.double(), v.double())
+    out, lse = T.flash_teaching_forward(q, k, v)
+    with pytest.raises(ValueError, match="lse must have shape"):
+        T.flash_teaching_backward(q, k, v, out, lse[:, :, :5], out)
