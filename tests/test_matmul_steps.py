@@ -29,7 +29,7 @@ def test_every_step_matches_float64_on_awkward_shapes(step, dtype):
 
 def test_strided_inputs():
     gen = torch.Generator().manual_seed(3)
-    a = torch.randn(40, 50, generator=gen, dtype=torch.float64).half().to(gpulab.DEVICE).t()  # (50, 40), strides (1, 50)
+    a = torch.randn(40, 50, generator=gen, dtype=torch.float64).half().to(gpulab.DEVICE).t()  # (50, 40), strided
     b = torch.randn(24, 40, generator=gen, dtype=torch.float64).half().to(gpulab.DEVICE).t()  # (40, 24)
     for step in ms.STEPS:
         c = ms.matmul_step(a, b, step, SMALL)

@@ -354,7 +354,6 @@ def build_steps(n=BUILD_N, dtype=BUILD_DTYPE, config=None) -> list[dict]:
         elif step == "fast path":
             row["config"] = mm.tuned_config(a, b, mm.choose_path(d)).short()
         rows.append(row)
-    del a, b, c
     _empty_cache()
     return rows
 
@@ -518,7 +517,8 @@ def summary(data: dict) -> str:
     lines = [f"{data['gpu']} ({data['sms']} SMs); ratio = torch ms / gpulab ms (>= 1: gpulab as fast or faster)"]
     for r in data.get("headline", []):
         if r["method"] == "gpulab" and r["dtype"] == "bf16":
-            lines.append(f"  bf16 {r['n']}^3: gpulab {r['tflops']:6.1f} TFLOP/s, ratio {r['ratio']:.2f} (target >= {t_al})")
+            lines.append(f"  bf16 {r['n']}^3: gpulab {r['tflops']:6.1f} TFLOP/s, ratio {r['ratio']:.2f} "
+                         f"(target >= {t_al})")
     for r in data.get("awkward", []):
         if r["method"] == "gpulab":
             g = (f"CUDA graph {r['graph_ms'] * 1e3:6.1f} us, ratio {r['graph_ratio']:.2f} (target >= {t_awk}); "

@@ -156,7 +156,8 @@ def check_tiled_matmul(fn) -> Report:
 
     def mismatch(got, ref, case):
         msg = matmul_mismatch(got, case["a"], case["b"], ref)
-        return None if msg is None else f"{msg} (M, N, K = {case['a'].shape[0], case['b'].shape[1], case['a'].shape[1]})"
+        M, K, N = case["a"].shape[0], case["a"].shape[1], case["b"].shape[1]
+        return None if msg is None else f"{msg} (M, N, K = {M, N, K})"
 
     return check_kernel("tiled_matmul", fn, cases, out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
                         reference=lambda c: c["a"].double() @ c["b"].double(), mismatch=mismatch)

@@ -109,7 +109,8 @@ def matmul_step(a: torch.Tensor, b: torch.Tensor, step: str, config: StepConfig 
     N = b.shape[1]
     c = torch.empty((M, N), device=a.device, dtype=a.dtype) if out is None else out
     if c.shape != (M, N) or c.dtype != a.dtype or c.device != a.device:
-        raise ValueError(f"out must be ({M}, {N}) {a.dtype} on {a.device}, got {tuple(c.shape)} {c.dtype} on {c.device}")
+        raise ValueError(f"out must be ({M}, {N}) {a.dtype} on {a.device}, got {tuple(c.shape)} {c.dtype} "
+                         f"on {c.device}")
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     if STEP_LAUNCH[step] is None:
         naive_kernel[(triton.cdiv(M * N, config.BLOCK),)](*args, BLOCK=config.BLOCK, BLOCK_K=config.BLOCK_K)
