@@ -300,6 +300,17 @@ def test_lesson07_build_figure_with_and_without_a_recording():
     assert_readable(figures.lesson07.build_figure(rec if "build" in rec else None, RECORDED["profile"], "recorded"))
 
 
+def test_lesson07_wave_explorer_follows_its_slider():
+    waves = figures.lesson07.WaveExplorer(n=1793, tile=(256, 128), sms=108)
+    waves.n.value = 1792  # seed: 7 x 14 = 98 tiles, one wave on 108 SMs
+    assert waves.plan.waves == 1 and list(waves.live.fig.data[3].y) == [98]
+    waves.n.value = 1793  # seed: 8 x 15 = 120 tiles, a second wave with 12 busy SMs
+    assert waves.plan.waves == 2 and list(waves.live.fig.data[3].y) == [108, 12]
+    assert list(waves.live.fig.data[4].y) == [0, 96]
+    waves.sms.value = 1  # 120 waves: the full ones share one bar, the last has its own
+    assert list(waves.live.fig.data[3].x) == ["1-119 (each)", "120"] and list(waves.live.fig.data[3].y) == [1, 1]
+
+
 @pytest.mark.parametrize("end", ["min", "max"])
 def test_lesson07_explorers_at_both_ends_of_every_slider(end):
     tiles = figures.lesson07.TileExplorer()

@@ -85,6 +85,8 @@ class WaveExplorer:
     (log2), SMs. ``.widget`` is the container to display; ``.plan`` is the current ``WavePlan``.
     """
 
+    MAX_BARS = 24  # more waves than this: the full ones share one bar
+
     def __init__(self, n: int = 1793, tile=SEED_TILE, sms: int = SEED_SMS, n_range=(1024, 4352), title: str = ""):
         self.title = title
         self.n = widgets.slider(W.IntSlider, value=n, min=n_range[0], max=n_range[1], step=1, description="N")
@@ -104,10 +106,11 @@ class WaveExplorer:
                         row=1, col=1)
         fig.add_bar(x=[1], y=[0], name="busy SMs", marker_color="#1f77b4", row=1, col=2)
         fig.add_bar(x=[1], y=[0], name="idle SMs", marker_color="#dddddd", row=1, col=2)
-        fig.update_layout(barmode="stack", template="plotly_white", height=440, margin=dict(t=100))
+        fig.update_layout(barmode="stack", template="plotly_white", height=460, margin=dict(t=100, b=120),
+                          legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
         fig.update_xaxes(title_text="N (output is N x N)", row=1, col=1)
         fig.update_yaxes(title_text="efficiency", row=1, col=1)
-        fig.update_xaxes(title_text="wave", dtick=1, row=1, col=2)
+        fig.update_xaxes(title_text="wave", type="category", row=1, col=2)
         fig.update_yaxes(title_text="SMs", row=1, col=2)
         self._apply(fig)  # the first state goes into the figure before it becomes a widget
         self.live = widgets.LiveFigure(fig)
@@ -131,8 +134,11 @@ class WaveExplorer:
         fig.update_yaxes(range=[max(0.0, math.floor((low - 0.05) * 10) / 10), min(1.02, high + 0.05)],
                          row=1, col=1)  # the band the data fills, within [0, 1]
         fig.data[2].x, fig.data[2].y = [p.M], [p.wave_efficiency]
-        waves = list(range(1, p.waves + 1))
         busy = p.busy_per_wave()
+        if p.waves <= self.MAX_BARS:  # one bar per wave
+            waves = [str(w) for w in range(1, p.waves + 1)]
+        else:  # too many to draw one by one: every full wave looks alike, so one bar stands for them all
+            waves, busy = [f"1-{p.waves - 1} (each)", str(p.waves)], [busy[0], busy[-1]]
         fig.data[3].x, fig.data[3].y = waves, busy
         fig.data[4].x, fig.data[4].y = waves, [p.slots - b for b in busy]
         fig.update_layout(title=dict(text=f"{self.title}<br><sup>N = {p.M}, {tile[0]} x {tile[1]} tiles: "
@@ -257,7 +263,8 @@ def sweep_figure(s: dict, where: str = ""):
                     name=f"wave model x best gpulab rate ({s['tile'][0]}x{s['tile'][1]} tiles, {s['sms']} SMs)")
     fig.update_layout(title=dict(text=f"bf16 matmul N x N x N, every N from {s['ns'][0]} to {s['ns'][-1]}, eager calls "
                                       f"(each point includes the CPU's launch cost)<br><sup>{where}</sup>",
-                                 font_size=13), template="plotly_white", height=520, margin=dict(t=90),
+                                 font_size=13), template="plotly_white", height=560, margin=dict(t=90, b=140),
+                      legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0),
                       xaxis_title="N", yaxis_title="TFLOP/s")
     return fig
 
