@@ -61,9 +61,9 @@ def test_step_counts_by_hand():
     cfg = ms.StepConfig(BLOCK_M=128, BLOCK_N=64)
     # no reuse: 2 M N K elements; 4-byte elements
     assert ms.step_counts("no reuse", 100, 200, 300, 4, cfg) == (2 * 100 * 200 * 300, 2 * 100 * 200 * 300 * 4)
-    # tiled, M = 100 (1 tile row of 128), N = 200 (4 tile columns of 64): A read 4 times, B once
-    flops, nbytes = ms.step_counts("tiled", 100, 200, 300, 2, cfg)
-    assert nbytes == (4 * 100 * 300 + 1 * 300 * 200) * 2 and flops == 12_000_000
+    # tiled, M = 100 (1 tile row of 128), N = 300 (5 tile columns of 64), K = 50: A read 5 times, B once
+    flops, nbytes = ms.step_counts("tiled", 100, 300, 50, 2, cfg)
+    assert nbytes == (5 * 100 * 50 + 1 * 50 * 300) * 2 == 80_000 and flops == 3_000_000
     # square N = 4096, T = 128 tiles, fp16: loads 2 N^3 / T, intensity T / s = 64 FLOP/byte
     flops, nbytes = ms.step_counts("pipelined", 4096, 4096, 4096, 2, ms.StepConfig(128, 128))
     assert nbytes == 2 * 4096**3 // 128 * 2 and flops / nbytes == 64
