@@ -153,3 +153,68 @@ def test_tiled_matmul_solution_matches_float64_on_a_poisoned_output():
     out = torch.full((37, 45), float("nan"), dtype=torch.float16)
     L.check_tiled_matmul.solution(a, b, out)
     assert tolerances.matmul_mismatch(out, a, b, a.double() @ b.double()) is None  # seed 7
+
+
+# ---- the persistent-matmul kernel exercise (lesson 07b) -----------------------------------------------------
+
+@triton.jit
+def _persistent_variant_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn, num_programs,
+                               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, LOOP: tl.constexpr,
+                               MASKED: tl.constexpr, RESET: tl.constexpr):
+    num_n = tl.cdiv(N, BN)
+    num_tiles = tl.cdiv(M, BM) * num_n
+    step = num_programs if LOOP else num_tiles  # LOOP=False: one tile per program, the mistake
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for tile in range(tl.program_id(0), num_tiles, step):
+        offs_m = (tile // num_n) * BM + tl.arange(0, BM)
+        offs_n = (tile % num_n) * BN + tl.arange(0, BN)
+        if RESET:
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, K, BK):
+            ks = k0 + tl.arange(0, BK)
+            if MASKED:
+                a = tl.load(a_ptr + offs_m[:, None] * sam + ks[None, :] * sak,
+                            mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0)
+                b = tl.load(b_ptr + ks[:, None] * sbk + offs_n[None, :] * sbn,
+                            mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+            else:
+                a = tl.load(a_ptr + offs_m[:, None] * sam + ks[None, :] * sak)
+                b = tl.load(b_ptr + ks[:, None] * sbk + offs_n[None, :] * sbn)
+            acc = tl.dot(a, b, acc)
+        c_ptrs = c_ptr + offs_m[:, None] * scm + offs_n[None, :] * scn
+        if MASKED:
+            tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+        else:
+            tl.store(c_ptrs, acc.to(tl.float16))
+
+
+def _persistent(loop=True, masked=True, reset=True):
+    def fn(a, b, programs, out):
+        M, K = a.shape
+        N = b.shape[1]
+        _persistent_variant_kernel[(programs,)](a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+                                                b.stride(1), out.stride(0), out.stride(1), programs, BM=32, BN=32,
+                                                BK=32, LOOP=loop, MASKED=masked, RESET=reset)
+    return fn
+
+
+def test_persistent_matmul_right_kernels_pass():
+    assert L.check_persistent_matmul(L.check_persistent_matmul.solution).ok
+    assert L.check_persistent_matmul(_persistent()).ok  # the variants below differ from this one by one thing
+    assert not L.check_persistent_matmul(_stub).attempted
+    assert len(L.check_persistent_matmul.hints) == 2
+
+
+def test_persistent_matmul_one_tile_per_program_is_named():
+    rep = L.check_persistent_matmul(_persistent(loop=False))
+    assert not rep.ok and "each program must loop over the tiles" in str(rep) and "grid is too small" not in str(rep)
+
+
+def test_persistent_matmul_accumulator_kept_across_tiles_is_wrong_values():
+    rep = L.check_persistent_matmul(_persistent(reset=False))
+    assert not rep.ok and "values differ" in str(rep), str(rep)
+
+
+def test_persistent_matmul_unmasked_kernel_is_named():
+    rep = L.check_persistent_matmul(_persistent(masked=False))
+    assert not rep.ok and "mask" in str(rep), str(rep)
