@@ -292,7 +292,8 @@ def test_lesson07_build_figure_with_and_without_a_recording():
     assert list(bars.x[:4]) == ["no reuse", "tiled", "grouped", "pipelined"]
     assert bars.y[0] == pytest.approx(0.5 * bw) and bars.y[1] == pytest.approx(64 * bw)
     made_up = {"build": [dict(step=s, n=4096, dtype="fp16", tflops=t) for s, t in
-                         zip(["no reuse", "tiled", "grouped", "pipelined", "fast path", "torch"], [2, 200, 220, 400, 700, 720])]}
+                         zip(["no reuse", "tiled", "grouped", "pipelined", "fast path", "torch"],
+                             [2, 200, 220, 400, 700, 720])]}
     fig = figures.lesson07.build_figure(made_up, RECORDED["profile"], "made up")
     assert "no recording" not in fig.layout.title.text and list(fig.data[-1].y) == [2, 200, 220, 400, 700, 720]
     assert_readable(fig)

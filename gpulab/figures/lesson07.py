@@ -43,7 +43,8 @@ class TileExplorer:
                         row=1, col=1)
         fig.add_scatter(x=[1], y=[1.0], mode="markers", name="slider T", showlegend=False,
                         marker=dict(size=14, color="black"), row=1, col=2)
-        log2_ticks = dict(type="log", tickvals=self.ts, ticktext=[str(t) for t in self.ts], title_text="T (square tile side)")
+        log2_ticks = dict(type="log", tickvals=self.ts, ticktext=[str(t) for t in self.ts],
+                          title_text="T (square tile side)")
         fig.update_xaxes(**log2_ticks, row=1, col=1)
         fig.update_xaxes(**log2_ticks, row=1, col=2)
         fig.update_yaxes(type="log", dtick=1, title_text="KiB", row=1, col=1)
@@ -174,7 +175,8 @@ def tiles_figure(data: dict, where: str = ""):
     fig.add_scatter(x=[1], y=[nr["tflops"]], mode="markers", marker=dict(symbol="x", size=12, color="black"),
                     name=f"no reuse, fp32 {nr['n']}³ (TFLOP/s)")
     ts = [r["T"] for r in data["tiles"]] + [1]
-    fig.update_layout(title=dict(text=f"tiled matmul against tile size T, {data['tiles'][0]['n']}³<br><sup>{where}</sup>",
+    n = data["tiles"][0]["n"]
+    fig.update_layout(title=dict(text=f"tiled matmul against tile size T, {n}³<br><sup>{where}</sup>",
                                  font_size=13), template="plotly_white", height=460, margin=dict(t=90, b=120),
                       legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0),
                       xaxis=dict(type="log", title="T (tile side; 1 = no reuse)", tickvals=sorted(set(ts)),
