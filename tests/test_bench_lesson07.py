@@ -42,7 +42,7 @@ def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
     monkeypatch.setattr(lesson07, "_gpu_name", lambda: "NVIDIA H200")  # its shared memory decides what is skipped
     monkeypatch.setattr(lesson07, "alignment", lambda: [{"n": 4096, "config": "x", **lesson07.ptx_loads(PTX)}])
     data = lesson07.run(progress=False, headline_ns=(48,), awkward_ns=(33,), sweep=(40, 45), tile_ts=(16, 32, 256),
-                        tile_n=48, noreuse_n=24, fp32_n=32, correctness_shape=(20, 19, 21))
+                        tile_n=48, noreuse_n=24, fp32_n=32, correctness_shape=(20, 19, 21), build_n=40)
     json.dumps(data)
     assert {r["method"] for r in data["awkward"]} >= {"torch", "torch zero-padded", "gpulab", "row-pad copy of A and B"}
     by = {r["method"]: r for r in data["awkward"]}
@@ -51,14 +51,24 @@ def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
     copy = by["row-pad copy of A and B"]  # a copy: bytes per second, no FLOP rate or speed-up
     assert "ratio" not in copy and "tflops" not in copy and copy["tbps"] == lesson07.copy_bytes(33) / copy["ms"] / 1e9
     assert copy["graph_tbps"] == lesson07.copy_bytes(33) / copy["graph_ms"] / 1e9 and "CUDA graph" in \
-        [line for line in lesson07.report(data).splitlines() if "row-pad copy" in line][0]
+        [line for line in lesson07.report(data, full=True).splitlines() if "row-pad copy" in line][0]
     assert data["sweep"]["ns"] == list(range(40, 46)) and None not in data["sweep"]["gpulab_ms"]
     skipped = [r for r in data["tiles"] if "skipped" in r]
     assert [(r["dtype"], r["T"]) for r in skipped] == [("fp32", 256), ("bf16", 256)]  # 2 T^2 s > 228 KiB
     assert data["correctness"]["gpulab"]["rel_error"] < 1e-3
-    text = lesson07.report(data)
+    text = lesson07.report(data, full=True)
     assert "dense sweep" in text and "target" in text.lower()
     assert len(lesson07.wave_model(data["sweep"])) == 6
+    steps = [r["step"] for r in data["build"]]
+    assert steps == ["no reuse", "tiled", "grouped", "pipelined", "fast path", "torch"]
+    by_step = {r["step"]: r for r in data["build"]}
+    # hand counts at N = 40 with 128 x 128 tiles (one tile covers C): no reuse 2 N^3 elements of 2 bytes;
+    # tiled: one strip of A and one of B, (40 * 40 + 40 * 40) elements
+    assert by_step["no reuse"]["model_bytes"] == 2 * 40**3 * 2
+    assert by_step["grouped"]["model_bytes"] == 2 * 40 * 40 * 2 and by_step["grouped"]["intensity"] == 40 / 2
+    assert "intensity" not in by_step["torch"] and "the build, fp16 40^3" in text
+    short = lesson07.report(data)
+    assert len(short.splitlines()) <= 15 and "pipelined" in short and "CUDA graph" in short, short
 
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="the GPU check is bypassed for the interpreter; on a GPU the suite runs")
@@ -71,7 +81,7 @@ def test_partial_run_reports_and_merges_into_an_older_record(monkeypatch):
     monkeypatch.setattr(timing, "require_gpu", lambda what="": None)
     data = lesson07.run(progress=False, steps=["correctness"], correctness_shape=(20, 19, 21))
     assert "correctness" in data and not {"headline", "awkward", "sweep", "tiles", "noreuse"} & set(data)
-    text = lesson07.report(data)
+    text = lesson07.report(data, full=True)
     assert "correctness fp16 M, N, K = (20, 19, 21)" in text and "dense sweep" not in text
     old = {"gpu": "NVIDIA H200", "sms": 132, "targets": data["targets"], "correctness": {"old": True},
            "sweep": {"ns": [1792, 1793], "torch_ms": [1.0, 1.0], "gpulab_ms": [1.0, 2.0], "dtype": "bf16",
@@ -80,7 +90,7 @@ def test_partial_run_reports_and_merges_into_an_older_record(monkeypatch):
     merged = merge_record(old, {**data, "provenance": {"date": "2026-05-06"}})
     assert merged["correctness"] == data["correctness"] and merged["sweep"] == old["sweep"]
     assert merged["provenance"] == {"date": "2026-05-06"} and merged["step_provenance"] == {"sweep": {"date": "2026-01-02"}}
-    text = lesson07.report(merged)
+    text = lesson07.report(merged, full=True)
     assert "correctness fp16" in text and "(recorded 2026-01-02); mean TFLOP/s" in text
 
 

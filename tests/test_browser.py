@@ -49,7 +49,8 @@ NOTEBOOKS: list[BrowserCase] = [
     BrowserCase(path="04_fusion.ipynb", timeout_s=300, skip_if_missing=True),
     BrowserCase(path="05_recomputation.ipynb", timeout_s=300, skip_if_missing=True),
     BrowserCase(path="06_coalescing.ipynb", timeout_s=300, skip_if_missing=True),
-    BrowserCase(path="07_tiling_and_waves.ipynb", timeout_s=300, skip_if_missing=True),
+    BrowserCase(path="07_tiling.ipynb", timeout_s=300, skip_if_missing=True),
+    BrowserCase(path="07b_waves.ipynb", timeout_s=300, skip_if_missing=True),
     BrowserCase(path="08_flash_attention.ipynb", timeout_s=300, skip_if_missing=True),
 ]
 

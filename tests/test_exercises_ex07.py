@@ -2,7 +2,9 @@
 'not attempted', and the solutions agree with gpulab's own models."""
 import random
 
-from gpulab import tiling, waves
+import torch
+
+from gpulab import tiling, tolerances, waves
 from gpulab.exercises import ex07 as L
 
 
@@ -70,3 +72,149 @@ def test_largest_tile_rejects_a_strict_inequality_on_an_exact_fit():
     for _ in range(5):
         rep = L.check_largest_tile(strict)
         assert not rep.ok and "fill shared memory exactly" in str(rep)
+
+
+# ---- the tiled-matmul kernel exercise: a right, a wrong, an unmasked kernel and a too-small grid ------------
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+
+@triton.jit
+def _matmul_variant_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, MASKED: tl.constexpr,
+                           ACCUMULATE: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_m, pid_n = pid // tl.cdiv(N, BN), pid % tl.cdiv(N, BN)
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        ks = k0 + tl.arange(0, BK)
+        a_ptrs = a_ptr + offs_m[:, None] * sam + ks[None, :] * sak
+        b_ptrs = b_ptr + ks[:, None] * sbk + offs_n[None, :] * sbn
+        if MASKED:
+            a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0)
+            b = tl.load(b_ptrs, mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+        else:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        if ACCUMULATE:
+            acc = tl.dot(a, b, acc)
+        else:  # the mistake: each K step overwrites the sum instead of adding to it
+            acc = tl.dot(a, b)
+    c_ptrs = c_ptr + offs_m[:, None] * scm + offs_n[None, :] * scn
+    if MASKED:
+        tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    else:
+        tl.store(c_ptrs, acc.to(tl.float16))
+
+
+def _variant(masked=True, accumulate=True, grid_rows=lambda M, bm: triton.cdiv(M, bm)):
+    def fn(a, b, out, bm=32, bn=32, bk=32):
+        M, K = a.shape
+        N = b.shape[1]
+        grid = (grid_rows(M, bm) * triton.cdiv(N, bn),)
+        if grid[0] == 0:
+            return
+        _matmul_variant_kernel[grid](a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                     out.stride(0), out.stride(1), BM=bm, BN=bn, BK=bk, MASKED=masked,
+                                     ACCUMULATE=accumulate)
+    return fn
+
+
+def test_tiled_matmul_right_kernels_pass():
+    rep = L.check_tiled_matmul(L.check_tiled_matmul.solution)
+    assert rep.ok, str(rep)
+    assert L.check_tiled_matmul(_variant()).ok  # the test's own right kernel: the variants below differ by one thing
+    assert not L.check_tiled_matmul(_stub).attempted
+    assert len(L.check_tiled_matmul.hints) == 2 and L.check_tiled_matmul.solution_module is not None
+
+
+def test_tiled_matmul_wrong_sum_is_named_as_wrong_values():
+    rep = L.check_tiled_matmul(_variant(accumulate=False))
+    assert not rep.ok and "values differ" in str(rep) and "(M, N, K = (65, 47, 129))" in str(rep), str(rep)
+    assert "(M, N, K = (1, 1, 1))" not in str(rep)  # one K step: overwriting and adding agree there
+
+
+def test_tiled_matmul_unmasked_kernel_is_named():
+    rep = L.check_tiled_matmul(_variant(masked=False))
+    assert not rep.ok and "mask" in str(rep), str(rep)
+
+
+def test_tiled_matmul_too_small_grid_is_named():
+    rep = L.check_tiled_matmul(_variant(grid_rows=lambda M, bm: M // bm))  # rounds the tile rows down
+    assert not rep.ok and "never written" in str(rep) and "grid is too small" in str(rep), str(rep)
+
+
+def test_tiled_matmul_solution_matches_float64_on_a_poisoned_output():
+    torch.manual_seed(7)
+    a, b = torch.randn(37, 70).half(), torch.randn(70, 45).half()
+    out = torch.full((37, 45), float("nan"), dtype=torch.float16)
+    L.check_tiled_matmul.solution(a, b, out)
+    assert tolerances.matmul_mismatch(out, a, b, a.double() @ b.double()) is None  # seed 7
+
+
+# ---- the persistent-matmul kernel exercise (lesson 07b) -----------------------------------------------------
+
+@triton.jit
+def _persistent_variant_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn, num_programs,
+                               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, LOOP: tl.constexpr,
+                               MASKED: tl.constexpr, RESET: tl.constexpr):
+    num_n = tl.cdiv(N, BN)
+    num_tiles = tl.cdiv(M, BM) * num_n
+    step = num_programs if LOOP else num_tiles  # LOOP=False: one tile per program, the mistake
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for tile in range(tl.program_id(0), num_tiles, step):
+        offs_m = (tile // num_n) * BM + tl.arange(0, BM)
+        offs_n = (tile % num_n) * BN + tl.arange(0, BN)
+        if RESET:
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, K, BK):
+            ks = k0 + tl.arange(0, BK)
+            if MASKED:
+                a = tl.load(a_ptr + offs_m[:, None] * sam + ks[None, :] * sak,
+                            mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0)
+                b = tl.load(b_ptr + ks[:, None] * sbk + offs_n[None, :] * sbn,
+                            mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+            else:
+                a = tl.load(a_ptr + offs_m[:, None] * sam + ks[None, :] * sak)
+                b = tl.load(b_ptr + ks[:, None] * sbk + offs_n[None, :] * sbn)
+            acc = tl.dot(a, b, acc)
+        c_ptrs = c_ptr + offs_m[:, None] * scm + offs_n[None, :] * scn
+        if MASKED:
+            tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+        else:
+            tl.store(c_ptrs, acc.to(tl.float16))
+
+
+def _persistent(loop=True, masked=True, reset=True):
+    def fn(a, b, programs, out):
+        M, K = a.shape
+        N = b.shape[1]
+        _persistent_variant_kernel[(programs,)](a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+                                                b.stride(1), out.stride(0), out.stride(1), programs, BM=32, BN=32,
+                                                BK=32, LOOP=loop, MASKED=masked, RESET=reset)
+    return fn
+
+
+def test_persistent_matmul_right_kernels_pass():
+    assert L.check_persistent_matmul(L.check_persistent_matmul.solution).ok
+    assert L.check_persistent_matmul(_persistent()).ok  # the variants below differ from this one by one thing
+    assert not L.check_persistent_matmul(_stub).attempted
+    assert len(L.check_persistent_matmul.hints) == 2
+
+
+def test_persistent_matmul_one_tile_per_program_is_named():
+    rep = L.check_persistent_matmul(_persistent(loop=False))
+    assert not rep.ok and "each program must loop over the tiles" in str(rep) and "grid is too small" not in str(rep)
+
+
+def test_persistent_matmul_accumulator_kept_across_tiles_is_wrong_values():
+    rep = L.check_persistent_matmul(_persistent(reset=False))
+    assert not rep.ok and "values differ" in str(rep), str(rep)
+
+
+def test_persistent_matmul_unmasked_kernel_is_named():
+    rep = L.check_persistent_matmul(_persistent(masked=False))
+    assert not rep.ok and "mask" in str(rep), str(rep)

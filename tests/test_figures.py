@@ -239,14 +239,78 @@ def test_lesson04_launch_explorer_at_both_ends_of_each_slider():
     assert e.live.fig.layout.legend.orientation == "h"
 
 
+def _annotations_within_x(fig, what):
+    """Annotations placed in data units on a log x axis sit inside the data's decades (plotly reads their x in
+    log10 units: x = 256 there would stretch the axis to 10^256)."""
+    xs = [v for tr in fig.data for v in (tr.x or []) if isinstance(v, (int, float)) and v > 0]
+    for ann in fig.layout.annotations or ():
+        if ann.xref in (None, "x") and fig.layout.xaxis.type == "log" and ann.x is not None:
+            assert math.log10(min(xs)) - 1 <= ann.x <= math.log10(max(xs)) + 1, f"{what}: annotation at x={ann.x}"
+
+
 def test_lesson07_figures():
     rec = RECORDED["lesson07"]
-    if "tiles" in rec:
-        _traces_ok(figures.lesson07.tiles_figure(rec, "recorded"))
-    _traces_ok(figures.lesson07.sweep_figure(rec["sweep"], "recorded"))
+    fig = figures.lesson07.tiles_figure(rec, "recorded")
+    check_figure(fig, "tiles_figure")
+    assert_readable(fig)
+    _annotations_within_x(fig, "tiles_figure")
+    notes = [a.text for a in fig.layout.annotations]
+    assert len(notes) == 1 and "fp32 512 KiB" in notes[0] and "bf16 256 KiB" in notes[0]  # one note per T, not two
+    assert notes and fig.layout.annotations[0].x == pytest.approx(math.log10(256))
+    check_figure(figures.lesson07.sweep_figure(rec["sweep"], "recorded"), "sweep_figure")
     fig = figures.lesson07.wave_model_figure([1792, 1793], (256, 128), gpu="H200")
     sms = hardware.get("H200").sms
     assert fig.data[0].y[0] == pytest.approx(98 / sms)  # 7 x 14 = 98 full tiles in one wave
+
+
+def test_lesson07_build_figure_with_and_without_a_recording():
+    fig = figures.lesson07.build_figure(None, RECORDED["profile"], "no GPU")
+    assert "no recording yet" in fig.layout.title.text
+    assert_readable(fig)
+    # the model bounds by hand, fp16 4096^3 with 128 x 128 tiles: no reuse 2N^3 loads of 2 bytes -> 0.5 FLOP/B;
+    # tiled T / s = 64 FLOP/B; both below the ridge, so the bound is bandwidth x intensity
+    bw = RECORDED["profile"]["copy_tbps"]
+    bars = fig.data[-1]
+    assert list(bars.x[:4]) == ["no reuse", "tiled", "grouped", "pipelined"]
+    assert bars.y[0] == pytest.approx(0.5 * bw) and bars.y[1] == pytest.approx(64 * bw)
+    made_up = {"build": [dict(step=s, n=4096, dtype="fp16", tflops=t) for s, t in
+                         zip(["no reuse", "tiled", "grouped", "pipelined", "fast path", "torch"],
+                             [2, 200, 220, 400, 700, 720])]}
+    fig = figures.lesson07.build_figure(made_up, RECORDED["profile"], "made up")
+    assert "no recording" not in fig.layout.title.text and list(fig.data[-1].y) == [2, 200, 220, 400, 700, 720]
+    assert_readable(fig)
+    rec = RECORDED["lesson07"]
+    assert_readable(figures.lesson07.build_figure(rec if "build" in rec else None, RECORDED["profile"], "recorded"))
+
+
+def test_lesson07_wave_explorer_follows_its_slider():
+    waves = figures.lesson07.WaveExplorer(n=1793, tile=(256, 128), sms=108)
+    waves.n.value = 1792  # seed: 7 x 14 = 98 tiles, one wave on 108 SMs
+    assert waves.plan.waves == 1 and list(waves.live.fig.data[3].y) == [98]
+    waves.n.value = 1793  # seed: 8 x 15 = 120 tiles, a second wave with 12 busy SMs
+    assert waves.plan.waves == 2 and list(waves.live.fig.data[3].y) == [108, 12]
+    assert list(waves.live.fig.data[4].y) == [0, 96]
+    waves.sms.value = 1  # 120 waves: the full ones share one bar, the last has its own
+    assert list(waves.live.fig.data[3].x) == ["1-119 (each)", "120"] and list(waves.live.fig.data[3].y) == [1, 1]
+
+
+@pytest.mark.parametrize("end", ["min", "max"])
+def test_lesson07_explorers_at_both_ends_of_every_slider(end):
+    tiles = figures.lesson07.TileExplorer()
+    for w in (tiles.log2_t, tiles.stages):
+        w.value = getattr(w, end)
+        assert_readable(tiles.live.fig)  # per axis: these figures have two panels (check_figure reads one)
+    for dtype in tiles.dtype.options:
+        tiles.dtype.value = dtype
+        assert_readable(tiles.live.fig)
+    # the intensity line has its own panel: it never shares an axis with the footprint line
+    assert tiles.live.fig.data[2].yaxis != tiles.live.fig.data[0].yaxis
+    T = 2**tiles.log2_t.value
+    assert tiles.live.fig.data[4].y[0] == pytest.approx(T / {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}[dtype])
+    waves = figures.lesson07.WaveExplorer()
+    for w in (waves.n, waves.tile_m, waves.tile_n, waves.sms):
+        w.value = getattr(w, end)
+        assert_readable(waves.live.fig)
 
 
 def test_lesson08_figures_and_points():

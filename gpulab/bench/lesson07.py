@@ -19,6 +19,9 @@ GPU only. Measures, in one run (minutes, most of them the dense sweep):
   kernel, beside the model's footprint; T whose model footprint exceeds the SM's shared memory is not run;
 - no reuse: ``matmul_noreuse`` in fp32 at 2048^3, with its 2 N^3 requested loads per second;
 - alignment: load instructions in the PTX of the pointer kernel compiled for N = 4096 and N = 4097;
+- the build: each step of the teaching matmul (``kernels.matmul_steps``: no reuse, tiled, grouped, pipelined)
+  and the fast path (``matmul``, autotuned) with torch.matmul beside them, fp16 at 4096^3: ms, TFLOP/s, and
+  the model's requested input bytes and intensity (FLOP/byte) of each step, to place it on the roofline;
 - the dense sweep: every N from 1024 to 4352, bf16, torch.matmul and gpulab with one fixed config
   (``config="heuristic"``, nothing tuned per N), do_bench with 1 ms warm-up and 5 ms of repeats; a point
   that fails is recorded as None with its error, the sweep goes on.
@@ -38,6 +41,7 @@ FP32_N = 4096
 TILE_TS = (16, 32, 64, 128, 256)
 TILE_N = 4096
 NOREUSE_N = 2048
+BUILD_N, BUILD_DTYPE = 4096, "fp16"
 SWEEP = (1024, 4352)  # every N in this closed range
 SWEEP_WARMUP_MS, SWEEP_REP_MS = 1, 5
 TARGET_ALIGNED, TARGET_AWKWARD = 0.9, 2.0
@@ -320,6 +324,40 @@ def noreuse(n=NOREUSE_N) -> dict:
             "requested_load_bytes": loads_bytes, "requested_load_tbps": loads_bytes / t.median_ms / 1e9}
 
 
+def build_steps(n=BUILD_N, dtype=BUILD_DTYPE, config=None) -> list[dict]:
+    """The lesson's build at n x n x n: each teaching step (``matmul_steps.STEPS``, launch shape ``config``,
+    default ``StepConfig()``), then gpulab's fast path and torch.matmul. Each row: step, ms, TFLOP/s, and for
+    the teaching steps the model's requested input bytes (``matmul_steps.step_counts``) and intensity."""
+    import torch
+
+    from ..kernels import matmul as mm
+    from ..kernels import matmul_steps as ms
+    from ..timing import time_ms
+
+    config = config or ms.StepConfig()
+    d = _dt(dtype)
+    a, b = _rand(n, n, dtype=d), _rand(n, n, dtype=d)
+    c = torch.empty(n, n, device=a.device, dtype=d)
+    fns = {step: (lambda step=step: ms.matmul_step(a, b, step, config, out=c)) for step in ms.STEPS}
+    fns["fast path"] = lambda: mm.matmul(a, b)
+    fns["torch"] = lambda: torch.matmul(a, b)
+    rows = []
+    for step, fn in fns.items():
+        fn()  # compile (and for the fast path, autotune) outside the timing
+        t = time_ms(fn, warmup_ms=10, rep_ms=100)
+        row = {"step": step, "n": n, "dtype": dtype, "ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms,
+               "tflops": tflops(n, t.median_ms)}
+        if step in ms.STEPS:
+            flops, nbytes = ms.step_counts(step, n, n, n, a.element_size(), config)
+            row.update(model_bytes=nbytes, intensity=flops / nbytes,
+                       config=f"{config.BLOCK_M}x{config.BLOCK_N}x{config.BLOCK_K} w{config.num_warps}")
+        elif step == "fast path":
+            row["config"] = mm.tuned_config(a, b, mm.choose_path(d)).short()
+        rows.append(row)
+    _empty_cache()
+    return rows
+
+
 def ptx_loads(ptx: str) -> dict:
     """Global-memory load instructions in PTX by bytes per instruction, plus cp.async (asynchronous copies to
     shared memory, what software pipelining uses) and cp.async.bulk.tensor (TMA) counts."""
@@ -387,12 +425,12 @@ def dense_sweep(lo=SWEEP[0], hi=SWEEP[1], dtype="bf16", progress=True, warmup_ms
     return out
 
 
-STEPS = ("headline", "awkward", "correctness", "fp32", "tiles", "no reuse", "alignment", "sweep")
+STEPS = ("headline", "awkward", "correctness", "fp32", "tiles", "no reuse", "build", "alignment", "sweep")
 
 
 def run(progress: bool = True, headline_ns=HEADLINE_NS, awkward_ns=AWKWARD_NS, sweep=SWEEP, sweep_step: int = 1,
         tile_ts=TILE_TS, tile_n=TILE_N, noreuse_n=NOREUSE_N, fp32_n=FP32_N,
-        correctness_shape=CORRECTNESS_SHAPE, steps=None) -> dict:
+        correctness_shape=CORRECTNESS_SHAPE, build_n=BUILD_N, steps=None) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU only. ``steps``: a subset of
     ``STEPS`` to run (default all; the dense sweep takes most of the time). A partial record reads in ``report``,
     and ``python -m gpulab.bench --only lesson07 --steps ... --record`` merges it into the reference file."""
@@ -421,6 +459,8 @@ def run(progress: bool = True, headline_ns=HEADLINE_NS, awkward_ns=AWKWARD_NS, s
             out["tiles"] = tile_study(tile_ts, tile_n)
         elif step == "no reuse":
             out["noreuse"] = noreuse(noreuse_n)
+        elif step == "build":
+            out["build"] = build_steps(build_n)
         elif step == "alignment":
             out["alignment"] = alignment()
         else:
@@ -470,10 +510,42 @@ def model_correlation(sweep: dict, method: str = "gpulab", multiple: int = 8) ->
     return cov / math.sqrt(vx * vy) if vx and vy else float("nan")
 
 
-def report(data: dict) -> str:
-    """A short table: headline and awkward sizes with ratios and targets, correctness, fp32, the tile study, no
-    reuse, alignment and a summary of the dense sweep; a step missing from ``data`` (a run with ``steps``) is
-    left out. A step kept from an older record (``step_provenance``) says when it was recorded."""
+def summary(data: dict) -> str:
+    """At most about 15 lines: the bf16 headline ratios, the awkward sizes (CUDA graph and eager), the build
+    steps and the dense sweep's means; a step missing from ``data`` is left out (``report`` has everything)."""
+    t_al, t_awk = data["targets"]["aligned_bf16"], data["targets"]["awkward_bf16"]
+    lines = [f"{data['gpu']} ({data['sms']} SMs); ratio = torch ms / gpulab ms (>= 1: gpulab as fast or faster)"]
+    for r in data.get("headline", []):
+        if r["method"] == "gpulab" and r["dtype"] == "bf16":
+            lines.append(f"  bf16 {r['n']}^3: gpulab {r['tflops']:6.1f} TFLOP/s, ratio {r['ratio']:.2f} "
+                         f"(target >= {t_al})")
+    for r in data.get("awkward", []):
+        if r["method"] == "gpulab":
+            g = (f"CUDA graph {r['graph_ms'] * 1e3:6.1f} us, ratio {r['graph_ratio']:.2f} (target >= {t_awk}); "
+                 if r.get("graph_ms") is not None else "")
+            lines.append(f"  bf16 {r['n']}^3: {g}eager {r['ms'] * 1e3:6.1f} us, ratio {r['ratio']:.2f}")
+    if "build" in data:
+        b0 = data["build"][0]
+        lines.append(f"  the build, {b0['dtype']} {b0['n']}^3 (model intensity = 2N^3 / requested bytes):")
+    for r in data.get("build", []):
+        model = f", model {r['intensity']:6.1f} FLOP/B" if "intensity" in r else ""
+        lines.append(f"    {r['step']:10} {r['ms']:9.3f} ms {r['tflops']:7.1f} TFLOP/s{model}")
+    if "sweep" in data:
+        s = data["sweep"]
+        sp = {m: alignment_split(s, m) for m in ("torch", "gpulab")}
+        lines.append(f"  dense sweep {s['ns'][0]}..{s['ns'][-1]} (eager calls), mean TFLOP/s N % 8 == 0 / other: torch "
+                     f"{sp['torch']['aligned_mean_tflops']:.0f} / {sp['torch']['misaligned_mean_tflops']:.0f}, gpulab "
+                     f"{sp['gpulab']['aligned_mean_tflops']:.0f} / {sp['gpulab']['misaligned_mean_tflops']:.0f}")
+    return "\n".join(lines)
+
+
+def report(data: dict, full: bool = False) -> str:
+    """``full=False``: ``summary(data)``. ``full=True``: every table: headline and awkward sizes with ratios and
+    targets, correctness, fp32, the tile study, no reuse, the build, alignment and a summary of the dense sweep;
+    a step missing from ``data`` (a run with ``steps``) is left out. A step kept from an older record
+    (``step_provenance``) says when it was recorded."""
+    if not full:
+        return summary(data)
     t_al, t_awk = data["targets"]["aligned_bf16"], data["targets"]["awkward_bf16"]
     kept = data.get("step_provenance", {})
 
@@ -535,6 +607,12 @@ def report(data: dict) -> str:
         nr = data["noreuse"]
         lines.append(f"no reuse fp32 {nr['n']}^3{when('noreuse')}: {nr['ms']:.3f} ms, {nr['tflops']:.2f} TFLOP/s; "
                      f"requested loads 2N^3 x 4 B at {nr['requested_load_tbps']:.1f} TB/s")
+    if "build" in data:
+        lines.append(f"the build{when('build')}, {data['build'][0]['dtype']} {data['build'][0]['n']}^3:")
+    for r in data.get("build", []):
+        model = (f", model {r['model_bytes'] / 1e9:8.2f} GB requested, {r['intensity']:6.1f} FLOP/B"
+                 if "intensity" in r else "")
+        lines.append(f"  {r['step']:10} {r['ms']:9.3f} ms {r['tflops']:7.1f} TFLOP/s{model}  {r.get('config', '')}")
     for r in data.get("alignment", []):
         lines.append(f"PTX of the pointer kernel at N={r['n']}{when('alignment')}: global loads by bytes/instruction "
                      f"{r['ld.global bytes per instruction']}, async copies to shared memory by bytes "

@@ -1,9 +1,16 @@
-"""Exercises of lesson 07 (tiling, tile and wave quantization)."""
+"""Exercises of lesson 07 (tiling, tile and wave quantization): the tiled-matmul kernel, tile counts, waves and the
+largest tile that fits."""
 from __future__ import annotations
 
 import random
 
-from . import Report, _short, is_int, run_cases
+import torch
+
+import gpulab
+
+from ..tolerances import matmul_mismatch
+from . import Report, _short, ex07_kernels, ex07b_kernels, is_int, run_cases
+from .kernelcheck import check_kernel
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -130,3 +137,80 @@ def check_largest_tile(fn) -> Report:
 
 
 check_largest_tile.solution = _largest_tile_solution
+
+
+#: (M, N, K) of the tiled-matmul exercise: none a multiple of a tile side, a single element, thin shapes.
+MATMUL_SHAPES = [(1, 1, 1), (17, 33, 70), (65, 47, 129), (100, 3, 37), (3, 100, 16)]
+
+
+def check_tiled_matmul(fn) -> Report:
+    """fn(a, b, out) launches a Triton kernel that writes out = a @ b; a: (M, K), b: (K, N), out: (M, N), all fp16
+    on gpulab.DEVICE, contiguous, any M, N, K. The checker owns a, b and out (guarded buffers, see
+    ``kernelcheck``), runs awkward shapes (``MATMUL_SHAPES`` and two random ones) on fresh random inputs, compares
+    with the float64 product within ``tolerances.matmul_bound`` (fp16 rounding of C, fp32 accumulation), and
+    names the mistake: a store or load past the edge (mask), too small a grid, wrong values."""
+    rng = random.Random()
+    shapes = MATMUL_SHAPES + [(rng.randrange(2, 130), rng.randrange(2, 130), rng.randrange(2, 130)) for _ in range(2)]
+    cases = [dict(a=torch.randn(M, K, device=gpulab.DEVICE).half(), b=torch.randn(K, N, device=gpulab.DEVICE).half())
+             for M, N, K in shapes]
+
+    def mismatch(got, ref, case):
+        msg = matmul_mismatch(got, case["a"], case["b"], ref)
+        M, K, N = case["a"].shape[0], case["a"].shape[1], case["b"].shape[1]
+        return None if msg is None else f"{msg} (M, N, K = {M, N, K})"
+
+    return check_kernel("tiled_matmul", fn, cases, out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
+                        reference=lambda c: c["a"].double() @ c["b"].double(), mismatch=mismatch)
+
+
+check_tiled_matmul.solution = ex07_kernels.tiled_matmul
+check_tiled_matmul.solution_module = ex07_kernels
+check_tiled_matmul.hints = [
+    "one program per BLOCK_M x BLOCK_N tile of C: pid_m = pid // cdiv(N, BLOCK_N), pid_n = pid % cdiv(N, BLOCK_N); "
+    "launch cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs",
+    "for k0 in range(0, K, BLOCK_K): load A's (BLOCK_M, BLOCK_K) tile with mask (offs_m[:, None] < M) & "
+    "(ks[None, :] < K) and B's (BLOCK_K, BLOCK_N) tile likewise (other=0.0), then acc = tl.dot(a, b, acc); "
+    "store with mask (offs_m[:, None] < M) & (offs_n[None, :] < N)",
+]
+
+
+#: (M, N, K, programs) of the persistent-matmul exercise: more tiles than programs (32 x 32 tiles), and one
+#: program for everything.
+PERSISTENT_CASES = [(65, 47, 129, 3), (100, 33, 40, 1), (17, 100, 70, 2), (96, 96, 16, 4)]
+
+
+def check_persistent_matmul(fn) -> Report:
+    """fn(a, b, programs, out) launches exactly ``programs`` programs of a Triton kernel that writes out = a @ b,
+    each program looping over the output tiles ``pid, pid + programs, ...`` (a persistent kernel); a: (M, K),
+    b: (K, N), out: (M, N), fp16 on gpulab.DEVICE. Shapes and programs in ``PERSISTENT_CASES`` (fewer programs
+    than tiles, so a kernel that computes one tile per program leaves tiles unwritten) and one random case;
+    guarded buffers and the float64 product as in ``check_tiled_matmul``."""
+    rng = random.Random()
+    shapes = PERSISTENT_CASES + [(rng.randrange(40, 130), rng.randrange(40, 130), rng.randrange(2, 130),
+                                  rng.randrange(1, 5))]
+    cases = [dict(a=torch.randn(M, K, device=gpulab.DEVICE).half(), b=torch.randn(K, N, device=gpulab.DEVICE).half(),
+                  programs=p) for M, N, K, p in shapes]
+
+    def mismatch(got, ref, case):
+        msg = matmul_mismatch(got, case["a"], case["b"], ref)
+        M, K, N = case["a"].shape[0], case["a"].shape[1], case["b"].shape[1]
+        return None if msg is None else f"{msg} (M, N, K = {M, N, K})"
+
+    rep = check_kernel("persistent_matmul", fn, cases,
+                       out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
+                       reference=lambda c: c["a"].double() @ c["b"].double(), mismatch=mismatch)
+    # a tile never written here means a program stopped after its first tile, not a grid of the wrong size
+    rep.failures = [f.split(": the grid is too small")[0] + ": each program must loop over the tiles pid, "
+                    "pid + programs, pid + 2 programs, ... (only `programs` programs are launched)"
+                    if "the grid is too small" in f or "were never written" in f else f for f in rep.failures]
+    return rep
+
+
+check_persistent_matmul.solution = ex07b_kernels.persistent_matmul
+check_persistent_matmul.solution_module = ex07b_kernels
+check_persistent_matmul.hints = [
+    "launch grid (programs,); in the kernel, num_tiles = cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), and each program "
+    "computes tiles tl.program_id(0), + num_programs, + 2 num_programs, ...",
+    "for tile in range(tl.program_id(0), num_tiles, num_programs): pid_m, pid_n = tile // cdiv(N, BLOCK_N), "
+    "tile % cdiv(N, BLOCK_N), then the body of your tiled kernel (acc zeroed for each tile)",
+]

@@ -1,8 +1,11 @@
 """Lesson 07's figures (tiling and waves): tile size against intensity and footprint, and tiles in waves.
 
-Models: ``gpulab.tiling``, ``gpulab.waves``. Figures hold plain lists.
+Models: ``gpulab.tiling``, ``gpulab.waves``, the teaching kernels' counts (``kernels.matmul_steps``). Figures hold
+plain lists.
 """
 from __future__ import annotations
+
+import math
 
 import ipywidgets as W
 import plotly.graph_objects as go
@@ -15,8 +18,9 @@ from ..waves import SEED_SMS, SEED_TILE, WavePlan, plan, sweep
 
 
 class TileExplorer:
-    """Tile size ``T`` against intensity ``T / s`` and footprint ``2 T^2 s`` (times stages), with one SM's
-    shared memory as a line. Sliders: log2 T, pipeline stages; dropdowns: dtype, GPU. ``.widget`` to display."""
+    """Tile size ``T`` against the footprint ``2 T^2 s`` (times stages) with one SM's shared memory as a line
+    (left), and against the intensity ``T / s`` (right). Sliders: log2 T, pipeline stages; dropdowns: dtype, GPU.
+    ``.widget`` to display."""
 
     def __init__(self, T: int = 32, dtype: str = "fp32", gpu: str = "H200", stages: int = 1, n: int = 4096):
         self.n = n
@@ -27,17 +31,26 @@ class TileExplorer:
                               description="GPU")
         self.readout = W.HTML()
         self.ts = [2**e for e in range(0, 10)]
-        fig = go.Figure()
-        fig.add_scatter(x=self.ts, y=[0.0] * len(self.ts), mode="lines+markers", name="footprint (KiB)")
-        fig.add_scatter(x=self.ts, y=[0.0] * len(self.ts), mode="lines", name="shared memory per SM (KiB)",
-                        line=dict(dash="dash", color="gray"))
-        fig.add_scatter(x=self.ts, y=[0.0] * len(self.ts), mode="lines+markers", name="intensity T/s (FLOP/B)",
-                        yaxis="y2")
-        fig.add_scatter(x=[1], y=[1.0], mode="markers", name="slider T", marker=dict(size=14, color="black"))
-        fig.update_layout(template="plotly_white", height=420, margin=dict(t=90),
-                          xaxis=dict(type="log", title="T (square tile side)"),
-                          yaxis=dict(type="log", title="footprint of the input tiles (KiB)"),
-                          yaxis2=dict(type="log", overlaying="y", side="right", title="FLOP/byte"))
+        fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+                            subplot_titles=("footprint 2T²s x stages (KiB)", "intensity T/s (FLOP/byte)"))
+        fig.add_scatter(x=self.ts, y=[1.0] * len(self.ts), mode="lines+markers", name="footprint of the input tiles",
+                        line=dict(color="#1f77b4"), row=1, col=1)
+        fig.add_scatter(x=self.ts, y=[1.0] * len(self.ts), mode="lines", name="shared memory per SM",
+                        line=dict(dash="dash", color="gray"), row=1, col=1)
+        fig.add_scatter(x=self.ts, y=[1.0] * len(self.ts), mode="lines+markers", name="intensity T/s",
+                        line=dict(color="#d62728"), row=1, col=2)
+        fig.add_scatter(x=[1], y=[1.0], mode="markers", name="slider T", marker=dict(size=14, color="black"),
+                        row=1, col=1)
+        fig.add_scatter(x=[1], y=[1.0], mode="markers", name="slider T", showlegend=False,
+                        marker=dict(size=14, color="black"), row=1, col=2)
+        log2_ticks = dict(type="log", tickvals=self.ts, ticktext=[str(t) for t in self.ts],
+                          title_text="T (square tile side)")
+        fig.update_xaxes(**log2_ticks, row=1, col=1)
+        fig.update_xaxes(**log2_ticks, row=1, col=2)
+        fig.update_yaxes(type="log", dtick=1, title_text="KiB", row=1, col=1)
+        fig.update_yaxes(type="log", dtick=1, title_text="FLOP/byte", row=1, col=2)
+        fig.update_layout(template="plotly_white", height=440, margin=dict(t=100, b=110),
+                          legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0))
         self._apply(fig)
         self.live = widgets.LiveFigure(fig)
         for w in (self.log2_t, self.stages, self.dtype, self.gpu):
@@ -53,6 +66,7 @@ class TileExplorer:
         fig.data[2].y = [tile_intensity(t, d) for t in self.ts]
         fp = footprint_bytes(T, d, stages=st)
         fig.data[3].x, fig.data[3].y = [T], [fp / 1024]
+        fig.data[4].x, fig.data[4].y = [T], [tile_intensity(T, d)]
         verdict = "fits" if fits(fp, gpu) else "does NOT fit"
         fig.update_layout(title=dict(text=f"T = {T}, {d}, {st} stage(s): input tiles {fp / 1024:.3g} KiB, {verdict} "
                                           f"in {smem_kib:.0f} KiB of shared memory on {gpu}", font_size=13))
@@ -71,6 +85,8 @@ class WaveExplorer:
     Sliders: N (the square output's side; moves the marker, the bars and the title), tile rows and columns
     (log2), SMs. ``.widget`` is the container to display; ``.plan`` is the current ``WavePlan``.
     """
+
+    MAX_BARS = 24  # more waves than this: the full ones share one bar
 
     def __init__(self, n: int = 1793, tile=SEED_TILE, sms: int = SEED_SMS, n_range=(1024, 4352), title: str = ""):
         self.title = title
@@ -91,10 +107,11 @@ class WaveExplorer:
                         row=1, col=1)
         fig.add_bar(x=[1], y=[0], name="busy SMs", marker_color="#1f77b4", row=1, col=2)
         fig.add_bar(x=[1], y=[0], name="idle SMs", marker_color="#dddddd", row=1, col=2)
-        fig.update_layout(barmode="stack", template="plotly_white", height=440, margin=dict(t=100))
+        fig.update_layout(barmode="stack", template="plotly_white", height=460, margin=dict(t=100, b=120),
+                          legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
         fig.update_xaxes(title_text="N (output is N x N)", row=1, col=1)
-        fig.update_yaxes(title_text="efficiency", range=[0, 1.05], row=1, col=1)
-        fig.update_xaxes(title_text="wave", dtick=1, row=1, col=2)
+        fig.update_yaxes(title_text="efficiency", row=1, col=1)
+        fig.update_xaxes(title_text="wave", type="category", row=1, col=2)
         fig.update_yaxes(title_text="SMs", row=1, col=2)
         self._apply(fig)  # the first state goes into the figure before it becomes a widget
         self.live = widgets.LiveFigure(fig)
@@ -112,11 +129,17 @@ class WaveExplorer:
 
     def _apply(self, fig) -> None:
         p, tile, sms = self.plan, self.tile, self.sms.value
-        fig.data[0].y = sweep(self.ns, tile, sms=sms, what="wave_efficiency")
-        fig.data[1].y = sweep(self.ns, tile, sms=sms)
+        wave_eff, both = sweep(self.ns, tile, sms=sms, what="wave_efficiency"), sweep(self.ns, tile, sms=sms)
+        fig.data[0].y, fig.data[1].y = wave_eff, both
+        low, high = min(min(wave_eff), min(both)), max(wave_eff)
+        fig.update_yaxes(range=[max(0.0, math.floor((low - 0.05) * 10) / 10), min(1.02, high + 0.05)],
+                         row=1, col=1)  # the band the data fills, within [0, 1]
         fig.data[2].x, fig.data[2].y = [p.M], [p.wave_efficiency]
-        waves = list(range(1, p.waves + 1))
         busy = p.busy_per_wave()
+        if p.waves <= self.MAX_BARS:  # one bar per wave
+            waves = [str(w) for w in range(1, p.waves + 1)]
+        else:  # too many to draw one by one: every full wave looks alike, so one bar stands for them all
+            waves, busy = [f"1-{p.waves - 1} (each)", str(p.waves)], [busy[0], busy[-1]]
         fig.data[3].x, fig.data[3].y = waves, busy
         fig.data[4].x, fig.data[4].y = waves, [p.slots - b for b in busy]
         fig.update_layout(title=dict(text=f"{self.title}<br><sup>N = {p.M}, {tile[0]} x {tile[1]} tiles: "
@@ -131,9 +154,10 @@ class WaveExplorer:
 
 def tiles_figure(data: dict, where: str = ""):
     """The tile study of a ``gpulab.bench.lesson07`` record: measured TFLOP/s against the square tile side T per
-    dtype, the model intensity T/s (FLOP/B, right axis), tiles too big to run annotated, and the no-reuse kernel
-    at T = 1."""
+    dtype (left axis), the model intensity T/s (FLOP/B, right axis, dashed), one note per tile side too big to
+    run, and the no-reuse kernel at T = 1."""
     fig = go.Figure()
+    skipped: dict = {}
     for d, color in (("fp32", "#1f77b4"), ("bf16", "#d62728")):
         rows = [r for r in data["tiles"] if r["dtype"] == d]
         ran = [r for r in rows if "tflops" in r]
@@ -143,16 +167,82 @@ def tiles_figure(data: dict, where: str = ""):
                         name=f"{d} model intensity T/s (FLOP/B)", line=dict(color=color, dash="dash"))
         for r in rows:
             if "tflops" not in r:
-                fig.add_annotation(x=r["T"], y=0.5, yref="paper", text=f"{d} T={r['T']}: not run<br>(2T²s too big)",
-                                   showarrow=False, font=dict(size=10, color=color))
+                skipped.setdefault(r["T"], []).append(f"{d} {r['footprint_bytes'] // 1024} KiB")
+    for T, what in skipped.items():  # on a log axis plotly places annotations in log10 units
+        fig.add_annotation(x=math.log10(T), y=0.02, yref="paper", xanchor="right", yanchor="bottom", showarrow=False,
+                           text=f"T={T}: not run<br>2T²s too big:<br>" + "<br>".join(what), font=dict(size=10))
     nr = data["noreuse"]
     fig.add_scatter(x=[1], y=[nr["tflops"]], mode="markers", marker=dict(symbol="x", size=12, color="black"),
                     name=f"no reuse, fp32 {nr['n']}³ (TFLOP/s)")
-    fig.update_layout(title=dict(text=f"tiled matmul against tile size T, {data['tiles'][0]['n']}³<br><sup>{where}</sup>",
-                                 font_size=13), template="plotly_white", height=440, margin=dict(t=90),
-                      xaxis=dict(type="log", title="T (tile side; 1 = no reuse)"),
-                      yaxis=dict(type="log", title="TFLOP/s"),
-                      yaxis2=dict(type="log", overlaying="y", side="right", title="FLOP/byte"))
+    ts = [r["T"] for r in data["tiles"]] + [1]
+    n = data["tiles"][0]["n"]
+    fig.update_layout(title=dict(text=f"tiled matmul against tile size T, {n}³<br><sup>{where}</sup>",
+                                 font_size=13), template="plotly_white", height=460, margin=dict(t=90, b=120),
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0),
+                      xaxis=dict(type="log", title="T (tile side; 1 = no reuse)", tickvals=sorted(set(ts)),
+                                 range=[-0.1, math.log10(max(ts)) + 0.1]),
+                      yaxis=dict(type="log", dtick=1, title="TFLOP/s"),
+                      yaxis2=dict(type="log", dtick=1, overlaying="y", side="right", title="FLOP/byte",
+                                  showgrid=False))
+    return fig
+
+
+def build_figure(data: dict | None, profile: dict | None = None, where: str = ""):
+    """The lesson's build on the roofline: each step of a ``gpulab.bench.lesson07`` record's ``"build"`` at its
+    model intensity (2 N^3 FLOPs over the requested input bytes, ``matmul_steps.step_counts``; the fast path and
+    torch at the least bytes, A and B read and C written once), measured TFLOP/s. Roofs: the measured bf16 peak and
+    copy bandwidth of ``profile`` (the device profile; fp16 and bf16 run at one rate on the tensor cores), and the
+    H200 datasheet's fp16 dashed. Without a build record the steps sit at their model bounds and the title says
+    "no recording yet"."""
+    from ..kernels import matmul_steps as ms
+    from ..kernels.matmul import counts
+    from ..plots import roof_xy
+
+    spec = hardware.get("H200")
+    roofs = [("datasheet H200 fp16", spec.peak_tflops["fp16"], spec.hbm_tbps, "dash")]
+    if profile:
+        roofs.insert(0, (f"measured ({profile['gpu']}): bf16 {profile['matmul_tflops']['bf16']:.0f} TFLOP/s, "
+                         f"{profile['copy_tbps']:.2f} TB/s", profile["matmul_tflops"]["bf16"], profile["copy_tbps"],
+                         "solid"))
+    rows = (data or {}).get("build")
+    n, s = (rows[0]["n"], 2) if rows else (4096, 2)
+    steps = list(ms.STEPS) + ["fast path", "torch"]
+    intensity = {st: (lambda f, b: f / b)(*ms.step_counts(st, n, n, n, s)) for st in ms.STEPS}
+    least = counts(n, n, n, s)
+    intensity.update({"fast path": least[0] / least[1], "torch": least[0] / least[1]})
+    lo, hi = min(intensity.values()) / 3, max(intensity.values()) * 3
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.58, 0.42], horizontal_spacing=0.1,
+                        subplot_titles=("on the roofline", "TFLOP/s per step" if rows else "model bound per step"))
+    for (label, peak, bw, dash), color in zip(roofs, ("#444444", "#888888")):
+        x, y = roof_xy(peak, bw, log_range=(math.log10(lo), math.log10(hi)))
+        fig.add_scatter(x=x.tolist(), y=y.tolist(), mode="lines", name=label, line=dict(color=color, dash=dash),
+                        row=1, col=1)
+    bound = roofs[0]
+    bounds = [min(bound[1], bound[2] * intensity[st]) for st in steps]
+    fig.add_scatter(x=[intensity[st] for st in steps], y=bounds, mode="markers",
+                    name="model bound of each step (the roof at its intensity)",
+                    marker=dict(symbol="circle-open", size=13, color="#444444"), row=1, col=1)
+    colors = dict(zip(steps, ("#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e", "#d62728", "#9467bd")))
+    symbols = dict(zip(steps, ("circle", "square", "diamond", "triangle-up", "star", "x")))
+    if rows:
+        for r in rows:
+            fig.add_scatter(x=[intensity[r["step"]]], y=[r["tflops"]], mode="markers", name=r["step"],
+                            marker=dict(size=12, color=colors[r["step"]], symbol=symbols[r["step"]]), row=1, col=1)
+        fig.add_bar(x=[r["step"] for r in rows], y=[r["tflops"] for r in rows], showlegend=False,
+                    marker_color=[colors[r["step"]] for r in rows], text=[f"{r['tflops']:.3g}" for r in rows],
+                    textposition="outside", cliponaxis=False, row=1, col=2)
+        title = f"the build, {rows[0]['dtype']} {n}³: measured"
+    else:
+        fig.add_bar(x=steps, y=bounds, showlegend=False, marker_color="#dddddd", text=[f"{b:.3g}" for b in bounds],
+                    textposition="outside", cliponaxis=False, row=1, col=2)
+        title = f"the build, fp16 {n}³: no recording yet (the model's bounds alone)"
+    fig.update_xaxes(type="log", dtick=1, title_text="model intensity (FLOP per requested input byte)", row=1, col=1)
+    fig.update_yaxes(type="log", dtick=1, title_text="TFLOP/s", row=1, col=1)
+    fig.update_yaxes(type="log", dtick=1, title_text="TFLOP/s", row=1, col=2)
+    fig.update_xaxes(tickangle=0, tickfont_size=10, row=1, col=2)
+    fig.update_layout(title=dict(text=f"{title}<br><sup>{where}</sup>", font_size=13), template="plotly_white",
+                      height=520, margin=dict(t=100, b=150),
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0, font=dict(size=10)))
     return fig
 
 
@@ -173,8 +263,10 @@ def sweep_figure(s: dict, where: str = ""):
     best = max(r for r in lesson07.sweep_rates(s, "gpulab") if r is not None)
     fig.add_scatter(x=s["ns"], y=[best * e for e in eff], mode="lines", line=dict(color="gray", width=1),
                     name=f"wave model x best gpulab rate ({s['tile'][0]}x{s['tile'][1]} tiles, {s['sms']} SMs)")
-    fig.update_layout(title=dict(text=f"bf16 matmul N x N x N: every N from {s['ns'][0]} to {s['ns'][-1]}<br><sup>{where}</sup>",
-                                 font_size=13), template="plotly_white", height=520, margin=dict(t=90),
+    fig.update_layout(title=dict(text=f"bf16 matmul N x N x N, every N from {s['ns'][0]} to {s['ns'][-1]}, eager calls "
+                                      f"(each point includes the CPU's launch cost)<br><sup>{where}</sup>",
+                                 font_size=13), template="plotly_white", height=560, margin=dict(t=90, b=140),
+                      legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0),
                       xaxis_title="N", yaxis_title="TFLOP/s")
     return fig
 

@@ -3,6 +3,9 @@
 Shapes and dtypes: ``a: (M, K)``, ``b: (K, N)``, one dtype in (fp32, fp16, bf16), any M, N, K >= 1 and any
 strides; ``c: (M, N)`` in the same dtype (like ``torch.matmul``), accumulated in fp32.
 
+Lesson 07's short teaching kernels, built step by step (no reuse, tiled, grouped, pipelined), are in
+``kernels/matmul_steps.py``; this file is the fast path the lesson links.
+
 Three kernels (the seed lecture, CS336 Lecture 5, "Tile the computation to reuse inputs"; the structure of
 Triton's tutorials 03-matrix-multiplication and 09-persistent-matmul):
 
