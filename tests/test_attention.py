@@ -15,6 +15,8 @@ from gpulab.timing import NoGPUTimingError
 from gpulab.exercises import ex08 as ex
 from gpulab.kernels import flash_attention as F
 
+pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+
 
 def test_flop_convention():
     B, H, L, d = 16, 32, 1024, 64

@@ -10,6 +10,8 @@ from gpulab.kernels import relu as relu_mod
 from gpulab.kernels import vector_add as add_mod
 from gpulab.tolerances import assert_close_elementwise
 
+pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SIZES = [1, 17, 1000, 1793, 4097] if not gpulab.ON_GPU else [1, 17, 1000, 1793, 4097, 2**20 + 3]
 

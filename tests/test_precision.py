@@ -14,6 +14,8 @@ from gpulab.bench import lesson03
 from gpulab.timing import NoGPUTimingError
 from gpulab.exercises import ex03 as ex
 
+pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+
 
 # ---- seed numbers ------------------------------------------------------------------------------------
 

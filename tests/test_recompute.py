@@ -10,6 +10,8 @@ from gpulab.timing import NoGPUTimingError
 from gpulab.exercises import ex05 as ex
 from gpulab.kernels import sigmoid3 as S
 
+pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+
 
 @pytest.mark.parametrize("n", [1, 17, 1793, 2**28])
 def test_counts_by_hand_fp32(n):

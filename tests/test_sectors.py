@@ -12,6 +12,8 @@ from gpulab import figures
 from gpulab.bench import lesson06
 from gpulab.exercises import ex06 as ex
 
+pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+
 
 def test_seed_four_sectors():
     """CUDA Best Practices Guide / seed lecture: 32 aligned consecutive 4-byte loads = four 32-byte transactions."""

@@ -7,6 +7,8 @@ import pytest
 
 from gpulab import figures, tiling
 
+pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+
 
 def test_seed_fp32_t32_is_8_flop_per_byte():
     assert tiling.tile_intensity(32, "fp32") == 8.0
@@ -36,8 +38,8 @@ def _brute_loads(M, N, K, BM, BN):
     return total
 
 
-def test_input_loads_against_a_tile_by_tile_count():
-    rng = random.Random()
+def test_input_loads_against_a_tile_by_tile_count(seed):
+    rng = random.Random(seed)
     for _ in range(50):
         M, N, K = rng.randrange(1, 300), rng.randrange(1, 300), rng.randrange(1, 300)
         BM, BN = rng.choice([1, 16, 32, 64]), rng.choice([1, 16, 32, 128])
@@ -45,8 +47,8 @@ def test_input_loads_against_a_tile_by_tile_count():
     assert tiling.input_loads(5, 7, 3) == 2 * 5 * 7 * 3 == tiling.input_loads(5, 7, 3, tile=1)
 
 
-def test_step_intensity_is_flops_over_bytes_and_bk_cancels():
-    rng = random.Random()
+def test_step_intensity_is_flops_over_bytes_and_bk_cancels(seed):
+    rng = random.Random(seed)
     for _ in range(50):
         BM, BN, BK = (2 ** rng.randrange(4, 9) for _ in range(3))
         s = rng.choice([1, 2, 4])
