@@ -153,5 +153,7 @@ def test_launchers_reject_bad_input():
 
 def test_hand_counts():
     assert add_mod.vector_add_counts(10, 4) == (10, 120)
-    assert relu_mod.relu_counts(10, 4) == (10, 80)  # seed: 8n bytes fp32
-    assert relu_mod.relu_counts(10, 2) == (10, 40)  # seed: 4n bytes fp16
+    assert relu_mod.relu_counts(10, "fp32") == (10, 80)  # seed: 8n bytes fp32
+    assert relu_mod.relu_counts(10, "fp16") == (10, 40)  # seed: 4n bytes fp16
+    with pytest.raises(ValueError, match="dtype"):
+        relu_mod.relu_counts(10, 4)

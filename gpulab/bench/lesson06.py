@@ -98,13 +98,14 @@ def transposes(side: int = MATRIX) -> dict:
     (autotuned), torch; then fp16 tiled (with the fp32 best tile) and torch. ms, TB/s and TB/s / copy."""
     import torch
 
+    from ..dtypes import torch_dtype
     from ..kernels import transpose as T
     from ..sectors import effective_tbps
     from ..timing import time_ms
 
     out = {"m": side, "n": side, "rows": []}
-    for dname, dt in (("fp32", torch.float32), ("fp16", torch.float16)):
-        a = torch.randn(side, side, device="cuda", dtype=dt)
+    for dname in ("fp32", "fp16"):
+        a = torch.randn(side, side, device="cuda", dtype=torch_dtype(dname))
         b = torch.empty_like(a)
         if dname == "fp32":
             T.transpose(a)  # autotune outside the timing
