@@ -182,9 +182,11 @@ def test_nvfp4_two_level_scales_on_a_hand_made_tensor():
 
 
 def test_nvfp4_dequantize_is_e_times_sb_times_st_rounded_once():
-    x = torch.randn(5, 48, dtype=torch.float64, device=DEV) * 3.7
+    x = torch.randn(5, 48, dtype=torch.float64, device=DEV)
+    x = x * (5000 / x.abs().max())  # |x| <= 5000, then one element set to the amax:
+    x[2, 7] = -5376.0  # tensor scale = 5376 / (6 x 448 = 2688) = 2
     q = F.quantize_nvfp4(x)
-    assert q.tensor_scale == float(torch.tensor(x.abs().max().item() / 2688, dtype=torch.float32))
+    assert q.tensor_scale == 2.0
     want = (q.elements.double() * q.scales.double().unsqueeze(-1) * q.tensor_scale).reshape(5, 48).float()
     assert torch.equal(F.dequantize(q), want)
     assert tolerances.relative_error(x, F.dequantize(q)) < 0.25
