@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-import gpulab
 from gpulab import fusion
 from gpulab import figures
 from gpulab.bench import lesson04

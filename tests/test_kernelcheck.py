@@ -1,6 +1,6 @@
 """The kernel checker (gpulab.exercises.kernelcheck) on real Triton kernels, right and wrong: every usual
 mistake gets the message that names it, and none crashes the process (the guards take the stray stores)."""
-import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
+import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
 import torch
 import triton
 import triton.language as tl

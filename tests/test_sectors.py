@@ -6,7 +6,6 @@ import random
 import numpy as np
 import pytest
 
-import gpulab
 from gpulab import sectors as sec
 from gpulab import figures
 from gpulab.bench import lesson06
