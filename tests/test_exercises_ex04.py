@@ -62,8 +62,8 @@ def test_tolerance_is_one_unit_of_the_dtype_at_one():
     # a value 1.5 units of fp16 at 1 off the reference fails; half a unit passes (units by hand: 2^-10)
     ref = torch.ones(4, dtype=torch.float64)
     check = ex04._abs_mismatch(ex04.SINCOS_TOL[torch.float16])
-    assert check(ref + 0.5 * 2.0**-10, ref) is None
-    assert "1 of 4" in check(ref + torch.tensor([0, 0, 1.5 * 2.0**-10, 0], dtype=torch.float64), ref)
+    assert check(ref + 0.5 * 2.0**-10, ref, {}) is None
+    assert "1 of 4" in check(ref + torch.tensor([0, 0, 1.5 * 2.0**-10, 0], dtype=torch.float64), ref, {})
 
 
 def test_16_bit_sin_gets_the_note_to_compute_in_fp32():
