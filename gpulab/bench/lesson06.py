@@ -123,7 +123,7 @@ def transposes(side: int = MATRIX) -> dict:
             tbps = effective_tbps(side * side, a.element_size(), ms)
             copy_tbps = copy_tbps or tbps  # the first row is the copy
             out["rows"].append({"dtype": dname, "method": name, "ms": ms, "tbps": tbps, "vs_copy": tbps / copy_tbps})
-        del a, b
+        a = b = fns = None  # free this dtype's matrices before the next one's
         torch.cuda.empty_cache()
     return out
 
