@@ -5,12 +5,13 @@
 - a panel (an x/y axis pair, subplots included) shows no data in some view of the figure's dropdown;
 - an axis with a set range cuts its data, or reaches far past it (a panel mostly empty, or a range left over
   from another slider position): more than ``LOG_SLACK`` decades on a log axis, more than ``LINEAR_SLACK`` of
-  the data's span on a linear one. Reversed ranges count as their sorted ends; a bar is drawn from 0, so 0
+  the data's span on a linear one (of ``FLAT`` x its magnitude where the data is nearly flat, so a range
+  fixed across a slider's positions may frame values that barely move). Reversed ranges count as their sorted ends; a bar is drawn from 0, so 0
   counts as its data; a heatmap draws each value as a cell around it, so its axes get half a cell more.
 """
 import math
 
-LOG_SLACK, LINEAR_SLACK = 1.0, 1 / 3
+LOG_SLACK, LINEAR_SLACK, FLAT = 1.0, 1 / 2, 0.25
 
 
 def _numbers(values) -> list[float]:
@@ -74,7 +75,7 @@ def check_traces(fig, what: str = "figure") -> None:
 
 def check_axes(fig, what: str = "figure", *, log_slack: float = LOG_SLACK, lin_slack: float = LINEAR_SLACK) -> None:
     """Every axis whose range the figure sets (subplots' axes included) covers its data and reaches at most
-    ``log_slack`` decades (log) or ``lin_slack`` of the data's span (linear; of |value| for one value) past it."""
+    ``log_slack`` decades (log) or ``lin_slack`` of the data's span, at least ``FLAT`` x its magnitude (linear)."""
     refs = {(letter, _ref(tr, letter)) for tr in fig.data for letter in "xy"} | {("x", "x"), ("y", "y")}
     for letter, ref in sorted(refs):
         name = letter + "axis" + ref[1:]
@@ -89,7 +90,7 @@ def check_axes(fig, what: str = "figure", *, log_slack: float = LOG_SLACK, lin_s
             dlo, dhi, slack = min(logs), max(logs), log_slack
         else:
             dlo, dhi = min(vals) - pad, max(vals) + pad
-            slack = lin_slack * (dhi - dlo if dhi > dlo else max(abs(dhi), 1e-12))
+            slack = lin_slack * max(dhi - dlo, FLAT * max(abs(dlo), abs(dhi)), 1e-12)
         assert lo <= dlo + 1e-9 and hi >= dhi - 1e-9, \
             f"{what}: {name} range {lay.range} cuts the data [{dlo:.3g}, {dhi:.3g}]"
         assert dlo - lo <= slack + 1e-9 and hi - dhi <= slack + 1e-9, \

@@ -28,13 +28,18 @@ def test_empty_trace_and_ragged_trace():
 
 
 def test_ranges_that_cut_or_overshoot():
-    data = go.Scatter(x=[1, 2, 3], y=[10, 20, 30])  # span 20: at most 20/3 of empty room on a side
+    data = go.Scatter(x=[1, 2, 3], y=[10, 20, 30])  # span 20: at most 10 of empty room on a side
     _raises(go.Figure(data, layout=dict(yaxis_range=[15, 30])), "yaxis range .* cuts")
-    _raises(go.Figure(data, layout=dict(yaxis_range=[0, 30])), "yaxis range .* reaches far past")
-    _raises(go.Figure(data, layout=dict(yaxis_range=[40, 0])), "reaches far past")  # reversed too
+    _raises(go.Figure(data, layout=dict(yaxis_range=[-1, 30])), "yaxis range .* reaches far past")  # 11 below
+    check_figure(go.Figure(data, layout=dict(yaxis_range=[0, 35])))  # 10 below, 5 above
+    _raises(go.Figure(data, layout=dict(yaxis_range=[45, -5])), "reaches far past")  # reversed too
     log = go.Scatter(x=[1, 1e3], y=[1, 2])
     _raises(go.Figure(log, layout=dict(xaxis_type="log", xaxis_range=[-1.5, 3])), "reaches far past")  # 1.5 decades
     _raises(go.Figure(go.Bar(x=["a"], y=[5]), layout=dict(yaxis_range=[4, 5])), "cuts")  # the bar starts at 0
+    # nearly flat data may sit in a range fixed for a slider: room up to 1/2 x 0.25 x its magnitude (0.125 here)
+    flat = go.Scatter(x=[1, 2], y=[0.95, 1.0])
+    check_figure(go.Figure(flat, layout=dict(yaxis_range=[0.85, 1.02])))
+    _raises(go.Figure(flat, layout=dict(yaxis_range=[0.5, 1.02])), "reaches far past")
 
 
 def test_subplot_axis_and_dropdown_view():
