@@ -340,13 +340,12 @@ def precision_case(n: int = 2**26, dtypes=("fp32", "fp16", "bf16")) -> Case:
         return runs
 
     def model(case, per_range):
-        from .dtypes import itemsize
         from .kernels.relu import relu_counts
 
         out = []
         for r in case.ranges:
             m, kernels = per_range[r.name]
-            model_bytes = relu_counts(n, itemsize(r.params["dtype"]))[1]
+            model_bytes = relu_counts(n, r.params["dtype"])[1]
             out.append(_row(r, "DRAM bytes", "byte", model_bytes, _dram(m), m.get(TIME), kernels))
             out.append(_row(r, "SM<->L2 bytes", "byte", model_bytes, _l2(m), m.get(TIME), kernels))
         return out

@@ -24,6 +24,11 @@ MAX_WARPS_PER_SM = 64
 MAX_REGISTERS_PER_THREAD = 255
 MAX_WARPS_PER_BLOCK = 32  # 1024 threads per block (same table)
 
+#: The launch-overhead model's default cost of one kernel launch, in µs: a round value of the order a launch
+#: from Python costs (a few µs: lesson 04's measurement of this GPU, and the H200's recorded one under
+#: "lesson04" / "launch" in gpulab/data, give the figure for a real GPU).
+LAUNCH_OVERHEAD_US = 5.0
+
 
 def _check_ops(ops) -> tuple:
     """ops as a tuple of (name, reads, writes) with reads and writes tuples of array names; raises naming ops."""
@@ -84,7 +89,7 @@ def launches(fused: bool, ops=SINCOS_OPS) -> int:
     return 1 if validate.one_of("fused", fused, (False, True)) else len(ops)
 
 
-def model_ms(n: int, dtype="fp32", fused: bool = True, overhead_us: float = 5.0, bandwidth_tbps: float = 4.0,
+def model_ms(n: int, dtype="fp32", fused: bool = True, overhead_us: float = LAUNCH_OVERHEAD_US, bandwidth_tbps: float = 4.0,
              ops=SINCOS_OPS) -> float:
     """The model time in ms: launches x overhead_us + bytes / bandwidth_tbps (TB/s, decimal). Raises
     TypeError/ValueError naming ``overhead_us`` (>= 0, finite) or ``bandwidth_tbps`` (> 0, finite)."""
@@ -93,7 +98,7 @@ def model_ms(n: int, dtype="fp32", fused: bool = True, overhead_us: float = 5.0,
     return launches(fused, ops) * overhead_us * 1e-3 + bytes_moved(n, dtype, fused, ops) / (bandwidth_tbps * 1e12) * 1e3
 
 
-def crossover_n(dtype="fp32", fused: bool = True, overhead_us: float = 5.0, bandwidth_tbps: float = 4.0,
+def crossover_n(dtype="fp32", fused: bool = True, overhead_us: float = LAUNCH_OVERHEAD_US, bandwidth_tbps: float = 4.0,
                 ops=SINCOS_OPS) -> float:
     """The n at which the model's byte time equals its launch time (below it, launches dominate). Raises as
     ``model_ms``."""

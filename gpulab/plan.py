@@ -287,6 +287,6 @@ def _this_gpu() -> tuple[hardware.GPUSpec | None, str]:
 
 @functools.cache
 def current() -> Plan:
-    """The plan for this session: see the module docstring for the order of choice. Computed once."""
+    """The plan for the GPU this process runs on: see the module docstring for the order of choice. Computed once."""
     found, name = _this_gpu()
     return choose(SETTINGS.as_gpu, found, name)

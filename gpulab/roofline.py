@@ -81,8 +81,12 @@ def bound(flops: float, bytes_moved: float, peak_tflops: float, hbm_tbps: float)
 def peak_for(spec: hardware.GPUSpec, op_kind: str, dtype: str = "fp32", *, tf32: bool = False) -> float:
     """The peak (TFLOP/s) that bounds an operation of ``op_kind`` in ``dtype`` on ``spec``.
 
-    - ``elementwise`` and ``reduction``: the FP32 CUDA-core rate, whatever the storage dtype (fp16/bf16
-      elementwise code computes in fp32 registers; tensor cores only do matrix products).
+    - ``elementwise`` and ``reduction``: the FP32 CUDA-core rate, whatever the storage dtype. Tensor cores
+      only do matrix products, and code that loads fp16/bf16 and computes in fp32 registers runs on the FP32
+      lanes. This is the roof for such code, not for every non-tensor instruction: where the GPU packs two
+      16-bit results per lane (Hopper's bf16 add/multiply/FMA, twice the FP32 rate) the bf16 arithmetic
+      itself can run faster, and exp2, log2, sin, cos and reciprocals run on the special-function units at a
+      fraction of it. ``unit_rate`` and ``UNIT_RESULTS_PER_CLOCK`` give those units' rates.
     - ``matmul``: the tensor-core rate for ``dtype`` (``fp32`` means the CUDA cores unless ``tf32=True``).
 
     Raises ``ValueError`` for an unknown ``op_kind`` or ``dtype`` and ``LookupError`` if the GPU lacks

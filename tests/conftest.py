@@ -1,4 +1,5 @@
-"""Fixtures shared by the kernel tests: seeded random inputs, poisoned outputs."""
+"""Fixtures shared by the tests: seeded random inputs (every test module that draws random numbers uses `seed`,
+most through `pytestmark = pytest.mark.usefixtures("seed")`), poisoned outputs."""
 import random
 
 import numpy as np

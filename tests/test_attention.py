@@ -15,6 +15,8 @@ from gpulab.timing import NoGPUTimingError
 from gpulab.exercises import ex08 as ex
 from gpulab.kernels import flash_attention as F
 
+pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+
 
 def test_flop_convention():
     B, H, L, d = 16, 32, 1024, 64
@@ -71,11 +73,13 @@ def test_flash_bytes_and_tiles():
     # not causal: Q and O once, K and V once per query block of 128 (8 blocks), lse 4 bytes a row
     assert A.flash_bytes(B, H, L, d, 2) == (2 * L * d + 2 * 8 * L * d) * 2 + 4 * L
     # causal: block i reads keys below min((i+1)*128, L)
-    keys = sum(min((i + 1) * 128, L) for i in range(8))
-    assert A.flash_bytes(B, H, L, d, 2, causal=True) == (2 * L * d + 2 * keys * d) * 2 + 4 * L
+    # keys read by the 8 blocks: 128, 256, ..., 896, then 1000 (not 1024): 128 x 28 + 1000 = 4584; so
+    # (2 x 1000 x 64 + 2 x 4584 x 64) x 2 + 4 x 1000 = 1,433,504 bytes
+    assert A.flash_bytes(B, H, L, d, 2, causal=True) == 1_433_504
     assert A.tiles_visited(4096, 128, 64, False) == 32 * 64
-    assert A.tiles_visited(4096, 128, 64, True) == sum(2 * (i + 1) for i in range(32))  # a bit over half
-    assert A.tiles_visited(300, 32, 16, True) == sum(math.ceil(min((i + 1) * 32, 300) / 16) for i in range(10))
+    assert A.tiles_visited(4096, 128, 64, True) == 1056  # row block i visits 2(i + 1) tiles: 2 x 528, a bit over half
+    # 10 row blocks of 32 over tiles of 16: 2, 4, ..., 18 for the first 9 (90), and ceil(300 / 16) = 19 for the last
+    assert A.tiles_visited(300, 32, 16, True) == 109
     with pytest.raises(ValueError, match="block_m and block_n must be >= 1"):
         A.tiles_visited(10, 0, 16, True)
 

@@ -8,6 +8,8 @@ import gpulab
 from gpulab import device, reference
 from gpulab import timing as bench
 
+pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter-mode behaviour")
 def test_interpreter_refuses_to_time():

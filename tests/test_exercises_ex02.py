@@ -6,7 +6,8 @@ import torch
 import triton
 import triton.language as tl
 
-from gpulab.exercises import ex02, hint
+from gpulab.exercises import ex02
+from tests.exercise_checks import check_hints_then_solution
 
 
 @triton.jit
@@ -89,14 +90,7 @@ def test_index_guards_hold_minus_one_and_see_stray_writes():
 
 
 def test_hints_then_solution(capsys):
-    check = ex02.check_loop_grouped
-    check._hints_shown = 0
-    for i in range(len(check.hints)):
-        hint(check)
-        assert f"hint {i + 1} of 2" in capsys.readouterr().out
-    hint(check)
-    assert "show_solution(check_loop_grouped)" in capsys.readouterr().out
-    check._hints_shown = 0
+    check_hints_then_solution(ex02.check_loop_grouped, capsys)
 
 
 def test_switch_efficiency_by_hand_and_its_mistakes():

@@ -5,7 +5,8 @@ import pytest
 import triton
 import triton.language as tl
 
-from gpulab.exercises import ex03, hint
+from gpulab.exercises import ex03
+from tests.exercise_checks import check_hints_then_solution, check_stub_not_attempted
 
 
 @triton.jit
@@ -64,22 +65,11 @@ def test_bf16_without_fp32_compute_gets_the_note():
 
 
 def test_stub_reports_not_attempted():
-    def stub(x, out):
-        raise NotImplementedError
-
-    rep = ex03.check_relu_cast(stub)
-    assert not rep.attempted and "not attempted" in str(rep)
+    check_stub_not_attempted(ex03.check_relu_cast, 2)
 
 
 def test_hints_then_solution(capsys):
-    check = ex03.check_relu_cast
-    check._hints_shown = 0
-    for i in range(2):
-        hint(check)
-        assert f"hint {i + 1} of 2" in capsys.readouterr().out
-    hint(check)
-    assert "show_solution(check_relu_cast)" in capsys.readouterr().out
-    check._hints_shown = 0
+    check_hints_then_solution(ex03.check_relu_cast, capsys)
 
 
 # ---- the counting exercises (moved from the notebook): reference solutions pass, wrong answers fail -----------

@@ -5,7 +5,8 @@ import torch
 import triton
 import triton.language as tl
 
-from gpulab.exercises import ex04, hint
+from gpulab.exercises import ex04
+from tests.exercise_checks import check_hints_then_solution, check_stub_not_attempted
 
 
 @triton.jit
@@ -61,8 +62,8 @@ def test_tolerance_is_one_unit_of_the_dtype_at_one():
     # a value 1.5 units of fp16 at 1 off the reference fails; half a unit passes (units by hand: 2^-10)
     ref = torch.ones(4, dtype=torch.float64)
     check = ex04._abs_mismatch(ex04.SINCOS_TOL[torch.float16])
-    assert check(ref + 0.5 * 2.0**-10, ref) is None
-    assert "1 of 4" in check(ref + torch.tensor([0, 0, 1.5 * 2.0**-10, 0], dtype=torch.float64), ref)
+    assert check(ref + 0.5 * 2.0**-10, ref, {}) is None
+    assert "1 of 4" in check(ref + torch.tensor([0, 0, 1.5 * 2.0**-10, 0], dtype=torch.float64), ref, {})
 
 
 def test_16_bit_sin_gets_the_note_to_compute_in_fp32():
@@ -73,22 +74,11 @@ def test_16_bit_sin_gets_the_note_to_compute_in_fp32():
 
 
 def test_stub_reports_not_attempted():
-    def stub(x, out):
-        raise NotImplementedError
-
-    rep = ex04.check_sincos_fused(stub)
-    assert not rep.attempted and "not attempted" in str(rep)
+    check_stub_not_attempted(ex04.check_sincos_fused, 2)
 
 
 def test_hints_then_solution(capsys):
-    check = ex04.check_sincos_fused
-    check._hints_shown = 0
-    for i in range(2):
-        hint(check)
-        assert f"hint {i + 1} of 2" in capsys.readouterr().out
-    hint(check)
-    assert "show_solution(check_sincos_fused)" in capsys.readouterr().out
-    check._hints_shown = 0
+    check_hints_then_solution(ex04.check_sincos_fused, capsys)
 
 
 # ---- the counting exercises (moved from the notebook): reference solutions pass, wrong answers fail -----------

@@ -11,8 +11,6 @@ from gpulab.bench import lesson08
 from gpulab.roofline import KernelPoint
 from tests.figure_checks import check_figure
 
-from ._figure_checks import assert_readable
-
 RECORDED = reference.load("h200")
 
 
@@ -133,16 +131,16 @@ def test_lesson03_figures_from_the_recording():
     rec = RECORDED["lesson03"]
     fig = figures.lesson03.relu_sweep_figure(rec["relu_sweep"], 4.0, "recorded")
     _traces_ok(fig)
-    assert_readable(fig)
+    check_figure(fig)
     dtypes = {r["dtype"] for r in rec["relu_sweep"]}
     assert len(fig.data) == 2 * len(dtypes) + 1 and list(fig.data[-1].y) == [4000.0, 4000.0]  # 4 TB/s = 4000 GB/s
     errors = dict(fp32=1e-7, tf32=1e-4, bf16=1e-3, fp16=1e-4, fp8=2e-2, how="made up")
     rates = dict(fp32=50.0, tf32=300.0, bf16=600.0, fp16=600.0, fp8=None)
     fig = figures.lesson03.rate_vs_error_figure(errors, rates, "made up")
     assert [tr.name for tr in fig.data] == ["fp32", "tf32", "bf16", "fp16"]  # fp8 has no rate: left out
-    assert_readable(fig)
+    check_figure(fig)
     m = rec["matmul"]
-    assert_readable(figures.lesson03.rate_vs_error_figure({**m["error"]}, m["tflops"], "recorded"))
+    check_figure(figures.lesson03.rate_vs_error_figure({**m["error"]}, m["tflops"], "recorded"))
 
 
 def test_lesson03_error_axes_read_in_powers_of_ten():
@@ -150,7 +148,7 @@ def test_lesson03_error_axes_read_in_powers_of_ten():
     fig = figures.lesson03.accumulation_figure(acc, "recorded")
     assert [list(tr.x) for tr in fig.data] == [acc["k"]] * 2 and list(fig.data[0].y) == acc["fp16"]
     assert fig.layout.yaxis.exponentformat == "power"  # not SI prefixes ("100n, 1µ") on an error axis
-    assert_readable(fig)
+    check_figure(fig)
     made_up = dict(k=[16, 1024], fp16=[1e-4, 1e-2], fp32=[1e-7, 1e-6], m=16, inputs="N(0,1)")
     assert list(figures.lesson03.accumulation_figure(made_up, "made up").data[1].y) == [1e-7, 1e-6]
 
@@ -168,7 +166,7 @@ def test_lesson03_formats_points_do_not_hide_each_other():
     assert len(set(spots)) == len(spots) == 6
     assert list(fig.layout.yaxis.ticktext) == ["nvfp4: 4.5 bits", "fp8_e4m3: 8 bits", "mxfp8: 8.25 bits"]  # by bits
     assert fig.layout.xaxis.exponentformat == "power"
-    assert_readable(fig)
+    check_figure(fig)
 
 
 def test_lesson03_formats_explorer_at_both_ends_of_each_slider():
@@ -181,7 +179,7 @@ def test_lesson03_formats_explorer_at_both_ends_of_each_slider():
     for mx in (e.BLOCKS[0], e.BLOCKS[-1]):
         for nv in (e.BLOCKS[0], e.BLOCKS[-1]):
             e.mx.value, e.nv.value = mx, nv
-            assert_readable(e.live.fig)
+            check_figure(e.live.fig)
             labels = list(e.live.fig.layout.yaxis.ticktext)
             assert f"mxfp8, block {mx}: {8 + 8 / mx:.3g} bits" in labels, labels  # tick labels follow the slider
 
@@ -204,7 +202,7 @@ def test_lesson04_model_lines_by_hand():
 def test_lesson04_time_figure_views_are_few_traces_each():
     rec = RECORDED["lesson04"]
     fig = figures.lesson04.time_figure(rec, "recorded")
-    assert_readable(fig)  # every dropdown view has data
+    check_figure(fig)  # every dropdown view has data
     buttons = fig.layout.updatemenus[0].buttons
     assert len(buttons) == len(figures.lesson04.TIME_VIEWS) == 2
     for b in buttons:
@@ -221,7 +219,7 @@ def test_lesson04_pressure_legend_leaves_the_right_axis_free():
     blocks = [str(r["block"]) for r in rows if r["study"] == "block"]
     assert len(fig.data) == 3 and list(fig.data[0].x) == blocks
     assert fig.layout.yaxis2.side == "right" and fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0
-    assert_readable(fig)
+    check_figure(fig)
 
 
 def test_lesson04_launch_explorer_at_both_ends_of_each_slider():
@@ -235,7 +233,7 @@ def test_lesson04_launch_explorer_at_both_ends_of_each_slider():
     for s in (e.log2_n, e.overhead, e.bandwidth):
         for end in (s.min, s.max):
             s.value = end if s is not e.overhead else 10**end  # FloatLogSlider's min/max are exponents
-            assert_readable(e.live.fig)
+            check_figure(e.live.fig)
     assert e.live.fig.layout.legend.orientation == "h"
 
 

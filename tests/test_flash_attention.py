@@ -398,13 +398,12 @@ def test_autotune_through_the_shared_autotuner(monkeypatch):
         return timing.Timing(1.0 if launched[-1] in fast else 2.0, 0.0, 0.0)
 
     monkeypatch.setattr(timing, "time_ms", fake_time_ms)
-    torch.manual_seed(12)
     q, k, v, do = _inputs(1, 2, 40, 40, 16, torch.float16)
     out, lse = F.flash_attention_forward(q, k, v, use_tma=False)
     assert launched[-1] == _key(F.FWD_CONFIGS[2]) and len(graphs) == len(F.FWD_CONFIGS) and all(graphs)
     grads = F.flash_attention_backward(q, k, v, out, lse, do, mode="atomic", use_tma=False)
     assert launched[-1] == _key(F.BWD_CONFIGS["atomic"][1])
-    _check_all(q, k, v, do, False, out, lse, grads, what="after autotuning (seed 12)")
+    _check_all(q, k, v, do, False, out, lse, grads, what="after autotuning")
     assert F.tuned_configs() == {"fwd float16 d=16 causal=False tma=False L<=256": F.config_short(F.FWD_CONFIGS[2]),
                                  "atomic float16 d=16 causal=False tma=False L<=256":
                                      F.config_short(F.BWD_CONFIGS["atomic"][1])}

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-import gpulab
 from gpulab import fusion
 from gpulab import figures
 from gpulab.bench import lesson04
@@ -88,11 +87,13 @@ def test_numpy_ints_are_ints():
 
 def test_model_time():
     n = 2**20
-    assert math.isclose(fusion.model_ms(n, "fp32", True, 5.0, 4.0), 0.005 + 8 * n / 4e12 * 1e3)
-    assert math.isclose(fusion.model_ms(n, "fp32", False, 5.0, 4.0), 0.025 + 44 * n / 4e12 * 1e3)
-    c = fusion.crossover_n("fp32", True, 5.0, 4.0)
-    assert math.isclose(c * 8 / 4e12, 5e-6)
-    assert math.isclose(fusion.effective_tbps(2**28, 0.5), 8 * 2**28 / 0.5e-3 / 1e12)
+    # fused: 1 launch of 5 us = 0.005 ms, 8 x 2^20 = 8,388,608 bytes at 4 TB/s = 0.002097152 ms
+    assert math.isclose(fusion.model_ms(n, "fp32", True, 5.0, 4.0), 0.007097152)
+    # unfused: 5 launches = 0.025 ms, 44 x 2^20 = 46,137,344 bytes at 4 TB/s = 0.011534336 ms
+    assert math.isclose(fusion.model_ms(n, "fp32", False, 5.0, 4.0), 0.036534336)
+    # one launch (5 us) = 8 bytes per element at 4 TB/s (2 ps): n = 5e-6 / 2e-12 = 2.5e6
+    assert math.isclose(fusion.crossover_n("fp32", True, 5.0, 4.0), 2.5e6)
+    assert math.isclose(fusion.effective_tbps(2**28, 0.5), 4.294967296)  # 8 x 2^28 = 2^31 bytes in 0.5 ms
     # small n: fused saves launches (5x); large n: fused saves bytes (44/8 = 5.5x)
     assert math.isclose(fusion.model_ms(1, "fp32", False, 5, 4) / fusion.model_ms(1, "fp32", True, 5, 4), 5, rel_tol=1e-6)
     assert math.isclose(fusion.model_ms(2**40, "fp32", False, 5, 4) / fusion.model_ms(2**40, "fp32", True, 5, 4), 5.5,

@@ -1,4 +1,4 @@
-"""The GPU table: every GPU the issue names, every number positive and sourced."""
+"""The GPU table: every GPU the lessons plan for (V100 and T4 up to B200), every number positive and sourced."""
 import pytest
 
 from gpulab import dtypes, hardware

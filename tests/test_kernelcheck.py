@@ -1,11 +1,12 @@
 """The kernel checker (gpulab.exercises.kernelcheck) on real Triton kernels, right and wrong: every usual
 mistake gets the message that names it, and none crashes the process (the guards take the stray stores)."""
-import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
+import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
 import torch
 import triton
 import triton.language as tl
 
-from gpulab.exercises import ex01, hint, kernelcheck
+from gpulab.exercises import ex01, kernelcheck
+from tests.exercise_checks import check_hints_then_solution, check_stub_not_attempted
 
 
 @triton.jit
@@ -65,11 +66,7 @@ def test_python_errors_are_reported_not_raised():
 
 
 def test_stub_reports_not_attempted():
-    def stub(x, a, b, out):
-        raise NotImplementedError
-
-    rep = ex01.check_scale_add(stub)
-    assert not rep.attempted and "not attempted" in str(rep)
+    check_stub_not_attempted(ex01.check_scale_add, 4)
 
 
 def test_guard_sees_writes_on_each_side():
@@ -92,14 +89,7 @@ def test_guard_poison_is_not_a_plausible_value_in_each_dtype():
 
 
 def test_hints_come_one_at_a_time_then_point_to_the_solution(capsys):
-    check = ex01.check_scale_add
-    check._hints_shown = 0
-    for i in range(len(check.hints)):
-        hint(check)
-        assert f"hint {i + 1} of {len(check.hints)}" in capsys.readouterr().out
-    hint(check)
-    assert "show_solution(check_scale_add)" in capsys.readouterr().out
-    check._hints_shown = 0
+    check_hints_then_solution(ex01.check_scale_add, capsys)
 
 
 def test_scale_add_tolerance_holds_where_a_x_and_b_cancel():

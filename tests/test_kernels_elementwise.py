@@ -10,6 +10,8 @@ from gpulab.kernels import relu as relu_mod
 from gpulab.kernels import vector_add as add_mod
 from gpulab.tolerances import assert_close_elementwise
 
+pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SIZES = [1, 17, 1000, 1793, 4097] if not gpulab.ON_GPU else [1, 17, 1000, 1793, 4097, 2**20 + 3]
 
@@ -151,5 +153,7 @@ def test_launchers_reject_bad_input():
 
 def test_hand_counts():
     assert add_mod.vector_add_counts(10, 4) == (10, 120)
-    assert relu_mod.relu_counts(10, 4) == (10, 80)  # seed: 8n bytes fp32
-    assert relu_mod.relu_counts(10, 2) == (10, 40)  # seed: 4n bytes fp16
+    assert relu_mod.relu_counts(10, "fp32") == (10, 80)  # seed: 8n bytes fp32
+    assert relu_mod.relu_counts(10, "fp16") == (10, 40)  # seed: 4n bytes fp16
+    with pytest.raises(ValueError, match="dtype"):
+        relu_mod.relu_counts(10, 4)

@@ -20,6 +20,8 @@ from gpulab.kernels import (
     vector_add,
 )
 
+pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+
 DEV = gpulab.DEVICE
 def FLAGS(n):
     return torch.zeros(n, dtype=torch.bool, device=DEV)

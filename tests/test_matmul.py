@@ -55,7 +55,7 @@ def test_many_tiles_groups_and_persistent_programs(dtype, persistent, poisoned):
 
 
 def test_fp16_1000_999_1001_matches_torch():
-    """The issue's correctness case: gpulab and torch.matmul both within the bound of float64, and within two
+    """An awkward fp16 case (no dimension a multiple of a tile): gpulab and torch.matmul both within the bound of float64, and within two
     fp16 ulps of each other."""
     a, b = _rand(1000, 1001, dtype=torch.float16), _rand(1001, 999, dtype=torch.float16)
     cfg = None if gpulab.ON_GPU else mm.MatmulConfig(128, 128, 64, num_stages=1, persistent=True)  # fast in the interpreter

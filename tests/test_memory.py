@@ -80,7 +80,7 @@ def test_fit_little_recovers_a_hand_made_sweep():
     latency, peak = memory.fit_little(warps, tbps, 2048)
     assert latency == pytest.approx(500.0) and peak == 4.0
     latency, _ = memory.fit_little([64, 128], [3.9, 4.0], 2048)  # no rising side: the fewest-warps point
-    assert latency == pytest.approx(64 * 2048 / 3.9e12 * 1e9)
+    assert latency == pytest.approx(33.6082, rel=1e-5)  # Little: 64 x 2048 = 131,072 bytes in flight / 3.9 TB/s
     with pytest.raises(ValueError, match="non-empty"):
         memory.fit_little([], [], 2048)
 

@@ -9,6 +9,8 @@ import pytest
 from gpulab import online_softmax as O
 from gpulab import figures
 
+pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+
 
 def test_seed_worked_example():
     got = O.check_seed_example()
@@ -38,8 +40,8 @@ def _direct(s, v):
 
 
 @pytest.mark.parametrize("trial", range(5))
-def test_every_tile_width_gives_the_direct_softmax(trial):
-    rng = np.random.default_rng()
+def test_every_tile_width_gives_the_direct_softmax(trial, seed):
+    rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 60))
     s = rng.normal(0, 3, n)
     s[rng.random(n) < 0.3] = -np.inf
@@ -50,8 +52,8 @@ def test_every_tile_width_gives_the_direct_softmax(trial):
         assert np.allclose(O.attention_row(s, v, tile), ref, rtol=1e-12, atol=1e-14), (n, tile)
 
 
-def test_merge_is_associative_and_commutative():
-    rng = np.random.default_rng()
+def test_merge_is_associative_and_commutative(seed):
+    rng = np.random.default_rng(seed)
     tiles = [O.tile_state(rng.normal(0, 4, k), rng.normal(size=(k, 2))) for k in (3, 5, 1, 7)]
     a, b, c, d = tiles
     left = O.merge(O.merge(O.merge(a, b), c), d)

@@ -32,7 +32,7 @@ def test_choices_per_gpu(name):
     assert f"plans for: {p.gpu.name}" in p.describe()
 
 
-def test_t4_entry_matches_the_issue():
+def test_t4_entry_matches_its_datasheet():  # 40 SMs, 16 GB, compute capability 7.5, no bf16 or fp8
     t4 = hardware.get("T4")
     assert (t4.compute_capability, t4.sms, t4.hbm_gb) == ((7, 5), 40, 16)
     assert t4.peak_tflops["bf16"] is None and t4.peak_tflops["fp8"] is None

@@ -7,12 +7,11 @@ import torch
 import gpulab
 from gpulab.kernels import read_bw
 
-SEED = 1234
+pytestmark = pytest.mark.usefixtures("seed")  # fresh inputs each run, the seed in a failure's report
 
 
-def _x(n, seed=SEED):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(n, generator=g, dtype=torch.float64) * 3).float().to(gpulab.DEVICE)
+def _x(n):
+    return (torch.randn(n, dtype=torch.float64) * 3).float().to(gpulab.DEVICE)
 
 
 def test_read_sum_by_hand():
@@ -47,7 +46,7 @@ def test_read_sum_matches_float64(n, programs, part, passes, block, l2_only, poi
     k = passes * n
     bound = k * 2.0**-24 * read_bw.read_sum_ref(x.abs(), programs, part, passes) + 1e-30
     err = (got.double().cpu() - ref).abs()
-    assert torch.all(err <= bound), f"seed {SEED}: got {got.tolist()}, expected {ref.tolist()}"
+    assert torch.all(err <= bound), f"got {got.tolist()}, expected {ref.tolist()}"
 
 
 def test_copy_persistent_writes_every_element(poisoned):
@@ -56,7 +55,7 @@ def test_copy_persistent_writes_every_element(poisoned):
     for programs in (1, 3, 16, 40):
         out = torch.full((n,), float("nan"), device=gpulab.DEVICE)
         y = read_bw.copy_persistent(x, programs, block=block, out=out)
-        assert y is out and torch.equal(y, x), f"programs={programs}, seed {SEED}"
+        assert y is out and torch.equal(y, x), f"programs={programs}"
     assert torch.equal(read_bw.copy_persistent(x, 5, block=block), x)  # its own (poisoned) output
 
 

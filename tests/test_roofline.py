@@ -6,6 +6,8 @@ import pytest
 
 from gpulab import hardware, roofline
 
+pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+
 SEED = hardware.get("Seed accelerator")
 
 
@@ -32,14 +34,25 @@ def test_attainable_is_min_of_roof_and_slope(i):
     assert roofline.attainable_tflops(i, 100, 1) == pytest.approx(min(100, i))
 
 
-def test_bound_is_max_of_terms_for_random_inputs():
+@pytest.mark.parametrize("f, d, c, b, compute_ms, memory_ms, limiter", [
+    (2e12, 1e11, 100, 2, 20.0, 50.0, "memory"),    # 2e12 / 100e12 s = 20 ms; 1e11 / 2e12 s = 50 ms
+    (6e13, 3e10, 989.5, 4.8, 60.637, 6.25, "compute"),  # 6e13 / 989.5e12 s = 60.637 ms; 3e10 / 4.8e12 s = 6.25 ms
+    (0, 8e9, 67, 4, 0.0, 2.0, "memory"),           # a copy: no FLOPs, 8 GB at 4 TB/s
+])
+def test_bound_by_hand(f, d, c, b, compute_ms, memory_ms, limiter):
+    r = roofline.bound(f, d, c, b)
+    assert (r.compute_ms, r.memory_ms) == (pytest.approx(compute_ms, rel=1e-4), pytest.approx(memory_ms))
+    assert r.limiter == limiter and r.time_ms == pytest.approx(max(compute_ms, memory_ms), rel=1e-4)
+
+
+def test_bound_on_random_inputs_meets_the_attainable_rate(seed):
     import random
-    rng = random.Random()
+    rng = random.Random(seed)
     for _ in range(200):
         f, d, c, b = (10 ** rng.uniform(3, 15), 10 ** rng.uniform(3, 12), 10 ** rng.uniform(0, 3), rng.uniform(0.1, 5))
         r = roofline.bound(f, d, c, b)
-        assert r.time_ms == pytest.approx(max(f / (c * 1e9), d / (b * 1e9)))
-        # rate at the bound equals the attainable rate
+        assert r.time_ms >= r.compute_ms and r.time_ms >= r.memory_ms
+        # the rate at the bound is the attainable rate, from the other side of the roofline
         assert f / (r.time_ms * 1e-3) / 1e12 == pytest.approx(roofline.attainable_tflops(f / d, c, b))
 
 
@@ -60,10 +73,11 @@ def test_numpy_numbers_are_numbers():
 
 def test_which_peak_applies():
     h = hardware.get("H200")
-    assert roofline.peak_for(h, "elementwise", "bf16") == h.peak("fp32")  # no tensor cores for ReLU
-    assert roofline.peak_for(h, "matmul", "bf16") == h.peak("bf16")
-    assert roofline.peak_for(h, "matmul", "fp32") == h.peak("fp32")
-    assert roofline.peak_for(h, "matmul", "fp32", tf32=True) == h.peak("tf32")
+    # the H200 datasheet (dense): FP32 67 TFLOP/s, TF32 494.5, BF16 989.5
+    assert roofline.peak_for(h, "elementwise", "bf16") == 67.0  # no tensor cores for ReLU
+    assert roofline.peak_for(h, "matmul", "bf16") == 989.5
+    assert roofline.peak_for(h, "matmul", "fp32") == 67.0
+    assert roofline.peak_for(h, "matmul", "fp32", tf32=True) == 494.5
     with pytest.raises(LookupError, match="T4 has no bf16"):
         roofline.peak_for(hardware.get("T4"), "matmul", "bf16")
     with pytest.raises(ValueError, match="op_kind"):

@@ -6,11 +6,12 @@ import random
 import numpy as np
 import pytest
 
-import gpulab
 from gpulab import sectors as sec
 from gpulab import figures
 from gpulab.bench import lesson06
 from gpulab.exercises import ex06 as ex
+
+pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 
 
 def test_seed_four_sectors():
@@ -55,7 +56,7 @@ def test_offset_and_granule():
 
 
 def test_matrix_request():
-    assert sec.matrix_request(1000, 4, "row").sectors == sec.warp_request(4, 1, 0).sectors
+    assert sec.matrix_request(1000, 4, "row").sectors == (0, 1, 2, 3)  # 32 consecutive fp32: 128 bytes from 0
     col = sec.matrix_request(1000, 4, "column")
     assert col.n_sectors == 32 and col.efficiency == 4 / 32
     assert sec.matrix_request(1, 4, "column").n_sectors == 4   # a one-column matrix is a vector
@@ -66,7 +67,7 @@ def test_numpy_ints_are_ints():
     assert sec.warp_request(np.int64(4), np.int64(2), np.int32(8), lanes=np.int8(16)) == sec.warp_request(4, 2, 8, 16)
     assert sec.address(np.int64(2), np.int64(3), np.int64(10), np.int64(4)) == 4 * (2 * 10 + 3)
     assert sec.matrix_request(np.int64(1000), np.int64(4), "column").n_sectors == 32
-    assert sec.effective_tbps(np.int64(10**9), np.int64(4), 1.0) == pytest.approx(2 * 4e9 / 1e-3 / 1e12)
+    assert sec.effective_tbps(np.int64(10**9), np.int64(4), 1.0) == pytest.approx(8.0)  # 8e9 bytes in 1 ms
 
 
 def test_stream_efficiency_counts_shared_sectors_once():
@@ -82,10 +83,11 @@ def test_copy_model():
     assert math.isclose(sec.strided_copy_efficiency(64, 4), 2 / 9)   # read 1/8, write 1
     assert math.isclose(sec.strided_copy_efficiency(2, 4), 2 / 3)
     assert math.isclose(sec.predicted_tbps(1, 4, 4.0), 4.0)
-    assert math.isclose(sec.predicted_tbps(8, 4, 4.5), 4.5 * 2 / 9)
+    assert math.isclose(sec.predicted_tbps(8, 4, 4.5), 1.0)   # 4.5 x 2/9: stride 8 of fp32 reads 1/8 useful
     assert math.isclose(sec.predicted_tbps(16, 4, 4.5), sec.predicted_tbps(64, 4, 4.5))   # levels off
-    assert math.isclose(sec.predicted_tbps(64, 4, 4.0, sector_bytes=128), 4.0 * 2 / 33)
-    assert math.isclose(sec.effective_tbps(2**28, 4, 0.5), 2 * 2**28 * 4 / 0.5e-3 / 1e12)
+    # 128-byte sectors: a read 4/128 = 1/32 useful, the write full: 2 / (32 + 1) of 4.0 TB/s
+    assert math.isclose(sec.predicted_tbps(64, 4, 4.0, sector_bytes=128), 0.24242424242424243)
+    assert math.isclose(sec.effective_tbps(2**28, 4, 0.5), 4.294967296)  # 2 x 2^28 x 4 = 2^31 bytes in 0.5 ms
 
 
 @pytest.mark.parametrize("call, word", [

@@ -52,7 +52,7 @@ def relu_rates(n: int, dtypes=tuple(P.RELU_DTYPES), warmup_ms: float = 50, rep_m
         rows.append(dict(dtype=d, n=n, bytes=nbytes, gpulab_ms=t_ours.median_ms, torch_ms=t_torch.median_ms,
                          gpulab_gbps=t_ours.rate(nbytes, 1e9), torch_gbps=t_torch.rate(nbytes, 1e9),
                          ratio=t_torch.median_ms / t_ours.median_ms))
-        del x
+        x = None  # free it before the next dtype's
     return rows
 
 

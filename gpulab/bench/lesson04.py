@@ -67,6 +67,7 @@ def accuracy(n: int = ACCURACY_N, compiled_eager=None) -> dict:
     dtype, the fraction of elements where torch eager and the fused kernel differ."""
     import torch
 
+    from ..dtypes import torch_dtype
     from ..kernels import sincos as S
 
     x = torch.randn(n, device="cuda")
@@ -74,8 +75,8 @@ def accuracy(n: int = ACCURACY_N, compiled_eager=None) -> dict:
     out = {"n": n, "fp32_max_abs_error": {}, "fast_math": S.FAST_MATH_AVAILABLE}
     for name, fn in _methods(x, compiled_eager or S.sincos_eager).items():
         out["fp32_max_abs_error"][name] = float((fn().double() - ref).abs().max())
-    for dname, dt in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
-        xd = x.to(dt)
+    for dname in ("fp16", "bf16"):
+        xd = x.to(torch_dtype(dname))
         eager, fused = S.sincos_eager(xd), S.sincos(xd)
         r = S.sincos_ref(xd)
         out[dname] = {"eager_fused_differ": float((eager != fused).double().mean()),

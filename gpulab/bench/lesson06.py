@@ -98,13 +98,14 @@ def transposes(side: int = MATRIX) -> dict:
     (autotuned), torch; then fp16 tiled (with the fp32 best tile) and torch. ms, TB/s and TB/s / copy."""
     import torch
 
+    from ..dtypes import torch_dtype
     from ..kernels import transpose as T
     from ..sectors import effective_tbps
     from ..timing import time_ms
 
     out = {"m": side, "n": side, "rows": []}
-    for dname, dt in (("fp32", torch.float32), ("fp16", torch.float16)):
-        a = torch.randn(side, side, device="cuda", dtype=dt)
+    for dname in ("fp32", "fp16"):
+        a = torch.randn(side, side, device="cuda", dtype=torch_dtype(dname))
         b = torch.empty_like(a)
         if dname == "fp32":
             T.transpose(a)  # autotune outside the timing
@@ -122,7 +123,7 @@ def transposes(side: int = MATRIX) -> dict:
             tbps = effective_tbps(side * side, a.element_size(), ms)
             copy_tbps = copy_tbps or tbps  # the first row is the copy
             out["rows"].append({"dtype": dname, "method": name, "ms": ms, "tbps": tbps, "vs_copy": tbps / copy_tbps})
-        del a, b
+        a = b = fns = None  # free this dtype's matrices before the next one's
         torch.cuda.empty_cache()
     return out
 

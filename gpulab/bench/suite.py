@@ -40,7 +40,7 @@ def roofline_points(progress: bool = True) -> list[KernelPoint]:
             flops, nbytes = vector_add_counts(n, 4)
         else:
             t = time_ms(lambda: relu(x))
-            flops, nbytes = relu_counts(n, 4)
+            flops, nbytes = relu_counts(n, "fp32")
         points.append(KernelPoint(f"{kind} fp32 n=2^{n.bit_length() - 1}", flops, nbytes, t.median_ms, "fp32",
                                   "elementwise"))
     return points

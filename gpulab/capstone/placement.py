@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import hardware, roofline, validate
+from .. import fusion, hardware, roofline, validate
 from .recorder import GROUPS
 
-LAUNCH_OVERHEAD_US = 5.0  # µs per kernel launch: the default of gpulab.fusion.model_ms's overhead model
+LAUNCH_OVERHEAD_US = fusion.LAUNCH_OVERHEAD_US  # µs per kernel launch: the launch-overhead model's
 KINDS = ("compute", "memory", "overhead")
 
 

@@ -44,27 +44,35 @@ class Report:
     __repr__ = __str__
 
 
-def run_cases(name: str, fn, cases, compare) -> Report:
-    """Call ``fn(*case.values())`` for each case; ``compare(case, got)`` returns None or a failure message.
+def _call_on_copies(fn, case: dict):
+    """``fn(*case.values())`` (keys starting with "_" left out) on copies: tensors cloned, everything else
+    deep-copied, so a function that changes its inputs cannot change what it is compared against."""
+    args = [v.clone() if hasattr(v, "clone") else copy.deepcopy(v) for k, v in case.items() if not k.startswith("_")]
+    return fn(*args)  # positional, so the learner may name the parameters as they like
 
-    Cases are copied before the call (tensors cloned, everything else deep-copied), so a function that changes its inputs cannot
-    change what it is compared against. ``NotImplementedError`` on the first case means "not attempted";
-    anything the learner's code raises, or a result the comparison cannot read, is a failure of that case.
+
+def run_cases(name: str, fn, cases, compare, *, call=_call_on_copies) -> Report:
+    """Call ``call(fn, case)`` for each case; ``compare(case, got)`` returns None or a failure message.
+
+    The default ``call`` is ``fn(*case.values())`` on copies of the case (see ``_call_on_copies``); kernel
+    checkers pass one that launches on guarded buffers (``kernelcheck.check_kernel``). ``NotImplementedError``
+    on the first case means "not attempted"; anything the learner's code raises (its first line reported), or
+    a result the comparison cannot read, is a failure of that case.
     """
     rep = Report(name)
     for i, case in enumerate(cases):
         rep.cases += 1
         args = ", ".join(f"{k}={_short(v)}" for k, v in case.items() if not k.startswith("_"))
-        call = [v.clone() if hasattr(v, "clone") else copy.deepcopy(v) for k, v in case.items() if not k.startswith("_")]
         try:
-            got = fn(*call)  # positional, so the learner may name the parameters as they like
+            got = call(fn, case)
         except NotImplementedError:
             if i == 0:
                 return Report(name, attempted=False)
             rep.failures.append(f"{name}({args}) raised NotImplementedError")
             continue
         except Exception as e:  # the learner's bug, reported rather than raised
-            rep.failures.append(f"{name}({args}) raised {type(e).__name__}: {e}")
+            first = str(e).splitlines()[0] if str(e) else ""
+            rep.failures.append(f"{name}({args}) raised {type(e).__name__}: {first}")
             continue
         try:
             msg = compare(case, got)

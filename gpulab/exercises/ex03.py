@@ -116,7 +116,7 @@ def check_fastest_within(fn) -> Report:
         exp = _fastest_within_solution(**case)
         if got == exp:
             return None
-        errs, rates, budget = case["errors"], case["rates"], case["budget"]
+        errs, budget = case["errors"], case["budget"]
         fits = [d for d in errs if errs[d] is not None and errs[d] <= budget]
         if exp is None:
             return f"expected None (no dtype has error <= {budget:.3g}), got {got!r}"

@@ -102,7 +102,7 @@ _FP32_NOTE = ("tl.sin and tl.cos take fp32 or fp64 only: load, then x.to(tl.floa
 
 
 def _abs_mismatch(tol: float):
-    def mismatch(got, ref, case=None):
+    def mismatch(got, ref, case):
         err = (got.detach().double().cpu() - ref).abs()
         bad = ~(err <= tol)  # NaN counts as bad
         if not bad.any():

@@ -22,7 +22,7 @@ import math
 import torch
 
 from ..tolerances import elementwise_mismatch
-from . import Report, _short
+from . import Report, run_cases
 
 GUARD_BYTES = 1 << 20
 #: Poison bit patterns per element size: a quiet NaN with a payload for floats, a marker for integers.
@@ -102,34 +102,26 @@ def check_kernel(name: str, fn, cases: list[dict], *, out, reference, mismatch=N
     """Run the learner's launcher on each case and diagnose each result; returns a ``Report``.
 
     cases: dicts of named arguments in call order; tensors are placed in guarded buffers, other values are
-    passed as they are. out(case) -> (shape, dtype) of the output; reference(case) -> the float64 answer.
+    passed as they are. out(case) -> (shape, dtype) of the output; reference(case) -> the float64 answer;
+    mismatch(got, ref64, case) -> None or a message comparing the values (default: ``diagnose``'s one ulp).
     The call is ``fn(*case.values(), out)``. NotImplementedError on the first case means "not attempted";
     any other exception is reported for that case, never raised.
     """
-    rep = Report(name)
-    for i, case in enumerate(cases):
-        rep.cases += 1
+    def launch(fn, case):
         guarded_in = {k: Guarded(v.shape, v.dtype, v.device, fill=v) for k, v in case.items()
                       if isinstance(v, torch.Tensor)}
         args = [guarded_in[k].view if k in guarded_in else v for k, v in case.items()]
         shape, dtype = out(case)
         device = next((v.device for v in case.values() if isinstance(v, torch.Tensor)), "cpu")
         o = Guarded(shape, dtype, device)
-        desc = ", ".join(f"{k}={_short(v)}" for k, v in case.items())
-        try:
-            fn(*args, o.view)
-        except NotImplementedError:
-            if i == 0:
-                return Report(name, attempted=False)
-            rep.failures.append(f"{name}({desc}) raised NotImplementedError")
-            continue
-        except Exception as e:  # the learner's bug, reported rather than raised
-            rep.failures.append(f"{name}({desc}) raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-            continue
+        fn(*args, o.view)
         if torch.cuda.is_available() and o.view.is_cuda:
             torch.cuda.synchronize()
-        compare = None if mismatch is None else (lambda got, ref, case=case: mismatch(got, ref, case))
-        msg = diagnose(o, reference(case), list(guarded_in.values()), compare)
-        if msg:
-            rep.failures.append(f"{name}({desc}): {msg}")
-    return rep
+        return o, list(guarded_in.values())
+
+    def compare(case, got):
+        o, guarded_in = got
+        values = None if mismatch is None else (lambda g, ref: mismatch(g, ref, case))
+        return diagnose(o, reference(case), guarded_in, values)
+
+    return run_cases(name, fn, cases, compare, call=launch)

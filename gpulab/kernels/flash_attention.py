@@ -75,6 +75,7 @@ import triton.language as tl
 import gpulab
 
 from . import _autotune
+from ._autograd import differentiable_once
 from ._checks import check_power_of_two, check_tensor
 from ._hopper import TensorDescriptor, tma_available
 from .matmul_precision import bf16_dot_is_exact
@@ -710,24 +711,8 @@ class FlashAttentionFunction(torch.autograd.Function):
         dout = dout.resolve_neg()  # autograd hands over what it has; the kernels need the values in memory
         with torch.no_grad():
             dq, dk, dv = flash_attention_backward(q, k, v, out, lse, dout, ctx.causal, ctx.sm_scale)
-        if torch.is_grad_enabled():  # create_graph=True: a second derivative through here must raise
-            dq, dk, dv = _NoSecondDerivative.apply(dq, dk, dv, dout, q, k, v)
+        dq, dk, dv = differentiable_once("flash_attention", (dq, dk, dv), (dout, q, k, v))
         return dq, dk, dv, None, None
-
-
-class _NoSecondDerivative(torch.autograd.Function):
-    """Passes (dq, dk, dv) through, attached to dout, q, k, v, with a backward that raises. (torch's
-    ``once_differentiable`` attaches its error to detached copies, so ``torch.autograd.grad(..., inputs=q)``
-    prunes it and silently leaves out this term of a second derivative.)"""
-
-    @staticmethod
-    def forward(ctx, dq, dk, dv, *connect):
-        return dq.view_as(dq), dk.view_as(dk), dv.view_as(dv)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        raise RuntimeError("flash_attention is differentiable once: its backward kernels have no derivative "
-                           "(a second derivative through it, e.g. after create_graph=True, is not supported)")
 
 
 def flash_attention(q, k, v, causal: bool = False, sm_scale: float | None = None, return_lse: bool = False):

@@ -230,12 +230,6 @@ def _check_inputs(a, b, input_precision, path):
         raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
-    if torch.is_grad_enabled():
-        for name, t in (("a", a), ("b", b)):
-            if t.requires_grad:
-                raise ValueError(f"{name} requires grad, but these Triton kernels have no backward: the result would "
-                                 f"silently carry no gradient. Use torch.matmul for autograd, or pass {name}.detach() "
-                                 "(or call under torch.no_grad())")
     if path == "tma":
         if a.dtype not in TMA_DTYPES:
             raise ValueError(f"path='tma' takes fp16 or bf16 inputs, got {a.dtype}; use path='pointer' for fp32")

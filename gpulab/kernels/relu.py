@@ -9,6 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .. import precision, validate
 from ._checks import check_block, check_tensor
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -46,6 +47,7 @@ def relu_ref(x: torch.Tensor) -> torch.Tensor:
     return torch.relu(x.double())
 
 
-def relu_counts(n: int, itemsize: int) -> tuple[int, int]:
-    """(FLOPs, bytes) by hand: n comparisons; read x, write y."""
-    return n, 2 * n * itemsize
+def relu_counts(n: int, dtype: str) -> tuple[int, int]:
+    """(FLOPs, bytes) by hand for n elements of ``dtype`` ("fp32", "fp16" or "bf16"): n comparisons; the bytes
+    are the model's, ``gpulab.precision.relu_bytes`` (read x, write y). Raises ValueError naming the argument."""
+    return validate.integer("n", n), precision.relu_bytes(n, dtype)
