@@ -12,6 +12,7 @@ that GPU; ``GPULAB_AS_GPU=T4`` plans as a T4 on any machine). ``gpulab.describe(
 the GPU planned for and the reasons. ``gpulab.size(gpu=..., interpreter=...)``
 gives the problem size for the current mode, so notebooks never need editing.
 """
+
 from __future__ import annotations
 
 import functools
@@ -62,10 +63,12 @@ def check_versions(torch_version: str, triton_version: str | None) -> None:
     if triton_version is None or _release(triton_version) < MIN_TRITON:
         problems.append(f"Triton {triton_version or '(not installed)'} (needs >= {'.'.join(map(str, MIN_TRITON))})")
     if problems:
-        raise RuntimeError("gpulab cannot run with " + " and ".join(problems) + ". gpulab never installs torch or "
-                           "Triton over a runtime's own (on Colab they come with the image): use a newer runtime "
-                           "(on Colab: Runtime > Change runtime type, or a fresh session), or install a matching "
-                           "pair yourself with `pip install torch` outside Colab.")
+        raise RuntimeError(
+            "gpulab cannot run with " + " and ".join(problems) + ". gpulab never installs torch or "
+            "Triton over a runtime's own (on Colab they come with the image): use a newer runtime "
+            "(on Colab: Runtime > Change runtime type, or a fresh session), or install a matching "
+            "pair yourself with `pip install torch` outside Colab."
+        )
 
 
 def _installed_triton() -> str | None:
@@ -96,22 +99,30 @@ def _choose_mode() -> Mode:
 
     has_cuda = torch.cuda.is_available()
     if forced == "gpu" and not has_cuda:
-        raise RuntimeError("GPULAB_MODE=gpu was requested but torch sees no CUDA GPU "
-                           f"(torch {torch.__version__}, CUDA build: {torch.version.cuda})")
+        raise RuntimeError(
+            "GPULAB_MODE=gpu was requested but torch sees no CUDA GPU "
+            f"(torch {torch.__version__}, CUDA build: {torch.version.cuda})"
+        )
     if has_cuda and forced != "interpreter":
         os.environ.pop("TRITON_INTERPRET", None)
         name = torch.cuda.get_device_name(0)
-        return Mode("gpu", "cuda", name,
-                    f"torch {torch.__version__} sees a CUDA GPU ({name}); kernels compile for it and "
-                    "timings are live measurements")
+        return Mode(
+            "gpu",
+            "cuda",
+            name,
+            f"torch {torch.__version__} sees a CUDA GPU ({name}); kernels compile for it and "
+            "timings are live measurements",
+        )
     os.environ["TRITON_INTERPRET"] = "1"
     if has_cuda:
         reason = f"{why_forced}, so kernels run in Triton's interpreter on the CPU although a GPU is present"
     else:
         build = "a CPU-only build" if torch.version.cuda is None else f"a CUDA {torch.version.cuda} build"
-        reason = (f"torch {torch.__version__} ({build}) sees no CUDA GPU, so every Triton kernel runs in "
-                  "Triton's interpreter on the CPU with small inputs; timing plots show reference data "
-                  "recorded on a real GPU, labelled as such")
+        reason = (
+            f"torch {torch.__version__} ({build}) sees no CUDA GPU, so every Triton kernel runs in "
+            "Triton's interpreter on the CPU with small inputs; timing plots show reference data "
+            "recorded on a real GPU, labelled as such"
+        )
     return Mode("interpreter", "cpu", "CPU (Triton interpreter)", reason)
 
 
@@ -126,15 +137,17 @@ mode_info: Mode = _choose_mode()
 if _triton_before and mode_info.name == "interpreter":
     import warnings
 
-    warnings.warn("triton was imported before gpulab: any @triton.jit kernel defined before `import gpulab` "
-                  "was built for a GPU and will fail here; import gpulab first (it sets TRITON_INTERPRET=1)",
-                  stacklevel=2)
+    warnings.warn(
+        "triton was imported before gpulab: any @triton.jit kernel defined before `import gpulab` "
+        "was built for a GPU and will fail here; import gpulab first (it sets TRITON_INTERPRET=1)",
+        stacklevel=2,
+    )
 MODE: str = mode_info.name
 DEVICE: str = mode_info.device
 ON_GPU: bool = MODE == "gpu"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compute_capability() -> tuple[int, int]:
     """The GPU's (major, minor) compute capability, asked once (launchers check it on every call, and each
     query costs microseconds); (0, 0) in interpreter mode."""
@@ -157,12 +170,16 @@ def describe(print_it: bool = True) -> str:
     import torch
     import triton
 
-    lines = [str(mode_info), f"  torch {torch.__version__}, triton {triton.__version__}, "
-                             f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '(unset)')}"]
+    lines = [
+        str(mode_info),
+        f"  torch {torch.__version__}, triton {triton.__version__}, "
+        f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '(unset)')}",
+    ]
     if ON_GPU:
         p = torch.cuda.get_device_properties(0)
-        lines.append(f"  {p.multi_processor_count} SMs, compute capability {p.major}.{p.minor}, "
-                     f"{p.total_memory / 2**30:.0f} GiB")
+        lines.append(
+            f"  {p.multi_processor_count} SMs, compute capability {p.major}.{p.minor}, {p.total_memory / 2**30:.0f} GiB"
+        )
     lines.append(_plan.current().describe())
     text = "\n".join(lines)
     if print_it:

@@ -21,11 +21,13 @@ Counts are by hand:
 ``gpulab.bench.lesson08.measure`` times a forward on the GPU and records its peak memory; out of memory it
 returns ``oom=True`` instead of raising, so a sweep can show where naive attention stops.
 """
+
 from __future__ import annotations
 
 import math
 
 from . import validate
+
 
 def _ints(**kw) -> tuple[int, ...]:
     """The keywords' values as Python ints >= 0 (NumPy ints too), in order; TypeError/ValueError naming one
@@ -135,10 +137,10 @@ def naive_attention(q, k, v, causal: bool = False, sm_scale: float | None = None
     import torch
 
     scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
-    s = (q * scale) @ k.transpose(-1, -2)                                   # S: (B, H, Lq, Lk)
+    s = (q * scale) @ k.transpose(-1, -2)  # S: (B, H, Lq, Lk)
     if causal:
         keep = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
         s.masked_fill_(~keep, float("-inf"))
-    p = torch.softmax(s, dim=-1)                                            # P: (B, H, Lq, Lk)
+    p = torch.softmax(s, dim=-1)  # P: (B, H, Lq, Lk)
     del s
     return p @ v

@@ -32,6 +32,7 @@ that kernel (so buffers here are many times the L2); L2 serves re-reads that a b
 traffic (the tiling and attention models count requested loads; the counters show how much reached DRAM);
 DRAM moves data in granules that can be larger than a 32-byte sector.
 """
+
 from __future__ import annotations
 
 import csv
@@ -84,6 +85,7 @@ class CountersUnavailable(RuntimeError):
 
 # ---- can counters be read here? ------------------------------------------------------------------------------
 
+
 def ncu_path() -> str | None:
     """The ``ncu`` executable on PATH, or None."""
     return shutil.which("ncu")
@@ -109,8 +111,10 @@ def available() -> tuple[bool, str]:
     if ncu_path() is None:
         return False, "Nsight Compute's `ncu` is not on PATH (it ships with the CUDA toolkit)"
     if _profiling_admin_only():
-        return False, (f"the driver lets only administrators read GPU counters ({PERMISSION_ERROR}: "
-                       "RmProfilingAdminOnly=1 and this process is not root)")
+        return False, (
+            f"the driver lets only administrators read GPU counters ({PERMISSION_ERROR}: "
+            "RmProfilingAdminOnly=1 and this process is not root)"
+        )
     return True, ""
 
 
@@ -132,11 +136,21 @@ def ncu_version(ncu: str | None = None) -> str:
 
 # Units ncu prints, scaled to the base unit of their kind: time to ns, bytes and counts by decimal prefixes
 # (ncu's "Kbyte" is 1e3 bytes). "%" and plain counts stay as they are.
-TIME_UNITS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9,
-              "second": 1e9}
+TIME_UNITS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
 PREFIXES = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-ID_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
-              "Grid Size", "Device", "CC")
+ID_COLUMNS = (
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    "Kernel Name",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+)
 
 
 def to_base(text: str, unit: str) -> tuple[float | None, str]:
@@ -168,8 +182,10 @@ def _csv_lines(text: str) -> list[str]:
     lines = text.splitlines()
     start = next((i for i, ln in enumerate(lines) if _is_header(ln)), None)
     if start is None:
-        raise ValueError("no ncu CSV header (a line with \"ID\" and \"Kernel Name\") in the output; first lines: "
-                         + " | ".join(lines[:5]))
+        raise ValueError(
+            'no ncu CSV header (a line with "ID" and "Kernel Name") in the output; first lines: '
+            + " | ".join(lines[:5])
+        )
     return [ln for ln in lines[start:] if ln.startswith('"')]
 
 
@@ -194,9 +210,17 @@ def parse_csv(text: str) -> list[dict]:
                 metrics[header[i]], base_units[header[i]] = to_base(rec[i], units[i])
             except ValueError:  # a text-valued column (ncu adds a few device attributes as strings)
                 continue
-        rows.append({"id": int(cell["ID"]), "kernel": cell.get("Kernel Name", ""), "range": None,
-                     "block": cell.get("Block Size", ""), "grid": cell.get("Grid Size", ""),
-                     "metrics": metrics, "units": base_units})
+        rows.append(
+            {
+                "id": int(cell["ID"]),
+                "kernel": cell.get("Kernel Name", ""),
+                "range": None,
+                "block": cell.get("Block Size", ""),
+                "grid": cell.get("Grid Size", ""),
+                "metrics": metrics,
+                "units": base_units,
+            }
+        )
     return rows
 
 
@@ -225,6 +249,7 @@ def attach_ranges(rows: list[dict], renamed_rows: list[dict], ranges) -> str:
 
 
 # ---- cases: what runs in each range, and the model beside each counter ---------------------------------------
+
 
 @dataclass(frozen=True)
 class Range:
@@ -260,8 +285,18 @@ class Case:
 
 def _row(rng: Range, quantity: str, unit: str, model, counter, time_ns, kernels, note: str = "") -> dict:
     ratio = counter / model if model not in (None, 0) and counter is not None else None
-    return {"range": rng.name, "label": rng.label, "quantity": quantity, "unit": unit, "model": model,
-            "counter": counter, "ratio": ratio, "time_ns": time_ns, "kernels": kernels, "note": note}
+    return {
+        "range": rng.name,
+        "label": rng.label,
+        "quantity": quantity,
+        "unit": unit,
+        "model": model,
+        "counter": counter,
+        "ratio": ratio,
+        "time_ns": time_ns,
+        "kernels": kernels,
+        "note": note,
+    }
 
 
 def _sum(*values):
@@ -285,6 +320,7 @@ def _div(a, b):
 
 # fusion (lesson 04) ---------------------------------------------------------------------------------------
 
+
 def fusion_case(n: int = 2**26) -> Case:
     """sin(x)^2 + cos(x)^2 on n fp32 elements: the five-kernel chain against the fused kernel. Model:
     ``gpulab.fusion.bytes_moved`` (44n and 8n bytes) and ``launches`` (5 and 1)."""
@@ -297,8 +333,10 @@ def fusion_case(n: int = 2**26) -> Case:
         from .kernels import sincos as S
 
         x = torch.randn(n, device=gpulab.DEVICE)
-        return [(case.range("unfused"), lambda: S.sincos_unfused(x)),
-                (case.range("fused"), lambda: S.sincos(x, block=1024, num_warps=4))]
+        return [
+            (case.range("unfused"), lambda: S.sincos_unfused(x)),
+            (case.range("fused"), lambda: S.sincos(x, block=1024, num_warps=4)),
+        ]
 
     def model(case, per_range):
         from . import fusion
@@ -307,20 +345,39 @@ def fusion_case(n: int = 2**26) -> Case:
         for r in case.ranges:
             m, kernels = per_range[r.name]
             fused = r.params["fused"]
-            out.append(_row(r, "DRAM bytes", "byte", fusion.bytes_moved(n, "fp32", fused), _dram(m), m.get(TIME),
-                            kernels))
-            out.append(_row(r, "SM<->L2 bytes", "byte", fusion.bytes_moved(n, "fp32", fused), _l2(m), m.get(TIME),
-                            kernels))
-            out.append(_row(r, "kernels", "launch", fusion.launches(fused), len(kernels) if kernels else None,
-                            m.get(TIME), kernels))
+            out.append(
+                _row(r, "DRAM bytes", "byte", fusion.bytes_moved(n, "fp32", fused), _dram(m), m.get(TIME), kernels)
+            )
+            out.append(
+                _row(r, "SM<->L2 bytes", "byte", fusion.bytes_moved(n, "fp32", fused), _l2(m), m.get(TIME), kernels)
+            )
+            out.append(
+                _row(
+                    r,
+                    "kernels",
+                    "launch",
+                    fusion.launches(fused),
+                    len(kernels) if kernels else None,
+                    m.get(TIME),
+                    kernels,
+                )
+            )
         return out
 
-    return Case(name, "04", "DRAM bytes of the five-kernel chain and of the fused kernel against 44n and 8n",
-                (DRAM_READ, DRAM_WRITE, L2_READ_SECTORS, L2_WRITE_SECTORS, TIME), ranges, setup, model,
-                {"n": n, "dtype": "fp32"})
+    return Case(
+        name,
+        "04",
+        "DRAM bytes of the five-kernel chain and of the fused kernel against 44n and 8n",
+        (DRAM_READ, DRAM_WRITE, L2_READ_SECTORS, L2_WRITE_SECTORS, TIME),
+        ranges,
+        setup,
+        model,
+        {"n": n, "dtype": "fp32"},
+    )
 
 
 # precision (lesson 03) ------------------------------------------------------------------------------------
+
 
 def precision_case(n: int = 2**26, dtypes=("fp32", "fp16", "bf16")) -> Case:
     """ReLU on n elements per dtype. Model: ``gpulab.kernels.relu.relu_counts`` (2ns bytes: 8n fp32, 4n 16-bit)."""
@@ -350,12 +407,20 @@ def precision_case(n: int = 2**26, dtypes=("fp32", "fp16", "bf16")) -> Case:
             out.append(_row(r, "SM<->L2 bytes", "byte", model_bytes, _l2(m), m.get(TIME), kernels))
         return out
 
-    return Case(name, "03", "DRAM bytes of ReLU per dtype against 2n x itemsize (8n fp32, 4n fp16/bf16)",
-                (DRAM_READ, DRAM_WRITE, L2_READ_SECTORS, L2_WRITE_SECTORS, TIME), ranges, setup, model,
-                {"n": n, "dtypes": list(dtypes)})
+    return Case(
+        name,
+        "03",
+        "DRAM bytes of ReLU per dtype against 2n x itemsize (8n fp32, 4n fp16/bf16)",
+        (DRAM_READ, DRAM_WRITE, L2_READ_SECTORS, L2_WRITE_SECTORS, TIME),
+        ranges,
+        setup,
+        model,
+        {"n": n, "dtypes": list(dtypes)},
+    )
 
 
 # coalescing (lesson 06) -----------------------------------------------------------------------------------
+
 
 def coalescing_case(n: int = 2**24, strides=(1, 2, 4, 8, 16, 32), matrix: int = 8192) -> Case:
     """fp32 strided copies ``y[k] = x[k * stride]`` (n outputs) and the naive and tiled transposes of a
@@ -365,7 +430,9 @@ def coalescing_case(n: int = 2**24, strides=(1, 2, 4, 8, 16, 32), matrix: int = 
     the tiled transpose's write), and DRAM bytes counting every sector of every request once (no L2 reuse)."""
     name = "coalescing"
     ranges = tuple(Range(name, f"stride{s}", {"stride": s, "side": "ld"}) for s in strides) + (
-        Range(name, "transpose-naive", {"side": "st"}), Range(name, "transpose-tiled", {"side": "st"}))
+        Range(name, "transpose-naive", {"side": "st"}),
+        Range(name, "transpose-tiled", {"side": "st"}),
+    )
 
     def setup(case):
         import torch
@@ -374,11 +441,16 @@ def coalescing_case(n: int = 2**24, strides=(1, 2, 4, 8, 16, 32), matrix: int = 
         from .kernels.transpose import transpose, transpose_naive
 
         x = torch.randn(n * max(strides), device=gpulab.DEVICE)
-        runs = [(r, lambda s=r.params["stride"]: strided_copy(x[: n * s], s, block=1024, num_warps=4))
-                for r in case.ranges if "stride" in r.params]
+        runs = [
+            (r, lambda s=r.params["stride"]: strided_copy(x[: n * s], s, block=1024, num_warps=4))
+            for r in case.ranges
+            if "stride" in r.params
+        ]
         a = torch.randn(matrix, matrix, device=gpulab.DEVICE)
-        runs += [(case.range("transpose-naive"), lambda: transpose_naive(a, block=1024)),
-                 (case.range("transpose-tiled"), lambda: transpose(a, block_m=64, block_n=64, num_warps=4))]
+        runs += [
+            (case.range("transpose-naive"), lambda: transpose_naive(a, block=1024)),
+            (case.range("transpose-tiled"), lambda: transpose(a, block_m=64, block_n=64, num_warps=4)),
+        ]
         return runs
 
     def model(case, per_range):
@@ -404,23 +476,59 @@ def coalescing_case(n: int = 2**24, strides=(1, 2, 4, 8, 16, 32), matrix: int = 
             side = r.params["side"]
             side_sectors, side_requests = (LD_SECTORS, LD_REQUESTS) if side == "ld" else (ST_SECTORS, ST_REQUESTS)
             t = m.get(TIME)
-            out.append(_row(r, f"{side} sectors/32 el", "sector", per32,
-                            _div(m.get(side_sectors), elements / WARP_SIZE), t, kernels))
-            out.append(_row(r, f"{side} sectors/request", "sector", per_request,
-                            _div(m.get(side_sectors), m.get(side_requests)), t, kernels))
+            out.append(
+                _row(
+                    r,
+                    f"{side} sectors/32 el",
+                    "sector",
+                    per32,
+                    _div(m.get(side_sectors), elements / WARP_SIZE),
+                    t,
+                    kernels,
+                )
+            )
+            out.append(
+                _row(
+                    r,
+                    f"{side} sectors/request",
+                    "sector",
+                    per_request,
+                    _div(m.get(side_sectors), m.get(side_requests)),
+                    t,
+                    kernels,
+                )
+            )
             out.append(_row(r, "DRAM bytes", "byte", dram, _dram(m), t, kernels))
         return out
 
     metrics = (DRAM_READ, DRAM_WRITE, LD_SECTORS, LD_REQUESTS, ST_SECTORS, ST_REQUESTS, TIME)
-    return Case(name, "06", "sectors per 32 elements and per request, and DRAM bytes, for each stride and both "
-                            "transposes, against the sector model", metrics, ranges, setup, model,
-                {"n": n, "strides": list(strides), "matrix": matrix, "dtype": "fp32"})
+    return Case(
+        name,
+        "06",
+        "sectors per 32 elements and per request, and DRAM bytes, for each stride and both "
+        "transposes, against the sector model",
+        metrics,
+        ranges,
+        setup,
+        model,
+        {"n": n, "strides": list(strides), "matrix": matrix, "dtype": "fp32"},
+    )
 
 
 # divergence (lesson 02) -----------------------------------------------------------------------------------
 
-def divergence_case(n: int = 2**20, block: int = 1024, k_a: int = 32, k_b: int = 16, fraction_a: float = 0.5,
-                    frac_expensive: float = 1 / 16, cheap: int = 4, expensive: int = 64, seed: int = 0) -> Case:
+
+def divergence_case(
+    n: int = 2**20,
+    block: int = 1024,
+    k_a: int = 32,
+    k_b: int = 16,
+    fraction_a: float = 0.5,
+    frac_expensive: float = 1 / 16,
+    cheap: int = 4,
+    expensive: int = 64,
+    seed: int = 0,
+) -> Case:
     """The branch variants of ``gpulab.kernels.divergence`` on n fp32 elements.
 
     Threads per instruction: a Triton program has no per-lane branch. ``tl.where`` evaluates both paths with
@@ -456,9 +564,12 @@ def divergence_case(n: int = 2**20, block: int = 1024, k_a: int = 32, k_b: int =
         x = torch.randn(n, device=gpulab.DEVICE, generator=gen) * 3
         take_a = torch.rand(n, device=gpulab.DEVICE, generator=gen) < fraction_a
         flags = dv.block_flags(-(-n // block), fraction_a, device=gpulab.DEVICE)
-        runs = {"path-a": lambda: dv.path(x, "A", k_a, block=block), "path-b": lambda: dv.path(x, "B", k_b, block=block),
-                "where": lambda: dv.branch_where(x, take_a, k_a, k_b, block=block),
-                "uniform": lambda: dv.branch_uniform(x, flags, k_a, k_b, block=block)}
+        runs = {
+            "path-a": lambda: dv.path(x, "A", k_a, block=block),
+            "path-b": lambda: dv.path(x, "B", k_b, block=block),
+            "where": lambda: dv.branch_where(x, take_a, k_a, k_b, block=block),
+            "uniform": lambda: dv.branch_uniform(x, flags, k_a, k_b, block=block),
+        }
         for lab in labels[4:]:
             t = torch.from_numpy(trips_of(lab)).to(gpulab.DEVICE)
             runs[lab] = lambda t=t: dv.loop_cost(x, t, block=block)
@@ -487,21 +598,47 @@ def divergence_case(n: int = 2**20, block: int = 1024, k_a: int = 32, k_b: int =
         for r in case.ranges:
             m, kernels = per_range[r.name]
             t = m.get(TIME)
-            out.append(_row(r, "threads/inst", "thread", float(WARP_SIZE), m.get(THREADS_PER_INST), t,
-                            kernels))
+            out.append(_row(r, "threads/inst", "thread", float(WARP_SIZE), m.get(THREADS_PER_INST), t, kernels))
             p = predicted(r.label)
-            out.append(_row(r, "warp inst", "inst", p, m.get(WARP_INST), t, kernels,
-                            "" if p is None else "model calibrated by path-a/b and loop-zero/full"))
+            out.append(
+                _row(
+                    r,
+                    "warp inst",
+                    "inst",
+                    p,
+                    m.get(WARP_INST),
+                    t,
+                    kernels,
+                    "" if p is None else "model calibrated by path-a/b and loop-zero/full",
+                )
+            )
         return out
 
     metrics = (THREADS_PER_INST, WARP_INST, TIME)
-    return Case(name, "02", "threads per warp instruction and warp instructions for each branch variant, against "
-                            "the lane-mask model", metrics, ranges, setup, model,
-                {"n": n, "block": block, "k_a": k_a, "k_b": k_b, "fraction_a": fraction_a,
-                 "frac_expensive": frac_expensive, "cheap": cheap, "expensive": expensive, "seed": seed})
+    return Case(
+        name,
+        "02",
+        "threads per warp instruction and warp instructions for each branch variant, against the lane-mask model",
+        metrics,
+        ranges,
+        setup,
+        model,
+        {
+            "n": n,
+            "block": block,
+            "k_a": k_a,
+            "k_b": k_b,
+            "fraction_a": fraction_a,
+            "frac_expensive": frac_expensive,
+            "cheap": cheap,
+            "expensive": expensive,
+            "seed": seed,
+        },
+    )
 
 
 # resource pressure and occupancy (lessons 04 and 00) ------------------------------------------------------
+
 
 def occupancy_case(n: int = 2**24, blocks=(1024, 4096, 8192), num_warps: int = 4) -> Case:
     """The fused sin^2 + cos^2 kernel at growing BLOCK (more elements per thread, more registers), num_warps
@@ -527,8 +664,10 @@ def occupancy_case(n: int = 2**24, blocks=(1024, 4096, 8192), num_warps: int = 4
             m, kernels = per_range[r.name]
             t, regs = m.get(TIME), m.get(REGISTERS)
             resident = fusion.resident_warps(int(regs), r.params["num_warps"]) if regs else None
-            warps = {k: None if m.get(k) is None else m[k] / 100 * fusion.MAX_WARPS_PER_SM
-                     for k in (THEORETICAL_OCCUPANCY, ACHIEVED_OCCUPANCY)}
+            warps = {
+                k: None if m.get(k) is None else m[k] / 100 * fusion.MAX_WARPS_PER_SM
+                for k in (THEORETICAL_OCCUPANCY, ACHIEVED_OCCUPANCY)
+            }
             out.append(_row(r, "registers/thread", "register", None, regs, t, kernels))
             out.append(_row(r, "block limit (registers)", "block", None, m.get(BLOCK_LIMIT_REGISTERS), t, kernels))
             out.append(_row(r, "resident warps/SM", "warp", resident, warps[THEORETICAL_OCCUPANCY], t, kernels))
@@ -536,9 +675,16 @@ def occupancy_case(n: int = 2**24, blocks=(1024, 4096, 8192), num_warps: int = 4
         return out
 
     metrics = (REGISTERS, BLOCK_LIMIT_REGISTERS, THEORETICAL_OCCUPANCY, ACHIEVED_OCCUPANCY, TIME)
-    return Case(name, "04", "registers, theoretical and achieved occupancy of the fused kernel against the "
-                            "register-file model", metrics, ranges, setup, model,
-                {"n": n, "blocks": list(blocks), "num_warps": num_warps, "dtype": "fp32"})
+    return Case(
+        name,
+        "04",
+        "registers, theoretical and achieved occupancy of the fused kernel against the register-file model",
+        metrics,
+        ranges,
+        setup,
+        model,
+        {"n": n, "blocks": list(blocks), "num_warps": num_warps, "dtype": "fp32"},
+    )
 
 
 # tiling (lesson 07) ---------------------------------------------------------------------------------------
@@ -552,18 +698,29 @@ def tiling_case(n_noreuse: int = 2048, n_tiled: int = 4096) -> Case:
     2N^3 s without reuse and 2N^3 s / T with T x T tiles, against DRAM read bytes and the bytes the SMs read
     from L2; the L2 hit rate beside them."""
     name = "tiling"
-    ranges = (Range(name, "noreuse", {"n": n_noreuse, "tile": None}),
-              Range(name, "tiled-group8", {"n": n_tiled, "tile": [TILED_CONFIG["BLOCK_M"], TILED_CONFIG["BLOCK_N"]],
-                                           "GROUP_M": 8}),
-              Range(name, "tiled-group1", {"n": n_tiled, "tile": [TILED_CONFIG["BLOCK_M"], TILED_CONFIG["BLOCK_N"]],
-                                           "GROUP_M": 1}))
+    ranges = (
+        Range(name, "noreuse", {"n": n_noreuse, "tile": None}),
+        Range(
+            name,
+            "tiled-group8",
+            {"n": n_tiled, "tile": [TILED_CONFIG["BLOCK_M"], TILED_CONFIG["BLOCK_N"]], "GROUP_M": 8},
+        ),
+        Range(
+            name,
+            "tiled-group1",
+            {"n": n_tiled, "tile": [TILED_CONFIG["BLOCK_M"], TILED_CONFIG["BLOCK_N"]], "GROUP_M": 1},
+        ),
+    )
 
     def setup(case):
         import torch
 
         from .kernels import matmul as mm
 
-        a0, b0 = torch.randn(n_noreuse, n_noreuse, device=gpulab.DEVICE), torch.randn(n_noreuse, n_noreuse, device=gpulab.DEVICE)
+        a0, b0 = (
+            torch.randn(n_noreuse, n_noreuse, device=gpulab.DEVICE),
+            torch.randn(n_noreuse, n_noreuse, device=gpulab.DEVICE),
+        )
         a, b = torch.randn(n_tiled, n_tiled, device=gpulab.DEVICE), torch.randn(n_tiled, n_tiled, device=gpulab.DEVICE)
         runs = [(case.range("noreuse"), lambda: mm.matmul_noreuse(a0, b0))]
         for r in case.ranges[1:]:
@@ -587,9 +744,17 @@ def tiling_case(n_noreuse: int = 2048, n_tiled: int = 4096) -> Case:
         return out
 
     metrics = (DRAM_READ, DRAM_WRITE, L2_READ_SECTORS, L2_HIT, TIME)
-    return Case(name, "07", "DRAM and L2 read bytes and the L2 hit rate of no reuse, tiled, grouped on and off, "
-                            "against 2N^3 s and 2N^3 s / T", metrics, ranges, setup, model,
-                {"n_noreuse": n_noreuse, "n_tiled": n_tiled, "dtype": "fp32", "tiled_config": {**TILED_CONFIG}})
+    return Case(
+        name,
+        "07",
+        "DRAM and L2 read bytes and the L2 hit rate of no reuse, tiled, grouped on and off, "
+        "against 2N^3 s and 2N^3 s / T",
+        metrics,
+        ranges,
+        setup,
+        model,
+        {"n_noreuse": n_noreuse, "n_tiled": n_tiled, "dtype": "fp32", "tiled_config": {**TILED_CONFIG}},
+    )
 
 
 # FlashAttention (lesson 08) -------------------------------------------------------------------------------
@@ -613,11 +778,16 @@ def flash_case(B: int = 1, H: int = 16, L: int = 4096, d: int = 128, dtype: str 
         from .kernels import flash_attention as fa
 
         gen = torch.Generator(device=gpulab.DEVICE).manual_seed(0)
-        q, k, v = (torch.randn(B, H, L, d, device=gpulab.DEVICE, dtype=torch_dtype(dtype), generator=gen) for _ in range(3))
-        cfg = fa.fwd_config(FLASH_CONFIG["block_m"], FLASH_CONFIG["block_n"], FLASH_CONFIG["num_warps"],
-                            FLASH_CONFIG["num_stages"])
-        return [(case.range("naive"), lambda: naive_attention(q, k, v)),
-                (case.range("flash"), lambda: fa.flash_attention_forward(q, k, v, config=cfg, use_tma=False))]
+        q, k, v = (
+            torch.randn(B, H, L, d, device=gpulab.DEVICE, dtype=torch_dtype(dtype), generator=gen) for _ in range(3)
+        )
+        cfg = fa.fwd_config(
+            FLASH_CONFIG["block_m"], FLASH_CONFIG["block_n"], FLASH_CONFIG["num_warps"], FLASH_CONFIG["num_stages"]
+        )
+        return [
+            (case.range("naive"), lambda: naive_attention(q, k, v)),
+            (case.range("flash"), lambda: fa.flash_attention_forward(q, k, v, config=cfg, use_tma=False)),
+        ]
 
     def model(case, per_range):
         from . import attention
@@ -632,22 +802,58 @@ def flash_case(B: int = 1, H: int = 16, L: int = 4096, d: int = 128, dtype: str 
             if r.label == "naive":
                 out.append(_row(r, "DRAM bytes", "byte", attention.naive_bytes(B, H, L, d, s), _dram(m), t, kernels))
             else:
-                out.append(_row(r, "DRAM bytes", "byte", attention.flash_bytes(B, H, L, d, s, block_m=L), _dram(m), t,
-                                kernels, "model: each tensor once"))
-                out.append(_row(r, "L2 read bytes", "byte",
-                                attention.flash_bytes(B, H, L, d, s, block_m=FLASH_CONFIG["block_m"]), l2_read, t,
-                                kernels, "model: K, V once per query block"))
+                out.append(
+                    _row(
+                        r,
+                        "DRAM bytes",
+                        "byte",
+                        attention.flash_bytes(B, H, L, d, s, block_m=L),
+                        _dram(m),
+                        t,
+                        kernels,
+                        "model: each tensor once",
+                    )
+                )
+                out.append(
+                    _row(
+                        r,
+                        "L2 read bytes",
+                        "byte",
+                        attention.flash_bytes(B, H, L, d, s, block_m=FLASH_CONFIG["block_m"]),
+                        l2_read,
+                        t,
+                        kernels,
+                        "model: K, V once per query block",
+                    )
+                )
             out.append(_row(r, "L2 hit rate", "%", None, m.get(L2_HIT), t, kernels))
         return out
 
     metrics = (DRAM_READ, DRAM_WRITE, L2_READ_SECTORS, L2_HIT, TIME)
-    return Case(name, "08", "DRAM bytes of naive against flash attention, against the O(L^2) and O(L) byte models",
-                metrics, ranges, setup, model, {"B": B, "H": H, "L": L, "d": d, "dtype": dtype,
-                                                "flash_config": {**FLASH_CONFIG}})
+    return Case(
+        name,
+        "08",
+        "DRAM bytes of naive against flash attention, against the O(L^2) and O(L) byte models",
+        metrics,
+        ranges,
+        setup,
+        model,
+        {"B": B, "H": H, "L": L, "d": d, "dtype": dtype, "flash_config": {**FLASH_CONFIG}},
+    )
 
 
-CASES: dict[str, Case] = {c.name: c for c in (fusion_case(), precision_case(), coalescing_case(), divergence_case(),
-                                              occupancy_case(), tiling_case(), flash_case())}
+CASES: dict[str, Case] = {
+    c.name: c
+    for c in (
+        fusion_case(),
+        precision_case(),
+        coalescing_case(),
+        divergence_case(),
+        occupancy_case(),
+        tiling_case(),
+        flash_case(),
+    )
+}
 
 
 def get_case(case) -> Case:
@@ -660,6 +866,7 @@ def get_case(case) -> Case:
 
 
 # ---- compare ---------------------------------------------------------------------------------------------------
+
 
 def aggregate(rows: list[dict], range_name: str) -> tuple[dict, list[str]]:
     """The counters of one range's kernels: ``.sum`` metrics (and the time) added over the kernels; any other
@@ -677,8 +884,7 @@ def aggregate(rows: list[dict], range_name: str) -> tuple[dict, list[str]]:
         else:
             weights = [r["metrics"].get(TIME) or 0.0 for r in mine]
             total = sum(weights)
-            out[k] = (sum(v * w for v, w in zip(values, weights)) / total if total
-                      else sum(values) / len(values))
+            out[k] = sum(v * w for v, w in zip(values, weights)) / total if total else sum(values) / len(values)
     return out, [r["kernel"] for r in mine]
 
 
@@ -693,6 +899,7 @@ def compare(case, rows: list[dict]) -> list[dict]:
 
 
 # ---- report --------------------------------------------------------------------------------------------------
+
 
 def _fmt(v, unit: str = "") -> str:
     if v is None:
@@ -716,8 +923,11 @@ def table(comparison: list[dict]) -> str:
         parts = []
         for c in mine:
             ratio = f" ({c['ratio']:.2f}x)" if c["ratio"] is not None else ""
-            value = _fmt(c["counter"], c["unit"]) if c["model"] is None else \
-                f"{_fmt(c['model'], c['unit'])} / {_fmt(c['counter'], c['unit'])}{ratio}"
+            value = (
+                _fmt(c["counter"], c["unit"])
+                if c["model"] is None
+                else f"{_fmt(c['model'], c['unit'])} / {_fmt(c['counter'], c['unit'])}{ratio}"
+            )
             parts.append(f"{c['quantity']} {value}")
         t = mine[0]["time_ns"]
         parts.append("time " + ("-" if t is None else f"{t / 1e3:.4g} us"))
@@ -760,13 +970,18 @@ def recorded(case_name: str) -> tuple[dict | None, str]:
         rec = data.get("counters", {}).get("cases", {}).get(case_name)
         if rec is not None:
             p = rec.get("provenance", {})
-            return rec, (f"recorded on {p.get('gpu', '?')} ({p.get('date', '?')}; {p.get('ncu', 'ncu ?')}, "
-                         f"torch {p.get('torch', '?')}, Triton {p.get('triton', '?')})")
-    return None, (f"no recording of the {case_name!r} counters yet: run `python -m gpulab.counters --case "
-                  f"{case_name} --record` on a GPU with ncu")
+            return rec, (
+                f"recorded on {p.get('gpu', '?')} ({p.get('date', '?')}; {p.get('ncu', 'ncu ?')}, "
+                f"torch {p.get('torch', '?')}, Triton {p.get('triton', '?')})"
+            )
+    return None, (
+        f"no recording of the {case_name!r} counters yet: run `python -m gpulab.counters --case "
+        f"{case_name} --record` on a GPU with ncu"
+    )
 
 
 # ---- running ncu -----------------------------------------------------------------------------------------------
+
 
 def _repo_root() -> Path:
     return Path(gpulab.__file__).resolve().parents[1]
@@ -785,8 +1000,18 @@ def ncu_command(case, ncu: str, export: str, metrics=None) -> list[str]:
     cmd = [ncu, "--clock-control", "none", "--target-processes", "all", "--nvtx"]
     for r in case.ranges:
         cmd += ["--nvtx-include", f"{r.name}/"]
-    cmd += ["--metrics", ",".join(metrics or case.metrics), "--export", export, "--force-overwrite",
-            sys.executable, "-m", "gpulab.counters", "--child", case.name]
+    cmd += [
+        "--metrics",
+        ",".join(metrics or case.metrics),
+        "--export",
+        export,
+        "--force-overwrite",
+        sys.executable,
+        "-m",
+        "gpulab.counters",
+        "--child",
+        case.name,
+    ]
     return cmd
 
 
@@ -819,8 +1044,15 @@ def profile(case, ncu: str | None = None) -> tuple[list[dict], dict]:
         export = str(Path(tmp) / case.name)
         for _attempt in range(2):
             cmd = ncu_command(case, ncu, export, metrics)
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=NCU_TIMEOUT_S, env=_child_env(),
-                               cwd=_repo_root(), check=False)
+            r = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                timeout=NCU_TIMEOUT_S,
+                env=_child_env(),
+                cwd=_repo_root(),
+                check=False,
+            )
             out = r.stdout + r.stderr
             if PERMISSION_ERROR in out:
                 raise CountersUnavailable(f"ncu has no permission to read this GPU's counters ({PERMISSION_ERROR})")
@@ -849,8 +1081,13 @@ def _provenance(ncu: str | None, metrics) -> dict:
     from .device import provenance
 
     p = provenance()
-    p.update(ncu=ncu_version(ncu), metrics=list(metrics), clock_control="none",
-             cache_control="all (ncu default: caches flushed before every replay pass)", replay_mode="kernel")
+    p.update(
+        ncu=ncu_version(ncu),
+        metrics=list(metrics),
+        clock_control="none",
+        cache_control="all (ncu default: caches flushed before every replay pass)",
+        replay_mode="kernel",
+    )
     return p
 
 
@@ -861,10 +1098,18 @@ def measure(case, ncu: str | None = None) -> dict:
     case = get_case(case)
     rows, info = profile(case, ncu)
     seen = {r["range"] for r in rows}
-    return {"case": case.name, "lesson": case.lesson, "params": case.params, "rows": rows,
-            "comparison": compare(case, rows), "dropped_metrics": info["dropped"],
-            "missing_ranges": [rg.name for rg in case.ranges if rg.name not in seen], "ranges_by": info["ranges_by"],
-            "command": info["command"], "provenance": _provenance(ncu, info["metrics"])}
+    return {
+        "case": case.name,
+        "lesson": case.lesson,
+        "params": case.params,
+        "rows": rows,
+        "comparison": compare(case, rows),
+        "dropped_metrics": info["dropped"],
+        "missing_ranges": [rg.name for rg in case.ranges if rg.name not in seen],
+        "ranges_by": info["ranges_by"],
+        "command": info["command"],
+        "provenance": _provenance(ncu, info["metrics"]),
+    }
 
 
 def record(results: dict[str, dict], path: Path) -> Path:
@@ -890,6 +1135,7 @@ def record(results: dict[str, dict], path: Path) -> Path:
 
 # ---- the child: runs inside ncu -------------------------------------------------------------------------------
 
+
 def run_child(case) -> None:
     """Build ``case``'s inputs, compile every kernel once outside any range, then run each kernel of interest
     once inside its NVTX range (GPU only; ``python -m gpulab.counters --child <case>`` under ncu)."""
@@ -912,6 +1158,7 @@ def run_child(case) -> None:
 
 # ---- command line ---------------------------------------------------------------------------------------------
 
+
 def _reference_path(gpu_name: str | None) -> Path:
     """The reference file of ``gpu_name`` (a short name such as "h200"), by default of this GPU (named as
     ``python -m gpulab.bench --record`` names it)."""
@@ -929,8 +1176,9 @@ def _reference_path(gpu_name: str | None) -> Path:
 def main(argv=None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m gpulab.counters", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m gpulab.counters", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--case", choices=sorted(CASES), help="profile one case")
     what.add_argument("--all", action="store_true", help="profile every case")
@@ -972,8 +1220,10 @@ def main(argv=None) -> int:
         if results[name]["dropped_metrics"]:
             print(f"  metrics this ncu does not know, left out: {results[name]['dropped_metrics']}")
         if results[name]["missing_ranges"]:
-            print(f"  ranges with no profiled kernel (kernels given to ranges by {results[name]['ranges_by']}): "
-                  f"{results[name]['missing_ranges']}")
+            print(
+                f"  ranges with no profiled kernel (kernels given to ranges by {results[name]['ranges_by']}): "
+                f"{results[name]['missing_ranges']}"
+            )
         if args.record:
             print(f"  recorded into {record({name: results[name]}, _reference_path(args.gpu_name))}")
     if args.json:

@@ -12,6 +12,7 @@ this module measures what the GPU you are on delivers:
 The profile is a JSON file in the user's cache directory, written atomically (a temporary file, then
 ``os.replace``), so an interrupted run never leaves a half-written profile.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -46,7 +47,7 @@ class DeviceProfile:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict) -> "DeviceProfile":
+    def from_json(cls, d: dict) -> DeviceProfile:
         missing = [k for k in ("gpu", "sms", "compute_capability", "l2_mb", "copy_tbps") if k not in d]
         if missing:
             raise ValueError(f"device profile is missing {missing}")
@@ -58,8 +59,13 @@ def provenance() -> dict:
     import torch
     import triton
 
-    out = {"torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
-           "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"), "mode": gpulab.MODE}
+    out = {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
+        "mode": gpulab.MODE,
+    }
     if gpulab.ON_GPU:
         out["gpu"] = torch.cuda.get_device_name(0)
         out["driver"] = _driver_version()
@@ -70,8 +76,12 @@ def _driver_version() -> str:
     try:
         import subprocess
 
-        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                           capture_output=True, text=True, timeout=20)
+        r = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else "unknown"
     except (OSError, subprocess.SubprocessError, IndexError):
         return "unknown"
@@ -160,6 +170,7 @@ def _validate(p: DeviceProfile) -> None:
 
 # ---- measurements (GPU only) ---------------------------------------------------------------------------
 
+
 def measure_copy_tbps(n_bytes: int | None = None) -> float:
     """HBM copy bandwidth in TB/s: ``y.copy_(x)`` on float32 buffers, counting bytes read + written.
 
@@ -187,8 +198,13 @@ def supports(dtype: str) -> bool:
     import torch
 
     cc = torch.cuda.get_device_capability(0)
-    return {"fp32": True, "tf32": cc >= (8, 0), "bf16": cc >= (8, 0), "fp16": cc >= (7, 0),
-            "fp8": cc >= (8, 9) and hasattr(torch, "_scaled_mm")}[dtype]
+    return {
+        "fp32": True,
+        "tf32": cc >= (8, 0),
+        "bf16": cc >= (8, 0),
+        "fp16": cc >= (7, 0),
+        "fp8": cc >= (8, 9) and hasattr(torch, "_scaled_mm"),
+    }[dtype]
 
 
 def matmul_fn(dtype: str, n: int):
@@ -245,13 +261,20 @@ def measure_profile(matmul_n: int = 8192, progress: bool = True) -> DeviceProfil
     for step in tqdm(steps, desc="measuring ceilings", disable=not progress):
         results[step] = measure_copy_tbps() if step == "copy" else measure_matmul_tflops(step, matmul_n)
     prov = provenance()
-    prov.update(copy="y.copy_(x), float32, bytes read + written, do_bench median",
-                matmul=f"torch.matmul {matmul_n}^3 random normal, 2n^3 FLOPs, do_bench median; "
-                       "fp8 via torch._scaled_mm e4m3 unit scales, bf16 out")
-    return DeviceProfile(gpu=props.name, sms=props.multi_processor_count,
-                         compute_capability=[props.major, props.minor],
-                         l2_mb=getattr(props, "L2_cache_size", 0) / 1e6, copy_tbps=results["copy"],
-                         matmul_tflops={d: results[d] for d in MATMUL_DTYPES}, provenance=prov)
+    prov.update(
+        copy="y.copy_(x), float32, bytes read + written, do_bench median",
+        matmul=f"torch.matmul {matmul_n}^3 random normal, 2n^3 FLOPs, do_bench median; "
+        "fp8 via torch._scaled_mm e4m3 unit scales, bf16 out",
+    )
+    return DeviceProfile(
+        gpu=props.name,
+        sms=props.multi_processor_count,
+        compute_capability=[props.major, props.minor],
+        l2_mb=getattr(props, "L2_cache_size", 0) / 1e6,
+        copy_tbps=results["copy"],
+        matmul_tflops={d: results[d] for d in MATMUL_DTYPES},
+        provenance=prov,
+    )
 
 
 def get_profile(measure: bool = True, progress: bool = True) -> DeviceProfile:

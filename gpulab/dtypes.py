@@ -3,6 +3,7 @@
 Names are the field's: "fp32", "tf32" (fp32 storage, TF32 tensor-core inputs), "bf16", "fp16", "fp8"
 (E4M3), "fp64". Every model, kernel, suite and tool looks names up here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,14 +20,17 @@ class DType:
     bytes: int
 
 
-TABLE: dict[str, DType] = {d.name: d for d in (
-    DType("fp64", torch.float64, 8),
-    DType("fp32", torch.float32, 4),
-    DType("tf32", torch.float32, 4),
-    DType("bf16", torch.bfloat16, 2),
-    DType("fp16", torch.float16, 2),
-    DType("fp8", torch.float8_e4m3fn, 1),
-)}
+TABLE: dict[str, DType] = {
+    d.name: d
+    for d in (
+        DType("fp64", torch.float64, 8),
+        DType("fp32", torch.float32, 4),
+        DType("tf32", torch.float32, 4),
+        DType("bf16", torch.bfloat16, 2),
+        DType("fp16", torch.float16, 2),
+        DType("fp8", torch.float8_e4m3fn, 1),
+    )
+}
 
 #: The matmul dtypes of the lessons, in the order tables print them.
 MATMUL = ("fp32", "tf32", "bf16", "fp16", "fp8")

@@ -28,6 +28,7 @@ became 448); the tests compare with that cast only inside +-448, where rounding 
 NaN stays NaN. In the block formats a block that holds a NaN or an infinity gets a NaN scale (E8M0 0xFF,
 E4M3 0x7F), so the whole block dequantizes to NaN: the OCP MX meaning of a NaN scale.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,12 +38,36 @@ import torch
 from . import tolerances, validate
 
 __all__ = [
-    "E4M3_MAX", "E2M1_MAX", "E4M3_EMAX", "E2M1_EMAX", "E8M0_BIAS", "E8M0_MIN_EXP", "E8M0_MAX_EXP",
-    "MX_BLOCK", "NVFP4_BLOCK", "FORMATS",
-    "decode_e4m3", "decode_e2m1", "decode_e8m0", "encode_e4m3", "encode_e2m1", "encode_e8m0",
-    "e4m3_values", "e2m1_values", "e8m0_values", "quantize_e4m3", "quantize_e2m1",
-    "BlockQuantized", "quantize_mxfp8", "quantize_nvfp4", "dequantize", "mx_shared_exponent",
-    "bits_per_value", "roundtrip", "gaussian_data", "outlier_data",
+    "E4M3_MAX",
+    "E2M1_MAX",
+    "E4M3_EMAX",
+    "E2M1_EMAX",
+    "E8M0_BIAS",
+    "E8M0_MIN_EXP",
+    "E8M0_MAX_EXP",
+    "MX_BLOCK",
+    "NVFP4_BLOCK",
+    "FORMATS",
+    "decode_e4m3",
+    "decode_e2m1",
+    "decode_e8m0",
+    "encode_e4m3",
+    "encode_e2m1",
+    "encode_e8m0",
+    "e4m3_values",
+    "e2m1_values",
+    "e8m0_values",
+    "quantize_e4m3",
+    "quantize_e2m1",
+    "BlockQuantized",
+    "quantize_mxfp8",
+    "quantize_nvfp4",
+    "dequantize",
+    "mx_shared_exponent",
+    "bits_per_value",
+    "roundtrip",
+    "gaussian_data",
+    "outlier_data",
     "error_vs_bits",
 ]
 
@@ -69,8 +94,10 @@ def _check_x(name: str, x) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in _FLOAT_DTYPES:
-        raise TypeError(f"{name} must have a floating dtype (float16, bfloat16, float32, float64), "
-                        f"got {str(x.dtype).replace('torch.', '')}")
+        raise TypeError(
+            f"{name} must have a floating dtype (float16, bfloat16, float32, float64), "
+            f"got {str(x.dtype).replace('torch.', '')}"
+        )
 
 
 def _check_codes(name: str, codes) -> None:
@@ -212,8 +239,7 @@ def encode_e8m0(exponent: torch.Tensor) -> torch.Tensor:
     nan = torch.isnan(exponent) if exponent.is_floating_point() else torch.zeros_like(exponent, dtype=torch.bool)
     e = torch.where(nan, 0, exponent).to(torch.int64)
     if e.numel() and (int(e.min()) < E8M0_MIN_EXP or int(e.max()) > E8M0_MAX_EXP):
-        raise ValueError(f"exponent must lie in [{E8M0_MIN_EXP}, {E8M0_MAX_EXP}], "
-                         f"got [{int(e.min())}, {int(e.max())}]")
+        raise ValueError(f"exponent must lie in [{E8M0_MIN_EXP}, {E8M0_MAX_EXP}], got [{int(e.min())}, {int(e.max())}]")
     return torch.where(nan, 0xFF, e + E8M0_BIAS).to(torch.uint8)
 
 
@@ -288,8 +314,15 @@ def quantize_mxfp8(x: torch.Tensor, block: int = MX_BLOCK, pad: bool = True) -> 
     scale = torch.exp2(torch.nan_to_num(e, nan=0.0))
     elems = _rne(xb / scale.unsqueeze(-1), **_E4M3)
     elems = torch.where(torch.isnan(e).unsqueeze(-1), 0.0, elems)
-    return BlockQuantized("mxfp8", elems.float(), encode_e4m3(elems), torch.where(torch.isnan(e), e, scale).float(),
-                          encode_e8m0(e), tuple(x.shape), block)
+    return BlockQuantized(
+        "mxfp8",
+        elems.float(),
+        encode_e4m3(elems),
+        torch.where(torch.isnan(e), e, scale).float(),
+        encode_e8m0(e),
+        tuple(x.shape),
+        block,
+    )
 
 
 def quantize_nvfp4(x: torch.Tensor, block: int = NVFP4_BLOCK, pad: bool = True) -> BlockQuantized:
@@ -313,8 +346,9 @@ def quantize_nvfp4(x: torch.Tensor, block: int = NVFP4_BLOCK, pad: bool = True) 
     elems = torch.where(denom > 0, _rne(xb / torch.where(denom > 0, denom, 1.0), **_E2M1), 0.0)
     elems = torch.where(bad.unsqueeze(-1), 0.0, elems)
     s_b = torch.where(bad, float("nan"), s_b)
-    return BlockQuantized("nvfp4", elems.float(), encode_e2m1(elems), s_b.float(), encode_e4m3(s_b),
-                          tuple(x.shape), block, s_t)
+    return BlockQuantized(
+        "nvfp4", elems.float(), encode_e2m1(elems), s_b.float(), encode_e4m3(s_b), tuple(x.shape), block, s_t
+    )
 
 
 def dequantize(q: BlockQuantized) -> torch.Tensor:
@@ -394,8 +428,9 @@ def gaussian_data(n: int = 4096, seed: int = 0, device: str = "cpu") -> torch.Te
     return torch.randn(n, generator=g, dtype=torch.float32).to(device)
 
 
-def outlier_data(n: int = 4096, seed: int = 0, n_outliers: int = 8, factor: float = 1000.0,
-                 device: str = "cpu") -> torch.Tensor:
+def outlier_data(
+    n: int = 4096, seed: int = 0, n_outliers: int = 8, factor: float = 1000.0, device: str = "cpu"
+) -> torch.Tensor:
     """``gaussian_data`` with ``n_outliers`` values at random places pushed to at least ``factor`` in magnitude
     (sign kept; float32, 1-D): the shape of activations with a few large channels. The default is 1000x, not
     100x: E4M3 spans about 18 binades (2^-9 .. 448), so a 100x outlier under one per-tensor scale still leaves
@@ -408,8 +443,13 @@ def outlier_data(n: int = 4096, seed: int = 0, n_outliers: int = 8, factor: floa
     return x.to(device)
 
 
-def error_vs_bits(datasets: dict | None = None, mx_block: int = MX_BLOCK, nv_block: int = NVFP4_BLOCK,
-                  formats=FORMATS, kind: str = "mean") -> list[dict]:
+def error_vs_bits(
+    datasets: dict | None = None,
+    mx_block: int = MX_BLOCK,
+    nv_block: int = NVFP4_BLOCK,
+    formats=FORMATS,
+    kind: str = "mean",
+) -> list[dict]:
     """Relative error (against the float64 data) and bits per value of each format on each data set.
 
     datasets: {name: 1-D or N-D float tensor}; default {"gaussian": gaussian_data(), "outliers":
@@ -425,6 +465,13 @@ def error_vs_bits(datasets: dict | None = None, mx_block: int = MX_BLOCK, nv_blo
         for fmt in formats:
             block = {"mxfp8": mx_block, "nvfp4": nv_block}.get(fmt)
             y = roundtrip(x, fmt, block)
-            rows.append(dict(data=name, format=fmt, block=block, rel_error=tolerances.relative_error(x, y, kind),
-                             bits_per_value=bits_per_value(fmt, block, numel=x.numel())))
+            rows.append(
+                dict(
+                    data=name,
+                    format=fmt,
+                    block=block,
+                    rel_error=tolerances.relative_error(x, y, kind),
+                    bits_per_value=bits_per_value(fmt, block, numel=x.numel()),
+                )
+            )
     return rows

@@ -8,14 +8,20 @@
   (fusion saves launches), at large n the bytes do (fusion saves bytes).
 - Resource pressure: what a fused kernel costs in registers per thread, spills, and resident warps.
 """
+
 from __future__ import annotations
 
 from . import dtypes, validate
 
 # A chain of elementwise operations: (operation, names of the arrays it reads, names of the arrays it writes),
 # in program order. The seed's chain, y = sin(x)^2 + cos(x)^2:
-SINCOS_OPS = (("sin", ("x",), ("s",)), ("cos", ("x",), ("c",)), ("square", ("s",), ("s2",)),
-              ("square", ("c",), ("c2",)), ("add", ("s2", "c2"), ("y",)))
+SINCOS_OPS = (
+    ("sin", ("x",), ("s",)),
+    ("cos", ("x",), ("c",)),
+    ("square", ("s",), ("s2",)),
+    ("square", ("c",), ("c2",)),
+    ("add", ("s2", "c2"), ("y",)),
+)
 
 # H100/H200 (compute capability 9.0) per-SM limits, from NVIDIA's CUDA C++ Programming Guide, "Compute
 # Capabilities" table: 64K 32-bit registers per SM, at most 64 resident warps, at most 255 registers/thread.
@@ -55,7 +61,7 @@ def chain_arrays(ops=SINCOS_OPS) -> tuple[tuple[str, ...], tuple[str, ...]]:
     ops = _check_ops(ops)
     inputs, outputs, written = [], [], set()
     for k, (_, reads, writes) in enumerate(ops):
-        later = {a for _, r, _ in ops[k + 1:] for a in r}
+        later = {a for _, r, _ in ops[k + 1 :] for a in r}
         inputs += [a for a in dict.fromkeys(reads) if a not in written and a not in inputs]
         outputs += [a for a in dict.fromkeys(writes) if a not in later and a not in outputs]
         written.update(writes)
@@ -89,8 +95,14 @@ def launches(fused: bool, ops=SINCOS_OPS) -> int:
     return 1 if validate.one_of("fused", fused, (False, True)) else len(ops)
 
 
-def model_ms(n: int, dtype="fp32", fused: bool = True, overhead_us: float = LAUNCH_OVERHEAD_US, bandwidth_tbps: float = 4.0,
-             ops=SINCOS_OPS) -> float:
+def model_ms(
+    n: int,
+    dtype="fp32",
+    fused: bool = True,
+    overhead_us: float = LAUNCH_OVERHEAD_US,
+    bandwidth_tbps: float = 4.0,
+    ops=SINCOS_OPS,
+) -> float:
     """The model time in ms: launches x overhead_us + bytes / bandwidth_tbps (TB/s, decimal). Raises
     TypeError/ValueError naming ``overhead_us`` (>= 0, finite) or ``bandwidth_tbps`` (> 0, finite)."""
     overhead_us = validate.nonnegative("overhead_us", overhead_us)
@@ -98,8 +110,13 @@ def model_ms(n: int, dtype="fp32", fused: bool = True, overhead_us: float = LAUN
     return launches(fused, ops) * overhead_us * 1e-3 + bytes_moved(n, dtype, fused, ops) / (bandwidth_tbps * 1e12) * 1e3
 
 
-def crossover_n(dtype="fp32", fused: bool = True, overhead_us: float = LAUNCH_OVERHEAD_US, bandwidth_tbps: float = 4.0,
-                ops=SINCOS_OPS) -> float:
+def crossover_n(
+    dtype="fp32",
+    fused: bool = True,
+    overhead_us: float = LAUNCH_OVERHEAD_US,
+    bandwidth_tbps: float = 4.0,
+    ops=SINCOS_OPS,
+) -> float:
     """The n at which the model's byte time equals its launch time (below it, launches dominate). Raises as
     ``model_ms``."""
     overhead_us = validate.nonnegative("overhead_us", overhead_us)
@@ -116,6 +133,7 @@ def effective_tbps(n: int, time_ms: float, dtype="fp32") -> float:
 
 
 # ---- resource pressure ---------------------------------------------------------------------------------
+
 
 def elements_per_thread(block: int, num_warps: int) -> int:
     """Elements each thread holds for a 1-D block: BLOCK / (32 x num_warps), at least 1. Raises naming the

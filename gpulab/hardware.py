@@ -14,6 +14,7 @@ Units and kinds of peak (the seed lecture's warning: there is no single peak for
 
 Sources (vendor documents; the short keys in each entry's ``sources`` point here):
 """
+
 from __future__ import annotations
 
 import re
@@ -23,86 +24,86 @@ from . import dtypes
 
 SOURCES = {
     "t4-datasheet": "NVIDIA T4 Tensor Core GPU datasheet (2019): 8.1 TFLOPS single precision, 65 TFLOPS "
-                    "mixed precision (FP16/FP32), 320+ GB/s GDDR6; 2,560 CUDA cores and 320 Turing Tensor "
-                    "Cores, i.e. 40 SMs of 64 cores / 8 Tensor Cores each (TU104 as configured for T4)",
+    "mixed precision (FP16/FP32), 320+ GB/s GDDR6; 2,560 CUDA cores and 320 Turing Tensor "
+    "Cores, i.e. 40 SMs of 64 cores / 8 Tensor Cores each (TU104 as configured for T4)",
     "turing-tuning": "NVIDIA Turing Tuning Guide, sec. 1.4.3.1 (Unified Shared Memory/L1/Texture Cache) and "
-                     "Turing architecture whitepaper: the 96 KB L1/shared array can give 64 KB to shared "
-                     "memory, the most per SM on compute capability 7.5",
+    "Turing architecture whitepaper: the 96 KB L1/shared array can give 64 KB to shared "
+    "memory, the most per SM on compute capability 7.5",
     "l4-datasheet": "NVIDIA L4 Tensor Core GPU datasheet (2023): FP32 30.3 TFLOPS; TF32 120, FP16/BF16 242, "
-                    "FP8 485 TFLOPS *with sparsity* (dense = half: 60, 121, 242.5); 300 GB/s",
+    "FP8 485 TFLOPS *with sparsity* (dense = half: 60, 121, 242.5); 300 GB/s",
     "ada-whitepaper": "NVIDIA Ada GPU Architecture whitepaper v2.1, Appendix A (RTX 4090: 128 SMs, 82.6 "
-                      "TFLOPS FP32, 1008 GB/s; dense/sparse tensor TF32 82.6/165.2, FP16 and BF16 with "
-                      "FP32 accumulate 165.2/330.4 (FP16 with FP16 accumulate 330.3/660.6), FP8 with FP32 "
-                      "accumulate 330.3/660.6 (footnote 4: 'changed to proper number in v.2.02', so cite "
-                      "v2.02 or later)) and Appendix D (L4: 58 SMs)",
+    "TFLOPS FP32, 1008 GB/s; dense/sparse tensor TF32 82.6/165.2, FP16 and BF16 with "
+    "FP32 accumulate 165.2/330.4 (FP16 with FP16 accumulate 330.3/660.6), FP8 with FP32 "
+    "accumulate 330.3/660.6 (footnote 4: 'changed to proper number in v.2.02', so cite "
+    "v2.02 or later)) and Appendix D (L4: 58 SMs)",
     "a10-datasheet": "NVIDIA A10 Tensor Core GPU datasheet (2021): FP32 31.2, TF32 62.5 | 125*, BF16/FP16 "
-                     "125 | 250* TFLOPS (* = with sparsity); 600 GB/s GDDR6; 72 RT Cores, one per GA10x "
-                     "SM, so 72 SMs (GA102 as configured for A10)",
+    "125 | 250* TFLOPS (* = with sparsity); 600 GB/s GDDR6; 72 RT Cores, one per GA10x "
+    "SM, so 72 SMs (GA102 as configured for A10)",
     "ampere-tuning": "NVIDIA Ampere Tuning Guide sec. 1.4.2.3 ('The NVIDIA A100 GPU supports shared memory "
-                     "capacity of 0, 8, 16, 32, 64, 100, 132 or 164 KB per SM. GPUs with compute "
-                     "capability 8.6 support ... 0, 8, 16, 32, 64 or 100 KB per SM'); Ada Tuning Guide "
-                     "sec. 1.4.1.1 and CUDA C++ Programming Guide, Technical Specifications per Compute "
-                     "Capability: 100 KB per SM on 8.9. So 164 KB on 8.0, 100 KB on 8.6 and 8.9",
+    "capacity of 0, 8, 16, 32, 64, 100, 132 or 164 KB per SM. GPUs with compute "
+    "capability 8.6 support ... 0, 8, 16, 32, 64 or 100 KB per SM'); Ada Tuning Guide "
+    "sec. 1.4.1.1 and CUDA C++ Programming Guide, Technical Specifications per Compute "
+    "Capability: 100 KB per SM on 8.9. So 164 KB on 8.0, 100 KB on 8.6 and 8.9",
     "a100-datasheet": "NVIDIA A100 Tensor Core GPU datasheet (2021): FP32 19.5, TF32 156, BF16/FP16 312 "
-                      "TFLOPS dense; 1,555 GB/s (40 GB SXM) and 2,039 GB/s (80 GB SXM)",
+    "TFLOPS dense; 1,555 GB/s (40 GB SXM) and 2,039 GB/s (80 GB SXM)",
     "a100-whitepaper": "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs",
     "h100-datasheet": "NVIDIA H100 Tensor Core GPU datasheet (2023): SXM FP32 67, TF32 989, BF16/FP16 "
-                      "1,979, FP8 3,958 TFLOPS *with sparsity* (dense = half), 80 GB HBM3 at 3.35 TB/s; "
-                      "PCIe FP32 51, TF32 756, BF16/FP16 1,513, FP8 3,026 with sparsity, 80 GB HBM2e at "
-                      "2.0 TB/s (not the H100 NVL, a different board)",
+    "1,979, FP8 3,958 TFLOPS *with sparsity* (dense = half), 80 GB HBM3 at 3.35 TB/s; "
+    "PCIe FP32 51, TF32 756, BF16/FP16 1,513, FP8 3,026 with sparsity, 80 GB HBM2e at "
+    "2.0 TB/s (not the H100 NVL, a different board)",
     "hopper-whitepaper": "NVIDIA H100 Tensor Core GPU Architecture whitepaper v1.04, Table 3: 132 SMs "
-                         "(SXM5), 114 SMs (PCIe), shared memory per SM 'configurable up to 228 KB'",
+    "(SXM5), 114 SMs (PCIe), shared memory per SM 'configurable up to 228 KB'",
     "h200-datasheet": "NVIDIA H200 Tensor Core GPU datasheet (2024): SXM 4.8 TB/s HBM3e, 141 GB; compute "
-                      "rates as H100 SXM (FP32 67, TF32 989, BF16/FP16 1,979, FP8 3,958 with sparsity)",
+    "rates as H100 SXM (FP32 67, TF32 989, BF16/FP16 1,979, FP8 3,958 with sparsity)",
     "seed-lecture": "Stanford CS336 Spring 2026, Lecture 5 notes (shared/seeds): an imaginary "
-                    "accelerator with C = 100 TFLOP/s and B = 1 TB/s, decimal units",
+    "accelerator with C = 100 TFLOP/s and B = 1 TB/s, decimal units",
     "v100-datasheet": "NVIDIA V100 Tensor Core GPU datasheet (2020): V100 SXM2 FP32 15.7, Tensor Performance "
-                      "(FP16 with FP32 accumulate) 125 TFLOPS; 32/16 GB HBM2 at 900 GB/s",
+    "(FP16 with FP32 accumulate) 125 TFLOPS; 32/16 GB HBM2 at 900 GB/s",
     "volta-whitepaper": "NVIDIA Tesla V100 GPU Architecture whitepaper (2017), Table 1: 80 SMs, register file "
-                        "256 KB per SM, shared memory configurable up to 96 KB of a 128 KB combined L1/shared "
-                        "array per SM, L2 6144 KB",
+    "256 KB per SM, shared memory configurable up to 96 KB of a 128 KB combined L1/shared "
+    "array per SM, L2 6144 KB",
     "b200-datasheet": "NVIDIA GB200 NVL72 datasheet (2025), HGX B200 column, per GPU: FP32 75 TFLOPS; TF32 2.2, "
-                      "FP16/BF16 4.5, FP8 9 PFLOPS *with sparsity* (dense = half: 1,100, 2,250, 4,500); 180 GB "
-                      "HBM3E at 7.7 TB/s",
+    "FP16/BF16 4.5, FP8 9 PFLOPS *with sparsity* (dense = half: 1,100, 2,250, 4,500); 180 GB "
+    "HBM3E at 7.7 TB/s",
     "b200-chipsandcheese": "Chips and Cheese, 'Nvidia's B200: Keeping the CUDA Juggernaut Rolling' (2025), "
-                           "measured on the device: 2 dies x 74 enabled SMs = 148 SMs; 256 KB L1/shared per SM "
-                           "as on H100; 126 MB L2 split across the two dies",
+    "measured on the device: 2 dies x 74 enabled SMs = 148 SMs; 256 KB L1/shared per SM "
+    "as on H100; 126 MB L2 split across the two dies",
     "cuda-guide-cc": "CUDA C++ Programming Guide, Technical Specifications per Compute Capability: 64K 32-bit "
-                     "registers per SM on every compute capability from 5.0 to 12.x; shared memory per SM up "
-                     "to 228 KB on 9.0 and 10.0",
+    "registers per SM on every compute capability from 5.0 to 12.x; shared memory per SM up "
+    "to 228 KB on 9.0 and 10.0",
     "turing-whitepaper": "NVIDIA Turing GPU Architecture whitepaper (2018): each SM has a 256 KB register file "
-                         "and 96 KB of L1/shared memory; TU104 has 4096 KB of L2; T4 datasheet: 16 GB GDDR6",
+    "and 96 KB of L1/shared memory; TU104 has 4096 KB of L2; T4 datasheet: 16 GB GDDR6",
     "ampere-whitepaper": "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), Table 3: register file "
-                         "256 KB per SM, 192 KB combined shared memory/L1 per SM, L2 40 MB (40960 KB); A100 "
-                         "datasheet: 40 or 80 GB HBM2e",
+    "256 KB per SM, 192 KB combined shared memory/L1 per SM, L2 40 MB (40960 KB); A100 "
+    "datasheet: 40 or 80 GB HBM2e",
     "ga102-whitepaper": "NVIDIA Ampere GA102 GPU Architecture whitepaper (2021): 128 KB L1/shared per SM, "
-                        "256 KB register file per SM, 6144 KB L2; A10 datasheet: 24 GB GDDR6",
+    "256 KB register file per SM, 6144 KB L2; A10 datasheet: 24 GB GDDR6",
     "ada-memory": "NVIDIA Ada GPU Architecture whitepaper v2.1: 128 KB L1/shared per SM, 256 KB register "
-                  "file per SM; L2 72 MB on RTX 4090 (73728 KB, Appendix A) and 48 MB on L4 (AD104, Appendix "
-                  "D); 24 GB GDDR6X (RTX 4090), 24 GB GDDR6 (L4 datasheet)",
+    "file per SM; L2 72 MB on RTX 4090 (73728 KB, Appendix A) and 48 MB on L4 (AD104, Appendix "
+    "D); 24 GB GDDR6X (RTX 4090), 24 GB GDDR6 (L4 datasheet)",
     "hopper-memory": "NVIDIA H100 Tensor Core GPU Architecture whitepaper v1.04, Table 3 and sec. 'H100 SM': "
-                     "register file 256 KB per SM, 256 KB combined L1/shared per SM, L2 50 MB (SXM5 and PCIe); "
-                     "80 GB (H100 datasheet) and 141 GB (H200 datasheet, same GH100 chip as H100 SXM)",
+    "register file 256 KB per SM, 256 KB combined L1/shared per SM, L2 50 MB (SXM5 and PCIe); "
+    "80 GB (H100 datasheet) and 141 GB (H200 datasheet, same GH100 chip as H100 SXM)",
     "h200-l2": "The L2 size the CUDA driver reports for an H200 (cudaDevAttrL2CacheSize, which "
-               "torch.cuda.get_device_properties shows as L2_cache_size): 62,914,560 bytes = 60 MiB, the whole "
-               "of the GH100 die's L2 (Chips and Cheese, 'Nvidia's H100: Funny L2, and Tons of Bandwidth', 2023: "
-               "the die has 60 MB, the H100 enables 50)",
+    "torch.cuda.get_device_properties shows as L2_cache_size): 62,914,560 bytes = 60 MiB, the whole "
+    "of the GH100 die's L2 (Chips and Cheese, 'Nvidia's H100: Funny L2, and Tons of Bandwidth', 2023: "
+    "the die has 60 MB, the H100 enables 50)",
     "tpu-v4-docs": "Google Cloud TPU documentation, 'TPU v4' (cloud.google.com/tpu/docs/v4): two TensorCores "
-                   "per chip, each with four MXUs, a vector unit and a scalar unit; 275 TFLOPS (bf16) per chip; "
-                   "HBM2 32 GiB at 1200 GBps",
+    "per chip, each with four MXUs, a vector unit and a scalar unit; 275 TFLOPS (bf16) per chip; "
+    "HBM2 32 GiB at 1200 GBps",
     "tpu-v5e-docs": "Google Cloud TPU documentation, 'TPU v5e' (cloud.google.com/tpu/docs/v5e): one TensorCore "
-                    "per chip with four MXUs, a vector unit and a scalar unit; 197 TFLOPS (bf16); HBM2 16 GB at "
-                    "819 GBps",
+    "per chip with four MXUs, a vector unit and a scalar unit; 197 TFLOPS (bf16); HBM2 16 GB at "
+    "819 GBps",
     "tpu-v5p-docs": "Google Cloud TPU documentation, 'TPU v5p' (cloud.google.com/tpu/docs/v5p): two "
-                    "TensorCores per chip, each with four MXUs, a vector unit and a scalar unit; 459 TFLOPS "
-                    "(bf16); HBM2e 95 GB at 2765 GBps",
+    "TensorCores per chip, each with four MXUs, a vector unit and a scalar unit; 459 TFLOPS "
+    "(bf16); HBM2e 95 GB at 2765 GBps",
     "tpu-v6e-docs": "Google Cloud TPU documentation, 'TPU v6e' (cloud.google.com/tpu/docs/v6e): one TensorCore "
-                    "per chip with two 256x256 MXUs, a vector unit (VPU), two cross-lane units and a scalar "
-                    "unit; 918 TFLOPS (bf16); HBM 32 GB at 1638 GBps",
+    "per chip with two 256x256 MXUs, a vector unit (VPU), two cross-lane units and a scalar "
+    "unit; 918 TFLOPS (bf16); HBM 32 GB at 1638 GBps",
     "scaling-book-tpus": "Austin et al., 'How to Scale Your Model', part 'How to Think About TPUs' "
-                         "(jax-ml.github.io/scaling-book/tpus): the MXU is a 128x128 systolic array on the "
-                         "generations before v6e (one bf16[8,128] @ bf16[128,128] every 8 cycles); VMEM is an "
-                         "on-chip scratchpad in the TensorCore, 128 MiB on TPU v5e; data moves HBM -> VMEM -> MXU",
+    "(jax-ml.github.io/scaling-book/tpus): the MXU is a 128x128 systolic array on the "
+    "generations before v6e (one bf16[8,128] @ bf16[128,128] every 8 cycles); VMEM is an "
+    "on-chip scratchpad in the TensorCore, 128 MiB on TPU v5e; data moves HBM -> VMEM -> MXU",
 }
 
 DTYPES = dtypes.MATMUL  # the dtypes a datasheet rates, in the table order of gpulab.dtypes
@@ -152,32 +153,160 @@ def _spec(name, sms, smem, gbps, fp32, tf32, bf16, fp16, fp8, cc, sources, note=
     return GPUSpec(name, sms, smem, gbps, peaks, cc, tuple(sources), note)
 
 
-GPUS: dict[str, GPUSpec] = {s.name: s for s in [
-    _spec("T4", 40, 64, 320, 8.1, None, None, 65.0, None, (7, 5), ["t4-datasheet", "turing-tuning"],
-          "no TF32/BF16/FP8 tensor cores (Turing)"),
-    _spec("L4", 58, 100, 300, 30.3, 60.0, 121.0, 121.0, 242.5, (8, 9),
-          ["l4-datasheet", "ada-whitepaper", "ampere-tuning"]),
-    _spec("A10", 72, 100, 600, 31.2, 62.5, 125.0, 125.0, None, (8, 6), ["a10-datasheet", "ampere-tuning"]),
-    _spec("A100 40GB SXM", 108, 164, 1555, 19.5, 156.0, 312.0, 312.0, None, (8, 0),
-          ["a100-datasheet", "a100-whitepaper", "ampere-tuning"]),
-    _spec("A100 80GB SXM", 108, 164, 2039, 19.5, 156.0, 312.0, 312.0, None, (8, 0),
-          ["a100-datasheet", "a100-whitepaper", "ampere-tuning"]),
-    _spec("H100 SXM", 132, 228, 3350, 67.0, 494.5, 989.5, 989.5, 1979.0, (9, 0),
-          ["h100-datasheet", "hopper-whitepaper"]),
-    _spec("H100 PCIe", 114, 228, 2000, 51.0, 378.0, 756.5, 756.5, 1513.0, (9, 0),
-          ["h100-datasheet", "hopper-whitepaper"]),
-    _spec("H200", 132, 228, 4800, 67.0, 494.5, 989.5, 989.5, 1979.0, (9, 0),
-          ["h200-datasheet", "h100-datasheet", "hopper-whitepaper"]),
-    _spec("RTX 4090", 128, 100, 1008, 82.6, 82.6, 165.2, 165.2, 330.3, (8, 9),
-          ["ada-whitepaper", "ampere-tuning"],
-          "GeForce: FP16/BF16/FP8 tensor rates with FP32 accumulation are half those with FP16 accumulation"),
-    _spec("V100 SXM2", 80, 96, 900, 15.7, None, None, 125.0, None, (7, 0), ["v100-datasheet", "volta-whitepaper"],
-          "no TF32/BF16/FP8 tensor cores (Volta); sold with 16 or 32 GB"),
-    _spec("B200", 148, 228, 7700, 75.0, 1100.0, 2250.0, 2250.0, 4500.0, (10, 0),
-          ["b200-datasheet", "b200-chipsandcheese", "cuda-guide-cc"], "HGX B200 board (the GB200 runs faster)"),
-    _spec("Seed accelerator", None, None, 1000, 100.0, 100.0, 100.0, 100.0, 100.0, None, ["seed-lecture"],
-          "imaginary: one compute peak C = 100 TFLOP/s for every operation, B = 1 TB/s"),
-]}
+GPUS: dict[str, GPUSpec] = {
+    s.name: s
+    for s in [
+        _spec(
+            "T4",
+            40,
+            64,
+            320,
+            8.1,
+            None,
+            None,
+            65.0,
+            None,
+            (7, 5),
+            ["t4-datasheet", "turing-tuning"],
+            "no TF32/BF16/FP8 tensor cores (Turing)",
+        ),
+        _spec(
+            "L4",
+            58,
+            100,
+            300,
+            30.3,
+            60.0,
+            121.0,
+            121.0,
+            242.5,
+            (8, 9),
+            ["l4-datasheet", "ada-whitepaper", "ampere-tuning"],
+        ),
+        _spec("A10", 72, 100, 600, 31.2, 62.5, 125.0, 125.0, None, (8, 6), ["a10-datasheet", "ampere-tuning"]),
+        _spec(
+            "A100 40GB SXM",
+            108,
+            164,
+            1555,
+            19.5,
+            156.0,
+            312.0,
+            312.0,
+            None,
+            (8, 0),
+            ["a100-datasheet", "a100-whitepaper", "ampere-tuning"],
+        ),
+        _spec(
+            "A100 80GB SXM",
+            108,
+            164,
+            2039,
+            19.5,
+            156.0,
+            312.0,
+            312.0,
+            None,
+            (8, 0),
+            ["a100-datasheet", "a100-whitepaper", "ampere-tuning"],
+        ),
+        _spec(
+            "H100 SXM",
+            132,
+            228,
+            3350,
+            67.0,
+            494.5,
+            989.5,
+            989.5,
+            1979.0,
+            (9, 0),
+            ["h100-datasheet", "hopper-whitepaper"],
+        ),
+        _spec(
+            "H100 PCIe",
+            114,
+            228,
+            2000,
+            51.0,
+            378.0,
+            756.5,
+            756.5,
+            1513.0,
+            (9, 0),
+            ["h100-datasheet", "hopper-whitepaper"],
+        ),
+        _spec(
+            "H200",
+            132,
+            228,
+            4800,
+            67.0,
+            494.5,
+            989.5,
+            989.5,
+            1979.0,
+            (9, 0),
+            ["h200-datasheet", "h100-datasheet", "hopper-whitepaper"],
+        ),
+        _spec(
+            "RTX 4090",
+            128,
+            100,
+            1008,
+            82.6,
+            82.6,
+            165.2,
+            165.2,
+            330.3,
+            (8, 9),
+            ["ada-whitepaper", "ampere-tuning"],
+            "GeForce: FP16/BF16/FP8 tensor rates with FP32 accumulation are half those with FP16 accumulation",
+        ),
+        _spec(
+            "V100 SXM2",
+            80,
+            96,
+            900,
+            15.7,
+            None,
+            None,
+            125.0,
+            None,
+            (7, 0),
+            ["v100-datasheet", "volta-whitepaper"],
+            "no TF32/BF16/FP8 tensor cores (Volta); sold with 16 or 32 GB",
+        ),
+        _spec(
+            "B200",
+            148,
+            228,
+            7700,
+            75.0,
+            1100.0,
+            2250.0,
+            2250.0,
+            4500.0,
+            (10, 0),
+            ["b200-datasheet", "b200-chipsandcheese", "cuda-guide-cc"],
+            "HGX B200 board (the GB200 runs faster)",
+        ),
+        _spec(
+            "Seed accelerator",
+            None,
+            None,
+            1000,
+            100.0,
+            100.0,
+            100.0,
+            100.0,
+            100.0,
+            None,
+            ["seed-lecture"],
+            "imaginary: one compute peak C = 100 TFLOP/s for every operation, B = 1 TB/s",
+        ),
+    ]
+}
 
 # The memory hierarchy of each GPU: (registers per SM, L1/shared KiB per SM, L2 KiB, device memory GB, year
 # announced, extra source keys). Registers: 64K 32-bit registers per SM on every GPU here (cuda-guide-cc).
@@ -200,18 +329,33 @@ def _with_memory(s: GPUSpec) -> GPUSpec:
     if s.name not in _MEMORY:
         return s
     regs, l1, l2, hbm, year, extra = _MEMORY[s.name]
-    return replace(s, regs_per_sm=regs, l1_smem_per_sm_kib=l1, l2_kib=l2, hbm_gb=float(hbm), year=year,
-                   sources=tuple(dict.fromkeys(s.sources + tuple(extra))))
+    return replace(
+        s,
+        regs_per_sm=regs,
+        l1_smem_per_sm_kib=l1,
+        l2_kib=l2,
+        hbm_gb=float(hbm),
+        year=year,
+        sources=tuple(dict.fromkeys(s.sources + tuple(extra))),
+    )
 
 
 GPUS = {name: _with_memory(s) for name, s in GPUS.items()}
 
 # Names torch.cuda.get_device_name() reports, mapped to table entries (first substring match wins).
 _ALIASES = [
-    ("H200", "H200"), ("H100 PCIe", "H100 PCIe"), ("H100", "H100 SXM"),
-    ("A100-SXM4-80GB", "A100 80GB SXM"), ("A100 80GB", "A100 80GB SXM"), ("A100", "A100 40GB SXM"),
-    ("RTX 4090", "RTX 4090"), ("L4", "L4"), ("A10", "A10"), ("T4", "T4"),
-    ("V100-SXM2", "V100 SXM2"), ("B200", "B200"),
+    ("H200", "H200"),
+    ("H100 PCIe", "H100 PCIe"),
+    ("H100", "H100 SXM"),
+    ("A100-SXM4-80GB", "A100 80GB SXM"),
+    ("A100 80GB", "A100 80GB SXM"),
+    ("A100", "A100 40GB SXM"),
+    ("RTX 4090", "RTX 4090"),
+    ("L4", "L4"),
+    ("A10", "A10"),
+    ("T4", "T4"),
+    ("V100-SXM2", "V100 SXM2"),
+    ("B200", "B200"),
 ]
 
 
@@ -230,8 +374,9 @@ def get(name: str) -> GPUSpec:
     for key in GPUS:
         if key.lower() == name.strip().lower():
             return GPUS[key]
-    variant = any(re.search(rf"\b{v}\b", name, flags=re.IGNORECASE) for v in _OTHER_VARIANTS) or \
-        (re.search(r"A100", name) and re.search(r"PCIe", name, flags=re.IGNORECASE))
+    variant = any(re.search(rf"\b{v}\b", name, flags=re.IGNORECASE) for v in _OTHER_VARIANTS) or (
+        re.search(r"A100", name) and re.search(r"PCIe", name, flags=re.IGNORECASE)
+    )
     if not variant:
         for needle, key in _ALIASES:
             if re.search(rf"(^|[\s-]){re.escape(needle)}($|[\s-])", name, flags=re.IGNORECASE):
@@ -253,8 +398,13 @@ def table_rows() -> list[dict]:
     for s in GPUS.values():
         row = {"GPU": s.name, "SMs": s.sms, "smem/SM (KiB)": s.smem_per_sm_kib, "HBM (GB/s)": s.hbm_gbps}
         row.update({f"{d} (TFLOP/s)": s.peak_tflops[d] for d in DTYPES})
-        row.update({"L1+smem/SM (KiB)": s.l1_smem_per_sm_kib, "L2 (MiB)": s.l2_kib / 1024 if s.l2_kib else None,
-                    "memory (GB)": s.hbm_gb})
+        row.update(
+            {
+                "L1+smem/SM (KiB)": s.l1_smem_per_sm_kib,
+                "L2 (MiB)": s.l2_kib / 1024 if s.l2_kib else None,
+                "memory (GB)": s.hbm_gb,
+            }
+        )
         row["sources"] = ", ".join(s.sources)
         rows.append(row)
     return rows
@@ -290,13 +440,17 @@ class TPUSpec:
         return self.hbm_gbps / 1000.0
 
 
-TPUS: dict[str, TPUSpec] = {t.name: t for t in [
-    TPUSpec("TPU v4", 275.0, 1200, 32, 2, 8, (128, 128), None, 2021, ("tpu-v4-docs", "scaling-book-tpus"),
-            "HBM2 32 GiB"),
-    TPUSpec("TPU v5e", 197.0, 819, 16, 1, 4, (128, 128), 128, 2023, ("tpu-v5e-docs", "scaling-book-tpus")),
-    TPUSpec("TPU v5p", 459.0, 2765, 95, 2, 8, (128, 128), None, 2023, ("tpu-v5p-docs", "scaling-book-tpus")),
-    TPUSpec("TPU v6e", 918.0, 1638, 32, 1, 2, (256, 256), None, 2024, ("tpu-v6e-docs",), "Trillium"),
-]}
+TPUS: dict[str, TPUSpec] = {
+    t.name: t
+    for t in [
+        TPUSpec(
+            "TPU v4", 275.0, 1200, 32, 2, 8, (128, 128), None, 2021, ("tpu-v4-docs", "scaling-book-tpus"), "HBM2 32 GiB"
+        ),
+        TPUSpec("TPU v5e", 197.0, 819, 16, 1, 4, (128, 128), 128, 2023, ("tpu-v5e-docs", "scaling-book-tpus")),
+        TPUSpec("TPU v5p", 459.0, 2765, 95, 2, 8, (128, 128), None, 2023, ("tpu-v5p-docs", "scaling-book-tpus")),
+        TPUSpec("TPU v6e", 918.0, 1638, 32, 1, 2, (256, 256), None, 2024, ("tpu-v6e-docs",), "Trillium"),
+    ]
+}
 
 
 def get_tpu(name: str) -> TPUSpec:
@@ -313,6 +467,17 @@ def get_tpu(name: str) -> TPUSpec:
 
 def tpu_rows() -> list[dict]:
     """The TPU table as plain dicts (for display in a notebook)."""
-    return [{"TPU": t.name, "bf16 (TFLOP/s)": t.bf16_tflops, "HBM (GB/s)": t.hbm_gbps, "HBM (GB)": t.hbm_gb,
-             "TensorCores": t.tensorcores, "MXUs": t.mxus_per_chip, "MXU": f"{t.mxu_shape[0]}x{t.mxu_shape[1]}",
-             "VMEM (MiB)": t.vmem_mib, "sources": ", ".join(t.sources)} for t in TPUS.values()]
+    return [
+        {
+            "TPU": t.name,
+            "bf16 (TFLOP/s)": t.bf16_tflops,
+            "HBM (GB/s)": t.hbm_gbps,
+            "HBM (GB)": t.hbm_gb,
+            "TensorCores": t.tensorcores,
+            "MXUs": t.mxus_per_chip,
+            "MXU": f"{t.mxu_shape[0]}x{t.mxu_shape[1]}",
+            "VMEM (MiB)": t.vmem_mib,
+            "sources": ", ".join(t.sources),
+        }
+        for t in TPUS.values()
+    ]

@@ -16,6 +16,7 @@ the ridge point across generations. Pure model: no timing, no widgets, no CUDA c
 
 Units: bytes (capacities, decimal GB where the datasheet prints GB), TB/s (1e12 byte/s), ns, FLOP/byte.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -49,8 +50,9 @@ def _require_memory(spec: hardware.GPUSpec) -> None:
         raise TypeError(f"spec must be a gpulab.hardware.GPUSpec, got {type(spec).__name__}")
     missing = [f for f in ("sms", "regs_per_sm", "l1_smem_per_sm_kib", "l2_kib", "hbm_gb") if getattr(spec, f) is None]
     if missing:
-        raise ValueError(f"spec {spec.name!r} has no memory hierarchy in gpulab.hardware "
-                         f"(missing {', '.join(missing)})")
+        raise ValueError(
+            f"spec {spec.name!r} has no memory hierarchy in gpulab.hardware (missing {', '.join(missing)})"
+        )
 
 
 def hierarchy(spec: hardware.GPUSpec, measured: dict | None = None) -> list[Level]:
@@ -63,10 +65,12 @@ def hierarchy(spec: hardware.GPUSpec, measured: dict | None = None) -> list[Leve
     _require_memory(spec)
     regs = spec.regs_per_sm * REGISTER_BYTES
     l1 = spec.l1_smem_per_sm_kib * KIB
-    levels = [Level("registers", regs, "per SM", regs * spec.sms),
-              Level("L1/shared", l1, "per SM", l1 * spec.sms),
-              Level("L2", spec.l2_kib * KIB, "device", spec.l2_kib * KIB),
-              Level("HBM", int(spec.hbm_gb * 1e9), "device", int(spec.hbm_gb * 1e9), spec.hbm_tbps, "datasheet")]
+    levels = [
+        Level("registers", regs, "per SM", regs * spec.sms),
+        Level("L1/shared", l1, "per SM", l1 * spec.sms),
+        Level("L2", spec.l2_kib * KIB, "device", spec.l2_kib * KIB),
+        Level("HBM", int(spec.hbm_gb * 1e9), "device", int(spec.hbm_gb * 1e9), spec.hbm_tbps, "datasheet"),
+    ]
     names = [lv.name for lv in levels]
     for name, tbps in (measured or {}).items():
         if name not in names:
@@ -119,6 +123,7 @@ def fit_plateaus(working_sets, tbps, spec: hardware.GPUSpec, margin: float = 2.0
 
 # --- Little's law ------------------------------------------------------------------------------------------
 
+
 def bytes_in_flight(tbps: float, latency_ns: float) -> float:
     """Little's law: the bytes that must be in flight to sustain ``tbps`` TB/s at ``latency_ns`` ns of
     latency (TB/s x ns = 1e3 bytes)."""
@@ -128,8 +133,11 @@ def bytes_in_flight(tbps: float, latency_ns: float) -> float:
 def little_tbps(warps, bytes_per_warp: float, latency_ns: float, peak_tbps: float):
     """Bandwidth (TB/s) with ``warps`` warps each keeping ``bytes_per_warp`` bytes in flight:
     min(peak, warps x bytes_per_warp / latency). ``warps``: a number or a sequence (returns a list)."""
-    b, lat, peak = positive("bytes_per_warp", bytes_per_warp), positive("latency_ns", latency_ns), \
-        positive("peak_tbps", peak_tbps)
+    b, lat, peak = (
+        positive("bytes_per_warp", bytes_per_warp),
+        positive("latency_ns", latency_ns),
+        positive("peak_tbps", peak_tbps),
+    )
     if np.ndim(warps):
         return [min(peak, nonnegative("warps", w) * b / lat / 1e3) for w in warps]
     return min(peak, nonnegative("warps", warps) * b / lat / 1e3)
@@ -160,6 +168,7 @@ def fit_little(warps, tbps, bytes_per_warp: float, linear_below: float = 0.5) ->
 
 # --- The ridge point across generations ---------------------------------------------------------------------
 
+
 def ridge_points() -> list[dict]:
     """The ridge point C / B (FLOP/byte) of every GPU and TPU in ``gpulab.hardware`` that has a year (the
     imaginary seed accelerator has none), oldest first: dict(name, kind "GPU"/"TPU", year, dtype, peak_tflops,
@@ -170,9 +179,27 @@ def ridge_points() -> list[dict]:
         if g.year is None:
             continue
         dtype = "bf16" if g.peak_tflops.get("bf16") else "fp16"
-        rows.append(dict(name=g.name, kind="GPU", year=g.year, dtype=dtype, peak_tflops=g.peak(dtype),
-                         hbm_tbps=g.hbm_tbps, ridge=ridge_point(g.peak(dtype), g.hbm_tbps)))
+        rows.append(
+            dict(
+                name=g.name,
+                kind="GPU",
+                year=g.year,
+                dtype=dtype,
+                peak_tflops=g.peak(dtype),
+                hbm_tbps=g.hbm_tbps,
+                ridge=ridge_point(g.peak(dtype), g.hbm_tbps),
+            )
+        )
     for t in hardware.TPUS.values():
-        rows.append(dict(name=t.name, kind="TPU", year=t.year, dtype="bf16", peak_tflops=t.bf16_tflops,
-                         hbm_tbps=t.hbm_tbps, ridge=ridge_point(t.bf16_tflops, t.hbm_tbps)))
+        rows.append(
+            dict(
+                name=t.name,
+                kind="TPU",
+                year=t.year,
+                dtype="bf16",
+                peak_tflops=t.bf16_tflops,
+                hbm_tbps=t.hbm_tbps,
+                ridge=ridge_point(t.bf16_tflops, t.hbm_tbps),
+            )
+        )
     return sorted(rows, key=lambda r: (r["year"], r["kind"], r["name"]))

@@ -20,6 +20,7 @@ maximum, denominator, and weighted sum"), whose worked example ``seed_example`` 
 Everything here is NumPy float64, one row at a time: the model that ``gpulab.kernels.flash_attention`` runs
 on tiles of rows (in log2 units, with exp2).
 """
+
 from __future__ import annotations
 
 import math
@@ -78,7 +79,7 @@ def tile_state(scores, values) -> State:
     if not valid.any():
         return empty_state(v.shape[1])
     m = float(s[valid].max())
-    w = np.exp(s[valid] - m)                      # only valid scores: never -inf - (-inf)
+    w = np.exp(s[valid] - m)  # only valid scores: never -inf - (-inf)
     return State(m, float(w.sum()), w @ v[valid])
 
 
@@ -181,8 +182,20 @@ def seed_example() -> dict:
     _, alpha, beta = rescale(a, b)
     ab = merge(a, b)
     w = np.exp(np.array(SEED_SCORES))
-    return dict(m_A=a.m, l_A=a.l, u_A=float(a.u[0]), m_B=b.m, l_B=b.l, u_B=float(b.u[0]), alpha=alpha, beta=beta,
-                l=ab.l, u=float(ab.u[0]), out=float(ab.output()[0]), exact=float(w @ np.array(SEED_VALUES) / w.sum()))
+    return dict(
+        m_A=a.m,
+        l_A=a.l,
+        u_A=float(a.u[0]),
+        m_B=b.m,
+        l_B=b.l,
+        u_B=float(b.u[0]),
+        alpha=alpha,
+        beta=beta,
+        l=ab.l,
+        u=float(ab.u[0]),
+        out=float(ab.output()[0]),
+        exact=float(w @ np.array(SEED_VALUES) / w.sum()),
+    )
 
 
 def check_seed_example(rel: float = 1e-12) -> dict:
@@ -190,14 +203,27 @@ def check_seed_example(rel: float = 1e-12) -> dict:
     alpha = 2/3, beta = 1; l' = 2, u' = 5. Returns ``seed_example()``; raises AssertionError naming the
     first quantity that differs."""
     got = seed_example()
-    want = dict(m_A=math.log(2), l_A=1.5, u_A=4.5, m_B=math.log(3), l_B=1.0, u_B=2.0, alpha=2 / 3, beta=1.0,
-                l=2.0, u=5.0, out=2.5, exact=2.5)
+    want = dict(
+        m_A=math.log(2),
+        l_A=1.5,
+        u_A=4.5,
+        m_B=math.log(3),
+        l_B=1.0,
+        u_B=2.0,
+        alpha=2 / 3,
+        beta=1.0,
+        l=2.0,
+        u=5.0,
+        out=2.5,
+        exact=2.5,
+    )
     for k, w in want.items():
         assert math.isclose(got[k], w, rel_tol=rel), f"{k}: got {got[k]!r}, the seed says {w!r}"
     return got
 
 
 # ---- a row for the explorer (gpulab.figures.lesson08) -------------------------------------------------------
+
 
 def default_row(n: int = 16, masked: int = 4, seed: int = 8) -> tuple[np.ndarray, np.ndarray]:
     """A row for the explorer: n scores whose maximum rises along the row (so alpha < 1 shows up), the first

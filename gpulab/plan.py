@@ -24,6 +24,7 @@ Features by compute capability (``FEATURES``; sources in each entry):
 Lessons call ``current()`` and pass its choices to the launchers (``plan.matmul_path``, ``plan.dtype("bf16")``,
 ``plan.keep_fitting(configs, ...)``, ``plan.sizes_that_fit(...)``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -46,30 +47,48 @@ class Feature:
 
 
 FEATURES = {
-    "bf16": Feature("bf16 tensor cores", (8, 0), "fp16",
-                    "bf16 tensor cores from compute capability 8.0 (Ampere); before it Triton lowers a bf16 "
-                    "tl.dot to FP32 FMA on the CUDA cores",
-                    "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), 'BF16 ... Tensor Core "
-                    "support'; T4 datasheet: FP16/INT8/INT4 tensor cores only"),
-    "tf32": Feature("tf32 tensor cores", (8, 0), "ieee",
-                    "tf32 tensor cores from compute capability 8.0 (Ampere); before it an fp32 tl.dot runs as "
-                    "FP32 FMA ('ieee')",
-                    "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), 'TF32 Tensor Core'"),
-    "mma": Feature("Triton tensor-core dots", (8, 0), "FMA",
-                   "Triton emits tensor-core instructions (mma) for tl.dot from compute capability 8.0; on 7.5 a "
-                   "tl.dot compiles to FP32 FMA on the CUDA cores (no mma in the PTX: python -m gpulab.targets), "
-                   "so attention takes the small tiles of its fp32 lists there",
-                   "the PTX Triton 3.9 emits for sm_75 (counted by gpulab.targets); Triton's NVIDIA backend "
-                   "supports MMA from sm_80"),
-    "tma": Feature("TMA", (9, 0), "pointer",
-                   "TMA (the tensor memory accelerator) from compute capability 9.0 (Hopper); before it "
-                   "gpulab loads tiles through pointers with masks",
-                   "NVIDIA H100 Tensor Core GPU Architecture whitepaper v1.04, 'Tensor Memory Accelerator'"),
-    "fp8": Feature("fp8 tensor cores", (8, 9), "fp16",
-                   "fp8 (e4m3, e5m2) tensor cores from compute capability 8.9 (Ada, Hopper); Triton refuses "
-                   "fp8e4nv below sm_89",
-                   "NVIDIA Ada GPU Architecture whitepaper v2.1 ('Fourth-generation Tensor Cores ... FP8'); "
-                   "Triton's CUDA backend: 'type fp8e4nv not supported in this architecture'"),
+    "bf16": Feature(
+        "bf16 tensor cores",
+        (8, 0),
+        "fp16",
+        "bf16 tensor cores from compute capability 8.0 (Ampere); before it Triton lowers a bf16 "
+        "tl.dot to FP32 FMA on the CUDA cores",
+        "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), 'BF16 ... Tensor Core "
+        "support'; T4 datasheet: FP16/INT8/INT4 tensor cores only",
+    ),
+    "tf32": Feature(
+        "tf32 tensor cores",
+        (8, 0),
+        "ieee",
+        "tf32 tensor cores from compute capability 8.0 (Ampere); before it an fp32 tl.dot runs as FP32 FMA ('ieee')",
+        "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), 'TF32 Tensor Core'",
+    ),
+    "mma": Feature(
+        "Triton tensor-core dots",
+        (8, 0),
+        "FMA",
+        "Triton emits tensor-core instructions (mma) for tl.dot from compute capability 8.0; on 7.5 a "
+        "tl.dot compiles to FP32 FMA on the CUDA cores (no mma in the PTX: python -m gpulab.targets), "
+        "so attention takes the small tiles of its fp32 lists there",
+        "the PTX Triton 3.9 emits for sm_75 (counted by gpulab.targets); Triton's NVIDIA backend "
+        "supports MMA from sm_80",
+    ),
+    "tma": Feature(
+        "TMA",
+        (9, 0),
+        "pointer",
+        "TMA (the tensor memory accelerator) from compute capability 9.0 (Hopper); before it "
+        "gpulab loads tiles through pointers with masks",
+        "NVIDIA H100 Tensor Core GPU Architecture whitepaper v1.04, 'Tensor Memory Accelerator'",
+    ),
+    "fp8": Feature(
+        "fp8 tensor cores",
+        (8, 9),
+        "fp16",
+        "fp8 (e4m3, e5m2) tensor cores from compute capability 8.9 (Ada, Hopper); Triton refuses fp8e4nv below sm_89",
+        "NVIDIA Ada GPU Architecture whitepaper v2.1 ('Fourth-generation Tensor Cores ... FP8'); "
+        "Triton's CUDA backend: 'type fp8e4nv not supported in this architecture'",
+    ),
 }
 
 # Shared memory one block may opt into, in KiB: the per-SM capacity less 1 KiB the CUDA runtime reserves per
@@ -136,7 +155,7 @@ class Plan:
 
     @property
     def matmul_path(self) -> str:
-        """"tma" where the GPU has TMA, else "pointer" (the path argument of ``kernels.matmul.matmul``)."""
+        """ "tma" where the GPU has TMA, else "pointer" (the path argument of ``kernels.matmul.matmul``)."""
         return "tma" if has(self.gpu, "tma") else "pointer"
 
     @property
@@ -206,18 +225,27 @@ class Plan:
             rows.append((f"{wanted} matmuls", got, f"compute capability {cc}" if got == wanted else FEATURES[key].why))
         path = self.matmul_path
         rows.append(("tile loads", path, f"compute capability {cc}" if path == "tma" else FEATURES["tma"].why))
-        rows.append(("sizes", f"<= {MEMORY_FRACTION * self.gpu.hbm_gb:.0f} GB of buffers",
-                     f"{MEMORY_FRACTION:.0%} of {self.gpu.hbm_gb:g} GB"))
-        rows.append(("autotuning", f"<= {self.smem_per_block_bytes // 1024} KiB shared memory per config",
-                     f"{self.gpu.smem_per_sm_kib} KiB per SM on compute capability {cc}"))
+        rows.append(
+            (
+                "sizes",
+                f"<= {MEMORY_FRACTION * self.gpu.hbm_gb:.0f} GB of buffers",
+                f"{MEMORY_FRACTION:.0%} of {self.gpu.hbm_gb:g} GB",
+            )
+        )
+        rows.append(
+            (
+                "autotuning",
+                f"<= {self.smem_per_block_bytes // 1024} KiB shared memory per config",
+                f"{self.gpu.smem_per_sm_kib} KiB per SM on compute capability {cc}",
+            )
+        )
         return rows
 
     def describe(self) -> str:
         """A few lines: the GPU planned for, why, and each choice with its reason."""
         g = self.gpu
         cc = ".".join(map(str, self.compute_capability))
-        lines = [f"plans for: {g.name} (compute capability {cc}, {g.sms} SMs, {g.hbm_gb:g} GB)",
-                 f"  why: {self.why}"]
+        lines = [f"plans for: {g.name} (compute capability {cc}, {g.sms} SMs, {g.hbm_gb:g} GB)", f"  why: {self.why}"]
         lines += [f"  {what}: {choice} ({why})" for what, choice, why in self.choices()]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -238,8 +266,9 @@ def for_gpu(spec: hardware.GPUSpec, why: str = "", notes=()) -> Plan:
     if not isinstance(spec, hardware.GPUSpec):
         raise TypeError(f"spec must be a hardware.GPUSpec (use hardware.get(name)), got {type(spec).__name__}")
     if spec.compute_capability is None or not spec.hbm_gb or not spec.sms or not spec.smem_per_sm_kib:
-        raise ValueError(f"{spec.name} lacks a compute capability, SM count, shared memory or memory size: "
-                         "gpulab cannot plan for it")
+        raise ValueError(
+            f"{spec.name} lacks a compute capability, SM count, shared memory or memory size: gpulab cannot plan for it"
+        )
     return Plan(spec, why or f"asked for {spec.name}", tuple(notes))
 
 
@@ -251,19 +280,26 @@ def choose(as_gpu: str | None, found: hardware.GPUSpec | None, found_name: str =
         spec = as_gpu_spec(as_gpu)
         if found is not None:
             if tuple(spec.compute_capability) > tuple(found.compute_capability):
-                raise ValueError(f"GPULAB_AS_GPU={as_gpu} needs compute capability "
-                                 f"{'.'.join(map(str, spec.compute_capability))} features, but this GPU "
-                                 f"({found.name}) has {'.'.join(map(str, found.compute_capability))}")
+                raise ValueError(
+                    f"GPULAB_AS_GPU={as_gpu} needs compute capability "
+                    f"{'.'.join(map(str, spec.compute_capability))} features, but this GPU "
+                    f"({found.name}) has {'.'.join(map(str, found.compute_capability))}"
+                )
             if spec.hbm_gb > found.hbm_gb:
-                raise ValueError(f"GPULAB_AS_GPU={as_gpu} plans for {spec.hbm_gb:g} GB, but this GPU "
-                                 f"({found.name}) has {found.hbm_gb:g} GB")
-            return for_gpu(spec, f"GPULAB_AS_GPU={as_gpu} is set: choosing as a {spec.name} would, "
-                                 f"on the {found.name} found")
+                raise ValueError(
+                    f"GPULAB_AS_GPU={as_gpu} plans for {spec.hbm_gb:g} GB, but this GPU "
+                    f"({found.name}) has {found.hbm_gb:g} GB"
+                )
+            return for_gpu(
+                spec, f"GPULAB_AS_GPU={as_gpu} is set: choosing as a {spec.name} would, on the {found.name} found"
+            )
         return for_gpu(spec, f"GPULAB_AS_GPU={as_gpu} is set (no GPU here: the interpreter runs the kernels)")
     if found is not None:
         return for_gpu(found, f"the GPU torch sees ({found_name or found.name})")
-    return for_gpu(hardware.get(REFERENCE_GPU),
-                   f"no GPU: the interpreter plans as the {REFERENCE_GPU}, where the reference data was recorded")
+    return for_gpu(
+        hardware.get(REFERENCE_GPU),
+        f"no GPU: the interpreter plans as the {REFERENCE_GPU}, where the reference data was recorded",
+    )
 
 
 def _this_gpu() -> tuple[hardware.GPUSpec | None, str]:
@@ -279,9 +315,16 @@ def _this_gpu() -> tuple[hardware.GPUSpec | None, str]:
 
         p = torch.cuda.get_device_properties(0)
         smem = getattr(p, "shared_memory_per_multiprocessor", 0) // 1024 or None
-        spec = hardware.GPUSpec(name, p.multi_processor_count, smem, 0.0, {d: None for d in hardware.DTYPES},
-                                (p.major, p.minor), note="from torch's device properties",
-                                hbm_gb=p.total_memory / 1e9)
+        spec = hardware.GPUSpec(
+            name,
+            p.multi_processor_count,
+            smem,
+            0.0,
+            {d: None for d in hardware.DTYPES},
+            (p.major, p.minor),
+            note="from torch's device properties",
+            hbm_gb=p.total_memory / 1e9,
+        )
     return spec, name
 
 

@@ -14,6 +14,7 @@
   block-scaled matmul needs 10.0 (Blackwell) (NVIDIA CUDA C++ Programming Guide, compute capabilities; PTX
   ISA, ``mma`` with ``.kind::mxf8f6f4`` / ``.kind::mxf4nvf4`` on sm_100a).
 """
+
 from __future__ import annotations
 
 import math
@@ -34,6 +35,7 @@ FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
 # ---- hardware gating ---------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Features:
     """What a GPU of compute capability ``cc`` offers. ``missing`` maps a feature to why it is absent."""
@@ -51,8 +53,13 @@ class Features:
 
 FEATURES = ("fp32", "tf32", "bf16", "fp16", "fp8", "mx_native")
 _NEEDS = {"tf32": (8, 0), "bf16": (8, 0), "fp16": (7, 0), "fp8": (8, 9), "mx_native": (10, 0)}
-_WHAT = {"tf32": "TF32 tensor cores", "bf16": "bf16 tensor cores", "fp16": "fp16 tensor cores",
-         "fp8": "fp8 (e4m3/e5m2) tensor cores", "mx_native": "native MXFP8/NVFP4 block-scaled matmul"}
+_WHAT = {
+    "tf32": "TF32 tensor cores",
+    "bf16": "bf16 tensor cores",
+    "fp16": "fp16 tensor cores",
+    "fp8": "fp8 (e4m3/e5m2) tensor cores",
+    "mx_native": "native MXFP8/NVFP4 block-scaled matmul",
+}
 
 
 def features(cc, name: str = "") -> Features:
@@ -62,8 +69,11 @@ def features(cc, name: str = "") -> Features:
     lesson computes errors by emulation on the CPU instead. Raises ``ValueError`` for a malformed cc.
     """
     if cc is not None:
-        if (not isinstance(cc, (tuple, list)) or len(cc) != 2
-                or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0 for v in cc)):
+        if (
+            not isinstance(cc, (tuple, list))
+            or len(cc) != 2
+            or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0 for v in cc)
+        ):
             raise ValueError(f"cc must be (major, minor) ints, e.g. (9, 0), got {cc!r}")
         cc = tuple(int(v) for v in cc)
     avail, missing = {}, {}
@@ -76,8 +86,7 @@ def features(cc, name: str = "") -> Features:
         avail[f] = cc >= need
         if not avail[f]:
             who = f"{name} " if name else ""
-            missing[f] = (f"{_WHAT[f]} need compute capability >= {need[0]}.{need[1]}; this GPU {who}"
-                          f"has {cc[0]}.{cc[1]}")
+            missing[f] = f"{_WHAT[f]} need compute capability >= {need[0]}.{need[1]}; this GPU {who}has {cc[0]}.{cc[1]}"
     return Features(cc, name or ("CPU (interpreter)" if cc is None else f"cc {cc[0]}.{cc[1]}"), avail, missing)
 
 
@@ -96,6 +105,7 @@ def gate(feature: str, feats: Features | None = None) -> str | None:
 
 # ---- relu -------------------------------------------------------------------------------------------
 
+
 def relu_bytes(n: int, dtype: str) -> int:
     """Bytes an out-of-place ReLU on n elements must move: read x, write y (8n fp32, 4n fp16/bf16)."""
     if dtype not in RELU_DTYPES:
@@ -105,6 +115,7 @@ def relu_bytes(n: int, dtype: str) -> int:
 
 
 # ---- matmul error per dtype --------------------------------------------------------------------------
+
 
 def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
     """fp32 -> the nearest TF32 value (10 explicit mantissa bits; ties away from zero), still fp32."""
@@ -150,8 +161,9 @@ def _with_precision(precision: str, fn):
         torch.set_float32_matmul_precision(old)
 
 
-def matmul_errors(n: int, dtypes=MATMUL_DTYPES, seed: int = 0, emulate: bool | None = None,
-                  feats: Features | None = None) -> dict:
+def matmul_errors(
+    n: int, dtypes=MATMUL_DTYPES, seed: int = 0, emulate: bool | None = None, feats: Features | None = None
+) -> dict:
     """Relative error ||C - C_ref||_F / ||C_ref||_F per dtype for one pair of random normal n x n inputs.
 
     A and B are drawn once in float64; each dtype casts the same A and B. ``emulate`` (default: not on a
@@ -174,12 +186,12 @@ def matmul_errors(n: int, dtypes=MATMUL_DTYPES, seed: int = 0, emulate: bool | N
             out[d] = None
             continue
         out[d] = tolerances.relative_error(ref, _product(d, a64, b64, emulate), "norm")
-    out["how"] = "emulated on the CPU (inputs rounded, sums by torch)" if emulate else \
-        f"cuBLAS on {feats.name}"
+    out["how"] = "emulated on the CPU (inputs rounded, sums by torch)" if emulate else f"cuBLAS on {feats.name}"
     return out
 
 
 # ---- the lesson's table and choice -------------------------------------------------------------------
+
 
 def matmul_table(errors: dict, rates: dict | None = None, feats: Features | None = None) -> str:
     """One line per dtype: rate (if known), error (if known), or why the dtype was skipped. Never raises for
@@ -194,15 +206,21 @@ def matmul_table(errors: dict, rates: dict | None = None, feats: Features | None
         if why and rate is None and err is None:
             lines.append(f"{d:5} {why}")
             continue
-        lines.append(f"{d:5} " + (f"{rate:8.1f} TFLOP/s  " if rate else "") +
-                     (f"relative error {err:.2e}" if err is not None else "error not measured"))
+        lines.append(
+            f"{d:5} "
+            + (f"{rate:8.1f} TFLOP/s  " if rate else "")
+            + (f"relative error {err:.2e}" if err is not None else "error not measured")
+        )
     return "\n".join(lines)
 
 
 def fastest_within(budget: float, errors: dict, rates: dict) -> str | None:
     """The dtype with the highest rate whose error is <= ``budget`` (None if none fits)."""
-    ok = [d for d, e in errors.items()
-          if isinstance(e, numbers.Real) and not isinstance(e, bool) and e <= budget and rates.get(d)]
+    ok = [
+        d
+        for d, e in errors.items()
+        if isinstance(e, numbers.Real) and not isinstance(e, bool) and e <= budget and rates.get(d)
+    ]
     return max(ok, key=lambda d: rates[d]) if ok else None
 
 

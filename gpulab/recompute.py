@@ -19,6 +19,7 @@ scalar loss and is not kept) and "held" (the caller keeps y and passes a dense d
 forward and backward, and the peak over forward + backward. ``gpulab.bench.lesson05.measure_memory`` measures
 the same on a GPU.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -26,8 +27,8 @@ from dataclasses import asdict, dataclass
 from . import validate
 
 WAYS = ("eager", "checkpoint", "fused")
-SIGMOID_FLOPS = 4       # -x, exp, 1 + e, 1 / (...)
-SIGMOID_BWD_FLOPS = 3   # 1 - s, s * (1 - s), g * (...)
+SIGMOID_FLOPS = 4  # -x, exp, 1 + e, 1 / (...)
+SIGMOID_BWD_FLOPS = 3  # 1 - s, s * (1 - s), g * (...)
 
 
 @dataclass(frozen=True)
@@ -134,8 +135,16 @@ def memory_model(way: str, n: int, itemsize: int, setting: str = "loss") -> dict
         raise ValueError(f"setting must be one of {SETTINGS}, got {setting!r}")
     n, itemsize = validate.integer("n", n), validate.positive_int("itemsize", itemsize)
     h, p = _HELD[setting][way], _PEAK[setting][way]
-    return dict(way=way, n=n, itemsize=itemsize, setting=setting, held_tensors=h, peak_tensors=p,
-                held_bytes=h * n * itemsize, peak_bytes=p * n * itemsize)
+    return dict(
+        way=way,
+        n=n,
+        itemsize=itemsize,
+        setting=setting,
+        held_tensors=h,
+        peak_tensors=p,
+        held_bytes=h * n * itemsize,
+        peak_bytes=p * n * itemsize,
+    )
 
 
 def forward_backward(fn, x, dy=None):
@@ -149,9 +158,11 @@ def forward_backward(fn, x, dy=None):
         raise ValueError("x must require grad (x.requires_grad_()): without it nothing is differentiated")
 
     if dy is None:
+
         def step():
             return torch.autograd.grad(fn(x).sum(), x)[0]
     else:
+
         def step():
             return torch.autograd.grad(fn(x), x, dy)[0]
 

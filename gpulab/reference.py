@@ -5,6 +5,7 @@ in the plot title. Each file holds the provenance of its run (GPU, driver, CUDA,
 versions, date), the device profile and the records of the benchmark suite. ``python -m gpulab.bench
 --record`` on a GPU writes a new one.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,5 +40,7 @@ def label(data: dict, key: str | None = None) -> str:
     p = data["provenance"]
     if key is not None and isinstance(data.get(key), dict) and "provenance" in data[key]:
         p = data[key]["provenance"]
-    return (f"recorded on {p.get('gpu', '?')} ({p.get('date', '?')}; driver {p.get('driver', '?')}, "
-            f"torch {p.get('torch', '?')}, Triton {p.get('triton', '?')})")
+    return (
+        f"recorded on {p.get('gpu', '?')} ({p.get('date', '?')}; driver {p.get('driver', '?')}, "
+        f"torch {p.get('torch', '?')}, Triton {p.get('triton', '?')})"
+    )

@@ -14,6 +14,7 @@ Patterson, "Roofline: an insightful visual performance model", CACM 52(4), 2009.
 Units: FLOPs and bytes are plain counts; rates are given in TFLOP/s and TB/s (decimal) and times are
 returned in milliseconds, so the seed example reads directly: C = 100 TFLOP/s, B = 1 TB/s.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,8 +61,10 @@ class Bound:
         return "compute" if self.compute_ms > self.memory_ms else "memory"
 
     def __str__(self) -> str:
-        return (f"I = {self.intensity:.3g} FLOP/B (ridge {self.ridge:.3g}): compute >= {self.compute_ms:.4g} ms, "
-                f"memory >= {self.memory_ms:.4g} ms -> {self.limiter}-bound, t >= {self.time_ms:.4g} ms")
+        return (
+            f"I = {self.intensity:.3g} FLOP/B (ridge {self.ridge:.3g}): compute >= {self.compute_ms:.4g} ms, "
+            f"memory >= {self.memory_ms:.4g} ms -> {self.limiter}-bound, t >= {self.time_ms:.4g} ms"
+        )
 
 
 def bound(flops: float, bytes_moved: float, peak_tflops: float, hbm_tbps: float) -> Bound:
@@ -74,8 +77,7 @@ def bound(flops: float, bytes_moved: float, peak_tflops: float, hbm_tbps: float)
     d = validate.positive("bytes_moved", bytes_moved)
     c = validate.positive("peak_tflops", peak_tflops)
     b = validate.positive("hbm_tbps", hbm_tbps)
-    return Bound(compute_ms=f / (c * 1e12) * 1e3, memory_ms=d / (b * 1e12) * 1e3,
-                 intensity=f / d, ridge=c / b)
+    return Bound(compute_ms=f / (c * 1e12) * 1e3, memory_ms=d / (b * 1e12) * 1e3, intensity=f / d, ridge=c / b)
 
 
 def peak_for(spec: hardware.GPUSpec, op_kind: str, dtype: str = "fp32", *, tf32: bool = False) -> float:
@@ -157,8 +159,10 @@ def _units(spec: hardware.GPUSpec) -> dict:
         raise TypeError(f"spec must be a hardware.GPUSpec (use hardware.get(name)), got {type(spec).__name__}")
     units = UNIT_RESULTS_PER_CLOCK.get(spec.compute_capability)
     if units is None or not spec.sms:
-        raise LookupError(f"no per-SM unit throughputs for {spec.name} (compute capability "
-                          f"{spec.compute_capability}); known: {sorted(UNIT_RESULTS_PER_CLOCK)}")
+        raise LookupError(
+            f"no per-SM unit throughputs for {spec.name} (compute capability "
+            f"{spec.compute_capability}); known: {sorted(UNIT_RESULTS_PER_CLOCK)}"
+        )
     return units
 
 
@@ -174,8 +178,9 @@ def unit_rate(spec: hardware.GPUSpec, unit: str) -> float:
     return units[unit] * spec.sms * clock_thz
 
 
-def instructions_per_element(spec: hardware.GPUSpec, hbm_tbps: float, bytes_per_element: float,
-                             unit: str = "fp32") -> float:
+def instructions_per_element(
+    spec: hardware.GPUSpec, hbm_tbps: float, bytes_per_element: float, unit: str = "fp32"
+) -> float:
     """How many ``unit`` instructions per element a GPU can issue in the time the memory moves the element:
     ``unit_rate / (hbm_tbps / bytes_per_element)``. A kernel that needs more per element is bound by
     instruction issue, not by bandwidth (the second roof). ``hbm_tbps`` in TB/s (e.g. the measured copy

@@ -22,6 +22,7 @@ What the model leaves out, so that a measurement can depart from it:
   whole access stream (perfect reuse).
 - DRAM pages, TLB reach and how many requests are in flight: it is a byte count, not a timing model.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,8 +40,9 @@ ITEMSIZES = (1, 2, 4, 8, 16)  # bytes per lane that a load can move (16: a float
 def _check_granule(sector_bytes) -> int:
     g = validate.positive_int("sector_bytes", sector_bytes)
     if g & (g - 1):
-        raise ValueError(f"sector_bytes must be a power of two (32 is the sector; 64 and 128 model a coarser "
-                         f"L2 fetch), got {g}")
+        raise ValueError(
+            f"sector_bytes must be a power of two (32 is the sector; 64 and 128 model a coarser L2 fetch), got {g}"
+        )
     return g
 
 
@@ -114,9 +116,11 @@ class WarpRequest:
         return dict(sorted(used.items()))
 
     def __str__(self) -> str:
-        return (f"{len(self.addresses)} lanes x {self.itemsize} B: {self.n_sectors} sectors of {self.sector_bytes} B "
-                f"({len(self.lines)} line{'' if len(self.lines) == 1 else 's'} of {LINE_BYTES} B), {self.useful_bytes} useful of {self.bytes_moved} B "
-                f"moved, efficiency {self.efficiency:.3g}")
+        return (
+            f"{len(self.addresses)} lanes x {self.itemsize} B: {self.n_sectors} sectors of {self.sector_bytes} B "
+            f"({len(self.lines)} line{'' if len(self.lines) == 1 else 's'} of {LINE_BYTES} B), {self.useful_bytes} useful of {self.bytes_moved} B "
+            f"moved, efficiency {self.efficiency:.3g}"
+        )
 
 
 def request(addresses, itemsize: int, sector_bytes: int = SECTOR_BYTES) -> WarpRequest:
@@ -129,8 +133,9 @@ def request(addresses, itemsize: int, sector_bytes: int = SECTOR_BYTES) -> WarpR
     return WarpRequest(addrs, itemsize, g)
 
 
-def warp_request(itemsize: int = 4, stride: int = 1, offset: int = 0, lanes: int = WARP_SIZE,
-                 sector_bytes: int = SECTOR_BYTES) -> WarpRequest:
+def warp_request(
+    itemsize: int = 4, stride: int = 1, offset: int = 0, lanes: int = WARP_SIZE, sector_bytes: int = SECTOR_BYTES
+) -> WarpRequest:
     """A warp reading ``x[k * stride]`` in lane k: lane k's address is ``offset + k * stride * itemsize``.
 
     itemsize: bytes per element (1, 2, 4, 8 or 16); stride: elements between lanes (>= 1); offset: the base's
@@ -143,14 +148,23 @@ def warp_request(itemsize: int = 4, stride: int = 1, offset: int = 0, lanes: int
     itemsize = _check_itemsize(itemsize)
     stride, offset = validate.positive_int("stride", stride), validate.integer("offset", offset)
     if offset % itemsize:
-        raise ValueError(f"offset must be a multiple of itemsize ({itemsize} B): a {itemsize}-byte load needs an "
-                         f"address aligned to {itemsize} bytes; got {offset}")
+        raise ValueError(
+            f"offset must be a multiple of itemsize ({itemsize} B): a {itemsize}-byte load needs an "
+            f"address aligned to {itemsize} bytes; got {offset}"
+        )
     lanes = validate.integer("lanes", lanes, low=1, high=WARP_SIZE)
     return request([offset + k * stride * itemsize for k in range(lanes)], itemsize, sector_bytes)
 
 
-def matrix_request(n_cols: int, itemsize: int = 4, along: str = "row", i: int = 0, j: int = 0,
-                   lanes: int = WARP_SIZE, sector_bytes: int = SECTOR_BYTES) -> WarpRequest:
+def matrix_request(
+    n_cols: int,
+    itemsize: int = 4,
+    along: str = "row",
+    i: int = 0,
+    j: int = 0,
+    lanes: int = WARP_SIZE,
+    sector_bytes: int = SECTOR_BYTES,
+) -> WarpRequest:
     """A warp reading a row-major matrix with ``n_cols`` columns from A[i, j]: lanes vary j with i fixed
     (``along="row"``, addresses itemsize apart) or vary i with j fixed (``along="column"``, n_cols * itemsize
     apart). The base is 128-byte aligned. Along a row, lanes past the last column are inactive. itemsize: one
@@ -169,8 +183,9 @@ def matrix_request(n_cols: int, itemsize: int = 4, along: str = "row", i: int = 
     return request([address(a, b, n_cols, itemsize) for a, b in cells], itemsize, sector_bytes)
 
 
-def stream_efficiency(n: int, itemsize: int = 4, stride: int = 1, offset: int = 0,
-                      sector_bytes: int = SECTOR_BYTES) -> float:
+def stream_efficiency(
+    n: int, itemsize: int = 4, stride: int = 1, offset: int = 0, sector_bytes: int = SECTOR_BYTES
+) -> float:
     """Useful bytes over bytes moved when ``n`` elements ``x[k * stride]`` (k < n) are read and every sector
     is fetched once, however many requests share it: the best L2 reuse can do. Differs from the
     per-request ``warp_request(...).efficiency`` when neighbouring warps share sectors (a misaligned offset)."""
@@ -202,8 +217,9 @@ def strided_copy_efficiency(stride: int, itemsize: int = 4, offset: int = 0, sec
     return copy_efficiency(read, write)
 
 
-def predicted_tbps(stride: int, itemsize: int, copy_tbps: float, offset: int = 0,
-                   sector_bytes: int = SECTOR_BYTES) -> float:
+def predicted_tbps(
+    stride: int, itemsize: int, copy_tbps: float, offset: int = 0, sector_bytes: int = SECTOR_BYTES
+) -> float:
     """The model's effective bandwidth of the strided copy, in TB/s of useful bytes (n read + n written):
     the measured copy bandwidth times ``strided_copy_efficiency``. At stride 1 it is the copy bandwidth; once
     stride * itemsize >= sector_bytes each element costs a whole granule, and it levels off at

@@ -12,11 +12,12 @@ choice without touching the process environment.
 | GPULAB_CACHE_DIR | a path | where the device profile is saved (default: the user cache directory) |
 | GPULAB_AS_GPU | a GPU name of ``gpulab.hardware`` (T4, L4, A100, H200, ...) | choose sizes, dtypes and paths as on that GPU |
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 
 @dataclass(frozen=True)

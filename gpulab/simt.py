@@ -16,6 +16,7 @@ not); a *useful lane-step* is one active lane in one issue step. Efficiency = us
 - ``group_by_cost(trips)`` reorders work so that expensive elements share groups.
 - ``gpulab.figures.lesson02`` draws the lanes x steps picture (``branch_figure``, ``BoundaryExplorer``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,8 +45,10 @@ def lane_condition(condition, warp_size: int = WARP_SIZE) -> tuple[bool, ...]:
     if callable(condition):
         values = [condition(lane) for lane in range(warp_size)]
     elif isinstance(condition, (str, bytes)) or not hasattr(condition, "__len__"):
-        raise TypeError(f"condition must be a sequence of {warp_size} bools or a callable lane -> bool, "
-                        f"got {type(condition).__name__}")
+        raise TypeError(
+            f"condition must be a sequence of {warp_size} bools or a callable lane -> bool, "
+            f"got {type(condition).__name__}"
+        )
     else:
         values = list(np.asarray(condition).reshape(-1)) if isinstance(condition, np.ndarray) else list(condition)
         if len(values) != warp_size:
@@ -122,10 +125,12 @@ class BranchTrace:
         return [[code[s.path] if m else IDLE for m in s.mask] for s in self.steps]
 
     def __str__(self) -> str:
-        return (f"{'divergent' if self.divergent else 'uniform'} branch: {len(self.lanes_a)} lanes take A "
-                f"({_steps(self.cost_a)}), {len(self.lanes_b)} take B ({_steps(self.cost_b)}); the warp pays "
-                f"{self.steps_paid} steps, {self.useful_lane_steps} of {self.steps_paid * self.warp_size} "
-                f"lane-steps useful, efficiency {self.efficiency:.1%}")
+        return (
+            f"{'divergent' if self.divergent else 'uniform'} branch: {len(self.lanes_a)} lanes take A "
+            f"({_steps(self.cost_a)}), {len(self.lanes_b)} take B ({_steps(self.cost_b)}); the warp pays "
+            f"{self.steps_paid} steps, {self.useful_lane_steps} of {self.steps_paid * self.warp_size} "
+            f"lane-steps useful, efficiency {self.efficiency:.1%}"
+        )
 
 
 def branch(condition, cost_a: int = 1, cost_b: int = 1, warp_size: int = WARP_SIZE) -> BranchTrace:
@@ -212,9 +217,11 @@ class LoopCost:
         return self.useful / (self.steps * self.group) if self.steps else 1.0
 
     def __str__(self) -> str:
-        return (f"{self.trips.size} elements in {self.steps_per_group.size} groups of {self.group}: "
-                f"{self.steps} steps paid, {self.useful} useful lane-steps of {self.steps * self.group}, "
-                f"efficiency {self.efficiency:.1%}")
+        return (
+            f"{self.trips.size} elements in {self.steps_per_group.size} groups of {self.group}: "
+            f"{self.steps} steps paid, {self.useful} useful lane-steps of {self.steps * self.group}, "
+            f"efficiency {self.efficiency:.1%}"
+        )
 
 
 def loop(trips, group: int = WARP_SIZE) -> LoopCost:

@@ -23,6 +23,7 @@ Flags: ``--cc 75,90`` (targets), ``--only matmul,vector add`` (rows whose name c
 ``--all-configs`` (every autotuning candidate, not only the first), ``--jobs N`` (worker processes),
 ``--no-cache``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,15 @@ CCS = (75, 80, 86, 89, 90)
 # The GPU whose plan each target compiles for: the one the lessons name (all GPUs of one compute capability
 # share the compiler's target; their shared memory per block is the same).
 PLANNED = {75: "T4", 80: "A100 40GB SXM", 86: "A10", 89: "L4", 90: "H200"}
-TRITON_TYPES = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8e4nv", "i32": "i32", "i1": "i1",
-                "fp64": "fp64"}
+TRITON_TYPES = {
+    "fp32": "fp32",
+    "fp16": "fp16",
+    "bf16": "bf16",
+    "fp8": "fp8e4nv",
+    "i32": "i32",
+    "i1": "i1",
+    "fp64": "fp64",
+}
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 HEAD_DIM = 64  # lesson 08's head dimension
 
@@ -104,8 +112,10 @@ def _one(constexprs, warps=4, stages=3):
 
 def _triton_configs(module: str, attr: str):
     """Launches from a list of ``triton.Config`` in a kernel module (its autotuning candidates)."""
+
     def launches(p, dtype):
         return [Launch(dict(c.kwargs), c.num_warps, c.num_stages) for c in getattr(_kernel_module(module), attr)]
+
     return launches
 
 
@@ -113,8 +123,10 @@ def _matmul(list_name: str):
     def launches(p, dtype):
         m = _kernel_module("matmul")
         name = "pointer_fp32" if list_name == "pointer" and dtype == "fp32" else list_name
-        cfgs = p.keep_fitting(m.CONFIGS[name], lambda c: plan.matmul_smem_bytes(
-            c.BLOCK_M, c.BLOCK_N, c.BLOCK_K, c.num_stages, ITEMSIZE[dtype]))
+        cfgs = p.keep_fitting(
+            m.CONFIGS[name],
+            lambda c: plan.matmul_smem_bytes(c.BLOCK_M, c.BLOCK_N, c.BLOCK_K, c.num_stages, ITEMSIZE[dtype]),
+        )
         out = []
         for c in cfgs:
             ce = {"BLOCK_M": c.BLOCK_M, "BLOCK_N": c.BLOCK_N, "BLOCK_K": c.BLOCK_K, "GROUP_M": c.GROUP_M}
@@ -124,6 +136,7 @@ def _matmul(list_name: str):
                 ce["INPUT_PRECISION"] = p.input_precision("tf32") if dtype == "fp32" else "tf32"
             out.append(Launch(ce, c.num_warps, c.num_stages))
         return out
+
     return launches
 
 
@@ -132,11 +145,28 @@ def _flash_fwd(causal: bool, tma: bool):
         fa = _kernel_module("flash_attention")
         cfgs = fa.FP32_FWD_CONFIGS if dtype == "fp32" or p.small_tiles else fa.FWD_CONFIGS
         cfgs = [c for c in cfgs if not causal or c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0]
-        cfgs = p.keep_fitting(cfgs, lambda c: plan.attention_fwd_smem_bytes(
-            c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], HEAD_DIM, c.num_stages, ITEMSIZE[dtype]))
-        return [Launch(dict(c.kwargs, HEAD_DIM=HEAD_DIM, CAUSAL=causal, USE_TMA=tma, UPCAST=False,
-                            DOT_PREC="ieee" if dtype == "fp32" else "tf32"), c.num_warps, c.num_stages)
-                for c in cfgs]
+        cfgs = p.keep_fitting(
+            cfgs,
+            lambda c: plan.attention_fwd_smem_bytes(
+                c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], HEAD_DIM, c.num_stages, ITEMSIZE[dtype]
+            ),
+        )
+        return [
+            Launch(
+                dict(
+                    c.kwargs,
+                    HEAD_DIM=HEAD_DIM,
+                    CAUSAL=causal,
+                    USE_TMA=tma,
+                    UPCAST=False,
+                    DOT_PREC="ieee" if dtype == "fp32" else "tf32",
+                ),
+                c.num_warps,
+                c.num_stages,
+            )
+            for c in cfgs
+        ]
+
     return launches
 
 
@@ -144,76 +174,256 @@ def _flash_bwd(part: str):
     def launches(p, dtype):
         fa = _kernel_module("flash_attention")
         cfgs = fa.FP32_BWD_CONFIGS if dtype == "fp32" or p.small_tiles else fa.BWD_CONFIGS[part]
-        return [Launch(dict(c.kwargs, HEAD_DIM=HEAD_DIM, CAUSAL=False, USE_TMA=False, UPCAST=False,
-                            DOT_PREC="tf32", **fa.BWD_PARTS[part]), c.num_warps, c.num_stages) for c in cfgs]
+        return [
+            Launch(
+                dict(
+                    c.kwargs,
+                    HEAD_DIM=HEAD_DIM,
+                    CAUSAL=False,
+                    USE_TMA=False,
+                    UPCAST=False,
+                    DOT_PREC="tf32",
+                    **fa.BWD_PARTS[part],
+                ),
+                c.num_warps,
+                c.num_stages,
+            )
+            for c in cfgs
+        ]
+
     return launches
 
 
 _FWD_TYPES = {"LSE": "*fp32", "qk_scale": "fp32", "desc_q": "none", "desc_k": "none", "desc_v": "none"}
-_FWD_TMA_TYPES = dict(_FWD_TYPES, desc_q="desc<BLOCK_M,HEAD_DIM>", desc_k="desc<BLOCK_N,HEAD_DIM>",
-                      desc_v="desc<BLOCK_N,HEAD_DIM>")
-_BWD_TYPES = {"LSE": "*fp32", "DELTA": "*fp32", "qk_scale": "fp32", "sm_scale": "fp32", "desc_q": "none",
-              "desc_k": "none", "desc_v": "none", "desc_do": "none"}
+_FWD_TMA_TYPES = dict(
+    _FWD_TYPES, desc_q="desc<BLOCK_M,HEAD_DIM>", desc_k="desc<BLOCK_N,HEAD_DIM>", desc_v="desc<BLOCK_N,HEAD_DIM>"
+)
+_BWD_TYPES = {
+    "LSE": "*fp32",
+    "DELTA": "*fp32",
+    "qk_scale": "fp32",
+    "sm_scale": "fp32",
+    "desc_q": "none",
+    "desc_k": "none",
+    "desc_v": "none",
+    "desc_do": "none",
+}
 _E = 1024  # elementwise kernels' BLOCK on a GPU
 _PRECISION_TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "UPCAST": False}  # matmul_precision on a GPU
 
 CASES = [
     Case("00", "vector add", "vector_add", "vector_add_kernel", "fp32", _one({"BLOCK": _E})),
-    Case("02", "divergence: one path", "divergence", "path_kernel", "fp32", _one({"K": 32, "PATH_A": True, "BLOCK": _E})),
-    Case("02", "divergence: branch by lane", "divergence", "branch_where_kernel", "fp32",
-         _one({"K_A": 32, "K_B": 16, "BLOCK": _E}), types={"take_a_ptr": "*i1"}),
-    Case("02", "divergence: branch by block", "divergence", "branch_uniform_kernel", "fp32",
-         _one({"K_A": 32, "K_B": 16, "BLOCK": _E}), types={"block_takes_a_ptr": "*i1"}),
-    Case("02", "divergence: loop trips", "divergence", "loop_cost_kernel", "fp32", _one({"BLOCK": _E}),
-         types={"trips_ptr": "*i32"}),
+    Case(
+        "02", "divergence: one path", "divergence", "path_kernel", "fp32", _one({"K": 32, "PATH_A": True, "BLOCK": _E})
+    ),
+    Case(
+        "02",
+        "divergence: branch by lane",
+        "divergence",
+        "branch_where_kernel",
+        "fp32",
+        _one({"K_A": 32, "K_B": 16, "BLOCK": _E}),
+        types={"take_a_ptr": "*i1"},
+    ),
+    Case(
+        "02",
+        "divergence: branch by block",
+        "divergence",
+        "branch_uniform_kernel",
+        "fp32",
+        _one({"K_A": 32, "K_B": 16, "BLOCK": _E}),
+        types={"block_takes_a_ptr": "*i1"},
+    ),
+    Case(
+        "02",
+        "divergence: loop trips",
+        "divergence",
+        "loop_cost_kernel",
+        "fp32",
+        _one({"BLOCK": _E}),
+        types={"trips_ptr": "*i32"},
+    ),
     Case("03", "relu fp32", "relu", "relu_kernel", "fp32", _one({"BLOCK": _E})),
     Case("03", "relu bf16", "relu", "relu_kernel", "bf16", _one({"BLOCK": _E})),
-    Case("03", "matmul precision fp32 (tf32)", "matmul_precision", "matmul_precision_kernel", "fp32",
-         lambda p, d: [Launch({**_PRECISION_TILE, "INPUT_PRECISION": p.input_precision("tf32"), "ACC_FP16": False}, 8, 3)], dot=True, types={"c_ptr": "*fp32"}),
-    Case("03", "matmul precision bf16", "matmul_precision", "matmul_precision_kernel", "bf16",
-         lambda p, d: [Launch({**_PRECISION_TILE, "INPUT_PRECISION": "tf32", "ACC_FP16": False}, 8, 3)], dot=True, types={"c_ptr": "*fp32"}),
-    Case("03", "matmul precision fp16, fp16 sums", "matmul_precision", "matmul_precision_kernel", "fp16",
-         lambda p, d: [Launch({**_PRECISION_TILE, "INPUT_PRECISION": "tf32", "ACC_FP16": True}, 8, 3)], dot=True, types={"c_ptr": "*fp32"}),
-    Case("03", "matmul fp8 e4m3 (pointer)", "matmul", "matmul_kernel", "fp8", _matmul("pointer"), dot=True,
-         types={"c_ptr": "*fp16"}),
+    Case(
+        "03",
+        "matmul precision fp32 (tf32)",
+        "matmul_precision",
+        "matmul_precision_kernel",
+        "fp32",
+        lambda p, d: [
+            Launch({**_PRECISION_TILE, "INPUT_PRECISION": p.input_precision("tf32"), "ACC_FP16": False}, 8, 3)
+        ],
+        dot=True,
+        types={"c_ptr": "*fp32"},
+    ),
+    Case(
+        "03",
+        "matmul precision bf16",
+        "matmul_precision",
+        "matmul_precision_kernel",
+        "bf16",
+        lambda p, d: [Launch({**_PRECISION_TILE, "INPUT_PRECISION": "tf32", "ACC_FP16": False}, 8, 3)],
+        dot=True,
+        types={"c_ptr": "*fp32"},
+    ),
+    Case(
+        "03",
+        "matmul precision fp16, fp16 sums",
+        "matmul_precision",
+        "matmul_precision_kernel",
+        "fp16",
+        lambda p, d: [Launch({**_PRECISION_TILE, "INPUT_PRECISION": "tf32", "ACC_FP16": True}, 8, 3)],
+        dot=True,
+        types={"c_ptr": "*fp32"},
+    ),
+    Case(
+        "03",
+        "matmul fp8 e4m3 (pointer)",
+        "matmul",
+        "matmul_kernel",
+        "fp8",
+        _matmul("pointer"),
+        dot=True,
+        types={"c_ptr": "*fp16"},
+    ),
     Case("04", "sin (unfused)", "sincos", "sin_kernel", "fp32", _one({"BLOCK": _E})),
     Case("04", "add (unfused)", "sincos", "add_kernel", "fp32", _one({"BLOCK": _E})),
-    Case("04", "sin^2+cos^2 fused", "sincos", "sincos_kernel", "fp32",
-         lambda p, d: [Launch(dict(L.constexprs, FAST=False, REPEAT=1, SHARED=False), L.num_warps, L.num_stages)
-                       for L in _triton_configs("sincos", "AUTOTUNE_CONFIGS")(p, d)]),
+    Case(
+        "04",
+        "sin^2+cos^2 fused",
+        "sincos",
+        "sincos_kernel",
+        "fp32",
+        lambda p, d: [
+            Launch(dict(L.constexprs, FAST=False, REPEAT=1, SHARED=False), L.num_warps, L.num_stages)
+            for L in _triton_configs("sincos", "AUTOTUNE_CONFIGS")(p, d)
+        ],
+    ),
     Case("05", "three sigmoids forward", "sigmoid3", "sigmoid3_kernel", "fp32", _one({"BLOCK": _E, "F64": False})),
-    Case("05", "three sigmoids backward", "sigmoid3", "sigmoid3_backward_kernel", "fp32",
-         _one({"BLOCK": _E, "F64": False, "DY_SCALAR": False})),
-    Case("06", "strided copy", "strided", "strided_copy_kernel", "fp32",
-         lambda p, d: [Launch(dict(L.constexprs, CONTIGUOUS=False), L.num_warps, L.num_stages)
-                       for L in _triton_configs("strided", "AUTOTUNE_CONFIGS")(p, d)]),
+    Case(
+        "05",
+        "three sigmoids backward",
+        "sigmoid3",
+        "sigmoid3_backward_kernel",
+        "fp32",
+        _one({"BLOCK": _E, "F64": False, "DY_SCALAR": False}),
+    ),
+    Case(
+        "06",
+        "strided copy",
+        "strided",
+        "strided_copy_kernel",
+        "fp32",
+        lambda p, d: [
+            Launch(dict(L.constexprs, CONTIGUOUS=False), L.num_warps, L.num_stages)
+            for L in _triton_configs("strided", "AUTOTUNE_CONFIGS")(p, d)
+        ],
+    ),
     Case("06", "copy by rows", "strided", "copy_by_rows_kernel", "fp32", _one({"BLOCK": _E})),
     Case("06", "copy by columns", "strided", "copy_by_columns_kernel", "fp32", _one({"BLOCK": _E})),
     Case("06", "transpose naive", "transpose", "transpose_naive_kernel", "fp32", _one({"BLOCK": _E})),
-    Case("06", "transpose tiled", "transpose", "transpose_tiled_kernel", "fp32",
-         _triton_configs("transpose", "AUTOTUNE_CONFIGS")),
+    Case(
+        "06",
+        "transpose tiled",
+        "transpose",
+        "transpose_tiled_kernel",
+        "fp32",
+        _triton_configs("transpose", "AUTOTUNE_CONFIGS"),
+    ),
     Case("07", "matmul no reuse", "matmul", "matmul_noreuse_kernel", "bf16", _one({"BLOCK": 128, "BLOCK_K": 32})),
     Case("07", "matmul fp32 (pointer)", "matmul", "matmul_kernel", "fp32", _matmul("pointer"), dot=True),
     Case("07", "matmul bf16 (pointer)", "matmul", "matmul_kernel", "bf16", _matmul("pointer"), dot=True),
-    Case("07", "matmul bf16 (TMA)", "matmul", "matmul_tma_kernel", "bf16", _matmul("tma"), dot=True, needs="tma",
-         instead="matmul bf16 (pointer)",
-         types={"a_desc": "desc<BLOCK_M,BLOCK_K>", "b_desc": "desc<BLOCK_K,BLOCK_N>", "c_ptr": "*dtype"},
-         constexprs={}),
-    Case("07", "pad rows", "pad", "pad_rows_kernel", "fp16", _one({"BLOCK_R": 8, "BLOCK_C": 256}),
-         pointers=("src0", "dst0", "src1", "dst1"), types={}),
-    Case("08", "attention forward (pointer)", "flash_attention", "flash_attention_fwd_kernel", "bf16",
-         _flash_fwd(False, False), dot=True, pointers=("Q", "K", "V", "O"), types=_FWD_TYPES),
-    Case("08", "attention forward causal (pointer)", "flash_attention", "flash_attention_fwd_kernel", "bf16",
-         _flash_fwd(True, False), dot=True, pointers=("Q", "K", "V", "O"), types=_FWD_TYPES),
-    Case("08", "attention forward (TMA)", "flash_attention", "flash_attention_fwd_kernel", "bf16",
-         _flash_fwd(False, True), dot=True, needs="tma", instead="attention forward (pointer)",
-         pointers=("Q", "K", "V", "O"), types=_FWD_TMA_TYPES),
-    Case("08", "attention backward: delta", "flash_attention", "flash_attention_bwd_preprocess_kernel", "bf16",
-         _one({"HEAD_DIM": HEAD_DIM, "BLOCK": 64}), pointers=("O", "DO"), types={"DELTA": "*fp32"}),
-    Case("08", "attention backward: dk, dv", "flash_attention", "flash_attention_bwd_kernel", "bf16",
-         _flash_bwd("dkdv"), dot=True, pointers=("Q", "K", "V", "DO", "DQ", "DK", "DV"), types=_BWD_TYPES),
-    Case("08", "attention backward: dq", "flash_attention", "flash_attention_bwd_kernel", "bf16",
-         _flash_bwd("dq"), dot=True, pointers=("Q", "K", "V", "DO", "DQ", "DK", "DV"), types=_BWD_TYPES),
+    Case(
+        "07",
+        "matmul bf16 (TMA)",
+        "matmul",
+        "matmul_tma_kernel",
+        "bf16",
+        _matmul("tma"),
+        dot=True,
+        needs="tma",
+        instead="matmul bf16 (pointer)",
+        types={"a_desc": "desc<BLOCK_M,BLOCK_K>", "b_desc": "desc<BLOCK_K,BLOCK_N>", "c_ptr": "*dtype"},
+        constexprs={},
+    ),
+    Case(
+        "07",
+        "pad rows",
+        "pad",
+        "pad_rows_kernel",
+        "fp16",
+        _one({"BLOCK_R": 8, "BLOCK_C": 256}),
+        pointers=("src0", "dst0", "src1", "dst1"),
+        types={},
+    ),
+    Case(
+        "08",
+        "attention forward (pointer)",
+        "flash_attention",
+        "flash_attention_fwd_kernel",
+        "bf16",
+        _flash_fwd(False, False),
+        dot=True,
+        pointers=("Q", "K", "V", "O"),
+        types=_FWD_TYPES,
+    ),
+    Case(
+        "08",
+        "attention forward causal (pointer)",
+        "flash_attention",
+        "flash_attention_fwd_kernel",
+        "bf16",
+        _flash_fwd(True, False),
+        dot=True,
+        pointers=("Q", "K", "V", "O"),
+        types=_FWD_TYPES,
+    ),
+    Case(
+        "08",
+        "attention forward (TMA)",
+        "flash_attention",
+        "flash_attention_fwd_kernel",
+        "bf16",
+        _flash_fwd(False, True),
+        dot=True,
+        needs="tma",
+        instead="attention forward (pointer)",
+        pointers=("Q", "K", "V", "O"),
+        types=_FWD_TMA_TYPES,
+    ),
+    Case(
+        "08",
+        "attention backward: delta",
+        "flash_attention",
+        "flash_attention_bwd_preprocess_kernel",
+        "bf16",
+        _one({"HEAD_DIM": HEAD_DIM, "BLOCK": 64}),
+        pointers=("O", "DO"),
+        types={"DELTA": "*fp32"},
+    ),
+    Case(
+        "08",
+        "attention backward: dk, dv",
+        "flash_attention",
+        "flash_attention_bwd_kernel",
+        "bf16",
+        _flash_bwd("dkdv"),
+        dot=True,
+        pointers=("Q", "K", "V", "DO", "DQ", "DK", "DV"),
+        types=_BWD_TYPES,
+    ),
+    Case(
+        "08",
+        "attention backward: dq",
+        "flash_attention",
+        "flash_attention_bwd_kernel",
+        "bf16",
+        _flash_bwd("dq"),
+        dot=True,
+        pointers=("Q", "K", "V", "DO", "DQ", "DK", "DV"),
+        types=_BWD_TYPES,
+    ),
 ]
 
 
@@ -236,6 +446,7 @@ class Row:
 
 # ---- jobs: what a worker compiles ----------------------------------------------------------------------------
 
+
 def _signature_types(case: Case, dtype: str) -> dict:
     """Argument -> type rule of the case, with the dtype filled in; the worker applies it to the parameters."""
     t = TRITON_TYPES[dtype]
@@ -245,8 +456,15 @@ def _signature_types(case: Case, dtype: str) -> dict:
 
 
 def _job(case: Case, cc: int, dtype: str, launch: Launch) -> dict:
-    return {"module": case.module, "kernel": case.kernel, "cc": cc, "constexprs": launch.constexprs,
-            "num_warps": launch.num_warps, "num_stages": launch.num_stages, **_signature_types(case, dtype)}
+    return {
+        "module": case.module,
+        "kernel": case.kernel,
+        "cc": cc,
+        "constexprs": launch.constexprs,
+        "num_warps": launch.num_warps,
+        "num_stages": launch.num_stages,
+        **_signature_types(case, dtype),
+    }
 
 
 def _key(job: dict) -> str:
@@ -269,8 +487,9 @@ def plan_rows(ccs=CCS, only=(), all_configs: bool = False) -> tuple[list[Row], d
             if case.needs and not plan.has(p.gpu, case.needs):
                 rows.append(Row(case, cc, dtype, f"not taken: {plan.FEATURES[case.needs].why}", case.instead))
                 continue
-            status = "ok" if dtype == case.dtype else f"{dtype} instead of {case.dtype}: " \
-                                                      f"{plan.FEATURES[case.dtype].why}"
+            status = (
+                "ok" if dtype == case.dtype else f"{dtype} instead of {case.dtype}: {plan.FEATURES[case.dtype].why}"
+            )
             if case.dot and dtype == "fp32" and not plan.has(p.gpu, "tf32"):
                 status = f"ieee instead of tf32: {plan.FEATURES['tf32'].why}"
             row = Row(case, cc, dtype, status, dtype if dtype != case.dtype else "")
@@ -279,13 +498,13 @@ def plan_rows(ccs=CCS, only=(), all_configs: bool = False) -> tuple[list[Row], d
                 job = _job(case, cc, dtype, launch)
                 key = _key(job)
                 jobs[key] = job
-                row.configs.append({"config": launch.short(), "key": key,
-                                    "limit": p.smem_per_block_bytes})
+                row.configs.append({"config": launch.short(), "key": key, "limit": p.smem_per_block_bytes})
             rows.append(row)
     return rows, jobs
 
 
 # ---- the worker: compile in a process where kernels are real @triton.jit functions ---------------------------
+
 
 def _param_type(name: str, rule: dict) -> str:
     if name in rule["types"]:
@@ -294,7 +513,7 @@ def _param_type(name: str, rule: dict) -> str:
 
 
 def _descriptor_type(spec: str, constexprs: dict, dtype: str) -> str:
-    dims = [constexprs[d] if d in constexprs else int(d) for d in spec[len("desc<"):-1].split(",")]
+    dims = [constexprs[d] if d in constexprs else int(d) for d in spec[len("desc<") : -1].split(",")]
     return f"tensordesc<{dtype}[{dims[0]}, {dims[1]}]>"
 
 
@@ -312,8 +531,9 @@ def compile_job(job: dict) -> dict:
     from triton.compiler import ASTSource
 
     fn = getattr(_kernel_module(job["module"]), job["kernel"])
-    defaults = {k: v.default for k, v in inspect.signature(fn.fn).parameters.items()
-                if v.default is not inspect.Parameter.empty}
+    defaults = {
+        k: v.default for k, v in inspect.signature(fn.fn).parameters.items() if v.default is not inspect.Parameter.empty
+    }
     signature, constexprs = {}, {}
     for p in fn.params:
         if p.is_constexpr:
@@ -330,9 +550,11 @@ def compile_job(job: dict) -> dict:
     log = io.StringIO()
     try:
         with contextlib.redirect_stdout(log):
-            k = triton.compile(ASTSource(fn, signature, constexprs=constexprs),
-                               target=GPUTarget("cuda", job["cc"], 32),
-                               options={"num_warps": job["num_warps"], "num_stages": job["num_stages"]})
+            k = triton.compile(
+                ASTSource(fn, signature, constexprs=constexprs),
+                target=GPUTarget("cuda", job["cc"], 32),
+                options={"num_warps": job["num_warps"], "num_stages": job["num_stages"]},
+            )
     except Exception as e:  # noqa: BLE001  (the table reports a target the kernel does not compile for)
         lines = [ln for ln in str(e).strip().splitlines() if ln.strip()] or [type(e).__name__]
         return {"error": f"{type(e).__name__}: {lines[-1][:200]}"}
@@ -340,10 +562,12 @@ def compile_job(job: dict) -> dict:
     regs = _REGS.search(text)
     spills = _SPILLS.search(text)
     ptx = k.asm.get("ptx", "")
-    return {"mma": ptx.count("mma.sync") + ptx.count("wgmma.mma_async"),
-            "regs": int(regs.group(1)) if regs else None,
-            "spill_bytes": int(spills.group(1)) + int(spills.group(2)) if spills else None,
-            "smem": int(k.metadata.shared)}
+    return {
+        "mma": ptx.count("mma.sync") + ptx.count("wgmma.mma_async"),
+        "regs": int(regs.group(1)) if regs else None,
+        "spill_bytes": int(spills.group(1)) + int(spills.group(2)) if spills else None,
+        "smem": int(k.metadata.shared),
+    }
 
 
 def _worker(jobs_path: str, out_path: str) -> None:
@@ -369,8 +593,17 @@ def _run_workers(jobs: dict, n_workers: int) -> dict:
         for i, share in enumerate(s for s in shares if s):
             jp, op = Path(tmp) / f"jobs{i}.json", Path(tmp) / f"out{i}.json"
             jp.write_text(json.dumps({k: jobs[k] for k in share}))
-            procs.append((subprocess.Popen([sys.executable, "-m", "gpulab.targets", "--worker", str(jp), str(op)],
-                                           env=env, stderr=subprocess.PIPE, text=True), op))
+            procs.append(
+                (
+                    subprocess.Popen(
+                        [sys.executable, "-m", "gpulab.targets", "--worker", str(jp), str(op)],
+                        env=env,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                    ),
+                    op,
+                )
+            )
         for proc, op in procs:
             _, err = proc.communicate()
             if proc.returncode != 0:
@@ -432,8 +665,10 @@ def _cell(row: Row) -> str:
 
 def table(rows: list[Row]) -> str:
     """The rows as a text table: lesson, kernel, target, dtype, registers, spill bytes, shared KiB, result."""
-    head = (f"{'':2} {'kernel':36} {'cc':>4} {'GPUs':30} {'dtype':5} {'mma':>5} {'regs':>4} {'spill':>6} {'smem':>8}"
-            "  result")
+    head = (
+        f"{'':2} {'kernel':36} {'cc':>4} {'GPUs':30} {'dtype':5} {'mma':>5} {'regs':>4} {'spill':>6} {'smem':>8}"
+        "  result"
+    )
     out = [head, "-" * len(head)]
     for r in rows:
         first = r.configs[0] if r.configs else {}
@@ -441,9 +676,11 @@ def table(rows: list[Row]) -> str:
         spill = first.get("spill_bytes")
         smem = f"{first['smem'] / 1024:.1f}K" if "smem" in first else "-"
         configs = f" [{len(r.configs)} configs]" if len(r.configs) > 1 else ""
-        out.append(f"{r.case.lesson:2} {r.case.name:36} {r.cc / 10:>4.1f} {', '.join(gpus_of(r.cc))[:30]:30} "
-                   f"{r.dtype:5} {first.get('mma', '-'):>5} {regs if regs is not None else '-':>4} {spill if spill is not None else '-':>6} "
-                   f"{smem:>8}  {_cell(r)}{configs}")
+        out.append(
+            f"{r.case.lesson:2} {r.case.name:36} {r.cc / 10:>4.1f} {', '.join(gpus_of(r.cc))[:30]:30} "
+            f"{r.dtype:5} {first.get('mma', '-'):>5} {regs if regs is not None else '-':>4} {spill if spill is not None else '-':>6} "
+            f"{smem:>8}  {_cell(r)}{configs}"
+        )
     return "\n".join(out)
 
 

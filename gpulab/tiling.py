@@ -16,6 +16,7 @@ Lecture 5, "Tile the computation to reuse inputs"):
 This counts explicit tile reuse only: output writes, partial edge tiles' savings and reuse supplied by
 caches are outside it. It is a model of requested loads, not a prediction of HBM counters.
 """
+
 from __future__ import annotations
 
 from numbers import Integral
@@ -74,8 +75,9 @@ def footprint_bytes(T: int, dtype="fp32", BN: int | None = None, BK: int | None 
     output tile with ``BK`` deep steps; times ``stages`` (software pipelining keeps one copy per stage)."""
     BN = T if BN is None else BN
     BK = T if BK is None else BK
-    T, BN, BK, stages = (validate.positive_int(name, v) for name, v in
-                         (("T", T), ("BN", BN), ("BK", BK), ("stages", stages)))
+    T, BN, BK, stages = (
+        validate.positive_int(name, v) for name, v in (("T", T), ("BN", BN), ("BK", BK), ("stages", stages))
+    )
     return (T * BK + BK * BN) * itemsize(dtype) * stages
 
 

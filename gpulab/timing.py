@@ -12,6 +12,7 @@ reference data instead (``gpulab.reference``), labelled with the GPU it came fro
 This module is the bottom of the measuring layer: kernels (autotuners), the device profile and the
 benchmark suites import it; it imports nothing of gpulab's but the mode.
 """
+
 from __future__ import annotations
 
 import gc
@@ -45,7 +46,8 @@ def require_gpu(what: str = "a GPU timing") -> None:
     if not gpulab.ON_GPU:
         raise NoGPUTimingError(
             f"{what} needs a CUDA GPU; gpulab is in {gpulab.MODE} mode ({gpulab.mode_info.reason}). "
-            "Interpreter runs are not GPU measurements: use gpulab.reference for recorded data.")
+            "Interpreter runs are not GPU measurements: use gpulab.reference for recorded data."
+        )
 
 
 def time_ms(fn, *, warmup_ms: float = 50, rep_ms: float = 300, graph: bool = False) -> Timing:

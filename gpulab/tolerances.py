@@ -12,6 +12,7 @@ Four kinds of result, four bounds (all against a float64 reference of the same r
 - a whole matrix product, as the precision lesson measures it (input precision and accumulator):
   ``relative_error(ref, got, kind="norm") < MATMUL_PRECISION_REL[(mode, input_precision)]``.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,14 +32,20 @@ LSE_ABS = 1e-5
 #: input_precision). On a GPU "tf32" rounds each fp32 input to TF32 (10 mantissa bits, about 2^-11 relative
 #: each); "ieee", and fp16/bf16 inputs (whose products are exact in fp32), leave only the fp32 sums. Triton's
 #: interpreter computes every fp32 dot in NumPy fp32, whatever input_precision asks.
-MATMUL_PRECISION_REL = {("gpu", "tf32"): 2e-3, ("gpu", "ieee"): 1e-5,
-                        ("interpreter", "tf32"): 1e-5, ("interpreter", "ieee"): 1e-5}
+MATMUL_PRECISION_REL = {
+    ("gpu", "tf32"): 2e-3,
+    ("gpu", "ieee"): 1e-5,
+    ("interpreter", "tf32"): 1e-5,
+    ("interpreter", "ieee"): 1e-5,
+}
 
 
 def _first_bad(bad: torch.Tensor, got64: torch.Tensor, ref64: torch.Tensor) -> str:
     idx = bad.nonzero()[0].tolist()
-    return (f"{int(bad.sum())} of {got64.numel()} elements off; first at index {idx}: "
-            f"got {got64[tuple(idx)].item()!r}, expected {ref64[tuple(idx)].item()!r}")
+    return (
+        f"{int(bad.sum())} of {got64.numel()} elements off; first at index {idx}: "
+        f"got {got64[tuple(idx)].item()!r}, expected {ref64[tuple(idx)].item()!r}"
+    )
 
 
 def elementwise_mismatch(got: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None = None) -> str | None:
@@ -67,8 +74,7 @@ def matmul_bound(a: torch.Tensor, b: torch.Tensor, ref64: torch.Tensor, tf32: bo
     float64 ``ref64``; see the module docstring."""
     mag = a.detach().double().abs().cpu() @ b.detach().double().abs().cpu()
     k = a.shape[1]
-    return (ULP[a.dtype] * ref64.abs() + ((k + 2) * 2.0**-24 + (2.0**-10 if tf32 else 0.0)) * mag
-            + TINY[a.dtype])
+    return ULP[a.dtype] * ref64.abs() + ((k + 2) * 2.0**-24 + (2.0**-10 if tf32 else 0.0)) * mag + TINY[a.dtype]
 
 
 def matmul_mismatch(c, a, b, ref64, tf32: bool = False) -> str | None:

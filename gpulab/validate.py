@@ -1,6 +1,7 @@
 """Validators for the models' arguments: each returns the value as a Python number, or raises an error
 that names the argument and what was expected. NumPy integers and floats are accepted wherever Python's
 are; bool is refused where a number is expected (``True`` is not a count)."""
+
 from __future__ import annotations
 
 import math

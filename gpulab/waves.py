@@ -21,6 +21,7 @@ The seed example (256 x 128 tiles, 108 SMs of an A100): ``1792^2`` makes ``7 x 1
 tiles per SM, use other tile shapes and pay less for a partial tile: the model explains a discontinuity, it
 does not predict the time.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -41,8 +42,9 @@ def tile_grid(M: int, N: int, tile_m: int, tile_n: int) -> tuple[int, int]:
 
     Raises ``TypeError``/``ValueError`` naming the argument unless all four are positive ints.
     """
-    M, N, tile_m, tile_n = (validate.positive_int(name, v) for name, v in
-                            (("M", M), ("N", N), ("tile_m", tile_m), ("tile_n", tile_n)))
+    M, N, tile_m, tile_n = (
+        validate.positive_int(name, v) for name, v in (("M", M), ("N", N), ("tile_m", tile_m), ("tile_n", tile_n))
+    )
     return cdiv(M, tile_m), cdiv(N, tile_n)
 
 
@@ -114,14 +116,17 @@ class WavePlan:
         return [self.slots] * (self.waves - 1) + [self.last_wave_tiles]
 
     def summary(self) -> str:
-        return (f"{self.M} x {self.N} in {self.tile_m} x {self.tile_n} tiles: {self.tiles_m} x {self.tiles_n} = "
-                f"{self.tiles} tiles on {self.slots} slots -> {self.waves} wave(s), last wave "
-                f"{self.last_wave_tiles}/{self.slots} busy; wave efficiency {self.wave_efficiency:.1%}, "
-                f"tile efficiency {self.tile_efficiency:.1%}")
+        return (
+            f"{self.M} x {self.N} in {self.tile_m} x {self.tile_n} tiles: {self.tiles_m} x {self.tiles_n} = "
+            f"{self.tiles} tiles on {self.slots} slots -> {self.waves} wave(s), last wave "
+            f"{self.last_wave_tiles}/{self.slots} busy; wave efficiency {self.wave_efficiency:.1%}, "
+            f"tile efficiency {self.tile_efficiency:.1%}"
+        )
 
 
-def plan(M: int, N: int | None = None, tile=SEED_TILE, *, sms: int | None = None, gpu=None,
-         blocks_per_sm: int = 1) -> WavePlan:
+def plan(
+    M: int, N: int | None = None, tile=SEED_TILE, *, sms: int | None = None, gpu=None, blocks_per_sm: int = 1
+) -> WavePlan:
     """The ``WavePlan`` of an ``M x N`` output (``N`` defaults to ``M``) in ``tile = (tile_m, tile_n)`` tiles.
 
     Give the machine as ``sms`` (an SM count) or ``gpu`` (a name ``gpulab.hardware`` knows, or a
@@ -145,11 +150,13 @@ def plan(M: int, N: int | None = None, tile=SEED_TILE, *, sms: int | None = None
 
 #: What ``sweep`` can read off a ``WavePlan``: its fields and properties (numbers), not its methods.
 QUANTITIES = tuple(f.name for f in fields(WavePlan)) + tuple(
-    name for name, v in vars(WavePlan).items() if isinstance(v, property))
+    name for name, v in vars(WavePlan).items() if isinstance(v, property)
+)
 
 
-def sweep(ns, tile=SEED_TILE, *, sms: int | None = None, gpu=None, blocks_per_sm: int = 1,
-          what: str = "efficiency") -> list[float]:
+def sweep(
+    ns, tile=SEED_TILE, *, sms: int | None = None, gpu=None, blocks_per_sm: int = 1, what: str = "efficiency"
+) -> list[float]:
     """``what`` (one of ``QUANTITIES``: "efficiency", "wave_efficiency", "tiles", "waves", ...) for square
     outputs ``n x n``, one per ``n`` in ``ns``, as a plain list (for plotly). Raises ValueError naming ``what``
     for anything else (a method such as "summary" too)."""
@@ -157,8 +164,9 @@ def sweep(ns, tile=SEED_TILE, *, sms: int | None = None, gpu=None, blocks_per_sm
     return [getattr(plan(n, n, tile, sms=sms, gpu=gpu, blocks_per_sm=blocks_per_sm), what) for n in ns]
 
 
-def predicted_tflops(M: int, N: int, K: int, full_rate_tflops: float, tile, *, sms: int | None = None, gpu=None,
-                     blocks_per_sm: int = 1) -> float:
+def predicted_tflops(
+    M: int, N: int, K: int, full_rate_tflops: float, tile, *, sms: int | None = None, gpu=None, blocks_per_sm: int = 1
+) -> float:
     """The model's rate in TFLOP/s for ``2 M N K`` FLOPs: ``full_rate_tflops * efficiency``.
 
     ``full_rate_tflops`` is the rate of a full, aligned run of the same kernel (measured, e.g. at a large

@@ -15,6 +15,7 @@ once per process:
 - ``"static"``: elsewhere without FigureWidget support, or with ``GPULAB_STATIC_FIGURES=1``: a static figure
   re-shown with ``fig.show()`` into an Output on every change.
 """
+
 from __future__ import annotations
 
 import sys
@@ -23,7 +24,6 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from .settings import SETTINGS
-
 
 ON_COLAB: bool = "google.colab" in sys.modules  # Colab's kernel imports google.colab before any cell runs
 

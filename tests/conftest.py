@@ -1,5 +1,6 @@
 """Fixtures shared by the tests: seeded random inputs (every test module that draws random numbers uses `seed`,
 most through `pytestmark = pytest.mark.usefixtures("seed")`), poisoned outputs."""
+
 import random
 
 import numpy as np
@@ -22,9 +23,13 @@ def poisoned(monkeypatch):
 
 
 def pytest_addoption(parser):
-    parser.addoption("--seed", type=int, default=None,
-                     help="seed of the random inputs of tests that take the 'seed' fixture (default: a fresh seed "
-                          "for each test, shown when the test fails)")
+    parser.addoption(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the random inputs of tests that take the 'seed' fixture (default: a fresh seed "
+        "for each test, shown when the test fails)",
+    )
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@
 def check_stub_not_attempted(check, n_args: int) -> None:
     """A launcher that raises NotImplementedError (the notebook's stub) is reported as not attempted, not as
     failed. ``n_args``: how many arguments the checker passes (inputs and ``out``)."""
+
     def stub(*args):
         assert len(args) == n_args, f"{check.__name__} passes {len(args)} arguments, expected {n_args}"
         raise NotImplementedError

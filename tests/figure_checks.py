@@ -9,20 +9,28 @@
   fixed across a slider's positions may frame values that barely move). Reversed ranges count as their sorted ends; a bar is drawn from 0, so 0
   counts as its data; a heatmap draws each value as a cell around it, so its axes get half a cell more.
 """
+
 import math
 
 LOG_SLACK, LINEAR_SLACK, FLAT = 1.0, 1 / 2, 0.25
 
 
 def _numbers(values) -> list[float]:
-    return [float(v) for v in (values if values is not None else ())
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return [
+        float(v)
+        for v in (values if values is not None else ())
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    ]
 
 
 def _has_data(values) -> bool:
     """Some value drawn: a finite number, or a category (a bar's name); a heatmap's z is a list of rows."""
-    return any(_has_data(v) if isinstance(v, (list, tuple)) else
-               isinstance(v, str) or (isinstance(v, (int, float)) and math.isfinite(v)) for v in values)
+    return any(
+        _has_data(v)
+        if isinstance(v, (list, tuple))
+        else isinstance(v, str) or (isinstance(v, (int, float)) and math.isfinite(v))
+        for v in values
+    )
 
 
 def _ref(tr, letter: str) -> str:
@@ -62,8 +70,9 @@ def check_traces(fig, what: str = "figure") -> None:
     for tr in fig.data:
         x, y = getattr(tr, "x", None), getattr(tr, "y", None)
         given = [v for v in (x, y, tr.z if tr.type == "heatmap" else None) if v is not None]
-        assert given and all(_has_data(v) for v in given), \
+        assert given and all(_has_data(v) for v in given), (
             f"{what}: trace {tr.name!r} has no finite data (an empty panel)"
+        )
         if x is not None and y is not None:
             assert len(x) == len(y), f"{what}: trace {tr.name!r} has {len(x)} x and {len(y)} y values"
     panels = {(_ref(tr, "x"), _ref(tr, "y")) for tr in fig.data}
@@ -91,10 +100,12 @@ def check_axes(fig, what: str = "figure", *, log_slack: float = LOG_SLACK, lin_s
         else:
             dlo, dhi = min(vals) - pad, max(vals) + pad
             slack = lin_slack * max(dhi - dlo, FLAT * max(abs(dlo), abs(dhi)), 1e-12)
-        assert lo <= dlo + 1e-9 and hi >= dhi - 1e-9, \
+        assert lo <= dlo + 1e-9 and hi >= dhi - 1e-9, (
             f"{what}: {name} range {lay.range} cuts the data [{dlo:.3g}, {dhi:.3g}]"
-        assert dlo - lo <= slack + 1e-9 and hi - dhi <= slack + 1e-9, \
+        )
+        assert dlo - lo <= slack + 1e-9 and hi - dhi <= slack + 1e-9, (
             f"{what}: {name} range {lay.range} reaches far past the data [{dlo:.3g}, {dhi:.3g}]"
+        )
 
 
 def check_figure(fig, what: str = "figure") -> None:

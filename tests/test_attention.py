@@ -1,19 +1,20 @@
 """Counts and models of lesson 08 (FLOPs, naive and flash bytes, memory O(L^2) against O(L), causal tiles), the
 naive reference, the out-of-memory catch, the sweep slider, the suite's report and the exercises."""
+
 import math
 import random
 
-import gpulab  # first: it picks the mode before triton is imported
 import numpy as np
 import pytest
 import torch
 
+import gpulab  # first: it picks the mode before triton is imported
 from gpulab import attention as A
 from gpulab import figures
 from gpulab.bench import lesson08
-from gpulab.timing import NoGPUTimingError
 from gpulab.exercises import ex08 as ex
 from gpulab.kernels import flash_attention as F
+from gpulab.timing import NoGPUTimingError
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 
@@ -25,7 +26,6 @@ def test_flop_convention():
     assert A.attention_flops(B, H, L, L, d, causal=True) == f / 2
     assert A.attention_flops(B, H, L, L, d, backward=True) == 2.5 * f
     assert A.attention_flops(1, 1, 3, 5, 16) == 4 * 3 * 5 * 16
-
 
 
 def test_causal_flops_for_lq_not_lk():
@@ -40,24 +40,28 @@ def test_causal_flops_for_lq_not_lk():
     with pytest.raises(ValueError, match="mode"):
         A.flash_training_memory(1, 1, 16, 16, 2, mode="nonsense")
 
-@pytest.mark.parametrize("call, word", [
-    (lambda: A.attention_flops(1, 1, 16, 16, 16, causal="no"), "causal"),   # a string is not False
-    (lambda: A.attention_flops(1, 1, 16, 16, 16, causal=None), "causal"),
-    (lambda: A.attention_flops(1, 1, 16, 16, 16, backward="yes"), "backward"),
-    (lambda: A.naive_bytes(1, 1, 16, 16, 2, causal=1), "causal"),
-    (lambda: A.flash_bytes(1, 1, 16, 16, 2, causal="no"), "causal"),
-    (lambda: A.tiles_visited(16, 16, 16, causal="no"), "causal"),
-    (lambda: A.attention_flops(1, 1, -16, 16, 16), "Lq"),
-    (lambda: A.attention_flops(1, 1, 16, 16.0, 16), "Lk"),
-    (lambda: A.memory_model(1, 1, 16, 16, -2, "flash"), "itemsize"),
-])
+
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda: A.attention_flops(1, 1, 16, 16, 16, causal="no"), "causal"),  # a string is not False
+        (lambda: A.attention_flops(1, 1, 16, 16, 16, causal=None), "causal"),
+        (lambda: A.attention_flops(1, 1, 16, 16, 16, backward="yes"), "backward"),
+        (lambda: A.naive_bytes(1, 1, 16, 16, 2, causal=1), "causal"),
+        (lambda: A.flash_bytes(1, 1, 16, 16, 2, causal="no"), "causal"),
+        (lambda: A.tiles_visited(16, 16, 16, causal="no"), "causal"),
+        (lambda: A.attention_flops(1, 1, -16, 16, 16), "Lq"),
+        (lambda: A.attention_flops(1, 1, 16, 16.0, 16), "Lk"),
+        (lambda: A.memory_model(1, 1, 16, 16, -2, "flash"), "itemsize"),
+    ],
+)
 def test_bad_input_names_the_argument(call, word):
     with pytest.raises((TypeError, ValueError), match=word):
         call()
 
 
 def test_numpy_ints_are_ints_and_never_wrap():
-    B, H, L, d = (np.int64(v) for v in (2**20, 2**10, 2**20, 2**10))   # 4 B H L^2 d = 2**72: past int64
+    B, H, L, d = (np.int64(v) for v in (2**20, 2**10, 2**20, 2**10))  # 4 B H L^2 d = 2**72: past int64
     assert A.naive_bytes(B, H, L, d, np.int64(2)) == (6 * 2**50 + 4 * 2**60) * 2**10 * 2
     assert A.attention_flops(np.int64(1), 1, np.int32(3), 5, np.int64(16)) == 4 * 3 * 5 * 16
 
@@ -88,7 +92,7 @@ def test_memory_model_orders():
     B, H, d = 1, 16, 128
     n1, n2 = (A.memory_model(B, H, L, d, 2, "naive")["peak_bytes"] for L in (4096, 8192))
     f1, f2 = (A.memory_model(B, H, L, d, 2, "flash")["peak_bytes"] for L in (4096, 8192))
-    assert n2 == 4 * n1 and f2 == 2 * f1   # O(L^2) against O(L)
+    assert n2 == 4 * n1 and f2 == 2 * f1  # O(L^2) against O(L)
     assert n1 == 2 * B * H * 4096**2 * 2
     assert f1 == B * H * 4096 * (d * 2 + 4)
     with pytest.raises(ValueError, match="method must be"):
@@ -124,7 +128,8 @@ def test_sweep_explorer_model_only_and_with_data():
     e = figures.lesson08.NaiveVsFlashExplorer(None, log2_l=12)
     title = e.live.fig.layout.title.text
     assert "model only" in title and list(e.live.fig.data[0].y) == [
-        A.memory_model(1, 16, 4096, 128, 2, m)["peak_bytes"] / 2**30 for m in ("naive", "flash")]
+        A.memory_model(1, 16, 4096, 128, 2, m)["peak_bytes"] / 2**30 for m in ("naive", "flash")
+    ]
     e.k.value = 14
     assert e.live.fig.layout.title.text != title
     data = _fake_data()["sweep"]
@@ -137,9 +142,15 @@ def _fake_data():
     for d in (64, 128):
         for L in (1024, 4096, 16384):
             for c in (False, True):
-                r = {"d": d, "L": L, "causal": c, "B": 16384 // L, "H": 2048 // d,
-                     "fwd_flops": A.attention_flops(16384 // L, 2048 // d, L, L, d, c),
-                     "bwd_flops": A.attention_flops(16384 // L, 2048 // d, L, L, d, c, backward=True)}
+                r = {
+                    "d": d,
+                    "L": L,
+                    "causal": c,
+                    "B": 16384 // L,
+                    "H": 2048 // d,
+                    "fwd_flops": A.attention_flops(16384 // L, 2048 // d, L, L, d, c),
+                    "bwd_flops": A.attention_flops(16384 // L, 2048 // d, L, L, d, c, backward=True),
+                }
                 for name, f, b in (("ours", 360.0, 310.0), ("flash", 352.0, 305.0), ("cudnn", 616.0, 544.0)):
                     r[name] = {"fwd_ms": 1.0 / f, "bwd_ms": 1.0 / b, "fwd_tflops": f, "bwd_tflops": b}
                 r["fwd_ratio"], r["bwd_ratio"] = 360 / 352, 310 / 305 if d == 64 else 0.9
@@ -149,12 +160,33 @@ def _fake_data():
     for L in (2**10, 2**16):
         for m in ("naive", "flash"):
             oom = m == "naive" and L == 2**16
-            sweep["rows"].append({"L": L, "method": m, "oom": oom, "ms": None if oom else 1.0,
-                                  "peak_bytes": None if oom else 2**20,
-                                  "model_peak_bytes": A.memory_model(1, 16, L, 128, 2, m)["peak_bytes"]})
-    mem = {"B": 1, "H": 16, "d": 128, "dtype": "bf16", "bwd_mode": "fused",
-           "rows": [{"L": L, "held_bytes": 4128 * L, "peak_bytes": 16448 * L, "model_held_bytes": 4160 * L,
-                     "model_peak_bytes": 16448 * L} for L in (1024, 2048)]}
+            sweep["rows"].append(
+                {
+                    "L": L,
+                    "method": m,
+                    "oom": oom,
+                    "ms": None if oom else 1.0,
+                    "peak_bytes": None if oom else 2**20,
+                    "model_peak_bytes": A.memory_model(1, 16, L, 128, 2, m)["peak_bytes"],
+                }
+            )
+    mem = {
+        "B": 1,
+        "H": 16,
+        "d": 128,
+        "dtype": "bf16",
+        "bwd_mode": "fused",
+        "rows": [
+            {
+                "L": L,
+                "held_bytes": 4128 * L,
+                "peak_bytes": 16448 * L,
+                "model_held_bytes": 4160 * L,
+                "model_peak_bytes": 16448 * L,
+            }
+            for L in (1024, 2048)
+        ],
+    }
     return {"dtype": "bf16", "headline": head, "sweep": sweep, "memory": mem}
 
 
@@ -167,6 +199,7 @@ def test_report_prints_ratios_oom_and_memory():
 
 
 # ---- exercises ----------------------------------------------------------------------------------------------
+
 
 def test_merge_exercise():
     assert ex.check_merge(ex.check_merge.solution).ok
@@ -198,4 +231,4 @@ def test_training_memory_model_is_linear_in_L():
     assert b["held_bytes"] == 2 * a["held_bytes"] and b["peak_bytes"] == 2 * a["peak_bytes"]
     assert a["held_bytes"] == 2 * 4 * 1000 * (64 * 2 + 4)
     at = A.flash_training_memory(2, 4, 1000, 64, 2, "atomic")
-    assert at["peak_bytes"] - a["peak_bytes"] == 2 * 4 * 1000 * 64 * 4   # the fp32 dQ buffer
+    assert at["peak_bytes"] - a["peak_bytes"] == 2 * 4 * 1000 * 64 * 4  # the fp32 dQ buffer

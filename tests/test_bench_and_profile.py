@@ -1,4 +1,5 @@
 """Timing honesty and the device profile: atomic writes, round trips, interpreter refusals."""
+
 import json
 import os
 
@@ -26,8 +27,15 @@ def test_interpreter_refuses_to_time():
 
 
 def _profile():
-    return device.DeviceProfile(gpu="Test GPU", sms=7, compute_capability=[9, 0], l2_mb=1.0, copy_tbps=1.5,
-                                matmul_tflops={"fp32": 1.0, "fp8": None}, provenance={"date": "2026-01-01"})
+    return device.DeviceProfile(
+        gpu="Test GPU",
+        sms=7,
+        compute_capability=[9, 0],
+        l2_mb=1.0,
+        copy_tbps=1.5,
+        matmul_tflops={"fp32": 1.0, "fp8": None},
+        provenance={"date": "2026-01-01"},
+    )
 
 
 def test_profile_round_trip_and_atomic_write(tmp_path, monkeypatch):
@@ -86,6 +94,7 @@ def test_reference_data_has_provenance():
 @pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a CUDA GPU")
 def test_gpu_timing_is_positive_and_ordered():
     import torch
+
     x = torch.randn(2**24, device="cuda")
     t = bench.time_ms(lambda: x.mul_(1.0))
     assert 0 < t.p20_ms <= t.median_ms <= t.p80_ms
@@ -97,6 +106,7 @@ def test_gpu_timing_is_positive_and_ordered():
 @pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a CUDA GPU")
 def test_gpu_captured_graph_replays_the_calls():
     import torch
+
     x = torch.zeros(1000, device="cuda")
     g = bench.capture_graph(lambda: x.add_(1.0))  # one eager warm-up call, then one captured
     assert float(x[0]) == 1.0  # capture records, it does not run
@@ -108,9 +118,12 @@ def test_gpu_captured_graph_replays_the_calls():
 
 def test_profile_with_bad_numbers_is_rejected(tmp_path):
     p = tmp_path / "p.json"
-    for bad in ('{"gpu": "g", "sms": 1, "compute_capability": [9, 0], "l2_mb": 1, "copy_tbps": "fast"}',
-                '{"gpu": "g", "sms": 1, "compute_capability": [9, 0], "l2_mb": 1, "copy_tbps": NaN}',
-                '[1, 2]', b"\xff\xfe{"):
+    for bad in (
+        '{"gpu": "g", "sms": 1, "compute_capability": [9, 0], "l2_mb": 1, "copy_tbps": "fast"}',
+        '{"gpu": "g", "sms": 1, "compute_capability": [9, 0], "l2_mb": 1, "copy_tbps": NaN}',
+        "[1, 2]",
+        b"\xff\xfe{",
+    ):
         p.write_bytes(bad if isinstance(bad, bytes) else bad.encode())
         with pytest.raises(ValueError, match="unreadable"):
             device.load_profile(p)
@@ -118,6 +131,7 @@ def test_profile_with_bad_numbers_is_rejected(tmp_path):
 
 def test_widget_rejects_out_of_range_arguments():
     from gpulab.figures.lesson01 import InteractiveRoofline
+
     with pytest.raises(ValueError, match="flops must be a number in"):
         InteractiveRoofline(flops=1e16)
     with pytest.raises(ValueError, match="preset must be one of"):
@@ -130,9 +144,14 @@ def test_widget_rejects_out_of_range_arguments():
 def test_autotune_setting_is_read_from_the_environment_and_checked():
     import subprocess
     import sys
+
     code = "import gpulab; print(gpulab.AUTOTUNE)"
-    run = lambda v: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,  # noqa: E731
-                                   env={**os.environ, "GPULAB_AUTOTUNE": v})
+    run = lambda v: subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,  # noqa: E731
+        env={**os.environ, "GPULAB_AUTOTUNE": v},
+    )
     assert run("").stdout.strip() == "full"
     assert run("First").stdout.strip() == "first"
     bad = run("fast")

@@ -1,4 +1,5 @@
 """`python -m gpulab.bench` without a GPU: shows the recorded data, labelled, and measures nothing."""
+
 import subprocess
 import sys
 

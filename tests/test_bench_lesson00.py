@@ -1,6 +1,7 @@
 """The lesson00 suite's logic in the interpreter on tiny sizes with a fake clock (never a GPU number): every
 step runs, the record is JSON-able, the plan reads each working set as the docstring says, and the report
 fits in 15 lines on a record shaped like a real one."""
+
 import json
 
 import pytest
@@ -41,8 +42,16 @@ def test_suite_runs_end_to_end_on_tiny_sizes():
         return Timing(0.01 * len(calls), 0.009, 0.011)  # not a measurement: the logic needs some numbers
 
     info = dict(name="NVIDIA H200", sms=1, l2_bytes=4 * 2**20)  # replicate up to 32 KiB, then share out
-    data = lesson00._run(fake_time_ms, "cpu", info, False, sizes=(4096, 8192, 2 * 2**20), copy_programs=(1, 2, 4),
-                         copy_n=5000, target_bytes=64 * 1024)
+    data = lesson00._run(
+        fake_time_ms,
+        "cpu",
+        info,
+        False,
+        sizes=(4096, 8192, 2 * 2**20),
+        copy_programs=(1, 2, 4),
+        copy_n=5000,
+        target_bytes=64 * 1024,
+    )
     json.dumps(data)
     assert [r["working_set"] for r in data["staircase"]] == [4096, 8192, 2 * 2**20]
     assert [r["l2_only"] for r in data["staircase"]] == [False, False, True]
@@ -58,13 +67,34 @@ def test_suite_runs_end_to_end_on_tiny_sizes():
 def recorded_style():
     """A record shaped like the suite's, numbers made up in the H200's ranges (not a measurement)."""
     limit = 15 * 2**20
-    st = [dict(working_set=s, tbps=30.0 if s <= 2**17 else 20.0 if s <= limit else 10.0 if s <= 2**25 else 4.4,
-               l2_only=s > limit, ms=1.0, programs=1056, part=1, passes=1, bytes_read=4 * 2**30, p20_ms=0.9,
-               p80_ms=1.1) for s in lesson00.SIZES]
-    rows = [dict(programs=p, warps=4 * p, tbps=min(4.3, 4 * p * 2048 / 900e-9 / 1e12), ms=1.0, p20_ms=1.0,
-                 p80_ms=1.0) for p in lesson00.COPY_PROGRAMS]
-    return dict(device=dict(name="NVIDIA H200", sms=132), block=1024, num_warps=4, programs_per_sm=8,
-                replicate_limit=limit, staircase=st, latency=dict(n=2**26, bytes_per_warp=2048, rows=rows))
+    st = [
+        dict(
+            working_set=s,
+            tbps=30.0 if s <= 2**17 else 20.0 if s <= limit else 10.0 if s <= 2**25 else 4.4,
+            l2_only=s > limit,
+            ms=1.0,
+            programs=1056,
+            part=1,
+            passes=1,
+            bytes_read=4 * 2**30,
+            p20_ms=0.9,
+            p80_ms=1.1,
+        )
+        for s in lesson00.SIZES
+    ]
+    rows = [
+        dict(programs=p, warps=4 * p, tbps=min(4.3, 4 * p * 2048 / 900e-9 / 1e12), ms=1.0, p20_ms=1.0, p80_ms=1.0)
+        for p in lesson00.COPY_PROGRAMS
+    ]
+    return dict(
+        device=dict(name="NVIDIA H200", sms=132),
+        block=1024,
+        num_warps=4,
+        programs_per_sm=8,
+        replicate_limit=limit,
+        staircase=st,
+        latency=dict(n=2**26, bytes_per_warp=2048, rows=rows),
+    )
 
 
 def test_report_on_recorded_style_data():

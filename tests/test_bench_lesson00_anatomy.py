@@ -1,10 +1,18 @@
 """lesson00.anatomy: this GPU's parts from torch's numbers, with the derived counts computed by hand."""
+
 from gpulab import hardware
 from gpulab.bench import lesson00
 
 # torch.cuda.get_device_properties on an H200, as recorded (gpulab/data/reference-h200.json, lesson00.device)
-H200_INFO = dict(name="NVIDIA H200", sms=132, regs_per_sm=65536, smem_per_sm=233472, l2_bytes=62914560,
-                 memory_bytes=150109880320, threads_per_sm=2048)
+H200_INFO = dict(
+    name="NVIDIA H200",
+    sms=132,
+    regs_per_sm=65536,
+    smem_per_sm=233472,
+    l2_bytes=62914560,
+    memory_bytes=150109880320,
+    threads_per_sm=2048,
+)
 
 
 def test_h200_numbers_by_hand():

@@ -1,5 +1,6 @@
 """The lesson07 suite's logic, run in the interpreter on tiny sizes with a fake clock (no GPU numbers): every
 step runs, the record is JSON-able, the report reads it; and the PTX reader on real Triton PTX lines."""
+
 import json
 
 import pytest
@@ -41,8 +42,18 @@ def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
     monkeypatch.setattr(timing, "time_ms", fake_time_ms)
     monkeypatch.setattr(lesson07, "_gpu_name", lambda: "NVIDIA H200")  # its shared memory decides what is skipped
     monkeypatch.setattr(lesson07, "alignment", lambda: [{"n": 4096, "config": "x", **lesson07.ptx_loads(PTX)}])
-    data = lesson07.run(progress=False, headline_ns=(48,), awkward_ns=(33,), sweep=(40, 45), tile_ts=(16, 32, 256),
-                        tile_n=48, noreuse_n=24, fp32_n=32, correctness_shape=(20, 19, 21), build_n=40)
+    data = lesson07.run(
+        progress=False,
+        headline_ns=(48,),
+        awkward_ns=(33,),
+        sweep=(40, 45),
+        tile_ts=(16, 32, 256),
+        tile_n=48,
+        noreuse_n=24,
+        fp32_n=32,
+        correctness_shape=(20, 19, 21),
+        build_n=40,
+    )
     json.dumps(data)
     assert {r["method"] for r in data["awkward"]} >= {"torch", "torch zero-padded", "gpulab", "row-pad copy of A and B"}
     by = {r["method"]: r for r in data["awkward"]}
@@ -50,8 +61,11 @@ def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
     assert by["gpulab"]["graph_ratio"] == by["torch"]["graph_ms"] / by["gpulab"]["graph_ms"]
     copy = by["row-pad copy of A and B"]  # a copy: bytes per second, no FLOP rate or speed-up
     assert "ratio" not in copy and "tflops" not in copy and copy["tbps"] == lesson07.copy_bytes(33) / copy["ms"] / 1e9
-    assert copy["graph_tbps"] == lesson07.copy_bytes(33) / copy["graph_ms"] / 1e9 and "CUDA graph" in \
-        [line for line in lesson07.report(data, full=True).splitlines() if "row-pad copy" in line][0]
+    assert (
+        copy["graph_tbps"] == lesson07.copy_bytes(33) / copy["graph_ms"] / 1e9
+        and "CUDA graph"
+        in [line for line in lesson07.report(data, full=True).splitlines() if "row-pad copy" in line][0]
+    )
     assert data["sweep"]["ns"] == list(range(40, 46)) and None not in data["sweep"]["gpulab_ms"]
     skipped = [r for r in data["tiles"] if "skipped" in r]
     assert [(r["dtype"], r["T"]) for r in skipped] == [("fp32", 256), ("bf16", 256)]  # 2 T^2 s > 228 KiB
@@ -83,13 +97,29 @@ def test_partial_run_reports_and_merges_into_an_older_record(monkeypatch):
     assert "correctness" in data and not {"headline", "awkward", "sweep", "tiles", "noreuse"} & set(data)
     text = lesson07.report(data, full=True)
     assert "correctness fp16 M, N, K = (20, 19, 21)" in text and "dense sweep" not in text
-    old = {"gpu": "NVIDIA H200", "sms": 132, "targets": data["targets"], "correctness": {"old": True},
-           "sweep": {"ns": [1792, 1793], "torch_ms": [1.0, 1.0], "gpulab_ms": [1.0, 2.0], "dtype": "bf16",
-                     "path": "tma", "config": "c", "tile": [256, 128], "sms": 132},
-           "step_provenance": {"sweep": {"date": "2026-01-02"}}, "provenance": {"date": "2026-03-04"}}
+    old = {
+        "gpu": "NVIDIA H200",
+        "sms": 132,
+        "targets": data["targets"],
+        "correctness": {"old": True},
+        "sweep": {
+            "ns": [1792, 1793],
+            "torch_ms": [1.0, 1.0],
+            "gpulab_ms": [1.0, 2.0],
+            "dtype": "bf16",
+            "path": "tma",
+            "config": "c",
+            "tile": [256, 128],
+            "sms": 132,
+        },
+        "step_provenance": {"sweep": {"date": "2026-01-02"}},
+        "provenance": {"date": "2026-03-04"},
+    }
     merged = merge_record(old, {**data, "provenance": {"date": "2026-05-06"}})
     assert merged["correctness"] == data["correctness"] and merged["sweep"] == old["sweep"]
-    assert merged["provenance"] == {"date": "2026-05-06"} and merged["step_provenance"] == {"sweep": {"date": "2026-01-02"}}
+    assert merged["provenance"] == {"date": "2026-05-06"} and merged["step_provenance"] == {
+        "sweep": {"date": "2026-01-02"}
+    }
     text = lesson07.report(merged, full=True)
     assert "correctness fp16" in text and "(recorded 2026-01-02); mean TFLOP/s" in text
 
@@ -100,8 +130,12 @@ def test_merge_record_keeps_the_provenance_of_what_was_not_run():
     old = {"a": 1, "b": 2, "c": 3, "step_provenance": {"c": "p0"}, "provenance": "p1"}
     got = merge_record(old, {"a": 10, "provenance": "p2"})
     assert got == {"a": 10, "b": 2, "c": 3, "step_provenance": {"b": "p1", "c": "p0"}, "provenance": "p2"}
-    assert merge_record(old, {"a": 0, "b": 0, "c": 0, "provenance": "p3"}) == {"a": 0, "b": 0, "c": 0,
-                                                                               "provenance": "p3"}
+    assert merge_record(old, {"a": 0, "b": 0, "c": 0, "provenance": "p3"}) == {
+        "a": 0,
+        "b": 0,
+        "c": 0,
+        "provenance": "p3",
+    }
 
 
 def test_tflops_of_an_n_cubed_matmul():
@@ -110,8 +144,13 @@ def test_tflops_of_an_n_cubed_matmul():
 
 
 def test_sweep_helpers_on_a_made_up_record():
-    s = {"ns": [1792, 1793, 1800], "torch_ms": [1.0, 4.0, None], "gpulab_ms": [1.0, 1.0, 1.0], "tile": [256, 128],
-         "sms": 108}
+    s = {
+        "ns": [1792, 1793, 1800],
+        "torch_ms": [1.0, 4.0, None],
+        "gpulab_ms": [1.0, 1.0, 1.0],
+        "tile": [256, 128],
+        "sms": 108,
+    }
     rates = lesson07.sweep_rates(s, "torch")
     assert rates[0] == pytest.approx(2 * 1792**3 / 1e9) and rates[2] is None
     split = lesson07.alignment_split(s, "torch")

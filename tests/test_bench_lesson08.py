@@ -1,4 +1,5 @@
 """The lesson08 suite's shared definitions (shapes, FLOPs) and its autotune report's table, without a GPU."""
+
 import pytest
 
 import gpulab
@@ -16,12 +17,24 @@ def test_setting_shape_and_flops_by_hand():
 
 
 def test_autotune_report_text_on_made_up_rows():
-    rows = [{"d": 128, "L": 1024, "B": 16, "H": 16, "causal": True,
-             "fixed_tflops": {"128x64 w4 s2": 301.4, "64x64 w4 s3": "OutOfResources: shared memory"},
-             "autotuned_tflops": 299.6, "autotuned_config": "128x64 w4 s2", "sdpa_flash_tflops": 350.2}]
+    rows = [
+        {
+            "d": 128,
+            "L": 1024,
+            "B": 16,
+            "H": 16,
+            "causal": True,
+            "fixed_tflops": {"128x64 w4 s2": 301.4, "64x64 w4 s3": "OutOfResources: shared memory"},
+            "autotuned_tflops": 299.6,
+            "autotuned_config": "128x64 w4 s2",
+            "sdpa_flash_tflops": 350.2,
+        }
+    ]
     text = lesson08.autotune_report_text(rows)
-    assert "d=128 L= 1024 causal=True : 128x64 w4 s2 301, 64x64 w4 s3 failed; autotuned 300 [128x64 w4 s2]; " \
-           "SDPA flash 350" in text
+    assert (
+        "d=128 L= 1024 causal=True : 128x64 w4 s2 301, 64x64 w4 s3 failed; autotuned 300 [128x64 w4 s2]; "
+        "SDPA flash 350" in text
+    )
 
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter-mode refusal")
@@ -32,10 +45,20 @@ def test_autotune_report_refuses_without_a_gpu():
 
 def _teaching_rows():
     # 1e12 FLOPs in 4 ms = 250 TFLOP/s; in 2 ms = 500 (2.00x the teaching kernel); causal: half the FLOPs
-    return [dict(d=128, L=4096, causal=c, B=4, H=16, fwd_flops=1e12 / (1 + c), bwd_flops=2.5e12 / (1 + c),
-                 fwd_ms=dict(teaching=4.0 / (1 + c), fixed=3.2, autotuned=2.5, tma=2.0 * (0.6 if c else 1)),
-                 bwd_ms=dict(teaching=10.0, fused=8.0, split=5.0, atomic="OutOfResources: shared memory"))
-            for c in (False, True)]
+    return [
+        dict(
+            d=128,
+            L=4096,
+            causal=c,
+            B=4,
+            H=16,
+            fwd_flops=1e12 / (1 + c),
+            bwd_flops=2.5e12 / (1 + c),
+            fwd_ms=dict(teaching=4.0 / (1 + c), fixed=3.2, autotuned=2.5, tma=2.0 * (0.6 if c else 1)),
+            bwd_ms=dict(teaching=10.0, fused=8.0, split=5.0, atomic="OutOfResources: shared memory"),
+        )
+        for c in (False, True)
+    ]
 
 
 def test_teaching_report_by_hand():
@@ -55,9 +78,11 @@ def test_teaching_report_without_a_recording_says_so():
 
 
 def test_cudnn_leads_counted_by_hand():
-    rows = [dict(ours=dict(fwd_tflops=400, bwd_tflops=300), cudnn=dict(fwd_tflops=450, bwd_tflops=350)),
-            dict(ours=dict(fwd_tflops=470, bwd_tflops=300), cudnn=dict(fwd_tflops=460, bwd_tflops=310)),
-            dict(ours=dict(fwd_tflops=470, bwd_tflops=300), cudnn=dict(error="RuntimeError: no cuDNN"))]
+    rows = [
+        dict(ours=dict(fwd_tflops=400, bwd_tflops=300), cudnn=dict(fwd_tflops=450, bwd_tflops=350)),
+        dict(ours=dict(fwd_tflops=470, bwd_tflops=300), cudnn=dict(fwd_tflops=460, bwd_tflops=310)),
+        dict(ours=dict(fwd_tflops=470, bwd_tflops=300), cudnn=dict(error="RuntimeError: no cuDNN")),
+    ]
     assert lesson08.cudnn_leads(rows) == {"fwd": (1, 2), "bwd": (2, 2)}
 
 

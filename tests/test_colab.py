@@ -1,6 +1,7 @@
 """Colab, faked: a ``google.colab`` module in sys.modules (in a subprocess) makes gpulab pick the figure path that
 renders there, redraw it on every change, and leave the custom widget manager alone; the install cell never
 replaces torch or Triton, and an old torch/Triton pair is refused by name."""
+
 import json
 import os
 import re
@@ -16,7 +17,7 @@ from gpulab import widgets
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-import sync_links
+import sync_links  # noqa: E402  (tools/ is not a package: on the path only from here)
 
 FAKE_COLAB = """
 import sys, types
@@ -59,7 +60,9 @@ def _probe(fake_colab: bool, **env) -> dict:
     full = {k: v for k, v in os.environ.items() if not k.startswith("GPULAB_")}
     full.update(env)
     code = (FAKE_COLAB if fake_colab else "") + PROBE
-    r = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=180, cwd=ROOT, check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=180, cwd=ROOT, check=False
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -80,9 +83,16 @@ def test_jupyterlab_gets_figurewidgets_and_the_switch_forces_static():
     assert forced["path"] == "static" and forced["static"] and forced["draws"] == [1, 2]
 
 
-@pytest.mark.parametrize("colab, static, anywidget_figures, path", [
-    (True, False, True, "colab"), (True, True, False, "colab"), (False, False, True, "widget"),
-    (False, True, True, "static"), (False, False, False, "static")])
+@pytest.mark.parametrize(
+    "colab, static, anywidget_figures, path",
+    [
+        (True, False, True, "colab"),
+        (True, True, False, "colab"),
+        (False, False, True, "widget"),
+        (False, True, True, "static"),
+        (False, False, False, "static"),
+    ],
+)
 def test_figure_path_table(colab, static, anywidget_figures, path):
     assert widgets.figure_path(colab, static, anywidget_figures) == path
 
@@ -90,8 +100,12 @@ def test_figure_path_table(colab, static, anywidget_figures, path):
 def test_version_floor():
     gpulab.check_versions("2.11.0+cu128", "3.6.0")  # Colab's GPU image (docs/colab.md)
     gpulab.check_versions("2.5.0", "3.2.0")
-    for torch_v, triton_v, named in [("2.4.1+cu121", "3.6.0", "torch 2.4.1"), ("2.11.0", "3.1.0", "Triton 3.1.0"),
-                                     ("2.11.0", None, "Triton (not installed)"), ("1.13.1", "2.0.0", "torch 1.13.1")]:
+    for torch_v, triton_v, named in [
+        ("2.4.1+cu121", "3.6.0", "torch 2.4.1"),
+        ("2.11.0", "3.1.0", "Triton 3.1.0"),
+        ("2.11.0", None, "Triton (not installed)"),
+        ("1.13.1", "2.0.0", "torch 1.13.1"),
+    ]:
         with pytest.raises(RuntimeError, match=re.escape(named)):
             gpulab.check_versions(torch_v, triton_v)
 

@@ -1,6 +1,7 @@
 """gpulab.counters on the CPU: ncu's CSV parsed from a fixture in its raw-page format, the runner's plumbing with a
 fake ncu, availability in the interpreter, every case's model against hand-computed numbers, the report, and the
 atomic merge into the reference file. No GPU and no ncu are needed."""
+
 import json
 import subprocess
 from pathlib import Path
@@ -18,13 +19,32 @@ RAW_NVTX = (FIXTURES / "ncu_raw_fusion_nvtx.csv").read_text()
 
 def fake_row(i, rng, kernel="k", **metrics):
     """A parsed row as parse_csv + attach_ranges give it; metric names with "__" spelled as keyword-safe keys."""
-    names = {"read": C.DRAM_READ, "write": C.DRAM_WRITE, "time": C.TIME, "ld_sectors": C.LD_SECTORS,
-             "ld_requests": C.LD_REQUESTS, "st_sectors": C.ST_SECTORS, "st_requests": C.ST_REQUESTS,
-             "threads": C.THREADS_PER_INST, "inst": C.WARP_INST, "regs": C.REGISTERS,
-             "block_limit": C.BLOCK_LIMIT_REGISTERS, "theoretical": C.THEORETICAL_OCCUPANCY,
-             "achieved": C.ACHIEVED_OCCUPANCY, "hit": C.L2_HIT, "l2_sectors": C.L2_READ_SECTORS}
-    return {"id": i, "kernel": kernel, "range": rng, "block": "", "grid": "",
-            "metrics": {names[k]: v for k, v in metrics.items()}, "units": {}}
+    names = {
+        "read": C.DRAM_READ,
+        "write": C.DRAM_WRITE,
+        "time": C.TIME,
+        "ld_sectors": C.LD_SECTORS,
+        "ld_requests": C.LD_REQUESTS,
+        "st_sectors": C.ST_SECTORS,
+        "st_requests": C.ST_REQUESTS,
+        "threads": C.THREADS_PER_INST,
+        "inst": C.WARP_INST,
+        "regs": C.REGISTERS,
+        "block_limit": C.BLOCK_LIMIT_REGISTERS,
+        "theoretical": C.THEORETICAL_OCCUPANCY,
+        "achieved": C.ACHIEVED_OCCUPANCY,
+        "hit": C.L2_HIT,
+        "l2_sectors": C.L2_READ_SECTORS,
+    }
+    return {
+        "id": i,
+        "kernel": kernel,
+        "range": rng,
+        "block": "",
+        "grid": "",
+        "metrics": {names[k]: v for k, v in metrics.items()},
+        "units": {},
+    }
 
 
 def by(comparison, label, quantity):
@@ -33,6 +53,7 @@ def by(comparison, label, quantity):
 
 
 # ---- parsing -----------------------------------------------------------------------------------------------
+
 
 def test_to_base_scales_units_and_drops_thousands_separators():
     assert C.to_base("1,234.50", "Kbyte") == (1234500.0, "byte")
@@ -51,21 +72,26 @@ def test_to_base_scales_units_and_drops_thousands_separators():
 def test_parse_csv_reads_the_raw_page_among_prof_lines():
     rows = C.parse_csv(RAW)
     assert [r["id"] for r in rows] == [0, 1, 2, 3, 4, 5]
-    assert [r["kernel"] for r in rows[:5]] == ["sin_kernel", "cos_kernel", "square_kernel", "square_kernel",
-                                                "add_kernel"]
+    assert [r["kernel"] for r in rows[:5]] == [
+        "sin_kernel",
+        "cos_kernel",
+        "square_kernel",
+        "square_kernel",
+        "add_kernel",
+    ]
     # a quoted kernel name with commas inside stays one field
     assert rows[5]["kernel"].startswith("void at::native::vectorized_elementwise_kernel<4, ")
     assert rows[5]["kernel"].endswith("std::array<char *, 2>>(int, T2, T3)")
     first = rows[0]["metrics"]
-    assert first[C.DRAM_READ] == pytest.approx(268_440_000.0)       # 268.44 Mbyte
-    assert first[C.DRAM_WRITE] == pytest.approx(268_435_460.0)      # 268,435.46 Kbyte
-    assert first[C.TIME] == pytest.approx(190_240.0)                # 190.24 usecond in ns
-    assert first["lts__t_bytes.sum"] == 1_073_741_824.0             # byte, with separators
+    assert first[C.DRAM_READ] == pytest.approx(268_440_000.0)  # 268.44 Mbyte
+    assert first[C.DRAM_WRITE] == pytest.approx(268_435_460.0)  # 268,435.46 Kbyte
+    assert first[C.TIME] == pytest.approx(190_240.0)  # 190.24 usecond in ns
+    assert first["lts__t_bytes.sum"] == 1_073_741_824.0  # byte, with separators
     assert first[C.L2_HIT] == 12.5
     assert rows[0]["units"][C.TIME] == "ns" and rows[0]["units"][C.DRAM_WRITE] == "byte"
     assert rows[5]["metrics"][C.TIME] == pytest.approx(1_120_500.0)  # "1,120.50" usecond
-    assert rows[5]["metrics"]["lts__t_bytes.sum"] is None           # n/a
-    assert "device__attribute_display_name" not in first            # a text column is not a number
+    assert rows[5]["metrics"]["lts__t_bytes.sum"] is None  # n/a
+    assert "device__attribute_display_name" not in first  # a text column is not a number
     assert rows[0]["block"] == "(128, 1, 1)" and rows[0]["range"] is None
 
 
@@ -106,6 +132,7 @@ def test_match_range_takes_the_longest_name():
 
 # ---- availability --------------------------------------------------------------------------------------------
 
+
 def test_available_is_false_in_the_interpreter_with_a_reason():
     assert not gpulab.ON_GPU
     ok, why = C.available()
@@ -137,6 +164,7 @@ def test_available_sees_counters_restricted_to_admins(monkeypatch, tmp_path):
 
 # ---- the runner, with a fake ncu -------------------------------------------------------------------------------
 
+
 class FakeNcu:
     """Stands in for subprocess.run: the profiling call writes the report file (or fails as told); the imports
     print the fixtures."""
@@ -147,8 +175,12 @@ class FakeNcu:
     def __call__(self, cmd, **kw):
         self.calls.append(cmd)
         if "--version" in cmd:
-            return subprocess.CompletedProcess(cmd, 0, "NVIDIA (R) Nsight Compute Command Line Profiler\n"
-                                                       "Version 2025.1.0.0 (build 1) (public-release)\n", "")
+            return subprocess.CompletedProcess(
+                cmd,
+                0,
+                "NVIDIA (R) Nsight Compute Command Line Profiler\nVersion 2025.1.0.0 (build 1) (public-release)\n",
+                "",
+            )
         if "--import" in cmd:
             return subprocess.CompletedProcess(cmd, 0, RAW_NVTX if "--print-nvtx-rename" in cmd else RAW, "")
         Path(cmd[cmd.index("--export") + 1] + ".ncu-rep").write_bytes(b"report")  # also when failing: partial
@@ -179,9 +211,11 @@ def test_profile_runs_ncu_on_the_child_and_keeps_the_asked_metrics(fake_ncu):
     includes = [run[i + 1] for i, a in enumerate(run) if a == "--nvtx-include"]
     assert includes == ["gpulab:fusion:unfused/", "gpulab:fusion:fused/"]
     assert run[-4:] == ["-m", "gpulab.counters", "--child", "fusion"]
-    assert run[run.index("--metrics") + 1] == ("dram__bytes_read.sum,dram__bytes_write.sum,"
-                                               "lts__t_sectors_srcunit_tex_op_read.sum,"
-                                               "lts__t_sectors_srcunit_tex_op_write.sum,gpu__time_duration.sum")
+    assert run[run.index("--metrics") + 1] == (
+        "dram__bytes_read.sum,dram__bytes_write.sum,"
+        "lts__t_sectors_srcunit_tex_op_read.sum,"
+        "lts__t_sectors_srcunit_tex_op_write.sum,gpu__time_duration.sum"
+    )
     assert [r["range"] for r in rows] == ["gpulab:fusion:unfused"] * 5 + ["gpulab:fusion:fused"]
     assert set(rows[0]["metrics"]) <= {C.DRAM_READ, C.DRAM_WRITE, C.L2_READ_SECTORS, C.L2_WRITE_SECTORS, C.TIME}
     assert info["dropped"] == [] and info["ranges_by"] == "nvtx"
@@ -192,14 +226,18 @@ def test_profile_drops_a_metric_ncu_does_not_know_and_retries(fake_ncu):
     rows, info = C.profile("fusion")
     assert info["dropped"] == [C.DRAM_WRITE]
     second = fake.calls[1]
-    assert second[second.index("--metrics") + 1] == ("dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,"
-                                                     "lts__t_sectors_srcunit_tex_op_write.sum,gpu__time_duration.sum")
+    assert second[second.index("--metrics") + 1] == (
+        "dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,"
+        "lts__t_sectors_srcunit_tex_op_write.sum,gpu__time_duration.sum"
+    )
     assert C.DRAM_WRITE not in rows[0]["metrics"]
 
 
 def test_profile_without_permission_raises_counters_unavailable(fake_ncu):
-    fake_ncu(fail_first="==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
-                        "Performance Counters on the target device 0.\n")
+    fake_ncu(
+        fail_first="==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+        "Performance Counters on the target device 0.\n"
+    )
     with pytest.raises(C.CountersUnavailable, match="ERR_NVGPUCTRPERM"):
         C.profile("fusion")
 
@@ -230,14 +268,18 @@ def test_measure_compares_the_fixture_against_44n_and_8n(fake_ncu):
 
 # ---- every case's model, by hand ----------------------------------------------------------------------------------
 
+
 def test_fusion_model_44n_and_8n():
     case = C.fusion_case(n=1000)
     u, f = case.range("unfused").name, case.range("fused").name
-    rows = [fake_row(0, u, "sin_kernel", read=4000, write=4000, time=10), fake_row(1, u, "cos_kernel", read=4000,
-            write=4000, time=10), fake_row(2, u, "square_kernel", read=4000, write=4000, time=10),
-            fake_row(3, u, "square_kernel", read=4000, write=4000, time=10),
-            fake_row(4, u, "add_kernel", read=8000, write=3000, time=20),
-            fake_row(5, f, "sincos_kernel", read=4000, write=4400, time=15)]
+    rows = [
+        fake_row(0, u, "sin_kernel", read=4000, write=4000, time=10),
+        fake_row(1, u, "cos_kernel", read=4000, write=4000, time=10),
+        fake_row(2, u, "square_kernel", read=4000, write=4000, time=10),
+        fake_row(3, u, "square_kernel", read=4000, write=4000, time=10),
+        fake_row(4, u, "add_kernel", read=8000, write=3000, time=20),
+        fake_row(5, f, "sincos_kernel", read=4000, write=4400, time=15),
+    ]
     out = C.compare(case, rows)
     row = by(out, "unfused", "DRAM bytes")
     assert (row["model"], row["counter"], row["time_ns"]) == (44000, 43000, 60)
@@ -250,8 +292,10 @@ def test_fusion_model_44n_and_8n():
 
 def test_precision_model_8n_and_4n():
     case = C.precision_case(n=1000)
-    rows = [fake_row(i, case.range(d).name, read=r, write=w, time=5)
-            for i, (d, r, w) in enumerate([("fp32", 4000, 4000), ("fp16", 2000, 2100), ("bf16", 2000, 1900)])]
+    rows = [
+        fake_row(i, case.range(d).name, read=r, write=w, time=5)
+        for i, (d, r, w) in enumerate([("fp32", 4000, 4000), ("fp16", 2000, 2100), ("bf16", 2000, 1900)])
+    ]
     out = C.compare(case, rows)
     assert [by(out, d, "DRAM bytes")["model"] for d in ("fp32", "fp16", "bf16")] == [8000, 4000, 4000]
     assert by(out, "fp16", "DRAM bytes")["ratio"] == pytest.approx(4100 / 4000)
@@ -259,21 +303,59 @@ def test_precision_model_8n_and_4n():
 
 def test_coalescing_model_from_the_sectors():
     case = C.coalescing_case(n=64, strides=(1, 4), matrix=64)
-    rows = [fake_row(0, case.range("stride1").name, ld_sectors=8, ld_requests=1, st_sectors=8, st_requests=2,
-                     read=256, write=256, time=3),
-            fake_row(1, case.range("stride4").name, ld_sectors=32, ld_requests=2, st_sectors=8, st_requests=2,
-                     read=1024, write=256, time=4),
-            fake_row(2, case.range("transpose-naive").name, ld_sectors=512, ld_requests=32, st_sectors=4096,
-                     st_requests=128, read=16384, write=32768, time=9),
-            fake_row(3, case.range("transpose-tiled").name, ld_sectors=512, ld_requests=32, st_sectors=512,
-                     st_requests=32, read=16384, write=16384, time=5)]
+    rows = [
+        fake_row(
+            0,
+            case.range("stride1").name,
+            ld_sectors=8,
+            ld_requests=1,
+            st_sectors=8,
+            st_requests=2,
+            read=256,
+            write=256,
+            time=3,
+        ),
+        fake_row(
+            1,
+            case.range("stride4").name,
+            ld_sectors=32,
+            ld_requests=2,
+            st_sectors=8,
+            st_requests=2,
+            read=1024,
+            write=256,
+            time=4,
+        ),
+        fake_row(
+            2,
+            case.range("transpose-naive").name,
+            ld_sectors=512,
+            ld_requests=32,
+            st_sectors=4096,
+            st_requests=128,
+            read=16384,
+            write=32768,
+            time=9,
+        ),
+        fake_row(
+            3,
+            case.range("transpose-tiled").name,
+            ld_sectors=512,
+            ld_requests=32,
+            st_sectors=512,
+            st_requests=32,
+            read=16384,
+            write=16384,
+            time=5,
+        ),
+    ]
     out = C.compare(case, rows)
     # stride 1: 32 lanes x 4 B = 128 B = 4 sectors per 32 elements; 16-byte lanes: 512 B = 16 sectors a request
     assert by(out, "stride1", "ld sectors/32 el")["model"] == 4
-    assert by(out, "stride1", "ld sectors/32 el")["counter"] == 4       # 8 sectors over 64 elements
+    assert by(out, "stride1", "ld sectors/32 el")["counter"] == 4  # 8 sectors over 64 elements
     assert by(out, "stride1", "ld sectors/request")["model"] == 16
     assert by(out, "stride1", "ld sectors/request")["counter"] == 8
-    assert by(out, "stride1", "DRAM bytes")["model"] == 512            # 64 x 4 read + 64 x 4 written
+    assert by(out, "stride1", "DRAM bytes")["model"] == 512  # 64 x 4 read + 64 x 4 written
     # stride 4: lanes 16 B apart span 500 B: 16 sectors; reads 64 x 16 B, writes 64 x 4 B
     assert by(out, "stride4", "ld sectors/32 el")["model"] == 16
     assert by(out, "stride4", "ld sectors/32 el")["counter"] == 16
@@ -293,12 +375,22 @@ def test_coalescing_model_from_the_sectors():
 
 def test_divergence_models_where_uniform_and_loop():
     case = C.divergence_case(n=64, block=16, fraction_a=0.5, frac_expensive=0.0, cheap=4, expensive=64)
-    inst = {"path-a": 1000, "path-b": 600, "where": 1700, "uniform": 800, "loop-zero": 100, "loop-full": 1700,
-            "loop-interleaved": 210, "loop-sorted": 190}
-    rows = [fake_row(i, case.range(lab).name, inst=v, threads=32.0 if lab != "where" else 31.5, time=1)
-            for i, (lab, v) in enumerate(inst.items())]
+    inst = {
+        "path-a": 1000,
+        "path-b": 600,
+        "where": 1700,
+        "uniform": 800,
+        "loop-zero": 100,
+        "loop-full": 1700,
+        "loop-interleaved": 210,
+        "loop-sorted": 190,
+    }
+    rows = [
+        fake_row(i, case.range(lab).name, inst=v, threads=32.0 if lab != "where" else 31.5, time=1)
+        for i, (lab, v) in enumerate(inst.items())
+    ]
     out = C.compare(case, rows)
-    assert by(out, "where", "warp inst")["model"] == 1600                 # A + B
+    assert by(out, "where", "warp inst")["model"] == 1600  # A + B
     assert by(out, "where", "warp inst")["ratio"] == pytest.approx(1700 / 1600)
     assert by(out, "uniform", "warp inst")["model"] == pytest.approx(800)  # half of the 4 blocks take A
     # every trip count 4: 4 blocks x 4 steps = 16 of the full run's 4 x 64: 100 + 1600 x 16 / 256
@@ -311,24 +403,27 @@ def test_divergence_models_where_uniform_and_loop():
 
 def test_occupancy_model_from_the_registers():
     case = C.occupancy_case(blocks=(1024,), num_warps=4)
-    rows = [fake_row(0, case.range("block1024").name, regs=40, block_limit=12, theoretical=75.0, achieved=60.0,
-                     time=100)]
+    rows = [
+        fake_row(0, case.range("block1024").name, regs=40, block_limit=12, theoretical=75.0, achieved=60.0, time=100)
+    ]
     out = C.compare(case, rows)
     # 65536 registers / (40 x 32 x 4) = 12 blocks of 4 warps = 48 warps (under the 64-warp cap)
     assert by(out, "block1024", "resident warps/SM")["model"] == 48
-    assert by(out, "block1024", "resident warps/SM")["counter"] == pytest.approx(48.0)   # 75% of 64
-    assert by(out, "block1024", "achieved warps/SM")["ratio"] == pytest.approx(0.8)      # 60% of 64 = 38.4
+    assert by(out, "block1024", "resident warps/SM")["counter"] == pytest.approx(48.0)  # 75% of 64
+    assert by(out, "block1024", "achieved warps/SM")["ratio"] == pytest.approx(0.8)  # 60% of 64 = 38.4
     assert by(out, "block1024", "registers/thread")["counter"] == 40
     assert by(out, "block1024", "block limit (registers)")["counter"] == 12
 
 
 def test_tiling_model_2n3s_and_2n3s_over_t():
     case = C.tiling_case(n_noreuse=64, n_tiled=256)
-    rows = [fake_row(0, case.range("noreuse").name, read=65536, l2_sectors=16384, hit=90.0, time=50),
-            fake_row(1, case.range("tiled-group8").name, read=524288, l2_sectors=32768, hit=80.0, time=20),
-            fake_row(2, case.range("tiled-group1").name, read=786432, l2_sectors=32768, hit=70.0, time=25)]
+    rows = [
+        fake_row(0, case.range("noreuse").name, read=65536, l2_sectors=16384, hit=90.0, time=50),
+        fake_row(1, case.range("tiled-group8").name, read=524288, l2_sectors=32768, hit=80.0, time=20),
+        fake_row(2, case.range("tiled-group1").name, read=786432, l2_sectors=32768, hit=70.0, time=25),
+    ]
     out = C.compare(case, rows)
-    assert by(out, "noreuse", "DRAM read bytes")["model"] == 2 * 64**3 * 4              # 2,097,152
+    assert by(out, "noreuse", "DRAM read bytes")["model"] == 2 * 64**3 * 4  # 2,097,152
     assert by(out, "noreuse", "L2 read bytes")["counter"] == 16384 * 32
     assert by(out, "tiled-group8", "DRAM read bytes")["model"] == 2 * 256**3 * 4 // 128  # 1,048,576
     assert by(out, "tiled-group8", "DRAM read bytes")["ratio"] == pytest.approx(0.5)
@@ -339,10 +434,11 @@ def test_tiling_model_2n3s_and_2n3s_over_t():
 def test_flash_models_and_a_time_weighted_hit_rate():
     case = C.flash_case(B=1, H=2, L=256, d=64, dtype="bf16")
     naive, flash = case.range("naive").name, case.range("flash").name
-    rows = [fake_row(0, naive, "mul", read=60000, write=65536, hit=10.0, time=100),
-            fake_row(1, naive, "gemm", read=70000, write=262144, hit=50.0, time=300),
-            fake_row(2, flash, "flash_attention_fwd_kernel", read=196608, write=67584, l2_sectors=12352, hit=60.0,
-                     time=80)]
+    rows = [
+        fake_row(0, naive, "mul", read=60000, write=65536, hit=10.0, time=100),
+        fake_row(1, naive, "gemm", read=70000, write=262144, hit=50.0, time=300),
+        fake_row(2, flash, "flash_attention_fwd_kernel", read=196608, write=67584, l2_sectors=12352, hit=60.0, time=80),
+    ]
     out = C.compare(case, rows)
     # (6 BHLd + 4 BHL^2) x 2 bytes = (196,608 + 524,288) x 2
     assert by(out, "naive", "DRAM bytes")["model"] == 1_441_792
@@ -370,10 +466,13 @@ def test_get_case_names_the_known_cases():
 
 # ---- report ----------------------------------------------------------------------------------------------------
 
+
 def test_report_prints_model_counter_and_time_in_few_lines(capsys):
     case = C.coalescing_case(n=64, strides=(1, 4), matrix=64)
-    rows = [fake_row(i, r.name, ld_sectors=8, ld_requests=1, st_sectors=8, st_requests=2, read=256, write=256,
-                     time=1500) for i, r in enumerate(case.ranges)]
+    rows = [
+        fake_row(i, r.name, ld_sectors=8, ld_requests=1, st_sectors=8, st_requests=2, read=256, write=256, time=1500)
+        for i, r in enumerate(case.ranges)
+    ]
     text = C.report(case, {"comparison": C.compare(case, rows)})
     assert text == capsys.readouterr().out.rstrip("\n")
     lines = text.splitlines()
@@ -407,9 +506,16 @@ def test_report_shows_the_recording_with_its_provenance(tmp_path, monkeypatch):
     monkeypatch.setattr(reference, "DATA_DIR", tmp_path)
     case = C.fusion_case(n=1000)
     rows = [fake_row(0, case.range("fused").name, read=4000, write=4000, time=5)]
-    rec = {"comparison": C.compare(case, rows), "provenance": {"gpu": "NVIDIA H200", "date": "2026-12-01",
-                                                                "ncu": "Version 2025.1.0.0", "torch": "2.11.0",
-                                                                "triton": "3.6.0"}}
+    rec = {
+        "comparison": C.compare(case, rows),
+        "provenance": {
+            "gpu": "NVIDIA H200",
+            "date": "2026-12-01",
+            "ncu": "Version 2025.1.0.0",
+            "torch": "2.11.0",
+            "triton": "3.6.0",
+        },
+    }
     (tmp_path / "reference-h200.json").write_text(json.dumps({"counters": {"cases": {"fusion": rec}}}))
     text = C.report("fusion", print_it=False)
     assert "recorded on NVIDIA H200 (2026-12-01; Version 2025.1.0.0" in text
@@ -418,10 +524,17 @@ def test_report_shows_the_recording_with_its_provenance(tmp_path, monkeypatch):
 
 # ---- recording -------------------------------------------------------------------------------------------------
 
+
 def _reference_file(tmp_path):
     path = tmp_path / "reference-h200.json"
-    original = {"provenance": {"gpu": "NVIDIA H200"}, "lesson02": {"n": 16}, "counters": {
-        "provenance": {"date": "2026-11-30"}, "cases": {"precision": {"comparison": [], "provenance": {}}}}}
+    original = {
+        "provenance": {"gpu": "NVIDIA H200"},
+        "lesson02": {"n": 16},
+        "counters": {
+            "provenance": {"date": "2026-11-30"},
+            "cases": {"precision": {"comparison": [], "provenance": {}}},
+        },
+    }
     path.write_text(json.dumps(original))
     return path, original
 
@@ -449,6 +562,7 @@ def test_record_is_atomic(tmp_path):
 
 # ---- command line ----------------------------------------------------------------------------------------------
 
+
 def test_cli_without_counters_shows_the_reason_and_refuses_to_record(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(reference, "DATA_DIR", tmp_path)
     assert C.main(["--case", "precision"]) == 0
@@ -466,12 +580,15 @@ def test_module_docstring_starts_with_the_command_for_every_case():
 
 # ---- the child's kernels, small, in the interpreter ------------------------------------------------------------
 
-SMALL = {"fusion": lambda: C.fusion_case(n=1000), "precision": lambda: C.precision_case(n=100),
-         "coalescing": lambda: C.coalescing_case(n=64, strides=(1, 3), matrix=40),
-         "divergence": lambda: C.divergence_case(n=48, block=16, k_a=2, k_b=1, cheap=1, expensive=3),
-         "occupancy": lambda: C.occupancy_case(n=2000, blocks=(1024,)),
-         "tiling": lambda: C.tiling_case(n_noreuse=20, n_tiled=40),
-         "flash": lambda: C.flash_case(B=1, H=1, L=40, d=16)}
+SMALL = {
+    "fusion": lambda: C.fusion_case(n=1000),
+    "precision": lambda: C.precision_case(n=100),
+    "coalescing": lambda: C.coalescing_case(n=64, strides=(1, 3), matrix=40),
+    "divergence": lambda: C.divergence_case(n=48, block=16, k_a=2, k_b=1, cheap=1, expensive=3),
+    "occupancy": lambda: C.occupancy_case(n=2000, blocks=(1024,)),
+    "tiling": lambda: C.tiling_case(n_noreuse=20, n_tiled=40),
+    "flash": lambda: C.flash_case(B=1, H=1, L=40, d=16),
+}
 
 
 def test_the_child_refuses_to_run_without_a_gpu():

@@ -1,4 +1,5 @@
 """pyproject.toml, environment.yml and binder/requirements.txt must name the same packages."""
+
 import re
 import sys
 from pathlib import Path
@@ -50,8 +51,10 @@ def test_dependency_lists_agree():
     want = from_pyproject()
     assert want, "no dependencies found in pyproject.toml"
     problems = []
-    for name, have in [("environment.yml", from_environment_yml()),
-                       ("binder/requirements.txt", from_requirements_txt())]:
+    for name, have in [
+        ("environment.yml", from_environment_yml()),
+        ("binder/requirements.txt", from_requirements_txt()),
+    ]:
         if want - have:
             problems.append(f"{name} lacks {sorted(want - have)} (listed in pyproject.toml)")
         if have - want:

@@ -2,6 +2,7 @@
 each run, the seed in a failure's report) and awkward sizes, outputs poisoned before launch; the launchers' and
 helpers' errors naming the argument; the model's predictions; the suite's pipeline driven with a fake timer in
 interpreter mode."""
+
 import time
 
 import numpy as np
@@ -29,7 +30,9 @@ def _x(n):
 def _close(got, ref):
     got, ref = got.double().cpu(), ref.double().cpu()
     assert got.shape == ref.shape
-    assert not torch.isnan(got).any(), f"NaN at index {torch.isnan(got).nonzero()[0].item()}: an element was not written"
+    assert not torch.isnan(got).any(), (
+        f"NaN at index {torch.isnan(got).nonzero()[0].item()}: an element was not written"
+    )
     err = (got - ref).abs()
     assert err.max().item() <= TOL, f"max error {err.max().item():.3g} at index {err.argmax().item()}"
 
@@ -76,10 +79,14 @@ def test_every_element_written_into_poisoned_output():
     grid = (triton.cdiv(n, block),)
     for launch, ref in [
         (lambda y: dv.path_kernel[grid](x, y, n, K=K_A, PATH_A=True, BLOCK=block), dv.path_a_ref(x, K_A)),
-        (lambda y: dv.branch_where_kernel[grid](x, take_a.view(torch.uint8), y, n, K_A=K_A, K_B=K_B, BLOCK=block),
-         dv.branch_where_ref(x, take_a, K_A, K_B)),
-        (lambda y: dv.branch_uniform_kernel[grid](x, flags.view(torch.uint8), y, n, K_A=K_A, K_B=K_B, BLOCK=block),
-         dv.branch_uniform_ref(x, flags, K_A, K_B, block=block)),
+        (
+            lambda y: dv.branch_where_kernel[grid](x, take_a.view(torch.uint8), y, n, K_A=K_A, K_B=K_B, BLOCK=block),
+            dv.branch_where_ref(x, take_a, K_A, K_B),
+        ),
+        (
+            lambda y: dv.branch_uniform_kernel[grid](x, flags.view(torch.uint8), y, n, K_A=K_A, K_B=K_B, BLOCK=block),
+            dv.branch_uniform_ref(x, flags, K_A, K_B, block=block),
+        ),
         (lambda y: dv.loop_cost_kernel[grid](x, trips, y, n, BLOCK=block), dv.loop_cost_ref(x, trips)),
     ]:
         y = torch.full((n + 7,), float("nan"), device=gpulab.DEVICE)
@@ -139,8 +146,10 @@ def test_helpers_name_the_bad_argument(call, name):
 
 def test_helpers_accept_numpy_numbers():
     assert torch.equal(dv.block_flags(np.int64(8), np.float64(0.25)), dv.block_flags(8, 0.25))
-    assert np.array_equal(dv.mixed_trips(np.int64(50), np.float32(0.5), np.int32(1), np.int64(9), seed=np.int64(3)),
-                          dv.mixed_trips(50, 0.5, 1, 9, seed=3))
+    assert np.array_equal(
+        dv.mixed_trips(np.int64(50), np.float32(0.5), np.int32(1), np.int64(9), seed=np.int64(3)),
+        dv.mixed_trips(50, 0.5, 1, 9, seed=3),
+    )
     trips = np.array([64] + [4] * 127, dtype=np.int32)
     assert dv.predict_loop_ms(np.float64(0.1), 1.1, np.int64(64), trips, np.int64(128)) == pytest.approx(1.1)
 

@@ -1,8 +1,8 @@
 """The exercise checkers: reference solutions pass; common mistakes fail with the hint that names them."""
+
 import math
 
 import numpy as np
-import torch
 
 from gpulab.exercises import Report, ex00, ex01, run_cases
 
@@ -12,8 +12,13 @@ def _stub(**_):
 
 
 def test_reference_solutions_pass():
-    for check in (ex00.check_copy_time, ex00.check_ridge, ex01.check_matmul_counts,
-                  ex01.check_bound_ms, ex01.check_scale_add):
+    for check in (
+        ex00.check_copy_time,
+        ex00.check_ridge,
+        ex01.check_matmul_counts,
+        ex01.check_bound_ms,
+        ex01.check_scale_add,
+    ):
         rep = check(check.solution)
         assert rep.ok, str(rep)
 
@@ -47,8 +52,9 @@ def test_matmul_counts_hints_and_types():
 
 
 def test_bound_ms_hints():
-    rep = ex01.check_bound_ms(lambda flops, bytes_moved, peak_tflops, hbm_tbps:
-                                  (flops / peak_tflops + bytes_moved / hbm_tbps) / 1e9)
+    rep = ex01.check_bound_ms(
+        lambda flops, bytes_moved, peak_tflops, hbm_tbps: (flops / peak_tflops + bytes_moved / hbm_tbps) / 1e9
+    )
     assert not rep.ok and "the bound is the max" in str(rep)
 
 
@@ -88,9 +94,11 @@ def test_crossing_n_by_hand_and_its_mistakes():
     # seed: C/B = 100 FLOP/B; fp32: 2N / 12 >= 100 at N = 600; H200 datasheet bf16: 989.5 / 4.8 = 206.15 -> N = 619
     assert sol(100.0, 1.0, 4) == 600 and sol(989.5, 4.8, 2) == 619
     assert check(sol).ok and check(lambda c, b, s: np.int64(sol(c, b, s))).ok
-    for wrong, said in ((lambda c, b, s: sol(c, b, s) - 1, "round up"),
-                        (lambda c, b, s: max(1, math.ceil(s * c / b)), "C is written too"),
-                        (lambda c, b, s: max(1, math.ceil(3 * s * c / b)), "2 FLOPs"),
-                        (lambda c, b, s: 1.5 * s * c / b, "expected an int")):
+    for wrong, said in (
+        (lambda c, b, s: sol(c, b, s) - 1, "round up"),
+        (lambda c, b, s: max(1, math.ceil(s * c / b)), "C is written too"),
+        (lambda c, b, s: max(1, math.ceil(3 * s * c / b)), "2 FLOPs"),
+        (lambda c, b, s: 1.5 * s * c / b, "expected an int"),
+    ):
         rep = check(wrong)
         assert not rep.ok and said in str(rep), str(rep)

@@ -1,6 +1,7 @@
 """Lesson 00's kernel exercise, the vector add: a right kernel passes, and a wrong one, an unmasked one, one
 launched on too small a grid each get the message that names the mistake
 (none crashes the process: the checker's guards take the stray stores)."""
+
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
 import triton
 import triton.language as tl
@@ -9,8 +10,9 @@ from gpulab.exercises import ex00, hint, kernelcheck
 
 
 @triton.jit
-def _add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, MASK_LOAD: tl.constexpr, MASK_STORE: tl.constexpr,
-         OP: tl.constexpr):
+def _add(
+    x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, MASK_LOAD: tl.constexpr, MASK_STORE: tl.constexpr, OP: tl.constexpr
+):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     if MASK_LOAD:
@@ -31,6 +33,7 @@ def launcher(block=128, mask_load=True, mask_store=True, op=0, grid=None):
         n = x.numel()
         g = grid(n, block) if grid else triton.cdiv(n, block)
         _add[(g,)](x, y, out, n, BLOCK=block, MASK_LOAD=mask_load, MASK_STORE=mask_store, OP=op)
+
     return add
 
 

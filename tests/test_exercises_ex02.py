@@ -1,6 +1,7 @@
 """Lesson 02's kernel exercise (ex02.check_loop_grouped) on real Triton kernels, right and wrong: each usual
 mistake gets the message that names it, and none crashes the process (the guards take the stray accesses;
 the int32 inputs' guards hold -1, so an unmasked load of an index or a trip count stays in owned memory)."""
+
 import gpulab  # noqa: F401  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import torch
 import triton
@@ -11,8 +12,18 @@ from tests.exercise_checks import check_hints_then_solution
 
 
 @triton.jit
-def _loop(x_ptr, trips_ptr, order_ptr, y_ptr, n, BLOCK: tl.constexpr, MASK: tl.constexpr, USE_ORDER: tl.constexpr,
-          SCATTER: tl.constexpr, STEP: tl.constexpr):
+def _loop(
+    x_ptr,
+    trips_ptr,
+    order_ptr,
+    y_ptr,
+    n,
+    BLOCK: tl.constexpr,
+    MASK: tl.constexpr,
+    USE_ORDER: tl.constexpr,
+    SCATTER: tl.constexpr,
+    STEP: tl.constexpr,
+):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     if MASK:
@@ -37,6 +48,7 @@ def launcher(block=128, mask=True, use_order=True, scatter=False, step=0.9, grid
         n = x.numel()
         g = grid(n, block) if grid else triton.cdiv(n, block)
         _loop[(g,)](x, trips, order, out, n, BLOCK=block, MASK=mask, USE_ORDER=use_order, SCATTER=scatter, STEP=step)
+
     return loop_grouped
 
 
@@ -108,8 +120,11 @@ def test_switch_efficiency_by_hand_and_its_mistakes():
     def overlaps_cases(case, costs):
         return sum(costs[c] for c in case) / (max(costs[c] for c in set(case)) * 32)
 
-    for wrong, said in ((pays_every_case, "no lane takes is skipped"), (overlaps_cases, "one after another"),
-                        (lambda case, costs: 100 * sol(case, costs), "not a percentage")):
+    for wrong, said in (
+        (pays_every_case, "no lane takes is skipped"),
+        (overlaps_cases, "one after another"),
+        (lambda case, costs: 100 * sol(case, costs), "not a percentage"),
+    ):
         rep = check(wrong)
         assert not rep.ok and said in str(rep), str(rep)
     assert not check(lambda case, costs: (_ for _ in ()).throw(NotImplementedError)).attempted

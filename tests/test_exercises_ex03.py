@@ -1,5 +1,6 @@
 """Lesson 03's checkers: the ReLU-and-cast kernel exercise with right and wrong kernels (each usual mistake gets
 the message that names it, none crashes), and the counting exercises' reference solutions against wrong ones."""
+
 import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import pytest
 import triton
@@ -30,6 +31,7 @@ def launcher(block=128, mask=True, in_fp32=True, wrong=False, grid=None):
         n = x.numel()
         g = grid(n, block) if grid else triton.cdiv(n, block)
         _relu[(g,)](x, out, n, BLOCK=block, MASK=mask, IN_FP32=in_fp32, WRONG=wrong)
+
     return relu_cast
 
 
@@ -73,6 +75,7 @@ def test_hints_then_solution(capsys):
 
 
 # ---- the counting exercises (moved from the notebook): reference solutions pass, wrong answers fail -----------
+
 
 def test_counting_checkers_accept_the_solutions_and_refuse_wrong_answers():
     assert ex03.check_relu_bytes(ex03.check_relu_bytes.solution).ok

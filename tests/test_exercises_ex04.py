@@ -1,5 +1,6 @@
 """Lesson 04's checkers: the fused sin^2 + cos^2 kernel exercise with right and wrong kernels (each usual mistake
 gets the message that names it, none crashes), and the counting exercises' solutions against wrong answers."""
+
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
 import torch
 import triton
@@ -10,8 +11,7 @@ from tests.exercise_checks import check_hints_then_solution, check_stub_not_atte
 
 
 @triton.jit
-def _sincos(x_ptr, out_ptr, n, BLOCK: tl.constexpr, MASK: tl.constexpr, IN_FP32: tl.constexpr,
-            WRONG: tl.constexpr):
+def _sincos(x_ptr, out_ptr, n, BLOCK: tl.constexpr, MASK: tl.constexpr, IN_FP32: tl.constexpr, WRONG: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask) if MASK else tl.load(x_ptr + offs)
@@ -33,6 +33,7 @@ def launcher(block=128, mask=True, in_fp32=True, wrong=False, grid=None):
         n = x.numel()
         g = grid(n, block) if grid else triton.cdiv(n, block)
         _sincos[(g,)](x, out, n, BLOCK=block, MASK=mask, IN_FP32=in_fp32, WRONG=wrong)
+
     return sincos_fused
 
 
@@ -82,6 +83,7 @@ def test_hints_then_solution(capsys):
 
 
 # ---- the counting exercises (moved from the notebook): reference solutions pass, wrong answers fail -----------
+
 
 def test_counting_checkers_accept_the_solutions_and_refuse_wrong_answers():
     assert ex04.check_sincos_bytes(ex04.check_sincos_bytes.solution).ok

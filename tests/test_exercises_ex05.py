@@ -1,6 +1,7 @@
 """Lesson 05's kernel exercise: the fused sigmoid^3 forward and its recomputing backward, each checked with a
 right, a wrong and an unmasked kernel and a too-small grid (each mistake gets the message naming it, none
 crashes); the tolerance by hand."""
+
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
 import torch
 import triton
@@ -31,7 +32,7 @@ def _bwd(x_ptr, dy_ptr, dx_ptr, n, BLOCK: tl.constexpr, MASK: tl.constexpr, WRON
     s1 = 1.0 / (1.0 + tl.exp(-x))
     s2 = 1.0 / (1.0 + tl.exp(-s1))
     s3 = 1.0 / (1.0 + tl.exp(-s2))
-    if WRONG:   # every slope taken at x
+    if WRONG:  # every slope taken at x
         dx = dy * (s1 * (1.0 - s1)) * (s1 * (1.0 - s1)) * (s1 * (1.0 - s1))
     else:
         dx = dy * (s3 * (1.0 - s3)) * (s2 * (1.0 - s2)) * (s1 * (1.0 - s1))
@@ -45,14 +46,15 @@ def fwd(block=128, mask=True, times=3, grid=None):
     def sigmoid3_fwd(x, out):
         n = x.numel()
         _fwd[(grid(n, block) if grid else triton.cdiv(n, block),)](x, out, n, BLOCK=block, MASK=mask, TIMES=times)
+
     return sigmoid3_fwd
 
 
 def bwd(block=128, mask=True, wrong=False, grid=None):
     def sigmoid3_bwd(x, dy, out):
         n = x.numel()
-        _bwd[(grid(n, block) if grid else triton.cdiv(n, block),)](x, dy, out, n, BLOCK=block, MASK=mask,
-                                                                     WRONG=wrong)
+        _bwd[(grid(n, block) if grid else triton.cdiv(n, block),)](x, dy, out, n, BLOCK=block, MASK=mask, WRONG=wrong)
+
     return sigmoid3_bwd
 
 
@@ -100,6 +102,7 @@ def test_backward_tolerance_by_hand():
 def test_stub_reports_not_attempted_and_hints_come_before_the_solution(capsys):
     def stub(*args):
         raise NotImplementedError
+
     for check in (ex05.check_sigmoid3_fwd, ex05.check_sigmoid3_bwd):
         assert not check(stub).attempted and "not attempted" in str(check(stub))
         check._hints_shown = 0

@@ -1,5 +1,6 @@
 """Lesson 06's kernel exercises: the strided read and the transpose, each checked with a right, a wrong and an
 unmasked kernel and a too-small grid (each mistake gets the message naming it, none crashes the process)."""
+
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
 import triton
 import triton.language as tl
@@ -11,7 +12,7 @@ from gpulab.exercises import ex06, hint
 def _strided(x_ptr, y_ptr, n_out, stride, BLOCK: tl.constexpr, MASK: tl.constexpr, WRONG: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n_out
-    src = offs if WRONG else offs * stride      # WRONG: reads x[k], a plain copy
+    src = offs if WRONG else offs * stride  # WRONG: reads x[k], a plain copy
     if MASK:
         tl.store(y_ptr + offs, tl.load(x_ptr + src, mask=mask), mask=mask)
     else:
@@ -23,6 +24,7 @@ def strided(block=128, mask=True, wrong=False, grid=None):
         n = out.numel()
         g = grid(n, block) if grid else triton.cdiv(n, block)
         _strided[(g,)](x, out, n, stride, BLOCK=block, MASK=mask, WRONG=wrong)
+
     return strided_copy
 
 
@@ -32,11 +34,14 @@ def _transpose(a_ptr, b_ptr, M, N, BLOCK: tl.constexpr, MASK: tl.constexpr, WRON
     offs_n = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     in_a = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tile = tl.load(a_ptr + offs_m[:, None] * N + offs_n[None, :], mask=in_a)
-    if WRONG:   # stores the tile where it was: a copy, not a transpose
+    if WRONG:  # stores the tile where it was: a copy, not a transpose
         tl.store(b_ptr + offs_m[:, None] * N + offs_n[None, :], tile, mask=in_a)
     elif MASK:
-        tl.store(b_ptr + offs_n[:, None] * M + offs_m[None, :], tl.trans(tile),
-                 mask=(offs_n[:, None] < N) & (offs_m[None, :] < M))
+        tl.store(
+            b_ptr + offs_n[:, None] * M + offs_m[None, :],
+            tl.trans(tile),
+            mask=(offs_n[:, None] < N) & (offs_m[None, :] < M),
+        )
     else:
         tl.store(b_ptr + offs_n[:, None] * M + offs_m[None, :], tl.trans(tile))
 
@@ -46,6 +51,7 @@ def transpose(block=32, mask=True, wrong=False, grid=None):
         M, N = a.shape
         g = grid(M, N, block) if grid else (triton.cdiv(M, block), triton.cdiv(N, block))
         _transpose[g](a, out, M, N, BLOCK=block, MASK=mask, WRONG=wrong)
+
     return transpose_
 
 
@@ -80,6 +86,7 @@ def test_grid_too_small_is_named():
 def test_stubs_report_not_attempted_and_hints_come_before_the_solution(capsys):
     def stub(*args):
         raise NotImplementedError
+
     for check in (ex06.check_strided_copy, ex06.check_transpose):
         assert not check(stub).attempted
         check._hints_shown = 0

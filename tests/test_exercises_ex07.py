@@ -1,5 +1,6 @@
 """Lesson 07's checkers: the reference solutions pass, the common mistakes fail with their hint, stubs are
 'not attempted', and the solutions agree with gpulab's own models."""
+
 import random
 
 import torch
@@ -30,8 +31,9 @@ def test_solutions_agree_with_the_models(seed):
     for s in (1, 2, 4):
         for gpu in ("H200", "A100 80GB SXM", "T4"):
             for st in (1, 2, 3, 4):
-                assert L.check_largest_tile.solution(s, tiling.shared_memory_bytes(gpu), st) == \
-                    tiling.largest_square_tile(s, gpu, st)
+                assert L.check_largest_tile.solution(
+                    s, tiling.shared_memory_bytes(gpu), st
+                ) == tiling.largest_square_tile(s, gpu, st)
 
 
 def test_tile_count_mistakes():
@@ -81,9 +83,25 @@ import triton.language as tl  # noqa: E402
 
 
 @triton.jit
-def _matmul_variant_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, MASKED: tl.constexpr,
-                           ACCUMULATE: tl.constexpr):
+def _matmul_variant_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    sam,
+    sak,
+    sbk,
+    sbn,
+    scm,
+    scn,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    MASKED: tl.constexpr,
+    ACCUMULATE: tl.constexpr,
+):
     pid = tl.program_id(0)
     pid_m, pid_n = pid // tl.cdiv(N, BN), pid % tl.cdiv(N, BN)
     offs_m = pid_m * BM + tl.arange(0, BM)
@@ -117,9 +135,26 @@ def _variant(masked=True, accumulate=True, grid_rows=lambda M, bm: triton.cdiv(M
         grid = (grid_rows(M, bm) * triton.cdiv(N, bn),)
         if grid[0] == 0:
             return
-        _matmul_variant_kernel[grid](a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                                     out.stride(0), out.stride(1), BM=bm, BN=bn, BK=bk, MASKED=masked,
-                                     ACCUMULATE=accumulate)
+        _matmul_variant_kernel[grid](
+            a,
+            b,
+            out,
+            M,
+            N,
+            K,
+            a.stride(0),
+            a.stride(1),
+            b.stride(0),
+            b.stride(1),
+            out.stride(0),
+            out.stride(1),
+            BM=bm,
+            BN=bn,
+            BK=bk,
+            MASKED=masked,
+            ACCUMULATE=accumulate,
+        )
+
     return fn
 
 
@@ -157,10 +192,29 @@ def test_tiled_matmul_solution_matches_float64_on_a_poisoned_output():
 
 # ---- the persistent-matmul kernel exercise (lesson 07b) -----------------------------------------------------
 
+
 @triton.jit
-def _persistent_variant_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn, num_programs,
-                               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, LOOP: tl.constexpr,
-                               MASKED: tl.constexpr, RESET: tl.constexpr):
+def _persistent_variant_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    sam,
+    sak,
+    sbk,
+    sbn,
+    scm,
+    scn,
+    num_programs,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    LOOP: tl.constexpr,
+    MASKED: tl.constexpr,
+    RESET: tl.constexpr,
+):
     num_n = tl.cdiv(N, BN)
     num_tiles = tl.cdiv(M, BM) * num_n
     step = num_programs if LOOP else num_tiles  # LOOP=False: one tile per program, the mistake
@@ -173,10 +227,16 @@ def _persistent_variant_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn,
         for k0 in range(0, K, BK):
             ks = k0 + tl.arange(0, BK)
             if MASKED:
-                a = tl.load(a_ptr + offs_m[:, None] * sam + ks[None, :] * sak,
-                            mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0)
-                b = tl.load(b_ptr + ks[:, None] * sbk + offs_n[None, :] * sbn,
-                            mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+                a = tl.load(
+                    a_ptr + offs_m[:, None] * sam + ks[None, :] * sak,
+                    mask=(offs_m[:, None] < M) & (ks[None, :] < K),
+                    other=0.0,
+                )
+                b = tl.load(
+                    b_ptr + ks[:, None] * sbk + offs_n[None, :] * sbn,
+                    mask=(ks[:, None] < K) & (offs_n[None, :] < N),
+                    other=0.0,
+                )
             else:
                 a = tl.load(a_ptr + offs_m[:, None] * sam + ks[None, :] * sak)
                 b = tl.load(b_ptr + ks[:, None] * sbk + offs_n[None, :] * sbn)
@@ -192,9 +252,28 @@ def _persistent(loop=True, masked=True, reset=True):
     def fn(a, b, programs, out):
         M, K = a.shape
         N = b.shape[1]
-        _persistent_variant_kernel[(programs,)](a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0),
-                                                b.stride(1), out.stride(0), out.stride(1), programs, BM=32, BN=32,
-                                                BK=32, LOOP=loop, MASKED=masked, RESET=reset)
+        _persistent_variant_kernel[(programs,)](
+            a,
+            b,
+            out,
+            M,
+            N,
+            K,
+            a.stride(0),
+            a.stride(1),
+            b.stride(0),
+            b.stride(1),
+            out.stride(0),
+            out.stride(1),
+            programs,
+            BM=32,
+            BN=32,
+            BK=32,
+            LOOP=loop,
+            MASKED=masked,
+            RESET=reset,
+        )
+
     return fn
 
 

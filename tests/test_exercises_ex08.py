@@ -1,6 +1,7 @@
 """Lesson 08's checkers: the FlashAttention forward exercise with a right kernel and with each usual mistake
 (no rescale, no causal mask, unmasked loads and stores, too small a grid), each named, none crashing; and the
 online-softmax exercises' solutions against wrong answers."""
+
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
 import math
 
@@ -11,8 +12,21 @@ from gpulab.exercises import ex08, hint
 
 
 @triton.jit
-def _flash(Q, K, V, O, L, scale, CAUSAL: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr,
-           BLOCK_N: tl.constexpr, MASK: tl.constexpr, RESCALE: tl.constexpr, CAUSAL_MASK: tl.constexpr):
+def _flash(
+    Q,
+    K,
+    V,
+    O,
+    L,
+    scale,
+    CAUSAL: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    MASK: tl.constexpr,
+    RESCALE: tl.constexpr,
+    CAUSAL_MASK: tl.constexpr,
+):
     pid_m, bh = tl.program_id(0), tl.program_id(1)
     Q, K, V, O = Q + bh * L * D, K + bh * L * D, V + bh * L * D, O + bh * L * D
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -53,8 +67,22 @@ def launcher(mask=True, rescale=True, causal_mask=True, grid=None, block=16):
     def flash_forward(q, k, v, causal, out):
         B, H, L, d = q.shape
         g = grid(L, block) if grid else triton.cdiv(L, block)
-        _flash[(g, B * H)](q, k, v, out, L, 1 / math.sqrt(d), CAUSAL=causal, D=d, BLOCK_M=block, BLOCK_N=block,
-                           MASK=mask, RESCALE=rescale, CAUSAL_MASK=causal_mask)
+        _flash[(g, B * H)](
+            q,
+            k,
+            v,
+            out,
+            L,
+            1 / math.sqrt(d),
+            CAUSAL=causal,
+            D=d,
+            BLOCK_M=block,
+            BLOCK_N=block,
+            MASK=mask,
+            RESCALE=rescale,
+            CAUSAL_MASK=causal_mask,
+        )
+
     return flash_forward
 
 

@@ -1,5 +1,6 @@
 """The figure checker itself (tests/figure_checks.py) on hand-made figures: each broken one is caught with a
 message naming the fault, and each sound one (reversed range, bar from 0, heatmap cells, subplots) passes."""
+
 import plotly.graph_objects as go
 import pytest
 from plotly.subplots import make_subplots
@@ -50,6 +51,14 @@ def test_subplot_axis_and_dropdown_view():
     fig.update_yaxes(range=[0, 100], row=1, col=2)
     _raises(fig, "yaxis2 range")
     two = go.Figure([go.Scatter(x=[1], y=[1]), go.Scatter(x=[1], y=[2])])
-    two.update_layout(updatemenus=[dict(buttons=[dict(label="a", method="update", args=[{"visible": [True, False]}]),
-                                                 dict(label="none", method="update", args=[{"visible": [False, False]}])])])
+    two.update_layout(
+        updatemenus=[
+            dict(
+                buttons=[
+                    dict(label="a", method="update", args=[{"visible": [True, False]}]),
+                    dict(label="none", method="update", args=[{"visible": [False, False]}]),
+                ]
+            )
+        ]
+    )
     _raises(two, "view 1 of the dropdown")

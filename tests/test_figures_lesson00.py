@@ -1,5 +1,6 @@
 """Every lesson-00 figure builds, with and without a recording: every trace holds finite data, no axis range
 reaches far beyond the data it shows, and the figures without a recording say so."""
+
 import math
 
 import pytest
@@ -46,8 +47,9 @@ def _check(fig):
             dlo, dhi = min(vals), max(vals)
             span = max(dhi - dlo, abs(dhi), 1e-12)
             assert lo <= dlo + 1e-9 and hi >= dhi - 1e-9, f"{axis} range {lay.range} cuts data [{dlo}, {dhi}]"
-            assert dlo - lo <= span / 3 + 1e-9 and hi - dhi <= span / 3 + 1e-9, \
+            assert dlo - lo <= span / 3 + 1e-9 and hi - dhi <= span / 3 + 1e-9, (
                 f"{axis} range {lay.range} far beyond data [{dlo}, {dhi}]"
+            )
 
 
 @pytest.mark.parametrize("name", ["H200", "H100 SXM", "A100 80GB SXM", "L4", "T4", "V100 SXM2", "B200"])
@@ -107,11 +109,16 @@ RECORDED = reference.load("h200")
 
 def _all_figures():
     d = RECORDED["lesson00"]
-    return {"ceilings": figs.ceilings_figure(RECORDED["profile"], H200, reference.label(RECORDED)),
-            "ceilings, no datasheet": figs.ceilings_figure(RECORDED["profile"], None, "measured"),
-            "hierarchy": figs.hierarchy_figure(H200, d), "staircase": figs.staircase_figure(d, H200),
-            "staircase, model only": figs.staircase_figure(None, H200), "little": figs.little_figure(d, H200),
-            "little, model only": figs.little_figure(None, H200), "ridge": figs.ridge_generations_figure()}
+    return {
+        "ceilings": figs.ceilings_figure(RECORDED["profile"], H200, reference.label(RECORDED)),
+        "ceilings, no datasheet": figs.ceilings_figure(RECORDED["profile"], None, "measured"),
+        "hierarchy": figs.hierarchy_figure(H200, d),
+        "staircase": figs.staircase_figure(d, H200),
+        "staircase, model only": figs.staircase_figure(None, H200),
+        "little": figs.little_figure(d, H200),
+        "little, model only": figs.little_figure(None, H200),
+        "ridge": figs.ridge_generations_figure(),
+    }
 
 
 def test_every_figure_passes_the_shared_check_and_its_title_lines_fit_1000_px():

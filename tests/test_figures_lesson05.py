@@ -1,5 +1,6 @@
 """Lesson 05's figures: the live-memory steps agree with the memory model (held and peak counted by hand), the
 size explorer at both ends of its slider with the recording and without, and the time figure's model line."""
+
 import math
 
 import gpulab
@@ -21,32 +22,32 @@ def test_memory_steps_peak_and_held_match_the_counts_by_hand():
         peak = max(len(live) for *_, live in steps)
         assert (held, peak) == by_hand[way], way
         phases = [p for p, *_ in steps]
-        assert steps[-1][2] == ["dx"] and phases == sorted(phases, reverse=True), way   # forward, then backward
+        assert steps[-1][2] == ["dx"] and phases == sorted(phases, reverse=True), way  # forward, then backward
         m = gpulab.recompute.memory_model(way, 1, 4, "loss")
         assert (m["held_tensors"], m["peak_tensors"]) == (held, peak), way
 
 
 def test_memory_steps_figure_draws_every_step_at_its_size():
-    fig = figures.lesson05.memory_steps_figure(n=2**28, itemsize=4)   # 2^28 x 4 B = 1 GiB a tensor
+    fig = figures.lesson05.memory_steps_figure(n=2**28, itemsize=4)  # 2^28 x 4 B = 1 GiB a tensor
     assert_readable(fig)
     check_figure(fig, "memory steps")
     bars = {(tr.xaxis, tr.name): list(tr.y) for tr in fig.data}
-    assert bars[("x", "backward")] == [4.0, 4.0, 3.0, 1.0]          # eager: g2, g1, dx, done
-    assert max(bars[("x3", "forward")] + bars[("x3", "backward")]) == 1.0   # fused
+    assert bars[("x", "backward")] == [4.0, 4.0, 3.0, 1.0]  # eager: g2, g1, dx, done
+    assert max(bars[("x3", "forward")] + bars[("x3", "backward")]) == 1.0  # fused
     assert "peak 4" in fig.layout.annotations[0].text and "peak 1" in fig.layout.annotations[2].text
 
 
 def test_size_explorer_at_both_ends_of_its_slider_never_leaves_a_panel_empty():
     rec = RECORDED["lesson05"]
     e = figures.lesson05.SizeExplorer(rec, where="recorded")
-    assert e.k.value == e.k.min == 16 and e.k.max == 28      # the recorded sizes, from the small end
+    assert e.k.value == e.k.min == 16 and e.k.max == 28  # the recorded sizes, from the small end
     for k in (e.k.min, e.k.max, e.k.min):
         e.k.value = k
         assert_readable(e.live.fig)
         check_figure(e.live.fig, f"size explorer at k = {k}")
         rows = {r["way"]: r["ms"] for r in rec["rows"] if r["n"] == 2**k}
         assert list(e.live.fig.data[2].y) == [rows[w] for w in ("eager", "checkpoint", "fused")]
-    assert "fastest here: eager" in e.live.fig.layout.title.text        # 2^16: the fused way loses
+    assert "fastest here: eager" in e.live.fig.layout.title.text  # 2^16: the fused way loses
     e.k.value = 28
     assert "fastest here: fused" in e.live.fig.layout.title.text
     assert e.live.fig.layout.yaxis.title.text.startswith("GiB") and list(e.live.fig.data[0].y) == [4.0, 4.0, 1.0]
@@ -58,7 +59,7 @@ def test_size_explorer_without_a_recording_draws_the_model_and_says_so():
         e.k.value = k
         assert_readable(e.live.fig)
         assert len(e.live.fig.data) == 1 and "no recording yet" in e.live.fig.layout.title.text
-    assert list(e.live.fig.data[0].y) == [16.0, 16.0, 4.0] and e.k.max == 30   # 2^30 x 4 B = 4 GiB a tensor
+    assert list(e.live.fig.data[0].y) == [16.0, 16.0, 4.0] and e.k.max == 30  # 2^30 x 4 B = 4 GiB a tensor
 
 
 def test_time_figure_model_line_by_hand():

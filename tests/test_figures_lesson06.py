@@ -1,5 +1,6 @@
 """Lesson 06's figures: the stride figure's model by hand, the traversal figure with its values off the bars,
 the stride table against the recording, and the sector explorer at both ends of every slider and dropdown."""
+
 import pytest
 
 import gpulab  # noqa: F401  (first: it picks the mode)
@@ -14,7 +15,7 @@ RECORDED = reference.load("h200")
 def test_stride_figure_model_by_hand_and_with_the_recording():
     fig = figures.lesson06.stride_figure((1, 2, 4), 3.0)
     assert len(fig.data) == 3 and fig.data[0].y[0] == pytest.approx(3.0)  # stride 1, fp32: every byte useful
-    assert fig.data[0].y[2] == pytest.approx(3.0 * 2 / (4 + 1))          # stride 4: read at 1/4, write dense
+    assert fig.data[0].y[2] == pytest.approx(3.0 * 2 / (4 + 1))  # stride 4: read at 1/4, write dense
     fig = figures.lesson06.stride_figure((1, 2, 4, 8, 16, 32, 64), 4.3, RECORDED["lesson06"], "recorded")
     assert len(fig.data) == 5
     assert_readable(fig)
@@ -27,10 +28,10 @@ def test_traversal_figure_puts_values_in_the_labels_not_on_the_bars():
     fig = figures.lesson06.traversal_figure(rec, bounds, 4.0, "recorded")
     n_bars = len(rec["traversal"]["rows"]) + sum(r["dtype"] == "fp32" for r in rec["transpose"]["rows"])
     assert len(fig.data[0].x) == n_bars and set(fig.data[2].y) == {4.0}
-    assert fig.data[0].text is None                                      # nothing for a model mark to strike
+    assert fig.data[0].text is None  # nothing for a model mark to strike
     by_cols = next(r for r in rec["traversal"]["rows"] if r["method"] == "by columns")
     assert f"by columns<br>{by_cols['tbps']:.2f} TB/s" in fig.data[0].x
-    assert list(fig.data[1].y) == [4.0, 0.5]                             # by rows 1 x 4, by columns 1/8 x 4
+    assert list(fig.data[1].y) == [4.0, 0.5]  # by rows 1 x 4, by columns 1/8 x 4
     assert_readable(fig)
 
 
@@ -41,12 +42,12 @@ def test_stride_table_reads_the_recording():
     row16 = next(line for line in lines if line.split()[0] == "16")
     # torch at stride 16 (0.508 TB/s) sits on the 64-byte line (0.506): within 1 %, not below it
     assert row16.split()[2] == "0.508" and row16.rstrip().endswith("64 B (1.01x)"), row16
-    assert lines[1].split()[-2:] == ["all", "(0.91x)"]                    # stride 1: the three lines coincide
+    assert lines[1].split()[-2:] == ["all", "(0.91x)"]  # stride 1: the three lines coincide
 
 
 def test_sector_explorer_at_both_ends_of_every_slider_and_option():
     e = figures.lesson06.SectorExplorer(stride=1, offset=0, itemsize=4, copy_tbps=4.3)
-    assert e.itemsize.style.description_width == "initial"               # "bytes per element", not cut
+    assert e.itemsize.style.description_width == "initial"  # "bytes per element", not cut
     title = e.live.fig.layout.title.text
     for w in (e.stride, e.offset):
         for end in (w.min, w.max, w.min):

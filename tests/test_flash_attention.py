@@ -3,6 +3,7 @@ and random shapes (L = 1 .. 300 in the interpreter; inputs seeded, the seed in a
 both causal flags, every dtype, every backward mode, the TMA load path, poisoned outputs, the causal convention
 against SDPA, and input checks naming the argument. On a GPU the same tests run, plus larger shapes and the
 autotuned path."""
+
 import math
 import random
 
@@ -63,6 +64,7 @@ def _through_autograd(q, k, v, do, causal, sm_scale=None):
 
 # ---- shapes -----------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("causal", [False, True])
 def test_tiny_shape_one_key(dtype, causal):
@@ -73,8 +75,9 @@ def test_tiny_shape_one_key(dtype, causal):
     assert torch.equal(out, v)
 
 
-@pytest.mark.parametrize("d, dtype, causal", [((16, 32, 64, 128)[i % 4], DTYPES[i % 3], bool(i % 2))
-                                               for i in range(12)])
+@pytest.mark.parametrize(
+    "d, dtype, causal", [((16, 32, 64, 128)[i % 4], DTYPES[i % 3], bool(i % 2)) for i in range(12)]
+)
 def test_random_length_forward_and_backward(d, dtype, causal):
     L = random.randint(1, 300)  # seeded by the seed fixture
     B, H = (1, 2) if L % 2 else (2, 1)
@@ -95,8 +98,9 @@ def test_lq_differs_from_lk(lq, lk, causal):
 def test_causal_convention_is_sdpa_is_causal(lq, lk):
     # SDPA's is_causal is the top-left mask torch.ones(Lq, Lk).tril(): the reference and the kernel follow it
     q, k, v, _ = _inputs(1, 2, lq, lk, 16, torch.float32)
-    sdpa = torch.nn.functional.scaled_dot_product_attention(q.double().cpu(), k.double().cpu(), v.double().cpu(),
-                                                            is_causal=True)
+    sdpa = torch.nn.functional.scaled_dot_product_attention(
+        q.double().cpu(), k.double().cpu(), v.double().cpu(), is_causal=True
+    )
     ref, _ = F.flash_attention_ref(q, k, v, causal=True)
     assert torch.allclose(ref.cpu(), sdpa, atol=1e-12)
     assert torch.equal(F.causal_mask(lq, lk), torch.ones(lq, lk).tril().bool())
@@ -131,8 +135,18 @@ def test_other_tile_shapes(bm, bn):
     q, k, v, do = _inputs(1, 1, 100, 100, 16, torch.float32)
     for causal in (False, True):
         out, lse = F.flash_attention_forward(q, k, v, causal, config=F.fwd_config(bm, bn))
-        grads = F.flash_attention_backward(q, k, v, out, lse, do, causal, mode="split",
-                                           config=F.bwd_config(bn, 2 * bn, bm, bn), dq_config=F.bwd_config(bn, 2 * bn, bm, bn))
+        grads = F.flash_attention_backward(
+            q,
+            k,
+            v,
+            out,
+            lse,
+            do,
+            causal,
+            mode="split",
+            config=F.bwd_config(bn, 2 * bn, bm, bn),
+            dq_config=F.bwd_config(bn, 2 * bn, bm, bn),
+        )
         _check_all(q, k, v, do, causal, out, lse, grads, what=f"BLOCK_M={bm} BLOCK_N={bn} causal={causal}")
 
 
@@ -171,7 +185,6 @@ def test_very_negative_logsumexp_stays_finite(mode):
     assert torch.isfinite(out).all() and all(torch.isfinite(g).all() for g in grads), mode
 
 
-
 @pytest.mark.skipif(F.TensorDescriptor is None, reason="this Triton has no tensor descriptors")
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
@@ -190,13 +203,16 @@ def test_tma_tiles_past_a_head_do_not_leak_the_next_heads_inf(causal, L):
     out_ok, lse_ok = F.flash_attention_forward(q0, k0, v0, causal, use_tma=False)
     _close("out (head 0)", out[:, :1], out_ok.double(), 1e-6)
     for mode in F.BWD_MODES:
-        grads = F.flash_attention_backward(q, k, v, out_ok.expand_as(q), lse_ok.expand_as(lse), do, causal,
-                                           mode=mode, use_tma=True)
+        grads = F.flash_attention_backward(
+            q, k, v, out_ok.expand_as(q), lse_ok.expand_as(lse), do, causal, mode=mode, use_tma=True
+        )
         ok = F.flash_attention_backward(q0, k0, v0, out_ok, lse_ok, do0, causal, mode=mode, use_tma=False)
         for name, g, r in zip(("dq", "dk", "dv"), grads, ok):
             _close(f"{name} (head 0)", g[:, :1], r.double(), 1e-6, f"mode={mode}")
 
+
 # ---- poisoned outputs: every element must be written ------------------------------------------------------
+
 
 def test_kernels_write_every_element_of_poisoned_outputs():
     B, H, Lq, Lk, d = 1, 2, 45, 70, 32
@@ -206,8 +222,24 @@ def test_kernels_write_every_element_of_poisoned_outputs():
         lse = torch.full((B, H, Lq), float("nan"), device=DEV)
         cfg = F.INTERPRETER_FWD
         F.flash_attention_fwd_kernel[(triton.cdiv(Lq, cfg.kwargs["BLOCK_M"]), B * H)](
-            q, k, v, out, lse, None, None, None, F.LOG2E / math.sqrt(d), Lq, Lk, HEAD_DIM=d, CAUSAL=causal,
-            USE_TMA=False, UPCAST=False, DOT_PREC="ieee", **cfg.kwargs)
+            q,
+            k,
+            v,
+            out,
+            lse,
+            None,
+            None,
+            None,
+            F.LOG2E / math.sqrt(d),
+            Lq,
+            Lk,
+            HEAD_DIM=d,
+            CAUSAL=causal,
+            USE_TMA=False,
+            UPCAST=False,
+            DOT_PREC="ieee",
+            **cfg.kwargs,
+        )
         for mode in F.BWD_MODES:
             bufs = list(F.bwd_prepare(q, k, v, out, lse, do, mode))
             for i in (6, 7, 8):
@@ -219,6 +251,7 @@ def test_kernels_write_every_element_of_poisoned_outputs():
 
 
 # ---- the autograd Function and the input checks ---------------------------------------------------------
+
 
 def test_function_returns_lse_not_differentiable_and_empty_queries():
     q, k, v, _ = _inputs(1, 1, 20, 20, 16, torch.float32)
@@ -272,7 +305,6 @@ def test_bad_input_raises_naming_the_argument():
         F.flash_attention_forward(q, k, v, True, config=F.fwd_config(16, 32))
 
 
-
 def test_sm_scale_extremes_give_finite_results_or_name_the_argument():
     # sm_scale * log2(e) is passed to the kernel as fp32: past fp32's range it became inf (NaN everywhere)
     q, k, v, _ = _inputs(1, 1, 17, 17, 16, torch.float32)
@@ -284,6 +316,7 @@ def test_sm_scale_extremes_give_finite_results_or_name_the_argument():
         with pytest.raises(ValueError, match="sm_scale"):
             F.flash_attention(q, k, v, sm_scale=scale)
     import numpy as np
+
     out = F.flash_attention(q, k, v, sm_scale=np.float32(0.25))  # any real number type
     _close("out", out, F.flash_attention_ref(q, k, v, False, 0.25)[0], ATTENTION_REL[torch.float32])
 
@@ -293,17 +326,28 @@ def test_autograd_edge_cases():
     q, k, v, _ = _inputs(1, 2, 9, 11, 16, torch.float32)
     # gradcheck's undefined-gradient check calls backward with dout = None
     args = tuple(t.detach().clone().requires_grad_() for t in (q, k, v))
-    assert torch.autograd.gradcheck(lambda a, b, c: F.flash_attention(a, b, c, True), args, eps=1e-3, atol=2e-2,
-                                    rtol=2e-2, fast_mode=True)
+    assert torch.autograd.gradcheck(
+        lambda a, b, c: F.flash_attention(a, b, c, True), args, eps=1e-3, atol=2e-2, rtol=2e-2, fast_mode=True
+    )
     # the backward kernels are not differentiable: a second derivative must raise, not silently drop this term
     qq = q.detach().clone().requires_grad_()
-    g, = torch.autograd.grad(F.flash_attention(qq, k, v).pow(2).sum(), qq, create_graph=True)
+    (g,) = torch.autograd.grad(F.flash_attention(qq, k, v).pow(2).sum(), qq, create_graph=True)
     with pytest.raises(RuntimeError, match="differentiable once"):
         torch.autograd.grad((g.sum() + qq.pow(3).sum()), qq)
 
+
 def test_l_bucket():
-    assert [F.l_bucket(n) for n in (1, 256, 257, 1024, 3000, 4096, 5000, 16384, 10**6)] == \
-        [256, 256, 1024, 1024, 4096, 4096, 16384, 16384, 16384]
+    assert [F.l_bucket(n) for n in (1, 256, 257, 1024, 3000, 4096, 5000, 16384, 10**6)] == [
+        256,
+        256,
+        1024,
+        1024,
+        4096,
+        4096,
+        16384,
+        16384,
+        16384,
+    ]
 
 
 # ---- GPU only ---------------------------------------------------------------------------------------------
@@ -343,6 +387,7 @@ def test_inputs_on_two_gpus_name_the_argument():
     with pytest.raises(ValueError, match="q and v must be on the same device"):
         F.flash_attention(q, k, v.to("cuda:1"))
 
+
 def test_autotune_candidates_keep_the_tiling_rules():
     kept = F.fwd_candidates(torch.bfloat16, causal=True)
     assert kept and all(c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0 for c in kept)
@@ -351,8 +396,10 @@ def test_autotune_candidates_keep_the_tiling_rules():
     assert F.fwd_candidates(torch.float32, causal=False) == F.FP32_FWD_CONFIGS
     for part in F.BWD_CONFIGS:
         kept = F.bwd_candidates(part, torch.bfloat16)
-        assert kept and all(c.kwargs["BLOCK_N1"] % c.kwargs["BLOCK_M1"] == 0 and
-                            c.kwargs["BLOCK_M2"] % c.kwargs["BLOCK_N2"] == 0 for c in kept)
+        assert kept and all(
+            c.kwargs["BLOCK_N1"] % c.kwargs["BLOCK_M1"] == 0 and c.kwargs["BLOCK_M2"] % c.kwargs["BLOCK_N2"] == 0
+            for c in kept
+        )
     assert F.bwd_candidates("fused", torch.float32) == F.FP32_BWD_CONFIGS
 
 
@@ -366,6 +413,7 @@ class _Recorder:
         def launch(*args, **kw):
             self.launched.append(tuple(sorted((k, v) for k, v in kw.items() if k.startswith(("BLOCK", "num_")))))
             return self.kernel[grid](*args, **kw)
+
         return launch
 
 
@@ -404,11 +452,14 @@ def test_autotune_through_the_shared_autotuner(monkeypatch):
     grads = F.flash_attention_backward(q, k, v, out, lse, do, mode="atomic", use_tma=False)
     assert launched[-1] == _key(F.BWD_CONFIGS["atomic"][1])
     _check_all(q, k, v, do, False, out, lse, grads, what="after autotuning")
-    assert F.tuned_configs() == {"fwd float16 d=16 causal=False tma=False L<=256": F.config_short(F.FWD_CONFIGS[2]),
-                                 "atomic float16 d=16 causal=False tma=False L<=256":
-                                     F.config_short(F.BWD_CONFIGS["atomic"][1])}
-    assert F.default_configs(q, k, v, bwd_mode="atomic", use_tma=False) == {"fwd": F.FWD_CONFIGS[2],
-                                                              "atomic": F.BWD_CONFIGS["atomic"][1]}
+    assert F.tuned_configs() == {
+        "fwd float16 d=16 causal=False tma=False L<=256": F.config_short(F.FWD_CONFIGS[2]),
+        "atomic float16 d=16 causal=False tma=False L<=256": F.config_short(F.BWD_CONFIGS["atomic"][1]),
+    }
+    assert F.default_configs(q, k, v, bwd_mode="atomic", use_tma=False) == {
+        "fwd": F.FWD_CONFIGS[2],
+        "atomic": F.BWD_CONFIGS["atomic"][1],
+    }
     n = len(graphs)
     q2, k2, v2, _ = _inputs(1, 2, 70, 70, 16, torch.float16)  # the same bucket (L <= 256): no new timing
     F.flash_attention_forward(q2, k2, v2, use_tma=False)

@@ -1,5 +1,6 @@
 """The teaching FlashAttention (gpulab.kernels.flash_teaching): forward and backward against float64 autograd,
 both causal flags, lengths that are multiples of no tile, blocks of unequal sizes; and its input checks."""
+
 import gpulab  # first: it picks the mode  # isort: skip
 import pytest
 import torch
@@ -18,8 +19,9 @@ def _inputs(B, H, L, d, dtype, seed):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("L, d, blocks", [(1, 16, (16, 16)), (45, 32, (16, 16)), (70, 16, (32, 16)),
-                                          (33, 16, (16, 32))])
+@pytest.mark.parametrize(
+    "L, d, blocks", [(1, 16, (16, 16)), (45, 32, (16, 16)), (70, 16, (32, 16)), (33, 16, (16, 32))]
+)
 def test_forward_and_backward_match_float64(dtype, causal, L, d, blocks):
     seed = SEED + L + d
     q, k, v, do = _inputs(1, 2, L, d, dtype, seed)

@@ -3,6 +3,7 @@
 Expected tables are built here independently of the module (from the bit-field definitions, or from torch's
 own float8_e4m3fn decoding), not by calling the functions under test.
 """
+
 import math
 
 import numpy as np
@@ -10,9 +11,8 @@ import pytest
 import torch
 
 import gpulab
-from gpulab import figures
+from gpulab import figures, tolerances
 from gpulab import formats as F
-from gpulab import tolerances
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 
@@ -146,7 +146,7 @@ def test_mx_zero_block_partial_block_and_shapes():
     # the partial block quantizes exactly as the same 6 values padded by hand
     last = F.dequantize(F.quantize_mxfp8(torch.cat([x[0, 0, 64:], torch.zeros(26, device=DEV)])))
     assert torch.equal(y[0, 0, 64:], last[:6])
-    assert (tolerances.relative_error(x, y) < 2.0**-4)  # half an E4M3 ulp is 2^-4 relative
+    assert tolerances.relative_error(x, y) < 2.0**-4  # half an E4M3 ulp is 2^-4 relative
 
 
 def test_mx_nan_and_inf_blocks():

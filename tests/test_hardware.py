@@ -1,10 +1,21 @@
 """The GPU table: every GPU the lessons plan for (V100 and T4 up to B200), every number positive and sourced."""
+
 import pytest
 
 from gpulab import dtypes, hardware
 
-REQUIRED = ["T4", "L4", "A10", "A100 40GB SXM", "A100 80GB SXM", "H100 SXM", "H100 PCIe", "H200", "RTX 4090",
-            "Seed accelerator"]
+REQUIRED = [
+    "T4",
+    "L4",
+    "A10",
+    "A100 40GB SXM",
+    "A100 80GB SXM",
+    "H100 SXM",
+    "H100 PCIe",
+    "H200",
+    "RTX 4090",
+    "Seed accelerator",
+]
 
 
 @pytest.mark.parametrize("name", REQUIRED)
@@ -33,8 +44,13 @@ def test_known_values_and_lookup_by_torch_name():
     assert hardware.get("NVIDIA L4").name == "L4"
     assert hardware.get("NVIDIA H100 PCIe").sms == 114
     assert hardware.get("seed accelerator").name == "Seed accelerator"
-    for other in ["NVIDIA L40S", "NVIDIA H100 NVL", "NVIDIA A100 80GB PCIe", "NVIDIA GeForce RTX 4090 Laptop GPU",
-                  "NVIDIA H200 MIG 1g.18gb"]:
+    for other in [
+        "NVIDIA L40S",
+        "NVIDIA H100 NVL",
+        "NVIDIA A100 80GB PCIe",
+        "NVIDIA GeForce RTX 4090 Laptop GPU",
+        "NVIDIA H200 MIG 1g.18gb",
+    ]:
         with pytest.raises(KeyError, match="unknown GPU"):
             hardware.get(other)  # a variant with other numbers must not borrow a table entry's
         assert hardware.find(other) is None
@@ -76,8 +92,22 @@ def test_new_generations_values_and_lookup():
         assert hardware.find(other) is None
 
 
-@pytest.mark.parametrize("name", ["H200", "H100 SXM", "H100 PCIe", "A100 40GB SXM", "A100 80GB SXM", "L4", "T4",
-                                  "A10", "RTX 4090", "V100 SXM2", "B200"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "H200",
+        "H100 SXM",
+        "H100 PCIe",
+        "A100 40GB SXM",
+        "A100 80GB SXM",
+        "L4",
+        "T4",
+        "A10",
+        "RTX 4090",
+        "V100 SXM2",
+        "B200",
+    ],
+)
 def test_memory_hierarchy_fields(name):
     s = hardware.get(name)
     assert s.regs_per_sm == 65536 and s.year >= 2017

@@ -1,5 +1,6 @@
 """The kernel checker (gpulab.exercises.kernelcheck) on real Triton kernels, right and wrong: every usual
 mistake gets the message that names it, and none crashes the process (the guards take the stray stores)."""
+
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
 import torch
 import triton
@@ -10,8 +11,9 @@ from tests.exercise_checks import check_hints_then_solution, check_stub_not_atte
 
 
 @triton.jit
-def _scale_add(x_ptr, y_ptr, a, b, n, BLOCK: tl.constexpr, MASK_LOAD: tl.constexpr, MASK_STORE: tl.constexpr,
-               SHIFT: tl.constexpr):
+def _scale_add(
+    x_ptr, y_ptr, a, b, n, BLOCK: tl.constexpr, MASK_LOAD: tl.constexpr, MASK_STORE: tl.constexpr, SHIFT: tl.constexpr
+):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK) + SHIFT
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask) if MASK_LOAD else tl.load(x_ptr + offs)
@@ -25,8 +27,8 @@ def launcher(block=128, mask_load=True, mask_store=True, shift=0, grid=None, sig
     def scale_add(x, a, b, out):
         n = x.numel()
         g = grid(n, block) if grid else triton.cdiv(n, block)
-        _scale_add[(g,)](x, out, sign * a, b, n, BLOCK=block, MASK_LOAD=mask_load, MASK_STORE=mask_store,
-                         SHIFT=shift)
+        _scale_add[(g,)](x, out, sign * a, b, n, BLOCK=block, MASK_LOAD=mask_load, MASK_STORE=mask_store, SHIFT=shift)
+
     return scale_add
 
 
@@ -101,7 +103,7 @@ def test_scale_add_tolerance_holds_where_a_x_and_b_cancel():
     a, b = 2.68542, 1.54725
     exact = a * x.double() + b
     fma_like = exact.float()  # the exact value rounded once: what an FMA returns
-    two_roundings = (torch.tensor(a, dtype=torch.float32) * x + torch.tensor(b, dtype=torch.float32))
+    two_roundings = torch.tensor(a, dtype=torch.float32) * x + torch.tensor(b, dtype=torch.float32)
     for got in (fma_like, two_roundings):
         assert abs(got.double() - exact).item() <= 2.0**-22 * (abs(a * x.double()).item() + b)
     assert ex.check_scale_add.solution is not None

@@ -1,6 +1,7 @@
 """Vector add and ReLU against float64 references, on seeded random inputs (fresh each run, the seed in a
 failure's report) and awkward sizes, with outputs poisoned before launch (the launchers' torch.empty_like, and
 direct launches into NaN-filled outputs); bf16 subnormals, on a GPU and in the interpreter."""
+
 import gpulab  # first: it picks the mode before triton is imported  # isort: skip
 import pytest
 import torch
@@ -66,8 +67,9 @@ def test_kernels_do_not_write_past_the_end(seed):
 def test_relu_special_values_match_torch(dtype):
     # NaN stays NaN, as in torch.relu (tl.maximum(x, 0) would turn NaN into 0). The sign of a zero result is not
     # compared: torch.relu(-0.0) is -0.0 on the CPU but +0.0 on CUDA (seen on the H200), and both equal 0.
-    x = torch.tensor([float("nan"), -0.0, 0.0, -1.5, 2.5, float("inf"), float("-inf")], dtype=dtype,
-                     device=gpulab.DEVICE)
+    x = torch.tensor(
+        [float("nan"), -0.0, 0.0, -1.5, 2.5, float("inf"), float("-inf")], dtype=dtype, device=gpulab.DEVICE
+    )
     got, ref = relu_mod.relu(x).cpu(), torch.relu(x).cpu()
     assert torch.equal(got.isnan(), ref.isnan()), f"NaN handling: got {got}, torch gives {ref}"
     keep = ~ref.isnan()

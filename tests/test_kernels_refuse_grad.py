@@ -2,6 +2,7 @@
 argument: their output has no grad_fn, so a gradient through it would be lost without a word (``relu(x) + x``
 would give x a gradient of 1 where torch gives 2). Under ``torch.no_grad()`` they run. The differentiable ones
 (sigmoid3, flash_attention) accept such inputs."""
+
 import gpulab  # first: it picks the mode before triton is imported  # isort: skip
 import pytest
 import torch
@@ -23,9 +24,10 @@ from gpulab.kernels import (
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 
 DEV = gpulab.DEVICE
+
+
 def FLAGS(n):
     return torch.zeros(n, dtype=torch.bool, device=DEV)
-
 
 
 # (launcher, argument that requires grad, call given that argument as x: (16,) float32)
@@ -51,16 +53,22 @@ CASES = [
     ("matmul", "a", lambda x: matmul.matmul(x.view(4, 4), torch.eye(4, device=DEV), input_precision="ieee")),
     ("matmul_noreuse", "b", lambda x: matmul.matmul_noreuse(torch.eye(4, device=DEV), x.view(4, 4))),
     ("matmul_precision", "a", lambda x: matmul_precision.matmul_precision(x.view(4, 4), torch.eye(4, device=DEV))),
-    ("flash_attention_forward", "q",
-     lambda x: flash_attention.flash_attention_forward(x.view(1, 1, 1, 16), *[x.detach().view(1, 1, 1, 16)] * 2)),
+    (
+        "flash_attention_forward",
+        "q",
+        lambda x: flash_attention.flash_attention_forward(x.view(1, 1, 1, 16), *[x.detach().view(1, 1, 1, 16)] * 2),
+    ),
 ]
 
 
 @pytest.mark.parametrize("launcher, name, call", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
 def test_launchers_without_backward_refuse_inputs_that_require_grad(launcher, name, call, seed):
     x = torch.randn(16, device=DEV).requires_grad_()
-    with pytest.raises(ValueError, match=rf"^{name} requires grad, but .* no backward: the result would silently "
-                                         rf"carry no gradient\. Use .* for autograd, or pass {name}\.detach\(\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^{name} requires grad, but .* no backward: the result would silently "
+        rf"carry no gradient\. Use .* for autograd, or pass {name}\.detach\(\)",
+    ):
         call(x)
     with torch.no_grad():  # the documented way round: no graph is being built, so nothing is lost
         out = call(x)

@@ -10,6 +10,7 @@ Layers, bottom up (DESIGN.md, "The package, in layers"):
 3 measuring: the device profile, hardware counters
 4 suites, figures, widgets, exercises, targets: what the notebooks call
 """
+
 import ast
 import pathlib
 
@@ -17,10 +18,34 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "gpulab"
 
-CORE = {"gpulab", "gpulab.settings", "gpulab.dtypes", "gpulab.validate", "gpulab.tolerances", "gpulab.reference",
-        "gpulab.timing", "gpulab.plan", "gpulab.hardware"}
-MODELS = {f"gpulab.{m}" for m in ("roofline", "simt", "sectors", "tiling", "waves", "fusion",
-                                   "recompute", "attention", "online_softmax", "formats", "precision", "memory")}
+CORE = {
+    "gpulab",
+    "gpulab.settings",
+    "gpulab.dtypes",
+    "gpulab.validate",
+    "gpulab.tolerances",
+    "gpulab.reference",
+    "gpulab.timing",
+    "gpulab.plan",
+    "gpulab.hardware",
+}
+MODELS = {
+    f"gpulab.{m}"
+    for m in (
+        "roofline",
+        "simt",
+        "sectors",
+        "tiling",
+        "waves",
+        "fusion",
+        "recompute",
+        "attention",
+        "online_softmax",
+        "formats",
+        "precision",
+        "memory",
+    )
+}
 MEASURING = {"gpulab.device", "gpulab.counters"}
 
 
@@ -86,7 +111,7 @@ def test_no_cycles():
         stack.append(m)
         for t in sorted(graph.get(m, ())):
             if state.get(t) == 1:
-                cycles.append(stack[stack.index(t):] + [t])
+                cycles.append(stack[stack.index(t) :] + [t])
             elif t not in state:
                 visit(t)
         stack.pop()

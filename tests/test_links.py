@@ -1,4 +1,5 @@
 """The repository URL lives in pyproject.toml only; every notebook's Colab links must follow it."""
+
 import json
 import sys
 from pathlib import Path

@@ -2,6 +2,7 @@
 each run, the seed in a failure's report) of awkward shapes, per dtype and input precision, within
 gpulab.tolerances' matmul bound, outputs (and padding buffers) poisoned with NaN; the padding path, persistence,
 configs, bad input; on a GPU the autotuner and the Hopper path."""
+
 import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import pytest
 import torch
@@ -18,7 +19,6 @@ if gpulab.ON_GPU:
     SHAPES += [(1000, 999, 1001), (1793, 1793, 1793), (257, 4097, 64)]
 SMALL = mm.MatmulConfig(16, 32, 16, GROUP_M=2, num_warps=4, num_stages=2)  # many tiles and groups on small shapes
 _EMPTY = torch.empty  # unpoisoned: a huge buffer must stay untouched (see test_k_offsets_past_2_31_elements)
-
 
 
 def _rand(*shape, dtype):
@@ -58,7 +58,9 @@ def test_fp16_1000_999_1001_matches_torch():
     """An awkward fp16 case (no dimension a multiple of a tile): gpulab and torch.matmul both within the bound of float64, and within two
     fp16 ulps of each other."""
     a, b = _rand(1000, 1001, dtype=torch.float16), _rand(1001, 999, dtype=torch.float16)
-    cfg = None if gpulab.ON_GPU else mm.MatmulConfig(128, 128, 64, num_stages=1, persistent=True)  # fast in the interpreter
+    cfg = (
+        None if gpulab.ON_GPU else mm.MatmulConfig(128, 128, 64, num_stages=1, persistent=True)
+    )  # fast in the interpreter
     for path in _paths(torch.float16):
         ours = mm.matmul(a, b, path=path, config=cfg)
         assert_matmul_close(ours, a, b)
@@ -138,32 +140,35 @@ def test_counts():
     assert mm.counts(4096, 4096, 4096, 2) == (2 * 4096**3, 3 * 4096**2 * 2)
 
 
-@pytest.mark.parametrize("call, word", [
-    (lambda a, b: mm.matmul(a.tolist(), b), "a"),
-    (lambda a, b: mm.matmul(a, b.double()), "b"),
-    (lambda a, b: mm.matmul(a, b.half()), "dtype"),
-    (lambda a, b: mm.matmul(a, b.t()), "K"),
-    (lambda a, b: mm.matmul(a[None], b), "a"),
-    (lambda a, b: mm.matmul(a, b, input_precision="tf32x3"), "input_precision"),
-    (lambda a, b: mm.matmul(a, b, path="cuda"), "path"),
-    (lambda a, b: mm.matmul(a, b, path="tma"), "path"),  # fp32 has no TMA path here
-    (lambda a, b: mm.matmul(a, b, config="fast"), "config"),
-    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(48, 32, 16)), "BLOCK_M"),
-    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 8)), "BLOCK_K"),
-    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_warps=3)), "num_warps"),
-    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, GROUP_M=0)), "GROUP_M"),
-    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_stages=0)), "num_stages"),
-    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, GROUP_M=True)), "GROUP_M"),  # bool is an int
-    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_warps=4.0)), "num_warps"),  # 4.0 == 4
-    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_stages=2.0)), "num_stages"),
-    (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_stages=True)), "num_stages"),
-    (lambda a, b: mm.matmul(a.requires_grad_(), b), "a requires grad.*torch.matmul.*detach"),  # no backward
-    (lambda a, b: mm.matmul(a, b.requires_grad_()), "b requires grad.*torch.matmul.*detach"),
-    (lambda a, b: mm.matmul_noreuse(a.requires_grad_(), b), "a requires grad"),
-    (lambda a, b: mm.matmul_noreuse(a, b, block=100), "block"),
-    (lambda a, b: mm.matmul_noreuse(a, b, block=0), "block"),  # not "0 means the default"
-    (lambda a, b: mm.matmul_noreuse(a, b, block_k=0), "block_k"),
-])
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda a, b: mm.matmul(a.tolist(), b), "a"),
+        (lambda a, b: mm.matmul(a, b.double()), "b"),
+        (lambda a, b: mm.matmul(a, b.half()), "dtype"),
+        (lambda a, b: mm.matmul(a, b.t()), "K"),
+        (lambda a, b: mm.matmul(a[None], b), "a"),
+        (lambda a, b: mm.matmul(a, b, input_precision="tf32x3"), "input_precision"),
+        (lambda a, b: mm.matmul(a, b, path="cuda"), "path"),
+        (lambda a, b: mm.matmul(a, b, path="tma"), "path"),  # fp32 has no TMA path here
+        (lambda a, b: mm.matmul(a, b, config="fast"), "config"),
+        (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(48, 32, 16)), "BLOCK_M"),
+        (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 8)), "BLOCK_K"),
+        (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_warps=3)), "num_warps"),
+        (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, GROUP_M=0)), "GROUP_M"),
+        (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_stages=0)), "num_stages"),
+        (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, GROUP_M=True)), "GROUP_M"),  # bool is an int
+        (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_warps=4.0)), "num_warps"),  # 4.0 == 4
+        (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_stages=2.0)), "num_stages"),
+        (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_stages=True)), "num_stages"),
+        (lambda a, b: mm.matmul(a.requires_grad_(), b), "a requires grad.*torch.matmul.*detach"),  # no backward
+        (lambda a, b: mm.matmul(a, b.requires_grad_()), "b requires grad.*torch.matmul.*detach"),
+        (lambda a, b: mm.matmul_noreuse(a.requires_grad_(), b), "a requires grad"),
+        (lambda a, b: mm.matmul_noreuse(a, b, block=100), "block"),
+        (lambda a, b: mm.matmul_noreuse(a, b, block=0), "block"),  # not "0 means the default"
+        (lambda a, b: mm.matmul_noreuse(a, b, block_k=0), "block_k"),
+    ],
+)
 def test_bad_input_names_the_argument(call, word):
     a, b = torch.randn(8, 16, device=gpulab.DEVICE), torch.randn(16, 4, device=gpulab.DEVICE)
     with pytest.raises((TypeError, ValueError), match=word):
@@ -206,8 +211,9 @@ def test_noreuse_kernel_mask_past_2_31_outputs():
     M, N, K, BLOCK = 65536, 32769, 20, 64
     a, b = _rand(1, K, dtype=torch.float32), _rand(K, BLOCK, dtype=torch.float32)  # row 0 of A, columns 0..63 of B
     c = torch.full((1, BLOCK), float("nan"), device=gpulab.DEVICE)
-    mm.matmul_noreuse_kernel[(1,)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                                   N, c.stride(1), BLOCK=BLOCK, BLOCK_K=16)
+    mm.matmul_noreuse_kernel[(1,)](
+        a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), N, c.stride(1), BLOCK=BLOCK, BLOCK_K=16
+    )
     assert_matmul_close(c, a, b)
 
 
@@ -293,6 +299,7 @@ def test_gpu_matmul_replays_from_a_cuda_graph(N):
     """The awkward-size path (pad A and B, TMA matmul, copy C back) is capturable: replaying the graph on new
     values written into the captured inputs gives their product (what lesson 07's graphed timing relies on)."""
     from gpulab.timing import capture_graph
+
     a, b = _rand(N, N, dtype=torch.bfloat16), _rand(N, N, dtype=torch.bfloat16)
     out = {}
     g = capture_graph(lambda: out.__setitem__("c", mm.matmul(a, b)))
@@ -306,6 +313,7 @@ def test_gpu_matmul_replays_from_a_cuda_graph(N):
 
 def test_power_of_two_check_bounds_and_types():
     from gpulab.kernels._checks import check_power_of_two
+
     for ok in (1, 2, 64, 4096):
         check_power_of_two("block", ok, 1, 4096)
     for bad in (0, 3, 24, 8192, -4, True, 4.0, "16", None):
@@ -325,8 +333,8 @@ def test_autotune_ranks_by_graph_replay_and_falls_back_to_eager(monkeypatch):
     a, b = _rand(40, 24, dtype=torch.float16), _rand(24, 33, dtype=torch.float16)
     cands = [mm.INTERPRETER_CONFIG, mm.MatmulConfig(32, 32, 16, 4, 4, 1), mm.MatmulConfig(32, 64, 16, 4, 4, 1)]
     bad = mm.MatmulConfig(32, 32, 16, 4, 4, 1, persistent=True)
-    graph_ms = {cands[0]: 3.0, cands[1]: 1.0, cands[2]: 2.0, bad: 0.1}   # the graph clock ranks cands[1] first
-    eager_ms = {cands[0]: 0.5, cands[1]: 9.0, cands[2]: 0.7, bad: 0.1}   # the eager clock would rank cands[0] first
+    graph_ms = {cands[0]: 3.0, cands[1]: 1.0, cands[2]: 2.0, bad: 0.1}  # the graph clock ranks cands[1] first
+    eager_ms = {cands[0]: 0.5, cands[1]: 9.0, cands[2]: 0.7, bad: 0.1}  # the eager clock would rank cands[0] first
     launched, seen = [], []
 
     def fake_launch(a_, b_, c_, cfg, path, input_precision="tf32"):

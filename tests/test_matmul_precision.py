@@ -1,6 +1,7 @@
 """gpulab.kernels.matmul_precision: the Triton matmul against float64 on seeded random inputs (fresh each run, the
 seed in a failure's report) of awkward shapes, within gpulab.tolerances.MATMUL_PRECISION_REL per input precision
 and accumulator; the bf16 interpreter detector and its workaround."""
+
 import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import pytest
 import torch
@@ -67,8 +68,10 @@ def test_fp16_accumulation_error_grows_with_k_and_fp32_does_not():
     for k in (16, 4096):
         a, b = _rand(16, k, dtype=torch.float16), _rand(k, 16, dtype=torch.float16)
         ref = mp.matmul_precision_ref(a, b)
-        errs[k] = (_rel(mp.matmul_precision(a, b, acc_dtype=torch.float16), ref),
-                   _rel(mp.matmul_precision(a, b, acc_dtype=torch.float32), ref))
+        errs[k] = (
+            _rel(mp.matmul_precision(a, b, acc_dtype=torch.float16), ref),
+            _rel(mp.matmul_precision(a, b, acc_dtype=torch.float32), ref),
+        )
     assert errs[4096][0] > 3 * errs[16][0], errs  # fp16 running sum: error grows with K
     assert errs[4096][0] > 100 * errs[4096][1], errs
     assert max(errs[16][1], errs[4096][1]) < FP32_SUMS, errs
@@ -80,8 +83,25 @@ def test_every_output_element_written_and_nothing_past_the_end():
     c = torch.full((M + 3, N), float("nan"), device=gpulab.DEVICE)
     c[M:] = -7.0
     mp.matmul_precision_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 16))](
-        a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, INPUT_PRECISION="ieee", ACC_FP16=False, UPCAST=False)
+        a,
+        b,
+        c,
+        M,
+        N,
+        K,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        c.stride(0),
+        c.stride(1),
+        BLOCK_M=32,
+        BLOCK_N=16,
+        BLOCK_K=16,
+        INPUT_PRECISION="ieee",
+        ACC_FP16=False,
+        UPCAST=False,
+    )
     assert _rel(c[:M], mp.matmul_precision_ref(a, b)) < FP32_SUMS
     assert torch.all(c[M:] == -7.0), "the mask must stop writes beyond M"
 
@@ -115,6 +135,7 @@ def test_bad_input_names_the_argument():
 
 
 # ---- the bf16 dot in the interpreter ------------------------------------------------------------------
+
 
 def test_detector_verdict_on_this_triton():
     try:

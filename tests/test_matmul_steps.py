@@ -1,11 +1,12 @@
 """Lesson 07's teaching matmuls (gpulab.kernels.matmul_steps): every step against float64 on awkward M, N, K,
 poisoned outputs, strided inputs; the launch order by hand; the hand counts; bad arguments named."""
+
 import pytest
 import torch
-
-import gpulab  # first: it picks the mode (TRITON_INTERPRET) before Triton is imported
 import triton
 import triton.language as tl
+
+import gpulab  # first: it picks the mode (TRITON_INTERPRET) before Triton is imported
 from gpulab import tolerances
 from gpulab.kernels import matmul_steps as ms
 

@@ -1,5 +1,6 @@
 """The memory-hierarchy model: capacities, the staircase, Little's law and ridge points, against values
 worked out by hand from the datasheet numbers in gpulab.hardware."""
+
 import math
 
 import pytest

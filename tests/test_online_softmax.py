@@ -1,13 +1,14 @@
 """The online softmax model: the seed's worked example exactly, the masked-row example, merges in any order and
 any tile width against the direct softmax in float64, empty states without NaN, and the slider."""
+
 import math
 import random
 
 import numpy as np
 import pytest
 
-from gpulab import online_softmax as O
 from gpulab import figures
+from gpulab import online_softmax as O
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 
@@ -15,8 +16,16 @@ pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, t
 def test_seed_worked_example():
     got = O.check_seed_example()
     assert got["out"] == pytest.approx(2.5, rel=1e-15) and got["exact"] == pytest.approx(2.5, rel=1e-15)
-    assert got["m_A"] == pytest.approx(math.log(2)) and got["l_A"] == pytest.approx(1.5) and got["u_A"] == pytest.approx(4.5)
-    assert got["m_B"] == pytest.approx(math.log(3)) and got["l_B"] == pytest.approx(1.0) and got["u_B"] == pytest.approx(2.0)
+    assert (
+        got["m_A"] == pytest.approx(math.log(2))
+        and got["l_A"] == pytest.approx(1.5)
+        and got["u_A"] == pytest.approx(4.5)
+    )
+    assert (
+        got["m_B"] == pytest.approx(math.log(3))
+        and got["l_B"] == pytest.approx(1.0)
+        and got["u_B"] == pytest.approx(2.0)
+    )
     assert got["alpha"] == pytest.approx(2 / 3) and got["beta"] == pytest.approx(1.0)
     assert got["l"] == pytest.approx(2.0) and got["u"] == pytest.approx(5.0)
 
@@ -45,7 +54,7 @@ def test_every_tile_width_gives_the_direct_softmax(trial, seed):
     n = int(rng.integers(1, 60))
     s = rng.normal(0, 3, n)
     s[rng.random(n) < 0.3] = -np.inf
-    s[rng.integers(n)] = rng.normal()          # at least one valid score
+    s[rng.integers(n)] = rng.normal()  # at least one valid score
     v = rng.normal(size=(n, 3))
     ref = _direct(s, v)
     for tile in range(1, n + 1):
@@ -99,7 +108,6 @@ def test_bad_inputs():
         O.tile_state([1.0, math.nan], [1.0, 2.0])
 
 
-
 def test_states_of_different_value_widths_do_not_broadcast():
     # numpy would broadcast a width-1 u into a width-3 one: a silently wrong merge. Only an empty state (which
     # holds nothing, e.g. empty_state() with its default width 1) may meet a state of another width.
@@ -114,6 +122,7 @@ def test_states_of_different_value_widths_do_not_broadcast():
     assert s.u.shape == (3,) and np.allclose(s.output(), _direct([0.5, 3.0], np.array([[1, 2, 3], [4, 5, 6.0]])))
     # values of width 0 give an output of width 0, not a made-up width-1 zero
     assert O.attention_row([1.0, 2.0], np.ones((2, 0)), 1).shape == (0,)
+
 
 def test_explorer_slider_changes_the_figure():
     ex = figures.lesson08.RowWalkExplorer(tile=4)

@@ -1,5 +1,6 @@
 """gpulab.kernels.pad: the row-padding copy that makes any fp16/bf16 matrix readable by TMA. Random inputs are
 seeded (fresh each run, the seed in a failure's report)."""
+
 import gpulab  # first: it picks the mode before triton is imported  # isort: skip
 import pytest
 import torch
@@ -26,10 +27,10 @@ def test_pad_rows_copies_every_element_into_aligned_rows(shape, dtype, monkeypat
 
 def test_pad_rows_handles_views_and_bad_input():
     base = torch.randn(40, 50, device=gpulab.DEVICE).half()
-    t = base[3:20, 5:36]             # unaligned base pointer and a row stride of 50 elements
+    t = base[3:20, 5:36]  # unaligned base pointer and a row stride of 50 elements
     v = P.pad_rows(t)
     assert P.aligned16(v) and torch.equal(v.cpu(), t.cpu())
-    tt = base.t()                    # last dimension not contiguous
+    tt = base.t()  # last dimension not contiguous
     assert torch.equal(P.pad_rows(tt).cpu(), tt.cpu())
     with pytest.raises(ValueError, match="t must have 2 dimension"):
         P.pad_rows(torch.randn(3, device=gpulab.DEVICE))
@@ -37,12 +38,18 @@ def test_pad_rows_handles_views_and_bad_input():
         P.pad_rows([[1.0]])
 
 
-@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128, torch.bool, torch.int8, torch.float64,
-                                   torch.float8_e4m3fn])
+@pytest.mark.parametrize(
+    "dtype", [torch.complex64, torch.complex128, torch.bool, torch.int8, torch.float64, torch.float8_e4m3fn]
+)
 def test_pad_rows_any_dtype_is_copied_bit_for_bit(dtype):
     # "any dtype": Triton has no complex pointers, so the copy moves the bits as integers of the same width
-    t = torch.randn(5, 7, dtype=torch.complex128).to(dtype) if dtype.is_complex else \
-        (torch.randn(5, 7) > 0) if dtype == torch.bool else torch.randn(5, 7).mul(10).to(dtype)
+    t = (
+        torch.randn(5, 7, dtype=torch.complex128).to(dtype)
+        if dtype.is_complex
+        else (torch.randn(5, 7) > 0)
+        if dtype == torch.bool
+        else torch.randn(5, 7).mul(10).to(dtype)
+    )
     base = torch.zeros(5, 9, dtype=dtype)
     base[:, 1:8] = t
     for src in (t, base[:, 1:8], t[:1].t()):  # contiguous; offset view, odd row stride; (7, 1) of strides (1, 7)
@@ -77,18 +84,21 @@ def test_pad_rows_many_copies_two_matrices_of_different_shapes_in_one_launch(mon
     real, launches = torch.empty, []
     monkeypatch.setattr(torch, "empty", lambda *a, **kw: real(*a, **kw).fill_(float("nan")))  # poison
     kernel = P.pad_rows_kernel
-    monkeypatch.setattr(P, "pad_rows_kernel", type("Spy", (), {
-        "__getitem__": lambda self, grid: (launches.append(grid), kernel[grid])[1]})())
-    a = torch.randn(37, 1793 % 300, dtype=torch.float64).half().to(gpulab.DEVICE)   # 293 columns
-    b = torch.randn(293, 9, dtype=torch.float64).half().to(gpulab.DEVICE)          # more rows, fewer columns
+    monkeypatch.setattr(
+        P,
+        "pad_rows_kernel",
+        type("Spy", (), {"__getitem__": lambda self, grid: (launches.append(grid), kernel[grid])[1]})(),
+    )
+    a = torch.randn(37, 1793 % 300, dtype=torch.float64).half().to(gpulab.DEVICE)  # 293 columns
+    b = torch.randn(293, 9, dtype=torch.float64).half().to(gpulab.DEVICE)  # more rows, fewer columns
     aligned = torch.randn(8, 16, dtype=torch.float64).half().to(gpulab.DEVICE)
     pa, pal, pb = P.pad_rows_many([a, aligned, b])
     assert pal is aligned and len(launches) == 1 and launches[0][1] == 2, launches
     for src, v in ((a, pa), (b, pb)):
         assert P.aligned16(v) and torch.equal(v.cpu(), src.cpu()), "an element of one of the two was not copied"
     launches.clear()
-    c32 = torch.randn(5, 7, device=gpulab.DEVICE)                                  # another element size:
-    pc, pa2 = P.pad_rows_many([c32, a])                                            # a launch of its own
+    c32 = torch.randn(5, 7, device=gpulab.DEVICE)  # another element size:
+    pc, pa2 = P.pad_rows_many([c32, a])  # a launch of its own
     assert len(launches) == 2 and torch.equal(pc.cpu(), c32.cpu()) and torch.equal(pa2.cpu(), a.cpu())
     with pytest.raises(ValueError, match=r"ts\[1\] must have 2 dimension"):
         P.pad_rows_many([a, torch.randn(3, device=gpulab.DEVICE)])
@@ -153,8 +163,13 @@ def test_copy_rows_refuses_src_and_dst_that_share_memory():
     # tiles run in no fixed order: b[:-1] into b[1:] would read rows another tile has already overwritten
     b = torch.randn(20, 9, device=gpulab.DEVICE)
     wide = torch.randn(6, 16, device=gpulab.DEVICE)
-    for src, dst in ((b[:-1], b[1:]), (b[1:], b[:-1]), (b, b), (b[2:5], b[4:7]),
-                     (wide[:, :8], wide[:, 8:])):  # interleaved rows never meet, but byte ranges intersect
+    for src, dst in (
+        (b[:-1], b[1:]),
+        (b[1:], b[:-1]),
+        (b, b),
+        (b[2:5], b[4:7]),
+        (wide[:, :8], wide[:, 8:]),
+    ):  # interleaved rows never meet, but byte ranges intersect
         before = b.clone(), wide.clone()
         with pytest.raises(ValueError, match=r"^src and dst must not share memory, got byte ranges"):
             P.copy_rows(src, dst)

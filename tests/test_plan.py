@@ -3,6 +3,7 @@
 Expected values come from the datasheets and the CUDA guide's per-compute-capability limits, by hand: shared
 memory per block 64 KiB on 7.5, 163 KiB on 8.0, 99 KiB on 8.9, 227 KiB on 9.0; bf16 and tf32 from 8.0, fp8
 from 8.9, TMA from 9.0."""
+
 import os
 import subprocess
 import sys
@@ -48,8 +49,9 @@ def _smem(c):
     return plan.matmul_smem_bytes(c.bm, c.bn, c.bk, c.stages, 2)
 
 
-@pytest.mark.parametrize("name, kept", [("T4", [CANDIDATES[2]]), ("L4", CANDIDATES[1:]), ("A100", CANDIDATES),
-                                        ("H200", CANDIDATES)])
+@pytest.mark.parametrize(
+    "name, kept", [("T4", [CANDIDATES[2]]), ("L4", CANDIDATES[1:]), ("A100", CANDIDATES), ("H200", CANDIDATES)]
+)
 def test_autotuning_lists_fit_shared_memory(name, kept):
     assert plan.for_gpu(plan.as_gpu_spec(name)).keep_fitting(CANDIDATES, _smem) == kept
 
@@ -79,8 +81,10 @@ def test_choose_order_and_refusals():
     with pytest.raises(ValueError, match="compute capability 9.0"):
         plan.choose("H200", t4)
     with pytest.raises(ValueError, match="80 GB"):
-        plan.choose("A100 80GB SXM", hardware.get("L4").__class__(**{**hardware.get("L4").__dict__,
-                                                                      "compute_capability": (9, 0)}))
+        plan.choose(
+            "A100 80GB SXM",
+            hardware.get("L4").__class__(**{**hardware.get("L4").__dict__, "compute_capability": (9, 0)}),
+        )
     for bad in ("V100", "Seed accelerator", "", None):
         with pytest.raises(ValueError, match="GPULAB_AS_GPU must name a GPU"):
             plan.as_gpu_spec(bad)
@@ -93,12 +97,13 @@ def test_choose_order_and_refusals():
 def _python(code: str, **env) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if not k.startswith(("GPULAB_", "TRITON_INTERPRET"))}
     full.update(env)
-    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def test_as_gpu_switch_end_to_end():
-    r = _python("import gpulab, gpulab.plan as p; print(p.current().gpu.name); gpulab.describe()",
-                GPULAB_AS_GPU="T4")
+    r = _python("import gpulab, gpulab.plan as p; print(p.current().gpu.name); gpulab.describe()", GPULAB_AS_GPU="T4")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == "T4"
     assert "plans for: T4" in r.stdout and "bf16 matmuls: fp16" in r.stdout and "tile loads: pointer" in r.stdout

@@ -1,5 +1,6 @@
 """gpulab.precision: ReLU byte counts (seed), matmul error per dtype, TF32/fp8 emulation, hardware gating with a
 faked compute capability, the lesson03 suite's report, and the exercises' checkers."""
+
 import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import math
 
@@ -7,17 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from gpulab import dtypes
+from gpulab import dtypes, tolerances
 from gpulab import precision as P
-from gpulab import tolerances
 from gpulab.bench import lesson03
-from gpulab.timing import NoGPUTimingError
 from gpulab.exercises import ex03 as ex
+from gpulab.timing import NoGPUTimingError
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 
 
 # ---- seed numbers ------------------------------------------------------------------------------------
+
 
 def test_relu_bytes_seed():
     n = 1000
@@ -26,7 +27,7 @@ def test_relu_bytes_seed():
     assert P.relu_bytes(n, "bf16") == 4 * n
     with pytest.raises(ValueError, match="dtype must be one of"):
         P.relu_bytes(n, "fp8")
-    assert P.relu_bytes(np.int64(2**40), "bf16") == 4 * 2**40   # NumPy ints are ints
+    assert P.relu_bytes(np.int64(2**40), "bf16") == 4 * 2**40  # NumPy ints are ints
     with pytest.raises((TypeError, ValueError), match="n must"):
         P.relu_bytes(-1, "fp32")
 
@@ -38,15 +39,19 @@ def test_dtypes_come_from_the_one_table():
 
 # ---- hardware gating -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cc,name,has,lacks", [
-    ((7, 5), "T4", {"fp32", "fp16"}, {"bf16", "tf32", "fp8", "mx_native"}),
-    ((8, 0), "A100", {"bf16", "tf32", "fp16"}, {"fp8", "mx_native"}),
-    ((8, 6), "A10", {"bf16"}, {"fp8", "mx_native"}),
-    ((8, 9), "L4", {"bf16", "fp8"}, {"mx_native"}),
-    ((9, 0), "H200", {"bf16", "fp8"}, {"mx_native"}),
-    ((10, 0), "B200", {"bf16", "fp8", "mx_native"}, set()),
-    ((12, 0), "RTX 5090", {"fp8", "mx_native"}, set()),
-])
+
+@pytest.mark.parametrize(
+    "cc,name,has,lacks",
+    [
+        ((7, 5), "T4", {"fp32", "fp16"}, {"bf16", "tf32", "fp8", "mx_native"}),
+        ((8, 0), "A100", {"bf16", "tf32", "fp16"}, {"fp8", "mx_native"}),
+        ((8, 6), "A10", {"bf16"}, {"fp8", "mx_native"}),
+        ((8, 9), "L4", {"bf16", "fp8"}, {"mx_native"}),
+        ((9, 0), "H200", {"bf16", "fp8"}, {"mx_native"}),
+        ((10, 0), "B200", {"bf16", "fp8", "mx_native"}, set()),
+        ((12, 0), "RTX 5090", {"fp8", "mx_native"}, set()),
+    ],
+)
 def test_features_by_compute_capability(cc, name, has, lacks):
     f = P.features(cc, name)
     assert all(f.has(x) for x in has) and not any(f.has(x) for x in lacks), f
@@ -62,7 +67,7 @@ def test_features_rejects_bad_input():
             P.features(bad)
     with pytest.raises(ValueError, match="feature must be one of"):
         P.features((9, 0)).has("fp4")
-    assert P.features((np.int64(9), np.int32(0))) == P.features((9, 0))   # NumPy ints are ints
+    assert P.features((np.int64(9), np.int32(0))) == P.features((9, 0))  # NumPy ints are ints
 
 
 def test_interpreter_has_no_tensor_cores():
@@ -93,6 +98,7 @@ def test_lesson_paths_skip_missing_dtypes_gracefully(cc, skipped):
 
 
 # ---- matmul error per dtype -------------------------------------------------------------------------
+
 
 def test_round_to_tf32():
     one = torch.tensor([1.0, 1 + 2**-10, 1 + 2**-11, 1 + 2**-12, -(1 + 2**-11), 3.0, float("inf"), 0.0])
@@ -162,7 +168,11 @@ def test_triton_matmul_errors_interpreter_or_gpu():
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter behaviour")
 def test_gpu_only_functions_refuse_in_the_interpreter():
-    for fn in (lambda: lesson03.relu_rates(1024), lambda: lesson03.matmul_rates(256), lambda: lesson03.run(progress=False)):
+    for fn in (
+        lambda: lesson03.relu_rates(1024),
+        lambda: lesson03.matmul_rates(256),
+        lambda: lesson03.run(progress=False),
+    ):
         with pytest.raises(NoGPUTimingError):
             fn()
     with pytest.raises(RuntimeError, match="needs a GPU"):
@@ -183,22 +193,42 @@ def test_gpu_matmul_errors_and_rates():
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU")
 def test_suite_runs_small_on_gpu():
-    data = lesson03.run(progress=False, relu_n=2**20, relu_sweep=(2**12, 2**16), matmul_n=512, error_n=256,
-                        triton_n=256, acc_ks=(16, 256), acc_m=32)
+    data = lesson03.run(
+        progress=False,
+        relu_n=2**20,
+        relu_sweep=(2**12, 2**16),
+        matmul_n=512,
+        error_n=256,
+        triton_n=256,
+        acc_ks=(16, 256),
+        acc_m=32,
+    )
     text = lesson03.report(data)
     assert "ratio" in text and "fp32" in text and len(data["relu_sweep"]) == 6
 
 
 # ---- the suite's report, from a synthetic record ---------------------------------------------------------
 
+
 def _fake_record():
-    relu = [dict(dtype=d, n=2**28, bytes=2**29 * s, gpulab_ms=1.0, torch_ms=r, gpulab_gbps=1.0, torch_gbps=1.0,
-                 ratio=r) for d, s, r in (("fp32", 4, 1.0), ("fp16", 2, 0.9), ("bf16", 2, 1.02))]
-    return dict(relu=relu, relu_sweep=relu,
-                matmul=dict(n_rate=8192, tflops=dict(fp32=1.0, tf32=2.0, bf16=3.0, fp16=3.0, fp8=None), n_error=4096,
-                            error=dict(fp32=1e-7, tf32=1e-4, bf16=1e-3, fp16=1e-4, fp8=None, how="x")),
-                triton_matmul=dict(n=4096, tf32=dict(ms=1.0, tflops=2.0, error=1e-4), ieee=dict(ms=2.0, tflops=1.0, error=1e-7)),
-                accumulation=dict(k=[16, 1024], fp16=[1e-4, 1e-3], fp32=[1e-8, 1e-7], m=16, inputs="N(0,1)"))
+    relu = [
+        dict(dtype=d, n=2**28, bytes=2**29 * s, gpulab_ms=1.0, torch_ms=r, gpulab_gbps=1.0, torch_gbps=1.0, ratio=r)
+        for d, s, r in (("fp32", 4, 1.0), ("fp16", 2, 0.9), ("bf16", 2, 1.02))
+    ]
+    return dict(
+        relu=relu,
+        relu_sweep=relu,
+        matmul=dict(
+            n_rate=8192,
+            tflops=dict(fp32=1.0, tf32=2.0, bf16=3.0, fp16=3.0, fp8=None),
+            n_error=4096,
+            error=dict(fp32=1e-7, tf32=1e-4, bf16=1e-3, fp16=1e-4, fp8=None, how="x"),
+        ),
+        triton_matmul=dict(
+            n=4096, tf32=dict(ms=1.0, tflops=2.0, error=1e-4), ieee=dict(ms=2.0, tflops=1.0, error=1e-7)
+        ),
+        accumulation=dict(k=[16, 1024], fp16=[1e-4, 1e-3], fp32=[1e-8, 1e-7], m=16, inputs="N(0,1)"),
+    )
 
 
 def test_report_flags_ratios_below_target():
@@ -211,6 +241,7 @@ def test_report_flags_ratios_below_target():
 
 # ---- exercises ------------------------------------------------------------------------------------------
 
+
 def test_exercise_solutions_pass_and_mistakes_get_hints():
     for check in (ex.check_relu_bytes, ex.check_relative_error, ex.check_fastest_within):
         assert check(check.solution).ok, str(check(check.solution))
@@ -220,8 +251,12 @@ def test_exercise_solutions_pass_and_mistakes_get_hints():
     assert "depend on the dtype" in str(ex.check_relu_bytes(lambda n, d: 8 * n))
     assert "absolute error" in str(ex.check_relative_error(lambda c, r: (c.double() - r).norm().item()))
     assert ".item()" in str(ex.check_relative_error(lambda c, r: (c.double() - r).norm() / r.norm()))
-    assert "max-norm" in str(ex.check_relative_error(lambda c, r: ((c.double() - r).abs().max() / r.abs().max()).item()))
-    most_accurate = lambda b, e, r: min((d for d in e if e[d] is not None and e[d] <= b), key=lambda d: e[d], default=None)  # noqa: E731
+    assert "max-norm" in str(
+        ex.check_relative_error(lambda c, r: ((c.double() - r).abs().max() / r.abs().max()).item())
+    )
+    most_accurate = lambda b, e, r: min(
+        (d for d in e if e[d] is not None and e[d] <= b), key=lambda d: e[d], default=None
+    )  # noqa: E731
     assert "fastest that fits" in str(ex.check_fastest_within(most_accurate))
     fastest = lambda b, e, r: max((d for d in r if r[d]), key=lambda d: r[d])  # noqa: E731
     assert "over the budget" in str(ex.check_fastest_within(fastest))

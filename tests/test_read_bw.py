@@ -1,6 +1,7 @@
 """The lesson-00 probes: read_sum (repeated reads of a working set, one partial sum per program) and
 copy_persistent (a copy on a fixed number of programs), in the interpreter on small sizes (and on a GPU when
 present), against float64 references and hand counts, with poisoned outputs."""
+
 import pytest
 import torch
 
@@ -32,12 +33,15 @@ def test_counts_by_hand():
     assert read_bw.copy_counts(1000) == 8000
 
 
-@pytest.mark.parametrize("n, programs, part, passes, block, l2_only", [
-    (1000, 4, 256, 1, 64, False),     # parts >= programs, ragged last part
-    (1000, 7, 128, 3, 128, True),     # 8 parts on 7 programs: program 0 reads two
-    (300, 9, 512, 2, 256, False),     # one part (the whole working set), read by every program
-    (2053, 5, 200, 2, 64, True),      # part not a multiple of block, odd n
-])
+@pytest.mark.parametrize(
+    "n, programs, part, passes, block, l2_only",
+    [
+        (1000, 4, 256, 1, 64, False),  # parts >= programs, ragged last part
+        (1000, 7, 128, 3, 128, True),  # 8 parts on 7 programs: program 0 reads two
+        (300, 9, 512, 2, 256, False),  # one part (the whole working set), read by every program
+        (2053, 5, 200, 2, 64, True),  # part not a multiple of block, odd n
+    ],
+)
 def test_read_sum_matches_float64(n, programs, part, passes, block, l2_only, poisoned):
     x = _x(n)
     got = read_bw.read_sum(x, programs, part, passes, block, l2_only)

@@ -1,14 +1,15 @@
 """Lesson 05's hand counts and memory model, its measurement helpers, its suite report and its checkers."""
-import gpulab  # first: it picks the mode before triton is imported
+
 import numpy as np
 import pytest
 import torch
 
+import gpulab  # first: it picks the mode before triton is imported
 from gpulab import recompute
 from gpulab.bench import lesson05
-from gpulab.timing import NoGPUTimingError
 from gpulab.exercises import ex05 as ex
 from gpulab.kernels import sigmoid3 as S
+from gpulab.timing import NoGPUTimingError
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 
@@ -35,18 +36,20 @@ def test_counts_are_generic_in_dtype(itemsize):
         c = recompute.counts(w, 1000, itemsize)
         assert c.bytes_moved == elements[w] * 1000 * itemsize and c.asdict()["bytes_moved"] == c.bytes_moved
         for setting in recompute.SETTINGS:
-            assert recompute.memory_model(w, 1000, itemsize, setting)["peak_bytes"] == peak[setting][w] * 1000 * itemsize
+            assert (
+                recompute.memory_model(w, 1000, itemsize, setting)["peak_bytes"] == peak[setting][w] * 1000 * itemsize
+            )
     assert recompute.bytes_saved_by_recompute(1000, itemsize) == 10 * 1000 * itemsize
 
 
 def test_memory_model():
     m = {w: recompute.memory_model(w, 10, 4, "held") for w in recompute.WAYS}
-    assert [m[w]["held_tensors"] for w in recompute.WAYS] == [3, 1, 1]   # s1, s2, y | y | y
+    assert [m[w]["held_tensors"] for w in recompute.WAYS] == [3, 1, 1]  # s1, s2, y | y | y
     assert [m[w]["peak_tensors"] for w in recompute.WAYS] == [5, 5, 2]
     assert (m["eager"]["held_bytes"], m["fused"]["held_bytes"]) == (120, 40)  # 3 and 1 tensors of 10 x 4 bytes
     m = {w: recompute.memory_model(w, 10, 4, "loss") for w in recompute.WAYS}
     assert m == {w: recompute.memory_model(w, 10, 4) for w in recompute.WAYS}, "loss is the default setting"
-    assert [m[w]["held_tensors"] for w in recompute.WAYS] == [3, 0, 0]   # s1, s2, s3 | nothing | nothing
+    assert [m[w]["held_tensors"] for w in recompute.WAYS] == [3, 0, 0]  # s1, s2, s3 | nothing | nothing
     assert [m[w]["peak_tensors"] for w in recompute.WAYS] == [4, 4, 1]
     with pytest.raises(ValueError, match="setting must be one of"):
         recompute.memory_model("fused", 10, 4, "kept")
@@ -59,13 +62,16 @@ def test_unknown_way_raises():
         recompute.memory_model("compiled", 10, 4)
 
 
-@pytest.mark.parametrize("call, word", [
-    (lambda: recompute.counts("fused", -1, 4), "n"),
-    (lambda: recompute.memory_model("fused", -1, 4), "n"),
-    (lambda: recompute.counts("eager", 10.0, 4), "n"),
-    (lambda: recompute.counts("eager", 10, 0), "itemsize"),
-    (lambda: recompute.memory_model("eager", 10, -4, "held"), "itemsize"),
-])
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda: recompute.counts("fused", -1, 4), "n"),
+        (lambda: recompute.memory_model("fused", -1, 4), "n"),
+        (lambda: recompute.counts("eager", 10.0, 4), "n"),
+        (lambda: recompute.counts("eager", 10, 0), "itemsize"),
+        (lambda: recompute.memory_model("eager", 10, -4, "held"), "itemsize"),
+    ],
+)
 def test_bad_sizes_name_the_argument(call, word):
     with pytest.raises((TypeError, ValueError), match=word):
         call()
@@ -73,7 +79,7 @@ def test_bad_sizes_name_the_argument(call, word):
 
 def test_numpy_ints_are_ints():
     n = np.int64(2**40)
-    assert recompute.counts("eager", n, np.int64(4)).bytes_moved == 15 * 2**40 * 4   # 15n elements, exact
+    assert recompute.counts("eager", n, np.int64(4)).bytes_moved == 15 * 2**40 * 4  # 15n elements, exact
     assert recompute.memory_model("fused", n, np.int32(2))["peak_bytes"] == 1 * 2**40 * 2
 
 
@@ -107,19 +113,42 @@ def _fake_rows(n):
     for w, ms in (("eager", 4.0), ("checkpoint", 5.0), ("fused", 1.3)):
         c, m = recompute.counts(w, n, 4), recompute.memory_model(w, n, 4)
         mh = recompute.memory_model(w, n, 4, "held")
-        rows.append(dict(way=w, n=n, dtype="fp32", ms=ms, p20_ms=ms, p80_ms=ms, held_bytes=m["held_bytes"],
-                         peak_bytes=m["peak_bytes"], model_held_bytes=m["held_bytes"],
-                         model_peak_bytes=m["peak_bytes"],
-                         held_setting=dict(held_bytes=mh["held_bytes"], peak_bytes=mh["peak_bytes"],
-                                           model_held_bytes=mh["held_bytes"], model_peak_bytes=mh["peak_bytes"]),
-                         bytes_moved=c.bytes_moved, flops=c.flops, launches=c.launches, gbps=c.bytes_moved / ms / 1e6))
+        rows.append(
+            dict(
+                way=w,
+                n=n,
+                dtype="fp32",
+                ms=ms,
+                p20_ms=ms,
+                p80_ms=ms,
+                held_bytes=m["held_bytes"],
+                peak_bytes=m["peak_bytes"],
+                model_held_bytes=m["held_bytes"],
+                model_peak_bytes=m["peak_bytes"],
+                held_setting=dict(
+                    held_bytes=mh["held_bytes"],
+                    peak_bytes=mh["peak_bytes"],
+                    model_held_bytes=mh["held_bytes"],
+                    model_peak_bytes=mh["peak_bytes"],
+                ),
+                bytes_moved=c.bytes_moved,
+                flops=c.flops,
+                launches=c.launches,
+                gbps=c.bytes_moved / ms / 1e6,
+            )
+        )
     return rows
 
 
 def test_report_prints_times_memory_and_ratios():
     rows = _fake_rows(2**16) + _fake_rows(2**28)
-    data = {"dtype": "fp32", "sizes": [2**16, 2**28], "rows": rows,
-            "grad_vs_eager": {"checkpoint": 0.0, "fused": 1e-7}, **lesson05.ratios(rows, 2**28)}
+    data = {
+        "dtype": "fp32",
+        "sizes": [2**16, 2**28],
+        "rows": rows,
+        "grad_vs_eager": {"checkpoint": 0.0, "fused": 1e-7},
+        **lesson05.ratios(rows, 2**28),
+    }
     assert data["speedup_eager_over_fused"] == 4.0 / 1.3 and data["peak_ratio_fused_over_eager"] == 0.25
     assert data["peak_ratio_fused_over_eager_held"] == 0.4
     text = lesson05.report(data)
@@ -127,7 +156,7 @@ def test_report_prints_times_memory_and_ratios():
     assert "dense dy: extra peak fused / eager = 0.400" in text
     assert "held between forward and backward fused / eager = 0.333" in text
     assert "BELOW TARGET" not in text and "ABOVE 1/3" not in text
-    for r in rows:   # a fused peak above a third of eager's is flagged
+    for r in rows:  # a fused peak above a third of eager's is flagged
         if r["way"] == "fused":
             r["peak_bytes"] = 2 * r["peak_bytes"]
     assert "ABOVE 1/3" in lesson05.report({**data, **lesson05.ratios(rows, 2**28)})
@@ -140,7 +169,7 @@ def test_measured_memory_matches_the_model_on_the_gpu():
     x = torch.randn(n, device="cuda").requires_grad_()
     dy = torch.randn(n, device="cuda")
     slack = 2**20  # allocator rounding and small autograd buffers
-    loss = {w: lesson05.measure_memory(fn, x) for w, fn in S.WAYS.items()}   # loss = y.sum(), y not kept
+    loss = {w: lesson05.measure_memory(fn, x) for w, fn in S.WAYS.items()}  # loss = y.sum(), y not kept
     for w in S.WAYS:
         m = recompute.memory_model(w, n, 4, "loss")
         assert abs(loss[w]["held_bytes"] - m["held_bytes"]) <= slack, (w, loss)

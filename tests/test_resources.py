@@ -1,4 +1,5 @@
 """gpulab.kernels.resources: what a compiled kernel reports, and Nones where the interpreter has no kernel."""
+
 from gpulab.kernels.resources import kernel_resources
 
 

@@ -1,4 +1,5 @@
 """The roofline model, and the seed lecture's numbers (Stanford CS336 Lecture 5, "Start with two budgets")."""
+
 import math
 
 import numpy as np
@@ -34,11 +35,14 @@ def test_attainable_is_min_of_roof_and_slope(i):
     assert roofline.attainable_tflops(i, 100, 1) == pytest.approx(min(100, i))
 
 
-@pytest.mark.parametrize("f, d, c, b, compute_ms, memory_ms, limiter", [
-    (2e12, 1e11, 100, 2, 20.0, 50.0, "memory"),    # 2e12 / 100e12 s = 20 ms; 1e11 / 2e12 s = 50 ms
-    (6e13, 3e10, 989.5, 4.8, 60.637, 6.25, "compute"),  # 6e13 / 989.5e12 s = 60.637 ms; 3e10 / 4.8e12 s = 6.25 ms
-    (0, 8e9, 67, 4, 0.0, 2.0, "memory"),           # a copy: no FLOPs, 8 GB at 4 TB/s
-])
+@pytest.mark.parametrize(
+    "f, d, c, b, compute_ms, memory_ms, limiter",
+    [
+        (2e12, 1e11, 100, 2, 20.0, 50.0, "memory"),  # 2e12 / 100e12 s = 20 ms; 1e11 / 2e12 s = 50 ms
+        (6e13, 3e10, 989.5, 4.8, 60.637, 6.25, "compute"),  # 6e13 / 989.5e12 s = 60.637 ms; 3e10 / 4.8e12 s = 6.25 ms
+        (0, 8e9, 67, 4, 0.0, 2.0, "memory"),  # a copy: no FLOPs, 8 GB at 4 TB/s
+    ],
+)
 def test_bound_by_hand(f, d, c, b, compute_ms, memory_ms, limiter):
     r = roofline.bound(f, d, c, b)
     assert (r.compute_ms, r.memory_ms) == (pytest.approx(compute_ms, rel=1e-4), pytest.approx(memory_ms))
@@ -47,6 +51,7 @@ def test_bound_by_hand(f, d, c, b, compute_ms, memory_ms, limiter):
 
 def test_bound_on_random_inputs_meets_the_attainable_rate(seed):
     import random
+
     rng = random.Random(seed)
     for _ in range(200):
         f, d, c, b = (10 ** rng.uniform(3, 15), 10 ** rng.uniform(3, 12), 10 ** rng.uniform(0, 3), rng.uniform(0.1, 5))
@@ -56,10 +61,19 @@ def test_bound_on_random_inputs_meets_the_attainable_rate(seed):
         assert f / (r.time_ms * 1e-3) / 1e12 == pytest.approx(roofline.attainable_tflops(f / d, c, b))
 
 
-@pytest.mark.parametrize("args,msg", [((1e9, 0, 100, 1), "bytes_moved"), ((-1, 1e9, 100, 1), "flops"),
-                                      ((1e9, 1e9, 0, 1), "peak_tflops"), ((1e9, 1e9, 100, float("nan")), "hbm_tbps"),
-                                      ((1e9, "x", 100, 1), "bytes_moved"), ((10**400, 1e9, 100, 1), "flops"),
-                                      ((1e9, 1e9, 100, float("inf")), "hbm_tbps"), ((True, 1e9, 100, 1), "flops")])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        ((1e9, 0, 100, 1), "bytes_moved"),
+        ((-1, 1e9, 100, 1), "flops"),
+        ((1e9, 1e9, 0, 1), "peak_tflops"),
+        ((1e9, 1e9, 100, float("nan")), "hbm_tbps"),
+        ((1e9, "x", 100, 1), "bytes_moved"),
+        ((10**400, 1e9, 100, 1), "flops"),
+        ((1e9, 1e9, 100, float("inf")), "hbm_tbps"),
+        ((True, 1e9, 100, 1), "flops"),
+    ],
+)
 def test_bad_input_names_the_argument(args, msg):
     with pytest.raises((ValueError, TypeError), match=msg):
         roofline.bound(*args)

@@ -1,13 +1,14 @@
 """gpulab.sectors: the address model, the seed's four sectors, sectors against stride/offset/element size, the
 copy model, the explorer widget, the lesson06 suite's report, and the lesson 06 exercise checkers."""
+
 import math
 import random
 
 import numpy as np
 import pytest
 
-from gpulab import sectors as sec
 from gpulab import figures
+from gpulab import sectors as sec
 from gpulab.bench import lesson06
 from gpulab.exercises import ex06 as ex
 
@@ -29,8 +30,8 @@ def test_address_model():
         a = sec.address(i, j, n_cols, s, base)
         assert a == base + s * (i * n_cols + j)
         if j + 1 < n_cols:
-            assert sec.address(i, j + 1, n_cols, s, base) - a == s   # along a row: s bytes apart
-        assert sec.address(i + 1, j, n_cols, s, base) - a == n_cols * s   # down a column: a row apart
+            assert sec.address(i, j + 1, n_cols, s, base) - a == s  # along a row: s bytes apart
+        assert sec.address(i + 1, j, n_cols, s, base) - a == n_cols * s  # down a column: a row apart
 
 
 @pytest.mark.parametrize("itemsize", sec.ITEMSIZES)
@@ -45,13 +46,13 @@ def test_sectors_against_stride(itemsize, stride):
 
 def test_offset_and_granule():
     assert sec.warp_request(4, 1, 4).n_sectors == 5 and math.isclose(sec.warp_request(4, 1, 4).efficiency, 0.8)
-    assert sec.warp_request(4, 1, 32).n_sectors == 4   # a whole sector later: aligned again
+    assert sec.warp_request(4, 1, 32).n_sectors == 4  # a whole sector later: aligned again
     assert sec.warp_request(4, 1, 0, sector_bytes=128).n_sectors == 1
     assert math.isclose(sec.warp_request(4, 64, 0, sector_bytes=64).efficiency, 4 / 64)
     assert sec.warp_request(4, 1, 0, lanes=8).n_sectors == 1
-    r = sec.request([30], 4)   # a misaligned element straddles two sectors
+    r = sec.request([30], 4)  # a misaligned element straddles two sectors
     assert r.sectors == (0, 1) and r.lane_sectors() == [(0, 1)] and r.efficiency == 4 / 64
-    assert sec.request([0, 0, 4], 4).useful_bytes == 8   # distinct bytes
+    assert sec.request([0, 0, 4], 4).useful_bytes == 8  # distinct bytes
     assert sec.warp_request(4, 2, 0).used_bytes_per_sector() == {k: 16 for k in range(8)}
 
 
@@ -59,7 +60,7 @@ def test_matrix_request():
     assert sec.matrix_request(1000, 4, "row").sectors == (0, 1, 2, 3)  # 32 consecutive fp32: 128 bytes from 0
     col = sec.matrix_request(1000, 4, "column")
     assert col.n_sectors == 32 and col.efficiency == 4 / 32
-    assert sec.matrix_request(1, 4, "column").n_sectors == 4   # a one-column matrix is a vector
+    assert sec.matrix_request(1, 4, "column").n_sectors == 4  # a one-column matrix is a vector
     assert sec.matrix_request(10, 4, "row", j=5).addresses == tuple(4 * j for j in range(5, 10))
 
 
@@ -80,49 +81,52 @@ def test_stream_efficiency_counts_shared_sectors_once():
 
 def test_copy_model():
     assert sec.copy_efficiency(1.0) == 1.0 and math.isclose(sec.copy_efficiency(0.5, 0.5), 0.5)
-    assert math.isclose(sec.strided_copy_efficiency(64, 4), 2 / 9)   # read 1/8, write 1
+    assert math.isclose(sec.strided_copy_efficiency(64, 4), 2 / 9)  # read 1/8, write 1
     assert math.isclose(sec.strided_copy_efficiency(2, 4), 2 / 3)
     assert math.isclose(sec.predicted_tbps(1, 4, 4.0), 4.0)
-    assert math.isclose(sec.predicted_tbps(8, 4, 4.5), 1.0)   # 4.5 x 2/9: stride 8 of fp32 reads 1/8 useful
-    assert math.isclose(sec.predicted_tbps(16, 4, 4.5), sec.predicted_tbps(64, 4, 4.5))   # levels off
+    assert math.isclose(sec.predicted_tbps(8, 4, 4.5), 1.0)  # 4.5 x 2/9: stride 8 of fp32 reads 1/8 useful
+    assert math.isclose(sec.predicted_tbps(16, 4, 4.5), sec.predicted_tbps(64, 4, 4.5))  # levels off
     # 128-byte sectors: a read 4/128 = 1/32 useful, the write full: 2 / (32 + 1) of 4.0 TB/s
     assert math.isclose(sec.predicted_tbps(64, 4, 4.0, sector_bytes=128), 0.24242424242424243)
     assert math.isclose(sec.effective_tbps(2**28, 4, 0.5), 4.294967296)  # 2 x 2^28 x 4 = 2^31 bytes in 0.5 ms
 
 
-@pytest.mark.parametrize("call, word", [
-    (lambda: sec.warp_request(3, 1, 0), "itemsize"),
-    (lambda: sec.warp_request(4, 0, 0), "stride"),
-    (lambda: sec.warp_request(4, 1.5, 0), "stride"),
-    (lambda: sec.warp_request(4, 1, 2), "offset"),
-    (lambda: sec.warp_request(4, 1, 0, lanes=33), "lanes"),
-    (lambda: sec.warp_request(4, 1, 0, sector_bytes=48), "sector_bytes"),
-    (lambda: sec.request([], 4), "addresses"),
-    (lambda: sec.request([-4], 4), "addresses"),
-    (lambda: sec.address(0, 5, 5, 4), "j"),
-    (lambda: sec.address(0, 0, 0, 4), "n_cols"),
-    (lambda: sec.matrix_request(10, 4, "diagonal"), "along"),
-    (lambda: sec.copy_efficiency(0.0), "read_efficiency"),
-    (lambda: sec.copy_efficiency(1.0, 2.0), "write_efficiency"),
-    (lambda: sec.predicted_tbps(1, 4, 0), "copy_tbps"),
-    (lambda: sec.effective_tbps(10, 4, 0), "time_ms"),
-    (lambda: sec.matrix_request(10, 4, "row", lanes=100), "lanes"),
-    (lambda: sec.matrix_request(10, 4, "row", lanes=0), "lanes"),
-    (lambda: sec.matrix_request(10, 3), "itemsize"),
-    (lambda: sec.matrix_request(10, 4, "row", j=10), "j"),
-    (lambda: sec.matrix_request(10, 4, "column", j=10), "j"),
-    (lambda: sec.matrix_request(10, 4, "row", i=-1), "i"),
-    (lambda: sec.predicted_tbps(1, 4, math.nan), "copy_tbps"),
-    (lambda: sec.predicted_tbps(1, 4, math.inf), "copy_tbps"),
-    (lambda: sec.predicted_tbps(1, 4, -4.0), "copy_tbps"),
-    (lambda: sec.effective_tbps(-1, 4, 1.0), "n"),
-    (lambda: sec.effective_tbps(math.nan, 4, 1.0), "n"),
-    (lambda: sec.effective_tbps(math.inf, 4, 1.0), "n"),
-    (lambda: sec.effective_tbps(10, 4, math.nan), "time_ms"),
-    (lambda: sec.effective_tbps(10, 4, math.inf), "time_ms"),
-    (lambda: sec.effective_tbps(10, 0, 1.0), "itemsize"),
-    (lambda: sec.copy_efficiency(math.nan), "read_efficiency"),
-])
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda: sec.warp_request(3, 1, 0), "itemsize"),
+        (lambda: sec.warp_request(4, 0, 0), "stride"),
+        (lambda: sec.warp_request(4, 1.5, 0), "stride"),
+        (lambda: sec.warp_request(4, 1, 2), "offset"),
+        (lambda: sec.warp_request(4, 1, 0, lanes=33), "lanes"),
+        (lambda: sec.warp_request(4, 1, 0, sector_bytes=48), "sector_bytes"),
+        (lambda: sec.request([], 4), "addresses"),
+        (lambda: sec.request([-4], 4), "addresses"),
+        (lambda: sec.address(0, 5, 5, 4), "j"),
+        (lambda: sec.address(0, 0, 0, 4), "n_cols"),
+        (lambda: sec.matrix_request(10, 4, "diagonal"), "along"),
+        (lambda: sec.copy_efficiency(0.0), "read_efficiency"),
+        (lambda: sec.copy_efficiency(1.0, 2.0), "write_efficiency"),
+        (lambda: sec.predicted_tbps(1, 4, 0), "copy_tbps"),
+        (lambda: sec.effective_tbps(10, 4, 0), "time_ms"),
+        (lambda: sec.matrix_request(10, 4, "row", lanes=100), "lanes"),
+        (lambda: sec.matrix_request(10, 4, "row", lanes=0), "lanes"),
+        (lambda: sec.matrix_request(10, 3), "itemsize"),
+        (lambda: sec.matrix_request(10, 4, "row", j=10), "j"),
+        (lambda: sec.matrix_request(10, 4, "column", j=10), "j"),
+        (lambda: sec.matrix_request(10, 4, "row", i=-1), "i"),
+        (lambda: sec.predicted_tbps(1, 4, math.nan), "copy_tbps"),
+        (lambda: sec.predicted_tbps(1, 4, math.inf), "copy_tbps"),
+        (lambda: sec.predicted_tbps(1, 4, -4.0), "copy_tbps"),
+        (lambda: sec.effective_tbps(-1, 4, 1.0), "n"),
+        (lambda: sec.effective_tbps(math.nan, 4, 1.0), "n"),
+        (lambda: sec.effective_tbps(math.inf, 4, 1.0), "n"),
+        (lambda: sec.effective_tbps(10, 4, math.nan), "time_ms"),
+        (lambda: sec.effective_tbps(10, 4, math.inf), "time_ms"),
+        (lambda: sec.effective_tbps(10, 0, 1.0), "itemsize"),
+        (lambda: sec.copy_efficiency(math.nan), "read_efficiency"),
+    ],
+)
 def test_bad_arguments(call, word):
     with pytest.raises((TypeError, ValueError), match=word):
         call()
@@ -133,33 +137,71 @@ def test_explorer_sliders_change_figure():
     fig = e.live.fig
     title, sectors = fig.layout.title.text, list(fig.data[0].base)
     assert "4 sectors" in title and "efficiency 100.0%" in title and len(fig.data) == 4
-    e.stride.value = 2   # the first slider of the first widget (the browser test moves it)
+    e.stride.value = 2  # the first slider of the first widget (the browser test moves it)
     assert fig.layout.title.text != title and list(fig.data[0].base) != sectors and "8 sectors" in fig.layout.title.text
-    e.offset.value = 3   # 12 bytes in: the last lane's element spills into a ninth sector
+    e.offset.value = 3  # 12 bytes in: the last lane's element spills into a ninth sector
     assert e.request.n_sectors == 9 and "9 sectors" in fig.layout.title.text
     e.itemsize.value = 8
     assert e.request == sec.warp_request(8, 2, 24)
     assert "TB/s" in e.readout.value
-    for trace in fig.data:   # every trace holds plain lists (see gpulab.plots)
+    for trace in fig.data:  # every trace holds plain lists (see gpulab.plots)
         assert isinstance(trace.x, tuple) and len(trace.x) > 0
 
 
 def _fake_suite_data(tiled_ms=0.6):
     copy_tbps = 4.2
-    rows = [{"stride": s, "ours_ms": 0.1 * s, "torch_ms": 0.1 * s, "ours_tbps": 4.0 / s, "torch_tbps": 3.9 / s,
-             "best_config": {"BLOCK": 1024, "num_warps": 4}} for s in lesson06.STRIDES]
-    tr = [{"dtype": "fp32", "method": m, "ms": ms, "tbps": 2 * 16384**2 * 4 / (ms * 1e-3) / 1e12} for m, ms in
-          [("copy (torch)", 0.5), ("naive", 3.0), ("tiled", tiled_ms), ("torch", 1.8)]]
+    rows = [
+        {
+            "stride": s,
+            "ours_ms": 0.1 * s,
+            "torch_ms": 0.1 * s,
+            "ours_tbps": 4.0 / s,
+            "torch_tbps": 3.9 / s,
+            "best_config": {"BLOCK": 1024, "num_warps": 4},
+        }
+        for s in lesson06.STRIDES
+    ]
+    tr = [
+        {"dtype": "fp32", "method": m, "ms": ms, "tbps": 2 * 16384**2 * 4 / (ms * 1e-3) / 1e12}
+        for m, ms in [("copy (torch)", 0.5), ("naive", 3.0), ("tiled", tiled_ms), ("torch", 1.8)]
+    ]
     for r in tr:
         r["vs_copy"] = r["tbps"] / tr[0]["tbps"]
-    return {"dtype": "fp32", "copy_tbps": copy_tbps,
-            "headline": {"n": 2**28, "dtype": "fp32", "ours_ms": 0.51, "torch_ms": 0.5, "ours_tbps": 4.2,
-                         "torch_tbps": 4.29, "ratio": 0.5 / 0.51, "best_config": {"BLOCK": 2048, "num_warps": 4}},
-            "stride": {"n": 2**25, "itemsize": 4, "rows": rows,
-                       "offsets": [{"offset": o, "offset_bytes": 4 * o, "ms": 0.06, "tbps": 4.1} for o in lesson06.OFFSETS]},
-            "traversal": {"m": 16384, "n": 16384, "dtype": "fp32", "rows": [
-                {"method": m, "ms": ms, "tbps": 1.0} for m, ms in [("by rows", 0.5), ("by columns", 3.0), ("torch copy", 0.5)]]},
-            "transpose": {"m": 16384, "n": 16384, "rows": tr, "best_config": {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4}}}
+    return {
+        "dtype": "fp32",
+        "copy_tbps": copy_tbps,
+        "headline": {
+            "n": 2**28,
+            "dtype": "fp32",
+            "ours_ms": 0.51,
+            "torch_ms": 0.5,
+            "ours_tbps": 4.2,
+            "torch_tbps": 4.29,
+            "ratio": 0.5 / 0.51,
+            "best_config": {"BLOCK": 2048, "num_warps": 4},
+        },
+        "stride": {
+            "n": 2**25,
+            "itemsize": 4,
+            "rows": rows,
+            "offsets": [{"offset": o, "offset_bytes": 4 * o, "ms": 0.06, "tbps": 4.1} for o in lesson06.OFFSETS],
+        },
+        "traversal": {
+            "m": 16384,
+            "n": 16384,
+            "dtype": "fp32",
+            "rows": [
+                {"method": m, "ms": ms, "tbps": 1.0}
+                for m, ms in [("by rows", 0.5), ("by columns", 3.0), ("torch copy", 0.5)]
+            ],
+        },
+        "transpose": {
+            "m": 16384,
+            "n": 16384,
+            "rows": tr,
+            "best_config": {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4},
+        },
+    }
 
 
 def test_report_and_model_rows():

@@ -1,6 +1,7 @@
 """The fused sigmoid3 kernels and Function against float64 references: seeded random inputs (fresh each run,
 the seed in a failure's report), awkward sizes, every dtype, poisoned outputs, gradcheck, the three ways
 agreeing, a second derivative refused, and input checks naming the argument."""
+
 import gpulab  # first: it picks the mode before triton is imported  # isort: skip
 import pytest
 import torch
@@ -17,9 +18,18 @@ SIZES = [1, 17, 1000, 1793, 4097] if not gpulab.ON_GPU else [1, 17, 1000, 1793, 
 # 2**-17 leaves room for that and the other roundings. fp16/bf16: that fp32 result rounded once to the storage
 # dtype (the interpreter's bf16 cast truncates, so up to 1 ulp), plus the fp32 part.
 FP32_REL = 2.0**-17
-REL = {torch.float32: FP32_REL, torch.float16: 2.0**-10 + FP32_REL, torch.bfloat16: 2.0**-7 + FP32_REL,
-       torch.float64: 1e-10}
-ABS = {torch.float32: 1e-37, torch.float16: 2.0**-24, torch.bfloat16: 1e-37, torch.float64: 1e-300}  # fp16: subnormal step
+REL = {
+    torch.float32: FP32_REL,
+    torch.float16: 2.0**-10 + FP32_REL,
+    torch.bfloat16: 2.0**-7 + FP32_REL,
+    torch.float64: 1e-10,
+}
+ABS = {
+    torch.float32: 1e-37,
+    torch.float16: 2.0**-24,
+    torch.bfloat16: 1e-37,
+    torch.float64: 1e-300,
+}  # fp16: subnormal step
 
 
 def _rand(n, dtype, scale=3.0):
@@ -33,8 +43,10 @@ def _assert_close(got, ref, dtype, what):
     bad = ((got64 - ref64).abs() > REL[dtype] * ref64.abs() + ABS[dtype]).flatten().nonzero()
     if len(bad):
         i = bad[0].item()
-        raise AssertionError(f"{what} {dtype}: {len(bad)} of {got64.numel()} off; first at {i}: "
-                             f"got {got64.flatten()[i].item()!r}, expected {ref64.flatten()[i].item()!r}")
+        raise AssertionError(
+            f"{what} {dtype}: {len(bad)} of {got64.numel()} off; first at {i}: "
+            f"got {got64.flatten()[i].item()!r}, expected {ref64.flatten()[i].item()!r}"
+        )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

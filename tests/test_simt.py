@@ -1,5 +1,6 @@
 """The SIMT lane-mask model (gpulab.simt): the seed lecture's `thread_id < 4` example exactly, uniform
 branches, random masks against a brute-force count, the loop model and grouping by cost."""
+
 import itertools
 import random
 
@@ -92,7 +93,7 @@ def test_loop_random_against_brute_force(seed):
     for _ in range(50):
         n, g = int(rng.integers(1, 300)), int(rng.choice([1, 4, 32, 128]))
         trips = rng.integers(0, 20, n)
-        groups = [trips[i:i + g] for i in range(0, n, g)]
+        groups = [trips[i : i + g] for i in range(0, n, g)]
         c = simt.loop(trips, g)
         assert c.steps == sum(int(x.max()) for x in groups)
         assert c.useful == int(trips.sum())
@@ -124,13 +125,13 @@ def test_loop_errors():
         simt.loop(np.zeros((2, 2), dtype=int))
     with pytest.raises(ValueError, match="group"):
         simt.loop([1, 2], group=0)
-    for big in ([2**63], [2**70], np.array([2**63], dtype=np.uint64)):   # past int64: refused, not wrapped
+    for big in ([2**63], [2**70], np.array([2**63], dtype=np.uint64)):  # past int64: refused, not wrapped
         with pytest.raises(ValueError, match="trips must be <= 2\\*\\*63 - 1"):
             simt.loop(big)
 
 
 def test_loop_sums_huge_trip_counts_exactly():
-    c = simt.loop([2**62] * 4, group=1)   # 2**64 steps: past int64, where a NumPy sum wraps to 0
+    c = simt.loop([2**62] * 4, group=1)  # 2**64 steps: past int64, where a NumPy sum wraps to 0
     assert c.steps == 2**64 and c.useful == 2**64 and c.efficiency == 1.0
     c = simt.loop(np.array([2**63 - 1, 0, 2**63 - 1], dtype=np.int64), group=2)
     assert c.steps == 2 * (2**63 - 1) and c.useful == 2 * (2**63 - 1) and c.efficiency == 0.5
@@ -180,8 +181,12 @@ def test_warp_efficiency_hints():
     def percent(cond, ca, cb):
         return 100 * simt.branch(cond, ca, cb).efficiency
 
-    for fn, hint in [(both_always, "a path that no lane takes is skipped"), (at_once, "add their steps"),
-                     (percent, "not a percentage"), (lambda c, a, b: sum(c) / 32, "counts only one path")]:
+    for fn, hint in [
+        (both_always, "a path that no lane takes is skipped"),
+        (at_once, "add their steps"),
+        (percent, "not a percentage"),
+        (lambda c, a, b: sum(c) / 32, "counts only one path"),
+    ]:
         rep = ex02.check_warp_efficiency(fn)
         assert not rep.ok and hint in str(rep), str(rep)
 

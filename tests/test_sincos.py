@@ -1,6 +1,7 @@
 """sin(x)^2 + cos(x)^2: the five-kernel chain, the fused kernel and torch eager against float64, on seeded random
 inputs (fresh each run, the seed in a failure's report) of awkward sizes, outputs poisoned with NaN before every
 launch; never compared with == 1."""
+
 import pytest
 import torch
 
@@ -91,15 +92,24 @@ def test_shared_reduction_gives_sin_and_cos_in_every_quadrant(poisoned):
     # s^2 + c^2 would hide a swapped or wrongly signed pair: check sin and cos themselves, across all quadrants,
     # near multiples of pi/2 and up to the fast path's limit 8192, and both signs
     k = torch.arange(-20, 21, dtype=torch.float64) * (torch.pi / 2)
-    x = torch.cat([torch.randn(3000, dtype=torch.float64) * 5,
-                   (torch.rand(3000, dtype=torch.float64) * 2 - 1) * S.SHARED_MAX_ABS,
-                   k, k + 1e-3, k - 1e-3, torch.tensor([0.0, -0.0, S.SHARED_MAX_ABS, -S.SHARED_MAX_ABS])])
+    x = torch.cat(
+        [
+            torch.randn(3000, dtype=torch.float64) * 5,
+            (torch.rand(3000, dtype=torch.float64) * 2 - 1) * S.SHARED_MAX_ABS,
+            k,
+            k + 1e-3,
+            k - 1e-3,
+            torch.tensor([0.0, -0.0, S.SHARED_MAX_ABS, -S.SHARED_MAX_ABS]),
+        ]
+    )
     x = x.float().to(gpulab.DEVICE)
     s, c = S.sin_cos_parts(x, shared=True)
     x64 = x.double().cpu()
     for name, got, ref in (("sin", s, torch.sin(x64)), ("cos", c, torch.cos(x64))):
         err = (got.double().cpu() - ref).abs()
-        assert err.max() <= SHARED_SIN_COS_TOL, f"{name}: max abs error {err.max().item():.3g} at x = {x64[err.argmax()].item()!r}"
+        assert err.max() <= SHARED_SIN_COS_TOL, (
+            f"{name}: max abs error {err.max().item():.3g} at x = {x64[err.argmax()].item()!r}"
+        )
 
 
 def test_shared_reduction_falls_back_for_large_and_special_inputs(poisoned):
@@ -129,16 +139,19 @@ def test_empty_input():
     assert S.sincos(x).numel() == 0 and S.sincos_unfused(x).numel() == 0
 
 
-@pytest.mark.parametrize("call, word", [
-    (lambda x: S.sincos(x.to(torch.int32)), "x"),
-    (lambda x: S.sincos(x.reshape(2, -1).t()), "x"),
-    (lambda x: S.sincos(x.tolist()), "x"),
-    (lambda x: S.sincos(x, block=1000), "block"),
-    (lambda x: S.sincos(x, num_warps=3), "num_warps"),
-    (lambda x: S.sincos(x, repeat=0), "repeat"),
-    (lambda x: S.sincos_unfused(x, block=8), "block"),
-    (lambda x: S.sincos_unfused(x.double()), "x"),
-])
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda x: S.sincos(x.to(torch.int32)), "x"),
+        (lambda x: S.sincos(x.reshape(2, -1).t()), "x"),
+        (lambda x: S.sincos(x.tolist()), "x"),
+        (lambda x: S.sincos(x, block=1000), "block"),
+        (lambda x: S.sincos(x, num_warps=3), "num_warps"),
+        (lambda x: S.sincos(x, repeat=0), "repeat"),
+        (lambda x: S.sincos_unfused(x, block=8), "block"),
+        (lambda x: S.sincos_unfused(x.double()), "x"),
+    ],
+)
 def test_bad_input_names_argument(call, word):
     x = torch.randn(64, device=gpulab.DEVICE)
     with pytest.raises((TypeError, ValueError), match=word):
@@ -166,8 +179,9 @@ def test_autotune_wiring_runs_small_n(poisoned):
     pruning leaves one config, so it runs without benchmarking, in the interpreter too."""
     import triton
 
-    tuned = triton.autotune(configs=S.AUTOTUNE_CONFIGS, key=["n", "FAST", "REPEAT"],
-                            prune_configs_by={"early_config_prune": S._prune})(S.sincos_kernel)
+    tuned = triton.autotune(
+        configs=S.AUTOTUNE_CONFIGS, key=["n", "FAST", "REPEAT"], prune_configs_by={"early_config_prune": S._prune}
+    )(S.sincos_kernel)
     x = _rand(1793, torch.float32)
     y = torch.empty_like(x)
     n = x.numel()

@@ -1,6 +1,7 @@
 """Strided copy and row/column matrix copy: exact against torch on seeded random inputs (fresh each run, the seed
 in a failure's report) of awkward sizes, every dtype, outputs poisoned with NaN before the launch; bad input
 names the argument."""
+
 import pytest
 import torch
 
@@ -11,7 +12,6 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SIZES = [1, 17, 1000, 1793]
 STRIDES = [1, 2, 3, 7, 64, 5000]  # 5000 > every size: one output element
 pytestmark = pytest.mark.usefixtures("seed")
-
 
 
 def _rand(shape, dtype):
@@ -80,27 +80,29 @@ def test_matrix_copy_of_a_transposed_view(by, poisoned):
     _assert_exact(S.matrix_copy_ref(a.t()), a.t().contiguous())
 
 
-@pytest.mark.parametrize("call, word", [
-    (lambda x: S.strided_copy(x.reshape(4, -1), 1), "x"),
-    (lambda x: S.strided_copy(x.to(torch.int32), 1), "x"),
-    (lambda x: S.strided_copy(x.tolist(), 1), "x"),
-    (lambda x: S.strided_copy(x[::2], 1), "x"),
-    (lambda x: S.strided_copy(x, 0), "stride"),
-    (lambda x: S.strided_copy(x, 2.0), "stride"),
-    (lambda x: S.strided_copy(x, True), "stride"),
-    (lambda x: S.strided_copy(x, 1, block=1000), "block"),
-    (lambda x: S.strided_copy(x, 1, num_warps=3), "num_warps"),
-    (lambda x: S.strided_copy_ref(x, -1), "stride"),
-    (lambda x: S.matrix_copy(x, "rows"), "a"),
-    (lambda x: S.matrix_copy(x.reshape(4, -1).double(), "rows"), "a"),
-    (lambda x: S.matrix_copy(x.reshape(4, -1), "diagonal"), "by"),
-    (lambda x: S.matrix_copy(x.reshape(4, -1), "rows", block=24), "block"),
-])
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda x: S.strided_copy(x.reshape(4, -1), 1), "x"),
+        (lambda x: S.strided_copy(x.to(torch.int32), 1), "x"),
+        (lambda x: S.strided_copy(x.tolist(), 1), "x"),
+        (lambda x: S.strided_copy(x[::2], 1), "x"),
+        (lambda x: S.strided_copy(x, 0), "stride"),
+        (lambda x: S.strided_copy(x, 2.0), "stride"),
+        (lambda x: S.strided_copy(x, True), "stride"),
+        (lambda x: S.strided_copy(x, 1, block=1000), "block"),
+        (lambda x: S.strided_copy(x, 1, num_warps=3), "num_warps"),
+        (lambda x: S.strided_copy_ref(x, -1), "stride"),
+        (lambda x: S.matrix_copy(x, "rows"), "a"),
+        (lambda x: S.matrix_copy(x.reshape(4, -1).double(), "rows"), "a"),
+        (lambda x: S.matrix_copy(x.reshape(4, -1), "diagonal"), "by"),
+        (lambda x: S.matrix_copy(x.reshape(4, -1), "rows", block=24), "block"),
+    ],
+)
 def test_bad_input_names_argument(call, word):
     x = torch.randn(64, device=gpulab.DEVICE)
     with pytest.raises((TypeError, ValueError), match=word):
         call(x)
-
 
 
 def test_strides_past_64_bits_and_launch_limits(poisoned):
@@ -115,6 +117,7 @@ def test_strides_past_64_bits_and_launch_limits(poisoned):
     with pytest.raises(ValueError, match="a: .* grid limit"):
         S.matrix_copy(wide, "columns")
 
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU (device check, autotuning, a 4 GiB input)")
 def test_gpu_only_paths():
@@ -125,5 +128,5 @@ def test_gpu_only_paths():
     assert S.best_config() is not None
     # int64 offsets: k * stride passes 2^31 elements
     big = torch.empty(2**31 + 2**20, dtype=torch.float16, device="cuda")
-    big[::2**20] = torch.arange(2**11 + 1, device="cuda", dtype=torch.float16)
-    _assert_exact(S.strided_copy(big, 2**20), big[::2**20])
+    big[:: 2**20] = torch.arange(2**11 + 1, device="cuda", dtype=torch.float16)
+    _assert_exact(S.strided_copy(big, 2**20), big[:: 2**20])

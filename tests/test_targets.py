@@ -2,6 +2,7 @@
 
 The reason cells are checked against what the compiler does: fp8e4nv is refused for sm_80, the TMA kernel
 compiles to wgmma on sm_90, and an fp16 tl.dot has tensor-core mma on sm_80 but none on sm_75."""
+
 import pytest
 
 from gpulab import targets
@@ -58,14 +59,19 @@ def test_elementwise_compiles_for_every_target():
 def test_what_the_compiler_does_matches_the_cells():
     (fp8_80,) = [r for r in targets.plan_rows((89,), ("fp8",))[0]]
     tile = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}
-    fp8_job = targets._job(fp8_80.case, 80, "fp8",
-                           targets.Launch({**tile, "INPUT_PRECISION": "tf32", "UPCAST": False}, 4, 2))
+    fp8_job = targets._job(
+        fp8_80.case, 80, "fp8", targets.Launch({**tile, "INPUT_PRECISION": "tf32", "UPCAST": False}, 4, 2)
+    )
     (mm,) = [c for c in targets.CASES if c.name == "matmul bf16 (pointer)"]
     small = targets.Launch({**tile, "INPUT_PRECISION": "tf32", "UPCAST": False}, 4, 2)
     (tma,) = [c for c in targets.CASES if c.name == "matmul bf16 (TMA)"]
     tma_launch = targets.Launch({**tile, "FLATTEN": False, "WARP_SPECIALIZE": False}, 4, 2)
-    jobs = {"fp8@80": fp8_job, "fp16@75": targets._job(mm, 75, "fp16", small),
-            "fp16@80": targets._job(mm, 80, "fp16", small), "tma@90": targets._job(tma, 90, "bf16", tma_launch)}
+    jobs = {
+        "fp8@80": fp8_job,
+        "fp16@75": targets._job(mm, 75, "fp16", small),
+        "fp16@80": targets._job(mm, 80, "fp16", small),
+        "tma@90": targets._job(tma, 90, "bf16", tma_launch),
+    }
     got = targets._run_workers(jobs, 2)
     assert "fp8e4nv" in got["fp8@80"]["error"]
     assert got["fp16@75"]["mma"] == 0 and got["fp16@80"]["mma"] > 0  # Triton's tensor-core dot from 8.0

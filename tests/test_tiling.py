@@ -1,5 +1,6 @@
 """gpulab.tiling: the seed's numbers (FP32, T = 32: 8 FLOP/B; 2N^3 loads against 2N^3/T; 2T^2 s bytes), the
 general formulas against brute-force counts, the shared-memory limit, bad input."""
+
 import random
 
 import numpy as np
@@ -70,22 +71,25 @@ def test_shared_memory_limit():
     assert tiling.largest_square_tile("fp32", "T4") == 64
 
 
-@pytest.mark.parametrize("call, word", [
-    (lambda: tiling.tile_intensity(0), "T"),
-    (lambda: tiling.tile_intensity(32, "fp64"), "dtype"),
-    (lambda: tiling.tile_intensity(32, 0), "dtype"),
-    (lambda: tiling.input_loads(0), "M"),
-    (lambda: tiling.input_loads(8, tile=(0, 8)), "tile rows"),
-    (lambda: tiling.footprint_bytes(32, stages=0), "stages"),
-    (lambda: tiling.step_intensity(32, 32, -1), "BK"),
-    (lambda: tiling.shared_memory_bytes("Seed accelerator"), "gpu"),
-    (lambda: tiling.fits(0, "H200"), "footprint"),
-    (lambda: tiling.input_loads(64, tile=32.0), "tile"),
-    (lambda: tiling.input_loads(64, tile=(32, 32, 32)), "tile"),
-    (lambda: tiling.input_loads(64, tile="32"), "tile"),
-    (lambda: tiling.input_loads(64, tile=(32, 0.5)), "tile columns"),
-    (lambda: tiling.tile_intensity(32.0), "T"),
-])
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda: tiling.tile_intensity(0), "T"),
+        (lambda: tiling.tile_intensity(32, "fp64"), "dtype"),
+        (lambda: tiling.tile_intensity(32, 0), "dtype"),
+        (lambda: tiling.input_loads(0), "M"),
+        (lambda: tiling.input_loads(8, tile=(0, 8)), "tile rows"),
+        (lambda: tiling.footprint_bytes(32, stages=0), "stages"),
+        (lambda: tiling.step_intensity(32, 32, -1), "BK"),
+        (lambda: tiling.shared_memory_bytes("Seed accelerator"), "gpu"),
+        (lambda: tiling.fits(0, "H200"), "footprint"),
+        (lambda: tiling.input_loads(64, tile=32.0), "tile"),
+        (lambda: tiling.input_loads(64, tile=(32, 32, 32)), "tile"),
+        (lambda: tiling.input_loads(64, tile="32"), "tile"),
+        (lambda: tiling.input_loads(64, tile=(32, 0.5)), "tile columns"),
+        (lambda: tiling.tile_intensity(32.0), "T"),
+    ],
+)
 def test_bad_input_names_the_argument(call, word):
     with pytest.raises((TypeError, ValueError), match=word):
         call()

@@ -1,6 +1,7 @@
 """Transpose, naive and tiled: exact against a.t() on seeded random inputs (fresh each run, the seed in a
 failure's report; any M, N; every dtype; any strides), outputs poisoned with NaN before the launch; bad input
 names the argument."""
+
 import random
 
 import pytest
@@ -12,7 +13,6 @@ from gpulab.kernels import transpose as T
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SHAPES = [(1, 1), (1, 17), (17, 1), (33, 65), (64, 64), (100, 37)]
 pytestmark = pytest.mark.usefixtures("seed")
-
 
 
 def _rand(shape, dtype):
@@ -74,22 +74,24 @@ def test_empty():
     assert T.transpose(a).shape == (7, 0) and T.transpose_naive(a).shape == (7, 0)
 
 
-@pytest.mark.parametrize("call, word", [
-    (lambda a: T.transpose(a.flatten()), "a"),
-    (lambda a: T.transpose(a.double()), "a"),
-    (lambda a: T.transpose(a.tolist()), "a"),
-    (lambda a: T.transpose(a, block_m=32), "block_m and block_n"),
-    (lambda a: T.transpose(a, block_m=48, block_n=32), "block_m"),
-    (lambda a: T.transpose(a, block_m=32, block_n=512), "block_n"),
-    (lambda a: T.transpose(a, num_warps=5), "num_warps"),
-    (lambda a: T.transpose_naive(a.to(torch.int16)), "a"),
-    (lambda a: T.transpose_naive(a, block=3), "block"),
-])
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda a: T.transpose(a.flatten()), "a"),
+        (lambda a: T.transpose(a.double()), "a"),
+        (lambda a: T.transpose(a.tolist()), "a"),
+        (lambda a: T.transpose(a, block_m=32), "block_m and block_n"),
+        (lambda a: T.transpose(a, block_m=48, block_n=32), "block_m"),
+        (lambda a: T.transpose(a, block_m=32, block_n=512), "block_n"),
+        (lambda a: T.transpose(a, num_warps=5), "num_warps"),
+        (lambda a: T.transpose_naive(a.to(torch.int16)), "a"),
+        (lambda a: T.transpose_naive(a, block=3), "block"),
+    ],
+)
 def test_bad_input_names_argument(call, word):
     a = torch.randn(8, 8, device=gpulab.DEVICE)
     with pytest.raises((TypeError, ValueError), match=word):
         call(a)
-
 
 
 def test_launch_limits_and_num_warps_alone():
@@ -103,6 +105,7 @@ def test_launch_limits_and_num_warps_alone():
     big = torch.zeros(1, 1, dtype=torch.float16, device=gpulab.DEVICE).expand(2**16, 2**15 + 1)
     with pytest.raises(ValueError, match="a: .* grid limit"):
         T.transpose(big, block_m=1, block_n=1)
+
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU (autotuning, a 4 GiB input)")

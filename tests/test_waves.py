@@ -1,4 +1,5 @@
 """gpulab.waves: the seed's tile and wave numbers exactly, the model's invariants on random shapes, bad input."""
+
 import math
 import random
 
@@ -40,7 +41,9 @@ def test_invariants_on_random_shapes(seed):
         sms, bps = rng.randrange(1, 200), rng.randrange(1, 4)
         p = waves.plan(M, N, tile, sms=sms, blocks_per_sm=bps)
         # the fewest tiles that cover the output: one fewer would leave rows or columns out
-        assert (p.tiles_m - 1) * tile[0] < M <= p.tiles_m * tile[0] and (p.tiles_n - 1) * tile[1] < N <= p.tiles_n * tile[1]
+        assert (p.tiles_m - 1) * tile[0] < M <= p.tiles_m * tile[0] and (p.tiles_n - 1) * tile[
+            1
+        ] < N <= p.tiles_n * tile[1]
         assert (p.waves - 1) * p.slots < p.tiles <= p.waves * p.slots
         assert sum(p.busy_per_wave()) == p.tiles and len(p.busy_per_wave()) == p.waves
         assert 0 < p.last_wave_occupancy <= 1 and 0 < p.wave_efficiency <= 1 and 0 < p.tile_efficiency <= 1
@@ -66,26 +69,29 @@ def test_sweep_and_predicted_rate():
     assert eff == pytest.approx([1792**2 / (108 * 256 * 128), 1793**2 / (216 * 256 * 128)])  # 0.9074, 0.4542
 
 
-@pytest.mark.parametrize("call, word", [
-    (lambda: waves.plan(0, tile=(256, 128), sms=108), "M"),
-    (lambda: waves.plan(1793, -1, sms=108), "N"),
-    (lambda: waves.plan(1793, tile=(0, 128), sms=108), "tile_m"),
-    (lambda: waves.plan(1793, tile=(256,), sms=108), "tile"),
-    (lambda: waves.plan(1793, tile=(256, 128)), "sms"),
-    (lambda: waves.plan(1793, sms=108, gpu="H200"), "sms"),
-    (lambda: waves.plan(1793, sms=1.5), "sms"),
-    (lambda: waves.plan(1793, sms=108, blocks_per_sm=0), "blocks_per_sm"),
-    (lambda: waves.plan(1793.0, sms=108), "M"),
-    (lambda: waves.plan(1793, gpu="Seed accelerator"), "gpu"),
-    (lambda: waves.sweep([1792], sms=108, what="nope"), "what"),
-    (lambda: waves.predicted_tflops(1, 1, 0, 1.0, (16, 16), sms=1), "K"),
-    (lambda: waves.predicted_tflops(1, 1, 1, -1.0, (16, 16), sms=1), "full_rate_tflops"),
-    (lambda: waves.predicted_tflops(1, 1, 1, math.nan, (16, 16), sms=1), "full_rate_tflops"),
-    (lambda: waves.predicted_tflops(1, 1, 1, math.inf, (16, 16), sms=1), "full_rate_tflops"),
-    (lambda: waves.sweep([1792], sms=108, what="summary"), "what"),  # a method, not a number
-    (lambda: waves.sweep([1792], sms=108, what="busy_per_wave"), "what"),
-    (lambda: waves.sweep([1792], sms=108, what="__class__"), "what"),
-])
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda: waves.plan(0, tile=(256, 128), sms=108), "M"),
+        (lambda: waves.plan(1793, -1, sms=108), "N"),
+        (lambda: waves.plan(1793, tile=(0, 128), sms=108), "tile_m"),
+        (lambda: waves.plan(1793, tile=(256,), sms=108), "tile"),
+        (lambda: waves.plan(1793, tile=(256, 128)), "sms"),
+        (lambda: waves.plan(1793, sms=108, gpu="H200"), "sms"),
+        (lambda: waves.plan(1793, sms=1.5), "sms"),
+        (lambda: waves.plan(1793, sms=108, blocks_per_sm=0), "blocks_per_sm"),
+        (lambda: waves.plan(1793.0, sms=108), "M"),
+        (lambda: waves.plan(1793, gpu="Seed accelerator"), "gpu"),
+        (lambda: waves.sweep([1792], sms=108, what="nope"), "what"),
+        (lambda: waves.predicted_tflops(1, 1, 0, 1.0, (16, 16), sms=1), "K"),
+        (lambda: waves.predicted_tflops(1, 1, 1, -1.0, (16, 16), sms=1), "full_rate_tflops"),
+        (lambda: waves.predicted_tflops(1, 1, 1, math.nan, (16, 16), sms=1), "full_rate_tflops"),
+        (lambda: waves.predicted_tflops(1, 1, 1, math.inf, (16, 16), sms=1), "full_rate_tflops"),
+        (lambda: waves.sweep([1792], sms=108, what="summary"), "what"),  # a method, not a number
+        (lambda: waves.sweep([1792], sms=108, what="busy_per_wave"), "what"),
+        (lambda: waves.sweep([1792], sms=108, what="__class__"), "what"),
+    ],
+)
 def test_bad_input_names_the_argument(call, word):
     with pytest.raises((TypeError, ValueError), match=word):
         call()
@@ -94,13 +100,14 @@ def test_bad_input_names_the_argument(call, word):
 def test_numpy_ints_are_ints():
     p = waves.plan(np.int64(1793), tile=(np.int32(256), np.int64(128)), sms=np.int64(108))
     assert p == waves.plan(1793, tile=(256, 128), sms=108) and type(p.M) is int and type(p.sms) is int
-    assert waves.predicted_tflops(np.int64(1792), 1792, np.int16(64), 100.0, (256, 128), sms=108) == \
-        pytest.approx(100.0 * 98 / 108)  # one full-area wave of 98 tiles on 108 SMs
+    assert waves.predicted_tflops(np.int64(1792), 1792, np.int16(64), 100.0, (256, 128), sms=108) == pytest.approx(
+        100.0 * 98 / 108
+    )  # one full-area wave of 98 tiles on 108 SMs
 
 
 def test_sweep_reads_fields_and_properties():
     assert waves.sweep([1792, 1793], sms=108, what="tiles") == [98, 120]
-    assert waves.sweep([1792, 1793], sms=108, what="M") == [1792, 1793]   # a field, not only properties
+    assert waves.sweep([1792, 1793], sms=108, what="M") == [1792, 1793]  # a field, not only properties
     assert "summary" not in waves.QUANTITIES and "efficiency" in waves.QUANTITIES
 
 

@@ -9,6 +9,7 @@ cProfile of gpulab's calls. With ``--configs``, only gpulab's matmul at 1793 onc
 much a config changes CPU and GPU time) and its row-pad copy against an allocation. GPU only. Everything timed
 is a public gpulab function (``matmul``, ``pad_rows_many``, ``launch``, ``flash_attention``) or torch's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import gpulab  # noqa: E402  (before triton)
 import torch  # noqa: E402
 
 from gpulab.timing import require_gpu, time_ms  # noqa: E402
@@ -71,8 +71,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--configs", action="store_true",
-                    help="only gpulab's matmul at 1793, once per TMA candidate config, and its row-pad copy")
+    ap.add_argument(
+        "--configs",
+        action="store_true",
+        help="only gpulab's matmul at 1793, once per TMA candidate config, and its row-pad copy",
+    )
     args = ap.parse_args(argv)
     require_gpu("launch overhead")
     from gpulab.kernels import matmul as mm
@@ -85,8 +88,10 @@ def main(argv=None) -> int:
             fn = functools.partial(mm.matmul, a, b, config=cfg)
             fn()
             row(f"matmul 1793 {cfg.short()}", fn, args.calls)
-        fns = {"pad_rows_many([a, b]) 1793": lambda: mm.pad_rows_many([a, b]),
-               "torch.empty(n, n)": lambda: torch.empty(n, n, device="cuda", dtype=torch.bfloat16)}
+        fns = {
+            "pad_rows_many([a, b]) 1793": lambda: mm.pad_rows_many([a, b]),
+            "torch.empty(n, n)": lambda: torch.empty(n, n, device="cuda", dtype=torch.bfloat16),
+        }
         for name, fn in fns.items():
             row(name, fn, args.calls, graph=False)
         if args.profile:
@@ -100,7 +105,9 @@ def main(argv=None) -> int:
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
     mm.matmul(a, b)
     cfg = mm.tuned_config(a, b, "tma")
-    q, k, v = (torch.randn(16, 16, 1024, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    q, k, v = (
+        torch.randn(16, 16, 1024, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3)
+    )
     qd, kd, vd = (t.detach() for t in (q, k, v))
     sdpa = sdpa_fn("FLASH_ATTENTION", True)
     fns = {

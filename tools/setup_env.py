@@ -8,6 +8,7 @@ Torch comes first, chosen for the machine:
 GPULAB_TORCH_SPEC overrides the choice, e.g. GPULAB_TORCH_SPEC='torch==2.13.0 --index-url URL'.
 Then `pip install -e '.[test]'`. A stamp in .venv makes a second run a no-op.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -77,16 +78,22 @@ def answers(url: str, seconds: float = 3.0) -> bool:
 
 def venv_python_version() -> str | None:
     try:
-        out = subprocess.run([str(VPY), "-c", "import platform; print(platform.python_version())"],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [str(VPY), "-c", "import platform; print(platform.python_version())"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except OSError:
         return None
     return out.stdout.strip() if out.returncode == 0 else None
 
 
 def torch_info() -> dict | None:
-    code = ("import json, torch; print(json.dumps({'version': torch.__version__, "
-            "'cuda': torch.version.cuda, 'cuda_ok': torch.cuda.is_available()}))")
+    code = (
+        "import json, torch; print(json.dumps({'version': torch.__version__, "
+        "'cuda': torch.version.cuda, 'cuda_ok': torch.cuda.is_available()}))"
+    )
     out = subprocess.run([str(VPY), "-c", code], capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else None
 
@@ -104,18 +111,27 @@ def cpu_torch_args() -> list[str]:
         say("CPU wheel index unreachable: relying on pip's own indexes / find-links")
     # Ask pip which torch it would take, without downloading the wheel itself.
     say("checking which torch build pip would pick (dry run)")
-    out = subprocess.run([str(VPY), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", *args],
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [str(VPY), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     if out.returncode != 0:
         print(out.stderr, file=sys.stderr)
         die("pip could not resolve " + " ".join(args))
-    picks = [i["metadata"]["version"] for i in json.loads(out.stdout).get("install", [])
-             if i["metadata"]["name"].lower() == "torch"]
+    picks = [
+        i["metadata"]["version"]
+        for i in json.loads(out.stdout).get("install", [])
+        if i["metadata"]["name"].lower() == "torch"
+    ]
     if picks and "+cpu" not in picks[0]:
-        die(f"pip would install torch {picks[0]}, a CUDA build of several GB, on this CPU-only machine.\n"
+        die(
+            f"pip would install torch {picks[0]}, a CUDA build of several GB, on this CPU-only machine.\n"
             f"  No CPU build of {CPU_TORCH} for Python {platform.python_version()} is reachable.\n"
             f"  Use a Python that has one (here: PYTHON=python3.11 make setup), make {CPU_INDEX} reachable,\n"
-            f"  or set GPULAB_TORCH_SPEC to a CPU wheel (file or spec plus --index-url).")
+            f"  or set GPULAB_TORCH_SPEC to a CPU wheel (file or spec plus --index-url)."
+        )
     return args
 
 
@@ -123,8 +139,9 @@ def main() -> None:
     gpu = has_gpu()
     spec = os.environ.get("GPULAB_TORCH_SPEC", "").strip()
     pyproject = (ROOT / "pyproject.toml").read_bytes()
-    key = hashlib.sha256(pyproject + Path(__file__).read_bytes()
-                         + f"|{gpu}|{spec}|{platform.python_version()}".encode()).hexdigest()
+    key = hashlib.sha256(
+        pyproject + Path(__file__).read_bytes() + f"|{gpu}|{spec}|{platform.python_version()}".encode()
+    ).hexdigest()
 
     if VPY.exists() and (have := venv_python_version()) != platform.python_version():
         say(f".venv was made with another Python ({have}); recreating it")
@@ -140,8 +157,9 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
         except subprocess.CalledProcessError:
             die("`python -m venv` failed; on Debian/Ubuntu: apt-get install python3-venv")
-    pip_major = subprocess.run([str(VPY), "-c", "import pip; print(pip.__version__.split('.')[0])"],
-                               capture_output=True, text=True).stdout.strip()
+    pip_major = subprocess.run(
+        [str(VPY), "-c", "import pip; print(pip.__version__.split('.')[0])"], capture_output=True, text=True
+    ).stdout.strip()
     if not pip_major.isdigit() or int(pip_major) < 23:
         run(str(VPY), "-m", "pip", "install", "--quiet", "--upgrade", "pip>=23.1")
     STAMP.unlink(missing_ok=True)
@@ -171,8 +189,10 @@ def main() -> None:
         die("`import torch` fails in .venv after installing it")
     say(f"torch {info['version']}, CUDA build: {info['cuda'] or 'no'}, GPU usable: {info['cuda_ok']}")
     if not gpu and info["cuda"] is not None:
-        die(f"torch {info['version']} is a CUDA build on a machine without a GPU. "
-            f"Run `make clean` and set GPULAB_TORCH_SPEC to a CPU build.")
+        die(
+            f"torch {info['version']} is a CUDA build on a machine without a GPU. "
+            f"Run `make clean` and set GPULAB_TORCH_SPEC to a CPU build."
+        )
     if gpu and not info["cuda_ok"]:
         say("WARNING: a GPU is present but torch cannot use it (driver too old for this build?)")
 

@@ -8,6 +8,7 @@ rule (docs/colab.md): never replace Colab's torch or Triton. gpulab goes in with
 light pure-Python dependencies, each a no-op where Colab's version already satisfies it. ipywidgets, numpy,
 jupyterlab, torch and Triton are Colab's own; ``import gpulab`` refuses a torch/Triton pair older than it needs.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,7 @@ def repo_url() -> str:
     text = (ROOT / "pyproject.toml").read_text()
     m = re.search(r'^Repository\s*=\s*"([^"]+)"', text, flags=re.MULTILINE)
     if not m:
-        raise SystemExit("pyproject.toml has no [project.urls] Repository = \"...\" line")
+        raise SystemExit('pyproject.toml has no [project.urls] Repository = "..." line')
     return m.group(1).rstrip("/")
 
 
@@ -39,12 +40,14 @@ def expected(url: str) -> tuple[str, str]:
 
 def install_cell(install: str) -> str:
     """The Colab install cell's source for the pip requirement ``install`` ("gpulab @ git+URL")."""
-    return (f"{INSTALL_MARK} beside Colab's own torch and Triton (never replacing them).\n"
-            "# Everywhere else `make lab` has already installed it.\n"
-            "import sys\n"
-            'if "google.colab" in sys.modules:\n'
-            f'    %pip install -q --no-deps "{install}"\n'
-            f"    %pip install -q {' '.join(LIGHT_DEPS)}")
+    return (
+        f"{INSTALL_MARK} beside Colab's own torch and Triton (never replacing them).\n"
+        "# Everywhere else `make lab` has already installed it.\n"
+        "import sys\n"
+        'if "google.colab" in sys.modules:\n'
+        f'    %pip install -q --no-deps "{install}"\n'
+        f"    %pip install -q {' '.join(LIGHT_DEPS)}"
+    )
 
 
 def sync(write: bool = True) -> list[str]:

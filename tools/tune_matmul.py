@@ -15,6 +15,7 @@ how long the suite's sweep over N = 1024..4352 takes. The JSON is rewritten afte
 crash or a timeout keeps what was measured. GPU only. Rates are ``gpulab.bench.lesson07.tflops``; the candidate
 lists of ``gpulab.kernels.matmul.CONFIGS`` are what this screen ranks.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,14 +28,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import gpulab  # noqa: E402  (sets the mode before triton is imported)
 import torch  # noqa: E402
 import triton  # noqa: E402
 
+import gpulab  # noqa: E402  (sets the mode before triton is imported)
 from gpulab import dtypes  # noqa: E402
 from gpulab.bench.lesson07 import tflops  # noqa: E402
-from gpulab.kernels.resources import kernel_resources  # noqa: E402
 from gpulab.kernels import matmul as mm  # noqa: E402
+from gpulab.kernels.resources import kernel_resources  # noqa: E402
 from gpulab.timing import time_ms  # noqa: E402
 from gpulab.tolerances import relative_error  # noqa: E402
 
@@ -46,16 +47,31 @@ def candidates(with_ws: bool = False):
     """(path, config) pairs for stage A; warp-specialized ones last and only on request (they compile slowly,
     and a budget cut should drop them first)."""
     cfg = mm.MatmulConfig
-    tma = [cfg(128, 256, 64, 8, 8, 3, persistent=True, flatten=True), cfg(128, 256, 64, 8, 8, 3, persistent=True),
-           cfg(128, 256, 64, 8, 8, 4, persistent=True, flatten=True), cfg(128, 256, 64, 8, 8, 3),
-           cfg(128, 256, 64, 8, 8, 4), cfg(128, 128, 64, 8, 4, 4, persistent=True, flatten=True),
-           cfg(128, 128, 64, 8, 8, 4, persistent=True, flatten=True), cfg(128, 128, 64, 8, 4, 4),
-           cfg(256, 128, 64, 8, 8, 3, persistent=True, flatten=True), cfg(128, 256, 128, 8, 8, 2, persistent=True, flatten=True),
-           cfg(64, 256, 64, 8, 4, 4, persistent=True, flatten=True), cfg(128, 256, 64, 16, 8, 3, persistent=True, flatten=True)]
-    ptr = [cfg(128, 256, 64, 8, 8, 3), cfg(128, 128, 64, 8, 4, 4), cfg(128, 128, 64, 8, 8, 3), cfg(128, 128, 32, 8, 4, 4)]
-    ws = [cfg(128, 256, 64, 8, 8, 3, persistent=True, warp_specialize=True),
-          cfg(128, 128, 64, 8, 4, 4, persistent=True, warp_specialize=True),
-          cfg(128, 256, 64, 8, 8, 3, warp_specialize=True)]
+    tma = [
+        cfg(128, 256, 64, 8, 8, 3, persistent=True, flatten=True),
+        cfg(128, 256, 64, 8, 8, 3, persistent=True),
+        cfg(128, 256, 64, 8, 8, 4, persistent=True, flatten=True),
+        cfg(128, 256, 64, 8, 8, 3),
+        cfg(128, 256, 64, 8, 8, 4),
+        cfg(128, 128, 64, 8, 4, 4, persistent=True, flatten=True),
+        cfg(128, 128, 64, 8, 8, 4, persistent=True, flatten=True),
+        cfg(128, 128, 64, 8, 4, 4),
+        cfg(256, 128, 64, 8, 8, 3, persistent=True, flatten=True),
+        cfg(128, 256, 128, 8, 8, 2, persistent=True, flatten=True),
+        cfg(64, 256, 64, 8, 4, 4, persistent=True, flatten=True),
+        cfg(128, 256, 64, 16, 8, 3, persistent=True, flatten=True),
+    ]
+    ptr = [
+        cfg(128, 256, 64, 8, 8, 3),
+        cfg(128, 128, 64, 8, 4, 4),
+        cfg(128, 128, 64, 8, 8, 3),
+        cfg(128, 128, 32, 8, 4, 4),
+    ]
+    ws = [
+        cfg(128, 256, 64, 8, 8, 3, persistent=True, warp_specialize=True),
+        cfg(128, 128, 64, 8, 4, 4, persistent=True, warp_specialize=True),
+        cfg(128, 256, 64, 8, 8, 3, warp_specialize=True),
+    ]
     return [("tma", c) for c in tma] + [("pointer", c) for c in ptr] + ([("tma", c) for c in ws] if with_ws else [])
 
 
@@ -75,8 +91,12 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=210.0, help="start no new measurement after this (s)")
     ap.add_argument("--top", type=int, default=3, help="TMA configs carried into stage B")
     ap.add_argument("--stages", default="A,B,C", help="which stages to run, e.g. B,C")
-    ap.add_argument("--configs", default="", help="'path:config' items (';' or ',' separated) for stage A and, "
-                    "when A does not run, stage B; default: all candidates for A, DEFAULT_B for B")
+    ap.add_argument(
+        "--configs",
+        default="",
+        help="'path:config' items (';' or ',' separated) for stage A and, "
+        "when A does not run, stage B; default: all candidates for A, DEFAULT_B for B",
+    )
     ap.add_argument("--with-ws", action="store_true", help="add the warp-specialized candidates to stage A")
     args = ap.parse_args(argv)
     if not gpulab.ON_GPU:
@@ -91,8 +111,16 @@ def main(argv=None) -> int:
     out_dir = Path(os.environ.get("OUT", "/tmp/gpulab-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
     out_path = out_dir / "tune_matmul.json"
-    rec = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
-           "sms": mm.num_sms(), "stage_a": [], "stage_b": [], "sweep_cost": {}, "notes": []}
+    rec = {
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "sms": mm.num_sms(),
+        "stage_a": [],
+        "stage_b": [],
+        "sweep_cost": {},
+        "notes": [],
+    }
 
     def save():
         out_path.write_text(json.dumps(rec, indent=1))
@@ -144,12 +172,17 @@ def main(argv=None) -> int:
 
     def show(row):
         if "error" in row:
-            print(f"  {row['path']:7} {row['config']:42} {row['dtype']} {row['n']:5}: FAILED {row['error']}", flush=True)
+            print(
+                f"  {row['path']:7} {row['config']:42} {row['dtype']} {row['n']:5}: FAILED {row['error']}", flush=True
+            )
         else:
-            print(f"  {row['path']:7} {row['config']:42} {row['dtype']} {row['n']:5}: {row['ms']:8.4f} ms "
-                  f"{row['tflops']:6.1f} TFLOP/s  torch {row['torch_tflops']:6.1f}  ratio {row['ratio']:5.3f}  "
-                  f"err {row['rel_err']:.1e} regs {row.get('n_regs')} spills {row.get('n_spills')} "
-                  f"smem {row.get('shared_bytes')} (compile {row['compile_s']} s)", flush=True)
+            print(
+                f"  {row['path']:7} {row['config']:42} {row['dtype']} {row['n']:5}: {row['ms']:8.4f} ms "
+                f"{row['tflops']:6.1f} TFLOP/s  torch {row['torch_tflops']:6.1f}  ratio {row['ratio']:5.3f}  "
+                f"err {row['rel_err']:.1e} regs {row.get('n_regs')} spills {row.get('n_spills')} "
+                f"smem {row.get('shared_bytes')} (compile {row['compile_s']} s)",
+                flush=True,
+            )
 
     stages = {x.strip().upper() for x in args.stages.split(",") if x.strip()}
     chosen = _parse_configs(args.configs, args.with_ws) if args.configs else None
@@ -183,8 +216,10 @@ def main(argv=None) -> int:
         top = []
     rec["stage_b_configs"] = [f"{p} {c.short()}" for p, c in top]
     if "B" in stages:
-        print("Stage B: " + "; ".join(rec["stage_b_configs"]) + " on fp16 4096/8192 and on awkward sizes "
-              "(TMA pads, pointer masks)")
+        print(
+            "Stage B: " + "; ".join(rec["stage_b_configs"]) + " on fp16 4096/8192 and on awkward sizes "
+            "(TMA pads, pointer masks)"
+        )
     for dname in ("bf16", "fp16") if "B" in stages else []:
         for n in sizes_a + sizes_awk:
             if dname == "bf16" and n in sizes_a and "A" in stages:
@@ -207,17 +242,25 @@ def main(argv=None) -> int:
                     bp[:n, :n] = b
                     return torch.matmul(ap, bp)[:, :n]
 
-                row = {"path": "torch+zero-pad", "n": n, "dtype": dname,
-                       "ms": time_ms(torch_padded, warmup_ms=25, rep_ms=100).median_ms,
-                       "pad_copy_ms": time_ms(lambda: (mm.pad_rows(a), mm.pad_rows(b)), warmup_ms=25,
-                                              rep_ms=100).median_ms,
-                       "torch_ms": torch_ms(n, dname, 100)}
+                row = {
+                    "path": "torch+zero-pad",
+                    "n": n,
+                    "dtype": dname,
+                    "ms": time_ms(torch_padded, warmup_ms=25, rep_ms=100).median_ms,
+                    "pad_copy_ms": time_ms(
+                        lambda: (mm.pad_rows(a), mm.pad_rows(b)), warmup_ms=25, rep_ms=100
+                    ).median_ms,
+                    "torch_ms": torch_ms(n, dname, 100),
+                }
                 row["rel_err"] = rel_err(torch_padded(), ref)
                 row["tflops"] = tflops(n, row["ms"])
                 row["ratio"] = row["torch_ms"] / row["ms"]
-                print(f"  torch.matmul after zero-padding to {np8}: {row['ms']:.4f} ms ({row['tflops']:.1f} TFLOP/s, "
-                      f"ratio {row['ratio']:.3f} vs unpadded torch {row['torch_ms']:.4f} ms); gpulab's row-pad "
-                      f"copy of A and B alone {row['pad_copy_ms']:.4f} ms", flush=True)
+                print(
+                    f"  torch.matmul after zero-padding to {np8}: {row['ms']:.4f} ms ({row['tflops']:.1f} TFLOP/s, "
+                    f"ratio {row['ratio']:.3f} vs unpadded torch {row['torch_ms']:.4f} ms); gpulab's row-pad "
+                    f"copy of A and B alone {row['pad_copy_ms']:.4f} ms",
+                    flush=True,
+                )
                 rec["stage_b"].append(row)
                 save()
 
@@ -236,17 +279,25 @@ def main(argv=None) -> int:
                 tt = time_ms(lambda: torch.matmul(a, b), warmup_ms=1, rep_ms=5).median_ms
                 tg = time_ms(lambda: mm.matmul(a, b, config="heuristic"), warmup_ms=1, rep_ms=5).median_ms
                 walls.append(time.time() - t0)
-                print(f"  N={n}: torch {tflops(n, tt):6.1f} TFLOP/s, gpulab {tflops(n, tg):6.1f}; "
-                      f"wall {walls[-1]:.3f} s", flush=True)
+                print(
+                    f"  N={n}: torch {tflops(n, tt):6.1f} TFLOP/s, gpulab {tflops(n, tg):6.1f}; wall {walls[-1]:.3f} s",
+                    flush=True,
+                )
             except Exception as e:  # noqa: BLE001
                 print(f"  N={n}: FAILED {type(e).__name__}: {e}")
         if walls:
             walls_sorted = sorted(walls)[1:-1] or walls  # drop the first-compile outliers at both ends
             per = sum(walls_sorted) / len(walls_sorted)
-            rec["sweep_cost"] = {"ns": ns, "wall_s": walls, "mean_s_per_point": per,
-                                 "predicted_full_sweep_s": per * (sweep_hi - sweep_lo + 1)}
-            print(f"  mean {per:.3f} s per N -> full sweep over {sweep_hi - sweep_lo + 1} sizes ~ "
-                  f"{per * (sweep_hi - sweep_lo + 1):.0f} s")
+            rec["sweep_cost"] = {
+                "ns": ns,
+                "wall_s": walls,
+                "mean_s_per_point": per,
+                "predicted_full_sweep_s": per * (sweep_hi - sweep_lo + 1),
+            }
+            print(
+                f"  mean {per:.3f} s per N -> full sweep over {sweep_hi - sweep_lo + 1} sizes ~ "
+                f"{per * (sweep_hi - sweep_lo + 1):.0f} s"
+            )
     rec["elapsed_s"] = time.time() - t_start
     save()
     print(f"done in {rec['elapsed_s']:.0f} s; wrote {out_path}")

@@ -15,6 +15,7 @@ other entry is kept, its provenance listed under ``step_provenance`` (``merge_re
 
 Without a GPU it prints the recorded reference data, labelled as recorded, and measures nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,18 +40,32 @@ def _print_points(points: list[dict]) -> None:
     print(f"  {'kernel':28} {'FLOP/B':>8} {'time ms':>10} {'TFLOP/s':>9} {'TB/s':>7}")
     for q in points:
         s = q["time_ms"] * 1e-3
-        print(f"  {q['name']:28} {q['flops'] / q['bytes_moved']:8.3g} {q['time_ms']:10.4g} "
-              f"{q['flops'] / s / 1e12:9.3g} {q['bytes_moved'] / s / 1e12:7.3f}")
+        print(
+            f"  {q['name']:28} {q['flops'] / q['bytes_moved']:8.3g} {q['time_ms']:10.4g} "
+            f"{q['flops'] / s / 1e12:9.3g} {q['bytes_moved'] / s / 1e12:7.3f}"
+        )
 
 
 def _print_ratios(rows: list[dict]) -> None:
     print("\nAgainst the vendor baseline (ratio = torch time / gpulab time; >= 1 is as fast or faster):")
     for r in rows:
-        print(f"  {r['name']:18} n={r['n']}: gpulab {r['gpulab_ms']:.4f} ms ({r['gpulab_tbps']:.2f} TB/s), "
-              f"torch {r['torch_ms']:.4f} ms ({r['torch_tbps']:.2f} TB/s), ratio {r['ratio']:.3f}")
+        print(
+            f"  {r['name']:18} n={r['n']}: gpulab {r['gpulab_ms']:.4f} ms ({r['gpulab_tbps']:.2f} TB/s), "
+            f"torch {r['torch_ms']:.4f} ms ({r['torch_tbps']:.2f} TB/s), ratio {r['ratio']:.3f}"
+        )
 
 
-LESSON_SUITES = ["gpulab.bench.lesson00", "gpulab.bench.lesson02", "gpulab.bench.lesson03", "gpulab.bench.lesson04", "gpulab.bench.lesson05", "gpulab.bench.lesson06", "gpulab.bench.lesson07", "gpulab.bench.lesson08", "gpulab.bench.lesson09"]  # module names, e.g. "gpulab.bench.lesson02"; see the module docstring
+LESSON_SUITES = [
+    "gpulab.bench.lesson00",
+    "gpulab.bench.lesson02",
+    "gpulab.bench.lesson03",
+    "gpulab.bench.lesson04",
+    "gpulab.bench.lesson05",
+    "gpulab.bench.lesson06",
+    "gpulab.bench.lesson07",
+    "gpulab.bench.lesson08",
+    "gpulab.bench.lesson09",
+]  # module names, e.g. "gpulab.bench.lesson02"; see the module docstring
 CORE = "ceilings"  # the device profile, roofline points and vendor ratios
 
 
@@ -61,8 +76,7 @@ def merge_record(old: dict, new: dict) -> dict:
     kept_prov = dict(old.get("step_provenance", {}))
     merged = {k: v for k, v in old.items() if k not in ("provenance", "step_provenance")}
     merged.update(new)
-    prov = {k: kept_prov.get(k, old.get("provenance", {})) for k in merged
-            if k not in new and k != "provenance"}
+    prov = {k: kept_prov.get(k, old.get("provenance", {})) for k in merged if k not in new and k != "provenance"}
     if prov:
         merged["step_provenance"] = prov
     merged["provenance"] = new.get("provenance", old.get("provenance"))
@@ -82,15 +96,20 @@ def _suites(only):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gpulab.bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m gpulab.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--record", action="store_true", help="write reference data into gpulab/data/")
     ap.add_argument("--json", type=Path, help="also write all records to this JSON file")
     ap.add_argument("--gpu-name", default=None, help="short name for the reference file (default from the GPU)")
     ap.add_argument("--only", default="", help="comma-separated suites to run (default: all)")
     ap.add_argument("--steps", default="", help="comma-separated steps of the one suite named by --only (its STEPS)")
-    ap.add_argument("--autotune-report", metavar="SUITE", default="",
-                    help="print what the autotuner picks against every candidate (GPU only), e.g. lesson08")
+    ap.add_argument(
+        "--autotune-report",
+        metavar="SUITE",
+        default="",
+        help="print what the autotuner picks against every candidate (GPU only), e.g. lesson08",
+    )
     args = ap.parse_args(argv)
     only = [k.strip() for k in args.only.split(",") if k.strip()]
     steps = [k.strip() for k in args.steps.split(",") if k.strip()]
@@ -98,8 +117,10 @@ def main(argv=None) -> int:
     if steps and (len(only) != 1 or run_core or not hasattr(lesson_mods[0], "STEPS")):
         raise SystemExit("--steps needs --only naming one lesson suite that has STEPS")
     if steps and set(steps) - set(lesson_mods[0].STEPS):
-        raise SystemExit(f"--steps: unknown step(s) {sorted(set(steps) - set(lesson_mods[0].STEPS))}; "
-                         f"{lesson_mods[0].KEY} has {list(lesson_mods[0].STEPS)}")
+        raise SystemExit(
+            f"--steps: unknown step(s) {sorted(set(steps) - set(lesson_mods[0].STEPS))}; "
+            f"{lesson_mods[0].KEY} has {list(lesson_mods[0].STEPS)}"
+        )
     if args.autotune_report and (run_core or not hasattr(lesson_mods[0], "autotune_report")):
         raise SystemExit(f"--autotune-report: {args.autotune_report!r} has no autotune report")
 
@@ -126,8 +147,11 @@ def main(argv=None) -> int:
         return 0
 
     if gpulab.AUTOTUNE != "full":
-        print(f"error: GPULAB_AUTOTUNE={gpulab.AUTOTUNE} takes untimed first configs; the benchmark suite measures "
-              "autotuned kernels only. Unset GPULAB_AUTOTUNE and run again.", file=sys.stderr)
+        print(
+            f"error: GPULAB_AUTOTUNE={gpulab.AUTOTUNE} takes untimed first configs; the benchmark suite measures "
+            "autotuned kernels only. Unset GPULAB_AUTOTUNE and run again.",
+            file=sys.stderr,
+        )
         return 2
     from gpulab.bench import suite
     from gpulab.device import measure_profile, provenance, save_profile
@@ -149,8 +173,12 @@ def main(argv=None) -> int:
         _print_points(points)
         ratios = suite.vendor_ratios()
         _print_ratios(ratios)
-        record = {"provenance": provenance(), "profile": profile.to_json(), "roofline_points": points,
-                  "vendor_ratios": ratios}
+        record = {
+            "provenance": provenance(),
+            "profile": profile.to_json(),
+            "roofline_points": points,
+            "vendor_ratios": ratios,
+        }
     for m in lesson_mods:
         data = m.run(progress=True, steps=steps) if steps else m.run(progress=True)
         data["provenance"] = provenance()

@@ -18,6 +18,7 @@ GPU only (``time_ms`` raises in interpreter mode); well under a minute on an H20
   fitted to the sweep (``gpulab.memory.fit_little``); when the compiler keeps more than one trip in flight,
   the fitted latency is the real one divided by that depth.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,10 +42,15 @@ def device_info(device: int = 0) -> dict:
     import torch
 
     p = torch.cuda.get_device_properties(device)
-    return dict(name=p.name, sms=p.multi_processor_count, regs_per_sm=getattr(p, "regs_per_multiprocessor", None),
-                smem_per_sm=getattr(p, "shared_memory_per_multiprocessor", None),
-                l2_bytes=getattr(p, "L2_cache_size", None), memory_bytes=p.total_memory,
-                threads_per_sm=getattr(p, "max_threads_per_multi_processor", None))
+    return dict(
+        name=p.name,
+        sms=p.multi_processor_count,
+        regs_per_sm=getattr(p, "regs_per_multiprocessor", None),
+        smem_per_sm=getattr(p, "shared_memory_per_multiprocessor", None),
+        l2_bytes=getattr(p, "L2_cache_size", None),
+        memory_bytes=p.total_memory,
+        threads_per_sm=getattr(p, "max_threads_per_multi_processor", None),
+    )
 
 
 def anatomy(info: dict, spec=None) -> str:
@@ -59,8 +65,10 @@ def anatomy(info: dict, spec=None) -> str:
     sms, threads, regs = info["sms"], info.get("threads_per_sm"), info.get("regs_per_sm")
     lines = [f"{info['name']}: {sms} SMs (streaming multiprocessors)"]
     if threads:
-        lines.append(f"  per SM: up to {threads:,} threads resident = {threads // 32} warps of 32; "
-                     f"{threads * sms:,} threads on the whole GPU")
+        lines.append(
+            f"  per SM: up to {threads:,} threads resident = {threads // 32} warps of 32; "
+            f"{threads * sms:,} threads on the whole GPU"
+        )
     if regs:
         per_thread = f", {regs // threads} per thread when all {threads:,} are resident" if threads else ""
         lines.append(f"  registers: {regs:,} x 32 bit = {_size(4 * regs)} per SM{per_thread}")
@@ -76,13 +84,20 @@ def anatomy(info: dict, spec=None) -> str:
         fp32, tc = spec.peak_tflops.get("fp32"), spec.peak_tflops.get("bf16") or spec.peak_tflops.get("fp16")
         if fp32 and tc:
             dt = "bf16" if spec.peak_tflops.get("bf16") else "fp16"
-            lines.append(f"  FP32 units: {fp32:g} TFLOP/s; {dt} tensor cores: {tc:g} TFLOP/s, {tc / fp32:.1f}x "
-                         f"(datasheet {spec.name}, dense)")
+            lines.append(
+                f"  FP32 units: {fp32:g} TFLOP/s; {dt} tensor cores: {tc:g} TFLOP/s, {tc / fp32:.1f}x "
+                f"(datasheet {spec.name}, dense)"
+            )
     return "\n".join(lines)
 
 
-def run(progress: bool = True, sizes=SIZES, copy_programs=COPY_PROGRAMS, copy_n: int = COPY_N,
-        target_bytes: int = TARGET_BYTES) -> dict:
+def run(
+    progress: bool = True,
+    sizes=SIZES,
+    copy_programs=COPY_PROGRAMS,
+    copy_n: int = COPY_N,
+    target_bytes: int = TARGET_BYTES,
+) -> dict:
     """Measure the staircase and the latency sweep on this GPU; returns a JSON-able dict (see ``report``).
     sizes: working sets in bytes (multiples of 4 KiB); copy_programs: grid sizes of the copy; copy_n: floats
     copied; target_bytes: bytes read per staircase launch. Raises NoGPUTimingError without a GPU."""
@@ -124,8 +139,14 @@ def staircase_plan(working_set: int, sms: int, l2_bytes: int | None = None, targ
         part = n
     per_pass = read_sum_counts(n, programs, part)[1]
     passes = max(1, round(target_bytes / per_pass))
-    return dict(working_set=working_set, programs=programs, part=part, passes=passes, l2_only=l2_only,
-                bytes_read=read_sum_counts(n, programs, part, passes)[1])
+    return dict(
+        working_set=working_set,
+        programs=programs,
+        part=part,
+        passes=passes,
+        l2_only=l2_only,
+        bytes_read=read_sum_counts(n, programs, part, passes)[1],
+    )
 
 
 def _expected_total(x, plan: dict) -> float:
@@ -133,8 +154,9 @@ def _expected_total(x, plan: dict) -> float:
     program p with p mod n_parts = j when parts are fewer than programs, else once; ``passes`` times."""
     n, part, programs = x.numel(), plan["part"], plan["programs"]
     full = n // part
-    sums = x[: full * part].view(full, part).double().sum(1).tolist() + ([x[full * part:].double().sum().item()]
-                                                                         if n % part else [])
+    sums = x[: full * part].view(full, part).double().sum(1).tolist() + (
+        [x[full * part :].double().sum().item()] if n % part else []
+    )
     k = len(sums)
     readers = [programs // k + (j < programs % k) for j in range(k)] if k < programs else [1] * k
     return plan["passes"] * sum(c * s for c, s in zip(readers, sums))
@@ -150,9 +172,15 @@ def _run(time_ms, device, info, progress, sizes, copy_programs, copy_n, target_b
     sizes = sorted(int(s) for s in sizes)
     if not sizes or any(s % (4 * BLOCK) or s <= 0 for s in sizes):
         raise ValueError(f"sizes must be positive multiples of {4 * BLOCK} bytes, got {sizes}")
-    out = dict(device=info, block=BLOCK, num_warps=NUM_WARPS, programs_per_sm=PROGRAMS_PER_SM,
-               replicate_limit=replicate_limit(info["sms"], info.get("l2_bytes")),
-               staircase=[], latency=dict(n=copy_n, bytes_per_warp=2 * 4 * BLOCK // NUM_WARPS, rows=[]))
+    out = dict(
+        device=info,
+        block=BLOCK,
+        num_warps=NUM_WARPS,
+        programs_per_sm=PROGRAMS_PER_SM,
+        replicate_limit=replicate_limit(info["sms"], info.get("l2_bytes")),
+        staircase=[],
+        latency=dict(n=copy_n, bytes_per_warp=2 * 4 * BLOCK // NUM_WARPS, rows=[]),
+    )
     bar = tqdm(total=len(sizes) + len(copy_programs), desc="lesson00", disable=not progress)
     gen = torch.Generator(device=device).manual_seed(0)
     # small integers: every partial sum is exact in fp32 (a check that each launch read what it should)
@@ -165,8 +193,9 @@ def _run(time_ms, device, info, progress, sizes, copy_programs, copy_n, target_b
         if got != _expected_total(xs, plan):
             raise RuntimeError(f"read_sum over {w} bytes summed to {got}, expected {_expected_total(xs, plan)}")
         t = time_ms(lambda: read_sum(*args), warmup_ms=WARMUP_MS, rep_ms=REP_MS)
-        out["staircase"].append(dict(plan, ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms,
-                                     tbps=t.rate(plan["bytes_read"])))
+        out["staircase"].append(
+            dict(plan, ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms, tbps=t.rate(plan["bytes_read"]))
+        )
         bar.update()
     x = xs = args = None  # free the working set before the copy's buffers
     src = torch.randn(copy_n, device=device, generator=gen)
@@ -175,8 +204,16 @@ def _run(time_ms, device, info, progress, sizes, copy_programs, copy_n, target_b
         t = time_ms(lambda: copy_persistent(src, p, BLOCK, out=dst), warmup_ms=WARMUP_MS, rep_ms=REP_MS)
         if not torch.equal(src, dst):
             raise RuntimeError(f"copy_persistent on {p} programs did not copy its input")
-        out["latency"]["rows"].append(dict(programs=p, warps=p * NUM_WARPS, ms=t.median_ms, p20_ms=t.p20_ms,
-                                           p80_ms=t.p80_ms, tbps=t.rate(copy_counts(copy_n))))
+        out["latency"]["rows"].append(
+            dict(
+                programs=p,
+                warps=p * NUM_WARPS,
+                ms=t.median_ms,
+                p20_ms=t.p20_ms,
+                p80_ms=t.p80_ms,
+                tbps=t.rate(copy_counts(copy_n)),
+            )
+        )
         dst.zero_()
         bar.update()
     bar.close()
@@ -196,15 +233,23 @@ def fits(data: dict, spec=None) -> dict:
     st = data["staircase"]
     plateaus = None
     if spec is not None and spec.l2_kib is not None and st:
+
         def fit(rows):
-            return memory.fit_plateaus([r["working_set"] for r in rows], [r["tbps"] for r in rows], spec) if rows \
+            return (
+                memory.fit_plateaus([r["working_set"] for r in rows], [r["tbps"] for r in rows], spec)
+                if rows
                 else dict.fromkeys(("L1/shared", "L2", "HBM"))
+            )
+
         whole = fit([r for r in st if not r["l2_only"]])
         shared = fit([r for r in st if r["l2_only"]])
         plateaus = {"L1/shared": whole["L1/shared"], "L2": shared["L2"], "HBM": shared["HBM"]}
     rows = data["latency"]["rows"]
-    little = memory.fit_little([r["warps"] for r in rows], [r["tbps"] for r in rows],
-                               data["latency"]["bytes_per_warp"]) if rows else None
+    little = (
+        memory.fit_little([r["warps"] for r in rows], [r["tbps"] for r in rows], data["latency"]["bytes_per_warp"])
+        if rows
+        else None
+    )
     return dict(spec=spec, plateaus=plateaus, little=little)
 
 
@@ -220,22 +265,37 @@ def report(data: dict, full: bool = False) -> str:
     and Little's-law fit."""
     f = fits(data)
     st, rows = data["staircase"], data["latency"]["rows"]
-    lines = [f"{data['device']['name']}: fp32 reads, {data['programs_per_sm']} programs per SM, "
-             f"{data['num_warps']} warps each"]
+    lines = [
+        f"{data['device']['name']}: fp32 reads, {data['programs_per_sm']} programs per SM, "
+        f"{data['num_warps']} warps each"
+    ]
     pick = st if full else st[:: max(1, math.ceil(len(st) / 5))]
-    lines += ["  staircase: " + ", ".join(f"{_size(r['working_set'])} {r['tbps']:.2f}" for r in pick[i:i + 3])
-              + " TB/s" for i in range(0, len(pick), 3)]
-    lines.append(f"  (sets up to {_size(data['replicate_limit'])} read whole by every program, larger ones shared "
-                 "out past the L1)")
+    lines += [
+        "  staircase: " + ", ".join(f"{_size(r['working_set'])} {r['tbps']:.2f}" for r in pick[i : i + 3]) + " TB/s"
+        for i in range(0, len(pick), 3)
+    ]
+    lines.append(
+        f"  (sets up to {_size(data['replicate_limit'])} read whole by every program, larger ones shared "
+        "out past the L1)"
+    )
     if f["plateaus"]:
         spec = f["spec"]
-        lines.append("  plateaus: " + ", ".join(f"{k} {v:.2f} TB/s" if v else f"{k} -" for k, v in
-                                                f["plateaus"].items()) + f" (datasheet HBM {spec.hbm_tbps:.2f})")
+        lines.append(
+            "  plateaus: "
+            + ", ".join(f"{k} {v:.2f} TB/s" if v else f"{k} -" for k, v in f["plateaus"].items())
+            + f" (datasheet HBM {spec.hbm_tbps:.2f})"
+        )
     if rows:
         pick = rows if full else rows[:: max(1, math.ceil(len(rows) / 6))]
-        lines += ["  latency sweep (copy): " + ", ".join(f"{r['warps']} warps {r['tbps']:.3g}" for r in pick[i:i + 3])
-                  + " TB/s" for i in range(0, len(pick), 3)]
+        lines += [
+            "  latency sweep (copy): "
+            + ", ".join(f"{r['warps']} warps {r['tbps']:.3g}" for r in pick[i : i + 3])
+            + " TB/s"
+            for i in range(0, len(pick), 3)
+        ]
         lat, peak = f["little"]
-        lines.append(f"  Little's law fit: latency {lat:.0f} ns, peak {peak:.2f} TB/s, "
-                     f"{peak * lat * 1e3 / 2**20:.2f} MiB in flight at the peak")
+        lines.append(
+            f"  Little's law fit: latency {lat:.0f} ns, peak {peak:.2f} TB/s, "
+            f"{peak * lat * 1e3 / 2**20:.2f} MiB in flight at the peak"
+        )
     return "\n".join(lines)

@@ -6,6 +6,7 @@
 GPU only (``time_ms`` raises in interpreter mode). The paths are chains of sin/cos steps, meant to make
 every kernel's time arithmetic rather than memory traffic (8 bytes per element); the model assumes so.
 """
+
 from __future__ import annotations
 
 from tqdm.auto import tqdm
@@ -19,8 +20,17 @@ def _row(t, predicted_ms: float, **kw) -> dict:
     return dict(**kw, measured_ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms, predicted_ms=predicted_ms)
 
 
-def run(progress: bool = True, n: int = 2**24, k_a: int | None = None, k_b: int | None = None, block: int = 1024,
-        cheap: int = 4, expensive: int = 64, fractions_a=FRACTIONS_A, fracs_expensive=FRACS_EXPENSIVE) -> dict:
+def run(
+    progress: bool = True,
+    n: int = 2**24,
+    k_a: int | None = None,
+    k_b: int | None = None,
+    block: int = 1024,
+    cheap: int = 4,
+    expensive: int = 64,
+    fractions_a=FRACTIONS_A,
+    fracs_expensive=FRACS_EXPENSIVE,
+) -> dict:
     """Measure on the GPU; returns a JSON-able dict (times in ms, medians and 20th/80th percentiles).
 
     n: elements (float32); k_a, k_b: chain lengths of paths A and B (default divergence.K_A, K_B); block:
@@ -47,10 +57,16 @@ def _run(time_ms, device, progress, n, k_a, k_b, block, cheap, expensive, fracti
     gen = torch.Generator(device=device).manual_seed(0)
     x = torch.randn(n, device=device, generator=gen) * 3
     n_blocks = -(-n // block)
-    jobs = ["path A", "path B"] + [("where", f) for f in fractions_a] + [("uniform", f) for f in fractions_a] + \
-           ["loop zero", "loop full", "sort"] + [("loop", p, lay) for p in fracs_expensive for lay in ("interleaved", "sorted")]
-    out = dict(n=n, block=block, k_a=k_a, k_b=k_b, where=[], uniform=[],
-               loop=dict(cheap=cheap, expensive=expensive, rows=[]))
+    jobs = (
+        ["path A", "path B"]
+        + [("where", f) for f in fractions_a]
+        + [("uniform", f) for f in fractions_a]
+        + ["loop zero", "loop full", "sort"]
+        + [("loop", p, lay) for p in fracs_expensive for lay in ("interleaved", "sorted")]
+    )
+    out = dict(
+        n=n, block=block, k_a=k_a, k_b=k_b, where=[], uniform=[], loop=dict(cheap=cheap, expensive=expensive, rows=[])
+    )
     for job in tqdm(jobs, desc="lesson02", disable=not progress):
         if job in ("path A", "path B"):
             w = job[-1]
@@ -59,18 +75,25 @@ def _run(time_ms, device, progress, n, k_a, k_b, block, cheap, expensive, fracti
         elif job[0] == "where":
             take_a = torch.rand(n, device=device, generator=gen) < job[1]
             t = time_ms(lambda: dv.branch_where(x, take_a, k_a, k_b, block=block))
-            out["where"].append(_row(t, dv.predict_where_ms(out["path_a"]["median_ms"], out["path_b"]["median_ms"]),
-                                     fraction_a=job[1]))
+            out["where"].append(
+                _row(t, dv.predict_where_ms(out["path_a"]["median_ms"], out["path_b"]["median_ms"]), fraction_a=job[1])
+            )
         elif job[0] == "uniform":
             flags = dv.block_flags(n_blocks, job[1], device=device)
             frac = flags.float().mean().item()  # the fraction actually run, after rounding to whole blocks
             t = time_ms(lambda: dv.branch_uniform(x, flags, k_a, k_b, block=block))
-            out["uniform"].append(_row(t, dv.predict_uniform_ms(out["path_a"]["median_ms"], out["path_b"]["median_ms"],
-                                                                frac), fraction_a=job[1]))
+            out["uniform"].append(
+                _row(
+                    t,
+                    dv.predict_uniform_ms(out["path_a"]["median_ms"], out["path_b"]["median_ms"], frac),
+                    fraction_a=job[1],
+                )
+            )
         elif job in ("loop zero", "loop full"):
             trips = torch.full((n,), 0 if job == "loop zero" else expensive, dtype=torch.int32, device=device)
-            out["loop"]["t_zero_ms" if job == "loop zero" else "t_full_ms"] = \
-                time_ms(lambda: dv.loop_cost(x, trips, block=block)).median_ms
+            out["loop"]["t_zero_ms" if job == "loop zero" else "t_full_ms"] = time_ms(
+                lambda: dv.loop_cost(x, trips, block=block)
+            ).median_ms
         elif job == "sort":
             trips = torch.from_numpy(dv.mixed_trips(n, fracs_expensive[-1], cheap, expensive)).to(device)
             out["loop"]["sort_ms"] = time_ms(lambda: torch.sort(trips, descending=True, stable=True)).median_ms
@@ -83,17 +106,20 @@ def _run(time_ms, device, progress, n, k_a, k_b, block, cheap, expensive, fracti
             t = time_ms(lambda: dv.loop_cost(x, trips, block=block))
             cost = loop(trips_np, block)
             pred = dv.predict_loop_ms(out["loop"]["t_zero_ms"], out["loop"]["t_full_ms"], expensive, trips_np, block)
-            out["loop"]["rows"].append(_row(t, pred, frac_expensive=p, layout=layout,
-                                            block_steps=cost.steps, efficiency=cost.efficiency))
+            out["loop"]["rows"].append(
+                _row(t, pred, frac_expensive=p, layout=layout, block_steps=cost.steps, efficiency=cost.efficiency)
+            )
     return out
 
 
 def report(data: dict) -> str:
     """A short table: measured median against the model's prediction for each variant."""
-    lines = [f"n = {data['n']:,} float32, block {data['block']}, path A = {data['k_a']} sin steps, "
-             f"path B = {data['k_b']} cos steps",
-             f"  path A alone {data['path_a']['median_ms']:.4f} ms, path B alone {data['path_b']['median_ms']:.4f} ms",
-             f"  {'variant':34} {'measured ms':>12} {'model ms':>10} {'meas/model':>11}"]
+    lines = [
+        f"n = {data['n']:,} float32, block {data['block']}, path A = {data['k_a']} sin steps, "
+        f"path B = {data['k_b']} cos steps",
+        f"  path A alone {data['path_a']['median_ms']:.4f} ms, path B alone {data['path_b']['median_ms']:.4f} ms",
+        f"  {'variant':34} {'measured ms':>12} {'model ms':>10} {'meas/model':>11}",
+    ]
 
     def fmt(name, r):
         return f"  {name:34} {r['measured_ms']:12.4f} {r['predicted_ms']:10.4f} {r['measured_ms'] / r['predicted_ms']:11.2f}"
@@ -101,19 +127,29 @@ def report(data: dict) -> str:
     lines += [fmt(f"(a) tl.where, {r['fraction_a']:.0%} take A", r) for r in data["where"]]
     lines += [fmt(f"(b) uniform if, {r['fraction_a']:.0%} blocks A", r) for r in data["uniform"]]
     lp = data["loop"]
-    lines.append(f"  (c) loop: trips {lp['cheap']} or {lp['expensive']}; all 0 trips "
-                 f"{lp['t_zero_ms']:.4f} ms, all {lp['expensive']} trips {lp['t_full_ms']:.4f} ms; "
-                 f"torch.sort of the trips {lp['sort_ms']:.4f} ms")
-    lines += [fmt(f"(c) {r['frac_expensive']:.2%} expensive, {r['layout']}", r) + f"   eff {r['efficiency']:.0%}"
-              for r in lp["rows"]]
+    lines.append(
+        f"  (c) loop: trips {lp['cheap']} or {lp['expensive']}; all 0 trips "
+        f"{lp['t_zero_ms']:.4f} ms, all {lp['expensive']} trips {lp['t_full_ms']:.4f} ms; "
+        f"torch.sort of the trips {lp['sort_ms']:.4f} ms"
+    )
+    lines += [
+        fmt(f"(c) {r['frac_expensive']:.2%} expensive, {r['layout']}", r) + f"   eff {r['efficiency']:.0%}"
+        for r in lp["rows"]
+    ]
     return "\n".join(lines)
 
 
 def rows(data: dict) -> list[dict]:
     """Every measured variant as ``dict(name, measured_ms, p20_ms, p80_ms, predicted_ms)`` (predicted_ms is
     None for the paths alone, which calibrate the model)."""
-    out = [dict(name=f"path {w} alone", predicted_ms=None, **{k: data[f"path_{w.lower()}"][k] for k in
-                                                               ("median_ms", "p20_ms", "p80_ms")}) for w in "AB"]
+    out = [
+        dict(
+            name=f"path {w} alone",
+            predicted_ms=None,
+            **{k: data[f"path_{w.lower()}"][k] for k in ("median_ms", "p20_ms", "p80_ms")},
+        )
+        for w in "AB"
+    ]
     for r in out:
         r["measured_ms"] = r.pop("median_ms")
     out += [dict(r, name=f"(a) where, {r['fraction_a']:.0%} A") for r in data["where"]]

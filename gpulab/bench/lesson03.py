@@ -13,6 +13,7 @@ GPU only. Measures, in one run (under a minute):
 Notebook 03 calls the measuring functions one by one (``relu_rates``, ``matmul_rates``,
 ``triton_matmul_errors``, ``accumulation_errors``); the last two also run in the interpreter.
 """
+
 from __future__ import annotations
 
 from tqdm.auto import tqdm
@@ -34,6 +35,7 @@ ACC_M = 128
 
 # ---- measurements: ReLU and cuBLAS rates (GPU only), gpulab's Triton matmul errors (GPU or interpreter) ------
 
+
 def relu_rates(n: int, dtypes=tuple(P.RELU_DTYPES), warmup_ms: float = 50, rep_ms: float = 300) -> list[dict]:
     """gpulab's ReLU and torch.relu on n random elements per dtype: ms (median), GB/s (2n*itemsize bytes)
     and ratio = torch ms / gpulab ms (>= 1: as fast or faster). GPU only (raises NoGPUTimingError)."""
@@ -49,9 +51,18 @@ def relu_rates(n: int, dtypes=tuple(P.RELU_DTYPES), warmup_ms: float = 50, rep_m
         t_ours = time_ms(lambda: relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
         t_torch = time_ms(lambda: torch.relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
         nbytes = P.relu_bytes(n, d)
-        rows.append(dict(dtype=d, n=n, bytes=nbytes, gpulab_ms=t_ours.median_ms, torch_ms=t_torch.median_ms,
-                         gpulab_gbps=t_ours.rate(nbytes, 1e9), torch_gbps=t_torch.rate(nbytes, 1e9),
-                         ratio=t_torch.median_ms / t_ours.median_ms))
+        rows.append(
+            dict(
+                dtype=d,
+                n=n,
+                bytes=nbytes,
+                gpulab_ms=t_ours.median_ms,
+                torch_ms=t_torch.median_ms,
+                gpulab_gbps=t_ours.rate(nbytes, 1e9),
+                torch_gbps=t_torch.rate(nbytes, 1e9),
+                ratio=t_torch.median_ms / t_ours.median_ms,
+            )
+        )
         x = None  # free it before the next dtype's
     return rows
 
@@ -64,8 +75,9 @@ def matmul_rates(n: int = 8192, dtypes=P.MATMUL_DTYPES) -> dict:
 
     require_gpu("a matmul rate")
     feats = P.this_gpu()
-    return {d: (time_ms(matmul_fn(d, n), warmup_ms=50, rep_ms=200).rate(2 * n**3) if feats.has(d) else None)
-            for d in dtypes}
+    return {
+        d: (time_ms(matmul_fn(d, n), warmup_ms=50, rep_ms=200).rate(2 * n**3) if feats.has(d) else None) for d in dtypes
+    }
 
 
 def triton_matmul_errors(n: int, seed: int = 0) -> dict:
@@ -79,8 +91,9 @@ def triton_matmul_errors(n: int, seed: int = 0) -> dict:
     a = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
     b = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
     ref = a.double() @ b.double()
-    return {p: tolerances.relative_error(ref, matmul_precision(a, b, input_precision=p), "norm")
-            for p in ("tf32", "ieee")}
+    return {
+        p: tolerances.relative_error(ref, matmul_precision(a, b, input_precision=p), "norm") for p in ("tf32", "ieee")
+    }
 
 
 def accumulation_errors(ks, m: int = 16, seed: int = 0, positive: bool = False) -> dict:
@@ -105,8 +118,16 @@ def accumulation_errors(ks, m: int = 16, seed: int = 0, positive: bool = False) 
     return out
 
 
-def run(progress: bool = True, relu_n: int = RELU_N, relu_sweep=RELU_SWEEP, matmul_n: int = MATMUL_N,
-        error_n: int = ERROR_N, triton_n: int = TRITON_N, acc_ks=ACC_KS, acc_m: int = ACC_M) -> dict:
+def run(
+    progress: bool = True,
+    relu_n: int = RELU_N,
+    relu_sweep=RELU_SWEEP,
+    matmul_n: int = MATMUL_N,
+    error_n: int = ERROR_N,
+    triton_n: int = TRITON_N,
+    acc_ks=ACC_KS,
+    acc_m: int = ACC_M,
+) -> dict:
     """Measure everything listed in the module docstring; returns a JSON-able dict. GPU only."""
     import torch
 
@@ -148,28 +169,40 @@ def report(data: dict, full: bool = False) -> str:
     """A short table (at most 15 lines): ReLU per dtype with ratios to torch.relu, matmul rate and error per
     dtype, the Triton tf32/ieee matmul, and the accumulation errors at the smallest and largest K.
     ``full=True`` adds the ReLU size sweep (GB/s and ratio per n and dtype)."""
-    lines = [f"ReLU at n = {data['relu'][0]['n']:,} (ratio = torch ms / gpulab ms; target >= 0.95):",
-             f"  {'dtype':5} {'gpulab ms':>10} {'GB/s':>7} {'torch ms':>9} {'GB/s':>7} {'ratio':>6}"]
+    lines = [
+        f"ReLU at n = {data['relu'][0]['n']:,} (ratio = torch ms / gpulab ms; target >= 0.95):",
+        f"  {'dtype':5} {'gpulab ms':>10} {'GB/s':>7} {'torch ms':>9} {'GB/s':>7} {'ratio':>6}",
+    ]
     for r in data["relu"]:
         flag = "" if r["ratio"] >= 0.95 else "  BELOW TARGET"
-        lines.append(f"  {r['dtype']:5} {r['gpulab_ms']:10.4f} {r['gpulab_gbps']:7.0f} {r['torch_ms']:9.4f} "
-                     f"{r['torch_gbps']:7.0f} {r['ratio']:6.3f}{flag}")
+        lines.append(
+            f"  {r['dtype']:5} {r['gpulab_ms']:10.4f} {r['gpulab_gbps']:7.0f} {r['torch_ms']:9.4f} "
+            f"{r['torch_gbps']:7.0f} {r['ratio']:6.3f}{flag}"
+        )
     m = data["matmul"]
     lines.append(f"cuBLAS matmul: rate at {m['n_rate']}^3, relative error vs float64 at {m['n_error']}^3:")
     for d, rate in m["tflops"].items():
         err = m["error"].get(d)
-        lines.append(f"  {d:5} " + (f"{rate:8.1f} TFLOP/s" if rate else "   (not on this GPU)") +
-                     (f"   error {err:.2e}" if err is not None else ""))
+        lines.append(
+            f"  {d:5} "
+            + (f"{rate:8.1f} TFLOP/s" if rate else "   (not on this GPU)")
+            + (f"   error {err:.2e}" if err is not None else "")
+        )
     t = data["triton_matmul"]
-    lines.append(f"Triton fp32 matmul {t['n']}^3: " + ", ".join(
-        f"{p} {t[p]['tflops']:.1f} TFLOP/s error {t[p]['error']:.2e}" for p in ("tf32", "ieee")))
+    lines.append(
+        f"Triton fp32 matmul {t['n']}^3: "
+        + ", ".join(f"{p} {t[p]['tflops']:.1f} TFLOP/s error {t[p]['error']:.2e}" for p in ("tf32", "ieee"))
+    )
     a = data["accumulation"]
-    lines.append(f"accumulation (fp16 inputs, {a['m']}x{a['m']} output): K={a['k'][0]}: fp16 acc "
-                 f"{a['fp16'][0]:.2e}, fp32 acc {a['fp32'][0]:.2e}; K={a['k'][-1]}: fp16 acc {a['fp16'][-1]:.2e}, "
-                 f"fp32 acc {a['fp32'][-1]:.2e}")
+    lines.append(
+        f"accumulation (fp16 inputs, {a['m']}x{a['m']} output): K={a['k'][0]}: fp16 acc "
+        f"{a['fp16'][0]:.2e}, fp32 acc {a['fp32'][0]:.2e}; K={a['k'][-1]}: fp16 acc {a['fp16'][-1]:.2e}, "
+        f"fp32 acc {a['fp32'][-1]:.2e}"
+    )
     if full:
         lines.append("ReLU sweep (gpulab GB/s, torch GB/s, ratio):")
         for r in data["relu_sweep"]:
-            lines.append(f"  {r['dtype']:5} n = {r['n']:>11,}: {r['gpulab_gbps']:7.0f} {r['torch_gbps']:7.0f} "
-                         f"{r['ratio']:6.3f}")
+            lines.append(
+                f"  {r['dtype']:5} n = {r['n']:>11,}: {r['gpulab_gbps']:7.0f} {r['torch_gbps']:7.0f} {r['ratio']:6.3f}"
+            )
     return "\n".join(lines)

@@ -15,6 +15,7 @@ GPU only. Measures sin(x)^2 + cos(x)^2 in fp32, in one run:
 - resource pressure: registers and spills from the compiled kernel, and time at 2^28, against BLOCK
   (num_warps 4) and against REPEAT (the sin/cos chain applied R times, autotune's best shape).
 """
+
 from __future__ import annotations
 
 import time
@@ -34,10 +35,14 @@ METHODS = ("unfused", "fused", "fused shared", "fused fast", "eager", "compile")
 def _methods(x, compiled_eager):
     from ..kernels import sincos as S
 
-    return {"unfused": lambda: S.sincos_unfused(x), "fused": lambda: S.sincos(x),
-            "fused shared": lambda: S.sincos(x, shared=True),
-            "fused fast": lambda: S.sincos(x, fast=True), "eager": lambda: S.sincos_eager(x),
-            "compile": lambda: compiled_eager(x)}
+    return {
+        "unfused": lambda: S.sincos_unfused(x),
+        "fused": lambda: S.sincos(x),
+        "fused shared": lambda: S.sincos(x, shared=True),
+        "fused fast": lambda: S.sincos(x, fast=True),
+        "eager": lambda: S.sincos_eager(x),
+        "compile": lambda: compiled_eager(x),
+    }
 
 
 def launch_costs() -> dict:
@@ -79,9 +84,11 @@ def accuracy(n: int = ACCURACY_N, compiled_eager=None) -> dict:
         xd = x.to(torch_dtype(dname))
         eager, fused = S.sincos_eager(xd), S.sincos(xd)
         r = S.sincos_ref(xd)
-        out[dname] = {"eager_fused_differ": float((eager != fused).double().mean()),
-                      "eager_max_abs_error": float((eager.double() - r).abs().max()),
-                      "fused_max_abs_error": float((fused.double() - r).abs().max())}
+        out[dname] = {
+            "eager_fused_differ": float((eager != fused).double().mean()),
+            "eager_max_abs_error": float((eager.double() - r).abs().max()),
+            "fused_max_abs_error": float((fused.double() - r).abs().max()),
+        }
     return out
 
 
@@ -100,24 +107,48 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
     for b in blocks:
         _, k = S.sincos_launch(x, block=b, num_warps=4)
         t = time_ms(lambda: S.sincos(x, block=b, num_warps=4), warmup_ms=10, rep_ms=100)
-        rows.append({"study": "block", "block": b, "num_warps": 4, "repeat": 1, "ms": t.median_ms,
-                     "elements_per_thread": fusion.elements_per_thread(b, 4), **kernel_resources(k)})
+        rows.append(
+            {
+                "study": "block",
+                "block": b,
+                "num_warps": 4,
+                "repeat": 1,
+                "ms": t.median_ms,
+                "elements_per_thread": fusion.elements_per_thread(b, 4),
+                **kernel_resources(k),
+            }
+        )
     S.sincos(x)
     cfg = S.best_config()
     b, w = cfg.kwargs["BLOCK"], cfg.num_warps
     for r in repeats:
         _, k = S.sincos_launch(x, block=b, num_warps=w, repeat=r)
         t = time_ms(lambda: S.sincos(x, block=b, num_warps=w, repeat=r), warmup_ms=10, rep_ms=100)
-        rows.append({"study": "repeat", "block": b, "num_warps": w, "repeat": r, "ms": t.median_ms,
-                     "elements_per_thread": fusion.elements_per_thread(b, w), **kernel_resources(k)})
+        rows.append(
+            {
+                "study": "repeat",
+                "block": b,
+                "num_warps": w,
+                "repeat": r,
+                "ms": t.median_ms,
+                "elements_per_thread": fusion.elements_per_thread(b, w),
+                **kernel_resources(k),
+            }
+        )
     for row in rows:
         if row["n_regs"]:
             row["resident_warps"] = fusion.resident_warps(row["n_regs"], row["num_warps"])
     return {"n": n, "rows": rows}
 
 
-def run(progress: bool = True, n: int = N, sweep=SWEEP, accuracy_n: int = ACCURACY_N, blocks=PRESSURE_BLOCKS,
-        repeats=PRESSURE_REPEATS) -> dict:
+def run(
+    progress: bool = True,
+    n: int = N,
+    sweep=SWEEP,
+    accuracy_n: int = ACCURACY_N,
+    blocks=PRESSURE_BLOCKS,
+    repeats=PRESSURE_REPEATS,
+) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU only."""
     import torch
 
@@ -145,11 +176,21 @@ def run(progress: bool = True, n: int = N, sweep=SWEEP, accuracy_n: int = ACCURA
                 fn()  # compile / autotune outside the timing
                 t = time_ms(fn)
                 fused = name not in ("unfused", "eager")
-                rows.append({"method": name, "ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms,
-                             "eff_tbps": fusion.effective_tbps(n, t.median_ms),
-                             "bytes_model": fusion.bytes_moved(n, "fp32", fused)})
-            for key, fast, shared in (("best_config", False, False), ("best_config_fast", True, False),
-                                      ("best_config_shared", False, True)):
+                rows.append(
+                    {
+                        "method": name,
+                        "ms": t.median_ms,
+                        "p20_ms": t.p20_ms,
+                        "p80_ms": t.p80_ms,
+                        "eff_tbps": fusion.effective_tbps(n, t.median_ms),
+                        "bytes_model": fusion.bytes_moved(n, "fp32", fused),
+                    }
+                )
+            for key, fast, shared in (
+                ("best_config", False, False),
+                ("best_config_fast", True, False),
+                ("best_config_shared", False, True),
+            ):
                 S.sincos(x, fast=fast, shared=shared)  # cached: sets the autotuner's best_config for this key
                 c = S.best_config()
                 out[key] = {"BLOCK": c.kwargs["BLOCK"], "num_warps": c.num_warps}
@@ -163,8 +204,7 @@ def run(progress: bool = True, n: int = N, sweep=SWEEP, accuracy_n: int = ACCURA
                 x = torch.randn(m, device="cuda")
                 for name, fn in _methods(x, compiled_eager).items():
                     fn()
-                    out["sweep"].append({"n": m, "method": name,
-                                         "ms": time_ms(fn, warmup_ms=10, rep_ms=60).median_ms})
+                    out["sweep"].append({"n": m, "method": name, "ms": time_ms(fn, warmup_ms=10, rep_ms=60).median_ms})
             del x
         else:
             out["pressure"] = pressure(n, blocks, repeats)
@@ -175,8 +215,10 @@ def run(progress: bool = True, n: int = N, sweep=SWEEP, accuracy_n: int = ACCURA
 def headline_ratios(data: dict) -> dict:
     """Per method at n: ratio = torch.compile ms / method ms, and effective TB/s / copy TB/s."""
     ms = {r["method"]: r["ms"] for r in data["headline"]}
-    return {r["method"]: {"vs_compile": ms["compile"] / r["ms"], "vs_copy": r["eff_tbps"] / data["copy_tbps"]}
-            for r in data["headline"]}
+    return {
+        r["method"]: {"vs_compile": ms["compile"] / r["ms"], "vs_copy": r["eff_tbps"] / data["copy_tbps"]}
+        for r in data["headline"]
+    }
 
 
 def report(data: dict, full: bool = False) -> str:
@@ -185,36 +227,49 @@ def report(data: dict, full: bool = False) -> str:
     accuracy, the size sweep and the resource-pressure rows."""
     rat = headline_ratios(data)
     L = data["launch"]
-    lines = [f"sin^2 + cos^2, fp32, n = {data['n']:,}; copy bandwidth {data['copy_tbps']:.3f} TB/s; "
-             f"best config {data['best_config']}",
-             f"  {'method':12} {'ms':>8} {'TB/s(8n)':>9} {'compile/ours':>13} {'ours/copy':>10}"]
+    lines = [
+        f"sin^2 + cos^2, fp32, n = {data['n']:,}; copy bandwidth {data['copy_tbps']:.3f} TB/s; "
+        f"best config {data['best_config']}",
+        f"  {'method':12} {'ms':>8} {'TB/s(8n)':>9} {'compile/ours':>13} {'ours/copy':>10}",
+    ]
     for r in data["headline"]:
         q = rat[r["method"]]
         flag = ""
         if r["method"] in ("fused", "fused shared", "fused fast"):
             flag = "  target met" if q["vs_compile"] >= 1.0 and q["vs_copy"] >= 0.9 else "  BELOW TARGET (>=1.0, >=0.9)"
-        lines.append(f"  {r['method']:12} {r['ms']:8.4f} {r['eff_tbps']:9.3f} {q['vs_compile']:13.3f} "
-                     f"{q['vs_copy']:10.3f}{flag}")
+        lines.append(
+            f"  {r['method']:12} {r['ms']:8.4f} {r['eff_tbps']:9.3f} {q['vs_compile']:13.3f} {q['vs_copy']:10.3f}{flag}"
+        )
     a = data["accuracy"]
-    lines.append(f"max abs error vs float64 (fp32, n = {a['n']:,}; fast math "
-                 f"{'on' if a['fast_math'] else 'unavailable'}): " +
-                 ", ".join(f"{k} {v:.1e}" for k, v in a["fp32_max_abs_error"].items()))
-    lines.append(f"launch: tiny Triton kernel {L['triton_us']:.2f} µs, torch.sin(1 elt) {L['torch_us']:.2f} µs "
-                 f"(do_bench, GPU side); Triton CPU launch {L['triton_cpu_us']:.2f} µs")
+    lines.append(
+        f"max abs error vs float64 (fp32, n = {a['n']:,}; fast math "
+        f"{'on' if a['fast_math'] else 'unavailable'}): "
+        + ", ".join(f"{k} {v:.1e}" for k, v in a["fp32_max_abs_error"].items())
+    )
+    lines.append(
+        f"launch: tiny Triton kernel {L['triton_us']:.2f} µs, torch.sin(1 elt) {L['torch_us']:.2f} µs "
+        f"(do_bench, GPU side); Triton CPU launch {L['triton_cpu_us']:.2f} µs"
+    )
     if not full:
         return "\n".join(lines)
     lines.append(f"best configs: shared {data.get('best_config_shared')}, fast {data['best_config_fast']}")
     for d in ("fp16", "bf16"):
-        lines.append(f"  {d}: eager and fused differ on {a[d]['eager_fused_differ']:.1%} of elements; max abs error "
-                     f"eager {a[d]['eager_max_abs_error']:.2e}, fused {a[d]['fused_max_abs_error']:.2e}")
+        lines.append(
+            f"  {d}: eager and fused differ on {a[d]['eager_fused_differ']:.1%} of elements; max abs error "
+            f"eager {a[d]['eager_max_abs_error']:.2e}, fused {a[d]['fused_max_abs_error']:.2e}"
+        )
     ns = sorted({r["n"] for r in data["sweep"]})
     lines.append("sweep (ms): " + " ".join(f"{m:>10}" for m in METHODS))
     for m in ns:
         ms = {r["method"]: r["ms"] for r in data["sweep"] if r["n"] == m}
-        lines.append(f"  2^{m.bit_length() - 1:<2}     " + " ".join(f"{ms.get(k, float('nan')):10.4f}" for k in METHODS))
+        lines.append(
+            f"  2^{m.bit_length() - 1:<2}     " + " ".join(f"{ms.get(k, float('nan')):10.4f}" for k in METHODS)
+        )
     lines.append("resource pressure (n_regs/thread, n_spills = local-memory use, resident warps/SM, ms):")
     for r in data["pressure"]["rows"]:
-        lines.append(f"  {r['study']:6} BLOCK {r['block']:6} warps {r['num_warps']:2} R {r['repeat']:2} "
-                     f"elt/thread {r['elements_per_thread']:4}: regs {r['n_regs']}, n_spills {r['n_spills']}, "
-                     f"warps/SM {r.get('resident_warps')}, {r['ms']:.4f} ms")
+        lines.append(
+            f"  {r['study']:6} BLOCK {r['block']:6} warps {r['num_warps']:2} R {r['repeat']:2} "
+            f"elt/thread {r['elements_per_thread']:4}: regs {r['n_regs']}, n_spills {r['n_spills']}, "
+            f"warps/SM {r.get('resident_warps')}, {r['ms']:.4f} ms"
+        )
     return "\n".join(lines)

@@ -16,6 +16,7 @@ targets: eager ms / fused ms (> 1) and fused extra peak memory / eager's (<= 1/3
 "held" setting's ratio is reported beside it: there y and dx must coexist, so no way can go below 2/5 of eager).
 About a minute. ``measure_memory`` is the memory measurement, for one way at one size.
 """
+
 from __future__ import annotations
 
 from tqdm.auto import tqdm
@@ -46,9 +47,9 @@ def measure_memory(fn, x, dy=None) -> dict:
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     if dy is None:
-        out = fn(x).sum()            # y is a temporary: freed here unless autograd saved it
+        out = fn(x).sum()  # y is a temporary: freed here unless autograd saved it
     else:
-        out = fn(x)                  # y is kept by the caller
+        out = fn(x)  # y is kept by the caller
     torch.cuda.synchronize()
     held = torch.cuda.memory_allocated() - base
     (dx,) = torch.autograd.grad(out, x, dy)
@@ -58,7 +59,6 @@ def measure_memory(fn, x, dy=None) -> dict:
         raise RuntimeError("no gradient came back: the measurement would prove nothing")
     del out, dx
     return dict(held_bytes=int(held), peak_bytes=int(peak))
-
 
 
 def run(progress: bool = True, sizes=SIZES, dtype: str = DTYPE) -> dict:
@@ -77,32 +77,47 @@ def run(progress: bool = True, sizes=SIZES, dtype: str = DTYPE) -> dict:
         x = torch.randn(n, device="cuda", dtype=dt).requires_grad_()
         dy = torch.randn(n, device="cuda", dtype=dt)
         fn = WAYS[way]
-        mem = measure_memory(fn, x)              # "loss": loss = y.sum(), y not kept
-        mem_held = measure_memory(fn, x, dy)     # "held": y kept, dense dy
+        mem = measure_memory(fn, x)  # "loss": loss = y.sum(), y not kept
+        mem_held = measure_memory(fn, x, dy)  # "held": y kept, dense dy
         t = time_ms(recompute.forward_backward(fn, x, dy), warmup_ms=25, rep_ms=150)
         c = recompute.counts(way, n, dt.itemsize)
         model = recompute.memory_model(way, n, dt.itemsize, "loss")
         model_held = recompute.memory_model(way, n, dt.itemsize, "held")
-        rows.append(dict(way=way, n=n, dtype=dtype, ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms,
-                         held_bytes=mem["held_bytes"], peak_bytes=mem["peak_bytes"],
-                         model_held_bytes=model["held_bytes"], model_peak_bytes=model["peak_bytes"],
-                         held_setting=dict(held_bytes=mem_held["held_bytes"], peak_bytes=mem_held["peak_bytes"],
-                                           model_held_bytes=model_held["held_bytes"],
-                                           model_peak_bytes=model_held["peak_bytes"]),
-                         bytes_moved=c.bytes_moved, flops=c.flops, launches=c.launches,
-                         gbps=c.bytes_moved / (t.median_ms * 1e-3) / 1e9))
+        rows.append(
+            dict(
+                way=way,
+                n=n,
+                dtype=dtype,
+                ms=t.median_ms,
+                p20_ms=t.p20_ms,
+                p80_ms=t.p80_ms,
+                held_bytes=mem["held_bytes"],
+                peak_bytes=mem["peak_bytes"],
+                model_held_bytes=model["held_bytes"],
+                model_peak_bytes=model["peak_bytes"],
+                held_setting=dict(
+                    held_bytes=mem_held["held_bytes"],
+                    peak_bytes=mem_held["peak_bytes"],
+                    model_held_bytes=model_held["held_bytes"],
+                    model_peak_bytes=model_held["peak_bytes"],
+                ),
+                bytes_moved=c.bytes_moved,
+                flops=c.flops,
+                launches=c.launches,
+                gbps=c.bytes_moved / (t.median_ms * 1e-3) / 1e9,
+            )
+        )
         del x, dy
     n = max(sizes)
     x = torch.randn(n, device="cuda", dtype=dt).requires_grad_()
     dy = torch.randn(n, device="cuda", dtype=dt)
     grad_check = {}
-    for setting, g in (("held", dy), ("loss", None)):   # a dense dy, and the stride-0 dy of loss = y.sum()
+    for setting, g in (("held", dy), ("loss", None)):  # a dense dy, and the stride-0 dy of loss = y.sum()
         ref = recompute.forward_backward(WAYS["eager"], x, g)()
         for way in ("checkpoint", "fused"):
             err = float((recompute.forward_backward(WAYS[way], x, g)() - ref).abs().max() / ref.abs().max())
             grad_check[way if setting == "held" else f"{way} (loss = y.sum())"] = err
-    return {"dtype": dtype, "sizes": list(sizes), "rows": rows, "grad_vs_eager": grad_check,
-            **ratios(rows, n)}
+    return {"dtype": dtype, "sizes": list(sizes), "rows": rows, "grad_vs_eager": grad_check, **ratios(rows, n)}
 
 
 def ratios(rows: list[dict], n: int) -> dict:
@@ -111,42 +126,59 @@ def ratios(rows: list[dict], n: int) -> dict:
     fused / eager memory held between forward and backward in the "held" setting."""
     r = {row["way"]: row for row in rows if row["n"] == n}
     f, e = r["fused"], r["eager"]
-    return {"n_ratio": n, "speedup_eager_over_fused": e["ms"] / f["ms"],
-            "speedup_eager_over_checkpoint": e["ms"] / r["checkpoint"]["ms"],
-            "peak_ratio_fused_over_eager": f["peak_bytes"] / e["peak_bytes"],
-            "peak_ratio_fused_over_eager_held": f["held_setting"]["peak_bytes"] / e["held_setting"]["peak_bytes"],
-            "held_ratio_fused_over_eager": f["held_setting"]["held_bytes"] / e["held_setting"]["held_bytes"]}
+    return {
+        "n_ratio": n,
+        "speedup_eager_over_fused": e["ms"] / f["ms"],
+        "speedup_eager_over_checkpoint": e["ms"] / r["checkpoint"]["ms"],
+        "peak_ratio_fused_over_eager": f["peak_bytes"] / e["peak_bytes"],
+        "peak_ratio_fused_over_eager_held": f["held_setting"]["peak_bytes"] / e["held_setting"]["peak_bytes"],
+        "held_ratio_fused_over_eager": f["held_setting"]["held_bytes"] / e["held_setting"]["held_bytes"],
+    }
 
 
 def report(data: dict) -> str:
     """A short table at the largest size, then the ratios against the targets and the gradient check."""
     n = data["n_ratio"]
     gib = 2**30
-    lines = [f"y = s(s(s(x))), {data['dtype']}, n = {n:,}, x requires grad, forward + backward",
-             "  extra memory in GiB, measured (model); 'loss': loss = y.sum(), y not kept; 'kept y': dense dy",
-             f"  {'way':10} {'ms':>6} {'GB/s':>5} {'B/el':>4} {'launch':>6} {'loss: held':>11} {'peak':>11} "
-             f"{'kept y: held':>12} {'peak':>11}"]
+    lines = [
+        f"y = s(s(s(x))), {data['dtype']}, n = {n:,}, x requires grad, forward + backward",
+        "  extra memory in GiB, measured (model); 'loss': loss = y.sum(), y not kept; 'kept y': dense dy",
+        f"  {'way':10} {'ms':>6} {'GB/s':>5} {'B/el':>4} {'launch':>6} {'loss: held':>11} {'peak':>11} "
+        f"{'kept y: held':>12} {'peak':>11}",
+    ]
 
     def mem(b, m):
         return f"{b / gib:4.2f} ({m / gib:4.2f})"
 
     for r in (r for r in data["rows"] if r["n"] == n):
         h = r["held_setting"]
-        lines.append(f"  {r['way']:10} {r['ms']:6.3f} {r['gbps']:5.0f} {r['bytes_moved'] // n:4d} {r['launches']:6d} "
-                     f"{mem(r['held_bytes'], r['model_held_bytes']):>11} {mem(r['peak_bytes'], r['model_peak_bytes']):>11} "
-                     f"{mem(h['held_bytes'], h['model_held_bytes']):>12} {mem(h['peak_bytes'], h['model_peak_bytes']):>11}")
+        lines.append(
+            f"  {r['way']:10} {r['ms']:6.3f} {r['gbps']:5.0f} {r['bytes_moved'] // n:4d} {r['launches']:6d} "
+            f"{mem(r['held_bytes'], r['model_held_bytes']):>11} {mem(r['peak_bytes'], r['model_peak_bytes']):>11} "
+            f"{mem(h['held_bytes'], h['model_held_bytes']):>12} {mem(h['peak_bytes'], h['model_peak_bytes']):>11}"
+        )
     s, p, h = data["speedup_eager_over_fused"], data["peak_ratio_fused_over_eager"], data["held_ratio_fused_over_eager"]
-    lines.append(f"  speed-up eager ms / fused ms = {s:.2f} (target > 1){'' if s > 1 else '  BELOW TARGET'}; "
-                 f"eager / checkpoint = {data['speedup_eager_over_checkpoint']:.2f}")
-    lines.append(f"  extra peak memory fused / eager, loss = y.sum() = {p:.3f} (target <= 1/3)"
-                 f"{'' if p <= 1 / 3 + 1e-9 else '  ABOVE 1/3'}")
-    lines.append(f"  caller keeps y, dense dy: extra peak fused / eager = {data['peak_ratio_fused_over_eager_held']:.3f} "
-                 "(floor 2/5: y and dx coexist);")
+    lines.append(
+        f"  speed-up eager ms / fused ms = {s:.2f} (target > 1){'' if s > 1 else '  BELOW TARGET'}; "
+        f"eager / checkpoint = {data['speedup_eager_over_checkpoint']:.2f}"
+    )
+    lines.append(
+        f"  extra peak memory fused / eager, loss = y.sum() = {p:.3f} (target <= 1/3)"
+        f"{'' if p <= 1 / 3 + 1e-9 else '  ABOVE 1/3'}"
+    )
+    lines.append(
+        f"  caller keeps y, dense dy: extra peak fused / eager = {data['peak_ratio_fused_over_eager_held']:.3f} "
+        "(floor 2/5: y and dx coexist);"
+    )
     lines.append(f"    held between forward and backward fused / eager = {h:.3f}")
-    lines.append("  dx against eager's, max |diff| / max |dx|: " + ", ".join(
-        f"{w.replace(' (loss = y.sum())', ' [loss]')} {e:.1e}" for w, e in data["grad_vs_eager"].items()))
+    lines.append(
+        "  dx against eager's, max |diff| / max |dx|: "
+        + ", ".join(f"{w.replace(' (loss = y.sum())', ' [loss]')} {e:.1e}" for w, e in data["grad_vs_eager"].items())
+    )
     small = min(data["sizes"])
     r = {row["way"]: row for row in data["rows"] if row["n"] == small}
-    lines.append(f"  at n = {small:,}: eager {r['eager']['ms']:.4f} ms, checkpoint {r['checkpoint']['ms']:.4f} ms, "
-                 f"fused {r['fused']['ms']:.4f} ms (launch-bound)")
+    lines.append(
+        f"  at n = {small:,}: eager {r['eager']['ms']:.4f} ms, checkpoint {r['checkpoint']['ms']:.4f} ms, "
+        f"fused {r['fused']['ms']:.4f} ms (launch-bound)"
+    )
     return "\n".join(lines)

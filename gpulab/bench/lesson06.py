@@ -14,6 +14,7 @@ GPU only. In one run:
   16384 x 16384 fp32, with effective TB/s over the torch copy of the same matrix in the same run (target for
   tiled >= 0.8); and fp16 tiled (the fp32 best tile) against torch fp16.
 """
+
 from __future__ import annotations
 
 from tqdm.auto import tqdm
@@ -40,9 +41,16 @@ def headline(n: int = N) -> dict:
     y = torch.empty_like(x)
     S.strided_copy(x, 1)  # autotune outside the timing
     ours, theirs = time_ms(lambda: S.strided_copy(x, 1)), time_ms(lambda: y.copy_(x))
-    return {"n": n, "dtype": "fp32", "ours_ms": ours.median_ms, "torch_ms": theirs.median_ms,
-            "ours_tbps": effective_tbps(n, 4, ours.median_ms), "torch_tbps": effective_tbps(n, 4, theirs.median_ms),
-            "ratio": theirs.median_ms / ours.median_ms, "best_config": S.best_config()}
+    return {
+        "n": n,
+        "dtype": "fp32",
+        "ours_ms": ours.median_ms,
+        "torch_ms": theirs.median_ms,
+        "ours_tbps": effective_tbps(n, 4, ours.median_ms),
+        "torch_tbps": effective_tbps(n, 4, theirs.median_ms),
+        "ratio": theirs.median_ms / ours.median_ms,
+        "best_config": S.best_config(),
+    }
 
 
 def stride_sweep(n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
@@ -62,11 +70,19 @@ def stride_sweep(n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
         S.strided_copy(xs, s)
         ours = time_ms(lambda: S.strided_copy(xs, s), **SWEEP_BENCH).median_ms
         theirs = time_ms(lambda: S.strided_copy_torch(xs, y, s), **SWEEP_BENCH).median_ms
-        rows.append({"stride": s, "ours_ms": ours, "torch_ms": theirs, "ours_tbps": effective_tbps(n, 4, ours),
-                     "torch_tbps": effective_tbps(n, 4, theirs), "best_config": S.best_config()})
+        rows.append(
+            {
+                "stride": s,
+                "ours_ms": ours,
+                "torch_ms": theirs,
+                "ours_tbps": effective_tbps(n, 4, ours),
+                "torch_tbps": effective_tbps(n, 4, theirs),
+                "best_config": S.best_config(),
+            }
+        )
     off_rows = []
     for o in offsets:
-        xo = x[o: o + n]
+        xo = x[o : o + n]
         S.strided_copy(xo, 1)
         ms = time_ms(lambda: S.strided_copy(xo, 1), **SWEEP_BENCH).median_ms
         off_rows.append({"offset": o, "offset_bytes": 4 * o, "ms": ms, "tbps": effective_tbps(n, 4, ms)})
@@ -83,8 +99,11 @@ def traversal(side: int = MATRIX) -> dict:
 
     a = torch.randn(side, side, device="cuda")
     b = torch.empty_like(a)
-    fns = {"by rows": lambda: S.matrix_copy(a, "rows"), "by columns": lambda: S.matrix_copy(a, "columns"),
-           "torch copy": lambda: b.copy_(a)}
+    fns = {
+        "by rows": lambda: S.matrix_copy(a, "rows"),
+        "by columns": lambda: S.matrix_copy(a, "columns"),
+        "torch copy": lambda: b.copy_(a),
+    }
     rows = []
     for name, fn in fns.items():
         fn()
@@ -110,12 +129,19 @@ def transposes(side: int = MATRIX) -> dict:
         if dname == "fp32":
             T.transpose(a)  # autotune outside the timing
             best = out["best_config"] = T.best_config()
-            fns = {"copy (torch)": lambda: b.copy_(a), "naive": lambda: T.transpose_naive(a),
-                   "tiled": lambda: T.transpose(a), "torch": lambda: T.transpose_torch(a)}
+            fns = {
+                "copy (torch)": lambda: b.copy_(a),
+                "naive": lambda: T.transpose_naive(a),
+                "tiled": lambda: T.transpose(a),
+                "torch": lambda: T.transpose_torch(a),
+            }
         else:
             kw = dict(block_m=best["BLOCK_M"], block_n=best["BLOCK_N"], num_warps=best["num_warps"])
-            fns = {"copy (torch)": lambda: b.copy_(a), "tiled": lambda: T.transpose(a, **kw),
-                   "torch": lambda: T.transpose_torch(a)}
+            fns = {
+                "copy (torch)": lambda: b.copy_(a),
+                "tiled": lambda: T.transpose(a, **kw),
+                "torch": lambda: T.transpose_torch(a),
+            }
         copy_tbps = None
         for name, fn in fns.items():
             fn()
@@ -128,8 +154,9 @@ def transposes(side: int = MATRIX) -> dict:
     return out
 
 
-def run(progress: bool = True, n: int = N, sweep_n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS,
-        side: int = MATRIX) -> dict:
+def run(
+    progress: bool = True, n: int = N, sweep_n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS, side: int = MATRIX
+) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU only."""
     import torch
 
@@ -163,8 +190,10 @@ def model_rows(data: dict, sector_bytes=(32, 64, 128)) -> list[dict]:
 
     rows = []
     for r in data["stride"]["rows"]:
-        m = {g: predicted_tbps(r["stride"], data["stride"]["itemsize"], data["copy_tbps"], sector_bytes=g)
-             for g in sector_bytes}
+        m = {
+            g: predicted_tbps(r["stride"], data["stride"]["itemsize"], data["copy_tbps"], sector_bytes=g)
+            for g in sector_bytes
+        }
         rows.append({"stride": r["stride"], "model_tbps": m, "ours_over_model": r["ours_tbps"] / m[sector_bytes[0]]})
     return rows
 
@@ -175,29 +204,43 @@ def report(data: dict, full: bool = False) -> str:
     ``gpulab.figures.lesson06.stride_table`` prints on its own)."""
     h, st = data["headline"], data["stride"]
     flag = "target met" if h["ratio"] >= TARGET_COPY else f"BELOW TARGET (>= {TARGET_COPY})"
-    lines = [f"copy bandwidth {data['copy_tbps']:.3f} TB/s",
-             f"coalesced copy, fp32 n = {h['n']:,}: Triton {h['ours_ms']:.4f} ms ({h['ours_tbps']:.3f} TB/s), torch "
-             f"{h['torch_ms']:.4f} ms ({h['torch_tbps']:.3f} TB/s); torch/ours {h['ratio']:.3f}  {flag}; "
-             f"config {h['best_config']}",
-             f"strided copy y[k] = x[k*stride], n = {st['n']:,} fp32 outputs; effective TB/s on 2n*4 useful bytes; "
-             f"model = copy x sector efficiency",
-             f"  {'stride':>6} {'ours':>7} {'torch':>7} {'model32':>8} {'model64':>8} {'model128':>8} {'ours/m32':>8}"]
+    lines = [
+        f"copy bandwidth {data['copy_tbps']:.3f} TB/s",
+        f"coalesced copy, fp32 n = {h['n']:,}: Triton {h['ours_ms']:.4f} ms ({h['ours_tbps']:.3f} TB/s), torch "
+        f"{h['torch_ms']:.4f} ms ({h['torch_tbps']:.3f} TB/s); torch/ours {h['ratio']:.3f}  {flag}; "
+        f"config {h['best_config']}",
+        f"strided copy y[k] = x[k*stride], n = {st['n']:,} fp32 outputs; effective TB/s on 2n*4 useful bytes; "
+        f"model = copy x sector efficiency",
+        f"  {'stride':>6} {'ours':>7} {'torch':>7} {'model32':>8} {'model64':>8} {'model128':>8} {'ours/m32':>8}",
+    ]
     if not full:
-        lines[-2:] = [f"strided copy y[k] = x[k*stride], n = {st['n']:,} fp32 outputs, strides "
-                      f"{', '.join(str(r['stride']) for r in st['rows'])}: report(data, full=True) prints them"]
+        lines[-2:] = [
+            f"strided copy y[k] = x[k*stride], n = {st['n']:,} fp32 outputs, strides "
+            f"{', '.join(str(r['stride']) for r in st['rows'])}: report(data, full=True) prints them"
+        ]
     for r, m in zip(st["rows"] if full else [], model_rows(data)):
-        lines.append(f"  {r['stride']:6} {r['ours_tbps']:7.3f} {r['torch_tbps']:7.3f} {m['model_tbps'][32]:8.3f} "
-                     f"{m['model_tbps'][64]:8.3f} {m['model_tbps'][128]:8.3f} {m['ours_over_model']:8.3f}")
-    lines.append("stride-1 copy from an offset base: " + ", ".join(
-        f"+{r['offset']} elt ({r['offset_bytes']} B) {r['tbps']:.3f} TB/s" for r in st["offsets"]))
+        lines.append(
+            f"  {r['stride']:6} {r['ours_tbps']:7.3f} {r['torch_tbps']:7.3f} {m['model_tbps'][32]:8.3f} "
+            f"{m['model_tbps'][64]:8.3f} {m['model_tbps'][128]:8.3f} {m['ours_over_model']:8.3f}"
+        )
+    lines.append(
+        "stride-1 copy from an offset base: "
+        + ", ".join(f"+{r['offset']} elt ({r['offset_bytes']} B) {r['tbps']:.3f} TB/s" for r in st["offsets"])
+    )
     tr = data["traversal"]
-    lines.append(f"matrix copy {tr['m']}x{tr['n']} fp32: " + ", ".join(
-        f"{r['method']} {r['ms']:.4f} ms ({r['tbps']:.3f} TB/s)" for r in tr["rows"]))
+    lines.append(
+        f"matrix copy {tr['m']}x{tr['n']} fp32: "
+        + ", ".join(f"{r['method']} {r['ms']:.4f} ms ({r['tbps']:.3f} TB/s)" for r in tr["rows"])
+    )
     t = data["transpose"]
-    lines.append(f"transpose {t['m']}x{t['n']} (ratio = TB/s / torch copy TB/s, same run; best tile {t['best_config']}):")
+    lines.append(
+        f"transpose {t['m']}x{t['n']} (ratio = TB/s / torch copy TB/s, same run; best tile {t['best_config']}):"
+    )
     for r in t["rows"]:
         flag = ""
         if r["method"] == "tiled" and r["dtype"] == "fp32":
             flag = "  target met" if r["vs_copy"] >= TARGET_TRANSPOSE else f"  BELOW TARGET (>= {TARGET_TRANSPOSE})"
-        lines.append(f"  {r['dtype']} {r['method']:13} {r['ms']:8.4f} ms {r['tbps']:7.3f} TB/s  x{r['vs_copy']:.3f}{flag}")
+        lines.append(
+            f"  {r['dtype']} {r['method']:13} {r['ms']:8.4f} ms {r['tbps']:7.3f} TB/s  x{r['vs_copy']:.3f}{flag}"
+        )
     return "\n".join(lines)

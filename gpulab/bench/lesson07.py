@@ -26,6 +26,7 @@ GPU only. Measures, in one run (minutes, most of them the dense sweep):
   (``config="heuristic"``, nothing tuned per N), do_bench with 1 ms warm-up and 5 ms of repeats; a point
   that fails is recorded as None with its error, the sweep goes on.
 """
+
 from __future__ import annotations
 
 import math
@@ -101,8 +102,15 @@ def _smem_per_sm(gpu_name: str) -> int | None:
 
 
 def _row(method, n, t, **extra):
-    return {"method": method, "n": n, "ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms,
-            "tflops": tflops(n, t.median_ms), **extra}
+    return {
+        "method": method,
+        "n": n,
+        "ms": t.median_ms,
+        "p20_ms": t.p20_ms,
+        "p80_ms": t.p80_ms,
+        "tflops": tflops(n, t.median_ms),
+        **extra,
+    }
 
 
 def headline(ns=HEADLINE_NS, dtypes=("bf16", "fp16")) -> list[dict]:
@@ -122,14 +130,24 @@ def headline(ns=HEADLINE_NS, dtypes=("bf16", "fp16")) -> list[dict]:
             tt = time_ms(lambda: torch.matmul(a, b), warmup_ms=25, rep_ms=200)
             tg = time_ms(lambda: mm.matmul(a, b), warmup_ms=25, rep_ms=200)
             rows.append(_row("torch", n, tt, dtype=d))
-            rows.append(_row("gpulab", n, tg, dtype=d, path=path, config=cfg.short(), ratio=tt.median_ms / tg.median_ms))
+            rows.append(
+                _row("gpulab", n, tg, dtype=d, path=path, config=cfg.short(), ratio=tt.median_ms / tg.median_ms)
+            )
             if d == "bf16" and path != "pointer":
                 mm.matmul(a, b, path="pointer", config="heuristic")
                 tp = time_ms(lambda: mm.matmul(a, b, path="pointer", config="heuristic"), warmup_ms=25, rep_ms=200)
-                rows.append(_row("gpulab pointer", n, tp, dtype=d, path="pointer",
-                                 config=mm.heuristic_config(n, n, n, a.dtype, "pointer").short(),
-                                 ratio=tt.median_ms / tp.median_ms))
-            del a, b
+                rows.append(
+                    _row(
+                        "gpulab pointer",
+                        n,
+                        tp,
+                        dtype=d,
+                        path="pointer",
+                        config=mm.heuristic_config(n, n, n, a.dtype, "pointer").short(),
+                        ratio=tt.median_ms / tp.median_ms,
+                    )
+                )
+            a = b = None  # free the buffers before the next size (the lambdas above hold the names)
             _empty_cache()
     return rows
 
@@ -148,8 +166,10 @@ def gpu_kernel_ms(fn, iters: int = 20) -> float:
         for _ in range(iters):
             fn()
         torch.cuda.synchronize()
-    us = sum(getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0) or 0
-             for e in prof.key_averages())
+    us = sum(
+        getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0) or 0
+        for e in prof.key_averages()
+    )
     return us / iters / 1e3
 
 
@@ -181,10 +201,13 @@ def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
             bp[:n, :n] = b
             return torch.matmul(ap, bp)[:, :n]
 
-        fns = {"torch": lambda: torch.matmul(a, b), "torch zero-padded": torch_padded,
-               "gpulab": lambda: mm.matmul(a, b),
-               "gpulab pointer (masked)": lambda: mm.matmul(a, b, path="pointer", config="heuristic"),
-               COPY_METHOD: lambda: mm.pad_rows_many([a, b])}
+        fns = {
+            "torch": lambda: torch.matmul(a, b),
+            "torch zero-padded": torch_padded,
+            "gpulab": lambda: mm.matmul(a, b),
+            "gpulab pointer (masked)": lambda: mm.matmul(a, b, path="pointer", config="heuristic"),
+            COPY_METHOD: lambda: mm.pad_rows_many([a, b]),
+        }
         times = {}
         for name, fn in fns.items():
             fn()  # compile / tune outside the timing
@@ -204,8 +227,15 @@ def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
                 print(f"lesson07: torch.profiler failed at N={n} for {name}: {e!r}")
         for name, t in times.items():
             if name == COPY_METHOD:
-                row = {"method": name, "n": n, "ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms,
-                       "dtype": dtype, "tbps": copy_bytes(n) / (t.median_ms * 1e-3) / 1e12}
+                row = {
+                    "method": name,
+                    "n": n,
+                    "ms": t.median_ms,
+                    "p20_ms": t.p20_ms,
+                    "p80_ms": t.p80_ms,
+                    "dtype": dtype,
+                    "tbps": copy_bytes(n) / (t.median_ms * 1e-3) / 1e12,
+                }
                 if name in graphed:  # eager is CPU-bound at these sizes; the replay is the copy's own rate
                     g = graphed[name].median_ms
                     row.update(graph_ms=g, graph_tbps=copy_bytes(n) / (g * 1e-3) / 1e12)
@@ -217,10 +247,13 @@ def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
                 if gpu.get("torch") is not None and gpu[name] > 0:
                     extra["gpu_kernel_ratio"] = gpu["torch"] / gpu[name]
             if name in graphed and "torch" in graphed:
-                extra.update(graph_ms=graphed[name].median_ms,
-                             graph_ratio=graphed["torch"].median_ms / graphed[name].median_ms)
+                extra.update(
+                    graph_ms=graphed[name].median_ms, graph_ratio=graphed["torch"].median_ms / graphed[name].median_ms
+                )
             if name == "gpulab":
-                extra.update(path=mm.choose_path(a.dtype), config=mm.tuned_config(a, b, mm.choose_path(a.dtype)).short())
+                extra.update(
+                    path=mm.choose_path(a.dtype), config=mm.tuned_config(a, b, mm.choose_path(a.dtype)).short()
+                )
             rows.append(_row(name, n, t, **extra))
     return rows
 
@@ -261,8 +294,17 @@ def fp32_rates(n=FP32_N) -> list[dict]:
         gfn()
         tt, tg = time_ms(tfn, warmup_ms=25, rep_ms=200), time_ms(gfn, warmup_ms=25, rep_ms=200)
         rows.append(_row("torch", n, tt, precision=prec, error=relative_error(ref, tfn(), "norm")))
-        rows.append(_row("gpulab", n, tg, precision=prec, error=relative_error(ref, gfn(), "norm"),
-                         config=mm.tuned_config(a, b, "pointer", prec).short(), ratio=tt.median_ms / tg.median_ms))
+        rows.append(
+            _row(
+                "gpulab",
+                n,
+                tg,
+                precision=prec,
+                error=relative_error(ref, gfn(), "norm"),
+                config=mm.tuned_config(a, b, "pointer", prec).short(),
+                ratio=tt.median_ms / tg.median_ms,
+            )
+        )
     return rows
 
 
@@ -291,8 +333,15 @@ def tile_study(ts=TILE_TS, n=TILE_N, dtypes=("fp32", "bf16"), gpu_name=None) -> 
         for T in ts:
             cfg = tile_config(T)
             fp = tiling.footprint_bytes(T, d)
-            row = {"T": T, "dtype": d, "n": n, "footprint_bytes": fp, "smem_per_sm_bytes": smem,
-                   "intensity": tiling.tile_intensity(T, d), "loads": tiling.input_loads(n, tile=T)}
+            row = {
+                "T": T,
+                "dtype": d,
+                "n": n,
+                "footprint_bytes": fp,
+                "smem_per_sm_bytes": smem,
+                "intensity": tiling.tile_intensity(T, d),
+                "loads": tiling.input_loads(n, tile=T),
+            }
             if smem is not None and fp > smem:
                 row["skipped"] = f"model footprint {fp / 1024:.0f} KiB > {smem / 1024:.0f} KiB of shared memory per SM"
                 rows.append(row)
@@ -304,7 +353,7 @@ def tile_study(ts=TILE_TS, n=TILE_N, dtypes=("fp32", "bf16"), gpu_name=None) -> 
             except Exception as e:  # noqa: BLE001  (out of resources, or a compiler limit: recorded, not fatal)
                 row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
             rows.append(row)
-        del a, b, c
+        a = b = c = None  # free the buffers before the next size (the lambdas above hold the names)
         _empty_cache()
     return rows
 
@@ -320,8 +369,14 @@ def noreuse(n=NOREUSE_N) -> dict:
     mm.matmul_noreuse(a, b)
     t = time_ms(lambda: mm.matmul_noreuse(a, b), warmup_ms=10, rep_ms=200)
     loads_bytes = 2 * n**3 * 4
-    return {"n": n, "dtype": "fp32", "ms": t.median_ms, "tflops": tflops(n, t.median_ms),
-            "requested_load_bytes": loads_bytes, "requested_load_tbps": loads_bytes / t.median_ms / 1e9}
+    return {
+        "n": n,
+        "dtype": "fp32",
+        "ms": t.median_ms,
+        "tflops": tflops(n, t.median_ms),
+        "requested_load_bytes": loads_bytes,
+        "requested_load_tbps": loads_bytes / t.median_ms / 1e9,
+    }
 
 
 def build_steps(n=BUILD_N, dtype=BUILD_DTYPE, config=None) -> list[dict]:
@@ -345,12 +400,22 @@ def build_steps(n=BUILD_N, dtype=BUILD_DTYPE, config=None) -> list[dict]:
     for step, fn in fns.items():
         fn()  # compile (and for the fast path, autotune) outside the timing
         t = time_ms(fn, warmup_ms=10, rep_ms=100)
-        row = {"step": step, "n": n, "dtype": dtype, "ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms,
-               "tflops": tflops(n, t.median_ms)}
+        row = {
+            "step": step,
+            "n": n,
+            "dtype": dtype,
+            "ms": t.median_ms,
+            "p20_ms": t.p20_ms,
+            "p80_ms": t.p80_ms,
+            "tflops": tflops(n, t.median_ms),
+        }
         if step in ms.STEPS:
             flops, nbytes = ms.step_counts(step, n, n, n, a.element_size(), config)
-            row.update(model_bytes=nbytes, intensity=flops / nbytes,
-                       config=f"{config.BLOCK_M}x{config.BLOCK_N}x{config.BLOCK_K} w{config.num_warps}")
+            row.update(
+                model_bytes=nbytes,
+                intensity=flops / nbytes,
+                config=f"{config.BLOCK_M}x{config.BLOCK_N}x{config.BLOCK_K} w{config.num_warps}",
+            )
         elif step == "fast path":
             row["config"] = mm.tuned_config(a, b, mm.choose_path(d)).short()
         rows.append(row)
@@ -370,11 +435,17 @@ def ptx_loads(ptx: str) -> dict:
             nbytes = (int(vec.group(1)) if vec else 1) * int(bits.group(1)) // 8
             widths[str(nbytes)] = widths.get(str(nbytes), 0) + 1
     copies: dict = {}
-    for m in re.finditer(r"\bcp\.async\.c[ag]\.shared\.global\S*\s*\[[^\]]*\],\s*\[[^\]]*\],\s*(0x[0-9a-fA-F]+|\d+)", ptx):
+    for m in re.finditer(
+        r"\bcp\.async\.c[ag]\.shared\.global\S*\s*\[[^\]]*\],\s*\[[^\]]*\],\s*(0x[0-9a-fA-F]+|\d+)", ptx
+    ):
         nbytes = str(int(m.group(1), 0))
         copies[nbytes] = copies.get(nbytes, 0) + 1
-    return {"ld.global bytes per instruction": widths, "cp.async bytes per instruction": copies,
-            "cp.async": sum(copies.values()), "cp.async.bulk.tensor": len(re.findall(r"\bcp\.async\.bulk\.tensor", ptx))}
+    return {
+        "ld.global bytes per instruction": widths,
+        "cp.async bytes per instruction": copies,
+        "cp.async": sum(copies.values()),
+        "cp.async.bulk.tensor": len(re.findall(r"\bcp\.async\.bulk\.tensor", ptx)),
+    }
 
 
 def alignment(ns=(4096, 4097), dtype="bf16") -> list[dict]:
@@ -391,13 +462,14 @@ def alignment(ns=(4096, 4097), dtype="bf16") -> list[dict]:
         cfg = mm.heuristic_config(n, n, n, a.dtype, "pointer")
         k = mm.launch(a, b, c, cfg, "pointer")
         rows.append({"n": n, "dtype": dtype, "config": cfg.short(), **ptx_loads(k.asm["ptx"])})
-        del a, b, c
+        a = b = c = None  # free the buffers before the next size (the lambdas above hold the names)
         _empty_cache()
     return rows
 
 
-def dense_sweep(lo=SWEEP[0], hi=SWEEP[1], dtype="bf16", progress=True, warmup_ms=SWEEP_WARMUP_MS,
-                rep_ms=SWEEP_REP_MS, step=1) -> dict:
+def dense_sweep(
+    lo=SWEEP[0], hi=SWEEP[1], dtype="bf16", progress=True, warmup_ms=SWEEP_WARMUP_MS, rep_ms=SWEEP_REP_MS, step=1
+) -> dict:
     """torch.matmul and gpulab (``config="heuristic"``) at every N in lo..hi (step ``step``), N x N x N.
     Returns lists ``ns``, ``torch_ms``, ``gpulab_ms`` (None where a point failed) and ``errors``."""
     import torch
@@ -410,13 +482,26 @@ def dense_sweep(lo=SWEEP[0], hi=SWEEP[1], dtype="bf16", progress=True, warmup_ms
     buf_b = _rand(hi * hi, dtype=d)
     path = mm.choose_path(d)
     cfg = mm.heuristic_config(hi, hi, hi, d, path)
-    out = {"dtype": dtype, "path": path, "config": cfg.short(), "tile": list(cfg.tile), "sms": mm.num_sms(),
-           "warmup_ms": warmup_ms, "rep_ms": rep_ms, "ns": [], "torch_ms": [], "gpulab_ms": [], "errors": {}}
+    out = {
+        "dtype": dtype,
+        "path": path,
+        "config": cfg.short(),
+        "tile": list(cfg.tile),
+        "sms": mm.num_sms(),
+        "warmup_ms": warmup_ms,
+        "rep_ms": rep_ms,
+        "ns": [],
+        "torch_ms": [],
+        "gpulab_ms": [],
+        "errors": {},
+    }
     for n in tqdm(range(lo, hi + 1, step), desc="lesson07 sweep", disable=not progress, mininterval=2):
         a, b = buf_a[: n * n].view(n, n), buf_b[: n * n].view(n, n)
         out["ns"].append(n)
-        for key, fn in (("torch_ms", lambda: torch.matmul(a, b)),
-                        ("gpulab_ms", lambda: mm.matmul(a, b, config="heuristic"))):
+        for key, fn in (
+            ("torch_ms", lambda: torch.matmul(a, b)),
+            ("gpulab_ms", lambda: mm.matmul(a, b, config="heuristic")),
+        ):
             try:
                 out[key].append(round(time_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms, 6))
             except Exception as e:  # noqa: BLE001  (a failed point is marked, the sweep goes on)
@@ -428,9 +513,20 @@ def dense_sweep(lo=SWEEP[0], hi=SWEEP[1], dtype="bf16", progress=True, warmup_ms
 STEPS = ("headline", "awkward", "correctness", "fp32", "tiles", "no reuse", "build", "alignment", "sweep")
 
 
-def run(progress: bool = True, headline_ns=HEADLINE_NS, awkward_ns=AWKWARD_NS, sweep=SWEEP, sweep_step: int = 1,
-        tile_ts=TILE_TS, tile_n=TILE_N, noreuse_n=NOREUSE_N, fp32_n=FP32_N,
-        correctness_shape=CORRECTNESS_SHAPE, build_n=BUILD_N, steps=None) -> dict:
+def run(
+    progress: bool = True,
+    headline_ns=HEADLINE_NS,
+    awkward_ns=AWKWARD_NS,
+    sweep=SWEEP,
+    sweep_step: int = 1,
+    tile_ts=TILE_TS,
+    tile_n=TILE_N,
+    noreuse_n=NOREUSE_N,
+    fp32_n=FP32_N,
+    correctness_shape=CORRECTNESS_SHAPE,
+    build_n=BUILD_N,
+    steps=None,
+) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU only. ``steps``: a subset of
     ``STEPS`` to run (default all; the dense sweep takes most of the time). A partial record reads in ``report``,
     and ``python -m gpulab.bench --only lesson07 --steps ... --record`` merges it into the reference file."""
@@ -442,8 +538,11 @@ def run(progress: bool = True, headline_ns=HEADLINE_NS, awkward_ns=AWKWARD_NS, s
     if unknown:
         raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
     steps = [s for s in STEPS if steps is None or s in steps]
-    out = {"gpu": _gpu_name(), "sms": mm.num_sms(), "targets": {"aligned_bf16": TARGET_ALIGNED,
-                                                                                  "awkward_bf16": TARGET_AWKWARD}}
+    out = {
+        "gpu": _gpu_name(),
+        "sms": mm.num_sms(),
+        "targets": {"aligned_bf16": TARGET_ALIGNED, "awkward_bf16": TARGET_AWKWARD},
+    }
     bar = tqdm(steps, desc="lesson07", disable=not progress)
     for step in bar:
         bar.set_postfix_str(step)
@@ -472,6 +571,7 @@ def run(progress: bool = True, headline_ns=HEADLINE_NS, awkward_ns=AWKWARD_NS, s
 
 # ---- reading the record (both modes) ------------------------------------------------------------------------
 
+
 def sweep_rates(sweep: dict, method: str) -> list:
     """TFLOP/s per N of ``method`` ("torch" or "gpulab"), None where the point failed."""
     return [None if ms is None else tflops(n, ms) for n, ms in zip(sweep["ns"], sweep[f"{method}_ms"])]
@@ -484,8 +584,11 @@ def alignment_split(sweep: dict, method: str, multiple: int = 8) -> dict:
     al = [r for n, r in zip(sweep["ns"], rates) if r is not None and n % multiple == 0]
     mis = [r for n, r in zip(sweep["ns"], rates) if r is not None and n % multiple]
     mean = lambda v: sum(v) / len(v) if v else float("nan")  # noqa: E731
-    return {"aligned_mean_tflops": mean(al), "misaligned_mean_tflops": mean(mis),
-            "failed": sum(r is None for r in rates)}
+    return {
+        "aligned_mean_tflops": mean(al),
+        "misaligned_mean_tflops": mean(mis),
+        "failed": sum(r is None for r in rates),
+    }
 
 
 def wave_model(sweep: dict) -> list[float]:
@@ -499,8 +602,9 @@ def model_correlation(sweep: dict, method: str = "gpulab", multiple: int = 8) ->
     """Pearson correlation between the measured TFLOP/s of ``method`` and the wave model's efficiency, over the
     aligned N (so that alignment does not enter): how much of the wiggle the tile/wave model explains."""
     eff = wave_model(sweep)
-    pairs = [(r, e) for n, r, e in zip(sweep["ns"], sweep_rates(sweep, method), eff)
-             if r is not None and n % multiple == 0]
+    pairs = [
+        (r, e) for n, r, e in zip(sweep["ns"], sweep_rates(sweep, method), eff) if r is not None and n % multiple == 0
+    ]
     if len(pairs) < 3:
         return float("nan")
     xs, ys = zip(*pairs)
@@ -517,12 +621,16 @@ def summary(data: dict) -> str:
     lines = [f"{data['gpu']} ({data['sms']} SMs); ratio = torch ms / gpulab ms (>= 1: gpulab as fast or faster)"]
     for r in data.get("headline", []):
         if r["method"] == "gpulab" and r["dtype"] == "bf16":
-            lines.append(f"  bf16 {r['n']}^3: gpulab {r['tflops']:6.1f} TFLOP/s, ratio {r['ratio']:.2f} "
-                         f"(target >= {t_al})")
+            lines.append(
+                f"  bf16 {r['n']}^3: gpulab {r['tflops']:6.1f} TFLOP/s, ratio {r['ratio']:.2f} (target >= {t_al})"
+            )
     for r in data.get("awkward", []):
         if r["method"] == "gpulab":
-            g = (f"CUDA graph {r['graph_ms'] * 1e3:6.1f} us, ratio {r['graph_ratio']:.2f} (target >= {t_awk}); "
-                 if r.get("graph_ms") is not None else "")
+            g = (
+                f"CUDA graph {r['graph_ms'] * 1e3:6.1f} us, ratio {r['graph_ratio']:.2f} (target >= {t_awk}); "
+                if r.get("graph_ms") is not None
+                else ""
+            )
             lines.append(f"  bf16 {r['n']}^3: {g}eager {r['ms'] * 1e3:6.1f} us, ratio {r['ratio']:.2f}")
     if "build" in data:
         b0 = data["build"][0]
@@ -533,9 +641,11 @@ def summary(data: dict) -> str:
     if "sweep" in data:
         s = data["sweep"]
         sp = {m: alignment_split(s, m) for m in ("torch", "gpulab")}
-        lines.append(f"  dense sweep {s['ns'][0]}..{s['ns'][-1]} (eager calls), mean TFLOP/s N % 8 == 0 / other: torch "
-                     f"{sp['torch']['aligned_mean_tflops']:.0f} / {sp['torch']['misaligned_mean_tflops']:.0f}, gpulab "
-                     f"{sp['gpulab']['aligned_mean_tflops']:.0f} / {sp['gpulab']['misaligned_mean_tflops']:.0f}")
+        lines.append(
+            f"  dense sweep {s['ns'][0]}..{s['ns'][-1]} (eager calls), mean TFLOP/s N % 8 == 0 / other: torch "
+            f"{sp['torch']['aligned_mean_tflops']:.0f} / {sp['torch']['misaligned_mean_tflops']:.0f}, gpulab "
+            f"{sp['gpulab']['aligned_mean_tflops']:.0f} / {sp['gpulab']['misaligned_mean_tflops']:.0f}"
+        )
     return "\n".join(lines)
 
 
@@ -552,8 +662,10 @@ def report(data: dict, full: bool = False) -> str:
     def when(key):
         return f" (recorded {kept[key].get('date', '?')})" if key in kept else ""
 
-    lines = [f"{data['gpu']} ({data['sms']} SMs). ratio = torch ms / gpulab ms (>= 1: gpulab as fast or faster); "
-             f"targets: bf16 >= {t_al} at the headline sizes, >= {t_awk} at the awkward sizes (CUDA graph)"]
+    lines = [
+        f"{data['gpu']} ({data['sms']} SMs). ratio = torch ms / gpulab ms (>= 1: gpulab as fast or faster); "
+        f"targets: bf16 >= {t_al} at the headline sizes, >= {t_awk} at the awkward sizes (CUDA graph)"
+    ]
     if "headline" in data:
         lines.append(f"headline{when('headline')}:")
         lines.append(f"  {'dtype':5} {'N':>5} {'method':16} {'ms':>9} {'TFLOP/s':>8} {'ratio':>6}  config")
@@ -561,69 +673,101 @@ def report(data: dict, full: bool = False) -> str:
         flag = ""
         if r["method"] == "gpulab" and r["dtype"] == "bf16":
             flag = "  target met" if r["ratio"] >= t_al else f"  BELOW TARGET (>= {t_al})"
-        lines.append(f"  {r['dtype']:5} {r['n']:5} {r['method']:16} {r['ms']:9.4f} {r['tflops']:8.1f} "
-                     f"{r.get('ratio', float('nan')):6.3f}  {r.get('path', '')} {r.get('config', '')}{flag}")
+        lines.append(
+            f"  {r['dtype']:5} {r['n']:5} {r['method']:16} {r['ms']:9.4f} {r['tflops']:8.1f} "
+            f"{r.get('ratio', float('nan')):6.3f}  {r.get('path', '')} {r.get('config', '')}{flag}"
+        )
     if "awkward" in data:
-        lines.append(f"awkward sizes{when('awkward')} (bf16; ratio against torch on the unpadded tensors; eager calls, "
-                     "CUDA-graph replay (the target, launch cost removed on both sides) and the kernels alone):")
+        lines.append(
+            f"awkward sizes{when('awkward')} (bf16; ratio against torch on the unpadded tensors; eager calls, "
+            "CUDA-graph replay (the target, launch cost removed on both sides) and the kernels alone):"
+        )
     for r in data.get("awkward", []):
         if r["method"] == COPY_METHOD:  # a copy: bytes per second, not FLOPs or a speed-up
             tbps = copy_bytes(r["n"]) / (r["ms"] * 1e-3) / 1e12
-            g = (f"; CUDA graph {r['graph_ms'] * 1e3:7.1f} us, {r['graph_tbps']:5.2f} TB/s"
-                 if r.get("graph_ms") is not None else "")
-            lines.append(f"  {r['n']:5} {r['method']:24} {r['ms']:9.4f} ms  {tbps:5.2f} TB/s{g} (reads and writes A and B)")
+            g = (
+                f"; CUDA graph {r['graph_ms'] * 1e3:7.1f} us, {r['graph_tbps']:5.2f} TB/s"
+                if r.get("graph_ms") is not None
+                else ""
+            )
+            lines.append(
+                f"  {r['n']:5} {r['method']:24} {r['ms']:9.4f} ms  {tbps:5.2f} TB/s{g} (reads and writes A and B)"
+            )
             continue
         flag = ""
-        if r["method"] == "gpulab" and r.get("graph_ms") is None:  # a row without graph timing: the eager ratio is the target
+        if (
+            r["method"] == "gpulab" and r.get("graph_ms") is None
+        ):  # a row without graph timing: the eager ratio is the target
             flag = "  target met" if r["ratio"] >= t_awk else f"  BELOW TARGET (>= {t_awk})"
-        gk = (f"; kernels alone {r['gpu_kernel_ms'] * 1e3:7.1f} us" if r.get("gpu_kernel_ms") is not None else "")
+        gk = f"; kernels alone {r['gpu_kernel_ms'] * 1e3:7.1f} us" if r.get("gpu_kernel_ms") is not None else ""
         if r.get("gpu_kernel_ratio") is not None and r["method"] == "gpulab":
             gk += f", ratio {r['gpu_kernel_ratio']:.2f}"
         if r.get("graph_ms") is not None:
             gk += f"; CUDA graph {r['graph_ms'] * 1e3:7.1f} us, ratio {r['graph_ratio']:.2f}"
             if r["method"] == "gpulab":
                 gk += "  target met" if r["graph_ratio"] >= t_awk else f"  BELOW TARGET (>= {t_awk})"
-        lines.append(f"  {r['n']:5} {r['method']:24} {r['ms']:9.4f} ms {r['tflops']:7.1f} TFLOP/s "
-                     f"ratio {r['ratio']:6.3f}{flag}{gk}")
+        lines.append(
+            f"  {r['n']:5} {r['method']:24} {r['ms']:9.4f} ms {r['tflops']:7.1f} TFLOP/s "
+            f"ratio {r['ratio']:6.3f}{flag}{gk}"
+        )
     if "correctness" in data:
         c = data["correctness"]
-        lines.append(f"correctness{when('correctness')} {c['dtype']} M, N, K = {tuple(c['shape'])}: max abs error vs "
-                     f"float64 gpulab {c['gpulab']['max_abs_error']:.3g}, torch {c['torch']['max_abs_error']:.3g} "
-                     f"(max |C| {c['max_abs_ref']:.3g}); max |gpulab - torch| {c['max_abs_gpulab_minus_torch']:.3g}")
+        lines.append(
+            f"correctness{when('correctness')} {c['dtype']} M, N, K = {tuple(c['shape'])}: max abs error vs "
+            f"float64 gpulab {c['gpulab']['max_abs_error']:.3g}, torch {c['torch']['max_abs_error']:.3g} "
+            f"(max |C| {c['max_abs_ref']:.3g}); max |gpulab - torch| {c['max_abs_gpulab_minus_torch']:.3g}"
+        )
     for r in data.get("fp32", []):
-        lines.append(f"fp32 {r['n']} {r['precision']:4} {r['method']:6}: {r['tflops']:7.1f} TFLOP/s, error "
-                     f"{r['error']:.2e}" + (f", ratio {r['ratio']:.3f}" if "ratio" in r else "") + when("fp32"))
+        lines.append(
+            f"fp32 {r['n']} {r['precision']:4} {r['method']:6}: {r['tflops']:7.1f} TFLOP/s, error "
+            f"{r['error']:.2e}" + (f", ratio {r['ratio']:.3f}" if "ratio" in r else "") + when("fp32")
+        )
     if "tiles" in data:
         lines.append(f"tile study{when('tiles')} (pointer kernel, T x T x T tiles, 1 stage; footprint 2 T^2 s):")
     for r in data.get("tiles", []):
-        head = (f"  {r['dtype']:4} T={r['T']:3} I=T/s={r['intensity']:5.1f} "
-                f"footprint {r['footprint_bytes'] / 1024:6.1f} KiB")
+        head = (
+            f"  {r['dtype']:4} T={r['T']:3} I=T/s={r['intensity']:5.1f} "
+            f"footprint {r['footprint_bytes'] / 1024:6.1f} KiB"
+        )
         if "skipped" in r or "error" in r:
             lines.append(f"{head}: not run ({r.get('skipped') or r.get('error')})")
         else:
-            lines.append(f"{head}: {r['tflops']:7.2f} TFLOP/s, compiled shared {r['shared_bytes']} B, regs "
-                         f"{r['n_regs']}, spills {r['n_spills']}")
+            lines.append(
+                f"{head}: {r['tflops']:7.2f} TFLOP/s, compiled shared {r['shared_bytes']} B, regs "
+                f"{r['n_regs']}, spills {r['n_spills']}"
+            )
     if "noreuse" in data:
         nr = data["noreuse"]
-        lines.append(f"no reuse fp32 {nr['n']}^3{when('noreuse')}: {nr['ms']:.3f} ms, {nr['tflops']:.2f} TFLOP/s; "
-                     f"requested loads 2N^3 x 4 B at {nr['requested_load_tbps']:.1f} TB/s")
+        lines.append(
+            f"no reuse fp32 {nr['n']}^3{when('noreuse')}: {nr['ms']:.3f} ms, {nr['tflops']:.2f} TFLOP/s; "
+            f"requested loads 2N^3 x 4 B at {nr['requested_load_tbps']:.1f} TB/s"
+        )
     if "build" in data:
         lines.append(f"the build{when('build')}, {data['build'][0]['dtype']} {data['build'][0]['n']}^3:")
     for r in data.get("build", []):
-        model = (f", model {r['model_bytes'] / 1e9:8.2f} GB requested, {r['intensity']:6.1f} FLOP/B"
-                 if "intensity" in r else "")
+        model = (
+            f", model {r['model_bytes'] / 1e9:8.2f} GB requested, {r['intensity']:6.1f} FLOP/B"
+            if "intensity" in r
+            else ""
+        )
         lines.append(f"  {r['step']:10} {r['ms']:9.3f} ms {r['tflops']:7.1f} TFLOP/s{model}  {r.get('config', '')}")
     for r in data.get("alignment", []):
-        lines.append(f"PTX of the pointer kernel at N={r['n']}{when('alignment')}: global loads by bytes/instruction "
-                     f"{r['ld.global bytes per instruction']}, async copies to shared memory by bytes "
-                     f"{r['cp.async bytes per instruction']}")
+        lines.append(
+            f"PTX of the pointer kernel at N={r['n']}{when('alignment')}: global loads by bytes/instruction "
+            f"{r['ld.global bytes per instruction']}, async copies to shared memory by bytes "
+            f"{r['cp.async bytes per instruction']}"
+        )
     if "sweep" not in data:
         return "\n".join(lines)
     s = data["sweep"]
-    lines.append(f"dense sweep N = {s['ns'][0]}..{s['ns'][-1]} ({len(s['ns'])} sizes, {s['dtype']}; gpulab {s['path']} "
-                 f"{s['config']}){when('sweep')}; mean TFLOP/s over N % 8 == 0 / other N:")
+    lines.append(
+        f"dense sweep N = {s['ns'][0]}..{s['ns'][-1]} ({len(s['ns'])} sizes, {s['dtype']}; gpulab {s['path']} "
+        f"{s['config']}){when('sweep')}; mean TFLOP/s over N % 8 == 0 / other N:"
+    )
     for m in ("torch", "gpulab"):
         sp = alignment_split(s, m)
-        lines.append(f"  {m:6}: {sp['aligned_mean_tflops']:6.1f} / {sp['misaligned_mean_tflops']:6.1f}; failed points "
-                     f"{sp['failed']}; correlation with the wave model (aligned N) {model_correlation(s, m):.2f}")
+        lines.append(
+            f"  {m:6}: {sp['aligned_mean_tflops']:6.1f} / {sp['misaligned_mean_tflops']:6.1f}; failed points "
+            f"{sp['failed']}; correlation with the wave model (aligned N) {model_correlation(s, m):.2f}"
+        )
     return "\n".join(lines)

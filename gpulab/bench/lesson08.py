@@ -21,6 +21,7 @@ A few minutes, most of it the autotuner's first benchmarks. ``measure`` times on
 its peak memory, catching out-of-memory (``run_catching_oom``); ``roofline_points`` places a record's
 forward kernels on the roofline.
 """
+
 from __future__ import annotations
 
 from tqdm.auto import tqdm
@@ -93,8 +94,9 @@ def setting_shape(L: int, d: int, tokens: int = TOKENS, hidden: int = HIDDEN) ->
     return tokens // L, hidden // d, L, d
 
 
-def setting_flops(L: int, d: int, causal: bool, backward: bool = False, tokens: int = TOKENS,
-                  hidden: int = HIDDEN) -> float:
+def setting_flops(
+    L: int, d: int, causal: bool, backward: bool = False, tokens: int = TOKENS, hidden: int = HIDDEN
+) -> float:
     """FLOPs of one headline setting (``setting_shape``) by ``attention.attention_flops``: forward 4*B*H*L^2*d,
     halved when causal; backward 2.5x the forward."""
     from .. import attention
@@ -156,8 +158,11 @@ def headline(head_dims=HEAD_DIMS, lengths=LENGTHS, progress: bool = True) -> lis
         q, k, v, do = _qkv(B, H, L, d, requires_grad=True, seed=L + d)
         fl_f, fl_b = setting_flops(L, d, causal), setting_flops(L, d, causal, backward=True)
         row = {"d": d, "L": L, "causal": causal, "B": B, "H": H, "fwd_flops": fl_f, "bwd_flops": fl_b}
-        impls = {"ours": lambda q_, k_, v_: F.flash_attention(q_, k_, v_, causal),
-                 "flash": sdpa_fn("FLASH_ATTENTION", causal), "cudnn": sdpa_fn("CUDNN_ATTENTION", causal)}
+        impls = {
+            "ours": lambda q_, k_, v_: F.flash_attention(q_, k_, v_, causal),
+            "flash": sdpa_fn("FLASH_ATTENTION", causal),
+            "cudnn": sdpa_fn("CUDNN_ATTENTION", causal),
+        }
         grads = {}
         for name, fn in impls.items():
             try:
@@ -167,19 +172,24 @@ def headline(head_dims=HEAD_DIMS, lengths=LENGTHS, progress: bool = True) -> lis
             except Exception as e:  # noqa: BLE001  (a backend that does not run here is a result)
                 row[name] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
                 continue
-            row[name] = {**r, "fwd_tflops": fl_f / (r["fwd_ms"] * 1e-3) / 1e12,
-                         "bwd_tflops": fl_b / (r["bwd_ms"] * 1e-3) / 1e12}
+            row[name] = {
+                **r,
+                "fwd_tflops": fl_f / (r["fwd_ms"] * 1e-3) / 1e12,
+                "bwd_tflops": fl_b / (r["bwd_ms"] * 1e-3) / 1e12,
+            }
         if "fwd_ms" in row.get("flash", {}) and "fwd_ms" in row.get("ours", {}):
             row["fwd_ratio"] = row["flash"]["fwd_ms"] / row["ours"]["fwd_ms"]
             row["bwd_ratio"] = row["flash"]["bwd_ms"] / row["ours"]["bwd_ms"]
         if "ours" in grads and "flash" in grads:
-            row["diff_vs_flash"] = {n: float((a.float() - b.float()).abs().max() / b.float().abs().max())
-                                    for n, a, b in zip(("out", "dq", "dk", "dv"), grads["ours"], grads["flash"])}
+            row["diff_vs_flash"] = {
+                n: float((a.float() - b.float()).abs().max() / b.float().abs().max())
+                for n, a, b in zip(("out", "dq", "dk", "dv"), grads["ours"], grads["flash"])
+            }
         chosen = {part: F.config_short(c) if c else None for part, c in F.default_configs(q, k, v, causal).items()}
         row["config_fwd"] = chosen.pop("fwd")
         row["config_bwd"] = f"{F.DEFAULT_BWD_MODE}: " + ", ".join(f"{p} {c}" for p, c in chosen.items())
         rows.append(row)
-        del q, k, v, do, grads
+        q = k = v = do = grads = None  # free the buffers before the next size (the lambdas above hold the names)
         torch.cuda.empty_cache()
     return rows
 
@@ -199,16 +209,25 @@ def sweep(lengths=SWEEP, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["
         for method, fn in fns.items():
             m = measure(fn)
             model = attention.memory_model(B, H, L, d, 2, method)
-            nbytes = (attention.naive_bytes(B, H, L, d, 2) if method == "naive" else attention.flash_bytes(B, H, L, d, 2))
-            rows.append({"L": L, "method": method, **m, "model_peak_bytes": model["peak_bytes"],
-                         "flops": attention.attention_flops(B, H, L, L, d), "bytes_model": nbytes})
-        del q, k, v
+            nbytes = attention.naive_bytes(B, H, L, d, 2) if method == "naive" else attention.flash_bytes(B, H, L, d, 2)
+            rows.append(
+                {
+                    "L": L,
+                    "method": method,
+                    **m,
+                    "model_peak_bytes": model["peak_bytes"],
+                    "flops": attention.attention_flops(B, H, L, L, d),
+                    "bytes_model": nbytes,
+                }
+            )
+        q = k = v = None  # free the buffers before the next size (the lambdas above hold the names)
         torch.cuda.empty_cache()
     return {"B": B, "H": H, "d": d, "dtype": DTYPE, "causal": False, "rows": rows}
 
 
-def memory(lengths=MEMORY_LENGTHS, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["d"],
-           progress: bool = True) -> dict:
+def memory(
+    lengths=MEMORY_LENGTHS, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["d"], progress: bool = True
+) -> dict:
     """Ours, through autograd: extra memory held after forward (O and lse) and the peak over forward +
     backward (adds delta and the gradients), above q, k, v and dO, per L; beside the model."""
     import torch
@@ -230,34 +249,52 @@ def memory(lengths=MEMORY_LENGTHS, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWE
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base
         model = attention.flash_training_memory(B, H, L, d, 2, F.DEFAULT_BWD_MODE)
-        rows.append({"L": L, "held_bytes": int(held), "peak_bytes": int(peak),
-                     "model_held_bytes": model["held_bytes"], "model_peak_bytes": model["peak_bytes"]})
-        del q, k, v, do, out, grads
+        rows.append(
+            {
+                "L": L,
+                "held_bytes": int(held),
+                "peak_bytes": int(peak),
+                "model_held_bytes": model["held_bytes"],
+                "model_peak_bytes": model["peak_bytes"],
+            }
+        )
+        del grads
+        q = k = v = do = out = None  # free the buffers before the next size (the lambdas above hold the names)
         torch.cuda.empty_cache()
     return {"B": B, "H": H, "d": d, "dtype": DTYPE, "bwd_mode": F.DEFAULT_BWD_MODE, "rows": rows}
 
 
-def run(progress: bool = True, head_dims=HEAD_DIMS, lengths=LENGTHS, sweep_lengths=SWEEP,
-        memory_lengths=MEMORY_LENGTHS) -> dict:
+def run(
+    progress: bool = True, head_dims=HEAD_DIMS, lengths=LENGTHS, sweep_lengths=SWEEP, memory_lengths=MEMORY_LENGTHS
+) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU only."""
     from ..timing import require_gpu
 
     require_gpu("the lesson08 suite")
-    return {"dtype": DTYPE, "headline": headline(head_dims, lengths, progress),
-            "sweep": sweep(sweep_lengths, progress=progress), "memory": memory(memory_lengths, progress=progress),
-            "teaching": teaching(progress=progress)}
+    return {
+        "dtype": DTYPE,
+        "headline": headline(head_dims, lengths, progress),
+        "sweep": sweep(sweep_lengths, progress=progress),
+        "memory": memory(memory_lengths, progress=progress),
+        "teaching": teaching(progress=progress),
+    }
 
 
 TEACHING_SETTINGS = ((128, 4096), (128, 16384))  # (d, L) of the teaching-against-production step, both causal flags
 #: (key, what it adds), in order: each forward step adds one piece of the production kernel to the one above.
 TEACHING_STEPS = {
-    "fwd": (("teaching", "teaching (64x64 tiles, exp, all masked)"),
-            ("fixed", "+ exp2, unmasked full tiles (same tiles)"),
-            ("autotuned", "+ autotuned tiles, warps, stages"),
-            ("tma", "+ TMA loads (the default on Hopper)")),
-    "bwd": (("teaching", "teaching (2 kernels, delta in torch)"),
-            ("fused", "production, dq mode fused"), ("split", "production, dq mode split (default)"),
-            ("atomic", "production, dq mode atomic")),
+    "fwd": (
+        ("teaching", "teaching (64x64 tiles, exp, all masked)"),
+        ("fixed", "+ exp2, unmasked full tiles (same tiles)"),
+        ("autotuned", "+ autotuned tiles, warps, stages"),
+        ("tma", "+ TMA loads (the default on Hopper)"),
+    ),
+    "bwd": (
+        ("teaching", "teaching (2 kernels, delta in torch)"),
+        ("fused", "production, dq mode fused"),
+        ("split", "production, dq mode split (default)"),
+        ("atomic", "production, dq mode atomic"),
+    ),
 }
 
 
@@ -281,16 +318,28 @@ def teaching(settings=TEACHING_SETTINGS, progress: bool = True) -> list[dict]:
         B, H, _, _ = setting_shape(L, d)
         q, k, v, do = _qkv(B, H, L, d, seed=L + d)
         out, lse = F.flash_attention_forward(q, k, v, causal)
-        fwd = {"teaching": lambda: T.flash_teaching_forward(q, k, v, causal),
-               "fixed": lambda: F.flash_attention_forward(q, k, v, causal, config=fixed, use_tma=False),
-               "autotuned": lambda: F.flash_attention_forward(q, k, v, causal, use_tma=False),
-               "tma": lambda: F.flash_attention_forward(q, k, v, causal, use_tma=True)}
+        fwd = {
+            "teaching": lambda: T.flash_teaching_forward(q, k, v, causal),
+            "fixed": lambda: F.flash_attention_forward(q, k, v, causal, config=fixed, use_tma=False),
+            "autotuned": lambda: F.flash_attention_forward(q, k, v, causal, use_tma=False),
+            "tma": lambda: F.flash_attention_forward(q, k, v, causal, use_tma=True),
+        }
         t_out, t_lse = T.flash_teaching_forward(q, k, v, causal)
         bwd = {"teaching": lambda: T.flash_teaching_backward(q, k, v, t_out, t_lse, do, causal)}
-        bwd.update({m: (lambda m=m: F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=m))
-                    for m in F.BWD_MODES})
-        row = {"d": d, "L": L, "causal": causal, "B": B, "H": H, "fwd_flops": setting_flops(L, d, causal),
-               "bwd_flops": setting_flops(L, d, causal, backward=True), "fwd_ms": {}, "bwd_ms": {}}
+        bwd.update(
+            {m: (lambda m=m: F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=m)) for m in F.BWD_MODES}
+        )
+        row = {
+            "d": d,
+            "L": L,
+            "causal": causal,
+            "B": B,
+            "H": H,
+            "fwd_flops": setting_flops(L, d, causal),
+            "bwd_flops": setting_flops(L, d, causal, backward=True),
+            "fwd_ms": {},
+            "bwd_ms": {},
+        }
         for part, fns in (("fwd_ms", fwd), ("bwd_ms", bwd)):
             for name, fn in fns.items():
                 try:
@@ -299,7 +348,7 @@ def teaching(settings=TEACHING_SETTINGS, progress: bool = True) -> list[dict]:
                 except Exception as e:  # noqa: BLE001  (a step that cannot run here is a result)
                     row[part][name] = f"{type(e).__name__}: {str(e)[:120]}"
         rows.append(row)
-        del q, k, v, do, out, lse, t_out, t_lse
+        q = k = v = do = out = lse = t_out = t_lse = None  # free the buffers before the next size (the lambdas above hold the names)
         torch.cuda.empty_cache()
     return rows
 
@@ -311,7 +360,7 @@ def teaching_report(rows: list[dict] | None) -> str:
     if not rows:
         return "no recording yet of the teaching-against-production step (run the lesson08 suite on a GPU)"
     cols = [r for r in rows if not r["causal"]]
-    head = " ".join(f"{'d=%d L=%d' % (r['d'], r['L']):>15}" for r in cols)
+    head = " ".join(f"d={r['d']} L={r['L']}".rjust(15) for r in cols)
     lines = [f"bf16, non-causal; TFLOP/s (x the teaching kernel)   {head}"]
     for part, flops in (("fwd", "fwd_flops"), ("bwd", "bwd_flops")):
         for key, label in TEACHING_STEPS[part]:
@@ -352,14 +401,29 @@ def roofline_points(data: dict | None) -> list:
     for r in data["headline"]:
         if "fwd_ms" in r.get("ours", {}) and not r["causal"]:
             nb = attention.flash_bytes(r["B"], r["H"], r["L"], r["d"], 2)
-            points.append(KernelPoint(f"flash fwd d={r['d']} L={r['L']}", r["fwd_flops"], nb, r["ours"]["fwd_ms"],
-                                      dtype="bf16", op_kind="matmul"))
+            points.append(
+                KernelPoint(
+                    f"flash fwd d={r['d']} L={r['L']}",
+                    r["fwd_flops"],
+                    nb,
+                    r["ours"]["fwd_ms"],
+                    dtype="bf16",
+                    op_kind="matmul",
+                )
+            )
     sw = data["sweep"]
     for r in sw["rows"]:
         if r["method"] == "naive" and not r["oom"]:
-            points.append(KernelPoint(f"naive fwd d={sw['d']} L={r['L']}", r["flops"],
-                                      attention.naive_bytes(sw["B"], sw["H"], r["L"], sw["d"], 2), r["ms"],
-                                      dtype="bf16", op_kind="matmul"))
+            points.append(
+                KernelPoint(
+                    f"naive fwd d={sw['d']} L={r['L']}",
+                    r["flops"],
+                    attention.naive_bytes(sw["B"], sw["H"], r["L"], sw["d"], 2),
+                    r["ms"],
+                    dtype="bf16",
+                    op_kind="matmul",
+                )
+            )
     return points
 
 
@@ -385,8 +449,9 @@ def autotune_report(settings=AUTOTUNE_SETTINGS, progress: bool = True) -> list[d
             row = {"d": d, "L": L, "B": B, "H": H, "causal": causal, "fixed_tflops": {}}
             for cfg in F.fwd_candidates(q.dtype, causal):
                 try:
-                    t = time_ms(lambda: F.flash_attention_forward(q, k, v, causal, config=cfg), warmup_ms=25,
-                                rep_ms=100)
+                    t = time_ms(
+                        lambda: F.flash_attention_forward(q, k, v, causal, config=cfg), warmup_ms=25, rep_ms=100
+                    )
                     row["fixed_tflops"][F.config_short(cfg)] = t.rate(flops)
                 except Exception as e:  # noqa: BLE001  (a candidate that cannot run here is a result)
                     row["fixed_tflops"][F.config_short(cfg)] = f"{type(e).__name__}: {str(e)[:120]}"
@@ -397,19 +462,24 @@ def autotune_report(settings=AUTOTUNE_SETTINGS, progress: bool = True) -> list[d
             sdpa = sdpa_fn("FLASH_ATTENTION", causal)
             row["sdpa_flash_tflops"] = time_ms(lambda: sdpa(q, k, v), warmup_ms=25, rep_ms=100).rate(flops)
             rows.append(row)
-        del q, k, v
+        q = k = v = None  # free the buffers before the next size (the lambdas above hold the names)
     return rows
 
 
 def autotune_report_text(rows: list[dict]) -> str:
     """``autotune_report``'s rows as a table: each candidate's TFLOP/s, the autotuned launch and its choice."""
-    lines = ["FlashAttention forward, bf16, B*L = 16384, H*d = 2048: TFLOP/s of each candidate with a fixed "
-             "config, of the autotuned launch (its choice in brackets) and of SDPA flash"]
+    lines = [
+        "FlashAttention forward, bf16, B*L = 16384, H*d = 2048: TFLOP/s of each candidate with a fixed "
+        "config, of the autotuned launch (its choice in brackets) and of SDPA flash"
+    ]
     for r in rows:
-        fixed = ", ".join(f"{c} {_f(x, '.0f') if isinstance(x, float) else 'failed'}"
-                          for c, x in r["fixed_tflops"].items())
-        lines.append(f"  d={r['d']:3d} L={r['L']:5d} causal={str(r['causal']):5}: {fixed}; autotuned "
-                     f"{r['autotuned_tflops']:.0f} [{r['autotuned_config']}]; SDPA flash {r['sdpa_flash_tflops']:.0f}")
+        fixed = ", ".join(
+            f"{c} {_f(x, '.0f') if isinstance(x, float) else 'failed'}" for c, x in r["fixed_tflops"].items()
+        )
+        lines.append(
+            f"  d={r['d']:3d} L={r['L']:5d} causal={str(r['causal']):5}: {fixed}; autotuned "
+            f"{r['autotuned_tflops']:.0f} [{r['autotuned_config']}]; SDPA flash {r['sdpa_flash_tflops']:.0f}"
+        )
     return "\n".join(lines)
 
 
@@ -420,20 +490,26 @@ def _f(x, fmt="6.0f"):
 def headline_report(data: dict) -> str:
     """The headline table: TFLOP/s of ours, SDPA flash and SDPA cuDNN, forward and backward, the ratio against
     SDPA flash, and how many settings cuDNN leads in (``cudnn_leads``). About 15 lines."""
-    lines = ["bf16, B*L = 16384, H*d = 2048; TFLOP/s (fwd 4BHL^2d, halved if causal; bwd 2.5x); "
-             "ratio = SDPA flash ms / ours ms (target >= 1.0)",
-             f"  {'d':>3} {'L':>6} {'causal':6} | {'ours':>6} {'flash':>6} {'cuDNN':>6} {'ratio':>6} | "
-             f"{'ours':>6} {'flash':>6} {'cuDNN':>6} {'ratio':>6}   (forward | backward)"]
+    lines = [
+        "bf16, B*L = 16384, H*d = 2048; TFLOP/s (fwd 4BHL^2d, halved if causal; bwd 2.5x); "
+        "ratio = SDPA flash ms / ours ms (target >= 1.0)",
+        f"  {'d':>3} {'L':>6} {'causal':6} | {'ours':>6} {'flash':>6} {'cuDNN':>6} {'ratio':>6} | "
+        f"{'ours':>6} {'flash':>6} {'cuDNN':>6} {'ratio':>6}   (forward | backward)",
+    ]
     for r in data["headline"]:
         o, fl, cu = r.get("ours", {}), r.get("flash", {}), r.get("cudnn", {})
         below = "fwd_ratio" in r and min(r["fwd_ratio"], r["bwd_ratio"]) < 1.0
-        lines.append(f"  {r['d']:3d} {r['L']:6d} {str(r['causal']):6} | {_f(o.get('fwd_tflops'))} "
-                     f"{_f(fl.get('fwd_tflops'))} {_f(cu.get('fwd_tflops'))} {_f(r.get('fwd_ratio'), '6.2f')} | "
-                     f"{_f(o.get('bwd_tflops'))} {_f(fl.get('bwd_tflops'))} {_f(cu.get('bwd_tflops'))} "
-                     f"{_f(r.get('bwd_ratio'), '6.2f')}{'  BELOW TARGET' if below else ''}")
+        lines.append(
+            f"  {r['d']:3d} {r['L']:6d} {str(r['causal']):6} | {_f(o.get('fwd_tflops'))} "
+            f"{_f(fl.get('fwd_tflops'))} {_f(cu.get('fwd_tflops'))} {_f(r.get('fwd_ratio'), '6.2f')} | "
+            f"{_f(o.get('bwd_tflops'))} {_f(fl.get('bwd_tflops'))} {_f(cu.get('bwd_tflops'))} "
+            f"{_f(r.get('bwd_ratio'), '6.2f')}{'  BELOW TARGET' if below else ''}"
+        )
     leads = cudnn_leads(data["headline"])
-    lines.append(f"  cuDNN ahead of ours: forward {leads['fwd'][0]} of {leads['fwd'][1]}, backward "
-                 f"{leads['bwd'][0]} of {leads['bwd'][1]} settings")
+    lines.append(
+        f"  cuDNN ahead of ours: forward {leads['fwd'][0]} of {leads['fwd'][1]}, backward "
+        f"{leads['bwd'][0]} of {leads['bwd'][1]} settings"
+    )
     return "\n".join(lines)
 
 
@@ -450,8 +526,10 @@ def cudnn_leads(headline: list[dict]) -> dict:
 def sweep_report(sweep: dict) -> str:
     """Naive against flash forward over L: ms, measured extra peak memory and the model's (GiB)."""
     s = sweep
-    lines = [f"naive (S, P in HBM) against flash, forward, B={s['B']}, H={s['H']}, d={s['d']}, {s['dtype']}:",
-             f"  {'L':>6} | {'naive ms':>9} {'GiB':>7} {'model':>7} | {'flash ms':>9} {'GiB':>7} {'model':>7}"]
+    lines = [
+        f"naive (S, P in HBM) against flash, forward, B={s['B']}, H={s['H']}, d={s['d']}, {s['dtype']}:",
+        f"  {'L':>6} | {'naive ms':>9} {'GiB':>7} {'model':>7} | {'flash ms':>9} {'GiB':>7} {'model':>7}",
+    ]
     for L in sorted({r["L"] for r in s["rows"]}):
         by = {r["method"]: r for r in s["rows"] if r["L"] == L}
         cells = []
@@ -460,8 +538,10 @@ def sweep_report(sweep: dict) -> str:
             if r.get("oom"):
                 cells.append(f"{'out of memory':>17} {r['model_peak_bytes'] / 2**30:7.2f}")
             else:
-                cells.append(f"{_f(r.get('ms'), '9.3f')} {_f((r.get('peak_bytes') or 0) / 2**30, '7.3f')} "
-                             f"{r.get('model_peak_bytes', 0) / 2**30:7.3f}")
+                cells.append(
+                    f"{_f(r.get('ms'), '9.3f')} {_f((r.get('peak_bytes') or 0) / 2**30, '7.3f')} "
+                    f"{r.get('model_peak_bytes', 0) / 2**30:7.3f}"
+                )
         lines.append(f"  {L:6d} | {cells[0]} | {cells[1]}")
     return "\n".join(lines)
 
@@ -470,11 +550,12 @@ def memory_report(memory: dict) -> str:
     """Flash, through autograd: memory held after the forward and the peak over forward + backward, per token,
     beside the model (flat per token = O(L))."""
     m = memory
-    lines = [f"flash, memory above q, k, v, dO (B={m['B']}, H={m['H']}, d={m['d']}), B/token "
-             "(flat = O(L)):"]
+    lines = [f"flash, memory above q, k, v, dO (B={m['B']}, H={m['H']}, d={m['d']}), B/token (flat = O(L)):"]
     for r in m["rows"]:
-        lines.append(f"  L = {r['L']:6d}: held {r['held_bytes'] / r['L']:7.0f} (model {r['model_held_bytes'] / r['L']:6.0f}), "
-                     f"peak {r['peak_bytes'] / r['L']:7.0f} (model {r['model_peak_bytes'] / r['L']:6.0f})")
+        lines.append(
+            f"  L = {r['L']:6d}: held {r['held_bytes'] / r['L']:7.0f} (model {r['model_held_bytes'] / r['L']:6.0f}), "
+            f"peak {r['peak_bytes'] / r['L']:7.0f} (model {r['model_peak_bytes'] / r['L']:6.0f})"
+        )
     return "\n".join(lines)
 
 
@@ -489,10 +570,16 @@ def report(data: dict, full: bool = False) -> str:
         parts += [headline_report(data), memory_report(data["memory"]), teaching_report(data.get("teaching"))]
     else:
         below = sum(r < 1.0 for r in ratios)
-        parts.append(f"headline: ours / SDPA flash {min(ratios):.2f}x to {max(ratios):.2f}x"
-                     f"{f' ({below} ratios BELOW TARGET 1.0)' if below else ''}; cuDNN ahead of ours in "
-                     f"{leads['fwd'][0]} of {leads['fwd'][1]} forward, {leads['bwd'][0]} of {leads['bwd'][1]} "
-                     "backward settings (headline_report)" if ratios else "headline: no ratios")
-        parts.append(f"memory: peak {min(per_token):.0f} to {max(per_token):.0f} B/token at every L "
-                     f"(memory_report); full=True prints every table")
+        parts.append(
+            f"headline: ours / SDPA flash {min(ratios):.2f}x to {max(ratios):.2f}x"
+            f"{f' ({below} ratios BELOW TARGET 1.0)' if below else ''}; cuDNN ahead of ours in "
+            f"{leads['fwd'][0]} of {leads['fwd'][1]} forward, {leads['bwd'][0]} of {leads['bwd'][1]} "
+            "backward settings (headline_report)"
+            if ratios
+            else "headline: no ratios"
+        )
+        parts.append(
+            f"memory: peak {min(per_token):.0f} to {max(per_token):.0f} B/token at every L "
+            f"(memory_report); full=True prints every table"
+        )
     return "\n".join(parts)

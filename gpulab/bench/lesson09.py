@@ -12,6 +12,7 @@ GPU only. The GPT-2-small training step of ``gpulab.capstone`` (12 layers, d_mod
 
 About 2 minutes on an H200 (most of it torch.compile and the FlashAttention autotuner on their first call).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,11 +22,22 @@ PROFILED_STEPS = 3
 
 # Operation names (aten ops and torch.compile's generated kernels) -> the recorder's groups, first match wins.
 # The naive attention's batched matmuls and softmax are the only bmm and _softmax of the step.
-_NAME_GROUPS = (("flash", "attention"), ("attention", "attention"), ("bmm", "attention"),
-                ("nll_loss", "softmax/cross-entropy"), ("log_softmax", "softmax/cross-entropy"),
-                ("softmax", "attention"), ("masked_fill", "attention"), ("layer_norm", "layer norm"),
-                ("gelu", "GELU"), ("foreach", "optimizer"), ("adam", "optimizer"), ("addmm", "matmuls"),
-                ("aten::mm", "matmuls"), ("gemm", "matmuls"))
+_NAME_GROUPS = (
+    ("flash", "attention"),
+    ("attention", "attention"),
+    ("bmm", "attention"),
+    ("nll_loss", "softmax/cross-entropy"),
+    ("log_softmax", "softmax/cross-entropy"),
+    ("softmax", "attention"),
+    ("masked_fill", "attention"),
+    ("layer_norm", "layer norm"),
+    ("gelu", "GELU"),
+    ("foreach", "optimizer"),
+    ("adam", "optimizer"),
+    ("addmm", "matmuls"),
+    ("aten::mm", "matmuls"),
+    ("gemm", "matmuls"),
+)
 
 
 def group_of(name: str) -> str:
@@ -75,9 +87,13 @@ def run(progress: bool = True) -> dict:
     mine = placement.spec_from_profile(profile.to_json()) if profile else None
     rows = []
     for rung in tqdm(ladder.RUNGS, desc="lesson09 ladder", disable=not progress):
-        row = dict(rung=rung.name, habit=rung.habit, lesson=rung.lesson,
-                   predicted_ms=ladder.predict(cfg, rung.options, spec)["ms"],
-                   predicted_profile_ms=ladder.predict(cfg, rung.options, mine)["ms"] if mine else None)
+        row = dict(
+            rung=rung.name,
+            habit=rung.habit,
+            lesson=rung.lesson,
+            predicted_ms=ladder.predict(cfg, rung.options, spec)["ms"],
+            predicted_profile_ms=ladder.predict(cfg, rung.options, mine)["ms"] if mine else None,
+        )
         row.update(ladder.measure(cfg, rung.options))
         rows.append(row)
     ops = {}
@@ -86,14 +102,17 @@ def run(progress: bool = True) -> dict:
         ops[rung.name] = profile_groups(trainer)
         del trainer
         torch.cuda.empty_cache()
-    return dict(config=dataclasses.asdict(cfg), spec=spec.name, profile=profile.gpu if profile else None,
-                ladder=rows, ops=ops)
+    return dict(
+        config=dataclasses.asdict(cfg), spec=spec.name, profile=profile.gpu if profile else None, ladder=rows, ops=ops
+    )
 
 
 def report(data: dict) -> str:
-    lines = [f"GPT-2 small step, {data['config']['batch']}x{data['config']['seq_len']} tokens; predicted on the "
-             f"{data['spec']} datasheet roofline",
-             f"  {'rung':30} {'predicted':>10} {'measured':>10} {'peak mem':>9}"]
+    lines = [
+        f"GPT-2 small step, {data['config']['batch']}x{data['config']['seq_len']} tokens; predicted on the "
+        f"{data['spec']} datasheet roofline",
+        f"  {'rung':30} {'predicted':>10} {'measured':>10} {'peak mem':>9}",
+    ]
     for r in data["ladder"]:
         lines.append(f"  {r['rung']:30} {r['predicted_ms']:8.2f} ms {r['ms']:8.2f} ms {r['peak_mem_gib']:6.1f} GiB")
     for name, groups in data["ops"].items():

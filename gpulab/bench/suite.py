@@ -1,6 +1,7 @@
 """The benchmark suite's measurements: each returns plain records, so the CLI, the notebooks and the
 reference data share one code path. GPU only (each calls ``time_ms``, which raises in interpreter mode).
 """
+
 from __future__ import annotations
 
 from tqdm.auto import tqdm
@@ -25,8 +26,11 @@ def roofline_points(progress: bool = True) -> list[KernelPoint]:
     from ..kernels.relu import relu, relu_counts
     from ..kernels.vector_add import vector_add, vector_add_counts
 
-    jobs = [("vector add", n) for n in VECTOR_SIZES] + [("relu", n) for n in VECTOR_SIZES] + \
-           [("matmul bf16", n) for n in MATMUL_SIZES]
+    jobs = (
+        [("vector add", n) for n in VECTOR_SIZES]
+        + [("relu", n) for n in VECTOR_SIZES]
+        + [("matmul bf16", n) for n in MATMUL_SIZES]
+    )
     points = []
     for kind, n in tqdm(jobs, desc="roofline points", disable=not progress):
         if kind == "matmul bf16":
@@ -41,8 +45,9 @@ def roofline_points(progress: bool = True) -> list[KernelPoint]:
         else:
             t = time_ms(lambda: relu(x))
             flops, nbytes = relu_counts(n, "fp32")
-        points.append(KernelPoint(f"{kind} fp32 n=2^{n.bit_length() - 1}", flops, nbytes, t.median_ms, "fp32",
-                                  "elementwise"))
+        points.append(
+            KernelPoint(f"{kind} fp32 n=2^{n.bit_length() - 1}", flops, nbytes, t.median_ms, "fp32", "elementwise")
+        )
     return points
 
 
@@ -57,10 +62,20 @@ def vendor_ratios(n: int = 2**28) -> list[dict]:
     x = torch.randn(n, device="cuda")
     y = torch.randn(n, device="cuda")
     rows = []
-    for name, ours, theirs, nbytes in [("vector add fp32", lambda: vector_add(x, y), lambda: torch.add(x, y), 12 * n),
-                                       ("relu fp32", lambda: relu(x), lambda: torch.relu(x), 8 * n)]:
+    for name, ours, theirs, nbytes in [
+        ("vector add fp32", lambda: vector_add(x, y), lambda: torch.add(x, y), 12 * n),
+        ("relu fp32", lambda: relu(x), lambda: torch.relu(x), 8 * n),
+    ]:
         t_ours, t_theirs = time_ms(ours), time_ms(theirs)
-        rows.append(dict(name=name, n=n, gpulab_ms=t_ours.median_ms, torch_ms=t_theirs.median_ms,
-                         gpulab_tbps=t_ours.rate(nbytes), torch_tbps=t_theirs.rate(nbytes),
-                         ratio=t_theirs.median_ms / t_ours.median_ms))
+        rows.append(
+            dict(
+                name=name,
+                n=n,
+                gpulab_ms=t_ours.median_ms,
+                torch_ms=t_theirs.median_ms,
+                gpulab_tbps=t_ours.rate(nbytes),
+                torch_tbps=t_theirs.rate(nbytes),
+                ratio=t_theirs.median_ms / t_ours.median_ms,
+            )
+        )
     return rows

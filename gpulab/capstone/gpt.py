@@ -26,6 +26,7 @@ rows are never a target).
 - ``graphs``: the whole step captured in a CUDA graph (``gpulab.timing.time_ms(graph=True)``; AdamW with
   ``capturable=True``) to remove the CPU's per-kernel launch cost (lesson 04, launch overhead).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -96,14 +97,17 @@ class Options:
     def __post_init__(self):
         validate.one_of("attention", self.attention, ATTENTION)
 
-    def replace(self, **kw) -> "Options":
+    def replace(self, **kw) -> Options:
         return dataclasses.replace(self, **kw)
 
 
 def fusion_available(device) -> tuple[bool, str]:
     """(True, "") where ``Options(fused=True)`` compiles its fused functions, else (False, the reason)."""
     if torch.device(device).type != "cuda":
-        return False, f"torch.compile's fused Triton kernels need a CUDA GPU; on {torch.device(device).type} the eager functions run"
+        return (
+            False,
+            f"torch.compile's fused Triton kernels need a CUDA GPU; on {torch.device(device).type} the eager functions run",
+        )
     try:
         import triton  # noqa: F401
     except ImportError:  # pragma: no cover - triton ships with gpulab
@@ -112,6 +116,7 @@ def fusion_available(device) -> tuple[bool, str]:
 
 
 # ---- the pieces that fusion replaces (eager form) ----------------------------------------------------------
+
 
 def add_layer_norm(x, y, weight, bias):
     """(x + y, layer_norm(x + y)): the residual add and the next block's layer norm. x, y: (B, L, D)."""
@@ -170,6 +175,7 @@ def _piece(fn, opts: Options, device):
 
 
 # ---- the model ---------------------------------------------------------------------------------------------
+
 
 class AttentionCore(nn.Module):
     """softmax(q k^T / sqrt(d) + causal mask) v for q, k, v: (B, H, L, d); a module of its own so that the
@@ -257,6 +263,7 @@ class GPT(nn.Module):
 
 # ---- one training step -------------------------------------------------------------------------------------
 
+
 def _autocast(opts: Options, device):
     """bf16 autocast on CUDA and CPU when ``opts.bf16``; none on the meta device (no autocast there)."""
     kind = torch.device(device).type
@@ -277,8 +284,7 @@ class Trainer:
     ``opts.graphs``.
     """
 
-    def __init__(self, cfg: GPTConfig = TINY, opts: Options = Options(), device="cpu", seed: int = 0,
-                 lr: float = 6e-4):
+    def __init__(self, cfg: GPTConfig = TINY, opts: Options = Options(), device="cpu", seed: int = 0, lr: float = 6e-4):
         self.cfg, self.opts, self.device = cfg, opts, torch.device(device)
         torch.manual_seed(seed)
         with torch.device(self.device):

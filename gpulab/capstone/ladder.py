@@ -28,6 +28,7 @@ rewrites them for the other switches by the rule of the lesson the rung comes fr
 On a GPU, ``measure`` times a rung's step with ``gpulab.timing.time_ms`` (graph replay for the graphs rung)
 and reads its peak memory with ``torch.cuda.max_memory_allocated``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -50,15 +51,15 @@ class Rung:
 
 def _rungs() -> tuple:
     o = Options()
-    steps = [("fp32 eager, naive attention", {}, "the baseline", "01 roofline"),
-             ("+ bf16 autocast", dict(bf16=True), "precision", "03 precision"),
-             ("+ fused kernels", dict(fused=True), "fusion", "04 fusion"),
-             ("+ FlashAttention", dict(attention="flash"), "tiling, online softmax, recomputation",
-              "08 FlashAttention"),
-             ("+ recomputation", dict(recompute=True), "recomputation", "05 recomputation"),
-             ("+ vocab 50257 -> 50304", dict(pad_vocab=True), "a tile that fits the hardware",
-              "07 tiling and waves"),
-             ("+ CUDA graphs", dict(graphs=True), "launch overhead", "04 fusion")]
+    steps = [
+        ("fp32 eager, naive attention", {}, "the baseline", "01 roofline"),
+        ("+ bf16 autocast", dict(bf16=True), "precision", "03 precision"),
+        ("+ fused kernels", dict(fused=True), "fusion", "04 fusion"),
+        ("+ FlashAttention", dict(attention="flash"), "tiling, online softmax, recomputation", "08 FlashAttention"),
+        ("+ recomputation", dict(recompute=True), "recomputation", "05 recomputation"),
+        ("+ vocab 50257 -> 50304", dict(pad_vocab=True), "a tile that fits the hardware", "07 tiling and waves"),
+        ("+ CUDA graphs", dict(graphs=True), "launch overhead", "04 fusion"),
+    ]
     out = []
     for name, kw, habit, lesson in steps:
         o = o.replace(**kw)
@@ -87,8 +88,9 @@ class Kernel:
 def recorded(cfg: GPTConfig, recompute: bool, pad_vocab: bool) -> tuple:
     """The recorded kernels of one fp32 eager step with naive attention on the meta device (cached)."""
     recs = recorder.record_gpt(cfg, Options(recompute=recompute, pad_vocab=pad_vocab), device="meta")
-    return tuple(Kernel(r.name, r.group, r.phase, r.flops, r.bytes, r.dtype, r.reads, r.writes)
-                 for r in recs if r.is_kernel)
+    return tuple(
+        Kernel(r.name, r.group, r.phase, r.flops, r.bytes, r.dtype, r.reads, r.writes) for r in recs if r.is_kernel
+    )
 
 
 def _bf16(ks, cfg: GPTConfig, pad: bool) -> list:
@@ -158,8 +160,9 @@ def _fuse(ks) -> list:
                     created.add(key)
                 written[key] = max(b, written.get(key, 0))
         # a write stays unless it is an intermediate: made and consumed in the run and not read after it
-        nbytes += sum(b for key, b in written.items()
-                      if not (key in created and key in consumed and later_reads.get(key, -1) < j))
+        nbytes += sum(
+            b for key, b in written.items() if not (key in created and key in consumed and later_reads.get(key, -1) < j)
+        )
         groups = [r.group for r in run]
         group = max(set(groups), key=groups.count)
         out.append(Kernel(f"fused run of {len(run)}", group, k.phase, 0, nbytes, k.dtype))
@@ -179,17 +182,32 @@ def predicted_kernels(cfg: GPTConfig, opts: Options) -> list:
     return ks
 
 
-def predict(cfg: GPTConfig, opts: Options, spec: hardware.GPUSpec, *,
-            overhead_us: float = placement.LAUNCH_OVERHEAD_US, tf32: bool = False) -> dict:
+def predict(
+    cfg: GPTConfig,
+    opts: Options,
+    spec: hardware.GPUSpec,
+    *,
+    overhead_us: float = placement.LAUNCH_OVERHEAD_US,
+    tf32: bool = False,
+) -> dict:
     """Predicted step of ``GPT(cfg, opts)`` on ``spec``: ``ms``, ``kernels``, ``flops``, ``bytes``, the
     per-group table (``placement.by_group``) and the split by class (``placement.kind_split``)."""
     ks = predicted_kernels(cfg, opts)
-    ps = [placement.place_one(k.name, k.group, k.flops, k.bytes, k.dtype, spec, overhead_us=overhead_us, tf32=tf32)
-          for k in ks if k.bytes > 0]
+    ps = [
+        placement.place_one(k.name, k.group, k.flops, k.bytes, k.dtype, spec, overhead_us=overhead_us, tf32=tf32)
+        for k in ks
+        if k.bytes > 0
+    ]
     kw = dict(overhead_us=overhead_us, graphs=opts.graphs)
-    return dict(ms=placement.step_ms(ps, **kw), kernels=len(ps), flops=sum(p.flops for p in ps),
-                bytes=sum(p.bytes for p in ps), groups=placement.by_group(ps, **kw),
-                kinds=placement.kind_split(ps, **kw), placements=ps)
+    return dict(
+        ms=placement.step_ms(ps, **kw),
+        kernels=len(ps),
+        flops=sum(p.flops for p in ps),
+        bytes=sum(p.bytes for p in ps),
+        groups=placement.by_group(ps, **kw),
+        kinds=placement.kind_split(ps, **kw),
+        placements=ps,
+    )
 
 
 def predict_ladder(spec: hardware.GPUSpec, cfg: GPTConfig = GPT2_SMALL, **kw) -> list[dict]:
@@ -198,8 +216,18 @@ def predict_ladder(spec: hardware.GPUSpec, cfg: GPTConfig = GPT2_SMALL, **kw) ->
     rows, prev = [], None
     for r in RUNGS:
         p = predict_split(cfg, r.options, spec, **kw)
-        rows.append(dict(rung=r.name, habit=r.habit, lesson=r.lesson, predicted_ms=p["ms"], kernels=p["kernels"],
-                         flops=p["flops"], bytes=p["bytes"], speedup=prev / p["ms"] if prev else 1.0))
+        rows.append(
+            dict(
+                rung=r.name,
+                habit=r.habit,
+                lesson=r.lesson,
+                predicted_ms=p["ms"],
+                kernels=p["kernels"],
+                flops=p["flops"],
+                bytes=p["bytes"],
+                speedup=prev / p["ms"] if prev else 1.0,
+            )
+        )
         prev = p["ms"]
     return rows
 
@@ -234,15 +262,25 @@ def predict_split(cfg: GPTConfig, opts: Options, spec: hardware.GPUSpec, **kw) -
 
     def split(n):
         p = predict(dataclasses.replace(cfg, n_layer=n), opts, spec, **kw)
-        return dict(ms=p["ms"], kernels=p["kernels"], flops=p["flops"], bytes=p["bytes"],
-                    **{f"kind:{k}": v for k, v in p["kinds"].items()},
-                    **{f"group:{g}": v["ms"] for g, v in p["groups"].items()})
+        return dict(
+            ms=p["ms"],
+            kernels=p["kernels"],
+            flops=p["flops"],
+            bytes=p["bytes"],
+            **{f"kind:{k}": v for k, v in p["kinds"].items()},
+            **{f"group:{g}": v["ms"] for g, v in p["groups"].items()},
+        )
 
     if cfg.n_layer <= 2:
         s = split(cfg.n_layer)
     else:
         one, two = split(1), split(2)
         s = {k: one.get(k, 0.0) + (cfg.n_layer - 1) * (two.get(k, 0.0) - one.get(k, 0.0)) for k in one | two}
-    return dict(ms=s["ms"], kernels=round(s["kernels"]), flops=s["flops"], bytes=s["bytes"],
-                kinds={k: s.get(f"kind:{k}", 0.0) for k in placement.KINDS},
-                group_ms={g: s[f"group:{g}"] for g in recorder.GROUPS if f"group:{g}" in s})
+    return dict(
+        ms=s["ms"],
+        kernels=round(s["kernels"]),
+        flops=s["flops"],
+        bytes=s["bytes"],
+        kinds={k: s.get(f"kind:{k}", 0.0) for k in placement.KINDS},
+        group_ms={g: s[f"group:{g}"] for g in recorder.GROUPS if f"group:{g}" in s},
+    )

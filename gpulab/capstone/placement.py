@@ -14,6 +14,7 @@ CUDA-core rate otherwise. The class:
 Source: the roofline of Williams, Waterman and Patterson (2009) as Stanford CS336 Lecture 5 states it, and
 the lecture's Builder Test: divide an operation's FLOPs by its bytes and name the habit that moves it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,8 +31,15 @@ def spec_from_profile(profile: dict) -> hardware.GPUSpec:
     copy bandwidth and matmul rates as the ceilings. The FP32 CUDA-core rate (for elementwise work) is the
     measured fp32 matmul rate."""
     rates = {d: profile["matmul_tflops"].get(d) for d in hardware.DTYPES}
-    return hardware.GPUSpec(f"{profile['gpu']} (measured)", profile.get("sms"), None, profile["copy_tbps"] * 1000,
-                            rates, tuple(profile.get("compute_capability") or ()) or None, ("device-profile",))
+    return hardware.GPUSpec(
+        f"{profile['gpu']} (measured)",
+        profile.get("sms"),
+        None,
+        profile["copy_tbps"] * 1000,
+        rates,
+        tuple(profile.get("compute_capability") or ()) or None,
+        ("device-profile",),
+    )
 
 
 def op_peak(spec: hardware.GPUSpec, dtype: str, matmul: bool, tf32: bool = False) -> float:
@@ -65,8 +73,17 @@ class Placement:
         return self.flops / self.bytes if self.bytes else 0.0
 
 
-def place_one(name: str, group: str, flops: float, bytes_moved: float, dtype: str, spec: hardware.GPUSpec, *,
-              overhead_us: float = LAUNCH_OVERHEAD_US, tf32: bool = False) -> Placement:
+def place_one(
+    name: str,
+    group: str,
+    flops: float,
+    bytes_moved: float,
+    dtype: str,
+    spec: hardware.GPUSpec,
+    *,
+    overhead_us: float = LAUNCH_OVERHEAD_US,
+    tf32: bool = False,
+) -> Placement:
     """Place one kernel (``flops`` FLOPs, ``bytes_moved`` bytes > 0) on ``spec``'s roofline; see the module
     docstring for the peak and the class."""
     overhead_us = validate.nonnegative("overhead_us", overhead_us)
@@ -76,14 +93,19 @@ def place_one(name: str, group: str, flops: float, bytes_moved: float, dtype: st
     return Placement(name, group, float(flops), float(bytes_moved), peak, b.compute_ms, b.memory_ms, kind)
 
 
-def place(records, spec: hardware.GPUSpec, *, overhead_us: float = LAUNCH_OVERHEAD_US,
-          tf32: bool = False) -> list[Placement]:
+def place(
+    records, spec: hardware.GPUSpec, *, overhead_us: float = LAUNCH_OVERHEAD_US, tf32: bool = False
+) -> list[Placement]:
     """Place every kernel of ``records`` (``OpRecord``s; views and bookkeeping left out) on ``spec``."""
     if not isinstance(spec, hardware.GPUSpec):
-        raise TypeError(f"spec must be a hardware.GPUSpec (hardware.get(name) or spec_from_profile), got "
-                        f"{type(spec).__name__}")
-    return [place_one(r.name, r.group, r.flops, r.bytes, r.dtype, spec, overhead_us=overhead_us, tf32=tf32)
-            for r in records if r.is_kernel and r.bytes > 0]
+        raise TypeError(
+            f"spec must be a hardware.GPUSpec (hardware.get(name) or spec_from_profile), got {type(spec).__name__}"
+        )
+    return [
+        place_one(r.name, r.group, r.flops, r.bytes, r.dtype, spec, overhead_us=overhead_us, tf32=tf32)
+        for r in records
+        if r.is_kernel and r.bytes > 0
+    ]
 
 
 def step_ms(placements, *, overhead_us: float = LAUNCH_OVERHEAD_US, graphs: bool = False) -> float:
@@ -105,8 +127,15 @@ def by_group(placements, *, overhead_us: float = LAUNCH_OVERHEAD_US, graphs: boo
             continue
         f, b = sum(p.flops for p in ps), sum(p.bytes for p in ps)
         ms = sum(max(p.time_ms, floor) for p in ps)
-        out[g] = dict(kernels=len(ps), flops=f, bytes=b, intensity=f / b if b else 0.0, ms=ms, share=ms / total,
-                      **{f"{k}_ms": sum(max(p.time_ms, floor) for p in ps if p.kind == k) for k in KINDS})
+        out[g] = dict(
+            kernels=len(ps),
+            flops=f,
+            bytes=b,
+            intensity=f / b if b else 0.0,
+            ms=ms,
+            share=ms / total,
+            **{f"{k}_ms": sum(max(p.time_ms, floor) for p in ps if p.kind == k) for k in KINDS},
+        )
     return out
 
 

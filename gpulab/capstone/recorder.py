@@ -25,6 +25,7 @@ GPT-2-small table exists without memory or a GPU.
 
 Arithmetic intensity is FLOPs / bytes per operation and per group (``group_totals``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -40,22 +41,44 @@ GROUPS = ("matmuls", "attention", "layer norm", "GELU", "softmax/cross-entropy",
 
 EXTRA_FORMULAS = {
     aten._scaled_dot_product_flash_attention_for_cpu: flop_registry[aten._scaled_dot_product_flash_attention],
-    aten._scaled_dot_product_flash_attention_for_cpu_backward:
-        flop_registry[aten._scaled_dot_product_flash_attention_backward],
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: flop_registry[
+        aten._scaled_dot_product_flash_attention_backward
+    ],
 }
 REGISTRY = {**flop_registry, **EXTRA_FORMULAS}
 
 # Metadata queries FlopCounterMode also passes through untouched: they move no data and launch nothing.
-_METADATA = {aten.sym_is_contiguous.default, aten.is_contiguous.default, aten.is_contiguous.memory_format,
-             aten.is_strides_like_format.default, aten.is_non_overlapping_and_dense.default, aten.size.default,
-             aten.sym_size.default, aten.stride.default, aten.sym_stride.default, aten.storage_offset.default,
-             aten.sym_storage_offset.default, aten.numel.default, aten.sym_numel.default, aten.dim.default,
-             torch.ops.prim.layout.default, torch.ops.prim.device.default}
+_METADATA = {
+    aten.sym_is_contiguous.default,
+    aten.is_contiguous.default,
+    aten.is_contiguous.memory_format,
+    aten.is_strides_like_format.default,
+    aten.is_non_overlapping_and_dense.default,
+    aten.size.default,
+    aten.sym_size.default,
+    aten.stride.default,
+    aten.sym_stride.default,
+    aten.storage_offset.default,
+    aten.sym_storage_offset.default,
+    aten.numel.default,
+    aten.sym_numel.default,
+    aten.dim.default,
+    torch.ops.prim.layout.default,
+    torch.ops.prim.device.default,
+}
 _NO_BYTES = {aten._unsafe_view, aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided}
 _LAYER_NORM = {aten.native_layer_norm, aten.native_layer_norm_backward}
 _GELU = {aten.gelu, aten.gelu_backward}
-_SOFTMAX = {aten._softmax, aten._softmax_backward_data, aten._log_softmax, aten._log_softmax_backward_data,
-            aten.nll_loss_forward, aten.nll_loss_backward, aten.nll_loss2d_forward, aten.nll_loss2d_backward}
+_SOFTMAX = {
+    aten._softmax,
+    aten._softmax_backward_data,
+    aten._log_softmax,
+    aten._log_softmax_backward_data,
+    aten.nll_loss_forward,
+    aten.nll_loss_backward,
+    aten.nll_loss2d_forward,
+    aten.nll_loss2d_backward,
+}
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64"}
 
 
@@ -209,19 +232,34 @@ class OpRecorder(TorchDispatchMode):
             if r is not NotImplemented:
                 return r
         out = func(*args, **kwargs)
-        ins = [a for a in tree_flatten((args, {k: v for k, v in kwargs.items() if k != "out"}))[0]
-               if isinstance(a, torch.Tensor)]
+        ins = [
+            a
+            for a in tree_flatten((args, {k: v for k, v in kwargs.items() if k != "out"}))[0]
+            if isinstance(a, torch.Tensor)
+        ]
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
         no_bytes = func.is_view or packet in _NO_BYTES or all(t.dim() == 0 for t in ins + outs)
         flops = int(REGISTRY[packet](*args, **kwargs, out_val=out)) if packet in REGISTRY else 0
-        self.records.append(OpRecord(
-            index=len(self.records), name=str(func), phase=self.phase,
-            group=classify(packet, self.phase, self._module_group()),
-            inputs=tuple((tuple(t.shape), DTYPE_NAMES.get(t.dtype, str(t.dtype).replace("torch.", ""))) for t in ins),
-            outputs=tuple((tuple(t.shape), DTYPE_NAMES.get(t.dtype, str(t.dtype).replace("torch.", ""))) for t in outs),
-            flops=flops, bytes_read=0 if no_bytes else sum(map(footprint, ins)),
-            bytes_written=0 if no_bytes else sum(map(footprint, outs)), is_view=func.is_view,
-            reads=tuple(self._key(t) for t in ins), writes=tuple(self._key(t) for t in outs)))
+        self.records.append(
+            OpRecord(
+                index=len(self.records),
+                name=str(func),
+                phase=self.phase,
+                group=classify(packet, self.phase, self._module_group()),
+                inputs=tuple(
+                    (tuple(t.shape), DTYPE_NAMES.get(t.dtype, str(t.dtype).replace("torch.", ""))) for t in ins
+                ),
+                outputs=tuple(
+                    (tuple(t.shape), DTYPE_NAMES.get(t.dtype, str(t.dtype).replace("torch.", ""))) for t in outs
+                ),
+                flops=flops,
+                bytes_read=0 if no_bytes else sum(map(footprint, ins)),
+                bytes_written=0 if no_bytes else sum(map(footprint, outs)),
+                is_view=func.is_view,
+                reads=tuple(self._key(t) for t in ins),
+                writes=tuple(self._key(t) for t in outs),
+            )
+        )
         return out
 
 
@@ -257,8 +295,19 @@ def group_totals(records) -> dict:
 
 def table(records, limit: int | None = None) -> list[dict]:
     """Plain rows for display: index, op, phase, group, input shapes, FLOPs, bytes, FLOP/B (kernels only)."""
-    rows = [dict(i=r.index, op=r.name.removeprefix("aten."), phase=r.phase, group=r.group,
-                 inputs=" ".join("x".join(map(str, s)) or "()" for s, _ in r.inputs), dtype=r.dtype,
-                 GFLOP=r.flops / 1e9, MB=r.bytes / 1e6, **{"FLOP/B": round(r.intensity, 3)})
-            for r in records if r.is_kernel]
+    rows = [
+        dict(
+            i=r.index,
+            op=r.name.removeprefix("aten."),
+            phase=r.phase,
+            group=r.group,
+            inputs=" ".join("x".join(map(str, s)) or "()" for s, _ in r.inputs),
+            dtype=r.dtype,
+            GFLOP=r.flops / 1e9,
+            MB=r.bytes / 1e6,
+            **{"FLOP/B": round(r.intensity, 3)},
+        )
+        for r in records
+        if r.is_kernel
+    ]
     return rows[:limit] if limit else rows

@@ -9,6 +9,7 @@ error, so a notebook runs top to bottom before the learner has written anything.
 (the reveal). Kernel exercises are checked by ``kernelcheck.check_kernel`` on guarded buffers, so a kernel
 that forgets its mask gets a message instead of crashing the notebook.
 """
+
 from __future__ import annotations
 
 import copy

@@ -1,5 +1,6 @@
 """Exercises of lesson 00 (the machine and your first kernel): the first Triton kernel (a vector add, checked
 on guarded buffers by ``kernelcheck``), the time of a copy at a given bandwidth, and the ridge point of a GPU."""
+
 from __future__ import annotations
 
 import numbers
@@ -24,8 +25,13 @@ def check_add(fn) -> Report:
     rng = random.Random()
     sizes = AWKWARD + [rng.randrange(2, 5000) for _ in range(3)]
     cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), y=torch.randn(n, device=gpulab.DEVICE)) for n in sizes]
-    return check_kernel("add", fn, cases, out=lambda c: (c["x"].shape, torch.float32),
-                        reference=lambda c: c["x"].double() + c["y"].double())
+    return check_kernel(
+        "add",
+        fn,
+        cases,
+        out=lambda c: (c["x"].shape, torch.float32),
+        reference=lambda c: c["x"].double() + c["y"].double(),
+    )
 
 
 check_add.solution = ex00_kernels.add
@@ -45,8 +51,9 @@ def _copy_time_solution(n_bytes: float, tbps: float) -> float:
 def check_copy_time(fn) -> Report:
     """fn(n_bytes, tbps) -> ms: the lower bound on the time to copy an n_bytes buffer to another at tbps TB/s."""
     rng = random.Random()
-    cases = [dict(n_bytes=4 * 2**30, tbps=4.28), dict(n_bytes=1, tbps=1.0)] + \
-            [dict(n_bytes=rng.randrange(1, 10**11), tbps=round(rng.uniform(0.2, 5), 3)) for _ in range(20)]
+    cases = [dict(n_bytes=4 * 2**30, tbps=4.28), dict(n_bytes=1, tbps=1.0)] + [
+        dict(n_bytes=rng.randrange(1, 10**11), tbps=round(rng.uniform(0.2, 5), 3)) for _ in range(20)
+    ]
 
     def compare(case, got):
         exp = _copy_time_solution(**case)

@@ -1,4 +1,5 @@
 """Reference solution kernel for lesson 00's kernel exercise, a vector add (hidden behind show_solution)."""
+
 import torch
 import triton
 import triton.language as tl
@@ -6,9 +7,9 @@ import triton.language as tl
 
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)                     # which block of BLOCK elements this program owns
-    offs = pid * BLOCK + tl.arange(0, BLOCK)   # their indices
-    mask = offs < n                            # the last block runs past the end
+    pid = tl.program_id(0)  # which block of BLOCK elements this program owns
+    offs = pid * BLOCK + tl.arange(0, BLOCK)  # their indices
+    mask = offs < n  # the last block runs past the end
     x = tl.load(x_ptr + offs, mask=mask)
     y = tl.load(y_ptr + offs, mask=mask)
     tl.store(out_ptr + offs, x + y, mask=mask)

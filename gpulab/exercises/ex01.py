@@ -1,4 +1,5 @@
 """Exercises of lesson 01 (roofline)."""
+
 from __future__ import annotations
 
 import math
@@ -24,10 +25,19 @@ def _matmul_counts_solution(M: int, N: int, K: int, itemsize: int) -> tuple[int,
 def check_matmul_counts(fn) -> Report:
     """fn(M, N, K, itemsize) -> (flops, bytes) for C = A @ B, A: (M, K), B: (K, N), C: (M, N)."""
     rng = random.Random()
-    cases = [dict(M=m, N=n, K=k, itemsize=s) for m, n, k, s in
-             [(8192, 8192, 8192, 2), (1, 1, 1, 4), (1000, 999, 1001, 2), (17, 1, 1793, 4)]]
-    cases += [dict(M=rng.choice(AWKWARD + [rng.randrange(1, 5000)]), N=rng.randrange(1, 5000),
-                   K=rng.randrange(1, 5000), itemsize=rng.choice([1, 2, 4])) for _ in range(20)]
+    cases = [
+        dict(M=m, N=n, K=k, itemsize=s)
+        for m, n, k, s in [(8192, 8192, 8192, 2), (1, 1, 1, 4), (1000, 999, 1001, 2), (17, 1, 1793, 4)]
+    ]
+    cases += [
+        dict(
+            M=rng.choice(AWKWARD + [rng.randrange(1, 5000)]),
+            N=rng.randrange(1, 5000),
+            K=rng.randrange(1, 5000),
+            itemsize=rng.choice([1, 2, 4]),
+        )
+        for _ in range(20)
+    ]
 
     def compare(case, got):
         ef, eb = _matmul_counts_solution(**case)
@@ -61,10 +71,19 @@ def _bound_solution(flops: float, bytes_moved: float, peak_tflops: float, hbm_tb
 def check_bound_ms(fn) -> Report:
     """fn(flops, bytes_moved, peak_tflops, hbm_tbps) -> ms, the roofline lower bound; includes the seed cases."""
     rng = random.Random()
-    cases = [dict(flops=1e12, bytes_moved=100e9, peak_tflops=100, hbm_tbps=1),
-             dict(flops=1e12, bytes_moved=10e9, peak_tflops=100, hbm_tbps=1)]
-    cases += [dict(flops=10 ** rng.uniform(6, 15), bytes_moved=10 ** rng.uniform(6, 12),
-                   peak_tflops=10 ** rng.uniform(0, 3.3), hbm_tbps=rng.uniform(0.3, 5)) for _ in range(30)]
+    cases = [
+        dict(flops=1e12, bytes_moved=100e9, peak_tflops=100, hbm_tbps=1),
+        dict(flops=1e12, bytes_moved=10e9, peak_tflops=100, hbm_tbps=1),
+    ]
+    cases += [
+        dict(
+            flops=10 ** rng.uniform(6, 15),
+            bytes_moved=10 ** rng.uniform(6, 12),
+            peak_tflops=10 ** rng.uniform(0, 3.3),
+            hbm_tbps=rng.uniform(0.3, 5),
+        )
+        for _ in range(30)
+    ]
 
     def compare(case, got):
         exp = _bound_solution(**case)
@@ -99,10 +118,15 @@ def check_crossing_n(fn) -> Report:
     memory-bound (its intensity reaches the ridge C / B), counting the least traffic: A and B read once, C
     written once. Cases: the seed accelerator, the H200's datasheet and recorded ceilings, random machines."""
     rng = random.Random()
-    cases = [dict(peak_tflops=100.0, hbm_tbps=1.0, itemsize=4), dict(peak_tflops=989.5, hbm_tbps=4.8, itemsize=2),
-             dict(peak_tflops=671.4296015826824, hbm_tbps=4.281164755600542, itemsize=2)]
-    cases += [dict(peak_tflops=10 ** rng.uniform(0.5, 3.5), hbm_tbps=rng.uniform(0.3, 8),
-                   itemsize=rng.choice([1, 2, 4])) for _ in range(20)]
+    cases = [
+        dict(peak_tflops=100.0, hbm_tbps=1.0, itemsize=4),
+        dict(peak_tflops=989.5, hbm_tbps=4.8, itemsize=2),
+        dict(peak_tflops=671.4296015826824, hbm_tbps=4.281164755600542, itemsize=2),
+    ]
+    cases += [
+        dict(peak_tflops=10 ** rng.uniform(0.5, 3.5), hbm_tbps=rng.uniform(0.3, 8), itemsize=rng.choice([1, 2, 4]))
+        for _ in range(20)
+    ]
 
     def compare(case, got):
         exp = _crossing_n_solution(**case)
@@ -121,6 +145,7 @@ def check_crossing_n(fn) -> Report:
         if got == max(1, math.ceil(3 * s * c / b)):
             return head + ": a multiply-add is 2 FLOPs: 2N^3"
         return head
+
     return run_cases("crossing_n", fn, cases, compare)
 
 
@@ -139,8 +164,7 @@ def check_scale_add(fn) -> Report:
     mask, too small a grid, wrong values (against float64, one fp32 ulp plus the rounding of a * x)."""
     rng = random.Random()
     sizes = AWKWARD + [rng.randrange(2, 5000) for _ in range(3)]
-    cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), a=rng.uniform(-3, 3), b=rng.uniform(-3, 3))
-             for n in sizes]
+    cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), a=rng.uniform(-3, 3), b=rng.uniform(-3, 3)) for n in sizes]
 
     def mismatch(got, ref, case):
         # a * x + b in fp32: a and b are rounded to fp32 when launched, then one rounding (an FMA on a GPU) or two
@@ -151,11 +175,19 @@ def check_scale_add(fn) -> Report:
         if not bad.any():
             return None
         i = int(bad.nonzero()[0])
-        return (f"{int(bad.sum())} of {ref.numel()} elements differ; first at index {i}: expected "
-                f"{ref[i].item():.7g}, got {got[i].item():.7g}")
+        return (
+            f"{int(bad.sum())} of {ref.numel()} elements differ; first at index {i}: expected "
+            f"{ref[i].item():.7g}, got {got[i].item():.7g}"
+        )
 
-    return check_kernel("scale_add", fn, cases, out=lambda c: (c["x"].shape, torch.float32),
-                        reference=lambda c: c["a"] * c["x"].double() + c["b"], mismatch=mismatch)
+    return check_kernel(
+        "scale_add",
+        fn,
+        cases,
+        out=lambda c: (c["x"].shape, torch.float32),
+        reference=lambda c: c["a"] * c["x"].double() + c["b"],
+        mismatch=mismatch,
+    )
 
 
 check_scale_add.solution = ex01_kernels.scale_add

@@ -1,5 +1,6 @@
 """Exercises of lesson 02 (warp divergence): a warp's efficiency for a branch, grouping work by cost, and a
 Triton kernel that runs a data-dependent loop over regrouped work."""
+
 from __future__ import annotations
 
 import random
@@ -33,13 +34,19 @@ def check_warp_efficiency(fn) -> Report:
     Cases: the seed's ``thread_id < 4``, uniform branches both ways, fresh random masks.
     """
     rng = random.Random()
-    cases = [dict(condition=[lane < 4 for lane in range(32)], cost_a=1, cost_b=1),
-             dict(condition=[True] * 32, cost_a=3, cost_b=5), dict(condition=[False] * 32, cost_a=3, cost_b=5),
-             dict(condition=[lane % 2 == 0 for lane in range(32)], cost_a=4, cost_b=2)]
+    cases = [
+        dict(condition=[lane < 4 for lane in range(32)], cost_a=1, cost_b=1),
+        dict(condition=[True] * 32, cost_a=3, cost_b=5),
+        dict(condition=[False] * 32, cost_a=3, cost_b=5),
+        dict(condition=[lane % 2 == 0 for lane in range(32)], cost_a=4, cost_b=2),
+    ]
     for _ in range(30):
         p = rng.choice([0.03, 0.5, 0.97, rng.random()])
-        cases.append(dict(condition=[rng.random() < p for _ in range(32)], cost_a=rng.randrange(1, 9),
-                          cost_b=rng.randrange(1, 9)))
+        cases.append(
+            dict(
+                condition=[rng.random() < p for _ in range(32)], cost_a=rng.randrange(1, 9), cost_b=rng.randrange(1, 9)
+            )
+        )
 
     def compare(case, got):
         trace = simt.branch(case["condition"], case["cost_a"], case["cost_b"])
@@ -58,11 +65,14 @@ def check_warp_efficiency(fn) -> Report:
         if close(got, useful / (max(ca, cb) * 32), 1e-6):
             return head + ": the two paths run one after the other, not at once: add their steps"
         if close(got, n_a / 32, 1e-6) or close(got, (32 - n_a) / 32, 1e-6):
-            return head + (": that counts only one path; count the useful lane-steps of both (lanes x steps "
-                           "of A plus lanes x steps of B)")
+            return head + (
+                ": that counts only one path; count the useful lane-steps of both (lanes x steps "
+                "of A plus lanes x steps of B)"
+            )
         if close(got, useful / trace.steps_paid, 1e-6) or close(got, useful / 32, 1e-6):
             return head + ": divide by the lane-steps paid, steps x 32 lanes (every lane occupies every step)"
         return head
+
     return run_cases("warp_efficiency", fn, cases, compare)
 
 
@@ -86,8 +96,11 @@ def check_switch_efficiency(fn) -> Report:
     two-way switch, a uniform switch, switches where some cases are taken by no lane, fresh random ones.
     """
     rng = random.Random()
-    cases = [dict(case=[0] * 4 + [1] * 28, costs=[1, 1]), dict(case=[2] * 32, costs=[5, 7, 3]),
-             dict(case=[lane % 2 * 2 for lane in range(32)], costs=[4, 9, 2, 6])]
+    cases = [
+        dict(case=[0] * 4 + [1] * 28, costs=[1, 1]),
+        dict(case=[2] * 32, costs=[5, 7, 3]),
+        dict(case=[lane % 2 * 2 for lane in range(32)], costs=[4, 9, 2, 6]),
+    ]
     for _ in range(30):
         k = rng.randrange(2, 7)
         taken = rng.sample(range(k), rng.randrange(1, k + 1))
@@ -112,6 +125,7 @@ def check_switch_efficiency(fn) -> Report:
         if close(got, useful / sum(taken), 1e-6):
             return head + ": divide by the lane-steps paid, steps x 32 lanes (every lane occupies every step)"
         return head
+
     return run_cases("switch_efficiency", fn, cases, compare)
 
 
@@ -164,9 +178,12 @@ def check_group_by_cost(fn) -> Report:
             return None
         head = f"n={n}, group={group}: your order pays {steps} steps, the best pays {best}"
         if steps == simt.loop(np.sort(trips), group).steps:
-            return head + (": ascending order leaves the most expensive elements in the last, partial group; "
-                           "put the most expensive first")
+            return head + (
+                ": ascending order leaves the most expensive elements in the last, partial group; "
+                "put the most expensive first"
+            )
         return head + ": put elements of similar cost in the same group (sort by cost)"
+
     return run_cases("group_by_cost", fn, cases, compare)
 
 
@@ -181,8 +198,8 @@ class _IndexGuarded(Guarded):
     def __init__(self, t: torch.Tensor):
         super().__init__(t.shape, t.dtype, t.device, fill=t)
         self.poison = -1
-        self.bits[:self.g] = -1
-        self.bits[self.g + self.n:] = -1
+        self.bits[: self.g] = -1
+        self.bits[self.g + self.n :] = -1
 
 
 def _loop_cases(rng: random.Random) -> list[dict]:
@@ -193,10 +210,18 @@ def _loop_cases(rng: random.Random) -> list[dict]:
     for i, n in enumerate([1, 17, 1000, 1793] + [rng.randrange(2, 3000) for _ in range(2)]):
         frac = rng.choice([0.05, 0.25, 0.5])
         trips = torch.from_numpy(divergence.mixed_trips(n, frac, 2, 12, seed=rng.randrange(2**31)))
-        order = (torch.from_numpy(simt.group_by_cost(trips.numpy())) if i % 2 == 0
-                 else torch.randperm(n, generator=torch.Generator().manual_seed(rng.randrange(2**31))))
-        cases.append(dict(x=torch.randn(n, device=gpulab.DEVICE) * 3, trips=trips.to(gpulab.DEVICE),
-                          order=order.to(torch.int32).to(gpulab.DEVICE)))
+        order = (
+            torch.from_numpy(simt.group_by_cost(trips.numpy()))
+            if i % 2 == 0
+            else torch.randperm(n, generator=torch.Generator().manual_seed(rng.randrange(2**31)))
+        )
+        cases.append(
+            dict(
+                x=torch.randn(n, device=gpulab.DEVICE) * 3,
+                trips=trips.to(gpulab.DEVICE),
+                order=order.to(torch.int32).to(gpulab.DEVICE),
+            )
+        )
     return cases
 
 
@@ -230,8 +255,9 @@ def check_loop_grouped(fn) -> Report:
             rep.failures.append(f"loop_grouped({desc}) raised NotImplementedError")
             continue
         except Exception as e:  # the learner's bug, reported rather than raised
-            rep.failures.append(f"loop_grouped({desc}) raised {type(e).__name__}: "
-                                f"{str(e).splitlines()[0] if str(e) else ''}")
+            rep.failures.append(
+                f"loop_grouped({desc}) raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            )
             continue
         if torch.cuda.is_available() and out.view.is_cuda:
             torch.cuda.synchronize()
@@ -245,11 +271,15 @@ def check_loop_grouped(fn) -> Report:
             if not bad.any():
                 return None
             if ((got - unordered).abs() <= 1e-5).all():
-                return ("out holds each work item at its own index, not in slot order: slot j must hold item "
-                        "order[j]; load idx = tl.load(order_ptr + offs), read x and trips at idx, store at offs")
+                return (
+                    "out holds each work item at its own index, not in slot order: slot j must hold item "
+                    "order[j]; load idx = tl.load(order_ptr + offs), read x and trips at idx, store at offs"
+                )
             i = int(bad.nonzero()[0])
-            return (f"{int(bad.sum())} of {n} slots differ; first at slot {i} (item {int(o[i])}, "
-                    f"{int(trips.cpu()[o[i]])} trips): expected {ref64[i].item():.7g}, got {got[i].item():.7g}")
+            return (
+                f"{int(bad.sum())} of {n} slots differ; first at slot {i} (item {int(o[i])}, "
+                f"{int(trips.cpu()[o[i]])} trips): expected {ref64[i].item():.7g}, got {got[i].item():.7g}"
+            )
 
         msg = diagnose(out, ref, [gx, gt, go], mismatch)
         if msg:

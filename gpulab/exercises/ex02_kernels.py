@@ -1,4 +1,5 @@
 """Reference solution kernel for lesson 02's kernel exercise (hidden behind show_solution)."""
+
 import torch
 import triton
 import triton.language as tl
@@ -17,6 +18,7 @@ def loop_grouped_kernel(x_ptr, trips_ptr, order_ptr, y_ptr, n, BLOCK: tl.constex
     tl.store(y_ptr + offs, x, mask=mask)
 
 
-def loop_grouped(x: torch.Tensor, trips: torch.Tensor, order: torch.Tensor, out: torch.Tensor,
-                 block: int = 128) -> None:
+def loop_grouped(
+    x: torch.Tensor, trips: torch.Tensor, order: torch.Tensor, out: torch.Tensor, block: int = 128
+) -> None:
     loop_grouped_kernel[(triton.cdiv(x.numel(), block),)](x, trips, order, out, x.numel(), BLOCK=block)

@@ -1,4 +1,5 @@
 """Exercises of lesson 03 (precision)."""
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,7 @@ def check_relu_bytes(fn) -> Report:
     (seed: 8n bytes for float32, 4n for float16)."""
     rng = random.Random()
     cases = [dict(n=n, dtype=d) for n, d in [(1, torch.float32), (10, torch.float16), (1793, torch.bfloat16)]]
-    cases += [dict(n=rng.choice(AWKWARD + [rng.randrange(1, 2**31)]), dtype=rng.choice(RELU_DTYPES))
-              for _ in range(20)]
+    cases += [dict(n=rng.choice(AWKWARD + [rng.randrange(1, 2**31)]), dtype=rng.choice(RELU_DTYPES)) for _ in range(20)]
 
     def compare(case, got):
         n, d = case["n"], case["dtype"]
@@ -78,8 +78,9 @@ def check_relative_error(fn) -> Report:
                 return f"expected {exp:.6g}, got {got:.6g}: that is the absolute error; divide by ||c_ref||"
             if close(got, float((c64 - r64).norm() ** 2 / r64.norm() ** 2), rel=1e-6):
                 return f"expected {exp:.6g}, got {got:.6g}: that is a ratio of squared norms; take the square root"
-            if close(got, float(((c64 - r64).abs() / r64.abs()).max()), rel=1e-6) or \
-                    close(got, float(((c64 - r64).abs() / r64.abs()).mean()), rel=1e-6):
+            if close(got, float(((c64 - r64).abs() / r64.abs()).max()), rel=1e-6) or close(
+                got, float(((c64 - r64).abs() / r64.abs()).mean()), rel=1e-6
+            ):
                 return f"expected {exp:.6g}, got {got:.6g}: use the Frobenius norm of the whole matrix, not elementwise ratios"
             if close(got, float((c64 - r64).abs().max() / r64.abs().max()), rel=1e-6):
                 return f"expected {exp:.6g}, got {got:.6g}: that is the max-norm; use the Frobenius norm"
@@ -102,11 +103,21 @@ def check_fastest_within(fn) -> Report:
     relative error ``errors[d]`` is at most ``budget``; errors or rates of None mean the GPU lacks the dtype."""
     rng = random.Random()
     names = ["fp32", "tf32", "bf16", "fp16", "fp8"]
-    cases = [dict(budget=b, errors=dict(fp32=2e-7, tf32=3e-4, bf16=3e-3, fp16=4e-4, fp8=4e-2),
-                  rates=dict(fp32=51.0, tf32=339.0, bf16=671.0, fp16=649.0, fp8=1204.0))
-             for b in (1e-6, 1e-3, 5e-3, 0.1, 1e-6)]
-    cases.append(dict(budget=1e-2, errors=dict(fp32=2e-7, tf32=None, bf16=None, fp16=4e-4, fp8=None),
-                      rates=dict(fp32=8.1, tf32=None, bf16=None, fp16=65.0, fp8=None)))  # a T4
+    cases = [
+        dict(
+            budget=b,
+            errors=dict(fp32=2e-7, tf32=3e-4, bf16=3e-3, fp16=4e-4, fp8=4e-2),
+            rates=dict(fp32=51.0, tf32=339.0, bf16=671.0, fp16=649.0, fp8=1204.0),
+        )
+        for b in (1e-6, 1e-3, 5e-3, 0.1, 1e-6)
+    ]
+    cases.append(
+        dict(
+            budget=1e-2,
+            errors=dict(fp32=2e-7, tf32=None, bf16=None, fp16=4e-4, fp8=None),
+            rates=dict(fp32=8.1, tf32=None, bf16=None, fp16=65.0, fp8=None),
+        )
+    )  # a T4
     for _ in range(20):
         errs = {d: 10 ** rng.uniform(-8, -1) for d in names}
         rates = {d: rng.uniform(10, 2000) for d in names}
@@ -123,7 +134,9 @@ def check_fastest_within(fn) -> Report:
         if got in errs and got not in fits:
             return f"expected {exp!r}, got {got!r}: its error {errs[got]:.3g} is over the budget {budget:.3g}"
         if got == min(fits, key=lambda d: errs[d]):
-            return f"expected {exp!r}, got {got!r}: that is the most accurate; the question asks for the fastest that fits"
+            return (
+                f"expected {exp!r}, got {got!r}: that is the most accurate; the question asks for the fastest that fits"
+            )
         return f"expected {exp!r}, got {got!r}"
 
     return run_cases("fastest_within", fn, cases, compare)
@@ -133,11 +146,18 @@ check_fastest_within.solution = _fastest_within_solution
 
 
 # (input dtype, output dtype) pairs of the kernel exercise: the same dtype, and fp32 in with a 16-bit result out
-RELU_CAST_PAIRS = ((torch.float32, torch.float32), (torch.float16, torch.float16), (torch.bfloat16, torch.bfloat16),
-                   (torch.float32, torch.float16), (torch.float32, torch.bfloat16))
+RELU_CAST_PAIRS = (
+    (torch.float32, torch.float32),
+    (torch.float16, torch.float16),
+    (torch.bfloat16, torch.bfloat16),
+    (torch.float32, torch.float16),
+    (torch.float32, torch.bfloat16),
+)
 _SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
-_BF16_NOTE = ("only cases with bf16 fail: compute in fp32 (x.to(tl.float32)) and cast on the store "
-              "(y.to(out_ptr.dtype.element_ty)); Triton's interpreter mishandles bf16 values otherwise")
+_BF16_NOTE = (
+    "only cases with bf16 fail: compute in fp32 (x.to(tl.float32)) and cast on the store "
+    "(y.to(out_ptr.dtype.element_ty)); Triton's interpreter mishandles bf16 values otherwise"
+)
 
 
 def check_relu_cast(fn) -> Report:
@@ -152,9 +172,13 @@ def check_relu_cast(fn) -> Report:
     total = Report("relu_cast")
     for din, dout in RELU_CAST_PAIRS:
         cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(din).to(gpulab.DEVICE)) for n in sizes]
-        rep = check_kernel(f"relu_cast {_SHORT[din]}->{_SHORT[dout]}", fn, cases,
-                           out=lambda c, dout=dout: (c["x"].shape, dout),
-                           reference=lambda c: torch.relu(c["x"].double()))
+        rep = check_kernel(
+            f"relu_cast {_SHORT[din]}->{_SHORT[dout]}",
+            fn,
+            cases,
+            out=lambda c, dout=dout: (c["x"].shape, dout),
+            reference=lambda c: torch.relu(c["x"].double()),
+        )
         if not rep.attempted:
             return Report("relu_cast", attempted=False)
         total.cases += rep.cases

@@ -1,4 +1,5 @@
 """Reference solution kernel for lesson 03's kernel exercise (hidden behind show_solution)."""
+
 import torch
 import triton
 import triton.language as tl
@@ -9,7 +10,7 @@ def relu_cast_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)      # compute in fp32, whatever x's dtype
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)  # compute in fp32, whatever x's dtype
     y = tl.where(x < 0.0, 0.0, x)
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)  # one rounding, into out's dtype
 

@@ -1,4 +1,5 @@
 """Exercises of lesson 04 (fusion)."""
+
 from __future__ import annotations
 
 import random
@@ -24,10 +25,15 @@ def check_sincos_bytes(fn) -> Report:
     """fn(n, dtype, fused) -> int: the bytes sin^2 + cos^2 moves through HBM on n elements of torch dtype
     ``dtype``, as five kernels (fused=False) or one (fused=True). Seed: 44n and 8n bytes in fp32."""
     rng = random.Random()
-    cases = [dict(n=1, dtype=torch.float32, fused=False), dict(n=1, dtype=torch.float32, fused=True),
-             dict(n=1000, dtype=torch.float16, fused=False)]
-    cases += [dict(n=rng.choice(AWKWARD + [rng.randrange(1, 2**31)]), dtype=rng.choice(DTYPES),
-                   fused=rng.random() < 0.5) for _ in range(20)]
+    cases = [
+        dict(n=1, dtype=torch.float32, fused=False),
+        dict(n=1, dtype=torch.float32, fused=True),
+        dict(n=1000, dtype=torch.float16, fused=False),
+    ]
+    cases += [
+        dict(n=rng.choice(AWKWARD + [rng.randrange(1, 2**31)]), dtype=rng.choice(DTYPES), fused=rng.random() < 0.5)
+        for _ in range(20)
+    ]
 
     def compare(case, got):
         n, d, fused = case["n"], case["dtype"], case["fused"]
@@ -52,8 +58,9 @@ def check_sincos_bytes(fn) -> Report:
 check_sincos_bytes.solution = _sincos_bytes_solution
 
 
-def _model_time_ms_solution(n: int, launches: int, bytes_per_element: float, overhead_us: float,
-                            bandwidth_tbps: float) -> float:
+def _model_time_ms_solution(
+    n: int, launches: int, bytes_per_element: float, overhead_us: float, bandwidth_tbps: float
+) -> float:
     """launches x overhead + bytes / bandwidth, in ms (TB/s decimal: 1e12 bytes per second)."""
     return launches * overhead_us * 1e-3 + n * bytes_per_element / (bandwidth_tbps * 1e12) * 1e3
 
@@ -62,11 +69,20 @@ def check_model_time_ms(fn) -> Report:
     """fn(n, launches, bytes_per_element, overhead_us, bandwidth_tbps) -> float: the model time in ms,
     launches x overhead + bytes / bandwidth (overhead in µs, bandwidth in TB/s = 1e12 bytes/s)."""
     rng = random.Random()
-    cases = [dict(n=2**28, launches=1, bytes_per_element=8, overhead_us=5.0, bandwidth_tbps=4.0),
-             dict(n=1024, launches=5, bytes_per_element=44, overhead_us=3.0, bandwidth_tbps=4.0)]
-    cases += [dict(n=2**rng.randrange(10, 29) + rng.randrange(0, 7), launches=rng.choice([1, 5]),
-                   bytes_per_element=rng.choice([8, 44, 4, 22]), overhead_us=round(rng.uniform(1, 20), 2),
-                   bandwidth_tbps=round(rng.uniform(0.5, 8), 2)) for _ in range(20)]
+    cases = [
+        dict(n=2**28, launches=1, bytes_per_element=8, overhead_us=5.0, bandwidth_tbps=4.0),
+        dict(n=1024, launches=5, bytes_per_element=44, overhead_us=3.0, bandwidth_tbps=4.0),
+    ]
+    cases += [
+        dict(
+            n=2 ** rng.randrange(10, 29) + rng.randrange(0, 7),
+            launches=rng.choice([1, 5]),
+            bytes_per_element=rng.choice([8, 44, 4, 22]),
+            overhead_us=round(rng.uniform(1, 20), 2),
+            bandwidth_tbps=round(rng.uniform(0.5, 8), 2),
+        )
+        for _ in range(20)
+    ]
 
     def compare(case, got):
         exp = _model_time_ms_solution(*case.values())
@@ -95,10 +111,14 @@ check_model_time_ms.solution = _model_time_ms_solution
 #: the output's dtype, about one unit of the dtype at 1 (fp32: a few ulp of the fp32 sin, cos and squares).
 SINCOS_TOL = {torch.float32: 1e-6, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
 _SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
-_BF16_NOTE = ("only bf16 cases fail: compute in fp32 (x.to(tl.float32)) and cast on the store "
-              "(y.to(out_ptr.dtype.element_ty)); Triton's interpreter mishandles bf16 values otherwise")
-_FP32_NOTE = ("tl.sin and tl.cos take fp32 or fp64 only: load, then x.to(tl.float32); cast on the store "
-              "(y.to(out_ptr.dtype.element_ty))")
+_BF16_NOTE = (
+    "only bf16 cases fail: compute in fp32 (x.to(tl.float32)) and cast on the store "
+    "(y.to(out_ptr.dtype.element_ty)); Triton's interpreter mishandles bf16 values otherwise"
+)
+_FP32_NOTE = (
+    "tl.sin and tl.cos take fp32 or fp64 only: load, then x.to(tl.float32); cast on the store "
+    "(y.to(out_ptr.dtype.element_ty))"
+)
 
 
 def _abs_mismatch(tol: float):
@@ -108,8 +128,11 @@ def _abs_mismatch(tol: float):
         if not bad.any():
             return None
         i = int(bad.nonzero()[0])
-        return (f"{int(bad.sum())} of {ref.numel()} elements differ by more than {tol:.2g}; first at index {i}: "
-                f"expected {ref[i].item():.7g}, got {got[i].item():.7g}")
+        return (
+            f"{int(bad.sum())} of {ref.numel()} elements differ by more than {tol:.2g}; first at index {i}: "
+            f"expected {ref[i].item():.7g}, got {got[i].item():.7g}"
+        )
+
     return mismatch
 
 
@@ -124,9 +147,14 @@ def check_sincos_fused(fn) -> Report:
     total = Report("sincos_fused")
     for dt in (torch.float32, torch.float16, torch.bfloat16):
         cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(dt).to(gpulab.DEVICE)) for n in sizes]
-        rep = check_kernel(f"sincos_fused {_SHORT[dt]}", fn, cases, out=lambda c: (c["x"].shape, c["x"].dtype),
-                           reference=lambda c: torch.sin(c["x"].double()) ** 2 + torch.cos(c["x"].double()) ** 2,
-                           mismatch=_abs_mismatch(SINCOS_TOL[dt]))
+        rep = check_kernel(
+            f"sincos_fused {_SHORT[dt]}",
+            fn,
+            cases,
+            out=lambda c: (c["x"].shape, c["x"].dtype),
+            reference=lambda c: torch.sin(c["x"].double()) ** 2 + torch.cos(c["x"].double()) ** 2,
+            mismatch=_abs_mismatch(SINCOS_TOL[dt]),
+        )
         if not rep.attempted:
             return Report("sincos_fused", attempted=False)
         total.cases += rep.cases

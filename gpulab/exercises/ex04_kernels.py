@@ -1,4 +1,5 @@
 """Reference solution kernel for lesson 04's kernel exercise (hidden behind show_solution)."""
+
 import torch
 import triton
 import triton.language as tl
@@ -9,8 +10,8 @@ def sincos_fused_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)      # read x once
-    s = tl.sin(x)                                              # sin, cos and both squares stay in registers
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)  # read x once
+    s = tl.sin(x)  # sin, cos and both squares stay in registers
     c = tl.cos(x)
     y = s * s + c * c
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)  # write y once

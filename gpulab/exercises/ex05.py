@@ -1,5 +1,6 @@
 """Exercises of lesson 05 (recomputation): the fused sigmoid^3 forward and its recomputing backward as Triton
 kernels (checked on guarded buffers against float64), and the bytes the fused way saves."""
+
 from __future__ import annotations
 
 import random
@@ -45,8 +46,10 @@ def _kernel_cases(with_dy: bool) -> list[dict]:
 
 def _first_bad(bad, got, ref, what: str) -> str:
     i = int(bad.nonzero()[0])
-    return (f"{int(bad.sum())} of {ref.numel()} elements of {what} differ; first at index {i}: expected "
-            f"{ref[i].item():.7g}, got {got[i].item():.7g}")
+    return (
+        f"{int(bad.sum())} of {ref.numel()} elements of {what} differ; first at index {i}: expected "
+        f"{ref[i].item():.7g}, got {got[i].item():.7g}"
+    )
 
 
 def check_sigmoid3_fwd(fn) -> Report:
@@ -62,15 +65,22 @@ def check_sigmoid3_fwd(fn) -> Report:
             return None
         msg = _first_bad(bad, got, ref, "y")
         x = case["x"].double().cpu()
-        for wrong, why in ((torch.sigmoid(x), "that is one sigmoid; y applies it three times"),
-                           (torch.sigmoid(torch.sigmoid(x)), "that is two sigmoids; y applies it three times")):
+        for wrong, why in (
+            (torch.sigmoid(x), "that is one sigmoid; y applies it three times"),
+            (torch.sigmoid(torch.sigmoid(x)), "that is two sigmoids; y applies it three times"),
+        ):
             if torch.allclose(got, wrong, rtol=1e-5):
                 return f"{msg}: {why}"
         return msg
 
-    return check_kernel("sigmoid3_fwd", fn, _kernel_cases(False), out=lambda c: (c["x"].shape, torch.float32),
-                        reference=lambda c: torch.sigmoid(torch.sigmoid(torch.sigmoid(c["x"].double()))),
-                        mismatch=mismatch)
+    return check_kernel(
+        "sigmoid3_fwd",
+        fn,
+        _kernel_cases(False),
+        out=lambda c: (c["x"].shape, torch.float32),
+        reference=lambda c: torch.sigmoid(torch.sigmoid(torch.sigmoid(c["x"].double()))),
+        mismatch=mismatch,
+    )
 
 
 check_sigmoid3_fwd.solution = ex05_kernels.sigmoid3_fwd
@@ -100,18 +110,26 @@ def check_sigmoid3_bwd(fn) -> Report:
         s1 = torch.sigmoid(x)
         s2 = torch.sigmoid(s1)
         s3 = torch.sigmoid(s2)
-        wrong = {"only the outer factor s3(1 - s3): multiply the slopes of all three sigmoids": dy * s3 * (1 - s3),
-                 "every slope taken at x: s2 and s3 are differentiated at their own inputs, s1 and s2":
-                 dy * (s1 * (1 - s1)) ** 3,
-                 "dy is missing: dx = dy * (the slopes)": s3 * (1 - s3) * s2 * (1 - s2) * s1 * (1 - s1),
-                 "s(1 - s) is the slope of s; s alone is not": dy * s3 * s2 * s1}
+        wrong = {
+            "only the outer factor s3(1 - s3): multiply the slopes of all three sigmoids": dy * s3 * (1 - s3),
+            "every slope taken at x: s2 and s3 are differentiated at their own inputs, s1 and s2": dy
+            * (s1 * (1 - s1)) ** 3,
+            "dy is missing: dx = dy * (the slopes)": s3 * (1 - s3) * s2 * (1 - s2) * s1 * (1 - s1),
+            "s(1 - s) is the slope of s; s alone is not": dy * s3 * s2 * s1,
+        }
         for why, w in wrong.items():
             if torch.allclose(got, w, rtol=1e-4, atol=1e-7):
                 return f"{msg}: {why}"
         return msg
 
-    return check_kernel("sigmoid3_bwd", fn, _kernel_cases(True), out=lambda c: (c["x"].shape, torch.float32),
-                        reference=lambda c: _grad64(c["x"], c["dy"]), mismatch=mismatch)
+    return check_kernel(
+        "sigmoid3_bwd",
+        fn,
+        _kernel_cases(True),
+        out=lambda c: (c["x"].shape, torch.float32),
+        reference=lambda c: _grad64(c["x"], c["dy"]),
+        mismatch=mismatch,
+    )
 
 
 check_sigmoid3_bwd.solution = ex05_kernels.sigmoid3_bwd
@@ -135,8 +153,9 @@ def check_bytes_saved(fn) -> Report:
     reads or writes (no cache reuse)."""
     rng = random.Random()
     cases = [dict(n=n, itemsize=s) for n, s in [(1, 4), (1000, 2), (1793, 4), (2**28, 4)]]
-    cases += [dict(n=rng.choice(AWKWARD + [rng.randrange(1, 2**31)]), itemsize=rng.choice([1, 2, 4, 8]))
-              for _ in range(16)]
+    cases += [
+        dict(n=rng.choice(AWKWARD + [rng.randrange(1, 2**31)]), itemsize=rng.choice([1, 2, 4, 8])) for _ in range(16)
+    ]
 
     def compare(case, got):
         n, s = case["n"], case["itemsize"]
@@ -145,14 +164,16 @@ def check_bytes_saved(fn) -> Report:
             return f"expected an int number of bytes, got {_short(got)}"
         if got == exp:
             return None
-        hints = {10 * n: "multiply elements by itemsize to get bytes",
-                 15 * n * s: "that is everything eager moves; subtract what the fused way still moves (5n elements)",
-                 6 * n * s: "count every read and write of both passes, not only the saved tensors s1, s2, s3 "
-                            "(eager moves 15n elements, fused 5n)",
-                 3 * n * s: "count every read and write of both passes, not only the saved tensors "
-                            "(eager moves 15n elements, fused 5n)",
-                 4 * n * s: "count every read and write of both passes, not only the saved tensors "
-                            "(eager moves 15n elements, fused 5n)"}
+        hints = {
+            10 * n: "multiply elements by itemsize to get bytes",
+            15 * n * s: "that is everything eager moves; subtract what the fused way still moves (5n elements)",
+            6 * n * s: "count every read and write of both passes, not only the saved tensors s1, s2, s3 "
+            "(eager moves 15n elements, fused 5n)",
+            3 * n * s: "count every read and write of both passes, not only the saved tensors "
+            "(eager moves 15n elements, fused 5n)",
+            4 * n * s: "count every read and write of both passes, not only the saved tensors "
+            "(eager moves 15n elements, fused 5n)",
+        }
         hint = hints.get(got)
         return f"expected {exp}, got {got}" + (f": {hint}" if hint else "")
 

@@ -1,5 +1,6 @@
 """Exercises of lesson 06 (coalescing): counting sectors, the strided-copy model, and two kernels on
 kernelcheck's guarded buffers: a strided read and a transpose coalesced on both sides."""
+
 from __future__ import annotations
 
 import math
@@ -28,12 +29,19 @@ def check_sectors_touched(fn) -> Report:
     ``itemsize`` bytes at byte address ``offset + k * stride * itemsize`` (offset a multiple of itemsize, from
     a 128-byte-aligned base). Seed: (4, 1, 0) -> 4, the CUDA Best Practices Guide's four 32-byte transactions."""
     rng = random.Random()
-    cases = [dict(itemsize=4, stride=1, offset=0), dict(itemsize=4, stride=1, offset=4),
-             dict(itemsize=4, stride=2, offset=0), dict(itemsize=4, stride=64, offset=0),
-             dict(itemsize=2, stride=3, offset=6), dict(itemsize=16, stride=1, offset=16)]
+    cases = [
+        dict(itemsize=4, stride=1, offset=0),
+        dict(itemsize=4, stride=1, offset=4),
+        dict(itemsize=4, stride=2, offset=0),
+        dict(itemsize=4, stride=64, offset=0),
+        dict(itemsize=2, stride=3, offset=6),
+        dict(itemsize=16, stride=1, offset=16),
+    ]
     for _ in range(16):
         s = rng.choice([1, 2, 4, 8, 16])
-        cases.append(dict(itemsize=s, stride=rng.choice([1, 2, 3, 4, 5, 8, 16, 33, 64]), offset=s * rng.randrange(0, 32)))
+        cases.append(
+            dict(itemsize=s, stride=rng.choice([1, 2, 3, 4, 5, 8, 16, 33, 64]), offset=s * rng.randrange(0, 32))
+        )
 
     def compare(case, got):
         s, st, o = case["itemsize"], case["stride"], case["offset"]
@@ -46,11 +54,16 @@ def check_sectors_touched(fn) -> Report:
         if got == 32 and exp < 32:
             return msg + ": lanes whose bytes share a sector share its transaction; count distinct sectors, not lanes"
         if got == _sectors_touched_solution(s, st, 0) and o:
-            return msg + ": the offset shifts every lane's address; a warp that starts mid-sector can spill into one more"
+            return (
+                msg + ": the offset shifts every lane's address; a warp that starts mid-sector can spill into one more"
+            )
         if got == len({(o + k * st * s) // 128 for k in range(32)}):
             return msg + ": a sector is 32 bytes; that is the count of 128-byte lines"
         if got == math.ceil((31 * st * s + s) / 32):
-            return msg + ": count only the sectors that hold a byte some lane reads, not the span between the first and last"
+            return (
+                msg
+                + ": count only the sectors that hold a byte some lane reads, not the span between the first and last"
+            )
         if got == _sectors_touched_solution(s, 1, o):
             return msg + ": lane k reads at offset + k * stride * itemsize; the stride spreads the lanes out"
         return msg
@@ -74,10 +87,20 @@ def check_strided_copy_tbps(fn) -> Report:
     n read + n written, over the time) of y[k] = x[k * stride], aligned, for a GPU that copies at copy_tbps.
     The read is strided; the write is dense."""
     rng = random.Random()
-    cases = [dict(stride=1, itemsize=4, copy_tbps=4.0), dict(stride=2, itemsize=4, copy_tbps=4.0),
-             dict(stride=64, itemsize=4, copy_tbps=4.0), dict(stride=3, itemsize=2, copy_tbps=3.0)]
-    cases += [dict(stride=rng.choice([1, 2, 3, 4, 8, 16, 32, 64, 100]), itemsize=rng.choice([1, 2, 4, 8]),
-                   copy_tbps=round(rng.uniform(0.5, 8), 2)) for _ in range(16)]
+    cases = [
+        dict(stride=1, itemsize=4, copy_tbps=4.0),
+        dict(stride=2, itemsize=4, copy_tbps=4.0),
+        dict(stride=64, itemsize=4, copy_tbps=4.0),
+        dict(stride=3, itemsize=2, copy_tbps=3.0),
+    ]
+    cases += [
+        dict(
+            stride=rng.choice([1, 2, 3, 4, 8, 16, 32, 64, 100]),
+            itemsize=rng.choice([1, 2, 4, 8]),
+            copy_tbps=round(rng.uniform(0.5, 8), 2),
+        )
+        for _ in range(16)
+    ]
 
     def compare(case, got):
         st, s, B = case["stride"], case["itemsize"], case["copy_tbps"]
@@ -87,10 +110,15 @@ def check_strided_copy_tbps(fn) -> Report:
         msg = f"expected {exp:.6g} TB/s, got {_short(got)}"
         e = 32 * s / (_sectors_touched_solution(s, st, 0) * 32)
         if close(got, B * e, 1e-9):
-            return msg + ": only the read is strided; the dense write moves exactly its useful bytes (time = n*s/e + n*s over B)"
+            return (
+                msg
+                + ": only the read is strided; the dense write moves exactly its useful bytes (time = n*s/e + n*s over B)"
+            )
         if close(got, B / st, 1e-9) or close(got, B * 2 / (st + 1), 1e-9):
-            return msg + (": once stride * itemsize >= 32 each element already costs a whole sector; it cannot get "
-                          "worse than itemsize / 32")
+            return msg + (
+                ": once stride * itemsize >= 32 each element already costs a whole sector; it cannot get "
+                "worse than itemsize / 32"
+            )
         if close(got, B * e / 2, 1e-9) or close(got, B / (1 / e + 1), 1e-9):
             return msg + ": count useful bytes of both the read and the write (2 n itemsize)"
         return msg
@@ -103,6 +131,7 @@ check_strided_copy_tbps.solution = _strided_copy_tbps_solution
 
 def _exact(what: str):
     """A mismatch that allows no difference (a copy moves bits): None, or the count and the first element."""
+
     def mismatch(got, ref, case):
         got = got.detach().double().cpu()
         bad = ~((got == ref) | (got.isnan() & ref.isnan()))
@@ -110,12 +139,15 @@ def _exact(what: str):
             return None
         first = tuple(int(v) for v in bad.nonzero()[0])
         idx = ", ".join(map(str, first))
-        msg = (f"{int(bad.sum())} of {ref.numel()} elements differ; first {what}[{idx}]: expected "
-               f"{ref[first].item():.6g}, got {got[first].item():.6g}")
+        msg = (
+            f"{int(bad.sum())} of {ref.numel()} elements differ; first {what}[{idx}]: expected "
+            f"{ref[first].item():.6g}, got {got[first].item():.6g}"
+        )
         a = case.get("a")
         if a is not None and min(a.shape) > 1 and torch.equal(got, a.double().cpu().reshape(got.shape)):
             msg += " (out holds a's elements in a's own order, as a copy would; a transpose moves a[i, j] to b[j, i])"
         return msg
+
     return mismatch
 
 
@@ -125,11 +157,24 @@ def check_strided_copy(fn) -> Report:
     out (guarded buffers, see ``kernelcheck``): awkward lengths, strides from 1 to larger than n; a copy moves
     bits, so the comparison is exact. Names a missing mask, too small a grid, a wrong element."""
     rng = random.Random()
-    pairs = [(1, 1), (17, 1), (1000, 2), (1793, 3), (1000, 64), (17, 2000), (rng.randrange(2, 5000), rng.choice(
-        [2, 4, 8, 16, 33]))]
+    pairs = [
+        (1, 1),
+        (17, 1),
+        (1000, 2),
+        (1793, 3),
+        (1000, 64),
+        (17, 2000),
+        (rng.randrange(2, 5000), rng.choice([2, 4, 8, 16, 33])),
+    ]
     cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), stride=st) for n, st in pairs]
-    return check_kernel("strided_copy", fn, cases, out=lambda c: ((-(-c["x"].numel() // c["stride"]),), torch.float32),
-                        reference=lambda c: c["x"].double()[::c["stride"]], mismatch=_exact("out"))
+    return check_kernel(
+        "strided_copy",
+        fn,
+        cases,
+        out=lambda c: ((-(-c["x"].numel() // c["stride"]),), torch.float32),
+        reference=lambda c: c["x"].double()[:: c["stride"]],
+        mismatch=_exact("out"),
+    )
 
 
 check_strided_copy.solution = ex06_kernels.strided_copy
@@ -150,13 +195,32 @@ def check_transpose(fn) -> Report:
     grid that misses tiles, a wrong element."""
     rng = random.Random()
     shapes = [(1, 1), (1, 17), (17, 1), (33, 65), (64, 64), (rng.randrange(2, 130), rng.randrange(2, 130))]
-    dtypes = [torch.float32, torch.float32, torch.float16, torch.bfloat16, torch.float32, rng.choice(
-        [torch.float16, torch.bfloat16, torch.float32])]
+    dtypes = [
+        torch.float32,
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        rng.choice([torch.float16, torch.bfloat16, torch.float32]),
+    ]
     cases = [dict(a=torch.randn(*s, device=gpulab.DEVICE).to(d)) for s, d in zip(shapes, dtypes)]
-    rep = check_kernel("transpose", fn, cases, out=lambda c: ((c["a"].shape[1], c["a"].shape[0]), c["a"].dtype),
-                       reference=lambda c: c["a"].double().t(), mismatch=_exact("out"))
-    rep.failures = [f + (": does the grid cover the partial tiles at the edges? (triton.cdiv(M, BLOCK), "
-                         "triton.cdiv(N, BLOCK))" if "never written, the first" in f else "") for f in rep.failures]
+    rep = check_kernel(
+        "transpose",
+        fn,
+        cases,
+        out=lambda c: ((c["a"].shape[1], c["a"].shape[0]), c["a"].dtype),
+        reference=lambda c: c["a"].double().t(),
+        mismatch=_exact("out"),
+    )
+    rep.failures = [
+        f
+        + (
+            ": does the grid cover the partial tiles at the edges? (triton.cdiv(M, BLOCK), triton.cdiv(N, BLOCK))"
+            if "never written, the first" in f
+            else ""
+        )
+        for f in rep.failures
+    ]
     return rep
 
 

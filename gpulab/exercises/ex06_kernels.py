@@ -1,5 +1,6 @@
 """Reference solution kernels for lesson 06's kernel exercises (hidden behind show_solution): a strided read
 y[k] = x[k * stride], and a transpose coalesced on both sides."""
+
 import torch
 import triton
 import triton.language as tl
@@ -24,11 +25,13 @@ def transpose_kernel(a_ptr, b_ptr, M, N, BLOCK: tl.constexpr):
     offs_m = pid_m * BLOCK + tl.arange(0, BLOCK)
     offs_n = pid_n * BLOCK + tl.arange(0, BLOCK)
     # a is row-major (M, N): A[i, j] at i * N + j; lanes run along j, so the load is coalesced
-    tile = tl.load(a_ptr + offs_m[:, None] * N + offs_n[None, :],
-                   mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    tile = tl.load(a_ptr + offs_m[:, None] * N + offs_n[None, :], mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
     # b is row-major (N, M): B[j, i] at j * M + i; after tl.trans, lanes run along i, so the store is coalesced
-    tl.store(b_ptr + offs_n[:, None] * M + offs_m[None, :], tl.trans(tile),
-             mask=(offs_n[:, None] < N) & (offs_m[None, :] < M))
+    tl.store(
+        b_ptr + offs_n[:, None] * M + offs_m[None, :],
+        tl.trans(tile),
+        mask=(offs_n[:, None] < N) & (offs_m[None, :] < M),
+    )
 
 
 def transpose(a: torch.Tensor, out: torch.Tensor, block: int = 32) -> None:

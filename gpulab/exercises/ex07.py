@@ -1,5 +1,6 @@
 """Exercises of lesson 07 (tiling, tile and wave quantization): the tiled-matmul kernel, tile counts, waves and the
 largest tile that fits."""
+
 from __future__ import annotations
 
 import random
@@ -26,10 +27,21 @@ def check_tile_count(fn) -> Report:
     """fn(M, N, tile_m, tile_n) -> int: how many tile_m x tile_n tiles cover an M x N output (a partial tile
     at an edge still counts). Seed: 1792^2 in 256 x 128 tiles -> 98; 1793^2 -> 120."""
     rng = random.Random()
-    cases = [dict(M=1792, N=1792, tile_m=256, tile_n=128), dict(M=1793, N=1793, tile_m=256, tile_n=128),
-             dict(M=1, N=1, tile_m=128, tile_n=256), dict(M=1000, N=17, tile_m=64, tile_n=16)]
-    cases += [dict(M=rng.randrange(1, 10000), N=rng.randrange(1, 10000), tile_m=2 ** rng.randrange(4, 9),
-                   tile_n=2 ** rng.randrange(4, 9)) for _ in range(20)]
+    cases = [
+        dict(M=1792, N=1792, tile_m=256, tile_n=128),
+        dict(M=1793, N=1793, tile_m=256, tile_n=128),
+        dict(M=1, N=1, tile_m=128, tile_n=256),
+        dict(M=1000, N=17, tile_m=64, tile_n=16),
+    ]
+    cases += [
+        dict(
+            M=rng.randrange(1, 10000),
+            N=rng.randrange(1, 10000),
+            tile_m=2 ** rng.randrange(4, 9),
+            tile_n=2 ** rng.randrange(4, 9),
+        )
+        for _ in range(20)
+    ]
 
     def compare(case, got):
         M, N, tm, tn = case.values()
@@ -62,8 +74,13 @@ def check_waves(fn) -> Report:
     """fn(tiles, sms) -> (waves, busy SMs in the last wave), one tile per SM at a time and every tile taking
     the same time. Seed: 98 tiles on 108 SMs -> (1, 98); 120 tiles -> (2, 12)."""
     rng = random.Random()
-    cases = [dict(tiles=98, sms=108), dict(tiles=120, sms=108), dict(tiles=264, sms=132), dict(tiles=1, sms=132),
-             dict(tiles=133, sms=132)]
+    cases = [
+        dict(tiles=98, sms=108),
+        dict(tiles=120, sms=108),
+        dict(tiles=264, sms=132),
+        dict(tiles=1, sms=132),
+        dict(tiles=133, sms=132),
+    ]
     cases += [dict(tiles=rng.randrange(1, 5000), sms=rng.choice([40, 58, 72, 108, 114, 132, 170])) for _ in range(20)]
 
     def compare(case, got):
@@ -77,8 +94,10 @@ def check_waves(fn) -> Report:
         if got[0] == tiles // sms and got[0] != exp[0]:
             return f"expected {exp}, got {got}: round the waves up; a few leftover tiles still need a whole wave"
         if got[1] == tiles % sms and got[1] != exp[1]:
-            return (f"expected {exp}, got {got}: when the tiles fill the last wave exactly, tiles % sms is 0 "
-                    f"but all {sms} SMs are busy")
+            return (
+                f"expected {exp}, got {got}: when the tiles fill the last wave exactly, tiles % sms is 0 "
+                f"but all {sms} SMs are busy"
+            )
         if got == exp[::-1]:
             return f"expected {exp}, got {got}: the order is (waves, busy SMs in the last wave)"
         return f"expected {exp}, got {got}"
@@ -103,13 +122,24 @@ def check_largest_tile(fn) -> Report:
     smem_bytes of shared memory, with one copy of each per pipeline stage (2 T^2 s bytes per stage).
     Example: fp32 (4 bytes), 228 KiB (Hopper), 1 stage -> 128 (128 KiB; 256 would need 512 KiB)."""
     rng = random.Random()
-    cases = [dict(itemsize=4, smem_bytes=228 * 1024, stages=1), dict(itemsize=4, smem_bytes=100 * 1024, stages=1),
-             dict(itemsize=2, smem_bytes=228 * 1024, stages=3),
-             dict(itemsize=2, smem_bytes=64 * 1024, stages=2), dict(itemsize=1, smem_bytes=164 * 1024, stages=4),
-             # exact fits: the tiles fill shared memory to the byte (a strict < instead of <= gets these wrong)
-             dict(itemsize=4, smem_bytes=128 * 1024, stages=1), dict(itemsize=2, smem_bytes=192 * 1024, stages=3)]
-    cases += [dict(itemsize=rng.choice([1, 2, 4]), smem_bytes=rng.choice([48, 64, 100, 164, 228]) * 1024,
-                   stages=rng.randrange(1, 6)) for _ in range(20)]
+    cases = [
+        dict(itemsize=4, smem_bytes=228 * 1024, stages=1),
+        dict(itemsize=4, smem_bytes=100 * 1024, stages=1),
+        dict(itemsize=2, smem_bytes=228 * 1024, stages=3),
+        dict(itemsize=2, smem_bytes=64 * 1024, stages=2),
+        dict(itemsize=1, smem_bytes=164 * 1024, stages=4),
+        # exact fits: the tiles fill shared memory to the byte (a strict < instead of <= gets these wrong)
+        dict(itemsize=4, smem_bytes=128 * 1024, stages=1),
+        dict(itemsize=2, smem_bytes=192 * 1024, stages=3),
+    ]
+    cases += [
+        dict(
+            itemsize=rng.choice([1, 2, 4]),
+            smem_bytes=rng.choice([48, 64, 100, 164, 228]) * 1024,
+            stages=rng.randrange(1, 6),
+        )
+        for _ in range(20)
+    ]
 
     def compare(case, got):
         s, smem, st = case.values()
@@ -151,16 +181,24 @@ def check_tiled_matmul(fn) -> Report:
     names the mistake: a store or load past the edge (mask), too small a grid, wrong values."""
     rng = random.Random()
     shapes = MATMUL_SHAPES + [(rng.randrange(2, 130), rng.randrange(2, 130), rng.randrange(2, 130)) for _ in range(2)]
-    cases = [dict(a=torch.randn(M, K, device=gpulab.DEVICE).half(), b=torch.randn(K, N, device=gpulab.DEVICE).half())
-             for M, N, K in shapes]
+    cases = [
+        dict(a=torch.randn(M, K, device=gpulab.DEVICE).half(), b=torch.randn(K, N, device=gpulab.DEVICE).half())
+        for M, N, K in shapes
+    ]
 
     def mismatch(got, ref, case):
         msg = matmul_mismatch(got, case["a"], case["b"], ref)
         M, K, N = case["a"].shape[0], case["a"].shape[1], case["b"].shape[1]
         return None if msg is None else f"{msg} (M, N, K = {M, N, K})"
 
-    return check_kernel("tiled_matmul", fn, cases, out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
-                        reference=lambda c: c["a"].double() @ c["b"].double(), mismatch=mismatch)
+    return check_kernel(
+        "tiled_matmul",
+        fn,
+        cases,
+        out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
+        reference=lambda c: c["a"].double() @ c["b"].double(),
+        mismatch=mismatch,
+    )
 
 
 check_tiled_matmul.solution = ex07_kernels.tiled_matmul
@@ -186,23 +224,39 @@ def check_persistent_matmul(fn) -> Report:
     than tiles, so a kernel that computes one tile per program leaves tiles unwritten) and one random case;
     guarded buffers and the float64 product as in ``check_tiled_matmul``."""
     rng = random.Random()
-    shapes = PERSISTENT_CASES + [(rng.randrange(40, 130), rng.randrange(40, 130), rng.randrange(2, 130),
-                                  rng.randrange(1, 5))]
-    cases = [dict(a=torch.randn(M, K, device=gpulab.DEVICE).half(), b=torch.randn(K, N, device=gpulab.DEVICE).half(),
-                  programs=p) for M, N, K, p in shapes]
+    shapes = PERSISTENT_CASES + [
+        (rng.randrange(40, 130), rng.randrange(40, 130), rng.randrange(2, 130), rng.randrange(1, 5))
+    ]
+    cases = [
+        dict(
+            a=torch.randn(M, K, device=gpulab.DEVICE).half(),
+            b=torch.randn(K, N, device=gpulab.DEVICE).half(),
+            programs=p,
+        )
+        for M, N, K, p in shapes
+    ]
 
     def mismatch(got, ref, case):
         msg = matmul_mismatch(got, case["a"], case["b"], ref)
         M, K, N = case["a"].shape[0], case["a"].shape[1], case["b"].shape[1]
         return None if msg is None else f"{msg} (M, N, K = {M, N, K})"
 
-    rep = check_kernel("persistent_matmul", fn, cases,
-                       out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
-                       reference=lambda c: c["a"].double() @ c["b"].double(), mismatch=mismatch)
+    rep = check_kernel(
+        "persistent_matmul",
+        fn,
+        cases,
+        out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
+        reference=lambda c: c["a"].double() @ c["b"].double(),
+        mismatch=mismatch,
+    )
     # a tile never written here means a program stopped after its first tile, not a grid of the wrong size
-    rep.failures = [f.split(": the grid is too small")[0] + ": each program must loop over the tiles pid, "
-                    "pid + programs, pid + 2 programs, ... (only `programs` programs are launched)"
-                    if "the grid is too small" in f or "were never written" in f else f for f in rep.failures]
+    rep.failures = [
+        f.split(": the grid is too small")[0] + ": each program must loop over the tiles pid, "
+        "pid + programs, pid + 2 programs, ... (only `programs` programs are launched)"
+        if "the grid is too small" in f or "were never written" in f
+        else f
+        for f in rep.failures
+    ]
     return rep
 
 

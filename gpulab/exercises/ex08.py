@@ -1,4 +1,5 @@
 """Exercises of lesson 08 (FlashAttention)."""
+
 from __future__ import annotations
 
 import math
@@ -48,9 +49,11 @@ def check_merge(fn) -> Report:
         a, b = _state(rng), _state(rng)
         cases.append(dict(m_a=a[0], l_a=a[1], u_a=a[2], m_b=b[0], l_b=b[1], u_b=b[2]))
     a = _state(rng)
-    cases += [dict(m_a=NEG_INF, l_a=0.0, u_a=0.0, m_b=a[0], l_b=a[1], u_b=a[2], _empty=True),
-              dict(m_a=a[0], l_a=a[1], u_a=a[2], m_b=NEG_INF, l_b=0.0, u_b=0.0, _empty=True),
-              dict(m_a=NEG_INF, l_a=0.0, u_a=0.0, m_b=NEG_INF, l_b=0.0, u_b=0.0, _empty=True)]
+    cases += [
+        dict(m_a=NEG_INF, l_a=0.0, u_a=0.0, m_b=a[0], l_b=a[1], u_b=a[2], _empty=True),
+        dict(m_a=a[0], l_a=a[1], u_a=a[2], m_b=NEG_INF, l_b=0.0, u_b=0.0, _empty=True),
+        dict(m_a=NEG_INF, l_a=0.0, u_a=0.0, m_b=NEG_INF, l_b=0.0, u_b=0.0, _empty=True),
+    ]
 
     def compare(case, got):
         args = [case[k] for k in ("m_a", "l_a", "u_a", "m_b", "l_b", "u_b")]
@@ -61,16 +64,22 @@ def check_merge(fn) -> Report:
             return f"expected a tuple (m, l, u), got {_short(got)}"
         vals = [float(x) for x in (m, l, u)]
         if any(math.isnan(x) for x in vals):
-            return ("NaN: an empty state (m = -inf) gives exp(-inf - (-inf)); give it factor 0 (skip it)"
-                    if case.get("_empty") else "NaN in the result")
-        ok = (vals[0] == exp[0] if exp[0] == NEG_INF else close(vals[0], exp[0], 1e-9)) and \
-            all(abs(g - e) <= 1e-9 * max(1.0, abs(e)) for g, e in zip(vals[1:], exp[1:]))
+            return (
+                "NaN: an empty state (m = -inf) gives exp(-inf - (-inf)); give it factor 0 (skip it)"
+                if case.get("_empty")
+                else "NaN in the result"
+            )
+        ok = (vals[0] == exp[0] if exp[0] == NEG_INF else close(vals[0], exp[0], 1e-9)) and all(
+            abs(g - e) <= 1e-9 * max(1.0, abs(e)) for g, e in zip(vals[1:], exp[1:])
+        )
         if ok:
             return None
         msg = f"expected (m, l, u) = ({exp[0]:.6g}, {exp[1]:.6g}, {exp[2]:.6g}), got ({vals[0]:.6g}, {vals[1]:.6g}, {vals[2]:.6g})"
         m_a, l_a, u_a, m_b, l_b, u_b = args
         if abs(vals[1] - (l_a + l_b)) < 1e-9 * max(1, l_a + l_b) and abs(exp[1] - (l_a + l_b)) > 1e-9:
-            return msg + ": rescale each state to the shared maximum first (alpha = exp(m_a - m'), beta = exp(m_b - m'))"
+            return (
+                msg + ": rescale each state to the shared maximum first (alpha = exp(m_a - m'), beta = exp(m_b - m'))"
+            )
         if close(vals[2], exp[2] / exp[1] if exp[1] else 0.0):
             return msg + ": u is the unnormalised weighted sum; do not divide by l inside the merge"
         return msg
@@ -95,7 +104,9 @@ def check_causal_tiles(fn) -> Report:
     rng = random.Random()
     shapes = [(128, 64), (64, 64), (128, 128), (64, 32), (128, 32)]
     cases = [dict(L=L, block_m=bm, block_n=bn) for L in (1, 17, 1000, 1793, 4096, 4097) for bm, bn in shapes[:2]]
-    cases += [dict(L=rng.randint(1, 20000), block_m=bm, block_n=bn) for bm, bn in (rng.choice(shapes) for _ in range(8))]
+    cases += [
+        dict(L=rng.randint(1, 20000), block_m=bm, block_n=bn) for bm, bn in (rng.choice(shapes) for _ in range(8))
+    ]
 
     def compare(case, got):
         L, bm, bn = case["L"], case["block_m"], case["block_n"]
@@ -105,10 +116,13 @@ def check_causal_tiles(fn) -> Report:
         if got == exp:
             return None
         n_m, n_n = -(-L // bm), -(-L // bn)
-        hints = {n_m * n_n: "that is every tile: skip the tiles right of the diagonal (fully masked)",
-                 sum(-(-(i + 1) * bm // bn) for i in range(n_m)):
-                     "the last query block ends at row L, not at (i+1)*block_m: it visits fewer tiles",
-                 (n_m * n_n) // 2: "not exactly half: the diagonal band's tiles are visited too"}
+        hints = {
+            n_m * n_n: "that is every tile: skip the tiles right of the diagonal (fully masked)",
+            sum(
+                -(-(i + 1) * bm // bn) for i in range(n_m)
+            ): "the last query block ends at row L, not at (i+1)*block_m: it visits fewer tiles",
+            (n_m * n_n) // 2: "not exactly half: the diagonal band's tiles are visited too",
+        }
         hint = hints.get(got)
         return f"L={L}, block_m={bm}, block_n={bn}: expected {exp}, got {got}" + (f": {hint}" if hint else "")
 
@@ -135,16 +149,23 @@ def _flash_mismatch(got, ref, case):
         return None
     if not torch.isfinite(g).all():
         i = int((~torch.isfinite(g)).flatten().nonzero()[0])
-        return (f"out[{i}] (flat) is {g.flatten()[i].item()} where the reference is {ref.flatten()[i].item():.6g}: "
-                "a row whose scores are all -inf gives exp(-inf - (-inf)) = NaN; start every row's loop at key 0 "
-                "and divide by l only after the loop")
+        return (
+            f"out[{i}] (flat) is {g.flatten()[i].item()} where the reference is {ref.flatten()[i].item():.6g}: "
+            "a row whose scores are all -inf gives exp(-inf - (-inf)) = NaN; start every row's loop at key 0 "
+            "and divide by l only after the loop"
+        )
     i = int((g - ref).abs().flatten().argmax())
-    msg = (f"max |error| / max |reference| = {err:.2e} > {rel:.1e}; worst at flat index {i}: expected "
-           f"{ref.flatten()[i].item():.6g}, got {g.flatten()[i].item():.6g}")
+    msg = (
+        f"max |error| / max |reference| = {err:.2e} > {rel:.1e}; worst at flat index {i}: expected "
+        f"{ref.flatten()[i].item():.6g}, got {g.flatten()[i].item():.6g}"
+    )
     other, _ = flash_attention_ref(case["q"], case["k"], case["v"], not case["causal"])
     if case["q"].shape[2] > 1 and tolerances.max_rel_error(g, other.cpu()) <= rel:
-        return msg + (": this is the non-causal answer; mask keys n > m (and skip the tiles right of the diagonal)"
-                      if case["causal"] else ": this is the causal answer; mask only when CAUSAL")
+        return msg + (
+            ": this is the non-causal answer; mask keys n > m (and skip the tiles right of the diagonal)"
+            if case["causal"]
+            else ": this is the causal answer; mask only when CAUSAL"
+        )
     return msg
 
 
@@ -164,12 +185,24 @@ def check_flash_forward(fn) -> Report:
         return [torch.randn(B, H, L, d, dtype=torch.float64).to(dtype).to(gpulab.DEVICE) for _ in range(3)]
 
     cases = [dict(zip("qkv", qkv(L)), causal=c) for L in lengths for c in (False, True)]
-    rep = check_kernel("flash_forward", fn, cases, out=lambda c: (c["q"].shape, c["q"].dtype),
-                       reference=lambda c: flash_attention_ref(c["q"], c["k"], c["v"], c["causal"])[0].cpu(),
-                       mismatch=_flash_mismatch)
-    rep.failures = [f + (": the grid is too small (launch triton.cdiv(L, BLOCK_M) programs on axis 0 and B * H "
-                         "on axis 1) or the store mask is too strict" if "never written" in f else "")
-                    for f in rep.failures]
+    rep = check_kernel(
+        "flash_forward",
+        fn,
+        cases,
+        out=lambda c: (c["q"].shape, c["q"].dtype),
+        reference=lambda c: flash_attention_ref(c["q"], c["k"], c["v"], c["causal"])[0].cpu(),
+        mismatch=_flash_mismatch,
+    )
+    rep.failures = [
+        f
+        + (
+            ": the grid is too small (launch triton.cdiv(L, BLOCK_M) programs on axis 0 and B * H "
+            "on axis 1) or the store mask is too strict"
+            if "never written" in f
+            else ""
+        )
+        for f in rep.failures
+    ]
     return rep
 
 

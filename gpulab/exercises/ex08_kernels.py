@@ -1,5 +1,6 @@
 """Reference solution kernel for lesson 08's kernel exercise (hidden behind show_solution): the FlashAttention
 forward, one program per block of queries of one (batch, head), the online softmax over key tiles."""
+
 import math
 
 import torch
@@ -8,8 +9,9 @@ import triton.language as tl
 
 
 @triton.jit
-def flash_forward_kernel(Q, K, V, O, L, scale, CAUSAL: tl.constexpr, D: tl.constexpr,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def flash_forward_kernel(
+    Q, K, V, O, L, scale, CAUSAL: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+):
     pid_m, bh = tl.program_id(0), tl.program_id(1)
     Q, K, V, O = Q + bh * L * D, K + bh * L * D, V + bh * L * D, O + bh * L * D
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -36,13 +38,22 @@ def flash_forward_kernel(Q, K, V, O, L, scale, CAUSAL: tl.constexpr, D: tl.const
         l = alpha * l + tl.sum(p, 1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m = m_new
-    tl.store(O + offs_m[:, None] * D + offs_d[None, :], (acc / l[:, None]).to(O.dtype.element_ty),
-             mask=offs_m[:, None] < L)
+    tl.store(
+        O + offs_m[:, None] * D + offs_d[None, :], (acc / l[:, None]).to(O.dtype.element_ty), mask=offs_m[:, None] < L
+    )
 
 
-def flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, out: torch.Tensor,
-                  block_m: int = 16, block_n: int = 16) -> None:
+def flash_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool,
+    out: torch.Tensor,
+    block_m: int = 16,
+    block_n: int = 16,
+) -> None:
     B, H, L, d = q.shape
     grid = (triton.cdiv(L, block_m), B * H)
-    flash_forward_kernel[grid](q, k, v, out, L, 1.0 / math.sqrt(d), CAUSAL=causal, D=d,
-                               BLOCK_M=block_m, BLOCK_N=block_n)
+    flash_forward_kernel[grid](
+        q, k, v, out, L, 1.0 / math.sqrt(d), CAUSAL=causal, D=d, BLOCK_M=block_m, BLOCK_N=block_n
+    )

@@ -6,6 +6,7 @@
 - ``check_bias_gelu``: a fused bias + GELU Triton kernel, run on awkward shapes inside guarded buffers against
   a float64 reference; ``swap_in`` then trains the model one rung with your kernel in the MLP.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,24 +35,74 @@ def builder_ops() -> list[dict]:
     naive = attention.naive_bytes(B, H, L, d, 4, causal=True)
     flash = attention.flash_bytes(B, H, L, d, 4, causal=True)
     ops = [
-        dict(name="qkv projection forward: (8192, 768) @ (768, 2304)", flops=2 * T * D * 3 * D,
-             bytes=4 * (T * D + D * 3 * D + T * 3 * D), dtype="fp32", matmul=True),
-        dict(name="qkv projection forward in bf16", flops=2 * T * D * 3 * D,
-             bytes=2 * (T * D + D * 3 * D + T * 3 * D), dtype="bf16", matmul=True),
-        dict(name="output layer: (8192, 768) @ (768, 50257)", flops=2 * T * D * 50257,
-             bytes=4 * (T * D + D * 50257 + T * 50257), dtype="fp32", matmul=True),
-        dict(name="residual add + layer norm as two kernels", flops=0, bytes=4 * (3 * T * D + 2 * T * D + 2 * D) + 8 * T,
-             fused_bytes=4 * (3 * T * D + 2 * D) + 8 * T, dtype="fp32", matmul=False),
-        dict(name="bias add + GELU as two kernels, (8192, 3072)", flops=0, bytes=4 * (4 * T * 4 * D + 4 * D),
-             fused_bytes=4 * (2 * T * 4 * D + 4 * D), dtype="fp32", matmul=False),
-        dict(name="naive causal attention forward (S and P in memory)", flops=attention.attention_flops(
-            B, H, L, L, d, causal=False), bytes=naive, flash_bytes=flash, dtype="fp32", matmul=True),
-        dict(name="AdamW as 12 kernels a parameter, 124M parameters", flops=0, bytes=124_439_808 * 4 * 20,
-             fused_bytes=124_439_808 * 4 * 7, dtype="fp32", matmul=False, fp32_only=True),
-        dict(name="bias gradient of one projection: sum over 8192 rows of 768", flops=0, bytes=4 * (T * D + D),
-             dtype="fp32", matmul=False),
-        dict(name="bias gradient of a 64-wide head, one sequence", flops=0, bytes=4 * (1024 * 64 + 64),
-             dtype="fp32", matmul=False),
+        dict(
+            name="qkv projection forward: (8192, 768) @ (768, 2304)",
+            flops=2 * T * D * 3 * D,
+            bytes=4 * (T * D + D * 3 * D + T * 3 * D),
+            dtype="fp32",
+            matmul=True,
+        ),
+        dict(
+            name="qkv projection forward in bf16",
+            flops=2 * T * D * 3 * D,
+            bytes=2 * (T * D + D * 3 * D + T * 3 * D),
+            dtype="bf16",
+            matmul=True,
+        ),
+        dict(
+            name="output layer: (8192, 768) @ (768, 50257)",
+            flops=2 * T * D * 50257,
+            bytes=4 * (T * D + D * 50257 + T * 50257),
+            dtype="fp32",
+            matmul=True,
+        ),
+        dict(
+            name="residual add + layer norm as two kernels",
+            flops=0,
+            bytes=4 * (3 * T * D + 2 * T * D + 2 * D) + 8 * T,
+            fused_bytes=4 * (3 * T * D + 2 * D) + 8 * T,
+            dtype="fp32",
+            matmul=False,
+        ),
+        dict(
+            name="bias add + GELU as two kernels, (8192, 3072)",
+            flops=0,
+            bytes=4 * (4 * T * 4 * D + 4 * D),
+            fused_bytes=4 * (2 * T * 4 * D + 4 * D),
+            dtype="fp32",
+            matmul=False,
+        ),
+        dict(
+            name="naive causal attention forward (S and P in memory)",
+            flops=attention.attention_flops(B, H, L, L, d, causal=False),
+            bytes=naive,
+            flash_bytes=flash,
+            dtype="fp32",
+            matmul=True,
+        ),
+        dict(
+            name="AdamW as 12 kernels a parameter, 124M parameters",
+            flops=0,
+            bytes=124_439_808 * 4 * 20,
+            fused_bytes=124_439_808 * 4 * 7,
+            dtype="fp32",
+            matmul=False,
+            fp32_only=True,
+        ),
+        dict(
+            name="bias gradient of one projection: sum over 8192 rows of 768",
+            flops=0,
+            bytes=4 * (T * D + D),
+            dtype="fp32",
+            matmul=False,
+        ),
+        dict(
+            name="bias gradient of a 64-wide head, one sequence",
+            flops=0,
+            bytes=4 * (1024 * 64 + 64),
+            dtype="fp32",
+            matmul=False,
+        ),
     ]
     for op in ops:
         op.setdefault("fused_bytes", None)
@@ -107,8 +158,10 @@ def check_builder_test(fn) -> Report:
         if habit not in HABITS:
             return f"habit must be one of {HABITS}, got {habit!r}"
         if best == "none" and habit != "none":
-            return (f"{op['name']}: no habit gains 10% ({habit} {f[habit]:.3g}x): it sits at its roof or below the "
-                    "launch overhead; look for the time elsewhere in the step")
+            return (
+                f"{op['name']}: no habit gains 10% ({habit} {f[habit]:.3g}x): it sits at its roof or below the "
+                "launch overhead; look for the time elsewhere in the step"
+            )
         if best != "none" and f[habit] < 0.95 * best_f:
             return f"{op['name']}: {habit} gives {f[habit]:.3g}x, but {best} gives {best_f:.3g}x"
         if not close(factor, f[habit], 0.10):
@@ -141,8 +194,12 @@ def check_bias_gelu(fn) -> Report:
     element, a write past the end ("mask the store") and a missed one."""
     seed = random.randrange(2**31)
     g = torch.Generator().manual_seed(seed)
-    cases = [dict(x=(torch.randn(m, n, generator=g) * 3).to(gpulab.DEVICE),
-                  bias=torch.randn(n, generator=g).to(gpulab.DEVICE)) for m, n in SHAPES]
+    cases = [
+        dict(
+            x=(torch.randn(m, n, generator=g) * 3).to(gpulab.DEVICE), bias=torch.randn(n, generator=g).to(gpulab.DEVICE)
+        )
+        for m, n in SHAPES
+    ]
 
     def mismatch(got, ref, case):
         got = got.detach().double().cpu()
@@ -150,11 +207,19 @@ def check_bias_gelu(fn) -> Report:
         if not len(bad):
             return None
         i, j = bad[0].tolist()
-        return (f"shape {tuple(got.shape)} (seed {seed}): {len(bad)} wrong, first at [{i}, {j}]: expected "
-                f"{ref[i, j].item():.7g}, got {got[i, j].item():.7g}")
+        return (
+            f"shape {tuple(got.shape)} (seed {seed}): {len(bad)} wrong, first at [{i}, {j}]: expected "
+            f"{ref[i, j].item():.7g}, got {got[i, j].item():.7g}"
+        )
 
-    return check_kernel("bias_gelu", fn, cases, out=lambda c: (c["x"].shape, torch.float32),
-                        reference=lambda c: gelu_ref(c["x"], c["bias"]), mismatch=mismatch)
+    return check_kernel(
+        "bias_gelu",
+        fn,
+        cases,
+        out=lambda c: (c["x"].shape, torch.float32),
+        reference=lambda c: gelu_ref(c["x"], c["bias"]),
+        mismatch=mismatch,
+    )
 
 
 check_bias_gelu.solution = ex09_kernels.bias_gelu

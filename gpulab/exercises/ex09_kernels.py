@@ -1,4 +1,5 @@
 """Reference solution kernel for lesson 09's fused bias + GELU exercise (hidden behind show_solution)."""
+
 import torch
 import triton
 import triton.language as tl

@@ -15,6 +15,7 @@ A store far beyond the guards (a grid hundreds of times too large) can still cor
 interpreter; the guards make every usual mistake land inside memory the checker owns. The idea is
 Triton-Puzzles' and CS336's: a spec, a stub, a checker with awkward sizes (STYLE.md, "Exercises").
 """
+
 from __future__ import annotations
 
 import math
@@ -46,7 +47,7 @@ class Guarded:
         ints = _INT_VIEW[self.itemsize]
         self.bits = torch.full((self.g + self.n + self.g,), self.poison, dtype=ints, device=device)
         self.buf = self.bits.view(dtype)
-        self.view = self.buf[self.g:self.g + self.n].view(shape)
+        self.view = self.buf[self.g : self.g + self.n].view(shape)
         if fill is not None:
             self.view.copy_(fill)
 
@@ -55,15 +56,15 @@ class Guarded:
 
     def written_before(self) -> int:
         """How many guard elements before the view were overwritten."""
-        return int((~self._poisoned(self.bits[:self.g])).sum())
+        return int((~self._poisoned(self.bits[: self.g])).sum())
 
     def written_after(self) -> int:
         """How many guard elements after the view were overwritten."""
-        return int((~self._poisoned(self.bits[self.g + self.n:])).sum())
+        return int((~self._poisoned(self.bits[self.g + self.n :])).sum())
 
     def unwritten(self) -> torch.Tensor:
         """A bool mask over the view's elements (flat) still holding poison."""
-        return self._poisoned(self.bits[self.g:self.g + self.n]).cpu()
+        return self._poisoned(self.bits[self.g : self.g + self.n]).cpu()
 
 
 def diagnose(out: Guarded, ref64: torch.Tensor, inputs: list[Guarded], mismatch=None) -> str | None:
@@ -72,10 +73,14 @@ def diagnose(out: Guarded, ref64: torch.Tensor, inputs: list[Guarded], mismatch=
     values (default: one ulp of out's dtype, ``tolerances.elementwise_mismatch``)."""
     after, before = out.written_after(), out.written_before()
     if after:
-        return (f"wrote {after} element{'s' * (after > 1)} past the end of out (n={out.n}): mask the store, "
-                "e.g. tl.store(out_ptr + offs, result, mask=offs < n)")
+        return (
+            f"wrote {after} element{'s' * (after > 1)} past the end of out (n={out.n}): mask the store, "
+            "e.g. tl.store(out_ptr + offs, result, mask=offs < n)"
+        )
     if before:
-        return f"wrote {before} element(s) before the start of out: check the offsets (pid * BLOCK + tl.arange(0, BLOCK))"
+        return (
+            f"wrote {before} element(s) before the start of out: check the offsets (pid * BLOCK + tl.arange(0, BLOCK))"
+        )
     for inp in inputs:
         if inp.written_after() or inp.written_before():
             return "wrote into memory next to an input: a store goes through the wrong pointer or offset"
@@ -84,16 +89,20 @@ def diagnose(out: Guarded, ref64: torch.Tensor, inputs: list[Guarded], mismatch=
         first = int(unwritten.nonzero()[0])
         count = int(unwritten.sum())
         if count == out.n - first:
-            return (f"elements {first} to {out.n - 1} of out were never written (n={out.n}): the grid is too "
-                    "small; launch triton.cdiv(n, BLOCK) programs")
+            return (
+                f"elements {first} to {out.n - 1} of out were never written (n={out.n}): the grid is too "
+                "small; launch triton.cdiv(n, BLOCK) programs"
+            )
         return f"{count} of {out.n} elements of out were never written, the first at flat index {first}"
     got = out.view.detach().double().cpu()
     ref = ref64.double().cpu().reshape(got.shape)
     nan_in = torch.isnan(got) & ~torch.isnan(ref)
     if nan_in.any() and inputs:
         i = int(nan_in.flatten().nonzero()[0])
-        return (f"out[{i}] (flat) is NaN where the reference is {ref.flatten()[i].item():.6g}: a load read past "
-                "the end of an input (its guard holds NaN); mask the load too")
+        return (
+            f"out[{i}] (flat) is NaN where the reference is {ref.flatten()[i].item():.6g}: a load read past "
+            "the end of an input (its guard holds NaN); mask the load too"
+        )
     msg = (mismatch or (lambda g, r: elementwise_mismatch(g, r, out.view.dtype)))(out.view, ref)
     return None if msg is None else f"values differ: {msg}"
 
@@ -107,9 +116,11 @@ def check_kernel(name: str, fn, cases: list[dict], *, out, reference, mismatch=N
     The call is ``fn(*case.values(), out)``. NotImplementedError on the first case means "not attempted";
     any other exception is reported for that case, never raised.
     """
+
     def launch(fn, case):
-        guarded_in = {k: Guarded(v.shape, v.dtype, v.device, fill=v) for k, v in case.items()
-                      if isinstance(v, torch.Tensor)}
+        guarded_in = {
+            k: Guarded(v.shape, v.dtype, v.device, fill=v) for k, v in case.items() if isinstance(v, torch.Tensor)
+        }
         args = [guarded_in[k].view if k in guarded_in else v for k, v in case.items()]
         shape, dtype = out(case)
         device = next((v.device for v in case.values() if isinstance(v, torch.Tensor)), "cpu")

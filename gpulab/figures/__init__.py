@@ -6,4 +6,5 @@ fallback) are in ``gpulab.widgets``, the roofline in ``gpulab.plots``. Notebooks
 figures`` and call ``figures.lesson07.WaveExplorer(...)``: the names never collide with the suites
 (``gpulab.bench.lessonNN``) or the exercises (``gpulab.exercises.exNN``).
 """
+
 from . import lesson00, lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07, lesson08, lesson09  # noqa: F401

@@ -5,6 +5,7 @@ and a lesson00 record from ``python -m gpulab.bench --only lesson00``), never fr
 ``data`` is a lesson00 record (``gpulab.bench.lesson00.run``) or None; with None the staircase and latency
 figures draw the model alone and say in their title that no recording exists yet.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,14 +38,20 @@ def _byte_ticks(lo: float, hi: float) -> dict:
     ("1 MB", not plotly's "1M", and never "1B", which reads as one byte)."""
     names = {0: "B", 3: "kB", 6: "MB", 9: "GB", 12: "TB"}
     vals = [10.0**k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
-    text = [f"{10 ** (k % 3)} {names[k - k % 3]}" for k in range(math.floor(math.log10(lo)),
-                                                               math.ceil(math.log10(hi)) + 1)]
+    text = [
+        f"{10 ** (k % 3)} {names[k - k % 3]}" for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    ]
     return dict(tickvals=vals, ticktext=text)
 
 
 def _layout(fig: go.Figure, title: str, height: int = 430) -> go.Figure:
-    fig.update_layout(title=dict(text=title, font=dict(size=13)), template="plotly_white", height=height,
-                      margin=dict(l=70, r=30, t=70, b=60), legend=dict(orientation="h", y=-0.2, font=dict(size=11)))
+    fig.update_layout(
+        title=dict(text=title, font=dict(size=13)),
+        template="plotly_white",
+        height=height,
+        margin=dict(l=70, r=30, t=70, b=60),
+        legend=dict(orientation="h", y=-0.2, font=dict(size=11)),
+    )
     return fig
 
 
@@ -66,17 +73,30 @@ def hierarchy_figure(spec: hardware.GPUSpec, data: dict | None = None) -> go.Fig
         labels.append(where + "<br>" + (", ".join(bw) or "bandwidth: not recorded"))
     sizes = [lv.device_bytes for lv in levels]
     fig = go.Figure()
-    fig.add_bar(y=[lv.name for lv in levels], x=sizes, orientation="h",
-                marker_color=[LEVEL_COLORS[lv.name] for lv in levels], text=labels, textposition="inside",
-                insidetextanchor="start", textfont=dict(color="white", size=12),
-                hovertemplate="%{y}: %{text}<extra></extra>", showlegend=False)
+    fig.add_bar(
+        y=[lv.name for lv in levels],
+        x=sizes,
+        orientation="h",
+        marker_color=[LEVEL_COLORS[lv.name] for lv in levels],
+        text=labels,
+        textposition="inside",
+        insidetextanchor="start",
+        textfont=dict(color="white", size=12),
+        hovertemplate="%{y}: %{text}<extra></extra>",
+        showlegend=False,
+    )
     # bars start at the left edge: leave them room for their two lines of text
     lo = 10 ** (math.log10(min(sizes)) - 2.5)
-    fig.update_xaxes(type="log", title="capacity on the whole GPU (bytes; log scale)",
-                     range=[math.log10(lo), math.log10(max(sizes)) + 0.2], **_byte_ticks(lo, max(sizes)))
+    fig.update_xaxes(
+        type="log",
+        title="capacity on the whole GPU (bytes; log scale)",
+        range=[math.log10(lo), math.log10(max(sizes)) + 0.2],
+        **_byte_ticks(lo, max(sizes)),
+    )
     fig.update_yaxes(autorange="reversed", title=None)  # nearest the compute units on top
-    return _layout(fig, f"{spec.name}: the memory hierarchy, small and fast at the top, large and slow at the bottom",
-                   height=360)
+    return _layout(
+        fig, f"{spec.name}: the memory hierarchy, small and fast at the top, large and slow at the bottom", height=360
+    )
 
 
 def staircase_figure(data: dict | None, spec: hardware.GPUSpec) -> go.Figure:
@@ -90,35 +110,59 @@ def staircase_figure(data: dict | None, spec: hardware.GPUSpec) -> go.Figure:
         st = data["staircase"]
         ws = [r["working_set"] for r in st]
         lo_ws, hi_ws = min(ws), max(ws)
-        for shared, name, color in ((False, "measured: every SM reads the whole set", COLORS[0]),
-                                    (True, "measured: each SM reads its own share, past its L1", COLORS[2])):
+        for shared, name, color in (
+            (False, "measured: every SM reads the whole set", COLORS[0]),
+            (True, "measured: each SM reads its own share, past its L1", COLORS[2]),
+        ):
             rs = [r for r in st if r["l2_only"] == shared]
             if not rs:
                 continue
             up = [r["bytes_read"] / (r["p20_ms"] * 1e9) - r["tbps"] for r in rs]  # the 20th percentile time: faster
             down = [r["tbps"] - r["bytes_read"] / (r["p80_ms"] * 1e9) for r in rs]
-            fig.add_scatter(x=[r["working_set"] for r in rs], y=[r["tbps"] for r in rs], mode="lines+markers",
-                            name=name, line=dict(color=color),
-                            error_y=dict(type="data", symmetric=False, array=up, arrayminus=down),
-                            hovertemplate="%{x:.3s}B: %{y:.3g} TB/s<extra></extra>")
+            fig.add_scatter(
+                x=[r["working_set"] for r in rs],
+                y=[r["tbps"] for r in rs],
+                mode="lines+markers",
+                name=name,
+                line=dict(color=color),
+                error_y=dict(type="data", symmetric=False, array=up, arrayminus=down),
+                hovertemplate="%{x:.3s}B: %{y:.3g} TB/s<extra></extra>",
+            )
         plateaus = fits(data, spec)["plateaus"]
         model = [memory.expected_tbps(w, spec, plateaus) for w in ws]
-        fig.add_scatter(x=ws, y=model, mode="lines", name="model: each level's plateau", line=dict(shape="hv",
-                        dash="dot", color="#444"))
+        fig.add_scatter(
+            x=ws,
+            y=model,
+            mode="lines",
+            name="model: each level's plateau",
+            line=dict(shape="hv", dash="dot", color="#444"),
+        )
         ymax = max(r["tbps"] for r in st)
         title = f"{spec.name}: read bandwidth against working set (fp32, {data['device']['name']})"
     else:
         lo_ws, hi_ws = 4096, 4 * 2**30
         ymax = spec.hbm_tbps
         title = f"{spec.name}: read bandwidth against working set: model only<br>{NO_RECORDING}"
-    fig.add_scatter(x=[lo_ws, hi_ws], y=[spec.hbm_tbps] * 2, mode="lines", name=f"datasheet HBM {spec.hbm_tbps:g} TB/s",
-                    line=dict(color=LEVEL_COLORS["HBM"], dash="dash"))
+    fig.add_scatter(
+        x=[lo_ws, hi_ws],
+        y=[spec.hbm_tbps] * 2,
+        mode="lines",
+        name=f"datasheet HBM {spec.hbm_tbps:g} TB/s",
+        line=dict(color=LEVEL_COLORS["HBM"], dash="dash"),
+    )
     ytop = 1.15 * max(ymax, spec.hbm_tbps)
     for lv, label in ((l1, f"L1 of one SM: {_bytes(l1.capacity)}"), (l2, f"L2: {_bytes(l2.capacity)}")):
         if lo_ws <= lv.capacity <= hi_ws:
-            fig.add_scatter(x=[lv.capacity] * 2, y=[0, ytop], mode="lines", name=label,
-                            line=dict(color=LEVEL_COLORS[lv.name], width=1.5))
-    fig.update_xaxes(type="log", title="working set (bytes)", range=_log_range(lo_ws, hi_ws), **_byte_ticks(lo_ws, hi_ws))
+            fig.add_scatter(
+                x=[lv.capacity] * 2,
+                y=[0, ytop],
+                mode="lines",
+                name=label,
+                line=dict(color=LEVEL_COLORS[lv.name], width=1.5),
+            )
+    fig.update_xaxes(
+        type="log", title="working set (bytes)", range=_log_range(lo_ws, hi_ws), **_byte_ticks(lo_ws, hi_ws)
+    )
     fig.update_yaxes(title="read bandwidth (TB/s)", range=[0, ytop])
     return _layout(fig, title)
 
@@ -133,22 +177,44 @@ def little_figure(data: dict | None, spec: hardware.GPUSpec, example_latency_ns:
         rows, b = data["latency"]["rows"], data["latency"]["bytes_per_warp"]
         warps = [r["warps"] for r in rows]
         latency, peak = memory.fit_little(warps, [r["tbps"] for r in rows], b)
-        fig.add_scatter(x=warps, y=[r["tbps"] for r in rows], mode="markers+lines", name="measured (median)",
-                        line=dict(color=COLORS[0]), hovertemplate="%{x} warps: %{y:.3g} TB/s<extra></extra>")
-        title = (f"{spec.name}: latency hiding, copy on a limited grid (Little's law fit: {latency:.0f} ns, "
-                 f"{peak:.2f} TB/s, {memory.bytes_in_flight(peak, latency) / 2**20:.2f} MiB in flight)")
+        fig.add_scatter(
+            x=warps,
+            y=[r["tbps"] for r in rows],
+            mode="markers+lines",
+            name="measured (median)",
+            line=dict(color=COLORS[0]),
+            hovertemplate="%{x} warps: %{y:.3g} TB/s<extra></extra>",
+        )
+        title = (
+            f"{spec.name}: latency hiding, copy on a limited grid (Little's law fit: {latency:.0f} ns, "
+            f"{peak:.2f} TB/s, {memory.bytes_in_flight(peak, latency) / 2**20:.2f} MiB in flight)"
+        )
         ymax = max(r["tbps"] for r in rows)
         lo, hi = min(warps), max(warps)
     else:
         b, latency, peak = 2048, example_latency_ns, spec.hbm_tbps
         lo, hi = 4, 4 * 4096
         ymax = peak
-        title = (f"{spec.name}: Little's law with an example latency of {latency:g} ns (2 KiB per warp): model "
-                 f"only<br>{NO_RECORDING}")
-    xs = sorted({lo, hi, *[round(lo * (hi / lo) ** (i / 60)) for i in range(61)],
-                 max(lo, min(hi, round(memory.warps_to_saturate(peak, latency, b))))})
-    fig.add_scatter(x=xs, y=memory.little_tbps(xs, b, latency, peak), mode="lines", name="Little's law: "
-                    "min(peak, warps x bytes per warp / latency)", line=dict(color="#444", dash="dot"), showlegend=True)
+        title = (
+            f"{spec.name}: Little's law with an example latency of {latency:g} ns (2 KiB per warp): model "
+            f"only<br>{NO_RECORDING}"
+        )
+    xs = sorted(
+        {
+            lo,
+            hi,
+            *[round(lo * (hi / lo) ** (i / 60)) for i in range(61)],
+            max(lo, min(hi, round(memory.warps_to_saturate(peak, latency, b)))),
+        }
+    )
+    fig.add_scatter(
+        x=xs,
+        y=memory.little_tbps(xs, b, latency, peak),
+        mode="lines",
+        name="Little's law: min(peak, warps x bytes per warp / latency)",
+        line=dict(color="#444", dash="dot"),
+        showlegend=True,
+    )
     fig.update_xaxes(type="log", title="warps in flight (programs x 4)", range=_log_range(lo, hi), dtick=1)
     fig.update_yaxes(title="copy bandwidth (TB/s, read + write)", range=[0, 1.15 * ymax])
     return _layout(fig, title)
@@ -169,21 +235,38 @@ def ridge_generations_figure() -> go.Figure:
             seen[r["year"]] = k + 1
             xs.append(r["year"] + 0.18 * k)
             positions.append("middle right" if k % 2 == 0 else "middle left")
-        fig.add_scatter(x=xs, y=[r["ridge"] for r in rs], mode="markers+text", name=f"{kind}s",
-                        text=[r["name"] for r in rs], textposition=positions, textfont=dict(size=10),
-                        marker=dict(symbol=symbol, size=10, color=color),
-                        customdata=[[r["dtype"], r["peak_tflops"], r["hbm_tbps"]] for r in rs],
-                        hovertemplate="%{text}: %{y:.0f} FLOP/B<br>%{customdata[0]} %{customdata[1]:g} TFLOP/s / "
-                                      "%{customdata[2]:.3g} TB/s<extra></extra>")
+        fig.add_scatter(
+            x=xs,
+            y=[r["ridge"] for r in rs],
+            mode="markers+text",
+            name=f"{kind}s",
+            text=[r["name"] for r in rs],
+            textposition=positions,
+            textfont=dict(size=10),
+            marker=dict(symbol=symbol, size=10, color=color),
+            customdata=[[r["dtype"], r["peak_tflops"], r["hbm_tbps"]] for r in rs],
+            hovertemplate="%{text}: %{y:.0f} FLOP/B<br>%{customdata[0]} %{customdata[1]:g} TFLOP/s / "
+            "%{customdata[2]:.3g} TB/s<extra></extra>",
+        )
     years = [r["year"] for r in rows]
-    fig.add_scatter(x=[min(years) - 0.5, max(years) + 0.9], y=[100, 100], mode="lines",
-                    name="the lecture's imaginary accelerator: 100 FLOP/B", line=dict(color="#888", dash="dash"))
+    fig.add_scatter(
+        x=[min(years) - 0.5, max(years) + 0.9],
+        y=[100, 100],
+        mode="lines",
+        name="the lecture's imaginary accelerator: 100 FLOP/B",
+        line=dict(color="#888", dash="dash"),
+    )
     ridges = [r["ridge"] for r in rows] + [100]
     fig.update_xaxes(title="year announced", range=[min(years) - 0.5, max(years) + 0.9], dtick=1)
-    fig.update_yaxes(type="log", title="ridge point (FLOP per byte of HBM)",
-                     range=_log_range(min(ridges), max(ridges), 0.12))
-    return _layout(fig, "Compute grew faster than memory bandwidth: the ridge point of each generation "
-                        "(16-bit tensor/MXU peak / HBM bandwidth)", height=460)
+    fig.update_yaxes(
+        type="log", title="ridge point (FLOP per byte of HBM)", range=_log_range(min(ridges), max(ridges), 0.12)
+    )
+    return _layout(
+        fig,
+        "Compute grew faster than memory bandwidth: the ridge point of each generation "
+        "(16-bit tensor/MXU peak / HBM bandwidth)",
+        height=460,
+    )
 
 
 def ceilings_figure(profile: dict, spec=None, where: str = ""):
@@ -191,17 +274,47 @@ def ceilings_figure(profile: dict, spec=None, where: str = ""):
     (``profile``: a device-profile dict with ``copy_tbps`` and ``matmul_tflops``) beside the datasheet
     (``spec``: a ``hardware.GPUSpec``, or None when the table does not know this GPU), each datasheet bar
     labelled with the fraction of it that was measured. ``where`` names the source (the title)."""
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.25, 0.75], subplot_titles=("HBM copy (TB/s)", "matmul (TFLOP/s)"))
+    fig = make_subplots(
+        rows=1, cols=2, column_widths=[0.25, 0.75], subplot_titles=("HBM copy (TB/s)", "matmul (TFLOP/s)")
+    )
     dtypes = [d for d, r in profile["matmul_tflops"].items() if r]
-    fig.add_bar(x=["copy"], y=[profile["copy_tbps"]], name="measured", marker_color="#1f77b4", row=1, col=1,
-                text=[f"{profile['copy_tbps']:.2f}"])
-    fig.add_bar(x=dtypes, y=[profile["matmul_tflops"][d] for d in dtypes], name="measured", marker_color="#1f77b4",
-                showlegend=False, row=1, col=2)
+    fig.add_bar(
+        x=["copy"],
+        y=[profile["copy_tbps"]],
+        name="measured",
+        marker_color="#1f77b4",
+        row=1,
+        col=1,
+        text=[f"{profile['copy_tbps']:.2f}"],
+    )
+    fig.add_bar(
+        x=dtypes,
+        y=[profile["matmul_tflops"][d] for d in dtypes],
+        name="measured",
+        marker_color="#1f77b4",
+        showlegend=False,
+        row=1,
+        col=2,
+    )
     if spec is not None:
-        fig.add_bar(x=["copy"], y=[spec.hbm_tbps], name=f"datasheet {spec.name}", marker_color="#bbbbbb", row=1, col=1,
-                    text=[f"{profile['copy_tbps'] / spec.hbm_tbps:.0%}"])
-        fig.add_bar(x=dtypes, y=[spec.peak_tflops[d] for d in dtypes], marker_color="#bbbbbb", showlegend=False,
-                    text=[f"{profile['matmul_tflops'][d] / spec.peak_tflops[d]:.0%}" for d in dtypes], row=1, col=2)
+        fig.add_bar(
+            x=["copy"],
+            y=[spec.hbm_tbps],
+            name=f"datasheet {spec.name}",
+            marker_color="#bbbbbb",
+            row=1,
+            col=1,
+            text=[f"{profile['copy_tbps'] / spec.hbm_tbps:.0%}"],
+        )
+        fig.add_bar(
+            x=dtypes,
+            y=[spec.peak_tflops[d] for d in dtypes],
+            marker_color="#bbbbbb",
+            showlegend=False,
+            text=[f"{profile['matmul_tflops'][d] / spec.peak_tflops[d]:.0%}" for d in dtypes],
+            row=1,
+            col=2,
+        )
     rates = [profile["matmul_tflops"][d] for d in dtypes] + ([spec.peak_tflops[d] for d in dtypes] if spec else [])
     # fp32 on the CUDA cores is ~20x below fp8 on the tensor cores: a log axis, labelled at 1, 2, 5 x 10^k, with
     # room above the tallest bar for its label
@@ -210,7 +323,12 @@ def ceilings_figure(profile: dict, spec=None, where: str = ""):
     copy_top = max(profile["copy_tbps"], spec.hbm_tbps if spec else 0)
     fig.update_yaxes(row=1, col=1, range=[0, 1.15 * copy_top])
     fig.update_traces(textposition="outside", cliponaxis=False, textfont_size=11)
-    fig.update_layout(title=dict(text=f"Measured beside the datasheet:<br>{where}", font=dict(size=12)), barmode="group",
-                      template="plotly_white", height=440, margin=dict(l=60, r=30, t=90, b=60),
-                      legend=dict(orientation="h", y=-0.15, font=dict(size=11)))
+    fig.update_layout(
+        title=dict(text=f"Measured beside the datasheet:<br>{where}", font=dict(size=12)),
+        barmode="group",
+        template="plotly_white",
+        height=440,
+        margin=dict(l=60, r=30, t=90, b=60),
+        legend=dict(orientation="h", y=-0.15, font=dict(size=11)),
+    )
     return fig

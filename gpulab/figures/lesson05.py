@@ -3,6 +3,7 @@ a size chosen by slider, and the time against n beside the byte model.
 
 Models: ``gpulab.recompute``. Figures hold plain lists.
 """
+
 from __future__ import annotations
 
 import ipywidgets as W
@@ -17,20 +18,35 @@ from ..recompute import WAYS, memory_model
 #: (phase, what runs, the tensors alive once it has run); a tensor is freed at the first step after its last
 #: use. Its largest count is the model's peak, its count after "loss = y.sum()" what is held between passes.
 MEMORY_STEPS = {
-    "eager": [("forward", "s1 = s(x)", ["s1"]), ("forward", "s2 = s(s1)", ["s1", "s2"]),
-              ("forward", "s3 = y = s(s2)", ["s1", "s2", "s3"]), ("forward", "loss = y.sum()", ["s1", "s2", "s3"]),
-              ("backward", "g2 = dy·s3(1-s3)", ["s1", "s2", "s3", "g2"]),
-              ("backward", "g1 = g2·s2(1-s2)", ["s1", "s2", "g2", "g1"]),
-              ("backward", "dx = g1·s1(1-s1)", ["s1", "g1", "dx"]), ("backward", "done", ["dx"])],
-    "checkpoint": [("forward", "s1 = s(x)", ["s1"]), ("forward", "s2 = s(s1)", ["s1", "s2"]),
-                   ("forward", "s3 = y = s(s2)", ["s2", "s3"]), ("forward", "loss = y.sum()", []),
-                   ("backward", "rerun s1", ["s1"]), ("backward", "rerun s2", ["s1", "s2"]),
-                   ("backward", "rerun s3", ["s1", "s2", "s3"]),
-                   ("backward", "g2 = dy·s3(1-s3)", ["s1", "s2", "s3", "g2"]),
-                   ("backward", "g1 = g2·s2(1-s2)", ["s1", "s2", "g2", "g1"]),
-                   ("backward", "dx = g1·s1(1-s1)", ["s1", "g1", "dx"]), ("backward", "done", ["dx"])],
-    "fused": [("forward", "y = s(s(s(x)))", ["y"]), ("forward", "loss = y.sum()", []),
-              ("backward", "dx, s1..s3 in registers", ["dx"]), ("backward", "done", ["dx"])],
+    "eager": [
+        ("forward", "s1 = s(x)", ["s1"]),
+        ("forward", "s2 = s(s1)", ["s1", "s2"]),
+        ("forward", "s3 = y = s(s2)", ["s1", "s2", "s3"]),
+        ("forward", "loss = y.sum()", ["s1", "s2", "s3"]),
+        ("backward", "g2 = dy·s3(1-s3)", ["s1", "s2", "s3", "g2"]),
+        ("backward", "g1 = g2·s2(1-s2)", ["s1", "s2", "g2", "g1"]),
+        ("backward", "dx = g1·s1(1-s1)", ["s1", "g1", "dx"]),
+        ("backward", "done", ["dx"]),
+    ],
+    "checkpoint": [
+        ("forward", "s1 = s(x)", ["s1"]),
+        ("forward", "s2 = s(s1)", ["s1", "s2"]),
+        ("forward", "s3 = y = s(s2)", ["s2", "s3"]),
+        ("forward", "loss = y.sum()", []),
+        ("backward", "rerun s1", ["s1"]),
+        ("backward", "rerun s2", ["s1", "s2"]),
+        ("backward", "rerun s3", ["s1", "s2", "s3"]),
+        ("backward", "g2 = dy·s3(1-s3)", ["s1", "s2", "s3", "g2"]),
+        ("backward", "g1 = g2·s2(1-s2)", ["s1", "s2", "g2", "g1"]),
+        ("backward", "dx = g1·s1(1-s1)", ["s1", "g1", "dx"]),
+        ("backward", "done", ["dx"]),
+    ],
+    "fused": [
+        ("forward", "y = s(s(s(x)))", ["y"]),
+        ("forward", "loss = y.sum()", []),
+        ("backward", "dx, s1..s3 in registers", ["dx"]),
+        ("backward", "done", ["dx"]),
+    ],
 }
 PHASE_COLORS = {"forward": "#1f77b4", "backward": "#ff7f0e"}
 
@@ -54,19 +70,43 @@ def memory_steps_figure(n: int = 2**28, itemsize: int = 4):
         steps = MEMORY_STEPS[way]
         for phase, color in PHASE_COLORS.items():
             idx = [i for i, s in enumerate(steps) if s[0] == phase]
-            fig.add_bar(x=[_tick(steps[i][1]) for i in idx], y=[len(steps[i][2]) * gib for i in idx],
-                        text=[" ".join(steps[i][2]) or "nothing" for i in idx],
-                        textposition="outside", cliponaxis=False, marker_color=color, name=phase,
-                        legendgroup=phase, showlegend=row == 1, row=row, col=1)
-        fig.update_xaxes(type="category", categoryorder="array", categoryarray=[_tick(s[1]) for s in steps],
-                         tickangle=0, tickfont_size=11, row=row, col=1)
-        fig.update_yaxes(title_text="GiB", matches="y", row=row, col=1)   # one scale: the ways compare by height
-    fig.update_layout(title=dict(text=f"live memory above x, step by step: loss = y.sum(), n = {n:,} elements of "
-                                      f"{itemsize} B<br><sup>model by hand (gpulab.recompute); each tensor "
-                                      f"{gib:.3g} GiB</sup>", font_size=13),
-                      height=760, template="plotly_white", margin=dict(t=100, b=40), bargap=0.35,
-                      uniformtext=dict(minsize=11, mode="show"),
-                      legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"))
+            fig.add_bar(
+                x=[_tick(steps[i][1]) for i in idx],
+                y=[len(steps[i][2]) * gib for i in idx],
+                text=[" ".join(steps[i][2]) or "nothing" for i in idx],
+                textposition="outside",
+                cliponaxis=False,
+                marker_color=color,
+                name=phase,
+                legendgroup=phase,
+                showlegend=row == 1,
+                row=row,
+                col=1,
+            )
+        fig.update_xaxes(
+            type="category",
+            categoryorder="array",
+            categoryarray=[_tick(s[1]) for s in steps],
+            tickangle=0,
+            tickfont_size=11,
+            row=row,
+            col=1,
+        )
+        fig.update_yaxes(title_text="GiB", matches="y", row=row, col=1)  # one scale: the ways compare by height
+    fig.update_layout(
+        title=dict(
+            text=f"live memory above x, step by step: loss = y.sum(), n = {n:,} elements of "
+            f"{itemsize} B<br><sup>model by hand (gpulab.recompute); each tensor "
+            f"{gib:.3g} GiB</sup>",
+            font_size=13,
+        ),
+        height=760,
+        template="plotly_white",
+        margin=dict(t=100, b=40),
+        bargap=0.35,
+        uniformtext=dict(minsize=11, mode="show"),
+        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
+    )
     fig.update_annotations(font_size=12)
     return fig
 
@@ -83,21 +123,38 @@ class SizeExplorer:
         if data:
             exps = sorted(s.bit_length() - 1 for s in data["sizes"])
             step = min((b - a for a, b in zip(exps, exps[1:])), default=1)
-            self.k = widgets.slider(W.IntSlider, value=exps[0], min=exps[0], max=exps[-1], step=step,
-                                    description="n = 2**k, k")
-            fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
-                                subplot_titles=("extra peak memory", "forward + backward time"))
+            self.k = widgets.slider(
+                W.IntSlider, value=exps[0], min=exps[0], max=exps[-1], step=step, description="n = 2**k, k"
+            )
+            fig = make_subplots(
+                rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=("extra peak memory", "forward + backward time")
+            )
         else:
             self.k = widgets.slider(W.IntSlider, value=20, min=10, max=30, step=1, description="n = 2**k, k")
             fig = make_subplots(rows=1, cols=1, subplot_titles=("extra peak memory",))
         fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="memory, model (by hand)", marker_color="#9e9e9e", row=1, col=1)
         if data:
             fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="memory, measured", marker_color="#1f77b4", row=1, col=1)
-            fig.add_bar(x=list(WAYS), y=[0.0] * 3, name="time, measured", marker_color="#d62728", row=1, col=2,
-                        text=[""] * 3, textposition="outside", cliponaxis=False)
+            fig.add_bar(
+                x=list(WAYS),
+                y=[0.0] * 3,
+                name="time, measured",
+                marker_color="#d62728",
+                row=1,
+                col=2,
+                text=[""] * 3,
+                textposition="outside",
+                cliponaxis=False,
+            )
             fig.update_yaxes(title_text="ms", row=1, col=2)
-        fig.update_layout(height=420, template="plotly_white", barmode="group", title_font_size=13,
-                          margin=dict(t=110), legend=dict(orientation="h", y=-0.15))
+        fig.update_layout(
+            height=420,
+            template="plotly_white",
+            barmode="group",
+            title_font_size=13,
+            margin=dict(t=110),
+            legend=dict(orientation="h", y=-0.15),
+        )
         fig.update_annotations(font_size=12)
         self._change()(fig)  # the first state goes into the figure before it becomes a widget
         self.live = widgets.LiveFigure(fig)
@@ -130,8 +187,9 @@ class SizeExplorer:
                 fig.data[1].y, fig.data[2].y = measured, times
                 fig.data[2].text = [f"{t * 1e3:.0f} µs" if t < 1 else f"{t:.2f} ms" for t in times]
                 fig.layout.yaxis2.range = [0, max(times) * 1.2]
-            fig.layout.title.text = (f"n = 2**{self.k.value} = {n:,} elements of {self.itemsize} bytes"
-                                     f"<br><sup>{note}</sup>")
+            fig.layout.title.text = (
+                f"n = 2**{self.k.value} = {n:,} elements of {self.itemsize} bytes<br><sup>{note}</sup>"
+            )
 
         return change
 
@@ -143,12 +201,27 @@ def time_figure(data: dict, copy_tbps: float, where: str = ""):
     for i, way in enumerate(WAYS):
         rs = [r for r in data["rows"] if r["way"] == way]
         color = plots.COLORS[i]
-        fig.add_scatter(x=[r["n"] for r in rs], y=[r["ms"] for r in rs], mode="lines+markers", name=f"{way}, measured",
-                        line=dict(color=color))
-        fig.add_scatter(x=[r["n"] for r in rs], y=[r["bytes_moved"] / (copy_tbps * 1e12) * 1e3 for r in rs],
-                        mode="lines", name=f"{way}, model: bytes / copy bandwidth", line=dict(color=color, dash="dot"))
-    fig.update_layout(title=dict(text=f"forward + backward time, fp32<br><sup>{where}</sup>", font_size=13),
-                      height=470, template="plotly_white", margin=dict(t=90),
-                      legend=dict(orientation="h", y=-0.2),
-                      xaxis=dict(type="log", title="n (elements)"), yaxis=dict(type="log", title="ms"))
+        fig.add_scatter(
+            x=[r["n"] for r in rs],
+            y=[r["ms"] for r in rs],
+            mode="lines+markers",
+            name=f"{way}, measured",
+            line=dict(color=color),
+        )
+        fig.add_scatter(
+            x=[r["n"] for r in rs],
+            y=[r["bytes_moved"] / (copy_tbps * 1e12) * 1e3 for r in rs],
+            mode="lines",
+            name=f"{way}, model: bytes / copy bandwidth",
+            line=dict(color=color, dash="dot"),
+        )
+    fig.update_layout(
+        title=dict(text=f"forward + backward time, fp32<br><sup>{where}</sup>", font_size=13),
+        height=470,
+        template="plotly_white",
+        margin=dict(t=90),
+        legend=dict(orientation="h", y=-0.2),
+        xaxis=dict(type="log", title="n (elements)"),
+        yaxis=dict(type="log", title="ms"),
+    )
     return fig

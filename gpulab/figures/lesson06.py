@@ -2,6 +2,7 @@
 
 Models: ``gpulab.sectors``. Figures hold plain lists.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,18 +35,28 @@ def _picture(req: WarpRequest) -> dict:
     for xl, xa in zip(lane_x, centres):
         lx += [xl, xa, None]
         ly += [0.92, 0.12, None]
-    return dict(lo=lo, hi=hi, sector_base=[s * g for s in req.sectors], sector_len=[g] * req.n_sectors,
-                sector_text=[f"sector {s}: {used.get(s, 0)} of {g} B used" for s in req.sectors],
-                sector_color=[used.get(s, 0) / g for s in req.sectors],
-                useful_base=list(req.addresses), useful_len=[req.itemsize] * lanes,
-                link_x=lx, link_y=ly, lane_x=lane_x, lane_text=[f"lane {k} -> byte {a}" for k, a in
-                                                               enumerate(req.addresses)])
+    return dict(
+        lo=lo,
+        hi=hi,
+        sector_base=[s * g for s in req.sectors],
+        sector_len=[g] * req.n_sectors,
+        sector_text=[f"sector {s}: {used.get(s, 0)} of {g} B used" for s in req.sectors],
+        sector_color=[used.get(s, 0) / g for s in req.sectors],
+        useful_base=list(req.addresses),
+        useful_len=[req.itemsize] * lanes,
+        link_x=lx,
+        link_y=ly,
+        lane_x=lane_x,
+        lane_text=[f"lane {k} -> byte {a}" for k, a in enumerate(req.addresses)],
+    )
 
 
 def _title(req: WarpRequest, label: str) -> str:
-    return (f"{label}: {len(req.addresses)} lanes touch {req.n_sectors} sectors of {req.sector_bytes} B<br>"
-            f"<sup>{req.useful_bytes} useful bytes of {req.bytes_moved} moved: efficiency "
-            f"{req.efficiency:.1%}</sup>")
+    return (
+        f"{label}: {len(req.addresses)} lanes touch {req.n_sectors} sectors of {req.sector_bytes} B<br>"
+        f"<sup>{req.useful_bytes} useful bytes of {req.bytes_moved} moved: efficiency "
+        f"{req.efficiency:.1%}</sup>"
+    )
 
 
 def _apply_picture(fig, req: WarpRequest, label: str) -> None:
@@ -58,8 +69,9 @@ def _apply_picture(fig, req: WarpRequest, label: str) -> None:
     fig.data[3].x, fig.data[3].y, fig.data[3].text = p["lane_x"], [1.0] * len(p["lane_x"]), p["lane_text"]
     fig.layout.xaxis.range = [p["lo"], p["hi"]]
     span = p["hi"] - p["lo"]
-    fig.layout.xaxis.dtick = req.sector_bytes if span <= 16 * req.sector_bytes else (
-        LINE_BYTES if span <= 16 * LINE_BYTES else None)
+    fig.layout.xaxis.dtick = (
+        req.sector_bytes if span <= 16 * req.sector_bytes else (LINE_BYTES if span <= 16 * LINE_BYTES else None)
+    )
     fig.layout.title.text = _title(req, label)
 
 
@@ -67,20 +79,56 @@ def request_figure(req: WarpRequest, label: str = "warp request", height: int = 
     """A plotly figure of one warp request: lanes on top, a line from each lane to the bytes it reads, and the
     sectors those bytes fall in below (shaded by the fraction of their bytes used). Plain lists only."""
     fig = go.Figure()
-    fig.add_bar(orientation="h", name="sector moved", width=0.34, base=[0], x=[1], y=[0.0], text=[""],
-                hovertemplate="%{text}<extra></extra>", textposition="none",
-                marker=dict(color=[1.0], colorscale=[[0, "#fde0c5"], [1, "#f28e2b"]], cmin=0, cmax=1,
-                            line=dict(color="#8c4a00", width=1)))
-    fig.add_bar(orientation="h", name="bytes a lane asked for", width=0.16, base=[0], x=[1], y=[0.0],
-                marker=dict(color="#1f3b73"), hoverinfo="skip")
-    fig.add_scatter(x=[0], y=[0], mode="lines", name="lane -> address", line=dict(color="#7f7f7f", width=1),
-                    hoverinfo="skip")
-    fig.add_scatter(x=[0], y=[1.0], mode="markers", name="lane", text=[""], hovertemplate="%{text}<extra></extra>",
-                    marker=dict(size=8, color="#1f77b4"))
-    fig.update_layout(barmode="overlay", template="plotly_white", height=height, margin=dict(t=80, l=70),
-                      xaxis=dict(title="byte address (from a 128-byte-aligned line)", showgrid=True),
-                      yaxis=dict(tickvals=[0, 1], ticktext=["memory", "lanes"], range=[-0.3, 1.2]),
-                      legend=dict(orientation="h", y=-0.3), title=dict(text="", font_size=13))
+    fig.add_bar(
+        orientation="h",
+        name="sector moved",
+        width=0.34,
+        base=[0],
+        x=[1],
+        y=[0.0],
+        text=[""],
+        hovertemplate="%{text}<extra></extra>",
+        textposition="none",
+        marker=dict(
+            color=[1.0],
+            colorscale=[[0, "#fde0c5"], [1, "#f28e2b"]],
+            cmin=0,
+            cmax=1,
+            line=dict(color="#8c4a00", width=1),
+        ),
+    )
+    fig.add_bar(
+        orientation="h",
+        name="bytes a lane asked for",
+        width=0.16,
+        base=[0],
+        x=[1],
+        y=[0.0],
+        marker=dict(color="#1f3b73"),
+        hoverinfo="skip",
+    )
+    fig.add_scatter(
+        x=[0], y=[0], mode="lines", name="lane -> address", line=dict(color="#7f7f7f", width=1), hoverinfo="skip"
+    )
+    fig.add_scatter(
+        x=[0],
+        y=[1.0],
+        mode="markers",
+        name="lane",
+        text=[""],
+        hovertemplate="%{text}<extra></extra>",
+        marker=dict(size=8, color="#1f77b4"),
+    )
+    fig.update_layout(
+        barmode="overlay",
+        template="plotly_white",
+        height=height,
+        margin=dict(t=80, l=70),
+        xaxis=dict(title="byte address (from a 128-byte-aligned line)", showgrid=True),
+        yaxis=dict(tickvals=[0, 1], ticktext=["memory", "lanes"], range=[-0.3, 1.2]),
+        legend=dict(orientation="h", y=-0.3),
+        title=dict(text="", font_size=13),
+    )
     _apply_picture(fig, req, label)
     return fig
 
@@ -96,12 +144,18 @@ class SectorExplorer:
     def __init__(self, stride: int = 1, offset: int = 0, itemsize: int = 4, copy_tbps: float | None = None):
         req = warp_request(itemsize, stride, offset * itemsize)  # validates the arguments
         self.copy_tbps = copy_tbps
-        self.stride = widgets.slider(W.IntSlider, value=stride, min=1, max=64, step=1,
-                                     description="stride (elements between lanes)")
-        self.offset = widgets.slider(W.IntSlider, value=offset, min=0, max=31, step=1,
-                                     description="offset (elements from an aligned line)")
-        self.itemsize = W.Dropdown(options=list(ITEMSIZES), value=itemsize, description="bytes per element",
-                                   style={"description_width": "initial"})
+        self.stride = widgets.slider(
+            W.IntSlider, value=stride, min=1, max=64, step=1, description="stride (elements between lanes)"
+        )
+        self.offset = widgets.slider(
+            W.IntSlider, value=offset, min=0, max=31, step=1, description="offset (elements from an aligned line)"
+        )
+        self.itemsize = W.Dropdown(
+            options=list(ITEMSIZES),
+            value=itemsize,
+            description="bytes per element",
+            style={"description_width": "initial"},
+        )
         self.readout = W.HTML()
         fig = request_figure(req, self._label())
         self.live = widgets.LiveFigure(fig)
@@ -115,13 +169,17 @@ class SectorExplorer:
         return warp_request(self.itemsize.value, self.stride.value, self.offset.value * self.itemsize.value)
 
     def _label(self) -> str:
-        return (f"stride {self.stride.value} x {self.itemsize.value} B, offset {self.offset.value * self.itemsize.value} B")
+        return (
+            f"stride {self.stride.value} x {self.itemsize.value} B, offset {self.offset.value * self.itemsize.value} B"
+        )
 
     def _update_readout(self) -> None:
         req, s = self.request, self.itemsize.value
         e = strided_copy_efficiency(self.stride.value, s, self.offset.value * s)
-        text = (f"{req}. A copy <code>y[k] = x[k*stride]</code> (strided read, dense write) moves useful bytes at "
-                f"{e:.1%} of what it moves")
+        text = (
+            f"{req}. A copy <code>y[k] = x[k*stride]</code> (strided read, dense write) moves useful bytes at "
+            f"{e:.1%} of what it moves"
+        )
         if self.copy_tbps:
             text += f": model {self.copy_tbps * e:.3g} TB/s effective at {self.copy_tbps:.3g} TB/s copy bandwidth"
         self.readout.value = text + "."
@@ -139,20 +197,40 @@ def stride_figure(strides, copy_tbps: float, data: dict | None = None, where: st
     strides = list(strides)
     fig = go.Figure()
     for g, dash in ((32, "solid"), (64, "dash"), (128, "dot")):
-        fig.add_scatter(x=strides, y=[predicted_tbps(st, 4, copy_tbps, sector_bytes=g) for st in strides],
-                        mode="lines", line=dict(dash=dash, color="gray"), name=f"model, {g}-byte granule")
+        fig.add_scatter(
+            x=strides,
+            y=[predicted_tbps(st, 4, copy_tbps, sector_bytes=g) for st in strides],
+            mode="lines",
+            line=dict(dash=dash, color="gray"),
+            name=f"model, {g}-byte granule",
+        )
     if data:
         rows = data["stride"]["rows"]
-        fig.add_scatter(x=[r["stride"] for r in rows], y=[r["ours_tbps"] for r in rows], mode="markers+lines",
-                        name="gpulab strided_copy", marker=dict(size=9))
-        fig.add_scatter(x=[r["stride"] for r in rows], y=[r["torch_tbps"] for r in rows], mode="markers",
-                        name="torch y.copy_(x[::stride])", marker=dict(symbol="x", size=9))
-    fig.update_layout(title=dict(text=f"y[k] = x[k·stride], fp32: effective bandwidth against stride<br><sup>{where}</sup>",
-                                 font_size=13),
-                      xaxis=dict(type="log", title="stride (elements)", tickvals=strides),
-                      yaxis=dict(type="log", title="effective TB/s (useful bytes / time)"),
-                      template="plotly_white", height=500, margin=dict(t=90),
-                      legend=dict(orientation="h", y=-0.2))
+        fig.add_scatter(
+            x=[r["stride"] for r in rows],
+            y=[r["ours_tbps"] for r in rows],
+            mode="markers+lines",
+            name="gpulab strided_copy",
+            marker=dict(size=9),
+        )
+        fig.add_scatter(
+            x=[r["stride"] for r in rows],
+            y=[r["torch_tbps"] for r in rows],
+            mode="markers",
+            name="torch y.copy_(x[::stride])",
+            marker=dict(symbol="x", size=9),
+        )
+    fig.update_layout(
+        title=dict(
+            text=f"y[k] = x[k·stride], fp32: effective bandwidth against stride<br><sup>{where}</sup>", font_size=13
+        ),
+        xaxis=dict(type="log", title="stride (elements)", tickvals=strides),
+        yaxis=dict(type="log", title="effective TB/s (useful bytes / time)"),
+        template="plotly_white",
+        height=500,
+        margin=dict(t=90),
+        legend=dict(orientation="h", y=-0.2),
+    )
     return fig
 
 
@@ -160,8 +238,9 @@ def traversal_figure(data: dict, bounds: dict, copy_tbps: float, where: str = ""
     """16384 x 16384 fp32: measured effective bandwidth (TB/s) of each traversal and fp32 transpose of a
     ``gpulab.bench.lesson06`` record, with the per-request sector model's bound (``bounds``: method ->
     (low, high) efficiency, low None where there is none) and perfect reuse (the copy, ``copy_tbps``)."""
-    bars = [(r["method"], r["tbps"]) for r in data["traversal"]["rows"]] + \
-           [(f"transpose {r['method']}", r["tbps"]) for r in data["transpose"]["rows"] if r["dtype"] == "fp32"]
+    bars = [(r["method"], r["tbps"]) for r in data["traversal"]["rows"]] + [
+        (f"transpose {r['method']}", r["tbps"]) for r in data["transpose"]["rows"] if r["dtype"] == "fp32"
+    ]
     # the measured value goes into the bar's label, under the axis: a model mark on the bar cannot cover it
     labels = [f"{name}<br>{tbps:.2f} TB/s" for name, tbps in bars]
     fig = go.Figure(go.Bar(x=labels, y=[b[1] for b in bars], name="measured"))
@@ -171,13 +250,28 @@ def traversal_figure(data: dict, bounds: dict, copy_tbps: float, where: str = ""
         if key in bounds and bounds[key][0]:
             lo_x.append(label)
             lo_y.append(bounds[key][0] * copy_tbps)
-    fig.add_scatter(x=lo_x, y=lo_y, mode="markers", name="model: per-request sectors",
-                    marker=dict(symbol="line-ew", size=40, line=dict(width=3, color="crimson")))
-    fig.add_scatter(x=labels, y=[copy_tbps] * len(bars), mode="lines", name="model: perfect reuse (copy)",
-                    line=dict(dash="dash", color="gray"))
-    fig.update_layout(title=dict(text=f"16384 x 16384 fp32: effective bandwidth<br><sup>{where}</sup>", font_size=13),
-                      yaxis_title="effective TB/s", template="plotly_white", height=460, margin=dict(t=90),
-                      legend=dict(orientation="h", y=-0.25))
+    fig.add_scatter(
+        x=lo_x,
+        y=lo_y,
+        mode="markers",
+        name="model: per-request sectors",
+        marker=dict(symbol="line-ew", size=40, line=dict(width=3, color="crimson")),
+    )
+    fig.add_scatter(
+        x=labels,
+        y=[copy_tbps] * len(bars),
+        mode="lines",
+        name="model: perfect reuse (copy)",
+        line=dict(dash="dash", color="gray"),
+    )
+    fig.update_layout(
+        title=dict(text=f"16384 x 16384 fp32: effective bandwidth<br><sup>{where}</sup>", font_size=13),
+        yaxis_title="effective TB/s",
+        template="plotly_white",
+        height=460,
+        margin=dict(t=90),
+        legend=dict(orientation="h", y=-0.25),
+    )
     return fig
 
 
@@ -192,10 +286,14 @@ def stride_table(data: dict) -> str:
         which = "all" if max(model.values()) < 1.001 * min(model.values()) else f"{g} B"  # the lines coincide
         return f"{which} ({tbps / model[g]:.2f}x)"
 
-    lines = [f"{'stride':>6} {'gpulab':>7} {'torch':>7} {'32 B':>6} {'64 B':>6} {'128 B':>6}   "
-             f"{'gpulab nearest':<15} torch nearest"]
+    lines = [
+        f"{'stride':>6} {'gpulab':>7} {'torch':>7} {'32 B':>6} {'64 B':>6} {'128 B':>6}   "
+        f"{'gpulab nearest':<15} torch nearest"
+    ]
     for r, m in zip(data["stride"]["rows"], model_rows(data)):
         mt = m["model_tbps"]
-        lines.append(f"{r['stride']:6} {r['ours_tbps']:7.3f} {r['torch_tbps']:7.3f} {mt[32]:6.3f} {mt[64]:6.3f} "
-                     f"{mt[128]:6.3f}   {nearest(r['ours_tbps'], mt):<15} {nearest(r['torch_tbps'], mt)}")
+        lines.append(
+            f"{r['stride']:6} {r['ours_tbps']:7.3f} {r['torch_tbps']:7.3f} {mt[32]:6.3f} {mt[64]:6.3f} "
+            f"{mt[128]:6.3f}   {nearest(r['ours_tbps'], mt):<15} {nearest(r['torch_tbps'], mt)}"
+        )
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 Models: ``gpulab.tiling``, ``gpulab.waves``, the teaching kernels' counts (``kernels.matmul_steps``). Figures hold
 plain lists.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,36 +28,75 @@ class TileExplorer:
         self.log2_t = widgets.slider(W.IntSlider, value=T.bit_length() - 1, min=0, max=9, description="log2 T")
         self.stages = widgets.slider(W.IntSlider, value=stages, min=1, max=6, description="pipeline stages")
         self.dtype = W.Dropdown(options=["fp32", "bf16", "fp16", "fp8"], value=dtype, description="dtype")
-        self.gpu = W.Dropdown(options=[g for g, s in hardware.GPUS.items() if s.smem_per_sm_kib], value=gpu,
-                              description="GPU")
+        self.gpu = W.Dropdown(
+            options=[g for g, s in hardware.GPUS.items() if s.smem_per_sm_kib], value=gpu, description="GPU"
+        )
         self.readout = W.HTML()
         self.ts = [2**e for e in range(0, 10)]
-        fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
-                            subplot_titles=("footprint 2T²s x stages (KiB)", "intensity T/s (FLOP/byte)"))
-        fig.add_scatter(x=self.ts, y=[1.0] * len(self.ts), mode="lines+markers", name="footprint of the input tiles",
-                        line=dict(color="#1f77b4"), row=1, col=1)
-        fig.add_scatter(x=self.ts, y=[1.0] * len(self.ts), mode="lines", name="shared memory per SM",
-                        line=dict(dash="dash", color="gray"), row=1, col=1)
-        fig.add_scatter(x=self.ts, y=[1.0] * len(self.ts), mode="lines+markers", name="intensity T/s",
-                        line=dict(color="#d62728"), row=1, col=2)
-        fig.add_scatter(x=[1], y=[1.0], mode="markers", name="slider T", marker=dict(size=14, color="black"),
-                        row=1, col=1)
-        fig.add_scatter(x=[1], y=[1.0], mode="markers", name="slider T", showlegend=False,
-                        marker=dict(size=14, color="black"), row=1, col=2)
-        log2_ticks = dict(type="log", tickvals=self.ts, ticktext=[str(t) for t in self.ts],
-                          title_text="T (square tile side)")
+        fig = make_subplots(
+            rows=1,
+            cols=2,
+            horizontal_spacing=0.14,
+            subplot_titles=("footprint 2T²s x stages (KiB)", "intensity T/s (FLOP/byte)"),
+        )
+        fig.add_scatter(
+            x=self.ts,
+            y=[1.0] * len(self.ts),
+            mode="lines+markers",
+            name="footprint of the input tiles",
+            line=dict(color="#1f77b4"),
+            row=1,
+            col=1,
+        )
+        fig.add_scatter(
+            x=self.ts,
+            y=[1.0] * len(self.ts),
+            mode="lines",
+            name="shared memory per SM",
+            line=dict(dash="dash", color="gray"),
+            row=1,
+            col=1,
+        )
+        fig.add_scatter(
+            x=self.ts,
+            y=[1.0] * len(self.ts),
+            mode="lines+markers",
+            name="intensity T/s",
+            line=dict(color="#d62728"),
+            row=1,
+            col=2,
+        )
+        fig.add_scatter(
+            x=[1], y=[1.0], mode="markers", name="slider T", marker=dict(size=14, color="black"), row=1, col=1
+        )
+        fig.add_scatter(
+            x=[1],
+            y=[1.0],
+            mode="markers",
+            name="slider T",
+            showlegend=False,
+            marker=dict(size=14, color="black"),
+            row=1,
+            col=2,
+        )
+        log2_ticks = dict(
+            type="log", tickvals=self.ts, ticktext=[str(t) for t in self.ts], title_text="T (square tile side)"
+        )
         fig.update_xaxes(**log2_ticks, row=1, col=1)
         fig.update_xaxes(**log2_ticks, row=1, col=2)
         fig.update_yaxes(type="log", dtick=1, title_text="KiB", row=1, col=1)
         fig.update_yaxes(type="log", dtick=1, title_text="FLOP/byte", row=1, col=2)
-        fig.update_layout(template="plotly_white", height=440, margin=dict(t=100, b=110),
-                          legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0))
+        fig.update_layout(
+            template="plotly_white",
+            height=440,
+            margin=dict(t=100, b=110),
+            legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
+        )
         self._apply(fig)
         self.live = widgets.LiveFigure(fig)
         for w in (self.log2_t, self.stages, self.dtype, self.gpu):
             w.observe(lambda _: self.refresh(), names="value")
-        self.widget = widgets.container(self.log2_t, self.stages, self.dtype, self.gpu, self.readout,
-                                        self.live.widget)
+        self.widget = widgets.container(self.log2_t, self.stages, self.dtype, self.gpu, self.readout, self.live.widget)
 
     def _apply(self, fig) -> None:
         T, d, st, gpu = 2**self.log2_t.value, self.dtype.value, self.stages.value, self.gpu.value
@@ -68,12 +108,19 @@ class TileExplorer:
         fig.data[3].x, fig.data[3].y = [T], [fp / 1024]
         fig.data[4].x, fig.data[4].y = [T], [tile_intensity(T, d)]
         verdict = "fits" if fits(fp, gpu) else "does NOT fit"
-        fig.update_layout(title=dict(text=f"T = {T}, {d}, {st} stage(s): input tiles {fp / 1024:.3g} KiB, {verdict} "
-                                          f"in {smem_kib:.0f} KiB of shared memory on {gpu}", font_size=13))
+        fig.update_layout(
+            title=dict(
+                text=f"T = {T}, {d}, {st} stage(s): input tiles {fp / 1024:.3g} KiB, {verdict} "
+                f"in {smem_kib:.0f} KiB of shared memory on {gpu}",
+                font_size=13,
+            )
+        )
         n = self.n
-        self.readout.value = (f"intensity T/s = {tile_intensity(T, d):.3g} FLOP/B; loads of a {n}^3 product: "
-                              f"{input_loads(n, tile=T):.3e} tiled against {input_loads(n):.3e} with no reuse "
-                              f"({input_loads(n) / input_loads(n, tile=T):.0f}x fewer)")
+        self.readout.value = (
+            f"intensity T/s = {tile_intensity(T, d):.3g} FLOP/B; loads of a {n}^3 product: "
+            f"{input_loads(n, tile=T):.3e} tiled against {input_loads(n):.3e} with no reuse "
+            f"({input_loads(n) / input_loads(n, tile=T):.0f}x fewer)"
+        )
 
     def refresh(self) -> None:
         self.live.update(self._apply)
@@ -91,24 +138,43 @@ class WaveExplorer:
     def __init__(self, n: int = 1793, tile=SEED_TILE, sms: int = SEED_SMS, n_range=(1024, 4352), title: str = ""):
         self.title = title
         self.n = widgets.slider(W.IntSlider, value=n, min=n_range[0], max=n_range[1], step=1, description="N")
-        self.tile_m = widgets.slider(W.IntSlider, value=tile[0].bit_length() - 1, min=4, max=9,
-                                     description="log2 tile rows")
-        self.tile_n = widgets.slider(W.IntSlider, value=tile[1].bit_length() - 1, min=4, max=9,
-                                     description="log2 tile columns")
+        self.tile_m = widgets.slider(
+            W.IntSlider, value=tile[0].bit_length() - 1, min=4, max=9, description="log2 tile rows"
+        )
+        self.tile_n = widgets.slider(
+            W.IntSlider, value=tile[1].bit_length() - 1, min=4, max=9, description="log2 tile columns"
+        )
         self.sms = widgets.slider(W.IntSlider, value=sms, min=1, max=200, description="SMs")
         self.readout = W.HTML()
         self.ns = list(range(n_range[0], n_range[1] + 1, 1))
-        fig = make_subplots(rows=1, cols=2, column_widths=[0.65, 0.35],
-                            subplot_titles=("model efficiency against N", "busy SMs in each wave"))
+        fig = make_subplots(
+            rows=1,
+            cols=2,
+            column_widths=[0.65, 0.35],
+            subplot_titles=("model efficiency against N", "busy SMs in each wave"),
+        )
         fig.add_scatter(x=self.ns, y=[0.0] * len(self.ns), mode="lines", name="wave efficiency", row=1, col=1)
-        fig.add_scatter(x=self.ns, y=[0.0] * len(self.ns), mode="lines", name="tile x wave efficiency",
-                        line=dict(dash="dot"), row=1, col=1)
-        fig.add_scatter(x=[0], y=[0], mode="markers", name="slider N", marker=dict(size=12, color="black"),
-                        row=1, col=1)
+        fig.add_scatter(
+            x=self.ns,
+            y=[0.0] * len(self.ns),
+            mode="lines",
+            name="tile x wave efficiency",
+            line=dict(dash="dot"),
+            row=1,
+            col=1,
+        )
+        fig.add_scatter(
+            x=[0], y=[0], mode="markers", name="slider N", marker=dict(size=12, color="black"), row=1, col=1
+        )
         fig.add_bar(x=[1], y=[0], name="busy SMs", marker_color="#1f77b4", row=1, col=2)
         fig.add_bar(x=[1], y=[0], name="idle SMs", marker_color="#dddddd", row=1, col=2)
-        fig.update_layout(barmode="stack", template="plotly_white", height=460, margin=dict(t=100, b=120),
-                          legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
+        fig.update_layout(
+            barmode="stack",
+            template="plotly_white",
+            height=460,
+            margin=dict(t=100, b=120),
+            legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0),
+        )
         fig.update_xaxes(title_text="N (output is N x N)", row=1, col=1)
         fig.update_yaxes(title_text="efficiency", row=1, col=1)
         fig.update_xaxes(title_text="wave", type="category", row=1, col=2)
@@ -132,8 +198,9 @@ class WaveExplorer:
         wave_eff, both = sweep(self.ns, tile, sms=sms, what="wave_efficiency"), sweep(self.ns, tile, sms=sms)
         fig.data[0].y, fig.data[1].y = wave_eff, both
         low, high = min(min(wave_eff), min(both)), max(wave_eff)
-        fig.update_yaxes(range=[max(0.0, math.floor((low - 0.05) * 10) / 10), min(1.02, high + 0.05)],
-                         row=1, col=1)  # the band the data fills, within [0, 1]
+        fig.update_yaxes(
+            range=[max(0.0, math.floor((low - 0.05) * 10) / 10), min(1.02, high + 0.05)], row=1, col=1
+        )  # the band the data fills, within [0, 1]
         fig.data[2].x, fig.data[2].y = [p.M], [p.wave_efficiency]
         busy = p.busy_per_wave()
         if p.waves <= self.MAX_BARS:  # one bar per wave
@@ -142,11 +209,18 @@ class WaveExplorer:
             waves, busy = [f"1-{p.waves - 1} (each)", str(p.waves)], [busy[0], busy[-1]]
         fig.data[3].x, fig.data[3].y = waves, busy
         fig.data[4].x, fig.data[4].y = waves, [p.slots - b for b in busy]
-        fig.update_layout(title=dict(text=f"{self.title}<br><sup>N = {p.M}, {tile[0]} x {tile[1]} tiles: "
-                                          f"{p.tiles_m} x {p.tiles_n} = {p.tiles} tiles on {sms} SMs, {p.waves} "
-                                          f"wave(s), last {p.last_wave_tiles} busy</sup>", font_size=13))
-        self.readout.value = (f"wave efficiency {p.wave_efficiency:.1%}, tile efficiency {p.tile_efficiency:.1%}, "
-                              f"both {p.efficiency:.1%}; last-wave occupancy {p.last_wave_occupancy:.1%}")
+        fig.update_layout(
+            title=dict(
+                text=f"{self.title}<br><sup>N = {p.M}, {tile[0]} x {tile[1]} tiles: "
+                f"{p.tiles_m} x {p.tiles_n} = {p.tiles} tiles on {sms} SMs, {p.waves} "
+                f"wave(s), last {p.last_wave_tiles} busy</sup>",
+                font_size=13,
+            )
+        )
+        self.readout.value = (
+            f"wave efficiency {p.wave_efficiency:.1%}, tile efficiency {p.tile_efficiency:.1%}, "
+            f"both {p.efficiency:.1%}; last-wave occupancy {p.last_wave_occupancy:.1%}"
+        )
 
     def refresh(self) -> None:
         self.live.update(self._apply)
@@ -161,29 +235,60 @@ def tiles_figure(data: dict, where: str = ""):
     for d, color in (("fp32", "#1f77b4"), ("bf16", "#d62728")):
         rows = [r for r in data["tiles"] if r["dtype"] == d]
         ran = [r for r in rows if "tflops" in r]
-        fig.add_scatter(x=[r["T"] for r in ran], y=[r["tflops"] for r in ran], mode="markers+lines",
-                        name=f"{d} measured (TFLOP/s)", marker=dict(color=color, size=9))
-        fig.add_scatter(x=[r["T"] for r in rows], y=[r["intensity"] for r in rows], mode="lines", yaxis="y2",
-                        name=f"{d} model intensity T/s (FLOP/B)", line=dict(color=color, dash="dash"))
+        fig.add_scatter(
+            x=[r["T"] for r in ran],
+            y=[r["tflops"] for r in ran],
+            mode="markers+lines",
+            name=f"{d} measured (TFLOP/s)",
+            marker=dict(color=color, size=9),
+        )
+        fig.add_scatter(
+            x=[r["T"] for r in rows],
+            y=[r["intensity"] for r in rows],
+            mode="lines",
+            yaxis="y2",
+            name=f"{d} model intensity T/s (FLOP/B)",
+            line=dict(color=color, dash="dash"),
+        )
         for r in rows:
             if "tflops" not in r:
                 skipped.setdefault(r["T"], []).append(f"{d} {r['footprint_bytes'] // 1024} KiB")
     for T, what in skipped.items():  # on a log axis plotly places annotations in log10 units
-        fig.add_annotation(x=math.log10(T), y=0.02, yref="paper", xanchor="right", yanchor="bottom", showarrow=False,
-                           text=f"T={T}: not run<br>2T²s too big:<br>" + "<br>".join(what), font=dict(size=10))
+        fig.add_annotation(
+            x=math.log10(T),
+            y=0.02,
+            yref="paper",
+            xanchor="right",
+            yanchor="bottom",
+            showarrow=False,
+            text=f"T={T}: not run<br>2T²s too big:<br>" + "<br>".join(what),
+            font=dict(size=10),
+        )
     nr = data["noreuse"]
-    fig.add_scatter(x=[1], y=[nr["tflops"]], mode="markers", marker=dict(symbol="x", size=12, color="black"),
-                    name=f"no reuse, fp32 {nr['n']}³ (TFLOP/s)")
+    fig.add_scatter(
+        x=[1],
+        y=[nr["tflops"]],
+        mode="markers",
+        marker=dict(symbol="x", size=12, color="black"),
+        name=f"no reuse, fp32 {nr['n']}³ (TFLOP/s)",
+    )
     ts = [r["T"] for r in data["tiles"]] + [1]
     n = data["tiles"][0]["n"]
-    fig.update_layout(title=dict(text=f"tiled matmul against tile size T, {n}³<br><sup>{where}</sup>",
-                                 font_size=13), template="plotly_white", height=460, margin=dict(t=90, b=120),
-                      legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0),
-                      xaxis=dict(type="log", title="T (tile side; 1 = no reuse)", tickvals=sorted(set(ts)),
-                                 range=[-0.1, math.log10(max(ts)) + 0.1]),
-                      yaxis=dict(type="log", dtick=1, title="TFLOP/s"),
-                      yaxis2=dict(type="log", dtick=1, overlaying="y", side="right", title="FLOP/byte",
-                                  showgrid=False))
+    fig.update_layout(
+        title=dict(text=f"tiled matmul against tile size T, {n}³<br><sup>{where}</sup>", font_size=13),
+        template="plotly_white",
+        height=460,
+        margin=dict(t=90, b=120),
+        legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0),
+        xaxis=dict(
+            type="log",
+            title="T (tile side; 1 = no reuse)",
+            tickvals=sorted(set(ts)),
+            range=[-0.1, math.log10(max(ts)) + 0.1],
+        ),
+        yaxis=dict(type="log", dtick=1, title="TFLOP/s"),
+        yaxis2=dict(type="log", dtick=1, overlaying="y", side="right", title="FLOP/byte", showgrid=False),
+    )
     return fig
 
 
@@ -201,9 +306,16 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
     spec = hardware.get("H200")
     roofs = [("datasheet H200 fp16", spec.peak_tflops["fp16"], spec.hbm_tbps, "dash")]
     if profile:
-        roofs.insert(0, (f"measured ({profile['gpu']}): bf16 {profile['matmul_tflops']['bf16']:.0f} TFLOP/s, "
-                         f"{profile['copy_tbps']:.2f} TB/s", profile["matmul_tflops"]["bf16"], profile["copy_tbps"],
-                         "solid"))
+        roofs.insert(
+            0,
+            (
+                f"measured ({profile['gpu']}): bf16 {profile['matmul_tflops']['bf16']:.0f} TFLOP/s, "
+                f"{profile['copy_tbps']:.2f} TB/s",
+                profile["matmul_tflops"]["bf16"],
+                profile["copy_tbps"],
+                "solid",
+            ),
+        )
     rows = (data or {}).get("build")
     n, s = (rows[0]["n"], 2) if rows else (4096, 2)
     steps = list(ms.STEPS) + ["fast path", "torch"]
@@ -211,38 +323,78 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
     least = counts(n, n, n, s)
     intensity.update({"fast path": least[0] / least[1], "torch": least[0] / least[1]})
     lo, hi = min(intensity.values()) / 3, max(intensity.values()) * 3
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.58, 0.42], horizontal_spacing=0.1,
-                        subplot_titles=("on the roofline", "TFLOP/s per step" if rows else "model bound per step"))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.58, 0.42],
+        horizontal_spacing=0.1,
+        subplot_titles=("on the roofline", "TFLOP/s per step" if rows else "model bound per step"),
+    )
     for (label, peak, bw, dash), color in zip(roofs, ("#444444", "#888888")):
         x, y = roof_xy(peak, bw, log_range=(math.log10(lo), math.log10(hi)))
-        fig.add_scatter(x=x.tolist(), y=y.tolist(), mode="lines", name=label, line=dict(color=color, dash=dash),
-                        row=1, col=1)
+        fig.add_scatter(
+            x=x.tolist(), y=y.tolist(), mode="lines", name=label, line=dict(color=color, dash=dash), row=1, col=1
+        )
     bound = roofs[0]
     bounds = [min(bound[1], bound[2] * intensity[st]) for st in steps]
-    fig.add_scatter(x=[intensity[st] for st in steps], y=bounds, mode="markers",
-                    name="model bound of each step (the roof at its intensity)",
-                    marker=dict(symbol="circle-open", size=13, color="#444444"), row=1, col=1)
+    fig.add_scatter(
+        x=[intensity[st] for st in steps],
+        y=bounds,
+        mode="markers",
+        name="model bound of each step (the roof at its intensity)",
+        marker=dict(symbol="circle-open", size=13, color="#444444"),
+        row=1,
+        col=1,
+    )
     colors = dict(zip(steps, ("#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e", "#d62728", "#9467bd")))
     symbols = dict(zip(steps, ("circle", "square", "diamond", "triangle-up", "star", "x")))
     if rows:
         for r in rows:
-            fig.add_scatter(x=[intensity[r["step"]]], y=[r["tflops"]], mode="markers", name=r["step"],
-                            marker=dict(size=12, color=colors[r["step"]], symbol=symbols[r["step"]]), row=1, col=1)
-        fig.add_bar(x=[r["step"] for r in rows], y=[r["tflops"] for r in rows], showlegend=False,
-                    marker_color=[colors[r["step"]] for r in rows], text=[f"{r['tflops']:.3g}" for r in rows],
-                    textposition="outside", cliponaxis=False, row=1, col=2)
+            fig.add_scatter(
+                x=[intensity[r["step"]]],
+                y=[r["tflops"]],
+                mode="markers",
+                name=r["step"],
+                marker=dict(size=12, color=colors[r["step"]], symbol=symbols[r["step"]]),
+                row=1,
+                col=1,
+            )
+        fig.add_bar(
+            x=[r["step"] for r in rows],
+            y=[r["tflops"] for r in rows],
+            showlegend=False,
+            marker_color=[colors[r["step"]] for r in rows],
+            text=[f"{r['tflops']:.3g}" for r in rows],
+            textposition="outside",
+            cliponaxis=False,
+            row=1,
+            col=2,
+        )
         title = f"the build, {rows[0]['dtype']} {n}³: measured"
     else:
-        fig.add_bar(x=steps, y=bounds, showlegend=False, marker_color="#dddddd", text=[f"{b:.3g}" for b in bounds],
-                    textposition="outside", cliponaxis=False, row=1, col=2)
+        fig.add_bar(
+            x=steps,
+            y=bounds,
+            showlegend=False,
+            marker_color="#dddddd",
+            text=[f"{b:.3g}" for b in bounds],
+            textposition="outside",
+            cliponaxis=False,
+            row=1,
+            col=2,
+        )
         title = f"the build, fp16 {n}³: no recording yet (the model's bounds alone)"
     fig.update_xaxes(type="log", dtick=1, title_text="model intensity (FLOP per requested input byte)", row=1, col=1)
     fig.update_yaxes(type="log", dtick=1, title_text="TFLOP/s", row=1, col=1)
     fig.update_yaxes(type="log", dtick=1, title_text="TFLOP/s", row=1, col=2)
     fig.update_xaxes(tickangle=0, tickfont_size=10, row=1, col=2)
-    fig.update_layout(title=dict(text=f"{title}<br><sup>{where}</sup>", font_size=13), template="plotly_white",
-                      height=520, margin=dict(t=100, b=150),
-                      legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0, font=dict(size=10)))
+    fig.update_layout(
+        title=dict(text=f"{title}<br><sup>{where}</sup>", font_size=13),
+        template="plotly_white",
+        height=520,
+        margin=dict(t=100, b=150),
+        legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0, font=dict(size=10)),
+    )
     return fig
 
 
@@ -256,18 +408,34 @@ def sweep_figure(s: dict, where: str = ""):
         rates = lesson07.sweep_rates(s, method)
         for aligned in (True, False):
             pts = [(n, r) for n, r in zip(s["ns"], rates) if r is not None and (n % 8 == 0) == aligned]
-            fig.add_scatter(x=[n for n, _ in pts], y=[r for _, r in pts], mode="markers",
-                            name=f"{method}, N {'%' if aligned else 'not %'} 8{' == 0' if aligned else ''}",
-                            marker=dict(color=color, size=4 if aligned else 3,
-                                        symbol="circle" if aligned else "circle-open"))
+            fig.add_scatter(
+                x=[n for n, _ in pts],
+                y=[r for _, r in pts],
+                mode="markers",
+                name=f"{method}, N {'%' if aligned else 'not %'} 8{' == 0' if aligned else ''}",
+                marker=dict(color=color, size=4 if aligned else 3, symbol="circle" if aligned else "circle-open"),
+            )
     best = max(r for r in lesson07.sweep_rates(s, "gpulab") if r is not None)
-    fig.add_scatter(x=s["ns"], y=[best * e for e in eff], mode="lines", line=dict(color="gray", width=1),
-                    name=f"wave model x best gpulab rate ({s['tile'][0]}x{s['tile'][1]} tiles, {s['sms']} SMs)")
-    fig.update_layout(title=dict(text=f"bf16 matmul N x N x N, every N from {s['ns'][0]} to {s['ns'][-1]}, eager calls "
-                                      f"(each point includes the CPU's launch cost)<br><sup>{where}</sup>",
-                                 font_size=13), template="plotly_white", height=560, margin=dict(t=90, b=140),
-                      legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0),
-                      xaxis_title="N", yaxis_title="TFLOP/s")
+    fig.add_scatter(
+        x=s["ns"],
+        y=[best * e for e in eff],
+        mode="lines",
+        line=dict(color="gray", width=1),
+        name=f"wave model x best gpulab rate ({s['tile'][0]}x{s['tile'][1]} tiles, {s['sms']} SMs)",
+    )
+    fig.update_layout(
+        title=dict(
+            text=f"bf16 matmul N x N x N, every N from {s['ns'][0]} to {s['ns'][-1]}, eager calls "
+            f"(each point includes the CPU's launch cost)<br><sup>{where}</sup>",
+            font_size=13,
+        ),
+        template="plotly_white",
+        height=560,
+        margin=dict(t=90, b=140),
+        legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0),
+        xaxis_title="N",
+        yaxis_title="TFLOP/s",
+    )
     return fig
 
 
@@ -276,6 +444,11 @@ def wave_model_figure(ns, tile, gpu: str = "H200"):
     figure draws when nothing is recorded yet."""
     ns = list(ns)
     fig = go.Figure(go.Scatter(x=ns, y=sweep(ns, tile, gpu=gpu), mode="lines", name="model efficiency"))
-    fig.update_layout(title=f"wave model only (no recorded data yet): {tile[0]}x{tile[1]} tiles on an {gpu}",
-                      xaxis_title="N", yaxis_title="efficiency", template="plotly_white", height=420)
+    fig.update_layout(
+        title=f"wave model only (no recorded data yet): {tile[0]}x{tile[1]} tiles on an {gpu}",
+        xaxis_title="N",
+        yaxis_title="efficiency",
+        template="plotly_white",
+        height=420,
+    )
     return fig

@@ -3,6 +3,7 @@ attention's memory and time at a length chosen by slider.
 
 Models: ``gpulab.online_softmax``, ``gpulab.attention``. Figures hold plain lists.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,19 +32,35 @@ class RowWalkExplorer:
         p = osm.softmax_online(self.scores, n)
         self.exact = float(p @ self.values[:, 0])
         self.tile = widgets.slider(W.IntSlider, value=min(tile, n), min=1, max=n, step=1, description="tile width")
-        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                            subplot_titles=("scores s_j (grey: masked, in a skipped tile)",
-                                            "running state after each tile"))
+        fig = make_subplots(
+            rows=2,
+            cols=1,
+            shared_xaxes=True,
+            vertical_spacing=0.12,
+            subplot_titles=("scores s_j (grey: masked, in a skipped tile)", "running state after each tile"),
+        )
         finite = [float(s) if s > osm.NEG_INF else None for s in self.scores]
         fig.add_bar(x=list(range(n)), y=finite, name="score", marker_color=["#9e9e9e"] * n, row=1, col=1)
-        for name, color in (("m (running max)", "#d62728"), ("l (running sum)", "#2ca02c"),
-                            ("u / l (output so far)", "#1f77b4")):
-            fig.add_scatter(x=[], y=[], mode="lines+markers", line_shape="hv", name=name, line=dict(color=color),
-                            row=2, col=1)
-        fig.add_scatter(x=[-0.5, n - 0.5], y=[self.exact, self.exact], mode="lines", name="exact softmax · v",
-                        line=dict(color="#1f77b4", dash="dash"), row=2, col=1)
-        fig.update_layout(height=520, template="plotly_white", margin=dict(t=90), title_font_size=13,
-                          xaxis2=dict(title="key index j"))
+        for name, color in (
+            ("m (running max)", "#d62728"),
+            ("l (running sum)", "#2ca02c"),
+            ("u / l (output so far)", "#1f77b4"),
+        ):
+            fig.add_scatter(
+                x=[], y=[], mode="lines+markers", line_shape="hv", name=name, line=dict(color=color), row=2, col=1
+            )
+        fig.add_scatter(
+            x=[-0.5, n - 0.5],
+            y=[self.exact, self.exact],
+            mode="lines",
+            name="exact softmax · v",
+            line=dict(color="#1f77b4", dash="dash"),
+            row=2,
+            col=1,
+        )
+        fig.update_layout(
+            height=520, template="plotly_white", margin=dict(t=90), title_font_size=13, xaxis2=dict(title="key index j")
+        )
         self._change()(fig)
         self.live = widgets.LiveFigure(fig)
         self.tile.observe(lambda _: self.live.update(self._change()), names="value")
@@ -66,8 +83,9 @@ class RowWalkExplorer:
             fig.data[2].x, fig.data[2].y = xs, [st.state.l for st in live]
             fig.data[3].x, fig.data[3].y = xs, [float(st.state.output()[0]) for st in live]
             skipped = sum(st.skipped for st in self.steps)
-            fig.layout.title = (f"tile width {t}: {len(self.steps)} tiles ({skipped} skipped), "
-                                f"output {out:.6f}; exact {self.exact:.6f}")
+            fig.layout.title = (
+                f"tile width {t}: {len(self.steps)} tiles ({skipped} skipped), output {out:.6f}; exact {self.exact:.6f}"
+            )
 
         return change
 
@@ -85,18 +103,30 @@ class NaiveVsFlashExplorer:
     METHODS = ("naive", "flash")
     MODEL_K = range(10, 17)  # the slider's k without a recording: the suite's lengths 2**10 .. 2**16
 
-    def __init__(self, data: dict | None, where: str = "", log2_l: int = 12, B: int = 1, H: int = 16, d: int = 128,
-                 itemsize: int = 2):
+    def __init__(
+        self,
+        data: dict | None,
+        where: str = "",
+        log2_l: int = 12,
+        B: int = 1,
+        H: int = 16,
+        d: int = 128,
+        itemsize: int = 2,
+    ):
         self.data, self.where = data, where
         if data:
             B, H, d, itemsize = data["B"], data["H"], data["d"], dtypes.itemsize(data["dtype"])
         self.B, self.H, self.d, self.itemsize = B, H, d, itemsize
         ks = sorted({r["L"].bit_length() - 1 for r in data["rows"]}) if data else list(self.MODEL_K)
-        lo, hi = ks[0], ks[-1]   # the slider spans the measured lengths: no end without a measurement
-        self.k = widgets.slider(W.IntSlider, value=min(max(log2_l, lo), hi), min=lo, max=hi, step=1,
-                                description="L = 2**k, k")
-        titles = ("extra memory above q, k, v (GiB)", "forward time (ms)") if data else \
-            ("extra memory above q, k, v (GiB), model only",)
+        lo, hi = ks[0], ks[-1]  # the slider spans the measured lengths: no end without a measurement
+        self.k = widgets.slider(
+            W.IntSlider, value=min(max(log2_l, lo), hi), min=lo, max=hi, step=1, description="L = 2**k, k"
+        )
+        titles = (
+            ("extra memory above q, k, v (GiB)", "forward time (ms)")
+            if data
+            else ("extra memory above q, k, v (GiB), model only",)
+        )
         fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles)
         fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="model (by hand)", marker_color="#9e9e9e", row=1, col=1)
         if data:
@@ -118,7 +148,9 @@ class NaiveVsFlashExplorer:
 
     def _change(self):
         L = 2**self.k.value
-        model = [gib(attention.memory_model(self.B, self.H, L, self.d, self.itemsize, m)["peak_bytes"]) for m in self.METHODS]
+        model = [
+            gib(attention.memory_model(self.B, self.H, L, self.d, self.itemsize, m)["peak_bytes"]) for m in self.METHODS
+        ]
         rows = self.rows_at(L)
         peak = [gib(rows[m]["peak_bytes"]) if m in rows else None for m in self.METHODS]
         ms = [rows[m]["ms"] if m in rows else None for m in self.METHODS]
@@ -138,8 +170,10 @@ class NaiveVsFlashExplorer:
             if self.data:
                 fig.data[1].y, fig.data[1].text = peak, label(peak, "GiB")
                 fig.data[2].y, fig.data[2].text = ms, label(ms, "ms")
-            fig.layout.title = (f"L = 2**{self.k.value} = {L:,}; B={self.B}, H={self.H}, d={self.d}, "
-                                f"{self.itemsize}-byte elements<br><sup>{note}</sup>")
+            fig.layout.title = (
+                f"L = 2**{self.k.value} = {L:,}; B={self.B}, H={self.H}, d={self.d}, "
+                f"{self.itemsize}-byte elements<br><sup>{note}</sup>"
+            )
 
         return change
 
@@ -153,25 +187,58 @@ def naive_flash_figure(sweep: dict | None, where: str = "", lengths=tuple(2**e f
     fig = make_subplots(rows=1, cols=2, subplot_titles=("extra peak memory (GiB)", "forward time (ms)"))
     for i, m in enumerate(("naive", "flash")):
         c = plots.COLORS[i]
-        fig.add_scatter(x=lengths, y=[attention.memory_model(sw["B"], sw["H"], L, sw["d"], 2, m)["peak_bytes"] / 2**30
-                                      for L in lengths],
-                        mode="lines", name=f"{m}, model", line=dict(color=c, dash="dot"), row=1, col=1)
+        fig.add_scatter(
+            x=lengths,
+            y=[attention.memory_model(sw["B"], sw["H"], L, sw["d"], 2, m)["peak_bytes"] / 2**30 for L in lengths],
+            mode="lines",
+            name=f"{m}, model",
+            line=dict(color=c, dash="dot"),
+            row=1,
+            col=1,
+        )
         if sweep:
             rows = [r for r in sw["rows"] if r["method"] == m]
             ok = [r for r in rows if not r["oom"]]
-            fig.add_scatter(x=[r["L"] for r in ok], y=[r["peak_bytes"] / 2**30 for r in ok], mode="markers",
-                            name=f"{m}, measured", marker=dict(color=c), row=1, col=1)
-            fig.add_scatter(x=[r["L"] for r in ok], y=[r["ms"] for r in ok], mode="lines+markers",
-                            name=f"{m}, time", line=dict(color=c), row=1, col=2)
+            fig.add_scatter(
+                x=[r["L"] for r in ok],
+                y=[r["peak_bytes"] / 2**30 for r in ok],
+                mode="markers",
+                name=f"{m}, measured",
+                marker=dict(color=c),
+                row=1,
+                col=1,
+            )
+            fig.add_scatter(
+                x=[r["L"] for r in ok],
+                y=[r["ms"] for r in ok],
+                mode="lines+markers",
+                name=f"{m}, time",
+                line=dict(color=c),
+                row=1,
+                col=2,
+            )
             oom = [r for r in rows if r["oom"]]
             if oom:
-                fig.add_scatter(x=[r["L"] for r in oom], y=[r["model_peak_bytes"] / 2**30 for r in oom], mode="markers",
-                                name=f"{m}: out of memory", marker=dict(color=c, symbol="x", size=12), row=1, col=1)
+                fig.add_scatter(
+                    x=[r["L"] for r in oom],
+                    y=[r["model_peak_bytes"] / 2**30 for r in oom],
+                    mode="markers",
+                    name=f"{m}: out of memory",
+                    marker=dict(color=c, symbol="x", size=12),
+                    row=1,
+                    col=1,
+                )
     fig.update_xaxes(type="log", title="L (tokens)")
     fig.update_yaxes(type="log")
     note = where if sweep else "model only: no measurement recorded yet"
-    fig.update_layout(title=dict(text=f"naive against flash, B={sw['B']}, H={sw['H']}, d={sw['d']}, bf16<br><sup>{note}</sup>",
-                                 font_size=13), height=430, template="plotly_white", margin=dict(t=90))
+    fig.update_layout(
+        title=dict(
+            text=f"naive against flash, B={sw['B']}, H={sw['H']}, d={sw['d']}, bf16<br><sup>{note}</sup>", font_size=13
+        ),
+        height=430,
+        template="plotly_white",
+        margin=dict(t=90),
+    )
     return fig
 
 
@@ -180,19 +247,37 @@ def headline_figure(headline: list[dict], where: str = ""):
     each setting of the ``headline`` rows of a ``gpulab.bench.lesson08`` record (bars; a backend that did not
     run is left empty). The two panels share the x axis; its labels sit under the lower one, unrotated."""
     labels = [f"d={r['d']}<br>L={r['L']}<br>{'causal' if r['causal'] else 'full'}" for r in headline]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
-                        subplot_titles=("forward (TFLOP/s)", "backward (TFLOP/s)"))
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.1,
+        subplot_titles=("forward (TFLOP/s)", "backward (TFLOP/s)"),
+    )
     for j, pas in enumerate(("fwd", "bwd")):
-        for i, (name, label) in enumerate((("ours", "gpulab Triton"), ("flash", "SDPA flash (FlashAttention-2)"),
-                                           ("cudnn", "SDPA cuDNN"))):
-            fig.add_bar(x=labels, y=[r.get(name, {}).get(f"{pas}_tflops") for r in headline], name=label,
-                        marker_color=plots.COLORS[i], showlegend=j == 0, row=j + 1, col=1)
+        for i, (name, label) in enumerate(
+            (("ours", "gpulab Triton"), ("flash", "SDPA flash (FlashAttention-2)"), ("cudnn", "SDPA cuDNN"))
+        ):
+            fig.add_bar(
+                x=labels,
+                y=[r.get(name, {}).get(f"{pas}_tflops") for r in headline],
+                name=label,
+                marker_color=plots.COLORS[i],
+                showlegend=j == 0,
+                row=j + 1,
+                col=1,
+            )
     fig.update_xaxes(tickangle=0, tickfont_size=10)
     for a in fig.layout.annotations:  # the panel titles at the left, clear of the legend at the right
         a.update(x=0, xanchor="left")
-    fig.update_layout(barmode="group", height=620, template="plotly_white", margin=dict(t=90, b=80),
-                      legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
-                      title=dict(text=f"attention, bf16, B*L = 16384, H*d = 2048<br><sup>{where}</sup>", font_size=13))
+    fig.update_layout(
+        barmode="group",
+        height=620,
+        template="plotly_white",
+        margin=dict(t=90, b=80),
+        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
+        title=dict(text=f"attention, bf16, B*L = 16384, H*d = 2048<br><sup>{where}</sup>", font_size=13),
+    )
     return fig
 
 
@@ -202,34 +287,58 @@ def roofline_figure(points, profile: dict, where: str = ""):
     come from the points and the ridge, one series per kernel and head dimension, the shortest and longest L
     labelled (every point on hover)."""
     peak, bw = profile["matmul_tflops"]["bf16"], profile["copy_tbps"]
-    ridge = peak / bw                                              # FLOP/byte where the two roofs meet
+    ridge = peak / bw  # FLOP/byte where the two roofs meet
     xs, ys = [p.intensity for p in points] + [ridge], [p.tflops for p in points] + [peak]
-    if not points:                                                 # the roofs alone: a decade each side of the ridge
+    if not points:  # the roofs alone: a decade each side of the ridge
         xs, ys = [ridge / 10, ridge * 10], [peak / 10, peak]
     x_lo, x_hi = min(xs) / 1.5, max(xs) * 1.5
     y_lo, y_hi = min(ys) / 1.5, max(ys) * 1.3
     x0 = max(x_lo, y_lo / bw)
     fig = go.Figure()
-    fig.add_scatter(x=[x0, ridge, x_hi], y=[bw * x0, peak, peak], mode="lines", line=dict(color="#555"),
-                    name=f"measured bf16 roof: {peak:.0f} TFLOP/s, {bw:.2f} TB/s (ridge {ridge:.0f} FLOP/B)")
+    fig.add_scatter(
+        x=[x0, ridge, x_hi],
+        y=[bw * x0, peak, peak],
+        mode="lines",
+        line=dict(color="#555"),
+        name=f"measured bf16 roof: {peak:.0f} TFLOP/s, {bw:.2f} TB/s (ridge {ridge:.0f} FLOP/B)",
+    )
     groups: dict[str, list] = {}
     for p in points:
         groups.setdefault(p.name.rsplit(" ", 1)[0], []).append(p)  # "flash fwd d=64 L=1024" -> "flash fwd d=64"
     for j, (g, ps) in enumerate(groups.items()):
         ps = sorted(ps, key=lambda p: int(p.name.rsplit("=", 1)[1]))
         text = [p.name.rsplit(" ", 1)[1] if i in (0, len(ps) - 1) else "" for i, p in enumerate(ps)]
-        fig.add_scatter(x=[p.intensity for p in ps], y=[p.tflops for p in ps], mode="markers+text", name=g,
-                        text=text, textposition=["middle left"] + ["middle right"] * (len(ps) - 1),
-                        textfont_size=10, customdata=[p.name for p in ps],
-                        marker=dict(color=plots.COLORS[j % len(plots.COLORS)], size=9,
-                                    symbol="x" if g.startswith("naive") else "circle"),
-                        hovertemplate="%{customdata}<br>I=%{x:.3g} FLOP/B<br>%{y:.3g} TFLOP/s<extra></extra>")
-    fig.update_layout(title=dict(text=f"attention on the roofline<br><sup>{where}</sup>", font_size=13), height=520,
-                      template="plotly_white", margin=dict(t=90), showlegend=True,
-                      xaxis=dict(type="log", title="arithmetic intensity (FLOP/byte, counted by hand)",
-                                 range=[math.log10(x_lo), math.log10(x_hi)]),
-                      yaxis=dict(type="log", title="rate (TFLOP/s)", range=[math.log10(y_lo), math.log10(y_hi)],
-                                 tickvals=[v for v in (10, 20, 50, 100, 200, 300, 500, 700, 1000, 2000)
-                                           if y_lo <= v <= y_hi]),
-                      legend=dict(font_size=11, orientation="h", y=-0.18, yanchor="top", x=0))
+        fig.add_scatter(
+            x=[p.intensity for p in ps],
+            y=[p.tflops for p in ps],
+            mode="markers+text",
+            name=g,
+            text=text,
+            textposition=["middle left"] + ["middle right"] * (len(ps) - 1),
+            textfont_size=10,
+            customdata=[p.name for p in ps],
+            marker=dict(
+                color=plots.COLORS[j % len(plots.COLORS)], size=9, symbol="x" if g.startswith("naive") else "circle"
+            ),
+            hovertemplate="%{customdata}<br>I=%{x:.3g} FLOP/B<br>%{y:.3g} TFLOP/s<extra></extra>",
+        )
+    fig.update_layout(
+        title=dict(text=f"attention on the roofline<br><sup>{where}</sup>", font_size=13),
+        height=520,
+        template="plotly_white",
+        margin=dict(t=90),
+        showlegend=True,
+        xaxis=dict(
+            type="log",
+            title="arithmetic intensity (FLOP/byte, counted by hand)",
+            range=[math.log10(x_lo), math.log10(x_hi)],
+        ),
+        yaxis=dict(
+            type="log",
+            title="rate (TFLOP/s)",
+            range=[math.log10(y_lo), math.log10(y_hi)],
+            tickvals=[v for v in (10, 20, 50, 100, 200, 300, 500, 700, 1000, 2000) if y_lo <= v <= y_hi],
+        ),
+        legend=dict(font_size=11, orientation="h", y=-0.18, yanchor="top", x=0),
+    )
     return fig

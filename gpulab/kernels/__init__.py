@@ -3,4 +3,5 @@
 Import ``gpulab`` first (it does so for you): the package sets ``TRITON_INTERPRET=1`` before these
 modules define any ``@triton.jit`` function when no GPU is present.
 """
+
 import gpulab as _gpulab  # noqa: F401  (chooses the mode before any kernel is defined)

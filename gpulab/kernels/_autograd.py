@@ -1,4 +1,5 @@
 """Autograd helpers shared by the kernels wrapped in ``torch.autograd.Function``."""
+
 from __future__ import annotations
 
 import torch
@@ -28,5 +29,7 @@ class _RaiseOnBackward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        raise RuntimeError(f"{ctx.what} is differentiable once: its backward kernels have no derivative (a second "
-                           "derivative through it, e.g. after create_graph=True, is not supported)")
+        raise RuntimeError(
+            f"{ctx.what} is differentiable once: its backward kernels have no derivative (a second "
+            "derivative through it, e.g. after create_graph=True, is not supported)"
+        )

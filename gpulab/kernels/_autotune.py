@@ -21,18 +21,18 @@ GPU only when timing (``time_ms`` raises ``NoGPUTimingError`` in the interpreter
 config there and never call ``pick``. The idea is Triton's ``triton.autotune`` (a benchmark per key, the best
 config cached); this module adds the graph clock and one cache that reports can read (``chosen``).
 """
+
 from __future__ import annotations
 
 import functools
-from typing import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 from .. import settings, timing
 
 _CACHE: dict = {}  # key (a tuple whose first item names the kernel) -> the chosen config
 
 
-def fastest(candidates: Sequence, run: Callable, *, warmup_ms: float = 10, rep_ms: float = 40,
-            what: str = "config"):
+def fastest(candidates: Sequence, run: Callable, *, warmup_ms: float = 10, rep_ms: float = 40, what: str = "config"):
     """The candidate whose ``run(candidate)`` takes the least GPU time (median ms of ``time_ms``), under the
     two rules of the module docstring. ``run`` launches one candidate once. Raises ``RuntimeError`` ("no
     {what} could run") when no candidate launches, ``NoGPUTimingError`` in the interpreter."""
@@ -53,8 +53,9 @@ def fastest(candidates: Sequence, run: Callable, *, warmup_ms: float = 10, rep_m
     return runnable[min(range(len(times)), key=times.__getitem__)][0]
 
 
-def pick(key: Hashable, candidates: Sequence, make_run: Callable[[], Callable], *, rep_ms: float = 40,
-         what: str = "config"):
+def pick(
+    key: Hashable, candidates: Sequence, make_run: Callable[[], Callable], *, rep_ms: float = 40, what: str = "config"
+):
     """The config cached under ``key`` (a tuple whose first item names the kernel, then whatever decides the
     best config: dtype, size buckets, flags). On a miss: ``candidates[0]`` untimed when
     ``SETTINGS.autotune == "first"``, else ``fastest(candidates, make_run(), ...)``. ``make_run()`` is called

@@ -1,4 +1,5 @@
 """Input checks shared by the kernel launchers: each message names the argument and what was expected."""
+
 from __future__ import annotations
 
 import torch
@@ -6,8 +7,17 @@ import torch
 import gpulab
 
 
-def check_tensor(name: str, t, *, dtypes=None, ndim=None, contiguous=True, bit_views: bool = False,
-                 autograd: bool = False, torch_op: str = "the torch operation") -> None:
+def check_tensor(
+    name: str,
+    t,
+    *,
+    dtypes=None,
+    ndim=None,
+    contiguous=True,
+    bit_views: bool = False,
+    autograd: bool = False,
+    torch_op: str = "the torch operation",
+) -> None:
     """Raise ``TypeError``/``ValueError`` unless ``t`` is a dense (strided) tensor on gpulab's device as
     described. Unless ``bit_views``, negative and conjugate views are refused too: their memory holds -t or
     conj(t) with a flag saying so (``t.is_neg()``, e.g. ``z.conj().imag``), and a Triton kernel reads the memory,
@@ -23,22 +33,25 @@ def check_tensor(name: str, t, *, dtypes=None, ndim=None, contiguous=True, bit_v
         raise ValueError(f"{name} must be a dense (strided) tensor, got layout {t.layout}; call .to_dense() first")
     if not bit_views and (t.is_neg() or t.is_conj()):
         kind, fix = ("negative", "resolve_neg") if t.is_neg() else ("conjugate", "resolve_conj")
-        raise ValueError(f"{name} is a {kind} view (its memory does not hold its values, and kernels read memory); "
-                         f"pass {name}.{fix}()")
+        raise ValueError(
+            f"{name} is a {kind} view (its memory does not hold its values, and kernels read memory); "
+            f"pass {name}.{fix}()"
+        )
     if dtypes is not None and t.dtype not in dtypes:
         names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
         raise TypeError(f"{name} must have dtype in ({names}), got {str(t.dtype).replace('torch.', '')}")
     if ndim is not None and t.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(t.shape)}")
     if t.device.type != gpulab.DEVICE:
-        raise ValueError(f"{name} must be on device '{gpulab.DEVICE}' (gpulab mode {gpulab.MODE}), "
-                         f"got '{t.device}'")
+        raise ValueError(f"{name} must be on device '{gpulab.DEVICE}' (gpulab mode {gpulab.MODE}), got '{t.device}'")
     if contiguous and not t.is_contiguous():
         raise ValueError(f"{name} must be contiguous; call .contiguous() first")
     if not autograd and t.requires_grad and torch.is_grad_enabled():
-        raise ValueError(f"{name} requires grad, but these Triton kernels have no backward: the result would "
-                         f"silently carry no gradient. Use {torch_op} for autograd, or pass {name}.detach() "
-                         "(or call under torch.no_grad())")
+        raise ValueError(
+            f"{name} requires grad, but these Triton kernels have no backward: the result would "
+            f"silently carry no gradient. Use {torch_op} for autograd, or pass {name}.detach() "
+            "(or call under torch.no_grad())"
+        )
 
 
 def check_same(name_a: str, a, name_b: str, b) -> None:
@@ -65,8 +78,10 @@ def check_disjoint(name_a: str, a, name_b: str, b) -> None:
         return
     (a0, a1), (b0, b1) = _byte_range(a), _byte_range(b)
     if a0 < b1 and b0 < a1:
-        raise ValueError(f"{name_a} and {name_b} must not share memory, got byte ranges [{a0}, {a1}) and "
-                         f"[{b0}, {b1}) of one storage; pass {name_a}.clone()")
+        raise ValueError(
+            f"{name_a} and {name_b} must not share memory, got byte ranges [{a0}, {a1}) and "
+            f"[{b0}, {b1}) of one storage; pass {name_a}.clone()"
+        )
 
 
 def check_block(name: str, block) -> None:
@@ -80,8 +95,13 @@ def check_block(name: str, block) -> None:
 def check_power_of_two(name: str, value, lo: int = 1, hi: int | None = None) -> None:
     """Raise ``ValueError`` unless ``value`` is an int (not a bool) that is a power of two in [lo, hi] (no upper
     bound when ``hi`` is None): the tile and block sizes Triton's ``tl.arange`` and ``tl.dot`` accept."""
-    ok = (not isinstance(value, bool) and isinstance(value, int) and value >= lo and not value & (value - 1)
-          and (hi is None or value <= hi))
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, int)
+        and value >= lo
+        and not value & (value - 1)
+        and (hi is None or value <= hi)
+    )
     if not ok:
         bound = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
         raise ValueError(f"{name} must be a power of two {bound}, got {value!r}")

@@ -12,6 +12,7 @@
 Whether a launcher *chooses* the TMA path by default is its own rule (both take it by default only on a GPU);
 ``tma_available()`` says only whether the path can run.
 """
+
 from __future__ import annotations
 
 import functools
@@ -32,7 +33,7 @@ def tma_available() -> bool:
     return not gpulab.ON_GPU or gpulab.compute_capability()[0] >= 9
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def num_sms() -> int:
     """SMs of GPU 0; in the interpreter 4 (so a persistent loop visits several tiles per program)."""
     if not gpulab.ON_GPU:

@@ -18,6 +18,7 @@ The paths are chains of transcendental steps, meant to make their cost arithmeti
 K_B times. Each has a torch float64 reference beside it. Source of the idea: the seed lectures (Stanford
 CS336 Lecture 5, "keep warp lanes doing useful work"); Triton's programming model (blocks, not threads).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -88,8 +89,9 @@ def branch_where_kernel(x_ptr, take_a_ptr, y_ptr, n, K_A: tl.constexpr, K_B: tl.
 
 
 @triton.jit
-def branch_uniform_kernel(x_ptr, block_takes_a_ptr, y_ptr, n, K_A: tl.constexpr, K_B: tl.constexpr,
-                          BLOCK: tl.constexpr):
+def branch_uniform_kernel(
+    x_ptr, block_takes_a_ptr, y_ptr, n, K_A: tl.constexpr, K_B: tl.constexpr, BLOCK: tl.constexpr
+):
     """(b) One choice per program: an `if` on a scalar flag, so the program runs only the path it takes."""
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -144,8 +146,9 @@ def path(x: torch.Tensor, which: str = "A", k: int | None = None, block: int = 1
     return y
 
 
-def branch_where(x: torch.Tensor, take_a: torch.Tensor, k_a: int = K_A, k_b: int = K_B,
-                 block: int = 1024) -> torch.Tensor:
+def branch_where(
+    x: torch.Tensor, take_a: torch.Tensor, k_a: int = K_A, k_b: int = K_B, block: int = 1024
+) -> torch.Tensor:
     """(a) y[i] = path_a(x[i]) if take_a[i] else path_b(x[i]), written with tl.where (both paths computed).
     x: (n,) float32; take_a: (n,) bool; both contiguous on gpulab.DEVICE. Returns (n,) float32."""
     _check_x(x)
@@ -154,13 +157,15 @@ def branch_where(x: torch.Tensor, take_a: torch.Tensor, k_a: int = K_A, k_b: int
     check_block("block", block)
     y = torch.empty_like(x)
     if x.numel():
-        branch_where_kernel[(triton.cdiv(x.numel(), block),)](x, take_a.view(torch.uint8), y, x.numel(),
-                                                             K_A=k_a, K_B=k_b, BLOCK=block)
+        branch_where_kernel[(triton.cdiv(x.numel(), block),)](
+            x, take_a.view(torch.uint8), y, x.numel(), K_A=k_a, K_B=k_b, BLOCK=block
+        )
     return y
 
 
-def branch_uniform(x: torch.Tensor, block_takes_a: torch.Tensor, k_a: int = K_A, k_b: int = K_B,
-                   block: int = 1024) -> torch.Tensor:
+def branch_uniform(
+    x: torch.Tensor, block_takes_a: torch.Tensor, k_a: int = K_A, k_b: int = K_B, block: int = 1024
+) -> torch.Tensor:
     """(b) Every element of block j (elements j*block .. (j+1)*block - 1) takes path A if block_takes_a[j],
     else path B; one `if` per program. x: (n,) float32; block_takes_a: (ceil(n / block),) bool."""
     _check_x(x)
@@ -169,8 +174,9 @@ def branch_uniform(x: torch.Tensor, block_takes_a: torch.Tensor, k_a: int = K_A,
     k_a, k_b = _check_k("k_a", k_a), _check_k("k_b", k_b)
     y = torch.empty_like(x)
     if x.numel():
-        branch_uniform_kernel[(triton.cdiv(x.numel(), block),)](x, block_takes_a.view(torch.uint8), y, x.numel(),
-                                                               K_A=k_a, K_B=k_b, BLOCK=block)
+        branch_uniform_kernel[(triton.cdiv(x.numel(), block),)](
+            x, block_takes_a.view(torch.uint8), y, x.numel(), K_A=k_a, K_B=k_b, BLOCK=block
+        )
     return y
 
 

@@ -62,6 +62,7 @@ autotuner (``kernels._autotune``, keyed by ``_tune_key``) over ``fwd_candidates`
 The file reads top to bottom: constants, helpers, the forward kernel, the backward kernels, configurations,
 launchers, autograd, the float64 reference.
 """
+
 from __future__ import annotations
 
 import functools
@@ -84,19 +85,24 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HEAD_DIMS = (16, 32, 64, 128)
 BWD_MODES = ("fused", "split", "atomic")
 # The launches of each backward mode, and each launch's kernel flags.
-BWD_PARTS = {"fused": dict(DKDV=True, DQ_MODE=1), "dkdv": dict(DKDV=True, DQ_MODE=0),
-             "dq": dict(DKDV=False, DQ_MODE=1), "atomic": dict(DKDV=True, DQ_MODE=2)}
+BWD_PARTS = {
+    "fused": dict(DKDV=True, DQ_MODE=1),
+    "dkdv": dict(DKDV=True, DQ_MODE=0),
+    "dq": dict(DKDV=False, DQ_MODE=1),
+    "atomic": dict(DKDV=True, DQ_MODE=2),
+}
 MODE_PARTS = {"fused": ("fused",), "split": ("dkdv", "dq"), "atomic": ("atomic",)}
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * LOG2E)
-LN2 = 0.6931471805599453    # ln(2): lse (natural) = lse2 * LN2
+LN2 = 0.6931471805599453  # ln(2): lse (natural) = lse2 * LN2
 _LOG2E = tl.constexpr(LOG2E)  # the same numbers as kernel constants (a kernel reads only constexpr globals)
 _LN2 = tl.constexpr(LN2)
-MAX_GRID_Y = 65535          # CUDA's limit on grid dimension 1, which holds B * H
-TMA_ROW_MULTIPLE = 128      # TMA loads only when Lq and Lk are multiples of this (no tile crosses a head's end)
+MAX_GRID_Y = 65535  # CUDA's limit on grid dimension 1, which holds B * H
+TMA_ROW_MULTIPLE = 128  # TMA loads only when Lq and Lk are multiples of this (no tile crosses a head's end)
 MAX_SM_SCALE = torch.finfo(torch.float32).max / LOG2E  # sm_scale * log2(e) goes to the kernel as an fp32
 
 
 # ---- helpers -----------------------------------------------------------------------------------------------
+
 
 @triton.jit
 def _load_rows(ptr, offs_r, offs_d, n_rows, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr):
@@ -109,8 +115,18 @@ def _load_rows(ptr, offs_r, offs_d, n_rows, HEAD_DIM: tl.constexpr, MASKED: tl.c
 
 
 @triton.jit
-def _load_tile(desc, ptr, flat_row, offs_r, offs_d, n_rows, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr,
-               USE_TMA: tl.constexpr, UPCAST: tl.constexpr):
+def _load_tile(
+    desc,
+    ptr,
+    flat_row,
+    offs_r,
+    offs_d,
+    n_rows,
+    HEAD_DIM: tl.constexpr,
+    MASKED: tl.constexpr,
+    USE_TMA: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     """One (rows, d) tile of this head: through the TMA descriptor at row ``flat_row`` of the flattened
     (B*H*L, d) tensor, or by masked pointer loads from ``ptr`` (this head) at rows ``offs_r``; fp32 if UPCAST."""
     if USE_TMA:
@@ -124,10 +140,31 @@ def _load_tile(desc, ptr, flat_row, offs_r, offs_d, n_rows, HEAD_DIM: tl.constex
 
 # ---- the forward kernel ------------------------------------------------------------------------------------
 
+
 @triton.jit
-def _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m, Lk, qk_scale,
-               BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-               USE_TMA: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr):
+def _fwd_tiles(
+    acc,
+    l_i,
+    m_i,
+    q,
+    Kh,
+    Vh,
+    desc_k,
+    desc_v,
+    kv_base,
+    lo,
+    hi,
+    offs_m,
+    Lk,
+    qk_scale,
+    BLOCK_N: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    USE_TMA: tl.constexpr,
+    UPCAST: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
     """Fold key tiles [lo, hi) into the running state: m_i (row max, log2 units), l_i (row sum of
     exp2(s - m_i)), acc (the unnormalised output, sum of exp2(s - m_i) * v). Masks only if MASKED."""
     offs_d = tl.arange(0, HEAD_DIM)
@@ -135,7 +172,7 @@ def _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m
         start_n = tl.multiple_of(start_n, BLOCK_N)
         offs_n = start_n + tl.arange(0, BLOCK_N)
         k = _load_tile(desc_k, Kh, kv_base + start_n, offs_n, offs_d, Lk, HEAD_DIM, MASKED, USE_TMA, UPCAST)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)                           # (BLOCK_M, BLOCK_N)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)  # (BLOCK_M, BLOCK_N)
         if MASKED:
             valid = offs_n[None, :] < Lk
             if CAUSAL:
@@ -147,7 +184,7 @@ def _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m
             m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
             s = s * qk_scale - m_new[:, None]
         p = tl.math.exp2(s)
-        alpha = tl.math.exp2(m_i - m_new)        # rescales the old state to the new maximum
+        alpha = tl.math.exp2(m_i - m_new)  # rescales the old state to the new maximum
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
         v = _load_tile(desc_v, Vh, kv_base + start_n, offs_n, offs_d, Lk, HEAD_DIM, MASKED, USE_TMA, UPCAST)
@@ -157,10 +194,26 @@ def _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m
 
 
 @triton.jit(do_not_specialize=["Lq", "Lk"])  # one binary for every length
-def flash_attention_fwd_kernel(Q, K, V, O, LSE, desc_q, desc_k, desc_v, qk_scale, Lq, Lk,
-                               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                               CAUSAL: tl.constexpr, USE_TMA: tl.constexpr, UPCAST: tl.constexpr,
-                               DOT_PREC: tl.constexpr):
+def flash_attention_fwd_kernel(
+    Q,
+    K,
+    V,
+    O,
+    LSE,
+    desc_q,
+    desc_k,
+    desc_v,
+    qk_scale,
+    Lq,
+    Lk,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    USE_TMA: tl.constexpr,
+    UPCAST: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
     """One program: BLOCK_M query rows of one (batch, head). Q, O: (B*H*Lq, d), K, V: (B*H*Lk, d)
     contiguous; LSE: (B*H*Lq,) fp32, natural log. Causal programs take
     their query blocks last first, so the longest rows start first and the short ones fill the tail."""
@@ -171,34 +224,79 @@ def flash_attention_fwd_kernel(Q, K, V, O, LSE, desc_q, desc_k, desc_v, qk_scale
     bh = tl.program_id(1).to(tl.int64)
     q_base = bh * Lq
     kv_base = bh * Lk
-    Kh = K + kv_base * HEAD_DIM                  # this head's keys and values
+    Kh = K + kv_base * HEAD_DIM  # this head's keys and values
     Vh = V + kv_base * HEAD_DIM
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-    q = _load_tile(desc_q, Q + q_base * HEAD_DIM, q_base + start_m, offs_m, offs_d, Lq, HEAD_DIM, True, USE_TMA,
-                   UPCAST)                                                             # (BLOCK_M, d)
+    q = _load_tile(
+        desc_q, Q + q_base * HEAD_DIM, q_base + start_m, offs_m, offs_d, Lq, HEAD_DIM, True, USE_TMA, UPCAST
+    )  # (BLOCK_M, d)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    lk_full = (Lk // BLOCK_N) * BLOCK_N          # keys in complete tiles
+    lk_full = (Lk // BLOCK_N) * BLOCK_N  # keys in complete tiles
     if CAUSAL:  # left of the diagonal: no mask; the band (and a partial last tile): masked; right: skipped
         hi_full = tl.minimum(start_m, lk_full)
         hi = tl.minimum(start_m + BLOCK_M, Lk)
     else:
         hi_full = lk_full
         hi = Lk
-    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, 0, hi_full, offs_m, Lk,
-                               qk_scale, BLOCK_N, HEAD_DIM, False, CAUSAL, USE_TMA, UPCAST, DOT_PREC)
-    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, Kh, Vh, desc_k, desc_v, kv_base, hi_full, hi, offs_m, Lk,
-                               qk_scale, BLOCK_N, HEAD_DIM, True, CAUSAL, USE_TMA, UPCAST, DOT_PREC)
+    acc, l_i, m_i = _fwd_tiles(
+        acc,
+        l_i,
+        m_i,
+        q,
+        Kh,
+        Vh,
+        desc_k,
+        desc_v,
+        kv_base,
+        0,
+        hi_full,
+        offs_m,
+        Lk,
+        qk_scale,
+        BLOCK_N,
+        HEAD_DIM,
+        False,
+        CAUSAL,
+        USE_TMA,
+        UPCAST,
+        DOT_PREC,
+    )
+    acc, l_i, m_i = _fwd_tiles(
+        acc,
+        l_i,
+        m_i,
+        q,
+        Kh,
+        Vh,
+        desc_k,
+        desc_v,
+        kv_base,
+        hi_full,
+        hi,
+        offs_m,
+        Lk,
+        qk_scale,
+        BLOCK_N,
+        HEAD_DIM,
+        True,
+        CAUSAL,
+        USE_TMA,
+        UPCAST,
+        DOT_PREC,
+    )
     acc = acc / l_i[:, None]
     row_ok = offs_m < Lq
     tl.store(LSE + q_base + offs_m, (m_i + tl.math.log2(l_i)) * _LN2, mask=row_ok)
-    tl.store(O + (q_base + offs_m)[:, None] * HEAD_DIM + offs_d[None, :], acc.to(O.dtype.element_ty),
-             mask=row_ok[:, None])
+    tl.store(
+        O + (q_base + offs_m)[:, None] * HEAD_DIM + offs_d[None, :], acc.to(O.dtype.element_ty), mask=row_ok[:, None]
+    )
 
 
 # ---- the backward kernels ----------------------------------------------------------------------------------
+
 
 @triton.jit(do_not_specialize=["n_rows"])
 def flash_attention_bwd_preprocess_kernel(O, DO, DELTA, n_rows, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
@@ -211,10 +309,35 @@ def flash_attention_bwd_preprocess_kernel(O, DO, DELTA, n_rows, HEAD_DIM: tl.con
 
 
 @triton.jit
-def _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q_base, lo, hi, offs_n, Lq, Lk,
-                    qk_scale, sm_scale, BLOCK_M1: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr,
-                    CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_TMA: tl.constexpr, UPCAST: tl.constexpr,
-                    DOT_PREC: tl.constexpr):
+def _bwd_dkdv_tiles(
+    dk,
+    dv,
+    k,
+    v,
+    Qh,
+    DOh,
+    LSEh,
+    DELTAh,
+    DQh,
+    desc_q,
+    desc_do,
+    q_base,
+    lo,
+    hi,
+    offs_n,
+    Lq,
+    Lk,
+    qk_scale,
+    sm_scale,
+    BLOCK_M1: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    ATOMIC_DQ: tl.constexpr,
+    USE_TMA: tl.constexpr,
+    UPCAST: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
     """For one block of keys (k, v: (BLOCK_N1, d)), fold query blocks [lo, hi) into dk and dv; with
     ATOMIC_DQ also add this block's share of dQ into the fp32 buffer DQh. Works on transposed tiles
     (keys along rows) so no tile is transposed in registers. The *h pointers point at this head; with
@@ -232,8 +355,8 @@ def _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q
         else:
             lse2 = tl.load(LSEh + offs_m) * _LOG2E
             delta = tl.load(DELTAh + offs_m)
-        s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PREC)                          # (BLOCK_N1, BLOCK_M1)
-        p_t = tl.math.exp2(s_t * qk_scale - lse2[None, :])                              # P^T, rebuilt
+        s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PREC)  # (BLOCK_N1, BLOCK_M1)
+        p_t = tl.math.exp2(s_t * qk_scale - lse2[None, :])  # P^T, rebuilt
         if MASKED:
             valid = offs_m[None, :] < Lq
             if CAUSAL:
@@ -241,21 +364,46 @@ def _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q
             p_t = tl.where(valid, p_t, 0.0)
         if ATOMIC_DQ:  # keys past Lk (zeros) could give exp2 overflow; they must not reach dQ
             p_t = tl.where(offs_n[:, None] < Lk, p_t, 0.0)
-        dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=DOT_PREC)                 # dV += P^T dO
-        dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)                        # dP^T = V dO^T
-        ds_t = p_t * (dp_t - delta[None, :])                                            # dS^T
-        dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision=DOT_PREC)                  # dK += dS^T Q
+        dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=DOT_PREC)  # dV += P^T dO
+        dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)  # dP^T = V dO^T
+        ds_t = p_t * (dp_t - delta[None, :])  # dS^T
+        dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision=DOT_PREC)  # dK += dS^T Q
         if ATOMIC_DQ:
-            dq = tl.dot(tl.trans(ds_t.to(k.dtype)), k, input_precision=DOT_PREC)        # (BLOCK_M1, d)
-            tl.atomic_add(DQh + offs_m[:, None] * HEAD_DIM + offs_d[None, :], dq * sm_scale,
-                          mask=offs_m[:, None] < Lq, sem="relaxed")
+            dq = tl.dot(tl.trans(ds_t.to(k.dtype)), k, input_precision=DOT_PREC)  # (BLOCK_M1, d)
+            tl.atomic_add(
+                DQh + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+                dq * sm_scale,
+                mask=offs_m[:, None] < Lq,
+                sem="relaxed",
+            )
     return dk, dv
 
 
 @triton.jit
-def _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, desc_k, desc_v, kv_base, lo, hi, offs_m, Lk, qk_scale,
-                  BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                  USE_TMA: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr):
+def _bwd_dq_tiles(
+    dq,
+    q,
+    do,
+    lse2,
+    delta,
+    Kh,
+    Vh,
+    desc_k,
+    desc_v,
+    kv_base,
+    lo,
+    hi,
+    offs_m,
+    Lk,
+    qk_scale,
+    BLOCK_N2: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    USE_TMA: tl.constexpr,
+    UPCAST: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
     """For one block of queries, fold key tiles [lo, hi) into dq (unscaled: the caller multiplies by scale)."""
     offs_d = tl.arange(0, HEAD_DIM)
     for start_n in tl.range(lo, hi, BLOCK_N2):
@@ -263,26 +411,50 @@ def _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, desc_k, desc_v, kv_base, lo, h
         offs_n = start_n + tl.arange(0, BLOCK_N2)
         k = _load_tile(desc_k, Kh, kv_base + start_n, offs_n, offs_d, Lk, HEAD_DIM, MASKED, USE_TMA, UPCAST)
         v = _load_tile(desc_v, Vh, kv_base + start_n, offs_n, offs_d, Lk, HEAD_DIM, MASKED, USE_TMA, UPCAST)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)                            # (BLOCK_M2, BLOCK_N2)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)  # (BLOCK_M2, BLOCK_N2)
         p = tl.math.exp2(s * qk_scale - lse2[:, None])
         if MASKED:
             valid = offs_n[None, :] < Lk
             if CAUSAL:
                 valid = valid & (offs_n[None, :] <= offs_m[:, None])
             p = tl.where(valid, p, 0.0)
-        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)                          # dP = dO V^T
+        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)  # dP = dO V^T
         ds = p * (dp - delta[:, None])
-        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PREC)                    # dQ += dS K
+        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PREC)  # dQ += dS K
     return dq
 
 
 @triton.jit(do_not_specialize=["Lq", "Lk"])
-def flash_attention_bwd_kernel(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, desc_q, desc_k, desc_v, desc_do, qk_scale,
-                               sm_scale, Lq, Lk,
-                               HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
-                               BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr, CAUSAL: tl.constexpr,
-                               DKDV: tl.constexpr, DQ_MODE: tl.constexpr, USE_TMA: tl.constexpr,
-                               UPCAST: tl.constexpr, DOT_PREC: tl.constexpr):
+def flash_attention_bwd_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    LSE,
+    DELTA,
+    DQ,
+    DK,
+    DV,
+    desc_q,
+    desc_k,
+    desc_v,
+    desc_do,
+    qk_scale,
+    sm_scale,
+    Lq,
+    Lk,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M1: tl.constexpr,
+    BLOCK_N1: tl.constexpr,
+    BLOCK_M2: tl.constexpr,
+    BLOCK_N2: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    DKDV: tl.constexpr,
+    DQ_MODE: tl.constexpr,
+    USE_TMA: tl.constexpr,
+    UPCAST: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
     """Program (pid, bh): if DKDV, dK and dV of keys [pid*BLOCK_N1, +BLOCK_N1); DQ_MODE 1: then dQ of queries
     [pid*BLOCK_M2, +BLOCK_M2) (recomputing the scores); DQ_MODE 2: dQ by atomic adds into the fp32 DQ from
     the key-side loop (needs DKDV); DQ_MODE 0: no dQ. Layouts as in the forward; DELTA, LSE: (B*H*Lq,) fp32.
@@ -299,7 +471,7 @@ def flash_attention_bwd_kernel(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, desc_q, desc
         start_n = pid * BLOCK_N1
         if start_n < Lk:
             offs_n = start_n + tl.arange(0, BLOCK_N1)
-            k = _load_rows(Kh, offs_n, offs_d, Lk, HEAD_DIM, True)                       # stays on chip
+            k = _load_rows(Kh, offs_n, offs_d, Lk, HEAD_DIM, True)  # stays on chip
             v = _load_rows(Vh, offs_n, offs_d, Lk, HEAD_DIM, True)
             if UPCAST:
                 k = k.to(tl.float32)
@@ -309,18 +481,96 @@ def flash_attention_bwd_kernel(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, desc_q, desc
             DQh = DQ + q_base * HEAD_DIM
             lq_full = (Lq // BLOCK_M1) * BLOCK_M1
             if CAUSAL:  # queries m >= n see key n: the band [start_n, start_n + BLOCK_N1) is masked
-                dk, dv = _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q_base, start_n,
-                                         tl.minimum(start_n + BLOCK_N1, Lq), offs_n, Lq, Lk, qk_scale, sm_scale,
-                                         BLOCK_M1, HEAD_DIM, True, True, DQ_MODE == 2, USE_TMA, UPCAST, DOT_PREC)
+                dk, dv = _bwd_dkdv_tiles(
+                    dk,
+                    dv,
+                    k,
+                    v,
+                    Qh,
+                    DOh,
+                    LSEh,
+                    DELTAh,
+                    DQh,
+                    desc_q,
+                    desc_do,
+                    q_base,
+                    start_n,
+                    tl.minimum(start_n + BLOCK_N1, Lq),
+                    offs_n,
+                    Lq,
+                    Lk,
+                    qk_scale,
+                    sm_scale,
+                    BLOCK_M1,
+                    HEAD_DIM,
+                    True,
+                    True,
+                    DQ_MODE == 2,
+                    USE_TMA,
+                    UPCAST,
+                    DOT_PREC,
+                )
                 lo = start_n + BLOCK_N1
             else:
                 lo = 0
-            dk, dv = _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q_base, lo, lq_full,
-                                     offs_n, Lq, Lk, qk_scale, sm_scale, BLOCK_M1, HEAD_DIM, False, CAUSAL,
-                                     DQ_MODE == 2, USE_TMA, UPCAST, DOT_PREC)
-            dk, dv = _bwd_dkdv_tiles(dk, dv, k, v, Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q_base,
-                                     tl.maximum(lo, lq_full), Lq, offs_n, Lq, Lk, qk_scale, sm_scale, BLOCK_M1,
-                                     HEAD_DIM, True, CAUSAL, DQ_MODE == 2, USE_TMA, UPCAST, DOT_PREC)
+            dk, dv = _bwd_dkdv_tiles(
+                dk,
+                dv,
+                k,
+                v,
+                Qh,
+                DOh,
+                LSEh,
+                DELTAh,
+                DQh,
+                desc_q,
+                desc_do,
+                q_base,
+                lo,
+                lq_full,
+                offs_n,
+                Lq,
+                Lk,
+                qk_scale,
+                sm_scale,
+                BLOCK_M1,
+                HEAD_DIM,
+                False,
+                CAUSAL,
+                DQ_MODE == 2,
+                USE_TMA,
+                UPCAST,
+                DOT_PREC,
+            )
+            dk, dv = _bwd_dkdv_tiles(
+                dk,
+                dv,
+                k,
+                v,
+                Qh,
+                DOh,
+                LSEh,
+                DELTAh,
+                DQh,
+                desc_q,
+                desc_do,
+                q_base,
+                tl.maximum(lo, lq_full),
+                Lq,
+                offs_n,
+                Lq,
+                Lk,
+                qk_scale,
+                sm_scale,
+                BLOCK_M1,
+                HEAD_DIM,
+                True,
+                CAUSAL,
+                DQ_MODE == 2,
+                USE_TMA,
+                UPCAST,
+                DOT_PREC,
+            )
             row_ok = offs_n[:, None] < Lk
             rows = offs_n[:, None] * HEAD_DIM + offs_d[None, :]
             tl.store(DK + kv_base * HEAD_DIM + rows, (dk * sm_scale).to(DK.dtype.element_ty), mask=row_ok)
@@ -347,34 +597,89 @@ def flash_attention_bwd_kernel(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, desc_q, desc
             else:
                 hi_full = lk_full
                 hi = Lk
-            dq = _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, desc_k, desc_v, kv_base, 0, hi_full, offs_m, Lk,
-                               qk_scale, BLOCK_N2, HEAD_DIM, False, CAUSAL, USE_TMA, UPCAST, DOT_PREC)
-            dq = _bwd_dq_tiles(dq, q, do, lse2, delta, Kh, Vh, desc_k, desc_v, kv_base, hi_full, hi, offs_m, Lk,
-                               qk_scale, BLOCK_N2, HEAD_DIM, True, CAUSAL, USE_TMA, UPCAST, DOT_PREC)
-            tl.store(DQ + q_base * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
-                     (dq * sm_scale).to(DQ.dtype.element_ty), mask=offs_m[:, None] < Lq)
+            dq = _bwd_dq_tiles(
+                dq,
+                q,
+                do,
+                lse2,
+                delta,
+                Kh,
+                Vh,
+                desc_k,
+                desc_v,
+                kv_base,
+                0,
+                hi_full,
+                offs_m,
+                Lk,
+                qk_scale,
+                BLOCK_N2,
+                HEAD_DIM,
+                False,
+                CAUSAL,
+                USE_TMA,
+                UPCAST,
+                DOT_PREC,
+            )
+            dq = _bwd_dq_tiles(
+                dq,
+                q,
+                do,
+                lse2,
+                delta,
+                Kh,
+                Vh,
+                desc_k,
+                desc_v,
+                kv_base,
+                hi_full,
+                hi,
+                offs_m,
+                Lk,
+                qk_scale,
+                BLOCK_N2,
+                HEAD_DIM,
+                True,
+                CAUSAL,
+                USE_TMA,
+                UPCAST,
+                DOT_PREC,
+            )
+            tl.store(
+                DQ + q_base * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+                (dq * sm_scale).to(DQ.dtype.element_ty),
+                mask=offs_m[:, None] < Lq,
+            )
 
 
 # ---- configurations ----------------------------------------------------------------------------------------
+
 
 def fwd_config(block_m: int, block_n: int, num_warps: int = 4, num_stages: int = 3) -> triton.Config:
     """A forward launch shape: BLOCK_M queries per program, BLOCK_N keys per tile."""
     return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=num_warps, num_stages=num_stages)
 
 
-def bwd_config(block_m1: int, block_n1: int, block_m2: int, block_n2: int, num_warps: int = 4,
-               num_stages: int = 2) -> triton.Config:
+def bwd_config(
+    block_m1: int, block_n1: int, block_m2: int, block_n2: int, num_warps: int = 4, num_stages: int = 2
+) -> triton.Config:
     """A backward launch shape: key side BLOCK_N1 keys x BLOCK_M1 queries per step; query side BLOCK_M2
     queries x BLOCK_N2 keys per step."""
-    return triton.Config({"BLOCK_M1": block_m1, "BLOCK_N1": block_n1, "BLOCK_M2": block_m2, "BLOCK_N2": block_n2},
-                         num_warps=num_warps, num_stages=num_stages)
+    return triton.Config(
+        {"BLOCK_M1": block_m1, "BLOCK_N1": block_n1, "BLOCK_M2": block_m2, "BLOCK_N2": block_n2},
+        num_warps=num_warps,
+        num_stages=num_stages,
+    )
 
 
 def config_short(config: triton.Config) -> str:
     """A config in one line: ``"128x64 w4 s2"`` (forward blocks) or ``"32x128 128x32 w4 s3"`` (backward)."""
     kw = config.kwargs
-    blocks = (f"{kw['BLOCK_M']}x{kw['BLOCK_N']}" if "BLOCK_M" in kw else
-              f"{kw['BLOCK_M1']}x{kw['BLOCK_N1']} {kw['BLOCK_M2']}x{kw['BLOCK_N2']}")
+    blocks = (
+        f"{kw['BLOCK_M']}x{kw['BLOCK_N']}"
+        if "BLOCK_M" in kw
+        else f"{kw['BLOCK_M1']}x{kw['BLOCK_N1']} {kw['BLOCK_M2']}x{kw['BLOCK_N2']}"
+    )
     return f"{blocks} w{config.num_warps} s{config.num_stages}"
 
 
@@ -385,13 +690,19 @@ INTERPRETER_BWD = bwd_config(16, 32, 32, 16)
 # GPU candidates: the best few per (d, causal, L) of a screen by ``tools/tune_flash.py`` at lesson 08's
 # settings (rerun it for a new GPU or Triton; lesson 08's reference data in gpulab/data holds the rates reached).
 # The autotuner times them once per key (``_tune_key``): BLOCK_M x BLOCK_N, num_warps, num_stages.
-FWD_CONFIGS = [fwd_config(bm, bn, w, s) for bm, bn, w, s in [
-    (128, 64, 4, 2), (64, 64, 4, 3), (64, 128, 4, 2), (64, 64, 4, 2), (128, 128, 8, 3)]]
+FWD_CONFIGS = [
+    fwd_config(bm, bn, w, s)
+    for bm, bn, w, s in [(128, 64, 4, 2), (64, 64, 4, 3), (64, 128, 4, 2), (64, 64, 4, 2), (128, 128, 8, 3)]
+]
 BWD_CONFIGS = {  # by launch (a key of BWD_PARTS)
-    "fused": [bwd_config(*b, w, s) for b, w, s in [
-        ((32, 128, 128, 32), 4, 3), ((32, 64, 64, 32), 4, 3), ((64, 64, 64, 64), 4, 2)]],
-    "dkdv": [bwd_config(bm1, bn1, 16, 16, w, s) for bm1, bn1, w, s in [
-        (64, 128, 4, 3), (64, 64, 4, 2), (32, 64, 4, 3), (64, 64, 4, 3)]],
+    "fused": [
+        bwd_config(*b, w, s)
+        for b, w, s in [((32, 128, 128, 32), 4, 3), ((32, 64, 64, 32), 4, 3), ((64, 64, 64, 64), 4, 2)]
+    ],
+    "dkdv": [
+        bwd_config(bm1, bn1, 16, 16, w, s)
+        for bm1, bn1, w, s in [(64, 128, 4, 3), (64, 64, 4, 2), (32, 64, 4, 3), (64, 64, 4, 3)]
+    ],
     "dq": [bwd_config(16, 16, bm2, bn2, w, s) for bm2, bn2, w, s in [(128, 64, 8, 3), (64, 64, 4, 3)]],
     "atomic": [bwd_config(bm1, bn1, 16, 16, w, s) for bm1, bn1, w, s in [(64, 64, 4, 3), (64, 128, 8, 3)]],
 }
@@ -399,7 +710,7 @@ BWD_CONFIGS = {  # by launch (a key of BWD_PARTS)
 FP32_FWD_CONFIGS = [fwd_config(64, 32, 4, 2), fwd_config(32, 32, 4, 2)]
 FP32_BWD_CONFIGS = [bwd_config(16, 32, 32, 16, 4, 2), bwd_config(32, 64, 64, 32, 4, 1)]
 DEFAULT_BWD_MODE = "split"  # the mode tools/tune_flash.py found best, or within a few percent, at every setting
-DEFAULT_FWD_TMA = True      # the forward loads through TMA by default on a GPU where tma_available()
+DEFAULT_FWD_TMA = True  # the forward loads through TMA by default on a GPU where tma_available()
 DEFAULT_BWD_TMA = False
 
 
@@ -425,8 +736,11 @@ def bwd_candidates(part: str, dtype: torch.dtype) -> list:
     else ``BWD_CONFIGS[part]``; kept where BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0 (the causal
     bands start on tile edges)."""
     configs = FP32_BWD_CONFIGS if dtype == torch.float32 else BWD_CONFIGS[part]
-    keep = [c for c in configs if c.kwargs["BLOCK_N1"] % c.kwargs["BLOCK_M1"] == 0
-            and c.kwargs["BLOCK_M2"] % c.kwargs["BLOCK_N2"] == 0]
+    keep = [
+        c
+        for c in configs
+        if c.kwargs["BLOCK_N1"] % c.kwargs["BLOCK_M1"] == 0 and c.kwargs["BLOCK_M2"] % c.kwargs["BLOCK_N2"] == 0
+    ]
     return keep or [bwd_config(16, 32, 32, 16, 4, 2)]
 
 
@@ -447,6 +761,7 @@ def _check_bwd_config(config) -> None:
 
 
 # ---- launchers ---------------------------------------------------------------------------------------------
+
 
 def _upcast(dtype: torch.dtype) -> bool:
     return dtype == torch.bfloat16 and not bf16_dot_is_exact()
@@ -476,15 +791,19 @@ def check_inputs(q, k, v, causal=False, sm_scale=None) -> float:
     if k.shape != v.shape:
         raise ValueError(f"k and v must have the same shape (B, H, Lk, d), got {tuple(k.shape)} and {tuple(v.shape)}")
     if d not in HEAD_DIMS or k.shape[3] != d:
-        raise ValueError(f"the head dimension d (last dim of q, k, v) must be one of {HEAD_DIMS} and the same for "
-                         f"all three, got q {tuple(q.shape)}, k {tuple(k.shape)}")
+        raise ValueError(
+            f"the head dimension d (last dim of q, k, v) must be one of {HEAD_DIMS} and the same for "
+            f"all three, got q {tuple(q.shape)}, k {tuple(k.shape)}"
+        )
     if k.shape[2] < 1:
         raise ValueError(f"k must hold at least one key (Lk >= 1), got shape {tuple(k.shape)}")
     if B * H > MAX_GRID_Y:
         raise ValueError(f"q: B * H must be at most {MAX_GRID_Y} (one grid dimension), got {B} * {H}")
     if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool (True or False), got {causal!r} of type "
-                        f"{type(causal).__module__}.{type(causal).__qualname__}")
+        raise TypeError(
+            f"causal must be a bool (True or False), got {causal!r} of type "
+            f"{type(causal).__module__}.{type(causal).__qualname__}"
+        )
     if sm_scale is None:
         return 1.0 / math.sqrt(d)
     try:
@@ -492,8 +811,10 @@ def check_inputs(q, k, v, causal=False, sm_scale=None) -> float:
     except OverflowError:  # an int past float's range
         scale = math.inf
     if scale is None or not (0 < scale <= MAX_SM_SCALE):
-        raise ValueError(f"sm_scale must be a positive real number at most {MAX_SM_SCALE:.4g} (times log2(e) it "
-                         f"must be a finite fp32) or None, got {sm_scale!r}")
+        raise ValueError(
+            f"sm_scale must be a positive real number at most {MAX_SM_SCALE:.4g} (times log2(e) it "
+            f"must be a finite fp32) or None, got {sm_scale!r}"
+        )
     return scale
 
 
@@ -511,9 +832,11 @@ def _use_tma(use_tma, default: bool, tensors, Lq: int, Lk: int) -> bool:
     if use_tma is None:
         use_tma = default and gpulab.ON_GPU and tma_available()
     elif use_tma and not tma_available():
-        raise ValueError("use_tma=True needs TMA tensor descriptors (a GPU of compute capability >= 9.0, or the "
-                         f"interpreter, with Triton >= 3.4); here: compute capability {gpulab.compute_capability()}, "
-                         f"TensorDescriptor {'found' if TensorDescriptor else 'missing'}")
+        raise ValueError(
+            "use_tma=True needs TMA tensor descriptors (a GPU of compute capability >= 9.0, or the "
+            f"interpreter, with Triton >= 3.4); here: compute capability {gpulab.compute_capability()}, "
+            f"TensorDescriptor {'found' if TensorDescriptor else 'missing'}"
+        )
     return bool(use_tma) and not any(t.data_ptr() % 16 for t in tensors) and tma_lengths_ok(Lq, Lk)
 
 
@@ -530,8 +853,16 @@ def _tune_key(part: str, q, k, causal: bool, use_tma: bool) -> tuple:
     return ("flash_attention", part, q.dtype, q.shape[-1], causal, use_tma, l_bucket(max(q.shape[2], k.shape[2])))
 
 
-def flash_attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = None, *,
-                            config: triton.Config | None = None, use_tma: bool | None = None):
+def flash_attention_forward(
+    q,
+    k,
+    v,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    *,
+    config: triton.Config | None = None,
+    use_tma: bool | None = None,
+):
     """The forward kernel alone (no autograd). Returns ``(out, lse)``: ``out: (B, H, Lq, d)`` in q's dtype and
     ``lse: (B, H, Lq)`` float32, the natural-log logsumexp of each row of scaled scores.
 
@@ -561,13 +892,28 @@ def _forward(q, k, v, causal: bool, scale: float, config=None, use_tma=None):
         bm, bn = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"]
         descs = (_descriptor(q, bm), _descriptor(k, bn), _descriptor(v, bn)) if use_tma else (None, None, None)
         flash_attention_fwd_kernel[(triton.cdiv(Lq, bm), B * H)](
-            q, k, v, out, lse, *descs, scale * LOG2E, Lq, Lk, **meta, **cfg.kwargs, num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages)
+            q,
+            k,
+            v,
+            out,
+            lse,
+            *descs,
+            scale * LOG2E,
+            Lq,
+            Lk,
+            **meta,
+            **cfg.kwargs,
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        )
 
     if config is None and gpulab.ON_GPU:
-        config = _autotune.pick(_tune_key("fwd", q, k, causal, use_tma), fwd_candidates(q.dtype, causal),
-                                lambda: functools.partial(launch, out=torch.empty_like(out), lse=torch.empty_like(lse)),
-                                what=f"flash forward config for q {tuple(q.shape)}")
+        config = _autotune.pick(
+            _tune_key("fwd", q, k, causal, use_tma),
+            fwd_candidates(q.dtype, causal),
+            lambda: functools.partial(launch, out=torch.empty_like(out), lse=torch.empty_like(lse)),
+            what=f"flash forward config for q {tuple(q.shape)}",
+        )
     else:
         config = config or INTERPRETER_FWD
         _check_fwd_config(config, causal)
@@ -596,13 +942,15 @@ def bwd_prepare(q, k, v, out, lse, do, mode: str = "fused"):
     delta = torch.empty((B, H, Lq), device=q.device, dtype=torch.float32)
     if q.numel():
         block = 64 if gpulab.ON_GPU else 32
-        flash_attention_bwd_preprocess_kernel[(triton.cdiv(B * H * Lq, block),)](out, do, delta, B * H * Lq,
-                                                                                  HEAD_DIM=d, BLOCK=block)
+        flash_attention_bwd_preprocess_kernel[(triton.cdiv(B * H * Lq, block),)](
+            out, do, delta, B * H * Lq, HEAD_DIM=d, BLOCK=block
+        )
     return q, k, v, do, lse, delta, dq, torch.empty_like(k), torch.empty_like(v)
 
 
-def bwd_launch(part: str, bufs, causal: bool, scale: float, config: triton.Config | None = None,
-               use_tma: bool | None = None):
+def bwd_launch(
+    part: str, bufs, causal: bool, scale: float, config: triton.Config | None = None, use_tma: bool | None = None
+):
     """Launch one part of the backward (a key of ``BWD_PARTS``) on buffers from ``bwd_prepare``. ``config``:
     a ``bwd_config`` (default: autotuned on a GPU over ``bwd_candidates``, ``INTERPRETER_BWD`` in the
     interpreter). ``use_tma``: load the loop tiles through TMA descriptors (default ``DEFAULT_BWD_TMA`` on a GPU
@@ -612,33 +960,75 @@ def bwd_launch(part: str, bufs, causal: bool, scale: float, config: triton.Confi
     Lk = k.shape[2]
     flags = BWD_PARTS[part]
     use_tma = _use_tma(use_tma, DEFAULT_BWD_TMA, (q, k, v, do), Lq, Lk)
-    meta = dict(HEAD_DIM=d, CAUSAL=causal, USE_TMA=use_tma, UPCAST=_upcast(q.dtype), DOT_PREC=_dot_prec(q.dtype),
-                **flags)
+    meta = dict(
+        HEAD_DIM=d, CAUSAL=causal, USE_TMA=use_tma, UPCAST=_upcast(q.dtype), DOT_PREC=_dot_prec(q.dtype), **flags
+    )
 
     def launch(cfg, dq, dk, dv):
         kw = cfg.kwargs
-        descs = ((_descriptor(q, kw["BLOCK_M1"]), _descriptor(k, kw["BLOCK_N2"]), _descriptor(v, kw["BLOCK_N2"]),
-                  _descriptor(do, kw["BLOCK_M1"])) if use_tma else (None,) * 4)
+        descs = (
+            (
+                _descriptor(q, kw["BLOCK_M1"]),
+                _descriptor(k, kw["BLOCK_N2"]),
+                _descriptor(v, kw["BLOCK_N2"]),
+                _descriptor(do, kw["BLOCK_M1"]),
+            )
+            if use_tma
+            else (None,) * 4
+        )
         n1 = triton.cdiv(Lk, kw["BLOCK_N1"]) if flags["DKDV"] else 0
         n2 = triton.cdiv(Lq, kw["BLOCK_M2"]) if flags["DQ_MODE"] == 1 else 0
         flash_attention_bwd_kernel[(max(n1, n2), B * H)](
-            q, k, v, do, lse, delta, dq, dk, dv, *descs, scale * LOG2E, scale, Lq, Lk, **meta, **kw,
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            q,
+            k,
+            v,
+            do,
+            lse,
+            delta,
+            dq,
+            dk,
+            dv,
+            *descs,
+            scale * LOG2E,
+            scale,
+            Lq,
+            Lk,
+            **meta,
+            **kw,
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        )
 
     if config is None and gpulab.ON_GPU:
-        config = _autotune.pick(_tune_key(part, q, k, causal, use_tma), bwd_candidates(part, q.dtype),
-                                lambda: functools.partial(launch, dq=torch.zeros_like(dq), dk=torch.empty_like(dk),
-                                                          dv=torch.empty_like(dv)),
-                                what=f"flash backward {part} config for q {tuple(q.shape)}")
+        config = _autotune.pick(
+            _tune_key(part, q, k, causal, use_tma),
+            bwd_candidates(part, q.dtype),
+            lambda: functools.partial(
+                launch, dq=torch.zeros_like(dq), dk=torch.empty_like(dk), dv=torch.empty_like(dv)
+            ),
+            what=f"flash backward {part} config for q {tuple(q.shape)}",
+        )
     else:
         config = config or INTERPRETER_BWD
         _check_bwd_config(config)
     launch(config, dq, dk, dv)
 
 
-def flash_attention_backward(q, k, v, out, lse, do, causal: bool = False, sm_scale: float | None = None, *,
-                             mode: str | None = None, config: triton.Config | None = None,
-                             dq_config: triton.Config | None = None, use_tma: bool | None = None):
+def flash_attention_backward(
+    q,
+    k,
+    v,
+    out,
+    lse,
+    do,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    *,
+    mode: str | None = None,
+    config: triton.Config | None = None,
+    dq_config: triton.Config | None = None,
+    use_tma: bool | None = None,
+):
     """The backward kernels alone: ``(dq, dk, dv)``, each the shape and dtype of its input.
 
     q, k, v, out, do as in the forward (out and do: (B, H, Lq, d)); lse: (B, H, Lq) float32 from the forward.
@@ -662,8 +1052,10 @@ def flash_attention_backward(q, k, v, out, lse, do, causal: bool = False, sm_sca
 def tuned_configs() -> dict:
     """What autotuning chose so far: ``{"part dtype d=.. causal=.. tma=.. L<=bucket": config_short(config)}``,
     part "fwd" or a key of ``BWD_PARTS``."""
-    return {f"{p} {str(dt).replace('torch.', '')} d={d} causal={c} tma={t} L<={lb}": config_short(cfg)
-            for (p, dt, d, c, t, lb), cfg in _autotune.chosen("flash_attention").items()}
+    return {
+        f"{p} {str(dt).replace('torch.', '')} d={d} causal={c} tma={t} L<={lb}": config_short(cfg)
+        for (p, dt, d, c, t, lb), cfg in _autotune.chosen("flash_attention").items()
+    }
 
 
 def default_configs(q, k, v, causal: bool = False, bwd_mode: str | None = None, use_tma: bool | None = None) -> dict:
@@ -688,6 +1080,7 @@ def default_configs(q, k, v, causal: bool = False, bwd_mode: str | None = None, 
 
 
 # ---- autograd -----------------------------------------------------------------------------------------------
+
 
 class FlashAttentionFunction(torch.autograd.Function):
     """Forward saves q, k, v, out and lse (O(L) memory); backward recomputes P tile by tile. Differentiable once:
@@ -731,6 +1124,7 @@ def flash_attention(q, k, v, causal: bool = False, sm_scale: float | None = None
 
 # ---- the float64 reference ---------------------------------------------------------------------------------
 
+
 def causal_mask(lq: int, lk: int, device=None) -> torch.Tensor:
     """SDPA's ``is_causal`` mask: bool (lq, lk), True where query i may see key j (j <= i), top-left aligned."""
     return torch.ones(lq, lk, dtype=torch.bool, device=device).tril(diagonal=0)
@@ -741,8 +1135,8 @@ def flash_attention_ref(q, k, v, causal: bool = False, sm_scale: float | None = 
     (B, H, Lq, d) and (B, H, Lq). Differentiable (use it with autograd for reference gradients)."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
     q64, k64, v64 = q.double(), k.double(), v.double()
-    s = (q64 @ k64.transpose(-1, -2)) * scale                        # (B, H, Lq, Lk)
+    s = (q64 @ k64.transpose(-1, -2)) * scale  # (B, H, Lq, Lk)
     if causal:
         s = s.masked_fill(~causal_mask(q.shape[2], k.shape[2], s.device), float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)                                  # (B, H, Lq)
+    lse = torch.logsumexp(s, dim=-1)  # (B, H, Lq)
     return torch.exp(s - lse[..., None]) @ v64, lse

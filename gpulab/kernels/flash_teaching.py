@@ -29,6 +29,7 @@ make ``dQ``, ``Lq != Lk``, any strides, and a ``torch.autograd.Function``. Here 
 (2023), Algorithms 1 and 2; the seed lecture (Stanford CS336 Lecture 5, "FlashAttention brings the ideas
 together"); Triton's fused-attention tutorial.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,36 +51,38 @@ BLOCKS = (64, 64) if gpulab.ON_GPU else (16, 16)
 
 
 @triton.jit
-def flash_fwd_kernel(Q, K, V, O, LSE, L, scale, CAUSAL: tl.constexpr, D: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    pid_m, bh = tl.program_id(0), tl.program_id(1)              # a block of queries of one (batch, head)
+def flash_fwd_kernel(
+    Q, K, V, O, LSE, L, scale, CAUSAL: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+):
+    pid_m, bh = tl.program_id(0), tl.program_id(1)  # a block of queries of one (batch, head)
     Q, K, V, O = Q + bh * L * D, K + bh * L * D, V + bh * L * D, O + bh * L * D
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, D)
     q = tl.load(Q + offs_m[:, None] * D + offs_d[None, :], mask=offs_m[:, None] < L, other=0.0)
-    m = tl.full([BLOCK_M], float("-inf"), tl.float32)           # running max
-    l = tl.zeros([BLOCK_M], tl.float32)                         # running sum of exp(s - m)
-    acc = tl.zeros([BLOCK_M, D], tl.float32)                    # running sum of exp(s - m) v
+    m = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max
+    l = tl.zeros([BLOCK_M], tl.float32)  # running sum of exp(s - m)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)  # running sum of exp(s - m) v
     hi = L
-    if CAUSAL:                                                  # skip the tiles right of the diagonal
+    if CAUSAL:  # skip the tiles right of the diagonal
         hi = tl.minimum((pid_m + 1) * BLOCK_M, L)
     for start in range(0, hi, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         k = tl.load(K + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < L, other=0.0)
         v = tl.load(V + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < L, other=0.0)
-        s = tl.dot(q, tl.trans(k)) * scale                      # (BLOCK_M, BLOCK_N) scores
+        s = tl.dot(q, tl.trans(k)) * scale  # (BLOCK_M, BLOCK_N) scores
         valid = offs_n[None, :] < L
         if CAUSAL:
             valid = valid & (offs_n[None, :] <= offs_m[:, None])
         s = tl.where(valid, s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, 1))
-        alpha = tl.exp(m - m_new)                               # rescales the old state to the new max
+        alpha = tl.exp(m - m_new)  # rescales the old state to the new max
         p = tl.exp(s - m_new[:, None])
         l = alpha * l + tl.sum(p, 1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m = m_new
-    tl.store(O + offs_m[:, None] * D + offs_d[None, :], (acc / l[:, None]).to(O.dtype.element_ty),
-             mask=offs_m[:, None] < L)
+    tl.store(
+        O + offs_m[:, None] * D + offs_d[None, :], (acc / l[:, None]).to(O.dtype.element_ty), mask=offs_m[:, None] < L
+    )
     tl.store(LSE + bh * L + offs_m, m + tl.log(l), mask=offs_m < L)
 
 
@@ -93,8 +96,9 @@ def flash_teaching_forward(q, k, v, causal: bool = False, blocks: tuple[int, int
     out = torch.empty_like(q)
     lse = torch.empty((B, H, L), device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(L, blocks[0]), B * H)
-    flash_fwd_kernel[grid](q, k, v, out, lse, L, 1.0 / math.sqrt(d), CAUSAL=causal, D=d,
-                           BLOCK_M=blocks[0], BLOCK_N=blocks[1])
+    flash_fwd_kernel[grid](
+        q, k, v, out, lse, L, 1.0 / math.sqrt(d), CAUSAL=causal, D=d, BLOCK_M=blocks[0], BLOCK_N=blocks[1]
+    )
     return out, lse
 
 
@@ -109,11 +113,31 @@ def _rebuild_p(q, k, lse, offs_m, offs_n, L, scale, CAUSAL: tl.constexpr):
 
 
 @triton.jit
-def flash_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, L, scale, CAUSAL: tl.constexpr, D: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    pid_n, bh = tl.program_id(0), tl.program_id(1)              # a block of keys of one (batch, head)
-    Q, K, V, DO, DK, DV = (Q + bh * L * D, K + bh * L * D, V + bh * L * D, DO + bh * L * D,
-                           DK + bh * L * D, DV + bh * L * D)
+def flash_bwd_dkdv_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    LSE,
+    DELTA,
+    DK,
+    DV,
+    L,
+    scale,
+    CAUSAL: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    pid_n, bh = tl.program_id(0), tl.program_id(1)  # a block of keys of one (batch, head)
+    Q, K, V, DO, DK, DV = (
+        Q + bh * L * D,
+        K + bh * L * D,
+        V + bh * L * D,
+        DO + bh * L * D,
+        DK + bh * L * D,
+        DV + bh * L * D,
+    )
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, D)
     kv = offs_n[:, None] * D + offs_d[None, :]
@@ -122,7 +146,7 @@ def flash_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, L, scale, CAUSAL: tl.
     dk = tl.zeros([BLOCK_N, D], tl.float32)
     dv = tl.zeros([BLOCK_N, D], tl.float32)
     lo = 0
-    if CAUSAL:                                                  # query blocks above the diagonal see none of these keys
+    if CAUSAL:  # query blocks above the diagonal see none of these keys
         lo = (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M
     for start in range(lo, L, BLOCK_M):
         offs_m = start + tl.arange(0, BLOCK_M)
@@ -132,18 +156,31 @@ def flash_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, L, scale, CAUSAL: tl.
         lse = tl.load(LSE + bh * L + offs_m, mask=offs_m < L, other=0.0)
         delta = tl.load(DELTA + bh * L + offs_m, mask=offs_m < L, other=0.0)
         p = _rebuild_p(q, k, lse, offs_m, offs_n, L, scale, CAUSAL)
-        dv += tl.dot(tl.trans(p.to(do.dtype)), do)              # dV = P^T dO
-        dp = tl.dot(do, tl.trans(v))                            # dP = dO V^T
-        ds = p * (dp - delta[:, None])                          # dS = P o (dP - delta)
-        dk += tl.dot(tl.trans(ds.to(q.dtype)), q)               # dK = dS^T Q (times scale below)
+        dv += tl.dot(tl.trans(p.to(do.dtype)), do)  # dV = P^T dO
+        dp = tl.dot(do, tl.trans(v))  # dP = dO V^T
+        ds = p * (dp - delta[:, None])  # dS = P o (dP - delta)
+        dk += tl.dot(tl.trans(ds.to(q.dtype)), q)  # dK = dS^T Q (times scale below)
     tl.store(DK + kv, (dk * scale).to(DK.dtype.element_ty), mask=offs_n[:, None] < L)
     tl.store(DV + kv, dv.to(DV.dtype.element_ty), mask=offs_n[:, None] < L)
 
 
 @triton.jit
-def flash_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, L, scale, CAUSAL: tl.constexpr, D: tl.constexpr,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    pid_m, bh = tl.program_id(0), tl.program_id(1)              # a block of queries of one (batch, head)
+def flash_bwd_dq_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    LSE,
+    DELTA,
+    DQ,
+    L,
+    scale,
+    CAUSAL: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    pid_m, bh = tl.program_id(0), tl.program_id(1)  # a block of queries of one (batch, head)
     Q, K, V, DO, DQ = Q + bh * L * D, K + bh * L * D, V + bh * L * D, DO + bh * L * D, DQ + bh * L * D
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, D)
@@ -161,8 +198,8 @@ def flash_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, L, scale, CAUSAL: tl.conste
         k = tl.load(K + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < L, other=0.0)
         v = tl.load(V + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < L, other=0.0)
         p = _rebuild_p(q, k, lse, offs_m, offs_n, L, scale, CAUSAL)
-        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])    # dS = P o (dO V^T - delta)
-        dq += tl.dot(ds.to(k.dtype), k)                         # dQ = dS K (times scale below)
+        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])  # dS = P o (dO V^T - delta)
+        dq += tl.dot(ds.to(k.dtype), k)  # dQ = dS K (times scale below)
     tl.store(DQ + qo, (dq * scale).to(DQ.dtype.element_ty), mask=offs_m[:, None] < L)
 
 
@@ -180,7 +217,7 @@ def flash_teaching_backward(q, k, v, out, lse, do, causal: bool = False, blocks:
     B, H, L, d = q.shape
     if lse.shape != (B, H, L):
         raise ValueError(f"lse must have shape {(B, H, L)}, got {tuple(lse.shape)}")
-    delta = (do.float() * out.float()).sum(-1).contiguous()     # (B, H, L): delta_i = sum_d dO_id O_id
+    delta = (do.float() * out.float()).sum(-1).contiguous()  # (B, H, L): delta_i = sum_d dO_id O_id
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     meta = dict(CAUSAL=causal, D=d, BLOCK_M=blocks[0], BLOCK_N=blocks[1])
     scale = 1.0 / math.sqrt(d)
@@ -194,20 +231,27 @@ def _check(q, k, v, causal, blocks) -> None:
         check_tensor(name, t, dtypes=DTYPES, ndim=4)
     for name, t in (("k", k), ("v", v)):
         if t.shape != q.shape or t.dtype != q.dtype:
-            raise ValueError(f"{name} must have q's shape and dtype {tuple(q.shape)} {q.dtype}, got "
-                             f"{tuple(t.shape)} {t.dtype} (the teaching kernel has one length L)")
+            raise ValueError(
+                f"{name} must have q's shape and dtype {tuple(q.shape)} {q.dtype}, got "
+                f"{tuple(t.shape)} {t.dtype} (the teaching kernel has one length L)"
+            )
     if q.shape[3] not in HEAD_DIMS:
         raise ValueError(f"q: the head dimension d must be one of {HEAD_DIMS}, got shape {tuple(q.shape)}")
     if q.shape[2] < 1:
         raise ValueError(f"q must hold at least one row (L >= 1), got shape {tuple(q.shape)}")
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {causal!r}")
-    if not (isinstance(blocks, tuple) and len(blocks) == 2
-            and all(isinstance(b, int) and b >= 16 and b & (b - 1) == 0 for b in blocks)):
+    if not (
+        isinstance(blocks, tuple)
+        and len(blocks) == 2
+        and all(isinstance(b, int) and b >= 16 and b & (b - 1) == 0 for b in blocks)
+    ):
         raise ValueError(f"blocks must be a pair (BLOCK_M, BLOCK_N) of powers of two >= 16, got {blocks!r}")
     if q.dtype == torch.bfloat16 and not bf16_dot_is_exact():
-        raise TypeError("q: bf16 tl.dot is wrong in this Triton interpreter (it multiplies raw bits); use fp16 or "
-                        "fp32 here, bf16 on a GPU")
+        raise TypeError(
+            "q: bf16 tl.dot is wrong in this Triton interpreter (it multiplies raw bits); use fp16 or "
+            "fp32 here, bf16 on a GPU"
+        )
 
 
 def reference(q, k, v, causal: bool = False):

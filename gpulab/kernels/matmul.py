@@ -34,6 +34,7 @@ fp32 inputs: ``input_precision="tf32"`` (tensor cores, inputs rounded to 10 mant
 (exact fp32 products). Triton's interpreter computes exact fp32 whatever you ask. Its bf16 ``tl.dot``
 multiplies raw bits (Triton 3.9, see ``matmul_precision``); there bf16 tiles are upcast to fp32 first.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -70,10 +71,26 @@ def _tile_coords(tile_id, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GR
 
 
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                  INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr):
+def matmul_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     pid_m, pid_n = _tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     # int64 offsets wherever one is multiplied by a stride: offs * stride must not wrap past 2^31 elements
     # (a (64, 2^25) fp16 B is 4 GiB, and BLOCK_K * N = 2^31 already). The masks keep int32 offsets.
@@ -99,15 +116,32 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 
 
 @triton.jit(do_not_specialize=["num_programs"])  # one compiled kernel whatever the program count
-def matmul_tma_kernel(a_desc, b_desc, c_ptr, M, N, K, stride_cm, stride_cn, num_programs, N_STORE,
-                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                      FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, UPCAST: tl.constexpr):
+def matmul_tma_kernel(
+    a_desc,
+    b_desc,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_cm,
+    stride_cn,
+    num_programs,
+    N_STORE,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    FLATTEN: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     tile_id_c = tl.program_id(0) - num_programs  # a second counter for the epilogue, as in Triton's tutorial 09
     # persistent when num_programs < num_tiles: each program walks the tiles num_programs apart
-    for tile_id in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=FLATTEN,
-                            warp_specialize=WARP_SPECIALIZE):
+    for tile_id in tl.range(
+        tl.program_id(0), num_tiles, num_programs, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE
+    ):
         pid_m, pid_n = _tile_coords(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_tiles):
@@ -127,9 +161,22 @@ def matmul_tma_kernel(a_desc, b_desc, c_ptr, M, N, K, stride_cm, stride_cn, num_
 
 
 @triton.jit
-def matmul_noreuse_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                          stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                          BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+def matmul_noreuse_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # flat output indices (BLOCK,), int64
     m = idx // N
     n = idx % N
@@ -161,7 +208,7 @@ class MatmulConfig:
     flatten: bool = False
     warp_specialize: bool = False
 
-    def check(self) -> "MatmulConfig":
+    def check(self) -> MatmulConfig:
         """Return self, or raise ``ValueError`` naming the bad field."""
         for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
             v = getattr(self, name)
@@ -193,16 +240,20 @@ C = MatmulConfig
 # order are the best of a screen by ``tools/tune_matmul.py`` (rerun it for a new GPU or Triton). What the
 # autotuner chose and the rates it reached are in lesson 07's reference data (gpulab/data).
 CONFIGS = {
-    "tma": [C(128, 256, 64, 8, 8, 3, persistent=True, flatten=True),
-            C(128, 256, 64, 16, 8, 3, persistent=True, flatten=True),
-            C(128, 256, 64, 8, 8, 4, persistent=True, flatten=True), C(128, 256, 64, 8, 8, 3),
-            C(128, 128, 64, 8, 4, 4, persistent=True, flatten=True)],
+    "tma": [
+        C(128, 256, 64, 8, 8, 3, persistent=True, flatten=True),
+        C(128, 256, 64, 16, 8, 3, persistent=True, flatten=True),
+        C(128, 256, 64, 8, 8, 4, persistent=True, flatten=True),
+        C(128, 256, 64, 8, 8, 3),
+        C(128, 128, 64, 8, 4, 4, persistent=True, flatten=True),
+    ],
     "pointer": [C(128, 256, 64, 8, 8, 3), C(128, 128, 64, 8, 8, 3), C(128, 128, 32, 8, 4, 4)],
     # fp32: no 128x128x32 tile with 4 warps, which spills registers in "ieee"
     "pointer_fp32": [C(128, 128, 32, 8, 8, 3), C(64, 128, 32, 8, 4, 4), C(128, 64, 32, 8, 4, 4)],
 }
 INTERPRETER_CONFIG = C(64, 64, 32, 4, 4, 1, persistent=True)  # the interpreter pays per operation, not per element
 del C
+
 
 def choose_path(dtype: torch.dtype) -> str:
     """The path ``path="auto"`` takes: "tma" for fp16/bf16 on a GPU of compute capability >= 9.0, else "pointer"."""
@@ -234,17 +285,20 @@ def _check_inputs(a, b, input_precision, path):
         if a.dtype not in TMA_DTYPES:
             raise ValueError(f"path='tma' takes fp16 or bf16 inputs, got {a.dtype}; use path='pointer' for fp32")
         if not tma_available():
-            raise ValueError("path='tma' needs TMA tensor descriptors (a GPU of compute capability >= 9.0, or the "
-                             f"interpreter, with Triton >= 3.4); here: compute capability {gpulab.compute_capability()}, "
-                             f"TensorDescriptor {'found' if TensorDescriptor else 'missing'}")
+            raise ValueError(
+                "path='tma' needs TMA tensor descriptors (a GPU of compute capability >= 9.0, or the "
+                f"interpreter, with Triton >= 3.4); here: compute capability {gpulab.compute_capability()}, "
+                f"TensorDescriptor {'found' if TensorDescriptor else 'missing'}"
+            )
 
 
 def _upcast(dtype) -> bool:
     return dtype == torch.bfloat16 and not bf16_dot_is_exact()
 
 
-def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: MatmulConfig, path: str,
-           input_precision: str = "tf32"):
+def launch(
+    a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: MatmulConfig, path: str, input_precision: str = "tf32"
+):
     """Launch one path with one config into ``c`` (no checks, no tuning); returns the compiled kernel
     (``None`` in the interpreter). ``a``, ``b``, ``c`` as in ``matmul``; for "tma", 16-bit inputs."""
     M, K = a.shape
@@ -253,19 +307,52 @@ def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: MatmulConf
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     opts = dict(num_warps=config.num_warps, num_stages=config.num_stages)
     if path == "pointer":
-        return matmul_kernel[(tiles,)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                                       c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                                       GROUP_M=config.GROUP_M, INPUT_PRECISION=input_precision,
-                                       UPCAST=_upcast(a.dtype), **opts)
+        return matmul_kernel[(tiles,)](
+            a,
+            b,
+            c,
+            M,
+            N,
+            K,
+            a.stride(0),
+            a.stride(1),
+            b.stride(0),
+            b.stride(1),
+            c.stride(0),
+            c.stride(1),
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            BLOCK_K=bk,
+            GROUP_M=config.GROUP_M,
+            INPUT_PRECISION=input_precision,
+            UPCAST=_upcast(a.dtype),
+            **opts,
+        )
     a, b = pad_rows_many([a, b])  # one launch copies whichever of A and B has unaligned rows
     a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk])
     b_desc = TensorDescriptor(b, [K, N], [b.stride(0), 1], [bk, bn])
     programs = min(tiles, num_sms()) if config.persistent else tiles
     out = c if _store_aligned(c) else torch.empty((M, -(-N // 16) * 16), device=c.device, dtype=c.dtype)
-    k = matmul_tma_kernel[(programs,)](a_desc, b_desc, out, M, N, K, out.stride(0), out.stride(1), programs,
-                                       out.shape[1], BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config.GROUP_M,
-                                       FLATTEN=config.flatten, WARP_SPECIALIZE=config.warp_specialize,
-                                       UPCAST=_upcast(a.dtype), **opts)
+    k = matmul_tma_kernel[(programs,)](
+        a_desc,
+        b_desc,
+        out,
+        M,
+        N,
+        K,
+        out.stride(0),
+        out.stride(1),
+        programs,
+        out.shape[1],
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        GROUP_M=config.GROUP_M,
+        FLATTEN=config.flatten,
+        WARP_SPECIALIZE=config.warp_specialize,
+        UPCAST=_upcast(a.dtype),
+        **opts,
+    )
     if out is not c:
         copy_rows(out.narrow(1, 0, N), c)
     return k
@@ -284,8 +371,9 @@ def autotune(a, b, path: str, input_precision: str = "tf32", candidates=None, re
     Raises RuntimeError if no candidate can run."""
     if candidates is None:
         candidates = CONFIGS[_config_list(path, a.dtype)]
-    return _autotune.fastest(candidates, _scratch_run(a, b, path, input_precision), rep_ms=rep_ms,
-                             what=_what(a, b, path))
+    return _autotune.fastest(
+        candidates, _scratch_run(a, b, path, input_precision), rep_ms=rep_ms, what=_what(a, b, path)
+    )
 
 
 def _scratch_run(a, b, path: str, input_precision: str):
@@ -301,26 +389,46 @@ def _what(a, b, path: str) -> str:
 def _tune_key(a, b, path: str, input_precision: str) -> tuple:
     M, K = a.shape
     N = b.shape[1]
-    return ("matmul", path, a.dtype, input_precision, _bucket(M), _bucket(N), _bucket(K),
-            M % 16 == N % 16 == K % 16 == 0)
+    return (
+        "matmul",
+        path,
+        a.dtype,
+        input_precision,
+        _bucket(M),
+        _bucket(N),
+        _bucket(K),
+        M % 16 == N % 16 == K % 16 == 0,
+    )
 
 
 def tuned_config(a, b, path: str, input_precision: str = "tf32") -> MatmulConfig:
     """The autotuned config for this size bucket (each dimension rounded up to a power of two, and whether all
     are multiples of 16), tuned on the first call that lands in it (GPU only). With ``GPULAB_AUTOTUNE=first``,
     the path's first candidate, untimed."""
-    return _autotune.pick(_tune_key(a, b, path, input_precision), CONFIGS[_config_list(path, a.dtype)],
-                          lambda: _scratch_run(a, b, path, input_precision), what=_what(a, b, path))
+    return _autotune.pick(
+        _tune_key(a, b, path, input_precision),
+        CONFIGS[_config_list(path, a.dtype)],
+        lambda: _scratch_run(a, b, path, input_precision),
+        what=_what(a, b, path),
+    )
 
 
 def tuned_configs() -> dict:
     """What autotuning chose so far: ``{"path dtype precision MxNxK-bucket aligned": config.short()}``."""
-    return {f"{k[0]} {str(k[1]).replace('torch.', '')} {k[2]} {k[3]}x{k[4]}x{k[5]} aligned={k[6]}": v.short()
-            for k, v in _autotune.chosen("matmul").items()}
+    return {
+        f"{k[0]} {str(k[1]).replace('torch.', '')} {k[2]} {k[3]}x{k[4]}x{k[5]} aligned={k[6]}": v.short()
+        for k, v in _autotune.chosen("matmul").items()
+    }
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, *, input_precision: str = "tf32", path: str = "auto",
-           config: MatmulConfig | str | None = None) -> torch.Tensor:
+def matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    input_precision: str = "tf32",
+    path: str = "auto",
+    config: MatmulConfig | str | None = None,
+) -> torch.Tensor:
     """C = A @ B by a tiled Triton kernel; returns ``c: (M, N)`` in the inputs' dtype (fp32 accumulation).
 
     a: (M, K), b: (K, N), same dtype in (fp32, fp16, bf16), on gpulab.DEVICE, any strides, M, N, K >= 0.
@@ -370,8 +478,21 @@ def matmul_noreuse(a: torch.Tensor, b: torch.Tensor, block: int | None = None, b
         if K == 0:
             return c.zero_()
         matmul_noreuse_kernel[(triton.cdiv(M * N, block),)](
-            a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-            BLOCK=block, BLOCK_K=block_k)
+            a,
+            b,
+            c,
+            M,
+            N,
+            K,
+            a.stride(0),
+            a.stride(1),
+            b.stride(0),
+            b.stride(1),
+            c.stride(0),
+            c.stride(1),
+            BLOCK=block,
+            BLOCK_K=block_k,
+        )
     return c
 
 

@@ -24,6 +24,7 @@ wrong. ``bf16_dot_is_exact()`` runs a 16x16x16 probe on small integers (exact in
 accumulator); where it fails, the kernel upcasts bf16 tiles to fp32 before ``tl.dot`` (exact: a bf16
 product fits in fp32). On a GPU the native bf16 dot is kept.
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,10 +43,26 @@ ACC_DTYPES = (torch.float32, torch.float16)
 
 
 @triton.jit
-def matmul_precision_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                            stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                            INPUT_PRECISION: tl.constexpr, ACC_FP16: tl.constexpr, UPCAST: tl.constexpr):
+def matmul_precision_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+    ACC_FP16: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     # int64 offsets: an element offset past 2^31 (a 4 GiB operand, or a large stride) must not wrap
@@ -58,10 +75,16 @@ def matmul_precision_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         ks = k0 + offs_k
-        a = tl.load(a_ptr + offs_m[:, None] * stride_am + ks[None, :] * stride_ak,
-                    mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0)  # (BLOCK_M, BLOCK_K)
-        b = tl.load(b_ptr + ks[:, None] * stride_bk + offs_n[None, :] * stride_bn,
-                    mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0)  # (BLOCK_K, BLOCK_N)
+        a = tl.load(
+            a_ptr + offs_m[:, None] * stride_am + ks[None, :] * stride_ak,
+            mask=(offs_m[:, None] < M) & (ks[None, :] < K),
+            other=0.0,
+        )  # (BLOCK_M, BLOCK_K)
+        b = tl.load(
+            b_ptr + ks[:, None] * stride_bk + offs_n[None, :] * stride_bn,
+            mask=(ks[:, None] < K) & (offs_n[None, :] < N),
+            other=0.0,
+        )  # (BLOCK_K, BLOCK_N)
         if UPCAST:  # the interpreter's bf16 workaround: exact, since a bf16 product fits in fp32
             a = a.to(tl.float32)
             b = b.to(tl.float32)
@@ -70,13 +93,21 @@ def matmul_precision_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         else:
             acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
     c = acc.to(tl.float32)
-    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, c,
-             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    tl.store(
+        c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn,
+        c,
+        mask=(offs_m[:, None] < M) & (offs_n[None, :] < N),
+    )
 
 
-def matmul_precision(a: torch.Tensor, b: torch.Tensor, input_precision: str = "tf32",
-                     acc_dtype: torch.dtype = torch.float32, upcast_bf16: bool | None = None,
-                     blocks: tuple[int, int, int] | None = None) -> torch.Tensor:
+def matmul_precision(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    input_precision: str = "tf32",
+    acc_dtype: torch.dtype = torch.float32,
+    upcast_bf16: bool | None = None,
+    blocks: tuple[int, int, int] | None = None,
+) -> torch.Tensor:
     """C = A @ B with a chosen input precision and accumulator dtype; returns float32 ``c: (M, N)``.
 
     a: (M, K), b: (K, N), same dtype in (fp32, fp16, bf16), on gpulab.DEVICE (any strides).
@@ -105,11 +136,27 @@ def matmul_precision(a: torch.Tensor, b: torch.Tensor, input_precision: str = "t
         if K == 0:
             return c.zero_()
         grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
-        matmul_precision_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                                      c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                                      INPUT_PRECISION=input_precision, ACC_FP16=acc_dtype == torch.float16,
-                                      UPCAST=bool(upcast_bf16) and a.dtype == torch.bfloat16,
-                                      num_warps=8 if bm * bn >= 128 * 128 else 4)
+        matmul_precision_kernel[grid](
+            a,
+            b,
+            c,
+            M,
+            N,
+            K,
+            a.stride(0),
+            a.stride(1),
+            b.stride(0),
+            b.stride(1),
+            c.stride(0),
+            c.stride(1),
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            BLOCK_K=bk,
+            INPUT_PRECISION=input_precision,
+            ACC_FP16=acc_dtype == torch.float16,
+            UPCAST=bool(upcast_bf16) and a.dtype == torch.bfloat16,
+            num_warps=8 if bm * bn >= 128 * 128 else 4,
+        )
     return c
 
 
@@ -140,7 +187,7 @@ def bf16_dot_probe(n: int = 16, seed: int = 0) -> tuple[torch.Tensor, torch.Tens
     return c.cpu(), (a.double() @ b.double()).float().cpu()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bf16_dot_is_exact() -> bool:
     """True if a bf16 ``tl.dot`` on 16x16x16 small integers equals the float product exactly (cached).
 

@@ -22,6 +22,7 @@ GPU), any M, N, K >= 1, any strides; ``c: (M, N)`` in the same dtype, accumulate
 for teaching sizes (fewer than 2^31 elements per matrix). The tile idea is the seed lecture's (CS336 Lecture 5,
 "Tile the computation to reuse inputs"); the grouped order is Triton's tutorial 03-matrix-multiplication.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,8 +39,22 @@ DTYPES = (torch.float16, torch.float32)
 
 
 @triton.jit
-def naive_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                 BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+def naive_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # flat output indices, (BLOCK,)
     m, n = idx // N, idx % N
     valid = idx < M * N
@@ -64,8 +79,24 @@ def launch_order(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_
 
 
 @triton.jit
-def tiled_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+def tiled_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
     pid_m, pid_n = launch_order(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,) rows of C
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,) columns of C
@@ -73,10 +104,16 @@ def tiled_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         ks = k0 + offs_k
-        a = tl.load(a_ptr + offs_m[:, None] * stride_am + ks[None, :] * stride_ak,  # (BLOCK_M, BLOCK_K)
-                    mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + ks[:, None] * stride_bk + offs_n[None, :] * stride_bn,  # (BLOCK_K, BLOCK_N)
-                    mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+        a = tl.load(
+            a_ptr + offs_m[:, None] * stride_am + ks[None, :] * stride_ak,  # (BLOCK_M, BLOCK_K)
+            mask=(offs_m[:, None] < M) & (ks[None, :] < K),
+            other=0.0,
+        )
+        b = tl.load(
+            b_ptr + ks[:, None] * stride_bk + offs_n[None, :] * stride_bn,  # (BLOCK_K, BLOCK_N)
+            mask=(ks[:, None] < K) & (offs_n[None, :] < N),
+            other=0.0,
+        )
         acc = tl.dot(a, b, acc)  # A's tile used BLOCK_N times, B's BLOCK_M times
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
@@ -98,8 +135,9 @@ class StepConfig:
 STEP_LAUNCH = {"no reuse": None, "tiled": (1, 1), "grouped": (8, 1), "pipelined": (8, 3)}
 
 
-def matmul_step(a: torch.Tensor, b: torch.Tensor, step: str, config: StepConfig = StepConfig(),
-                out: torch.Tensor | None = None) -> torch.Tensor:
+def matmul_step(
+    a: torch.Tensor, b: torch.Tensor, step: str, config: StepConfig = StepConfig(), out: torch.Tensor | None = None
+) -> torch.Tensor:
     """C = A @ B with the teaching kernel of ``step`` (one of ``STEPS``), into ``out`` if given (M, N), same dtype
     and device). Raises TypeError/ValueError naming the bad argument."""
     if step not in STEPS:
@@ -109,16 +147,24 @@ def matmul_step(a: torch.Tensor, b: torch.Tensor, step: str, config: StepConfig 
     N = b.shape[1]
     c = torch.empty((M, N), device=a.device, dtype=a.dtype) if out is None else out
     if c.shape != (M, N) or c.dtype != a.dtype or c.device != a.device:
-        raise ValueError(f"out must be ({M}, {N}) {a.dtype} on {a.device}, got {tuple(c.shape)} {c.dtype} "
-                         f"on {c.device}")
+        raise ValueError(
+            f"out must be ({M}, {N}) {a.dtype} on {a.device}, got {tuple(c.shape)} {c.dtype} on {c.device}"
+        )
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     if STEP_LAUNCH[step] is None:
         naive_kernel[(triton.cdiv(M * N, config.BLOCK),)](*args, BLOCK=config.BLOCK, BLOCK_K=config.BLOCK_K)
         return c
     group_m, stages = STEP_LAUNCH[step]
     grid = (triton.cdiv(M, config.BLOCK_M) * triton.cdiv(N, config.BLOCK_N),)
-    tiled_kernel[grid](*args, BLOCK_M=config.BLOCK_M, BLOCK_N=config.BLOCK_N, BLOCK_K=config.BLOCK_K,
-                       GROUP_M=group_m, num_warps=config.num_warps, num_stages=stages)
+    tiled_kernel[grid](
+        *args,
+        BLOCK_M=config.BLOCK_M,
+        BLOCK_N=config.BLOCK_N,
+        BLOCK_K=config.BLOCK_K,
+        GROUP_M=group_m,
+        num_warps=config.num_warps,
+        num_stages=stages,
+    )
     return c
 
 

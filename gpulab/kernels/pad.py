@@ -11,6 +11,7 @@ source's rows and stores the buffer's rows, so both sides are coalesced (lesson 
 ``buf[:, :cols].copy_(t)`` into the strided view stays well under copy bandwidth (lesson 07's suite times the
 copy, ``gpulab/data``), which is why this kernel exists.
 """
+
 from __future__ import annotations
 
 import torch
@@ -26,8 +27,9 @@ _WORDS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: to
 
 
 @triton.jit
-def _copy_tile(tile, src_ptr, dst_ptr, rows, cols, src_stride, dst_stride, BLOCK_R: tl.constexpr,
-               BLOCK_C: tl.constexpr):
+def _copy_tile(
+    tile, src_ptr, dst_ptr, rows, cols, src_stride, dst_stride, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr
+):
     """Copy tile number ``tile`` (row-major over BLOCK_R x BLOCK_C tiles; past the last tile: nothing)."""
     col_tiles = tl.cdiv(cols, BLOCK_C)
     r = (tile // col_tiles).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -38,9 +40,22 @@ def _copy_tile(tile, src_ptr, dst_ptr, rows, cols, src_stride, dst_stride, BLOCK
 
 
 @triton.jit
-def pad_rows_kernel(src0, dst0, rows0, cols0, src_stride0, dst_stride0,
-                    src1, dst1, rows1, cols1, src_stride1, dst_stride1,
-                    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+def pad_rows_kernel(
+    src0,
+    dst0,
+    rows0,
+    cols0,
+    src_stride0,
+    dst_stride0,
+    src1,
+    dst1,
+    rows1,
+    cols1,
+    src_stride1,
+    dst_stride1,
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
     """dst[r, c] = src[r, c] for r < rows, c < cols (both row-major with the given row strides), for the
     matrix ``tl.program_id(1)`` selects: 0 or 1. Two matrices in one launch (A and B of a matmul) save a launch.
     One grid axis numbers the tiles (row-major), so no shape meets the 65535 limit of a CUDA grid's y axis."""
@@ -53,8 +68,13 @@ def pad_rows_kernel(src0, dst0, rows0, cols0, src_stride0, dst_stride0,
 def aligned16(t: torch.Tensor) -> bool:
     """True if TMA can read ``t`` (2D) as it is: last dim contiguous, 16-byte aligned base and row stride, and
     rows that do not overlap (a row stride of at least the row length, so no stride-0 ``expand`` views)."""
-    return (t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
-            and t.shape[1] > 0 and (t.shape[0] <= 1 or t.stride(0) >= t.shape[1]))
+    return (
+        t.stride(1) == 1
+        and (t.stride(0) * t.element_size()) % 16 == 0
+        and t.data_ptr() % 16 == 0
+        and t.shape[1] > 0
+        and (t.shape[0] <= 1 or t.stride(0) >= t.shape[1])
+    )
 
 
 def pad_rows(t: torch.Tensor) -> torch.Tensor:
@@ -107,15 +127,20 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
     # a negative or conjugate dst is refused: its bits are not its values
     check_tensor("dst", dst, contiguous=False, torch_op="dst.copy_(src)")
     if src.shape != dst.shape or src.element_size() != dst.element_size():
-        raise ValueError(f"src and dst must have one shape and element size, got {tuple(src.shape)} "
-                         f"({src.element_size()} B) and {tuple(dst.shape)} ({dst.element_size()} B)")
+        raise ValueError(
+            f"src and dst must have one shape and element size, got {tuple(src.shape)} "
+            f"({src.element_size()} B) and {tuple(dst.shape)} ({dst.element_size()} B)"
+        )
     for name, t in (("src", src), ("dst", dst)):
         if t.ndim != 2 or (t.shape[1] > 1 and t.stride(1) != 1):
-            raise ValueError(f"{name} must be 2D with unit column stride, got shape {tuple(t.shape)}, "
-                             f"strides {t.stride()}")
+            raise ValueError(
+                f"{name} must be 2D with unit column stride, got shape {tuple(t.shape)}, strides {t.stride()}"
+            )
     if dst.shape[0] > 1 and dst.shape[1] and dst.stride(0) < dst.shape[1]:
-        raise ValueError(f"dst's rows must not overlap (row stride >= row length), got shape {tuple(dst.shape)}, "
-                         f"strides {dst.stride()}")
+        raise ValueError(
+            f"dst's rows must not overlap (row stride >= row length), got shape {tuple(dst.shape)}, "
+            f"strides {dst.stride()}"
+        )
     check_disjoint("src", src, "dst", dst)  # tiles run in no fixed order: a row could be read after it is overwritten
     _copy_pairs([(src, dst)])
 
@@ -140,10 +165,23 @@ def _copy_pairs(pairs) -> None:
     by_word: dict = {}
     for job in jobs:
         by_word.setdefault(job[0].dtype, []).append(job)
-    for both in (g[i:i + 2] for g in by_word.values() for i in range(0, len(g), 2)):
+    for both in (g[i : i + 2] for g in by_word.values() for i in range(0, len(g), 2)):
         # tiles, integer arithmetic (triton.cdiv is a JIT function in the interpreter, slow to call from Python)
         tiles = max(-(-r // BLOCK_R) * -(-c // BLOCK_C) for _, _, r, c in both)
         (s0, d0, r0, c0), (s1, d1, r1, c1) = both[0], both[-1]
-        pad_rows_kernel[(tiles, len(both))](s0, d0, r0, c0, s0.stride(0), d0.stride(0),
-                                            s1, d1, r1, c1, s1.stride(0), d1.stride(0),
-                                            BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C)
+        pad_rows_kernel[(tiles, len(both))](
+            s0,
+            d0,
+            r0,
+            c0,
+            s0.stride(0),
+            d0.stride(0),
+            s1,
+            d1,
+            r1,
+            c1,
+            s1.stride(0),
+            d1.stride(0),
+            BLOCK_R=BLOCK_R,
+            BLOCK_C=BLOCK_C,
+        )

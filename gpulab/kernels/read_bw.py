@@ -16,6 +16,7 @@ flight = bandwidth x latency.
 
 Counts by hand: ``read_sum_counts`` (bytes read, one add per element read) and ``copy_counts`` (8n bytes).
 """
+
 from __future__ import annotations
 
 import torch
@@ -54,8 +55,9 @@ def copy_persistent_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
         tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
 
 
-def read_sum(x: torch.Tensor, programs: int, part: int, passes: int = 1, block: int = 1024,
-             l2_only: bool = False) -> torch.Tensor:
+def read_sum(
+    x: torch.Tensor, programs: int, part: int, passes: int = 1, block: int = 1024, l2_only: bool = False
+) -> torch.Tensor:
     """Partial sums of ``passes`` reads of the working set ``x`` (see the module docstring).
 
     x: contiguous float32 (n,) on gpulab.DEVICE, n >= 1; programs: the grid size; part: elements per part
@@ -69,13 +71,17 @@ def read_sum(x: torch.Tensor, programs: int, part: int, passes: int = 1, block: 
     n = x.numel()
     if n == 0:
         raise ValueError("x must hold at least one element (the working set)")
-    programs, part, passes = positive_int("programs", programs), positive_int("part", part), \
-        positive_int("passes", passes)
+    programs, part, passes = (
+        positive_int("programs", programs),
+        positive_int("part", part),
+        positive_int("passes", passes),
+    )
     out = torch.empty(programs, dtype=torch.float32, device=x.device)
     if not isinstance(l2_only, bool):
         raise TypeError(f"l2_only must be a bool, got {type(l2_only).__name__}")
-    read_sum_kernel[(programs,)](x, out, n, part, triton.cdiv(n, part), passes, BLOCK=block,
-                                 CACHE=".cg" if l2_only else "", num_warps=NUM_WARPS)
+    read_sum_kernel[(programs,)](
+        x, out, n, part, triton.cdiv(n, part), passes, BLOCK=block, CACHE=".cg" if l2_only else "", num_warps=NUM_WARPS
+    )
     return out
 
 
@@ -104,9 +110,9 @@ def read_sum_ref(x: torch.Tensor, programs: int, part: int, passes: int = 1) -> 
     x64 = x.detach().double().cpu()
     n = x64.numel()
     n_parts = -(-n // part)
-    sums = torch.stack([x64[p * part:(p + 1) * part].sum() for p in range(n_parts)])
+    sums = torch.stack([x64[p * part : (p + 1) * part].sum() for p in range(n_parts)])
     # program p reads part p mod n_parts when parts are fewer than programs, else parts p, p + programs, ...
-    return torch.stack([passes * sums[pid % n_parts::programs].sum() for pid in range(programs)])
+    return torch.stack([passes * sums[pid % n_parts :: programs].sum() for pid in range(programs)])
 
 
 def read_sum_counts(n: int, programs: int, part: int, passes: int = 1) -> tuple[int, int]:

@@ -3,6 +3,7 @@
 Counts by hand for n elements of s bytes: n comparisons (counted as n "FLOPs" to place it on a roofline);
 2ns bytes (read x, write y): 8n bytes in fp32, 4n in fp16 (Stanford CS336 Lecture 5, "Reduce precision").
 """
+
 from __future__ import annotations
 
 import torch

@@ -3,6 +3,7 @@
 Read from the object a launch returns on a GPU (``kernel[grid](...)``); the interpreter returns none. The
 lesson 04 and 07 suites put these beside their timings (register pressure, ``gpulab.fusion.resident_warps``).
 """
+
 from __future__ import annotations
 
 
@@ -15,5 +16,9 @@ def kernel_resources(compiled) -> dict:
     if getattr(compiled, "n_regs", None) is None and hasattr(compiled, "_init_handles"):
         compiled._init_handles()
     meta = getattr(compiled, "metadata", None)
-    return {"n_regs": getattr(compiled, "n_regs", None), "n_spills": getattr(compiled, "n_spills", None),
-            "shared_bytes": getattr(meta, "shared", None), "num_warps": getattr(meta, "num_warps", None)}
+    return {
+        "n_regs": getattr(compiled, "n_regs", None),
+        "n_spills": getattr(compiled, "n_spills", None),
+        "shared_bytes": getattr(meta, "shared", None),
+        "num_warps": getattr(meta, "num_warps", None),
+    }

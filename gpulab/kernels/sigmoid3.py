@@ -16,6 +16,7 @@ also avoids Triton 3.9's interpreter holding bf16 as raw bits), and in fp64 for 
 t = exp(-|x|), p = 1 / (1 + t): s(x) = p for x >= 0 and t*p otherwise, and s(x)(1 - s(x)) = t*p*p for both
 signs, so 1 - s1 never cancels for large |x| (s1 and s2 lie in (0, 1), where 1 - s is well conditioned).
 """
+
 from __future__ import annotations
 
 import torch
@@ -56,8 +57,9 @@ def sigmoid3_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, F64: tl.constexpr):
 
 
 @triton.jit
-def sigmoid3_backward_kernel(x_ptr, dy_ptr, dx_ptr, n, BLOCK: tl.constexpr, F64: tl.constexpr,
-                             DY_SCALAR: tl.constexpr = False):
+def sigmoid3_backward_kernel(
+    x_ptr, dy_ptr, dx_ptr, n, BLOCK: tl.constexpr, F64: tl.constexpr, DY_SCALAR: tl.constexpr = False
+):
     """Backward: read x and dy, rebuild s1, s2, s3 in registers, write dx = dy * s3' * s2' * s1'.
     DY_SCALAR: dy is one value broadcast to every element (the gradient of loss = y.sum() or y.mean(), which
     autograd hands over as an expanded tensor with stride 0): read it once, never as n elements."""
@@ -75,7 +77,7 @@ def sigmoid3_backward_kernel(x_ptr, dy_ptr, dx_ptr, n, BLOCK: tl.constexpr, F64:
     else:
         x = x.to(tl.float32)
         dy = dy.to(tl.float32)
-    s1, ds1 = _sigmoid_and_slope(x)             # recomputed, never loaded
+    s1, ds1 = _sigmoid_and_slope(x)  # recomputed, never loaded
     s2 = 1.0 / (1.0 + tl.exp(-s1))
     s3 = 1.0 / (1.0 + tl.exp(-s2))
     dx = dy * (s3 * (1.0 - s3)) * (s2 * (1.0 - s2)) * ds1

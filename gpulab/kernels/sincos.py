@@ -18,6 +18,7 @@ Programming Guide, intrinsic functions ``__sinf``/``__cosf``). The suite measure
 Triton's interpreter cannot run them, so there ``fast=True`` falls back to tl.sin/tl.cos
 (``FAST_MATH_AVAILABLE`` says which one runs).
 """
+
 from __future__ import annotations
 
 import torch
@@ -40,12 +41,27 @@ INTERPRETER_BLOCK = 1024  # the fused kernel's BLOCK in the interpreter (no auto
 # The autotuner's candidates for the fused kernel on a GPU: enough work per program and enough warps to hide
 # the latency of the sin/cos calls and of HBM. Keyed on n (and FAST, REPEAT): it benchmarks them once per
 # distinct key.
-AUTOTUNE_CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w)
-                    for b, w in [(1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (4096, 16),
-                                 (2048, 16), (512, 4), (512, 2), (256, 2), (1024, 2)]]
+AUTOTUNE_CONFIGS = [
+    triton.Config({"BLOCK": b}, num_warps=w)
+    for b, w in [
+        (1024, 4),
+        (1024, 8),
+        (2048, 4),
+        (2048, 8),
+        (4096, 4),
+        (4096, 8),
+        (4096, 16),
+        (2048, 16),
+        (512, 4),
+        (512, 2),
+        (256, 2),
+        (1024, 2),
+    ]
+]
 
 
 # ---- (a) five kernels, one per operation ----------------------------------------------------------------
+
 
 @triton.jit
 def sin_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
@@ -112,16 +128,16 @@ SHARED_MAX_ABS = 8192.0
 @triton.jit
 def _sincos_shared(x):
     """(sin x, cos x) of fp32 x with |x| <= SHARED_MAX_ABS, one reduction for both."""
-    j = tl.floor(x * 0.6366197723675814 + 0.5)                    # nearest multiple of pi/2
-    r = tl.fma(j, -1.5703125, x)                                   # fused multiply-add: j * part unrounded
+    j = tl.floor(x * 0.6366197723675814 + 0.5)  # nearest multiple of pi/2
+    r = tl.fma(j, -1.5703125, x)  # fused multiply-add: j * part unrounded
     r = tl.fma(j, -4.837512969970703125e-4, r)
     r = tl.fma(j, -7.54978995489188216e-8, r)
     z = r * r
     sin_r = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r
     cos_r = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0
-    q = j.to(tl.int32) & 3                                         # quadrant; & 3 is mod 4 for negatives too
-    s = tl.where((q & 1) == 0, sin_r, cos_r)                      # q: 0 -> (s, c), 1 -> (c, -s),
-    c = tl.where((q & 1) == 0, cos_r, sin_r)                      #    2 -> (-s, -c), 3 -> (-c, s)
+    q = j.to(tl.int32) & 3  # quadrant; & 3 is mod 4 for negatives too
+    s = tl.where((q & 1) == 0, sin_r, cos_r)  # q: 0 -> (s, c), 1 -> (c, -s),
+    c = tl.where((q & 1) == 0, cos_r, sin_r)  #    2 -> (-s, -c), 3 -> (-c, s)
     s = tl.where(q >= 2, -s, s)
     c = tl.where((q == 1) | (q == 2), -c, c)
     return s, c
@@ -147,8 +163,9 @@ def _sin_cos(y, FAST: tl.constexpr, SHARED: tl.constexpr):
 
 
 @triton.jit
-def sincos_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, FAST: tl.constexpr, REPEAT: tl.constexpr,
-                  SHARED: tl.constexpr = False):
+def sincos_kernel(
+    x_ptr, y_ptr, n, BLOCK: tl.constexpr, FAST: tl.constexpr, REPEAT: tl.constexpr, SHARED: tl.constexpr = False
+):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     y = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)  # stays in registers from here to the store
@@ -189,9 +206,13 @@ def _prune(configs, named_args, **kwargs):
     return configs if named_args["n"] >= TUNE_MIN_N else configs[:1]
 
 
-sincos_kernel_autotuned = triton.autotune(configs=AUTOTUNE_CONFIGS, key=["n", "FAST", "REPEAT", "SHARED"],
-                                          prune_configs_by={"early_config_prune": _prune})(sincos_kernel) \
-    if gpulab.ON_GPU else None
+sincos_kernel_autotuned = (
+    triton.autotune(
+        configs=AUTOTUNE_CONFIGS, key=["n", "FAST", "REPEAT", "SHARED"], prune_configs_by={"early_config_prune": _prune}
+    )(sincos_kernel)
+    if gpulab.ON_GPU
+    else None
+)
 
 
 def _check_fused_args(x, block, num_warps, repeat) -> None:
@@ -204,8 +225,14 @@ def _check_fused_args(x, block, num_warps, repeat) -> None:
         raise ValueError(f"repeat must be an int in [1, 64], got {repeat!r}")
 
 
-def sincos_launch(x: torch.Tensor, fast: bool = False, block: int | None = None, num_warps: int | None = None,
-                  repeat: int = 1, shared: bool = False):
+def sincos_launch(
+    x: torch.Tensor,
+    fast: bool = False,
+    block: int | None = None,
+    num_warps: int | None = None,
+    repeat: int = 1,
+    shared: bool = False,
+):
     """Launch the fused kernel; returns ``(y, compiled)``. ``compiled`` is the launch's compiled kernel on a
     GPU (``.n_regs``, ``.n_spills``: see gpulab.fusion.kernel_resources), None in the interpreter.
 
@@ -223,17 +250,25 @@ def sincos_launch(x: torch.Tensor, fast: bool = False, block: int | None = None,
         return y, None
     if block is None and sincos_kernel_autotuned is not None:
         compiled = sincos_kernel_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](
-            x, y, n, FAST=fast, REPEAT=repeat, SHARED=bool(shared))
+            x, y, n, FAST=fast, REPEAT=repeat, SHARED=bool(shared)
+        )
     else:
         block = block or INTERPRETER_BLOCK
         extra = {} if num_warps is None else {"num_warps": num_warps}
-        compiled = sincos_kernel[(triton.cdiv(n, block),)](x, y, n, BLOCK=block, FAST=fast, REPEAT=repeat,
-                                                           SHARED=bool(shared), **extra)
+        compiled = sincos_kernel[(triton.cdiv(n, block),)](
+            x, y, n, BLOCK=block, FAST=fast, REPEAT=repeat, SHARED=bool(shared), **extra
+        )
     return y, (compiled if gpulab.ON_GPU else None)
 
 
-def sincos(x: torch.Tensor, fast: bool = False, block: int | None = None, num_warps: int | None = None,
-           repeat: int = 1, shared: bool = False) -> torch.Tensor:
+def sincos(
+    x: torch.Tensor,
+    fast: bool = False,
+    block: int | None = None,
+    num_warps: int | None = None,
+    repeat: int = 1,
+    shared: bool = False,
+) -> torch.Tensor:
     """sin(x)^2 + cos(x)^2 in one fused kernel: read x, compute in fp32 registers, write y (2n transfers,
     8n bytes in fp32). x: contiguous fp32/fp16/bf16 on gpulab.DEVICE, any shape; returns a new tensor of x's
     dtype. Raises TypeError/ValueError naming the bad argument. See ``sincos_launch`` for the options."""
@@ -248,6 +283,7 @@ def best_config():
 
 
 # ---- (c) torch eager, and the float64 reference --------------------------------------------------------------
+
 
 def sincos_eager(x: torch.Tensor) -> torch.Tensor:
     """torch eager: five kernels (sin, cos, two squares, add), each intermediate in x's dtype in memory."""

@@ -17,6 +17,7 @@ Triton lays a 1-D block over the lanes of each warp in order, so lane k of a war
 packs several neighbouring elements per lane into one 16-byte load; the launcher passes ``CONTIGUOUS``
 (a compile-time constant) for stride 1, so that this copy is as good as a plain one.
 """
+
 from __future__ import annotations
 
 import torch
@@ -36,8 +37,9 @@ MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid dimension 0 (programs per launch 
 
 # Candidates for the strided copy on a GPU, keyed on (n, stride, CONTIGUOUS): a memory-bound copy wants a few
 # thousand elements in flight per program; the first is gpulab's vector_add shape.
-AUTOTUNE_CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w)
-                    for b, w in [(1024, 4), (2048, 4), (4096, 4), (4096, 8), (8192, 8)]]
+AUTOTUNE_CONFIGS = [
+    triton.Config({"BLOCK": b}, num_warps=w) for b, w in [(1024, 4), (2048, 4), (4096, 4), (4096, 8), (8192, 8)]
+]
 
 
 @triton.jit
@@ -52,9 +54,13 @@ def _prune(configs, named_args, **kwargs):
     return configs if named_args["n"] >= TUNE_MIN_N else configs[:1]
 
 
-strided_copy_kernel_autotuned = triton.autotune(configs=AUTOTUNE_CONFIGS, key=["n", "stride", "CONTIGUOUS"],
-                                                prune_configs_by={"early_config_prune": _prune})(strided_copy_kernel) \
-    if gpulab.ON_GPU else None
+strided_copy_kernel_autotuned = (
+    triton.autotune(
+        configs=AUTOTUNE_CONFIGS, key=["n", "stride", "CONTIGUOUS"], prune_configs_by={"early_config_prune": _prune}
+    )(strided_copy_kernel)
+    if gpulab.ON_GPU
+    else None
+)
 
 
 def _check_stride(stride) -> int:
@@ -65,7 +71,9 @@ def _check_stride(stride) -> int:
     return stride
 
 
-def strided_copy(x: torch.Tensor, stride: int = 1, block: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+def strided_copy(
+    x: torch.Tensor, stride: int = 1, block: int | None = None, num_warps: int | None = None
+) -> torch.Tensor:
     """``y[k] = x[k * stride]``: the elements of ``x[::stride]``, copied into a new contiguous 1-D tensor.
 
     x: 1-D contiguous fp32/fp16/bf16 on gpulab.DEVICE; stride: int >= 1 (elements). Returns y of length
@@ -90,7 +98,8 @@ def strided_copy(x: torch.Tensor, stride: int = 1, block: int | None = None, num
     contiguous = stride == 1
     if block is None and strided_copy_kernel_autotuned is not None:
         strided_copy_kernel_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](
-            x, y, n, stride, CONTIGUOUS=contiguous)
+            x, y, n, stride, CONTIGUOUS=contiguous
+        )
     else:
         block = block or INTERPRETER_BLOCK
         extra = {} if num_warps is None else {"num_warps": num_warps}
@@ -106,7 +115,7 @@ def best_config():
 
 def strided_copy_ref(x: torch.Tensor, stride: int = 1) -> torch.Tensor:
     """The torch reference: ``x[::stride]`` as a new contiguous tensor (a copy is exact in any dtype)."""
-    return x[::_check_stride(stride)].clone()
+    return x[:: _check_stride(stride)].clone()
 
 
 def strided_copy_torch(x: torch.Tensor, y: torch.Tensor, stride: int) -> torch.Tensor:
@@ -115,6 +124,7 @@ def strided_copy_torch(x: torch.Tensor, y: torch.Tensor, stride: int) -> torch.T
 
 
 # ---- a row-major matrix, walked by rows or by columns ----------------------------------------------------
+
 
 @triton.jit
 def copy_by_rows_kernel(a_ptr, b_ptr, M, N, stride_am, stride_an, stride_bm, stride_bn, BLOCK: tl.constexpr):
@@ -162,9 +172,11 @@ def matrix_copy(a: torch.Tensor, by: str = "rows", block: int | None = None) -> 
     block = block or _matrix_block(length)
     grid = (other * triton.cdiv(length, block),)
     if grid[0] > MAX_GRID_X:
-        raise ValueError(f"a: {grid[0]} programs ({other} {'rows' if by == 'rows' else 'columns'} x "
-                         f"{triton.cdiv(length, block)} blocks of {block}) exceed CUDA's grid limit {MAX_GRID_X}; "
-                         f"walk the other way or pass a larger block")
+        raise ValueError(
+            f"a: {grid[0]} programs ({other} {'rows' if by == 'rows' else 'columns'} x "
+            f"{triton.cdiv(length, block)} blocks of {block}) exceed CUDA's grid limit {MAX_GRID_X}; "
+            f"walk the other way or pass a larger block"
+        )
     b = torch.empty((M, N), dtype=a.dtype, device=a.device)
     if not a.numel():
         return b

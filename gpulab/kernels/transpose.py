@@ -15,6 +15,7 @@ Offsets are int64, so matrices past 2^31 elements work. Masks cover any M and N.
 A; B is a new row-major (N, M) tensor. A transpose only moves bits, so it is exact in every dtype, and the
 interpreter's raw-uint16 bf16 is no problem here.
 """
+
 from __future__ import annotations
 
 import torch
@@ -34,9 +35,21 @@ MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid dimension 0 (programs per launch 
 # Candidates for the tiled kernel on a GPU (keyed on M, N and the dtype): square and wide tiles, 4 or 8 warps.
 # 64x64 and 32x128 fp32 tiles are 16 KiB of shared memory each, so several programs fit on an SM (228 KiB on
 # an H100/H200); the first is the fallback for small matrices.
-AUTOTUNE_CONFIGS = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w)
-                    for bm, bn, w in [(64, 64, 4), (64, 64, 8), (32, 128, 4), (128, 32, 4), (32, 64, 4),
-                                      (64, 32, 4), (32, 32, 4), (64, 128, 4), (128, 64, 8), (128, 128, 8)]]
+AUTOTUNE_CONFIGS = [
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w)
+    for bm, bn, w in [
+        (64, 64, 4),
+        (64, 64, 8),
+        (32, 128, 4),
+        (128, 32, 4),
+        (32, 64, 4),
+        (64, 32, 4),
+        (32, 32, 4),
+        (64, 128, 4),
+        (128, 64, 8),
+        (128, 128, 8),
+    ]
+]
 
 
 @triton.jit
@@ -51,8 +64,9 @@ def transpose_naive_kernel(a_ptr, b_ptr, M, N, stride_am, stride_an, stride_bn, 
 
 
 @triton.jit
-def transpose_tiled_kernel(a_ptr, b_ptr, M, N, stride_am, stride_an, stride_bn, stride_bm,
-                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def transpose_tiled_kernel(
+    a_ptr, b_ptr, M, N, stride_am, stride_an, stride_bn, stride_bm, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+):
     pid = tl.program_id(0)
     grid_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = pid // grid_n, pid % grid_n  # neighbouring programs take neighbouring tiles of a row band
@@ -68,9 +82,13 @@ def _prune(configs, named_args, **kwargs):
     return configs if named_args["M"] * named_args["N"] >= TUNE_MIN_ELEMENTS else configs[:1]
 
 
-transpose_tiled_kernel_autotuned = triton.autotune(configs=AUTOTUNE_CONFIGS, key=["M", "N"],
-                                                   prune_configs_by={"early_config_prune": _prune})(
-    transpose_tiled_kernel) if gpulab.ON_GPU else None
+transpose_tiled_kernel_autotuned = (
+    triton.autotune(configs=AUTOTUNE_CONFIGS, key=["M", "N"], prune_configs_by={"early_config_prune": _prune})(
+        transpose_tiled_kernel
+    )
+    if gpulab.ON_GPU
+    else None
+)
 
 
 def _check_grid(programs: int, what: str) -> None:
@@ -102,8 +120,9 @@ def transpose_naive(a: torch.Tensor, block: int | None = None) -> torch.Tensor:
     return b
 
 
-def transpose(a: torch.Tensor, block_m: int | None = None, block_n: int | None = None,
-              num_warps: int | None = None) -> torch.Tensor:
+def transpose(
+    a: torch.Tensor, block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None
+) -> torch.Tensor:
     """B = A^T through on-chip tiles: coalesced reads and coalesced writes.
 
     a: (M, N) fp32/fp16/bf16 on gpulab.DEVICE, any strides. Returns a new contiguous (N, M) tensor.
@@ -129,12 +148,15 @@ def transpose(a: torch.Tensor, block_m: int | None = None, block_n: int | None =
         return b
     args = (a, b, M, N, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
     if block_m is None and transpose_tiled_kernel_autotuned is not None:
-        transpose_tiled_kernel_autotuned[lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)](*args)
+        transpose_tiled_kernel_autotuned[
+            lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+        ](*args)
     else:
         block_m, block_n = (block_m, block_n) if block_m is not None else INTERPRETER_TILE
         extra = {} if num_warps is None else {"num_warps": num_warps}
         transpose_tiled_kernel[(triton.cdiv(M, block_m) * triton.cdiv(N, block_n),)](
-            *args, BLOCK_M=block_m, BLOCK_N=block_n, **extra)
+            *args, BLOCK_M=block_m, BLOCK_N=block_n, **extra
+        )
     return b
 
 
@@ -142,8 +164,11 @@ def best_config():
     """The autotuner's choice for the last (M, N, dtype) it ran, as ``{"BLOCK_M", "BLOCK_N", "num_warps"}``, or
     None (interpreter, or not tuned yet)."""
     c = getattr(transpose_tiled_kernel_autotuned, "best_config", None)
-    return None if c is None else {"BLOCK_M": c.kwargs["BLOCK_M"], "BLOCK_N": c.kwargs["BLOCK_N"],
-                                   "num_warps": c.num_warps}
+    return (
+        None
+        if c is None
+        else {"BLOCK_M": c.kwargs["BLOCK_M"], "BLOCK_N": c.kwargs["BLOCK_N"], "num_warps": c.num_warps}
+    )
 
 
 def transpose_torch(a: torch.Tensor) -> torch.Tensor:

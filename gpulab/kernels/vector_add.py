@@ -3,6 +3,7 @@
 Counts by hand for n elements of s bytes: n FLOPs; 3ns bytes (read x, read y, write z); intensity 1/(3s)
 FLOP/byte, far left of any GPU's ridge point.
 """
+
 from __future__ import annotations
 
 import torch

@@ -15,6 +15,15 @@ from .harness import (
 )
 
 __all__ = [
-    "CHROMIUM_ARGS", "CHROMIUM_MISSING", "FIXTURES_DIR", "NOTEBOOKS_DIR", "REPO_ROOT", "VIEWPORT",
-    "BrowserCase", "CheckFailed", "JupyterLabServer", "LabDriver", "find_chromium",
+    "CHROMIUM_ARGS",
+    "CHROMIUM_MISSING",
+    "FIXTURES_DIR",
+    "NOTEBOOKS_DIR",
+    "REPO_ROOT",
+    "VIEWPORT",
+    "BrowserCase",
+    "CheckFailed",
+    "JupyterLabServer",
+    "LabDriver",
+    "find_chromium",
 ]

@@ -197,7 +197,9 @@ class JupyterLabServer:
 
     def command(self) -> list[str]:
         cmd = [
-            self.python, "-m", "jupyterlab",
+            self.python,
+            "-m",
+            "jupyterlab",
             "--no-browser",
             "--ServerApp.ip=127.0.0.1",
             f"--ServerApp.port={self.port}",
@@ -216,14 +218,19 @@ class JupyterLabServer:
             cmd.append("--allow-root")
         return cmd
 
-    def start(self) -> "JupyterLabServer":
+    def start(self) -> JupyterLabServer:
         env = self._env()
         self._write_isolated_config(env)
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            self.command(), cwd=self.root_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
+            self.command(),
+            cwd=self.root_dir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             # own session: a Ctrl-C in the pytest terminal reaches pytest, which then tears the server down
-            stdin=subprocess.DEVNULL, start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         log.close()
         deadline = time.monotonic() + self.startup_timeout_s
@@ -259,7 +266,7 @@ class JupyterLabServer:
         if not os.environ.get("GPULAB_KEEP_JUPYTER_TMP"):
             shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def __enter__(self) -> "JupyterLabServer":
+    def __enter__(self) -> JupyterLabServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -267,8 +274,9 @@ class JupyterLabServer:
 
     # -- REST
     def api(self, method: str, path: str, timeout: float = 10) -> Any:
-        req = urllib.request.Request(self.base_url + path, method=method,
-                                     headers={"Authorization": f"token {self.token}"})
+        req = urllib.request.Request(
+            self.base_url + path, method=method, headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(req, timeout=timeout) as r:
             body = r.read()
         return json.loads(body) if body else None
@@ -525,7 +533,8 @@ class LabDriver:
 
     def _dialogs(self) -> str:
         texts = self.page.evaluate(
-            "() => Array.from(document.querySelectorAll('.jp-Dialog')).map(d => d.innerText.trim())")
+            "() => Array.from(document.querySelectorAll('.jp-Dialog')).map(d => d.innerText.trim())"
+        )
         return "".join(f"JupyterLab dialog open: {t!r}\n" for t in texts)
 
     def _running_cells(self) -> str:
@@ -537,24 +546,34 @@ class LabDriver:
         }""")
         if not running:
             return ""
-        return f"still running: {running[0]}" + (f"\n({len(running) - 1} more cells queued)" if len(running) > 1 else "")
+        return f"still running: {running[0]}" + (
+            f"\n({len(running) - 1} more cells queued)" if len(running) > 1 else ""
+        )
 
     # 1. open the notebook, wait for its kernel
     def open_notebook(self, timeout_s: float = 60.0) -> None:
         t0 = time.monotonic()
         self.page.goto(self.server.notebook_url(self.case.path), wait_until="domcontentloaded")
-        self._wait(_JS_KERNEL_IDLE, self.case.path, timeout_s,
-                   f"JupyterLab to open {self.case.path} with an idle python3 kernel",
-                   diagnose=lambda: "server log:\n" + self.server.log_tail(20))
+        self._wait(
+            _JS_KERNEL_IDLE,
+            self.case.path,
+            timeout_s,
+            f"JupyterLab to open {self.case.path} with an idle python3 kernel",
+            diagnose=lambda: "server log:\n" + self.server.log_tail(20),
+        )
         self._timed("open+kernel", t0)
 
     # 2. run all cells, wait until every one finished
     def run_all(self) -> dict:
         t0 = time.monotonic()
         self.page.evaluate(_JS_START_RUN_ALL, self.case.path)
-        self._wait(_JS_RUN_FINISHED, self.case.path, self.case.timeout_s,
-                   f"'Run All Cells' of {self.case.path} to finish (no [*] prompt, kernel idle)",
-                   diagnose=self._running_cells)
+        self._wait(
+            _JS_RUN_FINISHED,
+            self.case.path,
+            self.case.timeout_s,
+            f"'Run All Cells' of {self.case.path} to finish (no [*] prompt, kernel idle)",
+            diagnose=self._running_cells,
+        )
         self._timed("run_all", t0)
         return self.cell_report()
 
@@ -580,12 +599,15 @@ class LabDriver:
         if not problems:
             not_run = [c for c in report["cells"] if not c["empty"] and c["execution_count"] is None]
             if not_run or report["run"].get("error"):
-                msg = (f"run-all did not execute every code cell (result {report['run']}); not run: "
-                       + ", ".join(f"cell {c['index']}: {c['source'][:60]!r}" for c in not_run))
+                msg = f"run-all did not execute every code cell (result {report['run']}); not run: " + ", ".join(
+                    f"cell {c['index']}: {c['source'][:60]!r}" for c in not_run
+                )
                 tagged = [c for c in report["cells"] if c["errors"] and "raises-exception" in c["tags"]]
                 if tagged:
-                    msg += (f"\n(JupyterLab's Run All stops at any error, even in a cell tagged raises-exception: "
-                            f"cell {tagged[0]['index']} raised {strip_ansi(tagged[0]['errors'][0]).splitlines()[0]!r})")
+                    msg += (
+                        f"\n(JupyterLab's Run All stops at any error, even in a cell tagged raises-exception: "
+                        f"cell {tagged[0]['index']} raised {strip_ansi(tagged[0]['errors'][0]).splitlines()[0]!r})"
+                    )
                 problems.append(msg)
         if problems:
             raise CheckFailed("\n\n".join(problems))
@@ -605,8 +627,9 @@ class LabDriver:
         problems = [p for p in self.problems(self.cell_report()) if p not in known]
         log = self.log_console_text()
         if re.search(r"Traceback \(most recent call last\)", log):
-            problems.append("JupyterLab's log console shows a traceback (an error in a widget callback?):\n"
-                            + _tail(log, 40))
+            problems.append(
+                "JupyterLab's log console shows a traceback (an error in a widget callback?):\n" + _tail(log, 40)
+            )
         if problems:
             raise CheckFailed("after moving the slider:\n\n" + "\n\n".join(problems))
 
@@ -629,14 +652,22 @@ class LabDriver:
         c = self.case
         t0 = time.monotonic()
         args = [c.widget, c.nth, c.figure]
-        self._wait(f"(a) => {{ const s = ({_JS_FIGURE_STATE})(a); return s.found && s.paths > 0 && s.width > 0; }}",
-                   args, timeout_s, f"a rendered figure {c.figure!r} inside {c.widget!r} #{c.nth}",
-                   diagnose=self._figure_diagnosis)
+        self._wait(
+            f"(a) => {{ const s = ({_JS_FIGURE_STATE})(a); return s.found && s.paths > 0 && s.width > 0; }}",
+            args,
+            timeout_s,
+            f"a rendered figure {c.figure!r} inside {c.widget!r} #{c.nth}",
+            diagnose=self._figure_diagnosis,
+        )
         # the figure may still be settling (plotly relayout, widget resize): wait for two equal reads in a row
-        self._wait("(a) => { const prev = window.__gpulabFig; const s = (" + _JS_FIGURE_STATE + ")(a);"
-                   " window.__gpulabFig = s.hash; return s.found && prev === s.hash; }",
-                   args, timeout_s, "the figure to stop changing before the slider is touched",
-                   diagnose=self._figure_diagnosis)
+        self._wait(
+            "(a) => { const prev = window.__gpulabFig; const s = (" + _JS_FIGURE_STATE + ")(a);"
+            " window.__gpulabFig = s.hash; return s.found && prev === s.hash; }",
+            args,
+            timeout_s,
+            "the figure to stop changing before the slider is touched",
+            diagnose=self._figure_diagnosis,
+        )
         self._timed("figure", t0)
         return self.figure_state()
 
@@ -645,8 +676,11 @@ class LabDriver:
     def assert_traces_complete(self, when: str) -> None:
         c = self.case
         traces = self.page.evaluate(_JS_TRACES, [c.widget, c.nth, c.figure])
-        bad = [f"trace {i} ({t['name']!r}): x has {t['nx']} points, y has {t['ny']}"
-               for i, t in enumerate(traces) if not t["nx"] or not t["ny"] or t["nx"] != t["ny"]]
+        bad = [
+            f"trace {i} ({t['name']!r}): x has {t['nx']} points, y has {t['ny']}"
+            for i, t in enumerate(traces)
+            if not t["nx"] or not t["ny"] or t["nx"] != t["ny"]
+        ]
         if not traces or bad:
             raise CheckFailed(f"{when}: the figure in the browser lacks data: " + ("; ".join(bad) or "no traces"))
 
@@ -658,8 +692,10 @@ class LabDriver:
         try:
             handle.wait_for(state="visible", timeout=10_000)
         except Exception:  # noqa: BLE001
-            raise CheckFailed(f"no visible slider handle: {c.slider!r} .noUi-handle inside {c.widget!r} #{c.nth} "
-                              "(an ipywidgets 8 slider renders a noUiSlider)") from None
+            raise CheckFailed(
+                f"no visible slider handle: {c.slider!r} .noUi-handle inside {c.widget!r} #{c.nth} "
+                "(an ipywidgets 8 slider renders a noUiSlider)"
+            ) from None
         handle.scroll_into_view_if_needed()
         args = [c.widget, c.nth, c.slider]
         v0 = self.page.evaluate(_JS_SLIDER_VALUE, args)
@@ -671,14 +707,17 @@ class LabDriver:
             for _ in range(c.keys):
                 handle.press(key)
             try:
-                self.page.wait_for_function(f"(a) => ({_JS_SLIDER_VALUE})(a) !== {json.dumps(v0)}",
-                                            arg=args, timeout=5000, polling=100)
+                self.page.wait_for_function(
+                    f"(a) => ({_JS_SLIDER_VALUE})(a) !== {json.dumps(v0)}", arg=args, timeout=5000, polling=100
+                )
                 break
             except Exception:  # noqa: BLE001
                 continue
         else:
-            raise CheckFailed(f"arrow keys on the slider handle did not change its value (readout|aria-valuenow "
-                              f"{v0!r}); is it disabled?")
+            raise CheckFailed(
+                f"arrow keys on the slider handle did not change its value (readout|aria-valuenow "
+                f"{v0!r}); is it disabled?"
+            )
         v1 = self.page.evaluate(_JS_SLIDER_VALUE, args)
         self.timings["slider_moved"] = f"{v0} -> {v1}"
 
@@ -689,11 +728,14 @@ class LabDriver:
                 msg += "\nJupyterLab log console (errors in widget callbacks land here):\n" + _tail(log, 40)
             return msg
 
-        self._wait(f"(a) => {{ const s = ({_JS_FIGURE_STATE})(a); "
-                   f"return s.found && s.paths > 0 && s.hash !== {json.dumps(before['hash'])}; }}",
-                   [c.widget, c.nth, c.figure], c.update_timeout_s,
-                   f"the figure to change after the slider moved ({v0} -> {v1}, readout|aria-valuenow)",
-                   diagnose=diagnose)
+        self._wait(
+            f"(a) => {{ const s = ({_JS_FIGURE_STATE})(a); "
+            f"return s.found && s.paths > 0 && s.hash !== {json.dumps(before['hash'])}; }}",
+            [c.widget, c.nth, c.figure],
+            c.update_timeout_s,
+            f"the figure to change after the slider moved ({v0} -> {v1}, readout|aria-valuenow)",
+            diagnose=diagnose,
+        )
         self._timed("slider->figure", t0)
         self.settle()
         return self.figure_state()
@@ -705,10 +747,14 @@ class LabDriver:
         for _ in range(2):
             if not self.page.evaluate(_JS_KERNEL_BARRIER, [c.path, c.update_timeout_s * 1000]):
                 raise CheckFailed(f"the kernel did not answer within {c.update_timeout_s:g}s after the slider moved")
-        self._wait("(a) => { const prev = window.__gpulabFig; const s = (" + _JS_FIGURE_STATE + ")(a);"
-                   " window.__gpulabFig = s.hash; return prev === s.hash; }",
-                   [c.widget, c.nth, c.figure], c.update_timeout_s, "the figure to settle after the slider moved",
-                   diagnose=self._figure_diagnosis)
+        self._wait(
+            "(a) => { const prev = window.__gpulabFig; const s = (" + _JS_FIGURE_STATE + ")(a);"
+            " window.__gpulabFig = s.hash; return prev === s.hash; }",
+            [c.widget, c.nth, c.figure],
+            c.update_timeout_s,
+            "the figure to settle after the slider moved",
+            diagnose=self._figure_diagnosis,
+        )
 
     # -- failure artifacts
     def save_artifacts(self, out_dir: Path, exc: BaseException | None = None) -> Path:
