@@ -1,10 +1,10 @@
 """The static site (`make site`, tools/build_site.py): widgets flattened for a page without a kernel, and, in headless
 Chromium, built pages that load with data in every figure.
 
-The browser test builds two lessons (a roofline page with figures and a slider explorer, and the builder-test page
+The browser test builds two lessons (the warp-divergence page with figures and slider explorers, and the builder-test page
 with its model-size explorer) into a temporary directory, opens the index and each page from disk (file://, no
 server, no network), and checks: no script error, every figure the page holds drawn by plotly.js, every figure with
-traces and every trace with points, the explorers' controls shown with their values. Run:
+a visible trace with points, the explorers' controls shown with their values. Run:
 ``python -m pytest tests/test_site.py -v`` (the browser test needs /usr/bin/chromium or ``GPULAB_CHROMIUM``).
 """
 from __future__ import annotations
@@ -24,8 +24,8 @@ except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from browser import harness
 
-# One page with figures shown directly and a slider explorer; the newest lesson, with dropdowns in its explorer.
-SITE_LESSONS = ["01_roofline.ipynb", "09_builder_test.ipynb"]
+# A page with figures shown directly and two slider explorers; the newest lesson, with dropdowns in its explorer.
+SITE_LESSONS = ["02_warp_divergence.ipynb", "09_builder_test.ipynb"]
 
 
 # ------------------------------------------------------------------------------------- flattening (no kernel)
@@ -112,8 +112,8 @@ _JS_FIGURES = r"""
 () => Array.from(document.querySelectorAll('.plotly-graph-div')).map(gd => ({
   id: gd.id,
   drawn: gd.classList.contains('js-plotly-plot') && !!gd.querySelector('.main-svg'),
-  traces: (gd._fullData || []).map(t => ({
-    name: String(t.name), type: t.type,
+  traces: (gd.data || []).map(t => ({
+    name: String(t.name), type: t.type, visible: t.visible !== false,
     points: Math.max(0, ...['x', 'y', 'z', 'values', 'r', 'lat'].map(k => (t[k] && t[k].length) || 0)),
   })),
 }))
@@ -169,9 +169,10 @@ def test_page_loads_with_data_in_every_figure(built_site, page, lesson):
     figures = page.evaluate(_JS_FIGURES)
     assert not errors, f"{lesson}: script errors: {errors}"
     assert len(figures) == expected and all(f["drawn"] for f in figures), figures
-    empty = [f"{f['id']}: {t['name']} ({t['type']})" for f in figures for t in f["traces"] if t["points"] == 0]
-    assert all(f["traces"] for f in figures), f"{lesson}: figures without traces: {[f['id'] for f in figures]}"
-    assert not empty, f"{lesson}: traces without points: {empty}"
+    # a trace may be empty on purpose (the out-of-memory markers of a sweep that fits); a figure may not
+    empty = [f"{f['id']}: {[t['name'] for t in f['traces']]}" for f in figures
+             if not any(t["points"] for t in f["traces"] if t["visible"])]
+    assert not empty, f"{lesson}: figures without a visible trace with points: {empty}"
     assert "application/vnd.jupyter.widget-view+json" not in html_text, f"{lesson}: a widget left unflattened"
     if "gpulab-static-controls" in html_text:  # an explorer: its controls shown as text with their values
         assert page.locator(".gpulab-static-control").count() > 0

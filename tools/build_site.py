@@ -109,6 +109,8 @@ def _plotly_output(fig: dict) -> dict:
 
     global _figure_count
     _figure_count += 1
+    # no fixed width: the figure fills the page's width (a phone's too) and follows it
+    fig = {**fig, "layout": {k: v for k, v in fig.get("layout", {}).items() if k not in ("width", "autosize")}}
     div = pio.to_html(fig, include_plotlyjs=False, full_html=False, validate=False, default_height="450px",
                       div_id=f"gpulab-figure-{_figure_count}", config={"responsive": True})
     return _html_output(div)
@@ -223,6 +225,20 @@ JupyterLab, Colab or Binder.</p>
 # ---------------------------------------------------------------------------------------------- execution
 
 
+def _output_widget_class():
+    """nbclient's stand-in for an ``ipywidgets.Output``, minus one thing: it does not send each captured output back
+    to the kernel. nbclient sends that on the shell channel while it waits on the same channel for the cell's reply,
+    and the cell then hangs until its timeout now and then (jupyter/nbclient#312). The page needs only the outputs
+    nbclient keeps for the notebook's widget state; the kernel's copy is never read."""
+    from nbclient.output_widget import OutputWidget
+
+    class OutputWidgetNoEcho(OutputWidget):
+        def sync_state(self) -> None:
+            pass
+
+    return OutputWidgetNoEcho
+
+
 def build_one(path: str, out: str, stems: list[str], timeout_s: float) -> dict:
     """Execute one notebook and write its page. Returns {stem, title, ok, seconds, error}."""
     import nbformat
@@ -236,10 +252,11 @@ def build_one(path: str, out: str, stems: list[str], timeout_s: float) -> dict:
     result = {"stem": stem, "title": title_of(nb, stem), "ok": False, "error": None}
     client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", store_widget_state=True,
                             resources={"metadata": {"path": str(src.parent)}})
+    client.widget_registry["@jupyter-widgets/output"]["OutputModel"] = _output_widget_class()
     try:
         client.execute()
     except CellExecutionError as e:
-        result["error"] = str(e)[-3000:]
+        result["error"] = re.sub(r"\x1b\[[0-9;]*m", "", str(e))[-3000:]
     except Exception as e:  # noqa: BLE001 -- a dead kernel or a timeout: report it with the notebook's name
         result["error"] = f"{type(e).__name__}: {e}"[-3000:]
     else:
