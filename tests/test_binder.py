@@ -38,9 +38,10 @@ def _answers(url: str, seconds: float = 5.0) -> bool:
     ok: list[bool] = []
 
     def probe() -> None:
-        with contextlib.suppress(Exception):  # any failure means "does not answer"
-            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=seconds) as r:
-                ok.append(r.status < 400)
+        request = urllib.request.Request(url, method="HEAD")
+        # any failure means "does not answer"
+        with contextlib.suppress(Exception), urllib.request.urlopen(request, timeout=seconds) as r:
+            ok.append(r.status < 400)
 
     t = threading.Thread(target=probe, daemon=True)
     t.start()
