@@ -11,7 +11,7 @@ PYTEST_NOTEBOOKS := $(VPY) -m pytest --nbval-lax notebooks/
 # Jupyter refuses to start as root without --allow-root; localhost only, token auth kept.
 LAB_ARGS := --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab test clean
+.PHONY: setup lab test site clean
 
 setup:
 	$(PYTHON) tools/setup_env.py
@@ -26,6 +26,10 @@ test: setup
 	echo "+ $(PYTEST_NOTEBOOKS)"; $(PYTEST_NOTEBOOKS) || status=1; \
 	exit $$status
 
+# Every lesson executed in Triton's interpreter, as static HTML pages with their figures, into site/ (git-ignored).
+site: setup
+	$(VPY) tools/build_site.py --out site
+
 clean:
-	rm -rf .venv build *.egg-info .pytest_cache
+	rm -rf .venv build site *.egg-info .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

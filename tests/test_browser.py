@@ -52,6 +52,8 @@ NOTEBOOKS: list[BrowserCase] = [
     BrowserCase(path="07_tiling.ipynb", timeout_s=300, skip_if_missing=True),
     BrowserCase(path="07b_waves.ipynb", timeout_s=300, skip_if_missing=True),
     BrowserCase(path="08_flash_attention.ipynb", timeout_s=300, skip_if_missing=True),
+    # the model-size explorer: its "layers" slider (the rung and d_model dropdowns sit beside it)
+    BrowserCase(path="09_builder_test.ipynb", timeout_s=300, skip_if_missing=True),
 ]
 
 
@@ -88,9 +90,9 @@ def jupyter_servers():
 
     The lessons' server is rooted at notebooks/ (as a reader sees it); the self-tests' at tests/browser/fixtures/.
     """
-    servers: dict[Path, JupyterLabServer] = {}
+    servers: dict[Path, harness.JupyterLabServer] = {}
 
-    def get(root: Path) -> JupyterLabServer:
+    def get(root: Path) -> harness.JupyterLabServer:
         root = Path(root).resolve()
         if root not in servers:
             servers[root] = harness.JupyterLabServer(root, python=sys.executable).start()

@@ -15,6 +15,7 @@ with class ``gpulab-slider`` and a plotly figure (``go.FigureWidget``, or a stat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -673,8 +674,14 @@ class LabDriver:
 
     # 3b. every trace the front end draws has its data (an update sent to a FigureWidget before it was displayed
     # once left the roofline's traces without x/y or names in the browser while the Python figure was right)
-    def assert_traces_complete(self, when: str) -> None:
+    def assert_traces_complete(self, when: str, timeout_s: float = 10.0) -> None:
+        """Waits up to ``timeout_s`` for complete traces: a FigureWidget redrawn by a late update (a cell that set
+        a slider from Python) has no plotted data for a moment on a loaded machine."""
         c = self.case
+        ready = (f"(a) => {{ const ts = ({_JS_TRACES})(a); "
+                 "return ts.length > 0 && ts.every(t => t.nx > 0 && t.nx === t.ny); }")
+        with contextlib.suppress(Exception):  # a timeout: the read below says what is missing
+            self.page.wait_for_function(ready, arg=[c.widget, c.nth, c.figure], timeout=timeout_s * 1000, polling=100)
         traces = self.page.evaluate(_JS_TRACES, [c.widget, c.nth, c.figure])
         bad = [
             f"trace {i} ({t['name']!r}): x has {t['nx']} points, y has {t['ny']}"

@@ -1,0 +1,182 @@
+"""The static site (`make site`, tools/build_site.py): widgets flattened for a page without a kernel, and, in headless
+Chromium, built pages that load with data in every figure.
+
+The browser test builds two lessons (the warp-divergence page with figures and slider explorers, and the builder-test page
+with its model-size explorer) into a temporary directory, opens the index and each page from disk (file://, no
+server, no network), and checks: no script error, every figure the page holds drawn by plotly.js, every figure with
+a visible trace with points, the explorers' controls shown with their values. Run:
+``python -m pytest tests/test_site.py -v`` (the browser test needs /usr/bin/chromium or ``GPULAB_CHROMIUM``).
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import build_site
+
+try:  # tests/ is a package: the harness is tests.browser
+    from .browser import harness
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from browser import harness
+
+# A page with figures shown directly and two slider explorers; the newest lesson, with dropdowns in its explorer.
+SITE_LESSONS = ["02_warp_divergence.ipynb", "09_builder_test.ipynb"]
+
+
+# ------------------------------------------------------------------------------------- flattening (no kernel)
+
+
+def _model(name: str, **state) -> dict:
+    return {"model_name": name, "model_module": "@jupyter-widgets/controls", "model_module_version": "2.0.0",
+            "state": state}
+
+
+FIGURE = {"data": [{"type": "scatter", "x": [1, 2, 3], "y": [4.0, 5.0, 6.0], "name": "measured"}],
+          "layout": {"title": {"text": "a figure"}}}
+STATE = {
+    "box": _model("VBoxModel", children=["IPY_MODEL_rung", "IPY_MODEL_layers", "IPY_MODEL_readout", "IPY_MODEL_out"]),
+    "rung": _model("DropdownModel", description="rung", index=1, _options_labels=["fp32 eager", "+ bf16 autocast"]),
+    "layers": _model("IntSliderModel", description="layers", value=12, min=1, max=48),
+    "readout": _model("HTMLModel", value="predicted step: <b>7 ms</b>"),
+    "out": {"model_name": "OutputModel", "model_module": "@jupyter-widgets/output", "model_module_version": "1.0.0",
+            "state": {"outputs": [{"output_type": "display_data", "metadata": {},
+                                   "data": {"application/vnd.plotly.v1+json": FIGURE, "text/plain": "Figure"}}]}},
+}
+
+
+def _view(model_id: str) -> dict:
+    return {"output_type": "display_data", "metadata": {},
+            "data": {"application/vnd.jupyter.widget-view+json": {"model_id": model_id, "version_major": 2,
+                                                                   "version_minor": 0},
+                     "text/plain": "VBox(...)"}}
+
+
+def _html(outputs: list[dict]) -> list[str]:
+    assert all(set(o["data"]) == {"text/html"} for o in outputs), [list(o["data"]) for o in outputs]
+    return [o["data"]["text/html"] for o in outputs]
+
+
+def test_explorer_flattens_to_controls_readout_and_figure():
+    texts = _html(build_site.flatten_outputs([_view("box")], STATE))
+    assert len(texts) == 3, texts  # the controls line, the readout, the figure
+    controls, readout, figure = texts
+    assert "<b>rung</b> + bf16 autocast" in controls and "<b>layers</b> 12" in controls, controls
+    assert "starting values" in controls  # the note that says the page does not move them
+    assert readout == "predicted step: <b>7 ms</b>"
+    assert 'class="plotly-graph-div"' in figure and '"y":[4.0,5.0,6.0]' in figure, figure[:400]
+    assert "<script" in figure and "Plotly.newPlot" in figure
+
+
+def test_plain_outputs_kept_and_plotly_json_drawn():
+    text = {"output_type": "stream", "name": "stdout", "text": "hello\n"}
+    flat = build_site.flatten_outputs([text, {"output_type": "execute_result", "execution_count": 3, "metadata": {},
+                                              "data": {"application/vnd.plotly.v1+json": FIGURE}}], {})
+    assert flat[0] == text
+    assert "Plotly.newPlot" in flat[1]["data"]["text/html"]
+
+
+def test_missing_widget_state_is_said_not_raised():
+    (text,) = _html(build_site.flatten_outputs([_view("gone")], STATE))
+    assert "no stored state" in text
+
+
+def test_flatten_notebook_drops_the_widget_state():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell("explorer.widget", outputs=[nbformat.from_dict(_view("box"))]))
+    nb.metadata["widgets"] = {build_site.WIDGET_STATE: {"state": STATE, "version_major": 2, "version_minor": 0}}
+    build_site.flatten_notebook(nb)
+    assert "widgets" not in nb.metadata
+    assert len(nb.cells[0].outputs) == 3
+    nbformat.validate(nb)
+
+
+def test_title_is_the_first_heading():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("[badge](x)\n\n# 07 · Tiling and waves\n\ntext")])
+    assert build_site.title_of(nb, "fallback") == "07 · Tiling and waves"
+    assert build_site.title_of(nbformat.v4.new_notebook(), "fallback") == "fallback"
+
+
+# ------------------------------------------------------------------------------------------ built, in Chromium
+
+# JS: every figure on the page: whether plotly.js drew it, its traces and the points in each.
+_JS_FIGURES = r"""
+() => Array.from(document.querySelectorAll('.plotly-graph-div')).map(gd => ({
+  id: gd.id,
+  drawn: gd.classList.contains('js-plotly-plot') && !!gd.querySelector('.main-svg'),
+  traces: (gd.data || []).map(t => ({
+    name: String(t.name), type: t.type, visible: t.visible !== false,
+    points: Math.max(0, ...['x', 'y', 'z', 'values', 'r', 'lat'].map(k => (t[k] && t[k].length) || 0)),
+  })),
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("site")
+    sources = {name: (ROOT / "notebooks" / name).read_bytes() for name in SITE_LESSONS}
+    rc = build_site.main([str(ROOT / "notebooks" / n) for n in SITE_LESSONS] + ["--out", str(out)])
+    assert rc == 0, "tools/build_site.py failed (its output above names the notebook and the cell)"
+    for name, before in sources.items():
+        assert (ROOT / "notebooks" / name).read_bytes() == before, f"building the site modified {name}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def page(built_site):
+    chromium = harness.find_chromium()
+    if chromium is None:
+        pytest.skip(harness.CHROMIUM_MISSING)
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=list(harness.CHROMIUM_ARGS))
+        context = browser.new_context(viewport={"width": 412, "height": 915})  # a phone's screen
+        # the published pages load MathJax from a CDN; the test has no network and does not wait for it
+        context.route(lambda url: not url.startswith("file:"), lambda route: route.abort())
+        yield context.new_page()
+        browser.close()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_index_lists_the_lessons(built_site, page):
+    page.goto((built_site / "index.html").as_uri())
+    links = page.eval_on_selector_all("ol.lessons a", "els => els.map(a => a.getAttribute('href'))")
+    assert links == [Path(n).stem + ".html" for n in SITE_LESSONS], links
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", [Path(n).stem for n in SITE_LESSONS])
+def test_page_loads_with_data_in_every_figure(built_site, page, lesson):
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    html_text = (built_site / f"{lesson}.html").read_text()
+    expected = html_text.count('class="plotly-graph-div"')
+    assert expected > 0, f"{lesson}.html holds no figure"
+    page.goto((built_site / f"{lesson}.html").as_uri(), wait_until="load")
+    # on a timeout the checks below say which figures were not drawn
+    with contextlib.suppress(Exception):
+        page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= {expected}",
+                               timeout=30_000)
+    figures = page.evaluate(_JS_FIGURES)
+    assert not errors, f"{lesson}: script errors: {errors}"
+    undrawn = [f["id"] for f in figures if not f["drawn"]]
+    assert len(figures) == expected and not undrawn, f"{lesson}: {len(figures)} of {expected} figures, not drawn: {undrawn}"
+    # a trace may be empty on purpose (the out-of-memory markers of a sweep that fits); a figure may not
+    empty = [f"{f['id']}: {[t['name'] for t in f['traces']]}" for f in figures
+             if not any(t["points"] for t in f["traces"] if t["visible"])]
+    assert not empty, f"{lesson}: figures without a visible trace with points: {empty}"
+    assert "application/vnd.jupyter.widget-view+json" not in html_text, f"{lesson}: a widget left unflattened"
+    if "gpulab-static-controls" in html_text:  # an explorer: its controls shown as text with their values
+        assert page.locator(".gpulab-static-control").count() > 0
