@@ -4,14 +4,18 @@
 PYTHON ?= python3
 VPY    := .venv/bin/python
 
-# The test suite, in one place: unit/browser tests, then every notebook run top to bottom.
-PYTEST_TESTS     := $(VPY) -m pytest tests
+# The test suite, in one place: lint, unit/kernel/browser tests, then every notebook run top to bottom.
+# `make test` leaves out the tests marked slow (building a fresh Binder environment, the static site in a
+# browser: minutes each); `make test-all` runs them too, and CI runs it.
+RUFF             := .venv/bin/ruff check . && .venv/bin/ruff format --check .
+PYTEST_TESTS     := $(VPY) -m pytest tests -m "not slow"
+PYTEST_ALL       := $(VPY) -m pytest tests
 PYTEST_NOTEBOOKS := $(VPY) -m pytest --nbval-lax notebooks/
 
 # Jupyter refuses to start as root without --allow-root; localhost only, token auth kept.
 LAB_ARGS := --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab test site clean
+.PHONY: setup lab test test-all site clean
 
 setup:
 	$(PYTHON) tools/setup_env.py
@@ -19,10 +23,18 @@ setup:
 lab: setup
 	.venv/bin/jupyter lab notebooks/ $(LAB_ARGS)
 
-# Runs both suites even if the first fails; fails if either did.
+# Runs every step even if one fails; fails if any did.
 test: setup
 	@status=0; \
+	echo "+ $(RUFF)"; $(RUFF) || status=1; \
 	echo "+ $(PYTEST_TESTS)"; $(PYTEST_TESTS) || status=1; \
+	echo "+ $(PYTEST_NOTEBOOKS)"; $(PYTEST_NOTEBOOKS) || status=1; \
+	exit $$status
+
+test-all: setup
+	@status=0; \
+	echo "+ $(RUFF)"; $(RUFF) || status=1; \
+	echo "+ $(PYTEST_ALL)"; $(PYTEST_ALL) || status=1; \
 	echo "+ $(PYTEST_NOTEBOOKS)"; $(PYTEST_NOTEBOOKS) || status=1; \
 	exit $$status
 

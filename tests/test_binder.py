@@ -12,6 +12,7 @@ run takes about a minute; where torch's CPU wheel index does not answer, the req
 that line, from pip's other configured sources, and the test is skipped unless those hold a CPU build of the
 pinned torch (a CUDA build is several GB). Skipped offline (PyPI unreachable): ``-m "not network"``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,14 +52,21 @@ def _answers(url: str, seconds: float = 5.0) -> bool:
 
 def _run(cmd: list[str], cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
     out = subprocess.run(cmd, check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert out.returncode == 0, f"{' '.join(map(str, cmd))} failed ({out.returncode}):\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}"
+    assert out.returncode == 0, (
+        f"{' '.join(map(str, cmd))} failed ({out.returncode}):\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}"
+    )
     return out
 
 
 def _copy_checkout(dest: Path) -> None:
     """The files repo2docker would see: tracked and untracked-but-not-ignored ones (no .venv, site/, caches)."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            check=False, cwd=ROOT, capture_output=True, text=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if listed.returncode != 0:
         pytest.skip("not a git checkout: cannot tell which files repo2docker would copy")
     for rel in filter(None, listed.stdout.split("\0")):
@@ -96,8 +104,11 @@ def test_binder_environment_runs_a_notebook(tmp_path):
 
     repo, venv = tmp_path / "repo", tmp_path / "env"
     _copy_checkout(repo)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GPULAB_", "PYTHON", "VIRTUAL_ENV", "JUPYTER", "TRITON_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GPULAB_", "PYTHON", "VIRTUAL_ENV", "JUPYTER", "TRITON_"))
+    }
     _run([sys.executable, "-m", "venv", str(venv)], tmp_path, env, 120)
     env.update(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
     pip = [str(venv / "bin" / "python"), "-m", "pip"]
@@ -110,8 +121,11 @@ def test_binder_environment_runs_a_notebook(tmp_path):
         requirements = str(tmp_path / "requirements.txt")
         Path(requirements).write_text("\n".join(l for l in lines if not l.strip().startswith("--extra-index-url")))
         dry = _run([*pip, "install", "--dry-run", "--quiet", "--report", "-", "torch==2.13.0"], repo, env, 300)
-        picked = [i["metadata"]["version"] for i in json.loads(dry.stdout).get("install", [])
-                  if i["metadata"]["name"].lower() == "torch"]
+        picked = [
+            i["metadata"]["version"]
+            for i in json.loads(dry.stdout).get("install", [])
+            if i["metadata"]["name"].lower() == "torch"
+        ]
         if not picked or "+cpu" not in picked[0]:
             pytest.skip(f"without {index}, pip would take torch {picked}, not a CPU build")
     _run([*pip, "install", "--quiet", "-r", requirements], repo, env, 900)
@@ -120,8 +134,12 @@ def test_binder_environment_runs_a_notebook(tmp_path):
     _run(["./binder/postBuild"], repo, env, 300)
 
     python = str(venv / "bin" / "python")
-    probe = _run([python, "-c", "import json, gpulab, torch; print(json.dumps([gpulab.__file__, torch.version.cuda]))"],
-                 tmp_path, env, 120)
+    probe = _run(
+        [python, "-c", "import json, gpulab, torch; print(json.dumps([gpulab.__file__, torch.version.cuda]))"],
+        tmp_path,
+        env,
+        120,
+    )
     where, cuda = json.loads(probe.stdout.strip().splitlines()[-1])
     assert Path(where).resolve().is_relative_to(repo.resolve()), f"gpulab imported from {where}, not the checkout"
     assert cuda is None, f"torch is a CUDA build ({cuda}); Binder is CPU only"

@@ -1,5 +1,6 @@
 """Lesson 09's capstone: the operation recorder against torch's FLOP counter and hand counts, the GPT step,
 the GPT-2-small table on the meta device, the roofline classes on the H200, and the exercise checkers."""
+
 import functools
 import itertools
 
@@ -175,12 +176,25 @@ def test_measure_refuses_without_gpu():
 
 
 def _fake_suite_data():
-    rows = [dict(rung=r.name, habit=r.habit, lesson=r.lesson, predicted_ms=10.0 + i, predicted_profile_ms=None,
-                 ms=12.0 + i, p20_ms=11.0, p80_ms=13.0, peak_mem_gib=20.0 - i, loss=10.9) for i, r in
-            enumerate(ladder.RUNGS)]
-    ops = {ladder.RUNGS[0].name: {"matmuls": 90.0, "attention": 25.0, "optimizer": 5.0, "layer norm": 1.0,
-                                  "GELU": 1.0},
-           ladder.RUNGS[-2].name: {"matmuls": 6.0, "attention": 3.0}}
+    rows = [
+        dict(
+            rung=r.name,
+            habit=r.habit,
+            lesson=r.lesson,
+            predicted_ms=10.0 + i,
+            predicted_profile_ms=None,
+            ms=12.0 + i,
+            p20_ms=11.0,
+            p80_ms=13.0,
+            peak_mem_gib=20.0 - i,
+            loss=10.9,
+        )
+        for i, r in enumerate(ladder.RUNGS)
+    ]
+    ops = {
+        ladder.RUNGS[0].name: {"matmuls": 90.0, "attention": 25.0, "optimizer": 5.0, "layer norm": 1.0, "GELU": 1.0},
+        ladder.RUNGS[-2].name: {"matmuls": 6.0, "attention": 3.0},
+    }
     return dict(config=dict(batch=8, seq_len=1024), spec="H200", profile=None, ladder=rows, ops=ops)
 
 
@@ -189,9 +203,16 @@ def test_suite_report_is_short_and_groups_profiler_names_like_the_recorder():
 
     text = lesson09.report(_fake_suite_data())
     assert len(text.splitlines()) <= 15 and "+ CUDA graphs" in text and "matmuls 90.0 ms" in text
-    names = {"aten::mm": "matmuls", "aten::addmm": "matmuls", "aten::bmm": "attention",
-             "aten::_log_softmax": "softmax/cross-entropy", "aten::native_layer_norm": "layer norm",
-             "triton_poi_fused_gelu_add_3": "GELU", "aten::_foreach_addcdiv_": "optimizer", "aten::add": "copies/other"}
+    names = {
+        "aten::mm": "matmuls",
+        "aten::addmm": "matmuls",
+        "aten::bmm": "attention",
+        "aten::_log_softmax": "softmax/cross-entropy",
+        "aten::native_layer_norm": "layer norm",
+        "triton_poi_fused_gelu_add_3": "GELU",
+        "aten::_foreach_addcdiv_": "optimizer",
+        "aten::add": "copies/other",
+    }
     assert {n: lesson09.group_of(n) for n in names} == names
     if not gpulab.ON_GPU:
         from gpulab.timing import NoGPUTimingError

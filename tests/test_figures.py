@@ -1,6 +1,7 @@
 """gpulab.figures: every figure the notebooks draw, built from the H200 reference recording (what a learner
 without a GPU sees) and from small made-up records whose model lines are checked against hand-computed values;
 each explorer at both ends of every slider (``check_figure``: no empty trace, no axis far past its data)."""
+
 import math
 
 import pytest
@@ -9,7 +10,7 @@ import gpulab  # noqa: F401  (first: it picks the mode)
 from gpulab import figures, hardware, reference, simt
 from gpulab.bench import lesson08
 from gpulab.roofline import KernelPoint
-from tests.figure_checks import check_figure
+from tests.figure_checks import assert_readable, check_figure
 
 RECORDED = reference.load("h200")
 
@@ -49,7 +50,7 @@ def _slider_ends(slider):
     if hasattr(slider, "options"):
         return [slider.options[0], slider.options[-1]]
     if hasattr(slider, "base"):
-        return [slider.base ** slider.min, slider.base ** slider.max]
+        return [slider.base**slider.min, slider.base**slider.max]
     return [slider.min, slider.max]
 
 
@@ -159,8 +160,16 @@ def _formats_rows(fmt_bits_err):
 
 def test_lesson03_formats_points_do_not_hide_each_other():
     # two data sets with the same error for one format, two formats 0.25 bit apart: every marker has its own spot
-    rows = _formats_rows([("a", "fp8_e4m3", 8.0, 0.02), ("a", "mxfp8", 8.25, 0.02), ("b", "fp8_e4m3", 8.0, 0.02),
-                          ("b", "mxfp8", 8.25, 0.03), ("a", "nvfp4", 4.5, 0.2), ("b", "nvfp4", 4.5, 0.2)])
+    rows = _formats_rows(
+        [
+            ("a", "fp8_e4m3", 8.0, 0.02),
+            ("a", "mxfp8", 8.25, 0.02),
+            ("b", "fp8_e4m3", 8.0, 0.02),
+            ("b", "mxfp8", 8.25, 0.03),
+            ("a", "nvfp4", 4.5, 0.2),
+            ("b", "nvfp4", 4.5, 0.2),
+        ]
+    )
     fig = figures.lesson03.error_vs_bits_figure(rows)
     spots = [(x, y) for tr in fig.data for x, y in zip(tr.x, tr.y)]
     assert len(set(spots)) == len(spots) == 6
@@ -185,9 +194,14 @@ def test_lesson03_formats_explorer_at_both_ends_of_each_slider():
 
 
 def test_lesson04_model_lines_by_hand():
-    data = dict(sweep=[dict(n=10**6, method=m, ms=t) for m, t in (("fused", 0.05), ("unfused", 0.1), ("eager", 0.09),
-                                                                 ("compile", 0.05))],
-                launch=dict(triton_us=5.0, torch_us=10.0, triton_cpu_us=20.0), copy_tbps=1.0)
+    data = dict(
+        sweep=[
+            dict(n=10**6, method=m, ms=t)
+            for m, t in (("fused", 0.05), ("unfused", 0.1), ("eager", 0.09), ("compile", 0.05))
+        ],
+        launch=dict(triton_us=5.0, torch_us=10.0, triton_cpu_us=20.0),
+        copy_tbps=1.0,
+    )
     fig = figures.lesson04.time_figure(data, "made up")
     _traces_ok(fig)
     model = {tr.name: tr.y[0] for tr in fig.data if tr.name.startswith(("model", "copy"))}
@@ -271,9 +285,14 @@ def test_lesson07_build_figure_with_and_without_a_recording():
     bars = fig.data[-1]
     assert list(bars.x[:4]) == ["no reuse", "tiled", "grouped", "pipelined"]
     assert bars.y[0] == pytest.approx(0.5 * bw) and bars.y[1] == pytest.approx(64 * bw)
-    made_up = {"build": [dict(step=s, n=4096, dtype="fp16", tflops=t) for s, t in
-                         zip(["no reuse", "tiled", "grouped", "pipelined", "fast path", "torch"],
-                             [2, 200, 220, 400, 700, 720])]}
+    made_up = {
+        "build": [
+            dict(step=s, n=4096, dtype="fp16", tflops=t)
+            for s, t in zip(
+                ["no reuse", "tiled", "grouped", "pipelined", "fast path", "torch"], [2, 200, 220, 400, 700, 720]
+            )
+        ]
+    }
     fig = figures.lesson07.build_figure(made_up, RECORDED["profile"], "made up")
     assert "no recording" not in fig.layout.title.text and list(fig.data[-1].y) == [2, 200, 220, 400, 700, 720]
     assert_readable(fig)
@@ -326,11 +345,13 @@ def test_lesson08_figures_and_points():
 
 def test_lesson08_every_figure_is_readable():
     rec, profile = RECORDED["lesson08"], RECORDED["profile"]
-    built = {"naive_flash model": figures.lesson08.naive_flash_figure(None),
-             "naive_flash": figures.lesson08.naive_flash_figure(rec["sweep"], "recorded"),
-             "headline": figures.lesson08.headline_figure(rec["headline"], "recorded"),
-             "roofline": figures.lesson08.roofline_figure(lesson08.roofline_points(rec), profile, "recorded"),
-             "roofline, ceilings only": figures.lesson08.roofline_figure([], profile, "ceilings only")}
+    built = {
+        "naive_flash model": figures.lesson08.naive_flash_figure(None),
+        "naive_flash": figures.lesson08.naive_flash_figure(rec["sweep"], "recorded"),
+        "headline": figures.lesson08.headline_figure(rec["headline"], "recorded"),
+        "roofline": figures.lesson08.roofline_figure(lesson08.roofline_points(rec), profile, "recorded"),
+        "roofline, ceilings only": figures.lesson08.roofline_figure([], profile, "ceilings only"),
+    }
     for what, fig in built.items():
         check_figure(fig, what)
         assert_readable(fig)
@@ -344,8 +365,10 @@ def test_lesson08_headline_labels_sit_under_the_lower_panel_unrotated():
 
 def test_lesson08_roofline_axes_span_the_points_not_ten_decades():
     # made-up points at 50 and 120 FLOP/B, 100 and 500 TFLOP/s; roof 600 TFLOP/s, 4 TB/s: ridge 150 FLOP/B
-    pts = [KernelPoint("naive fwd d=128 L=1024", 5e12, 1e11, 50.0, dtype="bf16", op_kind="matmul"),
-           KernelPoint("flash fwd d=128 L=1024", 1.2e13, 1e11, 24.0, dtype="bf16", op_kind="matmul")]
+    pts = [
+        KernelPoint("naive fwd d=128 L=1024", 5e12, 1e11, 50.0, dtype="bf16", op_kind="matmul"),
+        KernelPoint("flash fwd d=128 L=1024", 1.2e13, 1e11, 24.0, dtype="bf16", op_kind="matmul"),
+    ]
     fig = figures.lesson08.roofline_figure(pts, {"matmul_tflops": {"bf16": 600.0}, "copy_tbps": 4.0})
     assert fig.layout.xaxis.range == pytest.approx([math.log10(50 / 1.5), math.log10(150 * 1.5)])
     assert fig.layout.yaxis.range == pytest.approx([math.log10(100 / 1.5), math.log10(600 * 1.3)])
@@ -374,11 +397,22 @@ def test_lesson08_explorers_at_both_ends_of_each_slider():
 
 
 def test_roofline_points_leave_out_causal_rows_and_oom():
-    made_up = dict(headline=[dict(d=64, L=1024, B=16, H=32, causal=False, fwd_flops=1e12, ours=dict(fwd_ms=2.0)),
-                             dict(d=64, L=1024, B=16, H=32, causal=True, fwd_flops=5e11, ours=dict(fwd_ms=1.0))],
-                   sweep=dict(B=1, H=16, d=128, rows=[dict(L=1024, method="naive", oom=False, flops=1e10, ms=0.1),
-                                                      dict(L=65536, method="naive", oom=True, flops=1e13, ms=None),
-                                                      dict(L=1024, method="flash", oom=False, flops=1e10, ms=0.2)]))
+    made_up = dict(
+        headline=[
+            dict(d=64, L=1024, B=16, H=32, causal=False, fwd_flops=1e12, ours=dict(fwd_ms=2.0)),
+            dict(d=64, L=1024, B=16, H=32, causal=True, fwd_flops=5e11, ours=dict(fwd_ms=1.0)),
+        ],
+        sweep=dict(
+            B=1,
+            H=16,
+            d=128,
+            rows=[
+                dict(L=1024, method="naive", oom=False, flops=1e10, ms=0.1),
+                dict(L=65536, method="naive", oom=True, flops=1e13, ms=None),
+                dict(L=1024, method="flash", oom=False, flops=1e10, ms=0.2),
+            ],
+        ),
+    )
     points = lesson08.roofline_points(made_up)
     assert [p.name for p in points] == ["flash fwd d=64 L=1024", "naive fwd d=128 L=1024"]
     assert points[0].tflops == pytest.approx(1e12 / 2e-3 / 1e12)  # 1e12 FLOPs in 2 ms = 500 TFLOP/s

@@ -7,6 +7,7 @@ server, no network), and checks: no script error, every figure the page holds dr
 a visible trace with points, the explorers' controls shown with their values. Run:
 ``python -m pytest tests/test_site.py -v`` (the browser test needs /usr/bin/chromium or ``GPULAB_CHROMIUM``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-import build_site
+import build_site  # noqa: E402  (tools/ is not a package: on the path only from here)
 
 try:  # tests/ is a package: the harness is tests.browser
     from .browser import harness
@@ -33,28 +34,49 @@ SITE_LESSONS = ["02_warp_divergence.ipynb", "09_builder_test.ipynb"]
 
 
 def _model(name: str, **state) -> dict:
-    return {"model_name": name, "model_module": "@jupyter-widgets/controls", "model_module_version": "2.0.0",
-            "state": state}
+    return {
+        "model_name": name,
+        "model_module": "@jupyter-widgets/controls",
+        "model_module_version": "2.0.0",
+        "state": state,
+    }
 
 
-FIGURE = {"data": [{"type": "scatter", "x": [1, 2, 3], "y": [4.0, 5.0, 6.0], "name": "measured"}],
-          "layout": {"title": {"text": "a figure"}}}
+FIGURE = {
+    "data": [{"type": "scatter", "x": [1, 2, 3], "y": [4.0, 5.0, 6.0], "name": "measured"}],
+    "layout": {"title": {"text": "a figure"}},
+}
 STATE = {
     "box": _model("VBoxModel", children=["IPY_MODEL_rung", "IPY_MODEL_layers", "IPY_MODEL_readout", "IPY_MODEL_out"]),
     "rung": _model("DropdownModel", description="rung", index=1, _options_labels=["fp32 eager", "+ bf16 autocast"]),
     "layers": _model("IntSliderModel", description="layers", value=12, min=1, max=48),
     "readout": _model("HTMLModel", value="predicted step: <b>7 ms</b>"),
-    "out": {"model_name": "OutputModel", "model_module": "@jupyter-widgets/output", "model_module_version": "1.0.0",
-            "state": {"outputs": [{"output_type": "display_data", "metadata": {},
-                                   "data": {"application/vnd.plotly.v1+json": FIGURE, "text/plain": "Figure"}}]}},
+    "out": {
+        "model_name": "OutputModel",
+        "model_module": "@jupyter-widgets/output",
+        "model_module_version": "1.0.0",
+        "state": {
+            "outputs": [
+                {
+                    "output_type": "display_data",
+                    "metadata": {},
+                    "data": {"application/vnd.plotly.v1+json": FIGURE, "text/plain": "Figure"},
+                }
+            ]
+        },
+    },
 }
 
 
 def _view(model_id: str) -> dict:
-    return {"output_type": "display_data", "metadata": {},
-            "data": {"application/vnd.jupyter.widget-view+json": {"model_id": model_id, "version_major": 2,
-                                                                   "version_minor": 0},
-                     "text/plain": "VBox(...)"}}
+    return {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {
+            "application/vnd.jupyter.widget-view+json": {"model_id": model_id, "version_major": 2, "version_minor": 0},
+            "text/plain": "VBox(...)",
+        },
+    }
 
 
 def _html(outputs: list[dict]) -> list[str]:
@@ -75,8 +97,18 @@ def test_explorer_flattens_to_controls_readout_and_figure():
 
 def test_plain_outputs_kept_and_plotly_json_drawn():
     text = {"output_type": "stream", "name": "stdout", "text": "hello\n"}
-    flat = build_site.flatten_outputs([text, {"output_type": "execute_result", "execution_count": 3, "metadata": {},
-                                              "data": {"application/vnd.plotly.v1+json": FIGURE}}], {})
+    flat = build_site.flatten_outputs(
+        [
+            text,
+            {
+                "output_type": "execute_result",
+                "execution_count": 3,
+                "metadata": {},
+                "data": {"application/vnd.plotly.v1+json": FIGURE},
+            },
+        ],
+        {},
+    )
     assert flat[0] == text
     assert "Plotly.newPlot" in flat[1]["data"]["text/html"]
 
@@ -101,7 +133,9 @@ def test_flatten_notebook_drops_the_widget_state():
 def test_title_is_the_first_heading():
     import nbformat
 
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("[badge](x)\n\n# 07 · Tiling and waves\n\ntext")])
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_markdown_cell("[badge](x)\n\n# 07 · Tiling and waves\n\ntext")]
+    )
     assert build_site.title_of(nb, "fallback") == "07 · Tiling and waves"
     assert build_site.title_of(nbformat.v4.new_notebook(), "fallback") == "fallback"
 
@@ -167,15 +201,21 @@ def test_page_loads_with_data_in_every_figure(built_site, page, lesson):
     page.goto((built_site / f"{lesson}.html").as_uri(), wait_until="load")
     # on a timeout the checks below say which figures were not drawn
     with contextlib.suppress(Exception):
-        page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= {expected}",
-                               timeout=30_000)
+        page.wait_for_function(
+            f"() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= {expected}", timeout=30_000
+        )
     figures = page.evaluate(_JS_FIGURES)
     assert not errors, f"{lesson}: script errors: {errors}"
     undrawn = [f["id"] for f in figures if not f["drawn"]]
-    assert len(figures) == expected and not undrawn, f"{lesson}: {len(figures)} of {expected} figures, not drawn: {undrawn}"
+    assert len(figures) == expected and not undrawn, (
+        f"{lesson}: {len(figures)} of {expected} figures, not drawn: {undrawn}"
+    )
     # a trace may be empty on purpose (the out-of-memory markers of a sweep that fits); a figure may not
-    empty = [f"{f['id']}: {[t['name'] for t in f['traces']]}" for f in figures
-             if not any(t["points"] for t in f["traces"] if t["visible"])]
+    empty = [
+        f"{f['id']}: {[t['name'] for t in f['traces']]}"
+        for f in figures
+        if not any(t["points"] for t in f["traces"] if t["visible"])
+    ]
     assert not empty, f"{lesson}: figures without a visible trace with points: {empty}"
     assert "application/vnd.jupyter.widget-view+json" not in html_text, f"{lesson}: a widget left unflattened"
     if "gpulab-static-controls" in html_text:  # an explorer: its controls shown as text with their values

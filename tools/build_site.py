@@ -14,6 +14,7 @@ template), and ``index.html`` lists the lessons. The notebooks themselves are on
 A notebook that raises (outside cells tagged ``raises-exception``) is reported by name and the build exits 1, after
 building the others. The out directory holds only what this script writes, and is replaced page by page.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,10 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
-CONTROLS_NOTE = ("<p class='gpulab-static-note'>In JupyterLab or Colab these controls redraw the figure below; "
-                 "this page shows it at their starting values.</p>")
+CONTROLS_NOTE = (
+    "<p class='gpulab-static-note'>In JupyterLab or Colab these controls redraw the figure below; "
+    "this page shows it at their starting values.</p>"
+)
 
 
 # ---------------------------------------------------------------------------------------- widgets, flattened
@@ -72,11 +75,15 @@ def widget_outputs(model_id: str, state: dict) -> list[dict]:
         return flatten_outputs(s.get("outputs", []), state)
     if "children" in s:
         outs: list[dict] = []
-        controls = [c for c in (_control_line(state.get(_ref(c), {"model_name": "", "state": {}}))
-                                for c in s["children"]) if c]
+        controls = [
+            c for c in (_control_line(state.get(_ref(c), {"model_name": "", "state": {}})) for c in s["children"]) if c
+        ]
         if controls:
-            outs.append(_html_output("<div class='gpulab-static-controls'>" + " &nbsp; ".join(controls)
-                                     + "</div>" + CONTROLS_NOTE))
+            outs.append(
+                _html_output(
+                    "<div class='gpulab-static-controls'>" + " &nbsp; ".join(controls) + "</div>" + CONTROLS_NOTE
+                )
+            )
         for child in s["children"]:
             child_model = state.get(_ref(child))
             if child_model is None or _control_line(child_model) is None:
@@ -111,8 +118,15 @@ def _plotly_output(fig: dict) -> dict:
     _figure_count += 1
     # no fixed width: the figure fills the page's width (a phone's too) and follows it
     fig = {**fig, "layout": {k: v for k, v in fig.get("layout", {}).items() if k not in ("width", "autosize")}}
-    div = pio.to_html(fig, include_plotlyjs=False, full_html=False, validate=False, default_height="450px",
-                      div_id=f"gpulab-figure-{_figure_count}", config={"responsive": True})
+    div = pio.to_html(
+        fig,
+        include_plotlyjs=False,
+        full_html=False,
+        validate=False,
+        default_height="450px",
+        div_id=f"gpulab-figure-{_figure_count}",
+        config={"responsive": True},
+    )
     return _html_output(div)
 
 
@@ -188,8 +202,11 @@ def render_page(nb, stem: str, stems: list[str]) -> str:
     import jinja2
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(template_name="lab", template_file="gpulab_site.html.j2",
-                            extra_loaders=[jinja2.DictLoader({"gpulab_site.html.j2": PAGE_TEMPLATE})])
+    exporter = HTMLExporter(
+        template_name="lab",
+        template_file="gpulab_site.html.j2",
+        extra_loaders=[jinja2.DictLoader({"gpulab_site.html.j2": PAGE_TEMPLATE})],
+    )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": stem}, "gpulab_nav": _nav(stem, stems)})
     return body
 
@@ -198,9 +215,10 @@ def write_index(out: Path, lessons: list[dict]) -> None:
     rows = "\n".join(
         f"<li><a href='{html.escape(l['stem'])}.html'>{html.escape(l['title'])}</a>"
         f" <span class='file'>{html.escape(l['stem'])}.ipynb</span></li>"
-        if l["ok"] else
-        f"<li>{html.escape(l['title'])} <span class='file'>{html.escape(l['stem'])}.ipynb: not built</span></li>"
-        for l in lessons)
+        if l["ok"]
+        else f"<li>{html.escape(l['title'])} <span class='file'>{html.escape(l['stem'])}.ipynb: not built</span></li>"
+        for l in lessons
+    )
     (out / "index.html").write_text(f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1.0">
@@ -250,8 +268,13 @@ def build_one(path: str, out: str, stems: list[str], timeout_s: float) -> dict:
     src, stem, t0 = Path(path), Path(path).stem, time.monotonic()
     nb = nbformat.read(src, as_version=4)
     result = {"stem": stem, "title": title_of(nb, stem), "ok": False, "error": None}
-    client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", store_widget_state=True,
-                            resources={"metadata": {"path": str(src.parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout_s,
+        kernel_name="python3",
+        store_widget_state=True,
+        resources={"metadata": {"path": str(src.parent)}},
+    )
     client.widget_registry["@jupyter-widgets/output"]["OutputModel"] = _output_widget_class()
     try:
         client.execute()
@@ -300,8 +323,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{r['stem']}: {'ok' if r['ok'] else 'FAILED'} in {r['seconds']}s", flush=True)
     write_index(out, results)
     failed = [r for r in results if not r["ok"]]
-    print(f"site: {len(results) - len(failed)} of {len(results)} lessons in {out} "
-          f"({time.monotonic() - t0:.0f}s); open {out / 'index.html'}")
+    print(
+        f"site: {len(results) - len(failed)} of {len(results)} lessons in {out} "
+        f"({time.monotonic() - t0:.0f}s); open {out / 'index.html'}"
+    )
     for r in failed:
         print(f"\n{r['stem']} failed:\n{r['error']}", file=sys.stderr)
     return 1 if failed else 0

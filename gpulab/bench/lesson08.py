@@ -348,7 +348,9 @@ def teaching(settings=TEACHING_SETTINGS, progress: bool = True) -> list[dict]:
                 except Exception as e:  # noqa: BLE001  (a step that cannot run here is a result)
                     row[part][name] = f"{type(e).__name__}: {str(e)[:120]}"
         rows.append(row)
-        q = k = v = do = out = lse = t_out = t_lse = None  # free the buffers before the next size (the lambdas above hold the names)
+        q = k = v = do = out = lse = t_out = t_lse = (
+            None  # free the buffers before the next size (the lambdas above hold the names)
+        )
         torch.cuda.empty_cache()
     return rows
 

@@ -3,6 +3,7 @@ GPU's roofline with the lessons' kernels on it.
 
 Models: ``gpulab.roofline``, ``gpulab.hardware``; the roofline figure itself is ``gpulab.plots``.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,7 +12,6 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from .. import hardware, plots, roofline, widgets
-
 
 #: A legend laid out in rows under the plot, so it never takes width from the plot (1000 px windows).
 LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0, font=dict(size=10))
@@ -31,8 +31,9 @@ def measured_roofline_figure(profile: dict, points, where: str = ""):
     ``points`` (``roofline.KernelPoint``s) on it. ``where`` names the source (the title)."""
     spec = hardware.find(profile["gpu"])  # None if the datasheet table does not know this GPU
     datasheet = plots.ceilings_from_spec(spec) if spec else []
-    fig = plots.roofline_figure(plots.ceilings_from_profile(profile) + datasheet, points, title=f"Roofline, {where}",
-                                height=560)
+    fig = plots.roofline_figure(
+        plots.ceilings_from_profile(profile) + datasheet, points, title=f"Roofline, {where}", height=560
+    )
     fig.update_layout(title_font_size=12, legend=LEGEND_BELOW, margin=dict(b=150))
     _readable_axes(fig, [y for tr in fig.data for y in tr.y])
     return fig
@@ -55,14 +56,32 @@ class InteractiveRoofline:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
                 raise ValueError(f"{name} must be a number in [{lo:g}, {hi:g}] (the slider's range), got {v!r}")
         self.preset = W.Dropdown(options=list(hardware.GPUS), value=preset, description="machine")
-        self.c = widgets.slider(W.FloatLogSlider, base=10, min=0, max=3.5, step=0.01, description="C peak (TFLOP/s)",
-                        readout_format=".3g")
-        self.b = widgets.slider(W.FloatLogSlider, base=10, min=-1, max=1, step=0.01, description="B bandwidth (TB/s)",
-                        readout_format=".3g")
-        self.f = widgets.slider(W.FloatLogSlider, value=flops, base=10, min=6, max=15, step=0.05,
-                        description="F work (FLOPs)", readout_format=".3g")
-        self.d = widgets.slider(W.FloatLogSlider, value=bytes_moved, base=10, min=6, max=12, step=0.05,
-                        description="D traffic (bytes)", readout_format=".3g")
+        self.c = widgets.slider(
+            W.FloatLogSlider, base=10, min=0, max=3.5, step=0.01, description="C peak (TFLOP/s)", readout_format=".3g"
+        )
+        self.b = widgets.slider(
+            W.FloatLogSlider, base=10, min=-1, max=1, step=0.01, description="B bandwidth (TB/s)", readout_format=".3g"
+        )
+        self.f = widgets.slider(
+            W.FloatLogSlider,
+            value=flops,
+            base=10,
+            min=6,
+            max=15,
+            step=0.05,
+            description="F work (FLOPs)",
+            readout_format=".3g",
+        )
+        self.d = widgets.slider(
+            W.FloatLogSlider,
+            value=bytes_moved,
+            base=10,
+            min=6,
+            max=12,
+            step=0.05,
+            description="D traffic (bytes)",
+            readout_format=".3g",
+        )
         self.readout = W.HTML()
         self._apply_preset()
         fig = self._figure()
@@ -84,14 +103,26 @@ class InteractiveRoofline:
         return roofline.bound(self.f.value, self.d.value, self.c.value, self.b.value)
 
     def _figure(self) -> go.Figure:
-        fig = plots.roofline_figure([dict(label="roof", peak_tflops=self.c.value, hbm_tbps=self.b.value)],
-                                    title="", height=420)
-        fig.add_scatter(x=[1.0], y=[1.0], mode="markers", name="your kernel (at the bound)",
-                        marker=dict(size=14, color="black", symbol="star"))
-        fig.add_scatter(x=[1.0, 1.0], y=[1e-3, 1e4], mode="lines", name="ridge point",
-                        line=dict(color="gray", dash="dot"))
-        fig.update_layout(legend={**LEGEND_BELOW, "y": -0.25}, margin=dict(t=50, b=120), title_x=0,
-                          title_xanchor="left", title_font_size=13)
+        fig = plots.roofline_figure(
+            [dict(label="roof", peak_tflops=self.c.value, hbm_tbps=self.b.value)], title="", height=420
+        )
+        fig.add_scatter(
+            x=[1.0],
+            y=[1.0],
+            mode="markers",
+            name="your kernel (at the bound)",
+            marker=dict(size=14, color="black", symbol="star"),
+        )
+        fig.add_scatter(
+            x=[1.0, 1.0], y=[1e-3, 1e4], mode="lines", name="ridge point", line=dict(color="gray", dash="dot")
+        )
+        fig.update_layout(
+            legend={**LEGEND_BELOW, "y": -0.25},
+            margin=dict(t=50, b=120),
+            title_x=0,
+            title_xanchor="left",
+            title_font_size=13,
+        )
         fig.update_xaxes(dtick=1, ticklabelstandoff=6)
         fig.update_yaxes(dtick=1, ticklabelstandoff=6)
         return fig
@@ -118,17 +149,20 @@ class InteractiveRoofline:
             fig.data[2].y = [10 ** y_range[0], 10 ** y_range[1]]
             fig.layout.xaxis.range = x_range
             fig.layout.yaxis.range = y_range
-            fig.layout.title.text = (f"{b.limiter}-bound: t >= {b.time_ms:.4g} ms "
-                                     f"(I = {b.intensity:.3g}, ridge {b.ridge:.3g} FLOP/B)")
+            fig.layout.title.text = (
+                f"{b.limiter}-bound: t >= {b.time_ms:.4g} ms (I = {b.intensity:.3g}, ridge {b.ridge:.3g} FLOP/B)"
+            )
 
         return change
 
     def _update_readout(self) -> None:
         b = self.bound
         rate = roofline.attainable_tflops(b.intensity, self.c.value, self.b.value)
-        self.readout.value = (f"<b>compute</b> F/C = {b.compute_ms:.4g} ms &nbsp; <b>memory</b> D/B = "
-                              f"{b.memory_ms:.4g} ms &nbsp; &rarr; <b>{b.limiter}-bound</b>, t &ge; "
-                              f"{b.time_ms:.4g} ms; attainable {rate:.3g} TFLOP/s")
+        self.readout.value = (
+            f"<b>compute</b> F/C = {b.compute_ms:.4g} ms &nbsp; <b>memory</b> D/B = "
+            f"{b.memory_ms:.4g} ms &nbsp; &rarr; <b>{b.limiter}-bound</b>, t &ge; "
+            f"{b.time_ms:.4g} ms; attainable {rate:.3g} TFLOP/s"
+        )
 
     def refresh(self) -> None:
         """Redraw the figure and the readout for the current slider values."""

@@ -3,6 +3,7 @@ loop model against the fraction of expensive elements, and the suite's variants 
 
 Models: ``gpulab.simt``; records: ``gpulab.bench.lesson02``. Figures hold plain lists (see ``gpulab.plots``).
 """
+
 from __future__ import annotations
 
 import ipywidgets as W
@@ -13,8 +14,14 @@ from ..bench import lesson02
 from ..kernels import divergence
 from ..simt import IDLE, PATH_A, PATH_B, WARP_SIZE, BranchTrace, branch
 
-_COLORS = [[0.0, "#eeeeee"], [0.33, "#eeeeee"], [0.34, "#1f77b4"], [0.66, "#1f77b4"], [0.67, "#ff7f0e"],
-           [1.0, "#ff7f0e"]]
+_COLORS = [
+    [0.0, "#eeeeee"],
+    [0.33, "#eeeeee"],
+    [0.34, "#1f77b4"],
+    [0.66, "#1f77b4"],
+    [0.67, "#ff7f0e"],
+    [1.0, "#ff7f0e"],
+]
 
 
 def _heatmap_kwargs(trace: BranchTrace) -> dict:
@@ -22,24 +29,44 @@ def _heatmap_kwargs(trace: BranchTrace) -> dict:
     as many x as y values, which the browser test's trace check expects."""
     grid = trace.grid() or [[IDLE] * trace.warp_size]  # a trace with no steps draws one idle row
     cells = [(lane, step, v) for step, row in enumerate(grid) for lane, v in enumerate(row)]
-    return dict(x=[c[0] for c in cells], y=[c[1] for c in cells], z=[c[2] for c in cells],
-                text=["A" if c[2] == PATH_A else "B" if c[2] == PATH_B else "masked" for c in cells], zmin=0, zmax=2)
+    return dict(
+        x=[c[0] for c in cells],
+        y=[c[1] for c in cells],
+        z=[c[2] for c in cells],
+        text=["A" if c[2] == PATH_A else "B" if c[2] == PATH_B else "masked" for c in cells],
+        zmin=0,
+        zmax=2,
+    )
 
 
 def _title(trace: BranchTrace, what: str) -> str:
-    return (f"{what}: {trace.steps_paid} steps paid, {trace.useful_lane_steps}/{trace.steps_paid * trace.warp_size} "
-            f"lane-steps useful ({trace.efficiency:.0%})")
+    return (
+        f"{what}: {trace.steps_paid} steps paid, {trace.useful_lane_steps}/{trace.steps_paid * trace.warp_size} "
+        f"lane-steps useful ({trace.efficiency:.0%})"
+    )
 
 
 def branch_figure(trace: BranchTrace, title: str = "a branch in one warp", height: int = 320):
     """A plotly heatmap of a ``BranchTrace``: lanes on x, issue steps on y (time runs down); blue = path A
     active, orange = path B active, grey = masked off."""
-    fig = go.Figure(go.Heatmap(**_heatmap_kwargs(trace), colorscale=_COLORS, showscale=False, xgap=1, ygap=1,
-                               hovertemplate="lane %{x}, step %{y}: %{text}<extra></extra>"))
-    fig.update_layout(title=_title(trace, title), height=height, template="plotly_white",
-                      xaxis=dict(title="lane (thread id in the warp)", dtick=4),
-                      yaxis=dict(title="issue step (time runs down)", autorange="reversed"),
-                      margin=dict(t=50, b=40))
+    fig = go.Figure(
+        go.Heatmap(
+            **_heatmap_kwargs(trace),
+            colorscale=_COLORS,
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            hovertemplate="lane %{x}, step %{y}: %{text}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=_title(trace, title),
+        height=height,
+        template="plotly_white",
+        xaxis=dict(title="lane (thread id in the warp)", dtick=4),
+        yaxis=dict(title="issue step (time runs down)", autorange="reversed"),
+        margin=dict(t=50, b=40),
+    )
     return fig
 
 
@@ -54,8 +81,9 @@ class BoundaryExplorer:
     def __init__(self, boundary: int = 4, cost_a: int = 3, cost_b: int = 2):
         boundary = validate.integer("boundary", boundary, low=0, high=WARP_SIZE)
         self.cost_a, self.cost_b = validate.integer("cost_a", cost_a), validate.integer("cost_b", cost_b)
-        self.boundary = widgets.slider(W.IntSlider, value=boundary, min=0, max=WARP_SIZE, step=1,
-                                       description="boundary: lanes < b take A")
+        self.boundary = widgets.slider(
+            W.IntSlider, value=boundary, min=0, max=WARP_SIZE, step=1, description="boundary: lanes < b take A"
+        )
         self.readout = W.HTML()
         fig = branch_figure(self.trace, title=f"if thread_id < {boundary}", height=360)
         fig.update_yaxes(range=[self.trace.steps_paid - 0.5, -0.5], autorange=False)
@@ -101,22 +129,36 @@ class LoopSweepExplorer:
     def __init__(self, measured: dict | None = None, group: int = 32):
         if group not in self.GROUPS:
             raise ValueError(f"group must be one of {self.GROUPS}, got {group!r}")
-        self.group = widgets.slider(W.SelectionSlider, options=list(self.GROUPS), value=group,
-                                    description="group: lanes that step together")
+        self.group = widgets.slider(
+            W.SelectionSlider, options=list(self.GROUPS), value=group, description="group: lanes that step together"
+        )
         fig = go.Figure()
         for name, color in self.LAYOUTS:
-            fig.add_scatter(x=list(self.FRACS), y=[0.0] * len(self.FRACS), mode="lines+markers", name=f"model, {name}",
-                            line=dict(color=color))
+            fig.add_scatter(
+                x=list(self.FRACS),
+                y=[0.0] * len(self.FRACS),
+                mode="lines+markers",
+                name=f"model, {name}",
+                line=dict(color=color),
+            )
         if measured is not None:
             for layout, color in self.LAYOUTS:
                 rs = [r for r in measured["loop"]["rows"] if r["layout"] == layout]
-                fig.add_scatter(x=[r["frac_expensive"] for r in rs], y=[r["efficiency"] for r in rs], mode="markers",
-                                name=f"kernel (c)'s cases, {layout} (block {measured['block']})",
-                                marker=dict(color=color, symbol="x", size=11))
-        fig.update_layout(xaxis=dict(type="log", title="fraction of elements with 64 trips (the rest 4)"),
-                          yaxis=dict(title="efficiency = useful / paid lane-steps", range=[0, 1.05]),
-                          template="plotly_white", height=460, margin=dict(t=50, b=130),
-                          legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0, font=dict(size=11)))
+                fig.add_scatter(
+                    x=[r["frac_expensive"] for r in rs],
+                    y=[r["efficiency"] for r in rs],
+                    mode="markers",
+                    name=f"kernel (c)'s cases, {layout} (block {measured['block']})",
+                    marker=dict(color=color, symbol="x", size=11),
+                )
+        fig.update_layout(
+            xaxis=dict(type="log", title="fraction of elements with 64 trips (the rest 4)"),
+            yaxis=dict(title="efficiency = useful / paid lane-steps", range=[0, 1.05]),
+            template="plotly_white",
+            height=460,
+            margin=dict(t=50, b=130),
+            legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0, font=dict(size=11)),
+        )
         self._change(self.group.value)(fig)  # the first state goes in before the figure becomes a widget
         self.live = widgets.LiveFigure(fig)
         self.group.observe(lambda _: self.live.update(self._change(self.group.value)), names="value")
@@ -147,14 +189,36 @@ def variants_figure(data: dict, title: str):
     rs = lesson02.rows(data)[::-1]  # plotly draws the first bar at the bottom
     names = [r["name"] for r in rs]
     fig = go.Figure()
-    fig.add_bar(y=names, x=[r["measured_ms"] for r in rs], orientation="h", name="measured (median)",
-                error_x=dict(type="data", symmetric=False, array=[r["p80_ms"] - r["measured_ms"] for r in rs],
-                             arrayminus=[r["measured_ms"] - r["p20_ms"] for r in rs]), marker_color="#1f77b4")
-    fig.add_bar(y=names, x=[r["predicted_ms"] if r["predicted_ms"] is not None else 0.0 for r in rs],
-                orientation="h", name="model (paths alone; for (c) the all-0 and all-64 runs)", marker_color="#ff7f0e")
-    fig.update_layout(title=title, barmode="group", height=200 + 26 * len(rs), template="plotly_white",
-                      xaxis_title="time (ms)", title_font_size=12, margin=dict(l=250, b=120),
-                      legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0))
+    fig.add_bar(
+        y=names,
+        x=[r["measured_ms"] for r in rs],
+        orientation="h",
+        name="measured (median)",
+        error_x=dict(
+            type="data",
+            symmetric=False,
+            array=[r["p80_ms"] - r["measured_ms"] for r in rs],
+            arrayminus=[r["measured_ms"] - r["p20_ms"] for r in rs],
+        ),
+        marker_color="#1f77b4",
+    )
+    fig.add_bar(
+        y=names,
+        x=[r["predicted_ms"] if r["predicted_ms"] is not None else 0.0 for r in rs],
+        orientation="h",
+        name="model (paths alone; for (c) the all-0 and all-64 runs)",
+        marker_color="#ff7f0e",
+    )
+    fig.update_layout(
+        title=title,
+        barmode="group",
+        height=200 + 26 * len(rs),
+        template="plotly_white",
+        xaxis_title="time (ms)",
+        title_font_size=12,
+        margin=dict(l=250, b=120),
+        legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0),
+    )
     return fig
 
 
@@ -166,15 +230,16 @@ def summary(data: dict) -> str:
     where = [r for r in rs if r["name"].startswith("(a)")]
     uniform = [r for r in rs if r["name"].startswith("(b)")]
     ratio = [r["measured_ms"] / r["predicted_ms"] for r in uniform]
-    lines = [f"n = {data['n']:,} float32, block {data['block']}: path A alone {t_a:.4g} ms, "
-             f"path B alone {t_b:.4g} ms",
-             f"(a) tl.where, 0-100% taking A: {min(r['measured_ms'] for r in where):.4g}-"
-             f"{max(r['measured_ms'] for r in where):.4g} ms; model t_A + t_B = {t_a + t_b:.4g} ms",
-             f"(b) uniform if: {uniform[0]['measured_ms']:.4g} ms (no block takes A) to {uniform[-1]['measured_ms']:.4g} "
-             f"ms (all do); measured / model {min(ratio):.2f}-{max(ratio):.2f}",
-             f"(c) loop, trips {data['loop']['cheap']} or {data['loop']['expensive']}; "
-             f"torch.sort of the trips {data['loop']['sort_ms']:.4g} ms (not in the sorted times)",
-             "    expensive | interleaved: ms (model)  eff | sorted: ms (model)  eff"]
+    lines = [
+        f"n = {data['n']:,} float32, block {data['block']}: path A alone {t_a:.4g} ms, path B alone {t_b:.4g} ms",
+        f"(a) tl.where, 0-100% taking A: {min(r['measured_ms'] for r in where):.4g}-"
+        f"{max(r['measured_ms'] for r in where):.4g} ms; model t_A + t_B = {t_a + t_b:.4g} ms",
+        f"(b) uniform if: {uniform[0]['measured_ms']:.4g} ms (no block takes A) to {uniform[-1]['measured_ms']:.4g} "
+        f"ms (all do); measured / model {min(ratio):.2f}-{max(ratio):.2f}",
+        f"(c) loop, trips {data['loop']['cheap']} or {data['loop']['expensive']}; "
+        f"torch.sort of the trips {data['loop']['sort_ms']:.4g} ms (not in the sorted times)",
+        "    expensive | interleaved: ms (model)  eff | sorted: ms (model)  eff",
+    ]
     loop = {(r["frac_expensive"], r["layout"]): r for r in data["loop"]["rows"]}
     named = {(r["frac_expensive"], r["layout"]): r for r in rs if "frac_expensive" in r}
     for frac in sorted({f for f, _ in loop}):

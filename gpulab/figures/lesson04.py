@@ -3,6 +3,7 @@ a dropdown), the launch-model explorer with sliders, and resource pressure again
 
 Models: ``gpulab.fusion``. Figures hold plain lists.
 """
+
 from __future__ import annotations
 
 import ipywidgets as W
@@ -22,14 +23,30 @@ class LaunchModelExplorer:
 
     METHODS = (("unfused (5 kernels)", False), ("fused (1 kernel)", True))
 
-    def __init__(self, overhead_us: float, bandwidth_tbps: float, dtype: str = "fp32", measured=None,
-                 title: str = "", log2_n: int = 16):
+    def __init__(
+        self,
+        overhead_us: float,
+        bandwidth_tbps: float,
+        dtype: str = "fp32",
+        measured=None,
+        title: str = "",
+        log2_n: int = 16,
+    ):
         self.dtype, self.title, self.measured = dtype, title, list(measured or [])
         self.log2_n = widgets.slider(W.IntSlider, value=log2_n, min=10, max=28, step=1, description="log2 n")
-        self.overhead = widgets.slider(W.FloatLogSlider, value=overhead_us, base=10, min=-1, max=2, step=0.01,
-                                       description="launch overhead (µs)", readout_format=".3g")
-        self.bandwidth = widgets.slider(W.FloatSlider, value=round(bandwidth_tbps, 2), min=0.5, max=8, step=0.05,
-                                        description="bandwidth (TB/s)")
+        self.overhead = widgets.slider(
+            W.FloatLogSlider,
+            value=overhead_us,
+            base=10,
+            min=-1,
+            max=2,
+            step=0.01,
+            description="launch overhead (µs)",
+            readout_format=".3g",
+        )
+        self.bandwidth = widgets.slider(
+            W.FloatSlider, value=round(bandwidth_tbps, 2), min=0.5, max=8, step=0.05, description="bandwidth (TB/s)"
+        )
         self.readout = W.HTML()
         self.ns = [2**e for e in range(10, 29)]
         fig = go.Figure()
@@ -39,9 +56,14 @@ class LaunchModelExplorer:
         for method in sorted({r["method"] for r in self.measured}):
             rs = [r for r in self.measured if r["method"] == method]
             fig.add_scatter(x=[r["n"] for r in rs], y=[r["ms"] for r in rs], mode="markers", name=f"measured {method}")
-        fig.update_layout(xaxis=dict(type="log", title="n (elements)"), yaxis=dict(type="log", title="time (ms)"),
-                          legend=dict(orientation="h", y=-0.2, x=0), template="plotly_white", height=480,
-                          margin=dict(t=90))
+        fig.update_layout(
+            xaxis=dict(type="log", title="n (elements)"),
+            yaxis=dict(type="log", title="time (ms)"),
+            legend=dict(orientation="h", y=-0.2, x=0),
+            template="plotly_white",
+            height=480,
+            margin=dict(t=90),
+        )
         self._apply(fig)  # the first state goes into the figure before it becomes a widget
         self.live = widgets.LiveFigure(fig)
         for w in (self.log2_n, self.overhead, self.bandwidth):
@@ -50,33 +72,48 @@ class LaunchModelExplorer:
 
     def times(self, n: int) -> dict:
         """Model ms per method at n for the current sliders."""
-        return {name: model_ms(n, self.dtype, fused, self.overhead.value, self.bandwidth.value)
-                for name, fused in self.METHODS}
+        return {
+            name: model_ms(n, self.dtype, fused, self.overhead.value, self.bandwidth.value)
+            for name, fused in self.METHODS
+        }
 
     def _apply(self, fig) -> None:
         n = 2**self.log2_n.value
-        for i, (name, fused) in enumerate(self.METHODS):
+        for i, (_, fused) in enumerate(self.METHODS):
             fig.data[i].y = [model_ms(m, self.dtype, fused, self.overhead.value, self.bandwidth.value) for m in self.ns]
         t = self.times(n)
         fig.data[len(self.METHODS)].x = [n, n]
         fig.data[len(self.METHODS)].y = list(t.values())
         u, f = t[self.METHODS[0][0]], t[self.METHODS[1][0]]
-        fig.update_layout(title=dict(text=f"{self.title}<br><sup>n = 2^{self.log2_n.value}: unfused {u * 1e3:.3g} µs, "
-                                          f"fused {f * 1e3:.3g} µs, fused is {u / f:.2f}x faster (model)</sup>",
-                                     font_size=13))
-        self.readout.value = (f"n = {n:,}: bytes unfused {bytes_moved(n, self.dtype, False):,}, fused "
-                              f"{bytes_moved(n, self.dtype, True):,}; launches 5 vs 1")
+        fig.update_layout(
+            title=dict(
+                text=f"{self.title}<br><sup>n = 2^{self.log2_n.value}: unfused {u * 1e3:.3g} µs, "
+                f"fused {f * 1e3:.3g} µs, fused is {u / f:.2f}x faster (model)</sup>",
+                font_size=13,
+            )
+        )
+        self.readout.value = (
+            f"n = {n:,}: bytes unfused {bytes_moved(n, self.dtype, False):,}, fused "
+            f"{bytes_moved(n, self.dtype, True):,}; launches 5 vs 1"
+        )
 
     def refresh(self) -> None:
         self.live.update(self._apply)
 
 
 #: The time figure's views (its dropdown): a title and the measured methods each shows, with its model lines.
-TIME_VIEWS = (("five launches against one", ("unfused", "eager", "fused")),
-              ("the fused kernels", ("fused", "fused shared", "fused fast", "compile")))
-_METHOD_LABELS = {"unfused": "5 Triton kernels", "eager": "torch eager (5 kernels)", "fused": "fused (1 Triton kernel)",
-                  "fused shared": "fused, shared range reduction", "fused fast": "fused, fast sin/cos",
-                  "compile": "torch.compile (1 kernel)"}
+TIME_VIEWS = (
+    ("five launches against one", ("unfused", "eager", "fused")),
+    ("the fused kernels", ("fused", "fused shared", "fused fast", "compile")),
+)
+_METHOD_LABELS = {
+    "unfused": "5 Triton kernels",
+    "eager": "torch eager (5 kernels)",
+    "fused": "fused (1 Triton kernel)",
+    "fused shared": "fused, shared range reduction",
+    "fused fast": "fused, fast sin/cos",
+    "compile": "torch.compile (1 kernel)",
+}
 
 
 def time_figure(data: dict, where: str = ""):
@@ -89,30 +126,64 @@ def time_figure(data: dict, where: str = ""):
     ns = sorted({r["n"] for r in data["sweep"]})
     launch, bw = data["launch"], data["copy_tbps"]
     fig = go.Figure()
-    models = ((("model: 5 Triton launches + 44n B", False, launch["triton_us"]),
-               ("model: 5 torch launches + 44n B", False, launch["torch_us"]),
-               ("model: 1 Triton launch + 8n B", True, launch["triton_us"]),
-               ("model: 1 launch at Triton's CPU cost + 8n B", True, launch["triton_cpu_us"])),
-              (("copy bound: 8n B at copy bandwidth", True, 0.0),))
+    models = (
+        (
+            ("model: 5 Triton launches + 44n B", False, launch["triton_us"]),
+            ("model: 5 torch launches + 44n B", False, launch["torch_us"]),
+            ("model: 1 Triton launch + 8n B", True, launch["triton_us"]),
+            ("model: 1 launch at Triton's CPU cost + 8n B", True, launch["triton_cpu_us"]),
+        ),
+        (("copy bound: 8n B at copy bandwidth", True, 0.0),),
+    )
     for v, (_, methods) in enumerate(TIME_VIEWS):
         for method in methods:
             rs = sorted((r for r in data["sweep"] if r["method"] == method), key=lambda r: r["n"])
             if rs:
-                fig.add_scatter(x=[r["n"] for r in rs], y=[r["ms"] for r in rs], mode="markers+lines", meta=v,
-                                name=_METHOD_LABELS.get(method, method), visible=v == 0,
-                                legendgroup=str(v))
+                fig.add_scatter(
+                    x=[r["n"] for r in rs],
+                    y=[r["ms"] for r in rs],
+                    mode="markers+lines",
+                    meta=v,
+                    name=_METHOD_LABELS.get(method, method),
+                    visible=v == 0,
+                    legendgroup=str(v),
+                )
         for label, fused, us in models[v]:
-            fig.add_scatter(x=ns, y=[model_ms(m, "fp32", fused, us, bw) for m in ns], mode="lines", meta=v,
-                            line=dict(dash="dash", width=1.5), name=label, visible=v == 0, legendgroup=str(v))
-    views = [dict(label=label, method="update", args=[{"visible": [tr.meta == v for tr in fig.data]}])
-             for v, (label, _) in enumerate(TIME_VIEWS)]
-    fig.update_layout(title=dict(text=f"sin² + cos², fp32: time against n<br><sup>{where}</sup>", font_size=13),
-                      xaxis=dict(type="log", exponentformat="power", title="n (elements)"),
-                      yaxis=dict(type="log", exponentformat="power", title="time (ms)"),
-                      updatemenus=[dict(buttons=views, direction="down", x=0, xanchor="left", y=1.0,
-                                        yanchor="bottom", showactive=True, pad=dict(b=4))],
-                      legend=dict(orientation="h", y=-0.2, x=0), template="plotly_white", height=520,
-                      margin=dict(t=110))
+            fig.add_scatter(
+                x=ns,
+                y=[model_ms(m, "fp32", fused, us, bw) for m in ns],
+                mode="lines",
+                meta=v,
+                line=dict(dash="dash", width=1.5),
+                name=label,
+                visible=v == 0,
+                legendgroup=str(v),
+            )
+    views = [
+        dict(label=label, method="update", args=[{"visible": [tr.meta == v for tr in fig.data]}])
+        for v, (label, _) in enumerate(TIME_VIEWS)
+    ]
+    fig.update_layout(
+        title=dict(text=f"sin² + cos², fp32: time against n<br><sup>{where}</sup>", font_size=13),
+        xaxis=dict(type="log", exponentformat="power", title="n (elements)"),
+        yaxis=dict(type="log", exponentformat="power", title="time (ms)"),
+        updatemenus=[
+            dict(
+                buttons=views,
+                direction="down",
+                x=0,
+                xanchor="left",
+                y=1.0,
+                yanchor="bottom",
+                showactive=True,
+                pad=dict(b=4),
+            )
+        ],
+        legend=dict(orientation="h", y=-0.2, x=0),
+        template="plotly_white",
+        height=520,
+        margin=dict(t=110),
+    )
     return fig
 
 
@@ -125,9 +196,14 @@ def pressure_figure(rows: list[dict], where: str = ""):
     fig.add_bar(x=x, y=[r["n_regs"] for r in blk], name="registers / thread")
     fig.add_bar(x=x, y=[r["n_spills"] for r in blk], name="n_spills (local memory)")
     fig.add_scatter(x=x, y=[r["ms"] for r in blk], name="time (ms)", yaxis="y2", mode="lines+markers")
-    fig.update_layout(title=dict(text=f"fused kernel against BLOCK (4 warps), n = 2^28<br><sup>{where}</sup>", font_size=13),
-                      xaxis_title="BLOCK", yaxis_title="registers / thread; n_spills (local memory)",
-                      yaxis2=dict(overlaying="y", side="right", title="time (ms)", rangemode="tozero"),
-                      legend=dict(orientation="h", y=-0.2, x=0), template="plotly_white",
-                      height=440, margin=dict(t=90))
+    fig.update_layout(
+        title=dict(text=f"fused kernel against BLOCK (4 warps), n = 2^28<br><sup>{where}</sup>", font_size=13),
+        xaxis_title="BLOCK",
+        yaxis_title="registers / thread; n_spills (local memory)",
+        yaxis2=dict(overlaying="y", side="right", title="time (ms)", rangemode="tozero"),
+        legend=dict(orientation="h", y=-0.2, x=0),
+        template="plotly_white",
+        height=440,
+        margin=dict(t=90),
+    )
     return fig

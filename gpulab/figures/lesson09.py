@@ -3,6 +3,7 @@ model-size explorer. Each is one call; predictions come from the counts (``gpula
 from this GPU's suite run or the recorded reference data (``gpulab.reference``, key ``lesson09``), labelled;
 where nothing is recorded the figure says so.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,10 @@ def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
     ps = placement.place(records, spec)
     kernels = [r for r in records if r.is_kernel and r.bytes > 0]
     total = placement.step_ms(ps)
-    fig = plots.roofline_figure(plots.ceilings_from_spec(spec), title=title or
-                                f"{len(ps)} kernels of one training step on the {spec.name} roofline (predicted)")
+    fig = plots.roofline_figure(
+        plots.ceilings_from_spec(spec),
+        title=title or f"{len(ps)} kernels of one training step on the {spec.name} roofline (predicted)",
+    )
     for g in recorder.GROUPS:
         pts = [(r, p) for r, p in zip(kernels, ps) if p.group == g]
         if not pts:
@@ -55,10 +58,19 @@ def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
             xs.append(f / p.bytes)
             ys.append(f / (t * 1e-3) / 1e12)
             sizes.append(4 + 40 * math.sqrt(max(p.time_ms, placement.LAUNCH_OVERHEAD_US * 1e-3) / total))
-            text.append(f"{r.name.removeprefix('aten.')} ({r.phase})<br>{p.kind}-bound, {p.time_ms * 1e3:.3g} µs"
-                        + ("" if p.flops else "<br>no matmul FLOPs: x at 1 FLOP/element"))
-        fig.add_scatter(x=xs, y=ys, mode="markers", name=g, text=text, marker=dict(size=sizes, color=GROUP_COLORS[g],
-                        opacity=0.6), hovertemplate="%{text}<br>I=%{x:.3g} FLOP/B<extra>" + g + "</extra>")
+            text.append(
+                f"{r.name.removeprefix('aten.')} ({r.phase})<br>{p.kind}-bound, {p.time_ms * 1e3:.3g} µs"
+                + ("" if p.flops else "<br>no matmul FLOPs: x at 1 FLOP/element")
+            )
+        fig.add_scatter(
+            x=xs,
+            y=ys,
+            mode="markers",
+            name=g,
+            text=text,
+            marker=dict(size=sizes, color=GROUP_COLORS[g], opacity=0.6),
+            hovertemplate="%{text}<br>I=%{x:.3g} FLOP/B<extra>" + g + "</extra>",
+        )
     fig.update_yaxes(range=[-4, math.log10(spec.peak("bf16") or spec.peak("fp32")) + 0.5])
     return fig
 
@@ -73,16 +85,30 @@ def breakdown(cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0) -> go.Fig
     groups = list(p["groups"])
     fig = go.Figure()
     for k in placement.KINDS:
-        fig.add_bar(name=f"predicted, {k}-bound", x=groups, y=[p["groups"][g][f"{k}_ms"] for g in groups],
-                    marker_color=KIND_COLORS[k], offsetgroup="predicted")
+        fig.add_bar(
+            name=f"predicted, {k}-bound",
+            x=groups,
+            y=[p["groups"][g][f"{k}_ms"] for g in groups],
+            marker_color=KIND_COLORS[k],
+            offsetgroup="predicted",
+        )
     data, label = recorded()
     measured = (data or {}).get("ops", {}).get(r.name)
     if measured:
-        fig.add_bar(name="measured (torch.profiler)", x=groups, y=[measured.get(g, 0.0) for g in groups],
-                    marker_color="black", offsetgroup="measured")
-    fig.update_layout(barmode="stack", template="plotly_white", height=420, yaxis_title="ms per step",
-                      title=f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}; "
-                            + (label if measured else NO_RECORDING))
+        fig.add_bar(
+            name="measured (torch.profiler)",
+            x=groups,
+            y=[measured.get(g, 0.0) for g in groups],
+            marker_color="black",
+            offsetgroup="measured",
+        )
+    fig.update_layout(
+        barmode="stack",
+        template="plotly_white",
+        height=420,
+        yaxis_title="ms per step",
+        title=f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}; " + (label if measured else NO_RECORDING),
+    )
     return fig
 
 
@@ -93,13 +119,19 @@ def ladder_figure(cfg: GPTConfig = GPT2_SMALL, spec="H200") -> go.Figure:
     rows = ladder.predict_ladder(spec, cfg)
     names = [f"{r['rung']}<br>(lesson {r['lesson']})" for r in rows]
     fig = go.Figure()
-    fig.add_bar(name=f"predicted ({spec.name} datasheet)", x=names, y=[r["predicted_ms"] for r in rows],
-                marker_color="#1f77b4")
+    fig.add_bar(
+        name=f"predicted ({spec.name} datasheet)", x=names, y=[r["predicted_ms"] for r in rows], marker_color="#1f77b4"
+    )
     data, label = recorded()
     if data:
         fig.add_bar(name="measured", x=names, y=[r["ms"] for r in data["ladder"]], marker_color="#d62728")
-    fig.update_layout(barmode="group", template="plotly_white", height=440, yaxis=dict(title="ms per step", type="log"),
-                      title=f"The ladder of habits, GPT-2 small: {label if data else NO_RECORDING}")
+    fig.update_layout(
+        barmode="group",
+        template="plotly_white",
+        height=440,
+        yaxis=dict(title="ms per step", type="log"),
+        title=f"The ladder of habits, GPT-2 small: {label if data else NO_RECORDING}",
+    )
     return fig
 
 
@@ -114,13 +146,18 @@ class ModelSizeExplorer:
         self.spec = _spec(spec)
         self.layers = widgets.slider(W.IntSlider, value=n_layer, min=1, max=48, description="layers")
         self.d_model = W.Dropdown(options=self.D_MODELS, value=d_model, description="d_model")
-        self.seq = widgets.slider(W.IntSlider, value=seq_len, min=128, max=4096, step=128, description="sequence length")
-        self.rung = W.Dropdown(options=[(r.name, i) for i, r in enumerate(ladder.RUNGS)], value=rung, description="rung")
+        self.seq = widgets.slider(
+            W.IntSlider, value=seq_len, min=128, max=4096, step=128, description="sequence length"
+        )
+        self.rung = W.Dropdown(
+            options=[(r.name, i) for i, r in enumerate(ladder.RUNGS)], value=rung, description="rung"
+        )
         self.readout = W.HTML()
         fig = go.Figure()
         for k in placement.KINDS:
-            fig.add_bar(name=f"{k}-bound", x=list(recorder.GROUPS), y=[0.0] * len(recorder.GROUPS),
-                        marker_color=KIND_COLORS[k])
+            fig.add_bar(
+                name=f"{k}-bound", x=list(recorder.GROUPS), y=[0.0] * len(recorder.GROUPS), marker_color=KIND_COLORS[k]
+            )
         fig.update_layout(barmode="stack", template="plotly_white", height=420, yaxis_title="ms per step (predicted)")
         self._change()(fig)
         self.live = widgets.LiveFigure(fig)
@@ -130,8 +167,13 @@ class ModelSizeExplorer:
 
     @property
     def cfg(self) -> GPTConfig:
-        return GPTConfig(n_layer=self.layers.value, d_model=self.d_model.value, n_head=self.d_model.value // 64,
-                         seq_len=self.seq.value, batch=max(1, 8192 // self.seq.value))
+        return GPTConfig(
+            n_layer=self.layers.value,
+            d_model=self.d_model.value,
+            n_head=self.d_model.value // 64,
+            seq_len=self.seq.value,
+            batch=max(1, 8192 // self.seq.value),
+        )
 
     def _change(self):
         cfg, opts = self.cfg, ladder.RUNGS[self.rung.value].options
@@ -142,13 +184,17 @@ class ModelSizeExplorer:
         def change(fig):
             for i, k in enumerate(placement.KINDS):
                 fig.data[i].y = [by.get(g, {}).get(k, 0.0) for g in recorder.GROUPS]
-            fig.layout.title = (f"{cfg.n_layer} layers, d_model {cfg.d_model}, {cfg.batch}x{cfg.seq_len} tokens: "
-                                f"{s['ms']:.3g} ms; compute {shares['compute']:.0%}, memory {shares['memory']:.0%}, "
-                                f"overhead {shares['overhead']:.0%}")
+            fig.layout.title = (
+                f"{cfg.n_layer} layers, d_model {cfg.d_model}, {cfg.batch}x{cfg.seq_len} tokens: "
+                f"{s['ms']:.3g} ms; compute {shares['compute']:.0%}, memory {shares['memory']:.0%}, "
+                f"overhead {shares['overhead']:.0%}"
+            )
 
-        self.readout.value = (f"predicted step on {self.spec.name}: <b>{s['ms']:.3g} ms</b>; compute-bound "
-                              f"{s['kinds']['compute']:.3g} ms, memory-bound {s['kinds']['memory']:.3g} ms, "
-                              f"overhead-bound {s['kinds']['overhead']:.3g} ms")
+        self.readout.value = (
+            f"predicted step on {self.spec.name}: <b>{s['ms']:.3g} ms</b>; compute-bound "
+            f"{s['kinds']['compute']:.3g} ms, memory-bound {s['kinds']['memory']:.3g} ms, "
+            f"overhead-bound {s['kinds']['overhead']:.3g} ms"
+        )
         return change
 
     def _group_kinds(self, cfg, opts) -> dict:

@@ -678,8 +678,10 @@ class LabDriver:
         """Waits up to ``timeout_s`` for complete traces: a FigureWidget redrawn by a late update (a cell that set
         a slider from Python) has no plotted data for a moment on a loaded machine."""
         c = self.case
-        ready = (f"(a) => {{ const ts = ({_JS_TRACES})(a); "
-                 "return ts.length > 0 && ts.every(t => t.nx > 0 && t.nx === t.ny); }")
+        ready = (
+            f"(a) => {{ const ts = ({_JS_TRACES})(a); "
+            "return ts.length > 0 && ts.every(t => t.nx > 0 && t.nx === t.ny); }"
+        )
         with contextlib.suppress(Exception):  # a timeout: the read below says what is missing
             self.page.wait_for_function(ready, arg=[c.widget, c.nth, c.figure], timeout=timeout_s * 1000, polling=100)
         traces = self.page.evaluate(_JS_TRACES, [c.widget, c.nth, c.figure])
