@@ -92,8 +92,9 @@ class InteractiveRoofline:
                         line=dict(color="gray", dash="dot"))
         fig.update_layout(legend={**LEGEND_BELOW, "y": -0.25}, margin=dict(t=50, b=120), title_x=0,
                           title_xanchor="left", title_font_size=13)
-        fig.update_xaxes(dtick=1, ticklabelstandoff=6)
-        fig.update_yaxes(dtick=1, ticklabelstandoff=6)
+        # powers of ten: at the sliders' ends the axes reach 1e-6 and 1e6, which SI prefixes print as 1µ and 1M
+        fig.update_xaxes(dtick=1, ticklabelstandoff=6, exponentformat="power")
+        fig.update_yaxes(dtick=1, ticklabelstandoff=6, exponentformat="power")
         return fig
 
     @staticmethod

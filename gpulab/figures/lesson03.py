@@ -43,7 +43,7 @@ def error_vs_bits_figure(rows: list[dict], title: str = "Quantization error agai
                       yaxis=dict(tickvals=list(range(len(formats_))),
                                  ticktext=[_format_label(first[f]) for f in formats_],
                                  range=[-0.6, len(formats_) - 0.4], automargin=True),
-                      xaxis=dict(type="log", exponentformat="power", range=[lo - 0.25, hi + 0.25],
+                      xaxis=dict(type="log", exponentformat="power", dtick=1, range=[lo - 0.25, hi + 0.25],
                                  title="mean |q(x) − x| / |x|" if kind == "mean"
                                  else "relative error ‖q(x) − x‖ / ‖x‖"))
     return fig
@@ -114,8 +114,8 @@ def relu_sweep_figure(rows: list[dict], copy_tbps: float, where: str = ""):
                     line=dict(color="gray", dash="dash"))
     fig.update_layout(title=dict(text=f"ReLU bandwidth against n<br><sup>{where}</sup>", font_size=12), height=440,
                       template="plotly_white", margin=dict(t=70), legend=dict(orientation="h", y=-0.2, x=0),
-                      xaxis=dict(type="log", exponentformat="power", title="n (elements)"),
-                      yaxis=dict(type="log", title="GB/s (2n·itemsize bytes / time)"))
+                      xaxis=dict(type="log", exponentformat="power", dtick=1, title="n (elements)"),
+                      yaxis=dict(type="log", exponentformat="power", dtick=1, title="GB/s (2n·itemsize bytes / time)"))
     return fig
 
 
@@ -130,9 +130,10 @@ def rate_vs_error_figure(errors: dict, rates: dict, rate_where: str = "", n_rate
                         textposition="top center", marker=dict(size=14, color=plots.DTYPE_COLORS[d]))
     fig.update_layout(title=dict(text=f"matmul rate against error<br><sup>rates: {rate_where}<br>errors: {errors['how']}</sup>",
                                  font_size=13), margin=dict(t=110), height=420, template="plotly_white", showlegend=False,
-                      xaxis=dict(type="log", exponentformat="power",
+                      xaxis=dict(type="log", exponentformat="power", dtick=1,
                                  title="relative error ‖C − C_ref‖ / ‖C_ref‖ (float64 reference)"),
-                      yaxis=dict(type="log", title=f"TFLOP/s (cuBLAS, {n_rate}³)"))
+                      yaxis=dict(type="log", tickvals=[10, 20, 50, 100, 200, 500, 1000, 2000, 5000],
+                                 title=f"TFLOP/s (cuBLAS, {n_rate}³)"))
     if shown:
         top = [rates[d] for d in shown]
         fig.update_yaxes(range=[math.log10(min(top)) - 0.2, math.log10(max(top)) + 0.3])  # room for the labels
@@ -149,6 +150,6 @@ def accumulation_figure(acc: dict, where: str = ""):
     fig.update_layout(title=dict(text=f"accumulation error against K ({acc['m']}×{acc['m']} output, {acc['inputs']} inputs, "
                                       f"{where})", font_size=12),
                       height=400, template="plotly_white", legend=dict(orientation="h", y=-0.2, x=0),
-                      xaxis=dict(type="log", title="K (products summed)"),
+                      xaxis=dict(type="log", dtick=1, title="K (products summed)"),
                       yaxis=dict(type="log", exponentformat="power", title="relative error vs float64"))
     return fig

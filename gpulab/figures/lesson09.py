@@ -17,6 +17,8 @@ from ..capstone.gpt import GPT2_SMALL, GPTConfig
 GROUP_COLORS = dict(zip(recorder.GROUPS, plots.COLORS))
 KIND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "overhead": "#7f7f7f"}
 NO_RECORDING = "no recording of lesson 09 exists yet: predictions only"
+#: A legend in rows under the plot (it takes no width from it in a 1000 px window).
+LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0, font=dict(size=11))
 
 
 def recorded(gpu: str = reference.DEFAULT_GPU) -> tuple[dict | None, str]:
@@ -59,7 +61,11 @@ def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
                         + ("" if p.flops else "<br>no matmul FLOPs: x at 1 FLOP/element"))
         fig.add_scatter(x=xs, y=ys, mode="markers", name=g, text=text, marker=dict(size=sizes, color=GROUP_COLORS[g],
                         opacity=0.6), hovertemplate="%{text}<br>I=%{x:.3g} FLOP/B<extra>" + g + "</extra>")
-    fig.update_yaxes(range=[-4, math.log10(spec.peak("bf16") or spec.peak("fp32")) + 0.5])
+    rates = [y for tr in fig.data if tr.name in recorder.GROUPS for y in tr.y if y > 0]  # the kernels, not the roofs
+    top = math.log10(spec.peak("bf16") or spec.peak("fp32")) + 0.3
+    fig.update_yaxes(range=[math.log10(min(rates)) - 0.5 if rates else top - 4, top], dtick=1, exponentformat="power")
+    fig.update_xaxes(dtick=1, exponentformat="power")
+    fig.update_layout(legend=LEGEND_BELOW, height=560, margin=dict(b=150), title_font_size=14)
     return fig
 
 
@@ -80,9 +86,10 @@ def breakdown(cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0) -> go.Fig
     if measured:
         fig.add_bar(name="measured (torch.profiler)", x=groups, y=[measured.get(g, 0.0) for g in groups],
                     marker_color="black", offsetgroup="measured")
-    fig.update_layout(barmode="stack", template="plotly_white", height=420, yaxis_title="ms per step",
-                      title=f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}; "
-                            + (label if measured else NO_RECORDING))
+    fig.update_layout(barmode="stack", template="plotly_white", height=460, yaxis_title="ms per step",
+                      legend=LEGEND_BELOW, margin=dict(t=70, b=110),
+                      title=dict(font_size=14, text=f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}<br><sup>"
+                                 + (label if measured else NO_RECORDING) + "</sup>"))
     return fig
 
 
@@ -98,8 +105,11 @@ def ladder_figure(cfg: GPTConfig = GPT2_SMALL, spec="H200") -> go.Figure:
     data, label = recorded()
     if data:
         fig.add_bar(name="measured", x=names, y=[r["ms"] for r in data["ladder"]], marker_color="#d62728")
-    fig.update_layout(barmode="group", template="plotly_white", height=440, yaxis=dict(title="ms per step", type="log"),
-                      title=f"The ladder of habits, GPT-2 small: {label if data else NO_RECORDING}")
+    fig.update_layout(barmode="group", template="plotly_white", height=500, legend=dict(LEGEND_BELOW, y=-0.42),
+                      margin=dict(t=70, b=190),
+                      yaxis=dict(title="ms per step", type="log", tickvals=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]),
+                      title=dict(font_size=14, text="The ladder of habits, GPT-2 small<br><sup>"
+                                 + (label if data else NO_RECORDING) + "</sup>"))
     return fig
 
 
@@ -121,7 +131,8 @@ class ModelSizeExplorer:
         for k in placement.KINDS:
             fig.add_bar(name=f"{k}-bound", x=list(recorder.GROUPS), y=[0.0] * len(recorder.GROUPS),
                         marker_color=KIND_COLORS[k])
-        fig.update_layout(barmode="stack", template="plotly_white", height=420, yaxis_title="ms per step (predicted)")
+        fig.update_layout(barmode="stack", template="plotly_white", height=440, yaxis_title="ms per step (predicted)",
+                          legend=LEGEND_BELOW, margin=dict(b=100), title_font_size=14)
         self._change()(fig)
         self.live = widgets.LiveFigure(fig)
         for w in (self.layers, self.d_model, self.seq, self.rung):
