@@ -209,7 +209,11 @@ def test_figures_build_at_both_ends_of_the_explorer():
     assert {t.name for t in fig.data} >= {"matmuls", "attention", "layer norm", "optimizer"}
     assert all(len(t.x) > 0 for t in fig.data)
     assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0  # under the plot, not beside it
-    rates = [y for t in fig.data if t.name in recorder.GROUPS for y in t.y if y > 0]
+    kernels = [t for t in fig.data if t.name in recorder.GROUPS]
+    assert all(x > 0 and y > 0 for t in kernels for x, y in zip(t.x, t.y))  # in-place updates and sums: on the plot
+    lo_x, hi_x = fig.layout.xaxis.range
+    assert all(lo_x <= math.log10(x) <= hi_x for t in kernels for x in t.x)
+    rates = [y for t in kernels for y in t.y]
     assert fig.layout.yaxis.range[0] == pytest.approx(math.log10(min(rates)) - 0.5)  # half a decade under the kernels
     ex = fig09.ModelSizeExplorer("H200", n_layer=1, d_model=256, seq_len=128)
     small = ex.split["ms"]

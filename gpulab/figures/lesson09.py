@@ -35,11 +35,18 @@ def _spec(spec) -> hardware.GPUSpec:
     return hardware.get(spec) if isinstance(spec, str) else spec
 
 
+def _elements(r) -> int:
+    """Elements an operation reads or writes, whichever are more (its inputs' and outputs' shapes)."""
+    return max(sum(math.prod(s) for s, _ in r.inputs), sum(math.prod(s) for s, _ in r.outputs))
+
+
 def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
     """Every kernel of ``records`` (``OpRecord``s) at its bound on ``spec``'s roofline: x = FLOP/byte, y = the
     rate at the bound, one color per group, marker area by share of the predicted step time. Operations
-    without matmul FLOPs are drawn at one FLOP per element written (a floor on their elementwise work) and
-    marked as such on hover; their bound is their bytes either way."""
+    without matmul FLOPs are drawn at one FLOP per element read or written, whichever are more (a floor on
+    their elementwise work: a sum adds every element it reads, an in-place update touches every element it
+    writes back) and marked as such on hover; their bound is their bytes either way. Both axes span every
+    kernel drawn."""
     spec = _spec(spec)
     ps = placement.place(records, spec)
     kernels = [r for r in records if r.is_kernel and r.bytes > 0]
@@ -52,7 +59,7 @@ def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
             continue
         xs, ys, sizes, text = [], [], [], []
         for r, p in pts:
-            f = p.flops or sum(math.prod(s) for s, _ in r.outputs)  # the elementwise floor: 1 FLOP per element
+            f = p.flops or _elements(r)  # the elementwise floor: 1 FLOP per element
             t = max(p.time_ms, 1e-9)
             xs.append(f / p.bytes)
             ys.append(f / (t * 1e-3) / 1e12)
