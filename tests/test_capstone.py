@@ -209,6 +209,8 @@ def test_figures_build_at_both_ends_of_the_explorer():
     assert {t.name for t in fig.data} >= {"matmuls", "attention", "layer norm", "optimizer"}
     assert all(len(t.x) > 0 for t in fig.data)
     assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0  # under the plot, not beside it
+    assert fig.layout.legend.itemsizing == "constant" and min(s for t in fig.data if t.name in recorder.GROUPS
+                                                              for s in t.marker.size) >= 7  # no marker a mere dot
     kernels = [t for t in fig.data if t.name in recorder.GROUPS]
     assert all(x > 0 and y > 0 for t in kernels for x, y in zip(t.x, t.y))  # in-place updates and sums: on the plot
     lo_x, hi_x = fig.layout.xaxis.range

@@ -63,16 +63,18 @@ def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
             t = max(p.time_ms, 1e-9)
             xs.append(f / p.bytes)
             ys.append(f / (t * 1e-3) / 1e12)
-            sizes.append(4 + 40 * math.sqrt(max(p.time_ms, placement.LAUNCH_OVERHEAD_US * 1e-3) / total))
+            sizes.append(7 + 36 * math.sqrt(max(p.time_ms, placement.LAUNCH_OVERHEAD_US * 1e-3) / total))
             text.append(f"{r.name.removeprefix('aten.')} ({r.phase})<br>{p.kind}-bound, {p.time_ms * 1e3:.3g} µs"
                         + ("" if p.flops else "<br>no matmul FLOPs: x at 1 FLOP/element"))
         fig.add_scatter(x=xs, y=ys, mode="markers", name=g, text=text, marker=dict(size=sizes, color=GROUP_COLORS[g],
-                        opacity=0.6), hovertemplate="%{text}<br>I=%{x:.3g} FLOP/B<extra>" + g + "</extra>")
+                        opacity=0.6, line=dict(width=0.5, color="white")), hovertemplate="%{text}<br>I=%{x:.3g} FLOP/B<extra>" + g + "</extra>")
     rates = [y for tr in fig.data if tr.name in recorder.GROUPS for y in tr.y if y > 0]  # the kernels, not the roofs
     top = math.log10(spec.peak("bf16") or spec.peak("fp32")) + 0.3
     fig.update_yaxes(range=[math.log10(min(rates)) - 0.5 if rates else top - 4, top], dtick=1, exponentformat="power")
     fig.update_xaxes(dtick=1, exponentformat="power")
-    fig.update_layout(legend=LEGEND_BELOW, height=560, margin=dict(b=150), title_font_size=14)
+    # legend symbols one size (the smallest kernels' would be dots); 7 px markers with a white rim stay apart
+    fig.update_layout(legend=dict(LEGEND_BELOW, itemsizing="constant"), height=560, margin=dict(b=150),
+                      title_font_size=14)
     return fig
 
 
