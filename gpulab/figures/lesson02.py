@@ -38,7 +38,7 @@ def branch_figure(trace: BranchTrace, title: str = "a branch in one warp", heigh
                                hovertemplate="lane %{x}, step %{y}: %{text}<extra></extra>"))
     fig.update_layout(title=_title(trace, title), height=height, template="plotly_white",
                       xaxis=dict(title="lane (thread id in the warp)", dtick=4),
-                      yaxis=dict(title="issue step (time runs down)", autorange="reversed", dtick=1, tick0=0),  # whole steps
+                      yaxis=dict(title="issue step (time runs down)", autorange="reversed", dtick=1, tick0=0),
                       margin=dict(t=50, b=40))
     return fig
 

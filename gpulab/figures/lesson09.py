@@ -67,7 +67,8 @@ def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
             text.append(f"{r.name.removeprefix('aten.')} ({r.phase})<br>{p.kind}-bound, {p.time_ms * 1e3:.3g} µs"
                         + ("" if p.flops else "<br>no matmul FLOPs: x at 1 FLOP/element"))
         fig.add_scatter(x=xs, y=ys, mode="markers", name=g, text=text, marker=dict(size=sizes, color=GROUP_COLORS[g],
-                        opacity=0.6, line=dict(width=0.5, color="white")), hovertemplate="%{text}<br>I=%{x:.3g} FLOP/B<extra>" + g + "</extra>")
+                        opacity=0.6, line=dict(width=0.5, color="white")),
+                        hovertemplate="%{text}<br>I=%{x:.3g} FLOP/B<extra>" + g + "</extra>")
     rates = [y for tr in fig.data if tr.name in recorder.GROUPS for y in tr.y if y > 0]  # the kernels, not the roofs
     top = math.log10(spec.peak("bf16") or spec.peak("fp32")) + 0.3
     fig.update_yaxes(range=[math.log10(min(rates)) - 0.5 if rates else top - 4, top], dtick=1, exponentformat="power")
