@@ -3,6 +3,7 @@ the GPT-2-small table on the meta device, the roofline classes on the H200, and 
 
 import functools
 import itertools
+import math
 
 import pytest
 import torch
@@ -227,10 +228,25 @@ def test_figures_build_at_both_ends_of_the_explorer(seed):
     fig = fig09.op_roofline(recorder.record_step(Trainer(TINY, seed=seed)), "H200")
     assert {t.name for t in fig.data} >= {"matmuls", "attention", "layer norm", "optimizer"}
     assert all(len(t.x) > 0 for t in fig.data)
+    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0  # under the plot, not beside it
+    assert (
+        fig.layout.legend.itemsizing == "constant"
+        and min(s for t in fig.data if t.name in recorder.GROUPS for s in t.marker.size) >= 7
+    )  # no marker a mere dot
+    kernels = [t for t in fig.data if t.name in recorder.GROUPS]
+    assert all(x > 0 and y > 0 for t in kernels for x, y in zip(t.x, t.y))  # in-place updates and sums: on the plot
+    lo_x, hi_x = fig.layout.xaxis.range
+    assert all(lo_x <= math.log10(x) <= hi_x for t in kernels for x in t.x)
+    rates = [y for t in kernels for y in t.y]
+    assert fig.layout.yaxis.range[0] == pytest.approx(math.log10(min(rates)) - 0.5)  # half a decade under the kernels
     ex = fig09.ModelSizeExplorer("H200", n_layer=1, d_model=256, seq_len=128)
     small = ex.split["ms"]
     assert ex.split["kinds"]["overhead"] > 0 and sum(sum(t.y) for t in ex.live.fig.data) > 0
     ex.layers.value, ex.d_model.value, ex.seq.value = 48, 1600, 4096
     assert ex.split["ms"] > 100 * small and "48 layers" in ex.live.fig.layout.title.text
-    title = fig09.breakdown(GPTConfig(n_layer=1), "H200").layout.title.text
+    assert ex.live.fig.layout.legend.orientation == "h"
+    bd = fig09.breakdown(GPTConfig(n_layer=1), "H200")
+    title = bd.layout.title.text
     assert ("no recording" in title) == (fig09.recorded()[0] is None), title
+    for f in (bd, fig09.ladder_figure(GPTConfig(n_layer=1), "H200")):  # the source in a subtitle: no clipped title
+        assert f.layout.legend.orientation == "h" and "<br><sup>" in f.layout.title.text

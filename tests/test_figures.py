@@ -10,7 +10,9 @@ import gpulab  # noqa: F401  (first: it picks the mode)
 from gpulab import figures, hardware, reference, simt
 from gpulab.bench import lesson08
 from gpulab.roofline import KernelPoint
-from tests.figure_checks import assert_readable, check_figure
+from tests.figure_checks import check_figure
+
+from ._figure_checks import assert_readable
 
 RECORDED = reference.load("h200")
 
@@ -73,6 +75,8 @@ def test_lesson01_explorer_follows_every_slider_to_both_ends():
             star = e.live.fig.data[1]  # the kernel sits on the plot
             lo, hi = e.live.fig.layout.yaxis.range
             assert lo <= math.log10(star.y[0]) <= hi, (name, end)
+            layout = e.live.fig.layout  # 1e-5 and 1e6 read as powers of ten, not SI prefixes "10µ", "1M"
+            assert layout.xaxis.exponentformat == layout.yaxis.exponentformat == "power", (name, end)
         slider.value = start
 
 
@@ -91,6 +95,7 @@ def test_lesson02_branch_figures():
         assert not e.trace.divergent and e.trace.steps_paid == steps
         check_figure(e.live.fig, f"boundary {end}")
         assert sorted(e.live.fig.layout.yaxis.range) == [-0.5, steps - 0.5]
+        assert (e.live.fig.layout.yaxis.dtick, e.live.fig.layout.yaxis.tick0) == (1, 0)  # ticks on whole steps only
 
 
 def test_lesson02_loop_sweep_shows_the_group_size_and_follows_it():
@@ -132,16 +137,20 @@ def test_lesson03_figures_from_the_recording():
     rec = RECORDED["lesson03"]
     fig = figures.lesson03.relu_sweep_figure(rec["relu_sweep"], 4.0, "recorded")
     _traces_ok(fig)
-    check_figure(fig)
+    assert_readable(fig)
     dtypes = {r["dtype"] for r in rec["relu_sweep"]}
     assert len(fig.data) == 2 * len(dtypes) + 1 and list(fig.data[-1].y) == [4000.0, 4000.0]  # 4 TB/s = 4000 GB/s
+    assert fig.layout.xaxis.dtick == fig.layout.yaxis.dtick == 1  # one label a decade, not 2 and 5 between them
     errors = dict(fp32=1e-7, tf32=1e-4, bf16=1e-3, fp16=1e-4, fp8=2e-2, how="made up")
     rates = dict(fp32=50.0, tf32=300.0, bf16=600.0, fp16=600.0, fp8=None)
     fig = figures.lesson03.rate_vs_error_figure(errors, rates, "made up")
     assert [tr.name for tr in fig.data] == ["fp32", "tf32", "bf16", "fp16"]  # fp8 has no rate: left out
-    check_figure(fig)
+    assert_readable(fig)
+    lo, hi = fig.layout.yaxis.range  # 1-2-5 labels, never the 3, 4, ..., 9 of every log grid line
+    assert set(t for t in fig.layout.yaxis.tickvals if lo <= math.log10(t) <= hi) <= {50, 100, 200, 500, 1000}
+    assert fig.layout.xaxis.dtick == 1
     m = rec["matmul"]
-    check_figure(figures.lesson03.rate_vs_error_figure({**m["error"]}, m["tflops"], "recorded"))
+    assert_readable(figures.lesson03.rate_vs_error_figure({**m["error"]}, m["tflops"], "recorded"))
 
 
 def test_lesson03_error_axes_read_in_powers_of_ten():
@@ -149,7 +158,7 @@ def test_lesson03_error_axes_read_in_powers_of_ten():
     fig = figures.lesson03.accumulation_figure(acc, "recorded")
     assert [list(tr.x) for tr in fig.data] == [acc["k"]] * 2 and list(fig.data[0].y) == acc["fp16"]
     assert fig.layout.yaxis.exponentformat == "power"  # not SI prefixes ("100n, 1µ") on an error axis
-    check_figure(fig)
+    assert_readable(fig)
     made_up = dict(k=[16, 1024], fp16=[1e-4, 1e-2], fp32=[1e-7, 1e-6], m=16, inputs="N(0,1)")
     assert list(figures.lesson03.accumulation_figure(made_up, "made up").data[1].y) == [1e-7, 1e-6]
 
@@ -175,7 +184,7 @@ def test_lesson03_formats_points_do_not_hide_each_other():
     assert len(set(spots)) == len(spots) == 6
     assert list(fig.layout.yaxis.ticktext) == ["nvfp4: 4.5 bits", "fp8_e4m3: 8 bits", "mxfp8: 8.25 bits"]  # by bits
     assert fig.layout.xaxis.exponentformat == "power"
-    check_figure(fig)
+    assert_readable(fig)
 
 
 def test_lesson03_formats_explorer_at_both_ends_of_each_slider():
@@ -188,7 +197,7 @@ def test_lesson03_formats_explorer_at_both_ends_of_each_slider():
     for mx in (e.BLOCKS[0], e.BLOCKS[-1]):
         for nv in (e.BLOCKS[0], e.BLOCKS[-1]):
             e.mx.value, e.nv.value = mx, nv
-            check_figure(e.live.fig)
+            assert_readable(e.live.fig)
             labels = list(e.live.fig.layout.yaxis.ticktext)
             assert f"mxfp8, block {mx}: {8 + 8 / mx:.3g} bits" in labels, labels  # tick labels follow the slider
 
@@ -216,7 +225,7 @@ def test_lesson04_model_lines_by_hand():
 def test_lesson04_time_figure_views_are_few_traces_each():
     rec = RECORDED["lesson04"]
     fig = figures.lesson04.time_figure(rec, "recorded")
-    check_figure(fig)  # every dropdown view has data
+    assert_readable(fig)  # every dropdown view has data
     buttons = fig.layout.updatemenus[0].buttons
     assert len(buttons) == len(figures.lesson04.TIME_VIEWS) == 2
     for b in buttons:
@@ -225,6 +234,17 @@ def test_lesson04_time_figure_views_are_few_traces_each():
     shown = {tr.name for tr in fig.data if not tr.name.startswith(("model", "copy"))}
     assert len(shown) == len(methods)  # every measured method is in one view
     assert fig.layout.legend.orientation == "h"
+    assert all(tr.legendgroup is None for tr in fig.data)  # groups stack the legend one item a row, under the plot
+    for v, b in enumerate(buttons):  # each view's y axis spans its measurements, however low the copy bound goes
+        measured = [y for tr in fig.data if tr.meta == v and tr.mode == "markers+lines" for y in tr.y]
+        lo = math.log10(min(measured))
+        if "yaxis.range" in b.args[1]:
+            r0, r1 = b.args[1]["yaxis.range"]
+            assert lo - 1 < r0 < lo and r1 > math.log10(max(measured)), (b.label, r0, r1)
+        else:
+            models = [y for tr in fig.data if tr.meta == v for y in tr.y]
+            assert b.args[1] == {"yaxis.autorange": True} and math.log10(min(models)) >= lo - 1, b.label
+    assert "yaxis.range" in buttons[1].args[1]  # the fused view: the copy bound at n = 2^10 is decades under a launch
 
 
 def test_lesson04_pressure_legend_leaves_the_right_axis_free():
@@ -233,7 +253,8 @@ def test_lesson04_pressure_legend_leaves_the_right_axis_free():
     blocks = [str(r["block"]) for r in rows if r["study"] == "block"]
     assert len(fig.data) == 3 and list(fig.data[0].x) == blocks
     assert fig.layout.yaxis2.side == "right" and fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0
-    check_figure(fig)
+    assert fig.layout.yaxis2.tickmode == "auto"  # its own round ticks, not the left axis's grid in odd steps (1.51)
+    assert_readable(fig)
 
 
 def test_lesson04_launch_explorer_at_both_ends_of_each_slider():
@@ -247,7 +268,8 @@ def test_lesson04_launch_explorer_at_both_ends_of_each_slider():
     for s in (e.log2_n, e.overhead, e.bandwidth):
         for end in (s.min, s.max):
             s.value = end if s is not e.overhead else 10**end  # FloatLogSlider's min/max are exponents
-            check_figure(e.live.fig)
+            assert_readable(e.live.fig)
+            assert e.live.fig.layout.xaxis.dtick == e.live.fig.layout.yaxis.dtick == 1  # decade labels only
     assert e.live.fig.layout.legend.orientation == "h"
 
 

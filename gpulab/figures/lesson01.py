@@ -123,8 +123,9 @@ class InteractiveRoofline:
             title_xanchor="left",
             title_font_size=13,
         )
-        fig.update_xaxes(dtick=1, ticklabelstandoff=6)
-        fig.update_yaxes(dtick=1, ticklabelstandoff=6)
+        # powers of ten: at the sliders' ends the axes reach 1e-6 and 1e6, which SI prefixes print as 1µ and 1M
+        fig.update_xaxes(dtick=1, ticklabelstandoff=6, exponentformat="power")
+        fig.update_yaxes(dtick=1, ticklabelstandoff=6, exponentformat="power")
         return fig
 
     @staticmethod

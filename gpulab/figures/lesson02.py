@@ -64,7 +64,7 @@ def branch_figure(trace: BranchTrace, title: str = "a branch in one warp", heigh
         height=height,
         template="plotly_white",
         xaxis=dict(title="lane (thread id in the warp)", dtick=4),
-        yaxis=dict(title="issue step (time runs down)", autorange="reversed"),
+        yaxis=dict(title="issue step (time runs down)", autorange="reversed", dtick=1, tick0=0),
         margin=dict(t=50, b=40),
     )
     return fig

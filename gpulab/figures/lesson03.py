@@ -62,6 +62,7 @@ def error_vs_bits_figure(
         xaxis=dict(
             type="log",
             exponentformat="power",
+            dtick=1,
             range=[lo - 0.25, hi + 0.25],
             title="mean |q(x) − x| / |x|" if kind == "mean" else "relative error ‖q(x) − x‖ / ‖x‖",
         ),
@@ -163,8 +164,8 @@ def relu_sweep_figure(rows: list[dict], copy_tbps: float, where: str = ""):
         template="plotly_white",
         margin=dict(t=70),
         legend=dict(orientation="h", y=-0.2, x=0),
-        xaxis=dict(type="log", exponentformat="power", title="n (elements)"),
-        yaxis=dict(type="log", title="GB/s (2n·itemsize bytes / time)"),
+        xaxis=dict(type="log", exponentformat="power", dtick=1, title="n (elements)"),
+        yaxis=dict(type="log", exponentformat="power", dtick=1, title="GB/s (2n·itemsize bytes / time)"),
     )
     return fig
 
@@ -194,9 +195,14 @@ def rate_vs_error_figure(errors: dict, rates: dict, rate_where: str = "", n_rate
         template="plotly_white",
         showlegend=False,
         xaxis=dict(
-            type="log", exponentformat="power", title="relative error ‖C − C_ref‖ / ‖C_ref‖ (float64 reference)"
+            type="log",
+            exponentformat="power",
+            dtick=1,
+            title="relative error ‖C − C_ref‖ / ‖C_ref‖ (float64 reference)",
         ),
-        yaxis=dict(type="log", title=f"TFLOP/s (cuBLAS, {n_rate}³)"),
+        yaxis=dict(
+            type="log", tickvals=[10, 20, 50, 100, 200, 500, 1000, 2000, 5000], title=f"TFLOP/s (cuBLAS, {n_rate}³)"
+        ),
     )
     if shown:
         top = [rates[d] for d in shown]
@@ -224,7 +230,7 @@ def accumulation_figure(acc: dict, where: str = ""):
         height=400,
         template="plotly_white",
         legend=dict(orientation="h", y=-0.2, x=0),
-        xaxis=dict(type="log", title="K (products summed)"),
+        xaxis=dict(type="log", dtick=1, title="K (products summed)"),
         yaxis=dict(type="log", exponentformat="power", title="relative error vs float64"),
     )
     return fig

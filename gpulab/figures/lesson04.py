@@ -6,6 +6,8 @@ Models: ``gpulab.fusion``. Figures hold plain lists.
 
 from __future__ import annotations
 
+import math
+
 import ipywidgets as W
 import plotly.graph_objects as go
 
@@ -57,8 +59,8 @@ class LaunchModelExplorer:
             rs = [r for r in self.measured if r["method"] == method]
             fig.add_scatter(x=[r["n"] for r in rs], y=[r["ms"] for r in rs], mode="markers", name=f"measured {method}")
         fig.update_layout(
-            xaxis=dict(type="log", title="n (elements)"),
-            yaxis=dict(type="log", title="time (ms)"),
+            xaxis=dict(type="log", dtick=1, title="n (elements)"),
+            yaxis=dict(type="log", dtick=1, title="time (ms)"),
             legend=dict(orientation="h", y=-0.2, x=0),
             template="plotly_white",
             height=480,
@@ -146,7 +148,6 @@ def time_figure(data: dict, where: str = ""):
                     meta=v,
                     name=_METHOD_LABELS.get(method, method),
                     visible=v == 0,
-                    legendgroup=str(v),
                 )
         for label, fused, us in models[v]:
             fig.add_scatter(
@@ -157,16 +158,15 @@ def time_figure(data: dict, where: str = ""):
                 line=dict(dash="dash", width=1.5),
                 name=label,
                 visible=v == 0,
-                legendgroup=str(v),
             )
     views = [
-        dict(label=label, method="update", args=[{"visible": [tr.meta == v for tr in fig.data]}])
+        dict(label=label, method="update", args=[{"visible": [tr.meta == v for tr in fig.data]}, _view_y_axis(fig, v)])
         for v, (label, _) in enumerate(TIME_VIEWS)
     ]
     fig.update_layout(
         title=dict(text=f"sin² + cos², fp32: time against n<br><sup>{where}</sup>", font_size=13),
-        xaxis=dict(type="log", exponentformat="power", title="n (elements)"),
-        yaxis=dict(type="log", exponentformat="power", title="time (ms)"),
+        xaxis=dict(type="log", exponentformat="power", dtick=1, title="n (elements)"),
+        yaxis=dict(type="log", exponentformat="power", dtick=1, title="time (ms)"),
         updatemenus=[
             dict(
                 buttons=views,
@@ -187,6 +187,18 @@ def time_figure(data: dict, where: str = ""):
     return fig
 
 
+def _view_y_axis(fig: go.Figure, view: int) -> dict:
+    """The y axis of one view of ``time_figure`` (a relayout dict for its dropdown button): autorange, unless a
+    model line reaches more than a decade below the view's lowest measured time (the copy bound at small n,
+    decades under any launch, would squash the measurements into a strip); then a log10 range from 0.3
+    decade under the measurements to 0.2 above everything, and the model line leaves the plot below it."""
+    measured = [y for tr in fig.data if tr.meta == view and tr.mode == "markers+lines" for y in tr.y if y > 0]
+    every = [y for tr in fig.data if tr.meta == view for y in tr.y if y > 0]
+    if not measured or math.log10(min(every)) >= math.log10(min(measured)) - 1:
+        return {"yaxis.autorange": True}
+    return {"yaxis.range": [math.log10(min(measured)) - 0.3, math.log10(max(every)) + 0.2]}
+
+
 def pressure_figure(rows: list[dict], where: str = ""):
     """The fused kernel against BLOCK (4 warps): registers per thread and spills (bars) and time (ms, right
     axis), from the ``pressure`` rows of a ``gpulab.bench.lesson04`` record (study "block")."""
@@ -200,7 +212,15 @@ def pressure_figure(rows: list[dict], where: str = ""):
         title=dict(text=f"fused kernel against BLOCK (4 warps), n = 2^28<br><sup>{where}</sup>", font_size=13),
         xaxis_title="BLOCK",
         yaxis_title="registers / thread; n_spills (local memory)",
-        yaxis2=dict(overlaying="y", side="right", title="time (ms)", rangemode="tozero"),
+        yaxis2=dict(
+            overlaying="y",
+            side="right",
+            title="time (ms)",
+            rangemode="tozero",
+            tickmode="auto",
+            nticks=6,
+            showgrid=False,
+        ),  # its own round ticks
         legend=dict(orientation="h", y=-0.2, x=0),
         template="plotly_white",
         height=440,

@@ -18,6 +18,8 @@ from ..capstone.gpt import GPT2_SMALL, GPTConfig
 GROUP_COLORS = dict(zip(recorder.GROUPS, plots.COLORS))
 KIND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "overhead": "#7f7f7f"}
 NO_RECORDING = "no recording of lesson 09 exists yet: predictions only"
+#: A legend in rows under the plot (it takes no width from it in a 1000 px window).
+LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0, font=dict(size=11))
 
 
 def recorded(gpu: str = reference.DEFAULT_GPU) -> tuple[dict | None, str]:
@@ -34,11 +36,18 @@ def _spec(spec) -> hardware.GPUSpec:
     return hardware.get(spec) if isinstance(spec, str) else spec
 
 
+def _elements(r) -> int:
+    """Elements an operation reads or writes, whichever are more (its inputs' and outputs' shapes)."""
+    return max(sum(math.prod(s) for s, _ in r.inputs), sum(math.prod(s) for s, _ in r.outputs))
+
+
 def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
     """Every kernel of ``records`` (``OpRecord``s) at its bound on ``spec``'s roofline: x = FLOP/byte, y = the
     rate at the bound, one color per group, marker area by share of the predicted step time. Operations
-    without matmul FLOPs are drawn at one FLOP per element written (a floor on their elementwise work) and
-    marked as such on hover; their bound is their bytes either way."""
+    without matmul FLOPs are drawn at one FLOP per element read or written, whichever are more (a floor on
+    their elementwise work: a sum adds every element it reads, an in-place update touches every element it
+    writes back) and marked as such on hover; their bound is their bytes either way. Both axes span every
+    kernel drawn."""
     spec = _spec(spec)
     ps = placement.place(records, spec)
     kernels = [r for r in records if r.is_kernel and r.bytes > 0]
@@ -53,11 +62,11 @@ def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
             continue
         xs, ys, sizes, text = [], [], [], []
         for r, p in pts:
-            f = p.flops or sum(math.prod(s) for s, _ in r.outputs)  # the elementwise floor: 1 FLOP per element
+            f = p.flops or _elements(r)  # the elementwise floor: 1 FLOP per element
             t = max(p.time_ms, 1e-9)
             xs.append(f / p.bytes)
             ys.append(f / (t * 1e-3) / 1e12)
-            sizes.append(4 + 40 * math.sqrt(max(p.time_ms, placement.LAUNCH_OVERHEAD_US * 1e-3) / total))
+            sizes.append(7 + 36 * math.sqrt(max(p.time_ms, placement.LAUNCH_OVERHEAD_US * 1e-3) / total))
             text.append(
                 f"{r.name.removeprefix('aten.')} ({r.phase})<br>{p.kind}-bound, {p.time_ms * 1e3:.3g} µs"
                 + ("" if p.flops else "<br>no matmul FLOPs: x at 1 FLOP/element")
@@ -68,10 +77,17 @@ def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
             mode="markers",
             name=g,
             text=text,
-            marker=dict(size=sizes, color=GROUP_COLORS[g], opacity=0.6),
+            marker=dict(size=sizes, color=GROUP_COLORS[g], opacity=0.6, line=dict(width=0.5, color="white")),
             hovertemplate="%{text}<br>I=%{x:.3g} FLOP/B<extra>" + g + "</extra>",
         )
-    fig.update_yaxes(range=[-4, math.log10(spec.peak("bf16") or spec.peak("fp32")) + 0.5])
+    rates = [y for tr in fig.data if tr.name in recorder.GROUPS for y in tr.y if y > 0]  # the kernels, not the roofs
+    top = math.log10(spec.peak("bf16") or spec.peak("fp32")) + 0.3
+    fig.update_yaxes(range=[math.log10(min(rates)) - 0.5 if rates else top - 4, top], dtick=1, exponentformat="power")
+    fig.update_xaxes(dtick=1, exponentformat="power")
+    # legend symbols one size (the smallest kernels' would be dots); 7 px markers with a white rim stay apart
+    fig.update_layout(
+        legend=dict(LEGEND_BELOW, itemsizing="constant"), height=560, margin=dict(b=150), title_font_size=14
+    )
     return fig
 
 
@@ -105,9 +121,16 @@ def breakdown(cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0) -> go.Fig
     fig.update_layout(
         barmode="stack",
         template="plotly_white",
-        height=420,
+        height=460,
         yaxis_title="ms per step",
-        title=f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}; " + (label if measured else NO_RECORDING),
+        legend=LEGEND_BELOW,
+        margin=dict(t=70, b=110),
+        title=dict(
+            font_size=14,
+            text=f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}<br><sup>"
+            + (label if measured else NO_RECORDING)
+            + "</sup>",
+        ),
     )
     return fig
 
@@ -128,9 +151,14 @@ def ladder_figure(cfg: GPTConfig = GPT2_SMALL, spec="H200") -> go.Figure:
     fig.update_layout(
         barmode="group",
         template="plotly_white",
-        height=440,
-        yaxis=dict(title="ms per step", type="log"),
-        title=f"The ladder of habits, GPT-2 small: {label if data else NO_RECORDING}",
+        height=500,
+        legend=dict(LEGEND_BELOW, y=-0.42),
+        margin=dict(t=70, b=190),
+        yaxis=dict(title="ms per step", type="log", tickvals=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]),
+        title=dict(
+            font_size=14,
+            text="The ladder of habits, GPT-2 small<br><sup>" + (label if data else NO_RECORDING) + "</sup>",
+        ),
     )
     return fig
 
@@ -158,7 +186,15 @@ class ModelSizeExplorer:
             fig.add_bar(
                 name=f"{k}-bound", x=list(recorder.GROUPS), y=[0.0] * len(recorder.GROUPS), marker_color=KIND_COLORS[k]
             )
-        fig.update_layout(barmode="stack", template="plotly_white", height=420, yaxis_title="ms per step (predicted)")
+        fig.update_layout(
+            barmode="stack",
+            template="plotly_white",
+            height=440,
+            yaxis_title="ms per step (predicted)",
+            legend=LEGEND_BELOW,
+            margin=dict(b=100),
+            title_font_size=14,
+        )
         self._change()(fig)
         self.live = widgets.LiveFigure(fig)
         for w in (self.layers, self.d_model, self.seq, self.rung):
