@@ -54,3 +54,29 @@ def pytest_runtest_makereport(item, call):
     if s is not None and report.failed:
         report.sections.append(("random inputs", f"seed {s}; replay: pytest '{item.nodeid}' --seed {s}"))
     return report
+
+
+# ------------------------------------------------------------------------------- one browser for the session
+# Playwright's sync API runs one event loop per thread: a second sync_playwright() while the first is open fails,
+# so every browser test (JupyterLab lessons, the static site) shares this session's Chromium.
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    from tests.browser import harness
+
+    path = harness.find_chromium()
+    if path is None:
+        pytest.skip(harness.CHROMIUM_MISSING)
+    return path
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path):
+    from tests.browser import harness
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium_path, headless=True, args=list(harness.CHROMIUM_ARGS))
+        yield b
+        b.close()

@@ -67,21 +67,7 @@ def _param(case: BrowserCase):
 # ------------------------------------------------------------------------------------------------ fixtures
 
 
-@pytest.fixture(scope="session")
-def chromium_path() -> str:
-    path = harness.find_chromium()
-    if path is None:
-        pytest.skip(harness.CHROMIUM_MISSING)
-    return path
-
-
-@pytest.fixture(scope="session")
-def browser(chromium_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=chromium_path, headless=True, args=list(harness.CHROMIUM_ARGS))
-        yield b
-        b.close()
+# chromium_path and browser: tests/conftest.py (one Playwright for the session)
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,6 @@ try:  # tests/ is a package: the harness is tests.browser
     from .browser import harness
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from browser import harness
 
 # A page with figures shown directly and two slider explorers; the newest lesson, with dropdowns in its explorer.
 SITE_LESSONS = ["02_warp_divergence.ipynb", "09_builder_test.ipynb"]
@@ -167,18 +166,12 @@ def built_site(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(built_site):
-    chromium = harness.find_chromium()
-    if chromium is None:
-        pytest.skip(harness.CHROMIUM_MISSING)
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=list(harness.CHROMIUM_ARGS))
-        context = browser.new_context(viewport={"width": 412, "height": 915})  # a phone's screen
-        # the published pages load MathJax from a CDN; the test has no network and does not wait for it
-        context.route(lambda url: not url.startswith("file:"), lambda route: route.abort())
-        yield context.new_page()
-        browser.close()
+def page(built_site, browser):
+    context = browser.new_context(viewport={"width": 412, "height": 915})  # a phone's screen
+    # the published pages load MathJax from a CDN; the test has no network and does not wait for it
+    context.route(lambda url: not url.startswith("file:"), lambda route: route.abort())
+    yield context.new_page()
+    context.close()
 
 
 @pytest.mark.browser
