@@ -20,11 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import build_site  # noqa: E402  (tools/ is not a package: on the path only from here)
 
-try:  # tests/ is a package: the harness is tests.browser
-    from .browser import harness
-except ImportError:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 # A page with figures shown directly and two slider explorers; the newest lesson, with dropdowns in its explorer.
 SITE_LESSONS = ["02_warp_divergence.ipynb", "09_builder_test.ipynb"]
 
