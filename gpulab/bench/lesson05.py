@@ -14,6 +14,10 @@ Function of ``gpulab.kernels.sigmoid3``), with x requiring grad so that gradient
 At the largest size it checks the three gradients against each other and reports the ratios set as
 targets: eager ms / fused ms (> 1) and fused extra peak memory / eager's (<= 1/3, in the "loss" setting; the
 "held" setting's ratio is reported beside it: there y and dx must coexist, so no way can go below 2/5 of eager).
+Step ``teaching``: the exercise's kernels (``gpulab.exercises.ex05_kernels``, the solution a learner writes)
+against the production pair (``kernels.sigmoid3``), forward and backward alone at ``TEACHING_N`` (fp32): ms and
+GB/s of the bytes each must move (8 B/element forward, 12 backward). The production pieces change no bytes.
+
 About a minute. ``measure_memory`` is the memory measurement, for one way at one size.
 """
 
@@ -24,6 +28,8 @@ from tqdm.auto import tqdm
 KEY = "lesson05"
 SIZES = tuple(2**e for e in range(16, 29, 2))  # 2^16 .. 2^28 (2^28 fp32: 1 GiB a tensor)
 DTYPE = "fp32"
+TEACHING_N = 2**28
+STEPS = ("ways", "teaching")
 
 
 def measure_memory(fn, x, dy=None) -> dict:
@@ -61,8 +67,62 @@ def measure_memory(fn, x, dy=None) -> dict:
     return dict(held_bytes=int(held), peak_bytes=int(peak))
 
 
-def run(progress: bool = True, sizes=SIZES, dtype: str = DTYPE) -> dict:
-    """Measure everything listed in the module docstring; returns a JSON-able dict. GPU only."""
+def teaching(n: int = TEACHING_N, progress: bool = True) -> list[dict]:
+    """The exercise's forward and backward kernels against the production ones at n elements (fp32), each
+    timed alone by CUDA-graph replay: rows ``{"pass", "kernel", "ms", "gbps", "bytes"}``. GPU only."""
+    import torch
+
+    from ..exercises import ex05_kernels as E
+    from ..kernels import sigmoid3 as S
+    from ..timing import require_gpu, time_ms
+
+    require_gpu("the lesson05 teaching step")
+    x = torch.randn(n, device="cuda")
+    dy, out = torch.randn_like(x), torch.empty_like(x)
+    jobs = (
+        ("forward", "teaching", lambda: E.sigmoid3_fwd(x, out), 8 * n),
+        ("forward", "production", lambda: S.sigmoid3_forward(x), 8 * n),
+        ("backward", "teaching", lambda: E.sigmoid3_bwd(x, dy, out), 12 * n),
+        ("backward", "production", lambda: S.sigmoid3_backward(x, dy), 12 * n),
+    )
+    rows = []
+    for pas, kernel, fn, nbytes in tqdm(jobs, desc="lesson05 teaching", disable=not progress):
+        t = time_ms(fn, warmup_ms=25, rep_ms=150, graph=True)
+        rows.append(dict(n=n, pas=pas, kernel=kernel, ms=t.median_ms, bytes=nbytes, gbps=nbytes / t.median_ms / 1e6))
+    return rows
+
+
+def teaching_report(rows: list[dict] | None) -> str:
+    """One line per pass: the exercise's kernel and the production kernel, ms and GB/s."""
+    if not rows:
+        return "no recording yet of the teaching-against-production step (run the lesson05 suite on a GPU)"
+    by = {(r["pas"], r["kernel"]): r for r in rows}
+    lines = [f"your kernels against gpulab's, fp32, n = {rows[0]['n']:,} (CUDA-graph replay):"]
+    for pas in ("forward", "backward"):
+        t, p = by[(pas, "teaching")], by[(pas, "production")]
+        lines.append(
+            f"  {pas:8} teaching {t['ms']:.3f} ms ({t['gbps']:.0f} GB/s), production {p['ms']:.3f} ms "
+            f"({p['gbps']:.0f} GB/s): x{t['ms'] / p['ms']:.2f}"
+        )
+    return "\n".join(lines)
+
+
+def run(progress: bool = True, sizes=SIZES, dtype: str = DTYPE, steps=None) -> dict:
+    """Measure everything listed in the module docstring; returns a JSON-able dict. GPU only. ``steps``: a
+    subset of ``STEPS`` (default both). Raises ValueError naming an unknown step."""
+    unknown = set(steps or ()) - set(STEPS)
+    if unknown:
+        raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
+    out = {}
+    if steps is None or "ways" in steps:
+        out.update(ways(progress, sizes, dtype))
+    if steps is None or "teaching" in steps:
+        out["teaching"] = teaching(progress=progress)
+    return out
+
+
+def ways(progress: bool = True, sizes=SIZES, dtype: str = DTYPE) -> dict:
+    """The three ways at every size: rows, gradient check and ratios (the module docstring). GPU only."""
     import torch
 
     from .. import dtypes, recompute
@@ -137,7 +197,10 @@ def ratios(rows: list[dict], n: int) -> dict:
 
 
 def report(data: dict) -> str:
-    """A short table at the largest size, then the ratios against the targets and the gradient check."""
+    """A short table at the largest size, then the ratios against the targets and the gradient check; the
+    teaching step's lines where it ran."""
+    if "rows" not in data:
+        return teaching_report(data.get("teaching"))
     n = data["n_ratio"]
     gib = 2**30
     lines = [
@@ -181,4 +244,6 @@ def report(data: dict) -> str:
         f"  at n = {small:,}: eager {r['eager']['ms']:.4f} ms, checkpoint {r['checkpoint']['ms']:.4f} ms, "
         f"fused {r['fused']['ms']:.4f} ms (launch-bound)"
     )
+    if data.get("teaching"):
+        lines.append(teaching_report(data["teaching"]))
     return "\n".join(lines)

@@ -23,8 +23,10 @@ GPU only. Measures, in one run (minutes, most of them the dense sweep):
   and the fast path (``matmul``, autotuned) with torch.matmul beside them, fp16 at 4096^3: ms, TFLOP/s, and
   the model's requested input bytes and intensity (FLOP/byte) of each step, to place it on the roofline;
 - the dense sweep: every N from 1024 to 4352, bf16, torch.matmul and gpulab with one fixed config
-  (``config="heuristic"``, nothing tuned per N), do_bench with 1 ms warm-up and 5 ms of repeats; a point
-  that fails is recorded as None with its error, the sweep goes on.
+  (``config="heuristic"``, nothing tuned per N), each call captured in a CUDA graph and its replay timed
+  (``time_ms(..., graph=True)``: the GPU's time, without the Python launch cost that would flatten the small
+  N), do_bench with 1 ms warm-up and 5 ms of repeats; a point that fails is recorded as None with its error,
+  the sweep goes on.
 """
 
 from __future__ import annotations
@@ -470,8 +472,9 @@ def alignment(ns=(4096, 4097), dtype="bf16") -> list[dict]:
 def dense_sweep(
     lo=SWEEP[0], hi=SWEEP[1], dtype="bf16", progress=True, warmup_ms=SWEEP_WARMUP_MS, rep_ms=SWEEP_REP_MS, step=1
 ) -> dict:
-    """torch.matmul and gpulab (``config="heuristic"``) at every N in lo..hi (step ``step``), N x N x N.
-    Returns lists ``ns``, ``torch_ms``, ``gpulab_ms`` (None where a point failed) and ``errors``."""
+    """torch.matmul and gpulab (``config="heuristic"``) at every N in lo..hi (step ``step``), N x N x N, each
+    timed by CUDA-graph replay. Returns lists ``ns``, ``torch_ms``, ``gpulab_ms`` (None where a point failed)
+    and ``errors``."""
     import torch
 
     from ..kernels import matmul as mm
@@ -490,6 +493,7 @@ def dense_sweep(
         "sms": mm.num_sms(),
         "warmup_ms": warmup_ms,
         "rep_ms": rep_ms,
+        "timing": "CUDA graph replay",
         "ns": [],
         "torch_ms": [],
         "gpulab_ms": [],
@@ -503,7 +507,7 @@ def dense_sweep(
             ("gpulab_ms", lambda: mm.matmul(a, b, config="heuristic")),
         ):
             try:
-                out[key].append(round(time_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms, 6))
+                out[key].append(round(time_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms, graph=True).median_ms, 6))
             except Exception as e:  # noqa: BLE001  (a failed point is marked, the sweep goes on)
                 out[key].append(None)
                 out["errors"][f"{key[:-3]} {n}"] = f"{type(e).__name__}: {str(e)[:160]}"

@@ -264,20 +264,33 @@ def memory(
     return {"B": B, "H": H, "d": d, "dtype": DTYPE, "bwd_mode": F.DEFAULT_BWD_MODE, "rows": rows}
 
 
+STEPS = ("headline", "sweep", "memory", "teaching")
+
+
 def run(
-    progress: bool = True, head_dims=HEAD_DIMS, lengths=LENGTHS, sweep_lengths=SWEEP, memory_lengths=MEMORY_LENGTHS
+    progress: bool = True,
+    head_dims=HEAD_DIMS,
+    lengths=LENGTHS,
+    sweep_lengths=SWEEP,
+    memory_lengths=MEMORY_LENGTHS,
+    steps=None,
 ) -> dict:
-    """Measure everything in the module docstring; returns a JSON-able dict. GPU only."""
+    """Measure everything in the module docstring; returns a JSON-able dict. GPU only. ``steps``: a subset of
+    ``STEPS`` (default all); ``python -m gpulab.bench --only lesson08 --steps teaching --record`` merges a partial
+    run into the reference file. Raises ValueError naming an unknown step."""
     from ..timing import require_gpu
 
     require_gpu("the lesson08 suite")
-    return {
-        "dtype": DTYPE,
-        "headline": headline(head_dims, lengths, progress),
-        "sweep": sweep(sweep_lengths, progress=progress),
-        "memory": memory(memory_lengths, progress=progress),
-        "teaching": teaching(progress=progress),
+    unknown = set(steps or ()) - set(STEPS)
+    if unknown:
+        raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
+    jobs = {
+        "headline": lambda: headline(head_dims, lengths, progress),
+        "sweep": lambda: sweep(sweep_lengths, progress=progress),
+        "memory": lambda: memory(memory_lengths, progress=progress),
+        "teaching": lambda: teaching(progress=progress),
     }
+    return {"dtype": DTYPE, **{k: jobs[k]() for k in STEPS if steps is None or k in steps}}
 
 
 TEACHING_SETTINGS = ((128, 4096), (128, 16384))  # (d, L) of the teaching-against-production step, both causal flags
@@ -564,13 +577,17 @@ def memory_report(memory: dict) -> str:
 def report(data: dict, full: bool = False) -> str:
     """The naive/flash sweep (about 10 lines), with one line each on the headline and the memory; ``full=True``
     adds the headline table, the memory table and the teaching-against-production table."""
-    leads = cudnn_leads(data["headline"])
-    ratios = [r[k] for r in data["headline"] for k in ("fwd_ratio", "bwd_ratio") if k in r]
-    per_token = [r["peak_bytes"] / r["L"] for r in data["memory"]["rows"]]
-    parts = [sweep_report(data["sweep"])]
+    parts = [sweep_report(data["sweep"])] if "sweep" in data else []
     if full:
-        parts += [headline_report(data), memory_report(data["memory"]), teaching_report(data.get("teaching"))]
-    else:
+        if "headline" in data:
+            parts.append(headline_report(data))
+        if "memory" in data:
+            parts.append(memory_report(data["memory"]))
+        parts.append(teaching_report(data.get("teaching")))
+        return "\n".join(parts)
+    if "headline" in data:
+        leads = cudnn_leads(data["headline"])
+        ratios = [r[k] for r in data["headline"] for k in ("fwd_ratio", "bwd_ratio") if k in r]
         below = sum(r < 1.0 for r in ratios)
         parts.append(
             f"headline: ours / SDPA flash {min(ratios):.2f}x to {max(ratios):.2f}x"
@@ -580,8 +597,12 @@ def report(data: dict, full: bool = False) -> str:
             if ratios
             else "headline: no ratios"
         )
+    if "memory" in data:
+        per_token = [r["peak_bytes"] / r["L"] for r in data["memory"]["rows"]]
         parts.append(
             f"memory: peak {min(per_token):.0f} to {max(per_token):.0f} B/token at every L "
             f"(memory_report); full=True prints every table"
         )
+    if "teaching" in data and not parts:  # a teaching-only run: its table is the report
+        parts.append(teaching_report(data["teaching"]))
     return "\n".join(parts)
