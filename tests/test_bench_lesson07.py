@@ -157,3 +157,16 @@ def test_sweep_helpers_on_a_made_up_record():
     assert split["failed"] == 1 and split["aligned_mean_tflops"] == pytest.approx(rates[0])
     assert split["misaligned_mean_tflops"] == pytest.approx(rates[1])
     assert lesson07.wave_model(s)[0] == pytest.approx(98 / 108)
+
+
+def test_merge_record_adds_the_autotuners_choices_instead_of_replacing_them():
+    from gpulab.bench.__main__ import merge_record
+
+    old = {"tuned_configs": {"a": "x", "b": "y"}, "provenance": "p1"}
+    got = merge_record(old, {"tuned_configs": {"b": "z", "c": "w"}, "provenance": "p2"})
+    assert got["tuned_configs"] == {"a": "x", "b": "z", "c": "w"}
+
+
+def test_sweep_timing_reads_old_and_new_records():
+    assert lesson07.sweep_timing({"timing": "CUDA graph replay"}) == "CUDA graph replay"
+    assert lesson07.sweep_timing({}).startswith("eager calls")

@@ -111,3 +111,28 @@ def test_recorded_headline_agrees_with_sdpa_and_its_ratios_are_its_times():
         if "fwd_ratio" in r:
             assert r["fwd_ratio"] == pytest.approx(r["flash"]["fwd_ms"] / r["ours"]["fwd_ms"])
             assert r["bwd_ratio"] == pytest.approx(r["flash"]["bwd_ms"] / r["ours"]["bwd_ms"])
+
+
+@pytest.mark.parametrize("suite", ["lesson05", "lesson08"])
+def test_run_refuses_an_unknown_step(suite, monkeypatch):
+    import importlib
+
+    import gpulab.timing as timing
+
+    monkeypatch.setattr(timing, "require_gpu", lambda what="": None)
+    mod = importlib.import_module(f"gpulab.bench.{suite}")
+    assert "teaching" in mod.STEPS
+    with pytest.raises(ValueError, match="unknown"):
+        mod.run(progress=False, steps=["teachin"])
+
+
+def test_recorded_teaching_steps_read():
+    from gpulab import reference
+    from gpulab.bench import lesson05, lesson08
+
+    ref = reference.load("h200")
+    t5 = lesson05.teaching_report(ref["lesson05"]["teaching"])
+    assert "forward" in t5 and "backward" in t5 and "no recording" not in t5
+    t8 = lesson08.teaching_report(ref["lesson08"]["teaching"])
+    assert "teaching" in t8 and "no recording" not in t8
+    assert "no recording" in lesson05.teaching_report(None)

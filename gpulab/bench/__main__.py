@@ -69,13 +69,19 @@ LESSON_SUITES = [
 CORE = "ceilings"  # the device profile, roofline points and vendor ratios
 
 
+UNION_KEYS = ("tuned_configs",)  # dict entries a partial run adds to rather than replaces
+
+
 def merge_record(old: dict, new: dict) -> dict:
     """A suite's record after a partial run: ``new`` (with its ``provenance``) over ``old``; each entry kept from
     ``old`` gets the provenance it was measured under in ``step_provenance`` (its own entry there, else
-    ``old["provenance"]``)."""
+    ``old["provenance"]``). The dicts of ``UNION_KEYS`` (the autotuner's choices) are merged entry by entry."""
     kept_prov = dict(old.get("step_provenance", {}))
     merged = {k: v for k, v in old.items() if k not in ("provenance", "step_provenance")}
     merged.update(new)
+    for k in UNION_KEYS:
+        if isinstance(old.get(k), dict) and isinstance(new.get(k), dict):
+            merged[k] = {**old[k], **new[k]}
     prov = {k: kept_prov.get(k, old.get("provenance", {})) for k in merged if k not in new and k != "provenance"}
     if prov:
         merged["step_provenance"] = prov

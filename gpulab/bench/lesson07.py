@@ -569,8 +569,16 @@ def run(
         else:
             out["sweep"] = dense_sweep(sweep[0], sweep[1], progress=progress, step=sweep_step)
         _empty_cache()
-    out["tuned_configs"] = mm.tuned_configs()
+    tuned = mm.tuned_configs()
+    if tuned:  # a run that autotuned nothing (the sweep takes a fixed config) leaves the recorded choices alone
+        out["tuned_configs"] = tuned
     return out
+
+
+def sweep_timing(sweep: dict) -> str:
+    """How the dense sweep's points were timed: "CUDA graph replay" (the GPU's time) or, in records made
+    before the sweep used graphs, eager calls (each point includes the CPU's launch cost)."""
+    return sweep.get("timing", "eager calls (each point includes the CPU's launch cost)")
 
 
 # ---- reading the record (both modes) ------------------------------------------------------------------------
@@ -646,7 +654,7 @@ def summary(data: dict) -> str:
         s = data["sweep"]
         sp = {m: alignment_split(s, m) for m in ("torch", "gpulab")}
         lines.append(
-            f"  dense sweep {s['ns'][0]}..{s['ns'][-1]} (eager calls), mean TFLOP/s N % 8 == 0 / other: torch "
+            f"  dense sweep {s['ns'][0]}..{s['ns'][-1]} ({sweep_timing(s)}), mean TFLOP/s N % 8 == 0 / other: torch "
             f"{sp['torch']['aligned_mean_tflops']:.0f} / {sp['torch']['misaligned_mean_tflops']:.0f}, gpulab "
             f"{sp['gpulab']['aligned_mean_tflops']:.0f} / {sp['gpulab']['misaligned_mean_tflops']:.0f}"
         )

@@ -425,8 +425,8 @@ def sweep_figure(s: dict, where: str = ""):
     )
     fig.update_layout(
         title=dict(
-            text=f"bf16 matmul N x N x N, every N from {s['ns'][0]} to {s['ns'][-1]}, eager calls "
-            f"(each point includes the CPU's launch cost)<br><sup>{where}</sup>",
+            text=f"bf16 matmul N x N x N, every N from {s['ns'][0]} to {s['ns'][-1]}, "
+            f"{lesson07.sweep_timing(s)}<br><sup>{where}</sup>",
             font_size=13,
         ),
         template="plotly_white",
