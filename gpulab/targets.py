@@ -198,7 +198,20 @@ _BWD_TYPES = {
     "desc_do": "none",
 }
 _E = 1024  # elementwise kernels' BLOCK on a GPU
-_PRECISION_TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "UPCAST": False}  # matmul_precision on a GPU
+
+
+def _precision(input_precision: str, acc_fp16: bool):
+    """The launch of ``matmul_precision`` on a GPU: the plan's blocks (``planned_blocks``), its warps."""
+
+    def launches(p, dtype):
+        mp = _kernel_module("matmul_precision")
+        bm, bn, bk = mp.planned_blocks(p)
+        prec = p.input_precision(input_precision) if dtype == "fp32" else input_precision
+        ce = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "UPCAST": False, "INPUT_PRECISION": prec}
+        return [Launch({**ce, "ACC_FP16": acc_fp16}, mp.num_warps_for(bm, bn), 3)]
+
+    return launches
+
 
 CASES = [
     Case("00", "vector add", "vector_add", "vector_add_kernel", "fp32", _one({"BLOCK": _E})),
@@ -240,9 +253,7 @@ CASES = [
         "matmul_precision",
         "matmul_precision_kernel",
         "fp32",
-        lambda p, d: [
-            Launch({**_PRECISION_TILE, "INPUT_PRECISION": p.input_precision("tf32"), "ACC_FP16": False}, 8, 3)
-        ],
+        _precision("tf32", False),
         dot=True,
         types={"c_ptr": "*fp32"},
     ),
@@ -252,7 +263,7 @@ CASES = [
         "matmul_precision",
         "matmul_precision_kernel",
         "bf16",
-        lambda p, d: [Launch({**_PRECISION_TILE, "INPUT_PRECISION": "tf32", "ACC_FP16": False}, 8, 3)],
+        _precision("tf32", False),
         dot=True,
         types={"c_ptr": "*fp32"},
     ),
@@ -262,7 +273,7 @@ CASES = [
         "matmul_precision",
         "matmul_precision_kernel",
         "fp16",
-        lambda p, d: [Launch({**_PRECISION_TILE, "INPUT_PRECISION": "tf32", "ACC_FP16": True}, 8, 3)],
+        _precision("tf32", True),
         dot=True,
         types={"c_ptr": "*fp32"},
     ),

@@ -18,7 +18,15 @@ import torch
 from gpulab import plan
 from gpulab.kernels import flash_attention as F
 from gpulab.kernels import matmul as mm
-from gpulab.tolerances import ATTENTION_GRAD_REL, ATTENTION_REL, matmul_mismatch, max_rel_error
+from gpulab.kernels import matmul_precision as mp
+from gpulab.tolerances import (
+    ATTENTION_GRAD_REL,
+    ATTENTION_REL,
+    MATMUL_PRECISION_REL,
+    matmul_mismatch,
+    max_rel_error,
+    relative_error,
+)
 
 pytestmark = pytest.mark.usefixtures("seed")
 
@@ -84,6 +92,23 @@ def test_h200_matmul_choices_are_unchanged():
         assert mm.planned_configs("tma", dtype, h200) == mm.CONFIGS["tma"]
         assert mm.planned_configs("pointer", dtype, h200) == mm.CONFIGS["pointer"]
     assert mm.planned_configs("pointer", torch.float32, h200) == mm.CONFIGS["pointer_fp32"]
+
+
+@pytest.mark.parametrize("name", GPUS)
+def test_matmul_precision_blocks_follow_the_plan(name):
+    """Lesson 03's kernel: 128 x 128 x 32 with 8 warps wherever Triton's dot has tensor cores (the H200's as
+    before), a 64 x 64 x 16 tile with 4 warps on the T4."""
+    bm, bn, bk = mp.planned_blocks(_plan(name))
+    assert (bm, bn, bk, mp.num_warps_for(bm, bn)) == ((64, 64, 16, 4) if name == "T4" else (128, 128, 32, 8))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_t4_matmul_precision_blocks_compute_correctly(dtype):
+    a = torch.randn(70, 45, dtype=torch.float64).to(dtype).to(gpulab.DEVICE)
+    b = torch.randn(45, 99, dtype=torch.float64).to(dtype).to(gpulab.DEVICE)
+    c = mp.matmul_precision(a, b, "ieee", blocks=mp.planned_blocks(_plan("T4")))
+    err = relative_error(mp.matmul_precision_ref(a, b), c, kind="norm")  # the bound is on the Frobenius norm
+    assert err < MATMUL_PRECISION_REL[(gpulab.MODE, "ieee")], err
 
 
 # ---- FlashAttention ----------------------------------------------------------------------------------------
