@@ -984,8 +984,8 @@ def bwd_launch(
 ):
     """Launch one part of the backward (a key of ``BWD_PARTS``) on buffers from ``bwd_prepare``. ``config``:
     a ``bwd_config`` (default: autotuned on a GPU over ``bwd_candidates``, ``INTERPRETER_BWD`` in the
-    interpreter). ``use_tma``: load the loop tiles through TMA descriptors (default ``DEFAULT_BWD_TMA`` on a GPU
-    where ``tma_available()``; ValueError for True where it is not)."""
+    interpreter). ``use_tma``: load the loop tiles through TMA descriptors (default ``planned_tma(DEFAULT_BWD_TMA)``
+    on a GPU where ``tma_available()``; ValueError for True where it is not)."""
     q, k, v, do, lse, delta, dq, dk, dv = bufs
     B, H, Lq, d = q.shape
     Lk = k.shape[2]
