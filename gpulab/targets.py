@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import hardware, plan
+from . import dtypes, hardware, plan
 
 CCS = (75, 80, 86, 89, 90)
 # The GPU whose plan each target compiles for: the one the lessons name (all GPUs of one compute capability
@@ -55,7 +55,6 @@ TRITON_TYPES = {
     "i1": "i1",
     "fp64": "fp64",
 }
-ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 HEAD_DIM = 64  # lesson 08's head dimension
 
 
@@ -119,18 +118,15 @@ def _triton_configs(module: str, attr: str):
     return launches
 
 
-def _matmul(list_name: str):
+def _matmul(path: str):
+    """Launches of ``matmul``'s ``path`` as the plan tunes it (``kernels.matmul.planned_configs``)."""
+
     def launches(p, dtype):
         m = _kernel_module("matmul")
-        name = "pointer_fp32" if list_name == "pointer" and dtype == "fp32" else list_name
-        cfgs = p.keep_fitting(
-            m.CONFIGS[name],
-            lambda c: plan.matmul_smem_bytes(c.BLOCK_M, c.BLOCK_N, c.BLOCK_K, c.num_stages, ITEMSIZE[dtype]),
-        )
         out = []
-        for c in cfgs:
+        for c in m.planned_configs(path, dtypes.torch_dtype(dtype), p):
             ce = {"BLOCK_M": c.BLOCK_M, "BLOCK_N": c.BLOCK_N, "BLOCK_K": c.BLOCK_K, "GROUP_M": c.GROUP_M}
-            if list_name == "tma":
+            if path == "tma":
                 ce.update(FLATTEN=c.flatten, WARP_SPECIALIZE=c.warp_specialize)
             else:
                 ce["INPUT_PRECISION"] = p.input_precision("tf32") if dtype == "fp32" else "tf32"
@@ -141,16 +137,10 @@ def _matmul(list_name: str):
 
 
 def _flash_fwd(causal: bool, tma: bool):
+    """Launches of the attention forward as the plan tunes it (``kernels.flash_attention.fwd_candidates``)."""
+
     def launches(p, dtype):
         fa = _kernel_module("flash_attention")
-        cfgs = fa.FP32_FWD_CONFIGS if dtype == "fp32" or p.small_tiles else fa.FWD_CONFIGS
-        cfgs = [c for c in cfgs if not causal or c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0]
-        cfgs = p.keep_fitting(
-            cfgs,
-            lambda c: plan.attention_fwd_smem_bytes(
-                c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], HEAD_DIM, c.num_stages, ITEMSIZE[dtype]
-            ),
-        )
         return [
             Launch(
                 dict(
@@ -164,7 +154,7 @@ def _flash_fwd(causal: bool, tma: bool):
                 c.num_warps,
                 c.num_stages,
             )
-            for c in cfgs
+            for c in fa.fwd_candidates(dtypes.torch_dtype(dtype), causal, HEAD_DIM, p)
         ]
 
     return launches
@@ -173,7 +163,6 @@ def _flash_fwd(causal: bool, tma: bool):
 def _flash_bwd(part: str):
     def launches(p, dtype):
         fa = _kernel_module("flash_attention")
-        cfgs = fa.FP32_BWD_CONFIGS if dtype == "fp32" or p.small_tiles else fa.BWD_CONFIGS[part]
         return [
             Launch(
                 dict(
@@ -188,7 +177,7 @@ def _flash_bwd(part: str):
                 c.num_warps,
                 c.num_stages,
             )
-            for c in cfgs
+            for c in fa.bwd_candidates(part, dtypes.torch_dtype(dtype), p)
         ]
 
     return launches
@@ -209,7 +198,20 @@ _BWD_TYPES = {
     "desc_do": "none",
 }
 _E = 1024  # elementwise kernels' BLOCK on a GPU
-_PRECISION_TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "UPCAST": False}  # matmul_precision on a GPU
+
+
+def _precision(input_precision: str, acc_fp16: bool):
+    """The launch of ``matmul_precision`` on a GPU: the plan's blocks (``planned_blocks``), its warps."""
+
+    def launches(p, dtype):
+        mp = _kernel_module("matmul_precision")
+        bm, bn, bk = mp.planned_blocks(p)
+        prec = p.input_precision(input_precision) if dtype == "fp32" else input_precision
+        ce = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "UPCAST": False, "INPUT_PRECISION": prec}
+        return [Launch({**ce, "ACC_FP16": acc_fp16}, mp.num_warps_for(bm, bn), 3)]
+
+    return launches
+
 
 CASES = [
     Case("00", "vector add", "vector_add", "vector_add_kernel", "fp32", _one({"BLOCK": _E})),
@@ -251,9 +253,7 @@ CASES = [
         "matmul_precision",
         "matmul_precision_kernel",
         "fp32",
-        lambda p, d: [
-            Launch({**_PRECISION_TILE, "INPUT_PRECISION": p.input_precision("tf32"), "ACC_FP16": False}, 8, 3)
-        ],
+        _precision("tf32", False),
         dot=True,
         types={"c_ptr": "*fp32"},
     ),
@@ -263,7 +263,7 @@ CASES = [
         "matmul_precision",
         "matmul_precision_kernel",
         "bf16",
-        lambda p, d: [Launch({**_PRECISION_TILE, "INPUT_PRECISION": "tf32", "ACC_FP16": False}, 8, 3)],
+        _precision("tf32", False),
         dot=True,
         types={"c_ptr": "*fp32"},
     ),
@@ -273,7 +273,7 @@ CASES = [
         "matmul_precision",
         "matmul_precision_kernel",
         "fp16",
-        lambda p, d: [Launch({**_PRECISION_TILE, "INPUT_PRECISION": "tf32", "ACC_FP16": True}, 8, 3)],
+        _precision("tf32", True),
         dot=True,
         types={"c_ptr": "*fp32"},
     ),

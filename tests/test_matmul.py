@@ -273,7 +273,7 @@ def test_gpu_autotune_picks_a_config_and_hopper_takes_the_tma_path():
 @pytest.mark.parametrize("key", sorted(mm.CONFIGS))
 def test_gpu_every_autotune_candidate_is_correct(key, poisoned):
     """Autotuning may pick any candidate at run time: each must be right on an awkward shape."""
-    dtypes = [torch.float32] if key == "pointer_fp32" else [torch.bfloat16, torch.float16]
+    dtypes = {"pointer_fp32": [torch.float32], "pointer_small": DTYPES}.get(key, [torch.bfloat16, torch.float16])
     path = "tma" if key == "tma" else "pointer"
     if path == "tma" and not mm.tma_available():
         pytest.skip("no TMA path on this GPU")

@@ -4,6 +4,7 @@ The reason cells are checked against what the compiler does: fp8e4nv is refused 
 compiles to wgmma on sm_90, and an fp16 tl.dot has tensor-core mma on sm_80 but none on sm_75."""
 
 import pytest
+import torch
 
 from gpulab import targets
 
@@ -76,6 +77,26 @@ def test_what_the_compiler_does_matches_the_cells():
     assert "fp8e4nv" in got["fp8@80"]["error"]
     assert got["fp16@75"]["mma"] == 0 and got["fp16@80"]["mma"] > 0  # Triton's tensor-core dot from 8.0
     assert got["tma@90"]["mma"] > 0 and not got["tma@90"].get("error")
+
+
+def test_rows_compile_what_the_kernels_choose():
+    """The table's configurations are the kernels' own planned lists: the T4's small matmul tiles, the L4's
+    pointer list less the tile over its 99 KiB, the fp32 lists' small tiles for the T4's attention."""
+    from gpulab import plan
+    from gpulab.kernels import flash_attention as fa
+    from gpulab.kernels import matmul as mm
+
+    rows, _ = targets.plan_rows((75, 89), ("matmul bf16 (pointer)", "attention forward (pointer)"), all_configs=True)
+    got = {(r.case.name, r.cc): [c["config"] for c in r.configs] for r in rows}
+
+    def short(c):
+        return f"{c.BLOCK_M}x{c.BLOCK_N}x{c.BLOCK_K} w{c.num_warps} s{c.num_stages}"
+
+    assert got["matmul bf16 (pointer)", 75] == [short(c) for c in mm.CONFIGS["pointer_small"]]
+    l4 = plan.for_gpu(plan.as_gpu_spec("L4"))
+    assert got["matmul bf16 (pointer)", 89] == [short(c) for c in mm.CONFIGS["pointer"][1:]]
+    assert [short(c) for c in mm.planned_configs("pointer", torch.bfloat16, l4)] == got["matmul bf16 (pointer)", 89]
+    assert got["attention forward (pointer)", 75] == [fa.config_short(c) for c in fa.FP32_FWD_CONFIGS]
 
 
 def test_bad_target_is_refused():

@@ -462,7 +462,7 @@ def autotune_report(settings=AUTOTUNE_SETTINGS, progress: bool = True) -> list[d
         for causal in (False, True):
             flops = setting_flops(L, d, causal)
             row = {"d": d, "L": L, "B": B, "H": H, "causal": causal, "fixed_tflops": {}}
-            for cfg in F.fwd_candidates(q.dtype, causal):
+            for cfg in F.fwd_candidates(q.dtype, causal, d):
                 try:
                     t = time_ms(
                         lambda: F.flash_attention_forward(q, k, v, causal, config=cfg), warmup_ms=25, rep_ms=100

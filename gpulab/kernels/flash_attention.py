@@ -54,10 +54,14 @@ input dtype before their matmuls, as FlashAttention does), and fp32 (``input_pre
 Triton 3.9's interpreter bf16 ``tl.dot`` multiplies raw bits (``matmul_precision.bf16_dot_is_exact``), so
 there bf16 tiles are upcast to fp32 before every dot.
 
-On a GPU the forward loads Q, K, V tiles through TMA tensor descriptors where ``tma_available()``
-(``kernels._hopper``: Hopper and later, ``USE_TMA``); everywhere else, and in the interpreter unless asked,
-through pointers with masks. On a GPU each launch without a given config is autotuned by the shared
-autotuner (``kernels._autotune``, keyed by ``_tune_key``) over ``fwd_candidates`` or ``bwd_candidates``.
+The GPU plan (``gpulab.plan.current()``, or the ``plan_`` argument of the choosing functions) decides the
+defaults. On a GPU the forward loads Q, K, V tiles through TMA tensor descriptors where the plan has
+``attention_tma`` (compute capability >= 9.0, ``planned_tma``) and ``tma_available()`` (``kernels._hopper``,
+``USE_TMA``); everywhere else, and in the interpreter unless asked, through pointers with masks. On a GPU each
+launch without a given config is autotuned by the shared autotuner (``kernels._autotune``, keyed by
+``_tune_key``) over ``fwd_candidates`` or ``bwd_candidates``: the plan's lists (the small tiles of the fp32
+lists where ``plan.small_tiles``), the forward's less the configs whose shared memory
+(``plan.attention_fwd_smem_bytes``) does not fit one block on the planned GPU.
 
 The file reads top to bottom: constants, helpers, the forward kernel, the backward kernels, configurations,
 launchers, autograd, the float64 reference.
@@ -75,6 +79,7 @@ import triton.language as tl
 
 import gpulab
 
+from .. import plan
 from . import _autotune
 from ._autograd import differentiable_once
 from ._checks import check_power_of_two, check_tensor
@@ -710,7 +715,7 @@ BWD_CONFIGS = {  # by launch (a key of BWD_PARTS)
 FP32_FWD_CONFIGS = [fwd_config(64, 32, 4, 2), fwd_config(32, 32, 4, 2)]
 FP32_BWD_CONFIGS = [bwd_config(16, 32, 32, 16, 4, 2), bwd_config(32, 64, 64, 32, 4, 1)]
 DEFAULT_BWD_MODE = "split"  # the mode tools/tune_flash.py found best, or within a few percent, at every setting
-DEFAULT_FWD_TMA = True  # the forward loads through TMA by default on a GPU where tma_available()
+DEFAULT_FWD_TMA = True  # the forward loads through TMA by default where the plan and the GPU have it
 DEFAULT_BWD_TMA = False
 
 
@@ -723,19 +728,39 @@ def l_bucket(length: int) -> int:
     return b
 
 
-def fwd_candidates(dtype: torch.dtype, causal: bool) -> list:
-    """The forward's autotuning candidates: ``FP32_FWD_CONFIGS`` for fp32, else ``FWD_CONFIGS``; causal keeps
-    those with BLOCK_M % BLOCK_N == 0 (the diagonal band starts on a tile edge)."""
-    configs = FP32_FWD_CONFIGS if dtype == torch.float32 else FWD_CONFIGS
+def _plan_lists(dtype: torch.dtype, p: plan.Plan) -> bool:
+    """True where the fp32 lists' small tiles are taken: fp32, or a plan with ``small_tiles`` (any dtype)."""
+    return dtype == torch.float32 or p.small_tiles
+
+
+def fwd_candidates(
+    dtype: torch.dtype, causal: bool, head_dim: int = max(HEAD_DIMS), plan_: plan.Plan | None = None
+) -> list:
+    """The forward's autotuning candidates on the planned GPU (``plan_``, default ``plan.current()``):
+    ``FP32_FWD_CONFIGS`` for fp32 or where ``plan_.small_tiles``, else ``FWD_CONFIGS``; causal keeps those with
+    BLOCK_M % BLOCK_N == 0 (the diagonal band starts on a tile edge); then those whose
+    ``plan.attention_fwd_smem_bytes`` at ``head_dim`` (default the largest, 128) fits one block
+    (``Plan.keep_fitting``). Pure. Raises ValueError for a head_dim outside ``HEAD_DIMS``."""
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim!r}")
+    p = plan_ or plan.current()
+    configs = FP32_FWD_CONFIGS if _plan_lists(dtype, p) else FWD_CONFIGS
     keep = [c for c in configs if not causal or c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0]
-    return keep or [fwd_config(32, 32, 4, 2)]
+    size = dtype.itemsize
+    return p.keep_fitting(
+        keep or [fwd_config(32, 32, 4, 2)],
+        lambda c: plan.attention_fwd_smem_bytes(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], head_dim, c.num_stages, size),
+    )
 
 
-def bwd_candidates(part: str, dtype: torch.dtype) -> list:
-    """The autotuning candidates of one backward launch (a key of ``BWD_PARTS``): ``FP32_BWD_CONFIGS`` for fp32,
-    else ``BWD_CONFIGS[part]``; kept where BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0 (the causal
-    bands start on tile edges)."""
-    configs = FP32_BWD_CONFIGS if dtype == torch.float32 else BWD_CONFIGS[part]
+def bwd_candidates(part: str, dtype: torch.dtype, plan_: plan.Plan | None = None) -> list:
+    """The autotuning candidates of one backward launch (a key of ``BWD_PARTS``) on the planned GPU (``plan_``,
+    default ``plan.current()``): ``FP32_BWD_CONFIGS`` for fp32 or where ``plan_.small_tiles``, else
+    ``BWD_CONFIGS[part]``; kept where BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0 (the causal bands
+    start on tile edges). Pure. Raises ValueError for an unknown part."""
+    if part not in BWD_PARTS:
+        raise ValueError(f"part must be one of {tuple(BWD_PARTS)}, got {part!r}")
+    configs = FP32_BWD_CONFIGS if _plan_lists(dtype, plan_ or plan.current()) else BWD_CONFIGS[part]
     keep = [
         c
         for c in configs
@@ -824,13 +849,19 @@ def tma_lengths_ok(Lq: int, Lk: int) -> bool:
     return Lq % TMA_ROW_MULTIPLE == 0 and Lk % TMA_ROW_MULTIPLE == 0
 
 
+def planned_tma(default: bool, plan_: plan.Plan | None = None) -> bool:
+    """Whether a launch without ``use_tma`` loads through TMA on the planned GPU: ``default`` (``DEFAULT_FWD_TMA``
+    or ``DEFAULT_BWD_TMA``) where ``plan_.attention_tma`` (default ``plan.current()``). Pure (no GPU check)."""
+    return bool(default) and (plan_ or plan.current()).attention_tma
+
+
 def _use_tma(use_tma, default: bool, tensors, Lq: int, Lk: int) -> bool:
-    """Whether a launch loads through TMA descriptors. ``use_tma=None``: ``default`` on a GPU where
+    """Whether a launch loads through TMA descriptors. ``use_tma=None``: ``planned_tma(default)`` on a GPU where
     ``tma_available()`` (the interpreter takes the pointer loads unless asked); ``True`` where TMA is not
     available raises ValueError. Either way only when every base is 16-byte aligned and ``tma_lengths_ok``
     (else the masked pointer loads run)."""
     if use_tma is None:
-        use_tma = default and gpulab.ON_GPU and tma_available()
+        use_tma = gpulab.ON_GPU and tma_available() and planned_tma(default)
     elif use_tma and not tma_available():
         raise ValueError(
             "use_tma=True needs TMA tensor descriptors (a GPU of compute capability >= 9.0, or the "
@@ -868,8 +899,8 @@ def flash_attention_forward(
 
     q: (B, H, Lq, d); k, v: (B, H, Lk, d); fp16, bf16 or fp32 (made contiguous if they are not). ``config``:
     a ``fwd_config`` to launch exactly (default: autotuned on a GPU over ``fwd_candidates``, ``INTERPRETER_FWD``
-    in the interpreter). ``use_tma``: load through TMA descriptors (default ``DEFAULT_FWD_TMA`` on a GPU where
-    ``tma_available()``; only when Lq and Lk are multiples of ``TMA_ROW_MULTIPLE``, else the masked pointer
+    in the interpreter). ``use_tma``: load through TMA descriptors (default ``planned_tma(DEFAULT_FWD_TMA)`` on a
+    GPU where ``tma_available()``; only when Lq and Lk are multiples of ``TMA_ROW_MULTIPLE``, else the masked pointer
     loads run). Raises TypeError/ValueError naming the argument (see ``check_inputs``), and ValueError for
     ``use_tma=True`` where TMA is not available.
     """
@@ -910,7 +941,7 @@ def _forward(q, k, v, causal: bool, scale: float, config=None, use_tma=None):
     if config is None and gpulab.ON_GPU:
         config = _autotune.pick(
             _tune_key("fwd", q, k, causal, use_tma),
-            fwd_candidates(q.dtype, causal),
+            fwd_candidates(q.dtype, causal, d),
             lambda: functools.partial(launch, out=torch.empty_like(out), lse=torch.empty_like(lse)),
             what=f"flash forward config for q {tuple(q.shape)}",
         )
@@ -953,8 +984,8 @@ def bwd_launch(
 ):
     """Launch one part of the backward (a key of ``BWD_PARTS``) on buffers from ``bwd_prepare``. ``config``:
     a ``bwd_config`` (default: autotuned on a GPU over ``bwd_candidates``, ``INTERPRETER_BWD`` in the
-    interpreter). ``use_tma``: load the loop tiles through TMA descriptors (default ``DEFAULT_BWD_TMA`` on a GPU
-    where ``tma_available()``; ValueError for True where it is not)."""
+    interpreter). ``use_tma``: load the loop tiles through TMA descriptors (default ``planned_tma(DEFAULT_BWD_TMA)``
+    on a GPU where ``tma_available()``; ValueError for True where it is not)."""
     q, k, v, do, lse, delta, dq, dk, dv = bufs
     B, H, Lq, d = q.shape
     Lk = k.shape[2]

@@ -24,11 +24,15 @@ Triton's tutorials 03-matrix-multiplication and 09-persistent-matmul):
 - ``matmul_noreuse_kernel``: each output element reads its own row of A and column of B (``2 M N K``
   loads); nothing is shared on chip, so only the caches can help.
 
-``matmul(a, b)`` picks the path: ``"tma"`` on a GPU where ``tma_available()`` (``kernels._hopper``) for
-fp16/bf16, ``"pointer"`` otherwise. ``config=None`` autotunes on a GPU with the shared autotuner
-(``kernels._autotune``): the first call in a size bucket (each dimension rounded up to a power of two) times
-``CONFIGS[path]`` and keeps the fastest; ``config="heuristic"`` takes a fixed choice
+``matmul(a, b)`` picks the path the GPU plan takes (``gpulab.plan``; ``planned_path``): ``"tma"`` for
+fp16/bf16 where the plan's ``matmul_path`` is "tma" (compute capability >= 9.0) and, on a GPU,
+``tma_available()`` (``kernels._hopper``); ``"pointer"`` otherwise. ``config=None`` autotunes on a GPU with the
+shared autotuner (``kernels._autotune``): the first call in a size bucket (each dimension rounded up to a power
+of two) times ``planned_configs(path, dtype)`` and keeps the fastest; ``config="heuristic"`` takes the first of them
 without timing (the dense sweeps use it, so nothing is tuned per size); a ``MatmulConfig`` fixes it.
+``planned_configs`` is the plan's list (``CONFIGS["pointer_small"]`` where ``plan.small_tiles``) less the configs
+whose shared memory (``plan.matmul_smem_bytes``) does not fit one block on the planned GPU. Each choosing
+function takes ``plan_`` (a ``gpulab.plan.Plan``; default ``plan.current()``).
 
 fp32 inputs: ``input_precision="tf32"`` (tensor cores, inputs rounded to 10 mantissa bits) or ``"ieee"``
 (exact fp32 products). Triton's interpreter computes exact fp32 whatever you ask. Its bf16 ``tl.dot``
@@ -45,6 +49,7 @@ import triton.language as tl
 
 import gpulab
 
+from .. import plan
 from . import _autotune
 from ._checks import check_matmul_operands, check_power_of_two
 from ._hopper import TensorDescriptor, num_sms, tma_available
@@ -250,25 +255,67 @@ CONFIGS = {
     "pointer": [C(128, 256, 64, 8, 8, 3), C(128, 128, 64, 8, 8, 3), C(128, 128, 32, 8, 4, 4)],
     # fp32: no 128x128x32 tile with 4 warps, which spills registers in "ieee"
     "pointer_fp32": [C(128, 128, 32, 8, 8, 3), C(64, 128, 32, 8, 4, 4), C(128, 64, 32, 8, 4, 4)],
+    # compute capability < 8.0 (plan.small_tiles), every dtype: tl.dot runs as FP32 FMA on the CUDA cores, and
+    # the big tiles above spill registers there (128x128x32 w4: 36 KB of spills in fp16). These compile for
+    # sm_75 without spills in fp16 and fp32 (python -m gpulab.targets --cc 75 --only matmul --all-configs);
+    # none is timed on a T4 yet, so the first (the heuristic's) is the one with the fewest registers.
+    "pointer_small": [
+        C(64, 64, 16, 8, 8, 2),
+        C(64, 128, 16, 8, 8, 2),
+        C(128, 64, 16, 8, 8, 2),
+        C(64, 64, 32, 8, 8, 2),
+        C(64, 64, 16, 8, 4, 2),
+    ],
 }
 INTERPRETER_CONFIG = C(64, 64, 32, 4, 4, 1, persistent=True)  # the interpreter pays per operation, not per element
 del C
 
 
-def choose_path(dtype: torch.dtype) -> str:
-    """The path ``path="auto"`` takes: "tma" for fp16/bf16 on a GPU of compute capability >= 9.0, else "pointer"."""
-    return "tma" if gpulab.ON_GPU and dtype in TMA_DTYPES and tma_available() else "pointer"
+def planned_path(dtype: torch.dtype, plan_: plan.Plan | None = None) -> str:
+    """The path the plan takes for ``dtype``: "tma" for fp16/bf16 where ``plan_.matmul_path`` is "tma", else
+    "pointer". Pure (no GPU check); ``plan_`` defaults to ``plan.current()``."""
+    p = plan_ or plan.current()
+    return "tma" if p.matmul_path == "tma" and dtype in TMA_DTYPES else "pointer"
 
 
-def heuristic_config(M: int, N: int, K: int, dtype: torch.dtype, path: str) -> MatmulConfig:
-    """A fixed config, no timing: the interpreter's small tiles, or the first candidate of the path's list."""
+def choose_path(dtype: torch.dtype, plan_: plan.Plan | None = None) -> str:
+    """The path ``path="auto"`` takes: ``planned_path(dtype, plan_)`` on a GPU where ``tma_available()``, else
+    "pointer" (the interpreter takes the pointer path unless asked)."""
+    return "tma" if gpulab.ON_GPU and tma_available() and planned_path(dtype, plan_) == "tma" else "pointer"
+
+
+def config_list(path: str, dtype: torch.dtype, plan_: plan.Plan | None = None) -> str:
+    """The key of ``CONFIGS`` the plan tunes ``path`` over: "pointer_small" on the pointer path where
+    ``plan_.small_tiles``, "pointer_fp32" for fp32 on the pointer path, else ``path``. Raises ValueError for a
+    path outside ("pointer", "tma")."""
+    if path not in ("pointer", "tma"):
+        raise ValueError(f"path must be 'pointer' or 'tma', got {path!r}")
+    if path == "pointer" and (plan_ or plan.current()).small_tiles:
+        return "pointer_small"
+    return "pointer_fp32" if path == "pointer" and dtype == torch.float32 else path
+
+
+def planned_configs(path: str, dtype: torch.dtype, plan_: plan.Plan | None = None) -> list[MatmulConfig]:
+    """The autotuning candidates of ``path`` for ``dtype`` (any torch dtype; its itemsize counts) on the planned
+    GPU: ``CONFIGS[config_list(...)]`` in order, keeping those whose ``plan.matmul_smem_bytes`` fits one block's
+    shared memory (``Plan.keep_fitting``: the smallest one if none does). Pure; ``plan_`` defaults to
+    ``plan.current()``."""
+    p = plan_ or plan.current()
+    size = dtype.itemsize
+    return p.keep_fitting(
+        CONFIGS[config_list(path, dtype, p)],
+        lambda c: plan.matmul_smem_bytes(c.BLOCK_M, c.BLOCK_N, c.BLOCK_K, c.num_stages, size),
+    )
+
+
+def heuristic_config(
+    M: int, N: int, K: int, dtype: torch.dtype, path: str, plan_: plan.Plan | None = None
+) -> MatmulConfig:
+    """A fixed config, no timing: the interpreter's small tiles, or the first of
+    ``planned_configs(path, dtype, plan_)`` on a GPU."""
     if not gpulab.ON_GPU:
         return INTERPRETER_CONFIG
-    return CONFIGS[_config_list(path, dtype)][0]
-
-
-def _config_list(path: str, dtype: torch.dtype) -> str:
-    return "pointer_fp32" if path == "pointer" and dtype == torch.float32 else path
+    return planned_configs(path, dtype, plan_)[0]
 
 
 def _bucket(x: int) -> int:
@@ -365,12 +412,12 @@ def _store_aligned(c: torch.Tensor) -> bool:
 
 
 def autotune(a, b, path: str, input_precision: str = "tf32", candidates=None, rep_ms: float = 40) -> MatmulConfig:
-    """Time every candidate config (default ``CONFIGS`` for the path and dtype) on these inputs and return the
+    """Time every candidate config (default ``planned_configs(path, a.dtype)``) on these inputs and return the
     fastest, by the shared autotuner's rules (``gpulab.kernels._autotune.fastest``: candidates that cannot
     launch are skipped; all are timed by CUDA-graph replay, or all eagerly if any capture fails). GPU only.
     Raises RuntimeError if no candidate can run."""
     if candidates is None:
-        candidates = CONFIGS[_config_list(path, a.dtype)]
+        candidates = planned_configs(path, a.dtype)
     return _autotune.fastest(
         candidates, _scratch_run(a, b, path, input_precision), rep_ms=rep_ms, what=_what(a, b, path)
     )
@@ -407,7 +454,7 @@ def tuned_config(a, b, path: str, input_precision: str = "tf32") -> MatmulConfig
     the path's first candidate, untimed."""
     return _autotune.pick(
         _tune_key(a, b, path, input_precision),
-        CONFIGS[_config_list(path, a.dtype)],
+        planned_configs(path, a.dtype),
         lambda: _scratch_run(a, b, path, input_precision),
         what=_what(a, b, path),
     )

@@ -35,11 +35,28 @@ import triton.language as tl
 
 import gpulab
 
+from .. import plan
 from ._checks import check_matmul_operands, check_power_of_two
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INPUT_PRECISIONS = ("tf32", "ieee")
 ACC_DTYPES = (torch.float32, torch.float16)
+GPU_BLOCKS = (128, 128, 32)  # (BLOCK_M, BLOCK_N, BLOCK_K) on a GPU with Triton's tensor-core dots
+# where plan.small_tiles (tl.dot as FP32 FMA): 128x128x32 spills 11 KB in fp16 on sm_75, this tile none
+SMALL_BLOCKS = (64, 64, 16)
+INTERPRETER_BLOCKS = (32, 32, 32)
+
+
+def planned_blocks(plan_: plan.Plan | None = None) -> tuple[int, int, int]:
+    """The default (BLOCK_M, BLOCK_N, BLOCK_K) on the planned GPU (``plan_``, default ``plan.current()``):
+    ``SMALL_BLOCKS`` where ``plan_.small_tiles``, else ``GPU_BLOCKS``. Pure; the interpreter takes
+    ``INTERPRETER_BLOCKS`` instead."""
+    return SMALL_BLOCKS if (plan_ or plan.current()).small_tiles else GPU_BLOCKS
+
+
+def num_warps_for(block_m: int, block_n: int) -> int:
+    """Warps of a launch: 8 for tiles of 128 x 128 outputs or more, else 4."""
+    return 8 if block_m * block_n >= 128 * 128 else 4
 
 
 @triton.jit
@@ -114,7 +131,8 @@ def matmul_precision(
     input_precision: "tf32" or "ieee" (fp32 inputs; ignored for 16-bit inputs, which the tensor cores take
     as they are). acc_dtype: torch.float32 or torch.float16 (fp16 accumulation needs 16-bit inputs).
     upcast_bf16: None chooses the workaround only where ``bf16_dot_is_exact()`` is False.
-    blocks: (BLOCK_M, BLOCK_N, BLOCK_K), powers of two >= 16 (default by mode).
+    blocks: (BLOCK_M, BLOCK_N, BLOCK_K), powers of two >= 16 (default ``planned_blocks()`` on a GPU,
+    ``INTERPRETER_BLOCKS`` in the interpreter).
     Raises TypeError/ValueError naming the argument.
     """
     check_matmul_operands(a, b, DTYPES)
@@ -124,7 +142,7 @@ def matmul_precision(
         raise ValueError(f"acc_dtype must be torch.float32 or torch.float16, got {acc_dtype!r}")
     if acc_dtype == torch.float16 and a.dtype != torch.float16:
         raise ValueError(f"acc_dtype=torch.float16 needs fp16 inputs a and b, got {a.dtype}")
-    bm, bn, bk = blocks or ((128, 128, 32) if gpulab.ON_GPU else (32, 32, 32))
+    bm, bn, bk = blocks or (planned_blocks() if gpulab.ON_GPU else INTERPRETER_BLOCKS)
     for name, v in (("BLOCK_M", bm), ("BLOCK_N", bn), ("BLOCK_K", bk)):
         check_power_of_two(f"blocks: {name}", v, 16)
     if upcast_bf16 is None:
@@ -155,7 +173,7 @@ def matmul_precision(
             INPUT_PRECISION=input_precision,
             ACC_FP16=acc_dtype == torch.float16,
             UPCAST=bool(upcast_bf16) and a.dtype == torch.bfloat16,
-            num_warps=8 if bm * bn >= 128 * 128 else 4,
+            num_warps=num_warps_for(bm, bn),
         )
     return c
 
