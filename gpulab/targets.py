@@ -213,6 +213,77 @@ def _precision(input_precision: str, acc_fp16: bool):
     return launches
 
 
+STEP_DTYPE = "fp16"  # lesson 07's build (bench.lesson07.BUILD_DTYPE)
+TEACHING_HEAD_DIM = 128  # lesson 08's teaching-against-production step (d of bench.lesson08.TEACHING_SETTINGS)
+
+
+def _step(step: str):
+    """The launch of one step of ``kernels.matmul_steps`` on a GPU: ``StepConfig()``, ``STEP_LAUNCH[step]``."""
+
+    def launches(p, dtype):
+        ms = _kernel_module("matmul_steps")
+        c = ms.StepConfig()
+        if ms.STEP_LAUNCH[step] is None:
+            return [Launch({"BLOCK": c.BLOCK, "BLOCK_K": c.BLOCK_K})]  # Triton's default warps and stages
+        group_m, stages = ms.STEP_LAUNCH[step]
+        ce = {"BLOCK_M": c.BLOCK_M, "BLOCK_N": c.BLOCK_N, "BLOCK_K": c.BLOCK_K, "GROUP_M": group_m}
+        return [Launch(ce, c.num_warps, stages)]
+
+    return launches
+
+
+def _step_cases() -> list[Case]:
+    """Lesson 07's build (``bench.lesson07.build_steps``): each step of ``kernels.matmul_steps``."""
+    return [
+        Case(
+            "07",
+            f"matmul step: {step}",
+            "matmul_steps",
+            "naive_kernel" if step == "no reuse" else "tiled_kernel",
+            STEP_DTYPE,
+            _step(step),
+            dot=step != "no reuse",
+        )
+        for step in ("no reuse", "tiled", "grouped", "pipelined")
+    ]
+
+
+def _teaching(causal: bool):
+    """The launch of a ``kernels.flash_teaching`` kernel on a GPU: ``GPU_BLOCKS``, Triton's default warps and
+    stages."""
+
+    def launches(p, dtype):
+        bm, bn = _kernel_module("flash_teaching").GPU_BLOCKS
+        return [Launch({"BLOCK_M": bm, "BLOCK_N": bn, "D": TEACHING_HEAD_DIM, "CAUSAL": causal})]
+
+    return launches
+
+
+def _teaching_attention_cases() -> list[Case]:
+    """Lesson 08's teaching kernels (``kernels.flash_teaching``) as ``bench.lesson08.teaching`` launches them:
+    bf16 (the plan's dtype where bf16 has no tensor cores), both causal flags."""
+    kernels = (
+        ("forward", "flash_fwd_kernel", ("Q", "K", "V", "O")),
+        ("bwd dk, dv", "flash_bwd_dkdv_kernel", ("Q", "K", "V", "DO", "DK", "DV")),
+        ("bwd dq", "flash_bwd_dq_kernel", ("Q", "K", "V", "DO", "DQ")),
+    )
+    return [
+        Case(
+            "08",
+            f"teaching attention {what}{' causal' if causal else ''}",
+            "flash_teaching",
+            kernel,
+            "bf16",
+            _teaching(causal),
+            dot=True,
+            pointers=pointers,
+            types={"LSE": "*fp32", "DELTA": "*fp32", "scale": "fp32"},
+        )
+        for what, kernel, pointers in kernels
+        for causal in (False, True)
+    ]
+
+
 CASES = [
     Case("00", "vector add", "vector_add", "vector_add_kernel", "fp32", _one({"BLOCK": _E})),
     Case(
@@ -347,6 +418,7 @@ CASES = [
         types={"a_desc": "desc<BLOCK_M,BLOCK_K>", "b_desc": "desc<BLOCK_K,BLOCK_N>", "c_ptr": "*dtype"},
         constexprs={},
     ),
+    *_step_cases(),
     Case(
         "07",
         "pad rows",
@@ -424,6 +496,7 @@ CASES = [
         pointers=("Q", "K", "V", "DO", "DQ", "DK", "DV"),
         types=_BWD_TYPES,
     ),
+    *_teaching_attention_cases(),
 ]
 
 

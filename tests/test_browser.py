@@ -11,6 +11,9 @@ A new lesson adds one row::
 (defaults: widget ``.gpulab-widget`` #0, slider ``.gpulab-slider`` and figure ``.js-plotly-plot`` inside it;
 ``nth=1`` drives the second widget of the notebook; ``marks=(pytest.mark.gpu,)`` for a GPU-only notebook).
 
+``test_static_fallback_without_anywidget`` (slow) runs one lesson in a kernel where ``import anywidget`` fails, as a
+front end without plotly FigureWidget support would have it, and checks the static figures gpulab falls back to.
+
 Run: ``python -m pytest tests/test_browser.py -v`` (needs /usr/bin/chromium -- ``apt-get install chromium`` --
 or ``GPULAB_CHROMIUM=/path/to/chrome``). On failure the screenshot, page text, JupyterLab log console and server
 log are saved to a directory named in the failure message (``GPULAB_BROWSER_ARTIFACTS`` sets its parent).
@@ -132,4 +135,82 @@ def test_notebook_widget_in_browser(case: BrowserCase, browser, jupyter_servers,
     if failure:
         pytest.fail(failure, pytrace=False)
     print(f"\n{case.path}: {time.monotonic() - t0:.1f}s {drv.timings}; figure {fig0['hash']} -> {fig1['hash']}")
+    assert case.file.read_bytes() == before_bytes, f"the browser session modified {case.file}"
+
+
+# ------------------------------------------------------------------------- a front end without FigureWidget support
+
+# The kernel checks itself: anywidget is absent and gpulab chose the static figure path.
+_KERNEL_PROBE = """
+try:
+    import anywidget
+    print("anywidget imported")
+except ModuleNotFoundError:
+    print("anywidget absent")
+import gpulab.widgets
+print("figure path", gpulab.widgets.FIGURE_PATH)
+"""
+_JS_WIDGET_FIGURE_IN_OUTPUT = """
+([widgetSel, nth, figureSel]) => {
+  const box = document.querySelectorAll(widgetSel)[nth];
+  const fig = box && box.querySelector(figureSel);
+  return !!fig && fig.closest('.widget-output') !== null;
+}
+"""
+
+
+def _assert_every_figure_has_data(figures: list[dict], when: str) -> None:
+    """Each figure in the notebook has traces, and each trace as many y values as x values, at least one."""
+    bad = [f"cell {f['cell']}: no traces" for f in figures if not f["traces"]]
+    bad += [
+        f"cell {f['cell']}, trace {t['name']!r}: {t['nx']} x and {t['ny']} y values"
+        for f in figures
+        for t in f["traces"]
+        if not t["nx"] or t["nx"] != t["ny"]
+    ]
+    if not figures or bad:
+        raise harness.CheckFailed(f"{when}: figures without data: " + ("; ".join(bad) or "no figure at all"))
+
+
+NO_ANYWIDGET = BrowserCase(path="01_roofline.ipynb", timeout_s=120, id="01_roofline-no-anywidget")
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_static_fallback_without_anywidget(browser, artifacts_dir):
+    """A lesson in a kernel where ``import anywidget`` fails (no plotly FigureWidget, as on a front end without
+    FigureWidget support): it runs clean, every figure it shows has data, and the lesson widget's static figure,
+    re-shown in an ipywidgets Output, is redrawn when its slider moves."""
+    case = NO_ANYWIDGET
+    before_bytes = case.file.read_bytes()
+    context = browser.new_context(viewport=harness.VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    failure = None
+    with harness.JupyterLabServer(case.root, python=sys.executable, block_imports=("anywidget",)) as server:
+        drv = harness.LabDriver(page, server, case)
+        try:
+            drv.open_notebook()
+            report = drv.run_all()
+            drv.assert_clean(report)
+            probe = drv.kernel_execute(_KERNEL_PROBE)
+            if probe.split("\n")[:2] != ["anywidget absent", "figure path static"]:
+                raise harness.CheckFailed(f"the kernel was meant to lack anywidget and draw static figures: {probe!r}")
+            fig0 = drv.wait_figure_rendered()
+            _assert_every_figure_has_data(drv.all_figures(), "after Run All")
+            if not page.evaluate(_JS_WIDGET_FIGURE_IN_OUTPUT, [case.widget, case.nth, case.figure]):
+                raise harness.CheckFailed("the lesson widget's figure is not a static figure inside an Output")
+            drv.move_slider_and_wait_change(fig0)
+            _assert_every_figure_has_data(drv.all_figures(), "after the slider moved")
+            drv.assert_no_new_errors(report)
+        except Exception as exc:
+            where = drv.save_artifacts(artifacts_dir, exc)
+            print(f"\nbrowser test artifacts (screenshot, page text, log console, server log): {where}")
+            if not isinstance(exc, harness.CheckFailed):
+                raise
+            failure = f"{case.path} without anywidget: {exc}\n\nartifacts: {where}\ntimings: {drv.timings}"
+        finally:
+            context.close()
+    if failure:
+        pytest.fail(failure, pytrace=False)
     assert case.file.read_bytes() == before_bytes, f"the browser session modified {case.file}"

@@ -102,3 +102,63 @@ def test_rows_compile_what_the_kernels_choose():
 def test_bad_target_is_refused():
     with pytest.raises(ValueError, match="ccs must be among"):
         targets.run((70,))
+
+
+def _teaching_rows(ccs=targets.CCS) -> tuple[dict, dict]:
+    rows, jobs = targets.plan_rows(ccs, ("matmul step", "teaching attention"))
+    return {(r.case.name, r.cc): r for r in rows}, jobs
+
+
+def _launch(row, jobs) -> tuple:
+    (c,) = row.configs
+    job = jobs[c["key"]]
+    return job["kernel"], job["constexprs"], job["num_warps"], job["num_stages"]
+
+
+def test_teaching_kernels_are_rows_as_the_lessons_launch_them():
+    from gpulab.bench import lesson07, lesson08
+    from gpulab.kernels import flash_teaching, matmul_steps
+
+    rows, jobs = _teaching_rows()
+    steps = [c.name.removeprefix("matmul step: ") for c in targets.CASES if c.name.startswith("matmul step: ")]
+    assert steps == list(matmul_steps.STEPS)
+    assert targets.STEP_DTYPE == lesson07.BUILD_DTYPE
+    assert targets.TEACHING_HEAD_DIM in {d for d, _ in lesson08.TEACHING_SETTINGS}
+    cfg = matmul_steps.StepConfig()
+    tile = {"BLOCK_M": cfg.BLOCK_M, "BLOCK_N": cfg.BLOCK_N, "BLOCK_K": cfg.BLOCK_K}
+    bm, bn = flash_teaching.GPU_BLOCKS
+    for cc in targets.CCS:
+        for step, launch in matmul_steps.STEP_LAUNCH.items():
+            r = rows[(f"matmul step: {step}", cc)]
+            assert r.status == "ok" and r.dtype == lesson07.BUILD_DTYPE
+            if launch is None:  # Triton's default warps and stages
+                want = ("naive_kernel", {"BLOCK": cfg.BLOCK, "BLOCK_K": cfg.BLOCK_K}, 4, 3)
+            else:
+                want = ("tiled_kernel", {**tile, "GROUP_M": launch[0]}, cfg.num_warps, launch[1])
+            assert _launch(r, jobs) == want, step
+        for kernel, name in (("flash_fwd_kernel", "forward"), ("flash_bwd_dkdv_kernel", "bwd dk, dv")) + (
+            ("flash_bwd_dq_kernel", "bwd dq"),
+        ):
+            for causal in (False, True):
+                r = rows[(f"teaching attention {name}{' causal' if causal else ''}", cc)]
+                want = {"BLOCK_M": bm, "BLOCK_N": bn, "D": targets.TEACHING_HEAD_DIM, "CAUSAL": causal}
+                assert _launch(r, jobs) == (kernel, want, 4, 3)
+                if cc < 80:  # no bf16 tensor cores: the plan's fp16
+                    assert r.dtype == "fp16" and r.status.startswith("fp16 instead of bf16"), r.status
+                else:
+                    assert r.dtype == "bf16" and r.status == "ok"
+
+
+def test_teaching_kernels_compile():
+    """The pipelined teaching matmul and each teaching attention kernel compile for 8.0 with their signatures,
+    on tensor cores, with registers, spills and shared memory reported (one target: the table compiles the
+    rest; test_what_the_compiler_does_matches_the_cells shows the fp16 dot without mma on 7.5)."""
+    rows, jobs = _teaching_rows((80,))
+    names = ["matmul step: pipelined", "teaching attention forward", "teaching attention bwd dk, dv"]
+    names.append("teaching attention bwd dq")
+    keys = {name: rows[(name, 80)].configs[0]["key"] for name in names}
+    got = targets._run_workers({k: jobs[k] for k in keys.values()}, 2)
+    for name, key in keys.items():
+        r = got[key]
+        assert not r.get("error"), (name, r)
+        assert r["mma"] > 0 and 8 <= r["regs"] <= 255 and r["spill_bytes"] >= 0 and r["smem"] > 0, (name, r)

@@ -46,8 +46,10 @@ from .matmul_precision import bf16_dot_is_exact
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HEAD_DIMS = (16, 32, 64, 128)
-#: (BLOCK_M, BLOCK_N): one size on a GPU, small tiles in the interpreter (tl.dot needs at least 16).
-BLOCKS = (64, 64) if gpulab.ON_GPU else (16, 16)
+#: (BLOCK_M, BLOCK_N) on a GPU (one size; ``python -m gpulab.targets`` compiles it for each target).
+GPU_BLOCKS = (64, 64)
+#: The default tiles here: ``GPU_BLOCKS`` on a GPU, small tiles in the interpreter (tl.dot needs at least 16).
+BLOCKS = GPU_BLOCKS if gpulab.ON_GPU else (16, 16)
 
 
 @triton.jit

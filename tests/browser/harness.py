@@ -134,12 +134,40 @@ LAB_SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
-class JupyterLabServer:
-    """A JupyterLab server for one root dir, isolated under its own tmp dir. Use as a context manager."""
+# Kernel start-up code that makes the named top-level modules absent: a meta-path finder, first in line, answers
+# every import of them (and of their submodules) with ModuleNotFoundError, as if they were not installed.
+_BLOCK_IMPORTS = """\
+import sys
+class _Blocked:
+    names = frozenset({names!r})
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {{name!r}} (blocked by the browser test)", name=name)
+        return None
+sys.meta_path.insert(0, _Blocked())
+import runpy
+runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
+"""
 
-    def __init__(self, root_dir: Path, python: str = sys.executable, startup_timeout_s: float = 60.0):
+
+class JupyterLabServer:
+    """A JupyterLab server for one root dir, isolated under its own tmp dir. Use as a context manager.
+
+    ``block_imports``: top-level module names the kernel cannot import (``import anywidget`` raises
+    ModuleNotFoundError there), e.g. to run a notebook as a front end without plotly FigureWidget support would.
+    The server itself is unaffected.
+    """
+
+    def __init__(
+        self,
+        root_dir: Path,
+        python: str = sys.executable,
+        startup_timeout_s: float = 60.0,
+        block_imports: tuple[str, ...] = (),
+    ):
         self.root_dir = Path(root_dir).resolve()
         self.python = python
+        self.block_imports = tuple(block_imports)
         self.startup_timeout_s = startup_timeout_s
         self.port = _free_port()
         self.token = secrets.token_hex(24)
@@ -169,6 +197,8 @@ class JupyterLabServer:
             JUPYTERLAB_WORKSPACES_DIR=str(self.tmp / "workspaces"),
             IPYTHONDIR=str(self.tmp / "ipython"),  # no ~/.ipython startup files
             JUPYTER_PLATFORM_DIRS="1",
+            # the user data dir (above) before the environment's: its kernel spec wins over the venv's
+            JUPYTER_PREFER_ENV_PATH="0",
             PYDEVD_DISABLE_FILE_VALIDATION="1",
         )
         # the kernel inherits this env: the interpreter's bin dir first, and the repo importable
@@ -179,11 +209,14 @@ class JupyterLabServer:
 
     def _write_isolated_config(self, env: dict[str, str]) -> None:
         # kernel "python3" = this very interpreter (the user data dir comes first on the kernelspec path,
-        # so this spec wins over the venv's and any system one)
+        # JUPYTER_PREFER_ENV_PATH=0, so this spec wins over the venv's and any system one)
         kdir = Path(env["JUPYTER_DATA_DIR"]) / "kernels" / "python3"
         kdir.mkdir(parents=True, exist_ok=True)
+        launch = ["-m", "ipykernel_launcher"]
+        if self.block_imports:
+            launch = ["-c", _BLOCK_IMPORTS.format(names=sorted(self.block_imports))]
         spec = {
-            "argv": [self.python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "argv": [self.python, *launch, "-f", "{connection_file}"],
             "display_name": "Python 3 (ipykernel)",
             "language": "python",
             "metadata": {"debugger": True},
@@ -385,6 +418,42 @@ async ([path, timeoutMs]) => {
   const done = k.requestExecute({code: '', silent: true, store_history: false}).done.then(() => true);
   const timeout = new Promise(resolve => setTimeout(() => resolve(false), timeoutMs));
   return await Promise.race([done, timeout]);
+}
+"""
+
+# JS: run code in the notebook's kernel outside any cell; its stdout and errors as text, or null on timeout.
+_JS_KERNEL_EXECUTE = r"""
+async ([path, code, timeoutMs]) => {
+  const w = window.jupyterapp.shell.currentWidget;
+  if (!w || !w.context || w.context.path !== path) throw new Error('notebook ' + path + ' is not the current widget');
+  const k = w.sessionContext.session.kernel;
+  let out = '';
+  const f = k.requestExecute({code, silent: false, store_history: false});
+  f.onIOPub = msg => {
+    const t = msg.header.msg_type;
+    if (t === 'stream') out += msg.content.text;
+    else if (t === 'error') out += msg.content.ename + ': ' + msg.content.evalue + '\n';
+  };
+  const timeout = new Promise(resolve => setTimeout(() => resolve(false), timeoutMs));
+  return (await Promise.race([f.done.then(() => true), timeout])) ? out : null;
+}
+"""
+
+# JS: every plotly figure of the notebook: its cell, whether it sits in an ipywidgets Output (a static figure
+# re-shown there) and, per trace, its type and how many x and y values plotly drew.
+_JS_ALL_FIGURES = r"""
+() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const len = v => (v && typeof v.length === 'number') ? v.length : 0;
+  const figs = [];
+  w.content.widgets.forEach((view, cell) => {
+    for (const gd of view.node.querySelectorAll('.js-plotly-plot')) {
+      figs.push({cell, in_output_widget: gd.closest('.widget-output') !== null,
+                 traces: (Array.isArray(gd._fullData) ? gd._fullData : [])
+                   .map(t => ({name: t.name === undefined ? null : t.name, type: t.type, nx: len(t.x), ny: len(t.y)}))});
+    }
+  });
+  return figs;
 }
 """
 
@@ -633,6 +702,17 @@ class LabDriver:
             )
         if problems:
             raise CheckFailed("after moving the slider:\n\n" + "\n\n".join(problems))
+
+    def kernel_execute(self, code: str, timeout_s: float = 30.0) -> str:
+        """Run ``code`` in the notebook's kernel (outside any cell); returns its stdout and any error as text."""
+        out = self.page.evaluate(_JS_KERNEL_EXECUTE, [self.case.path, code, timeout_s * 1000])
+        if out is None:
+            raise CheckFailed(f"the kernel did not finish {code!r} within {timeout_s:g}s")
+        return out
+
+    def all_figures(self) -> list[dict]:
+        """Every plotly figure in the notebook: ``{cell, in_output_widget, traces: [{name, type, nx, ny}]}``."""
+        return self.page.evaluate(_JS_ALL_FIGURES)
 
     # 3. the figure, rendered
     def figure_state(self) -> dict:
