@@ -12,6 +12,8 @@ import gpulab
 from gpulab import counters as C
 from gpulab import reference
 
+ON_GPU_SKIP = pytest.mark.skipif(gpulab.ON_GPU, reason="checks what the interpreter says; a GPU reads counters")
+
 FIXTURES = Path(__file__).parent / "fixtures"
 RAW = (FIXTURES / "ncu_raw_fusion.csv").read_text()
 RAW_NVTX = (FIXTURES / "ncu_raw_fusion_nvtx.csv").read_text()
@@ -133,6 +135,7 @@ def test_match_range_takes_the_longest_name():
 # ---- availability --------------------------------------------------------------------------------------------
 
 
+@ON_GPU_SKIP
 def test_available_is_false_in_the_interpreter_with_a_reason():
     assert not gpulab.ON_GPU
     ok, why = C.available()
@@ -165,6 +168,9 @@ def test_available_sees_counters_restricted_to_admins(monkeypatch, tmp_path):
 # ---- the runner, with a fake ncu -------------------------------------------------------------------------------
 
 
+_REAL_RUN = subprocess.run
+
+
 class FakeNcu:
     """Stands in for subprocess.run: the profiling call writes the report file (or fails as told); the imports
     print the fixtures."""
@@ -173,6 +179,8 @@ class FakeNcu:
         self.calls, self.fail_first = [], fail_first
 
     def __call__(self, cmd, **kw):
+        if cmd[0] != "/opt/ncu":  # nvidia-smi for the provenance on a GPU: the real one
+            return _REAL_RUN(cmd, **kw)
         self.calls.append(cmd)
         if "--version" in cmd:
             return subprocess.CompletedProcess(
@@ -481,6 +489,7 @@ def test_report_prints_model_counter_and_time_in_few_lines(capsys):
     assert "DRAM bytes 512 B / 512 B (1.00x)" in stride1 and "time 1.5 us" in stride1
 
 
+@ON_GPU_SKIP
 def test_report_without_counters_says_why_and_that_nothing_is_recorded(tmp_path, monkeypatch):
     monkeypatch.setattr(reference, "DATA_DIR", tmp_path)
     text = C.report("fusion", print_it=False)
@@ -517,7 +526,7 @@ def test_report_shows_the_recording_with_its_provenance(tmp_path, monkeypatch):
         },
     }
     (tmp_path / "reference-h200.json").write_text(json.dumps({"counters": {"cases": {"fusion": rec}}}))
-    text = C.report("fusion", print_it=False)
+    text = C.report("fusion", live=False, print_it=False)
     assert "recorded on NVIDIA H200 (2026-12-01; Version 2025.1.0.0" in text
     assert "8 kB / 8 kB (1.00x)" in text
 
@@ -563,6 +572,7 @@ def test_record_is_atomic(tmp_path):
 # ---- command line ----------------------------------------------------------------------------------------------
 
 
+@ON_GPU_SKIP
 def test_cli_without_counters_shows_the_reason_and_refuses_to_record(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(reference, "DATA_DIR", tmp_path)
     assert C.main(["--case", "precision"]) == 0
@@ -591,6 +601,7 @@ SMALL = {
 }
 
 
+@ON_GPU_SKIP
 def test_the_child_refuses_to_run_without_a_gpu():
     from gpulab.timing import NoGPUTimingError
 
