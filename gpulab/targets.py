@@ -248,12 +248,13 @@ def _step_cases() -> list[Case]:
     ]
 
 
-def _teaching(causal: bool):
-    """The launch of a ``kernels.flash_teaching`` kernel on a GPU: ``GPU_BLOCKS``, Triton's default warps and
-    stages."""
+def _teaching(part: str, causal: bool):
+    """The launch of the ``kernels.flash_teaching`` kernel ``part`` on a GPU: the plan's tiles
+    (``planned_blocks``), Triton's default warps and stages."""
 
     def launches(p, dtype):
-        bm, bn = _kernel_module("flash_teaching").GPU_BLOCKS
+        ft = _kernel_module("flash_teaching")
+        bm, bn = ft.planned_blocks(TEACHING_HEAD_DIM, dtypes.itemsize(dtype), part, p)
         return [Launch({"BLOCK_M": bm, "BLOCK_N": bn, "D": TEACHING_HEAD_DIM, "CAUSAL": causal})]
 
     return launches
@@ -263,9 +264,9 @@ def _teaching_attention_cases() -> list[Case]:
     """Lesson 08's teaching kernels (``kernels.flash_teaching``) as ``bench.lesson08.teaching`` launches them:
     bf16 (the plan's dtype where bf16 has no tensor cores), both causal flags."""
     kernels = (
-        ("forward", "flash_fwd_kernel", ("Q", "K", "V", "O")),
-        ("bwd dk, dv", "flash_bwd_dkdv_kernel", ("Q", "K", "V", "DO", "DK", "DV")),
-        ("bwd dq", "flash_bwd_dq_kernel", ("Q", "K", "V", "DO", "DQ")),
+        ("forward", "fwd", "flash_fwd_kernel", ("Q", "K", "V", "O")),
+        ("bwd dk, dv", "dkdv", "flash_bwd_dkdv_kernel", ("Q", "K", "V", "DO", "DK", "DV")),
+        ("bwd dq", "dq", "flash_bwd_dq_kernel", ("Q", "K", "V", "DO", "DQ")),
     )
     return [
         Case(
@@ -274,12 +275,12 @@ def _teaching_attention_cases() -> list[Case]:
             "flash_teaching",
             kernel,
             "bf16",
-            _teaching(causal),
+            _teaching(part, causal),
             dot=True,
             pointers=pointers,
             types={"LSE": "*fp32", "DELTA": "*fp32", "scale": "fp32"},
         )
-        for what, kernel, pointers in kernels
+        for what, part, kernel, pointers in kernels
         for causal in (False, True)
     ]
 

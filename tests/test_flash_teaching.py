@@ -67,3 +67,51 @@ def test_bad_inputs_are_named():
     out, lse = T.flash_teaching_forward(q, k, v)
     with pytest.raises(ValueError, match="lse must have shape"):
         T.flash_teaching_backward(q, k, v, out, lse[:, :, :5], out)
+
+
+GPUS = ("T4", "L4", "A100 40GB SXM", "H200")
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize("d", [64, 128])
+def test_planned_blocks_are_the_largest_tiles_that_fit(gpu, d):
+    from gpulab import plan
+
+    p = plan.for_gpu(plan.as_gpu_spec(gpu))
+    for itemsize in (2, 4):
+        for part in T.PARTS:
+            got = T.planned_blocks(d, itemsize, part, p)
+            i = T.GPU_TILES.index(got)
+            fits = T.smem_bytes(part, *got, d, itemsize) <= p.smem_per_block_bytes
+            assert fits or got == T.GPU_TILES[-1], (gpu, d, itemsize, part)  # none fits: the smallest
+            if itemsize == 2:  # fp16, bf16: always a tile that fits
+                assert fits, (gpu, d, part)
+            for larger in T.GPU_TILES[:i]:  # every larger tile is over the limit
+                assert T.smem_bytes(part, *larger, d, itemsize) > p.smem_per_block_bytes, (gpu, d, part, larger)
+            if gpu in ("A100 40GB SXM", "H200") and itemsize == 2:
+                assert got == T.GPU_BLOCKS == (64, 64), (gpu, d, part)
+
+
+def test_planned_blocks_shrink_where_shared_memory_is_short():
+    from gpulab import plan
+
+    t4 = plan.for_gpu(plan.as_gpu_spec("T4"))
+    assert T.planned_blocks(128, 2, "fwd", t4) == (64, 64)  # 64 KiB: exactly the T4's
+    assert T.planned_blocks(128, 2, "dkdv", t4) == T.planned_blocks(128, 2, "dq", t4) == (32, 32)
+    assert T.smem_bytes("dkdv", 64, 64, 128, 2) == 128 * 1024  # the compiler's 128 KiB on 7.5
+    with pytest.raises(ValueError, match="part"):
+        T.planned_blocks(64, 2, "bwd", t4)
+    with pytest.raises(ValueError, match="itemsize"):
+        T.planned_blocks(64, 8, "fwd", t4)
+    with pytest.raises(ValueError, match="head_dim"):
+        T.planned_blocks(0, 2, "fwd", t4)
+
+
+def test_default_blocks_are_the_interpreters_or_the_plans():
+    # the launchers' blocks=None: INTERPRETER_BLOCKS here, planned_blocks on a GPU
+    q, k, v, do = _inputs(1, 1, 37, 32, torch.float32, SEED)
+    out, lse = T.flash_teaching_forward(q, k, v)
+    want = T.flash_teaching_forward(q, k, v, blocks=T.INTERPRETER_BLOCKS if not gpulab.ON_GPU else None)
+    assert torch.equal(out, want[0]) and torch.equal(lse, want[1])
+    grads = T.flash_teaching_backward(q, k, v, out, lse, do)
+    assert all(g.shape == q.shape and torch.isfinite(g).all() for g in grads)

@@ -116,6 +116,7 @@ def _launch(row, jobs) -> tuple:
 
 
 def test_teaching_kernels_are_rows_as_the_lessons_launch_them():
+    from gpulab import hardware, plan
     from gpulab.bench import lesson07, lesson08
     from gpulab.kernels import flash_teaching, matmul_steps
 
@@ -126,8 +127,8 @@ def test_teaching_kernels_are_rows_as_the_lessons_launch_them():
     assert targets.TEACHING_HEAD_DIM in {d for d, _ in lesson08.TEACHING_SETTINGS}
     cfg = matmul_steps.StepConfig()
     tile = {"BLOCK_M": cfg.BLOCK_M, "BLOCK_N": cfg.BLOCK_N, "BLOCK_K": cfg.BLOCK_K}
-    bm, bn = flash_teaching.GPU_BLOCKS
     for cc in targets.CCS:
+        p = plan.for_gpu(hardware.get(targets.PLANNED[cc]))
         for step, launch in matmul_steps.STEP_LAUNCH.items():
             r = rows[(f"matmul step: {step}", cc)]
             assert r.status == "ok" and r.dtype == lesson07.BUILD_DTYPE
@@ -136,11 +137,13 @@ def test_teaching_kernels_are_rows_as_the_lessons_launch_them():
             else:
                 want = ("tiled_kernel", {**tile, "GROUP_M": launch[0]}, cfg.num_warps, launch[1])
             assert _launch(r, jobs) == want, step
-        for kernel, name in (("flash_fwd_kernel", "forward"), ("flash_bwd_dkdv_kernel", "bwd dk, dv")) + (
-            ("flash_bwd_dq_kernel", "bwd dq"),
-        ):
+        for kernel, name, part in (
+            ("flash_fwd_kernel", "forward", "fwd"),
+            ("flash_bwd_dkdv_kernel", "bwd dk, dv", "dkdv"),
+        ) + (("flash_bwd_dq_kernel", "bwd dq", "dq"),):
             for causal in (False, True):
                 r = rows[(f"teaching attention {name}{' causal' if causal else ''}", cc)]
+                bm, bn = flash_teaching.planned_blocks(targets.TEACHING_HEAD_DIM, 2, part, p)
                 want = {"BLOCK_M": bm, "BLOCK_N": bn, "D": targets.TEACHING_HEAD_DIM, "CAUSAL": causal}
                 assert _launch(r, jobs) == (kernel, want, 4, 3)
                 if cc < 80:  # no bf16 tensor cores: the plan's fp16
@@ -162,3 +165,16 @@ def test_teaching_kernels_compile():
         r = got[key]
         assert not r.get("error"), (name, r)
         assert r["mma"] > 0 and 8 <= r["regs"] <= 255 and r["spill_bytes"] >= 0 and r["smem"] > 0, (name, r)
+
+
+def test_teaching_backward_fits_a_t4():
+    """The dK/dV kernel, the teaching kernel needing the most shared memory, compiled for 7.5 with the T4's
+    planned tiles at lesson 08's d=128: what the compiler allocates fits the T4's 64 KiB per block."""
+    rows, jobs = _teaching_rows((75,))
+    row = rows[("teaching attention bwd dk, dv", 75)]
+    (c,) = row.configs
+    assert jobs[c["key"]]["constexprs"]["D"] == 128 and row.dtype == "fp16"
+    assert c["config"].split()[0] != "64x64"  # 128 KiB there: the plan took smaller tiles
+    got = targets._run_workers({c["key"]: jobs[c["key"]]}, 1)[c["key"]]
+    assert not got.get("error"), got
+    assert 0 < got["smem"] <= 64 * 1024 == c["limit"], got

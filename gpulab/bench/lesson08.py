@@ -323,13 +323,12 @@ def teaching(settings=TEACHING_SETTINGS, progress: bool = True) -> list[dict]:
     from ..timing import require_gpu, time_ms
 
     require_gpu("the lesson08 teaching step")
-    bm, bn = T.BLOCKS
-    fixed = F.fwd_config(bm, bn, 4, 2)
     rows = []
     jobs = [(d, L, c) for d, L in settings for c in (False, True)]
     for d, L, causal in tqdm(jobs, desc="lesson08 teaching", disable=not progress):
         B, H, _, _ = setting_shape(L, d)
         q, k, v, do = _qkv(B, H, L, d, seed=L + d)
+        fixed = F.fwd_config(*T.planned_blocks(d, q.element_size(), "fwd"), 4, 2)  # the teaching forward's tiles
         out, lse = F.flash_attention_forward(q, k, v, causal)
         fwd = {
             "teaching": lambda: T.flash_teaching_forward(q, k, v, causal),

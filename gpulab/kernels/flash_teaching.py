@@ -20,7 +20,8 @@ matrix):
     dV = P^T dO,   dP = dO V^T,   dS = P o (dP - delta),   dQ = scale * dS K,   dK = scale * dS^T Q
 
 One kernel owns a block of keys and loops over query blocks (``dK``, ``dV``); a second owns a block of queries
-and loops over keys (``dQ``). Each honours the causal flag.
+and loops over keys (``dQ``). Each honours the causal flag. Each kernel takes 64x64 tiles where one block's shared
+memory allows, smaller ones where not (``planned_blocks``: the backward at d=128 on a T4 or an L4).
 
 What this file leaves out, and ``gpulab.kernels.flash_attention`` (the production kernel) adds: ``exp2`` with
 ``log2(e)`` folded into the scale, unmasked full tiles, autotuned tile shapes, TMA loads on Hopper, three ways to
@@ -39,6 +40,7 @@ import triton
 import triton.language as tl
 
 import gpulab
+from gpulab import plan
 
 from ._checks import check_tensor
 from .flash_attention import flash_attention_ref
@@ -46,10 +48,55 @@ from .matmul_precision import bf16_dot_is_exact
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HEAD_DIMS = (16, 32, 64, 128)
-#: (BLOCK_M, BLOCK_N) on a GPU (one size; ``python -m gpulab.targets`` compiles it for each target).
-GPU_BLOCKS = (64, 64)
-#: The default tiles here: ``GPU_BLOCKS`` on a GPU, small tiles in the interpreter (tl.dot needs at least 16).
-BLOCKS = GPU_BLOCKS if gpulab.ON_GPU else (16, 16)
+#: (BLOCK_M, BLOCK_N) a GPU may take, largest first: ``planned_blocks`` takes the first that fits.
+GPU_TILES = ((64, 64), (64, 32), (32, 32), (32, 16), (16, 16))
+#: The tiles where shared memory allows (every kernel, d <= 128, on an A100 or an H200).
+GPU_BLOCKS = GPU_TILES[0]
+#: The tiles in the interpreter (tl.dot needs at least 16).
+INTERPRETER_BLOCKS = (16, 16)
+#: The kernels, as ``planned_blocks`` names them -> (a, b): the estimate of one block's shared memory is
+#: ``(a * BLOCK_M + b * BLOCK_N) * d * itemsize`` bytes, twice that for fp32 (``smem_bytes``).
+PARTS = {"fwd": (2, 2), "dkdv": (4, 4), "dq": (4, 2)}
+#: fp32's factor over the formula: its tf32 dots take up to 1.75 times it (``smem_bytes``).
+FP32_FACTOR = 2
+
+
+def smem_bytes(part: str, block_m: int, block_n: int, head_dim: int, itemsize: int) -> int:
+    """Shared memory one block of a teaching kernel needs, in bytes: ``(a * BLOCK_M + b * BLOCK_N) * d *
+    itemsize`` with (a, b) = ``PARTS[part]`` ("fwd": flash_fwd_kernel, "dkdv": flash_bwd_dkdv_kernel, "dq":
+    flash_bwd_dq_kernel), Triton's default 4 warps and 3 stages; times ``FP32_FACTOR`` for ``itemsize`` 4.
+    ``itemsize``: 2 (fp16, bf16) or 4 (fp32).
+
+    Source: what Triton 3.9 allocates (``metadata.shared`` of ``python -m gpulab.targets``' compiles, 16-bit
+    dtypes, CAUSAL=False) for compute capabilities 7.5, 8.0, 8.9, 9.0, d in (64, 128), tiles ``GPU_TILES``.
+    On 7.5 (tl.dot on FMA) the formula is exact for all 30 compiles: at d=128 and 64x64 the forward takes 64
+    KiB, the dK/dV kernel 128 KiB, the dQ kernel 96 KiB. From 8.0 (tensor-core mma) the compiler takes at most
+    the formula: at d=128, 64x64 at most 48 KiB (forward), 73 KiB (dK/dV), 64 KiB (dQ) on 8.0, 8.9 and 9.0;
+    its largest dK/dV there is 73 KiB at 64x32 on 9.0, so no smaller formula bounds it. fp32 (tf32 dots from
+    8.0; compiled at d=128, tiles 64x64, 64x32, 32x32 on 8.0 and 9.0) takes up to 1.75 times the formula (the
+    forward at 64x64 on 9.0: 224 KiB), hence ``FP32_FACTOR``. Raises ValueError for an unknown part or
+    itemsize."""
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {tuple(PARTS)}, got {part!r}")
+    if itemsize not in (2, 4):
+        raise ValueError(f"itemsize must be 2 (fp16, bf16) or 4 (fp32) bytes, got {itemsize!r}")
+    a, b = PARTS[part]
+    return (a * block_m + b * block_n) * head_dim * itemsize * (FP32_FACTOR if itemsize == 4 else 1)
+
+
+def planned_blocks(head_dim: int, itemsize: int, part: str, plan_: plan.Plan | None = None) -> tuple[int, int]:
+    """(BLOCK_M, BLOCK_N) of one teaching kernel on ``plan_``'s GPU (default ``plan.current()``): the first of
+    ``GPU_TILES`` whose ``smem_bytes(part, ...)`` fits ``plan_.smem_per_block_bytes``; (16, 16) if none does.
+    ``head_dim``: d (a positive int); ``itemsize``: bytes per element of q (2 or 4); ``part``: "fwd", "dkdv"
+    or "dq". Pure (the interpreter takes ``INTERPRETER_BLOCKS`` instead). Raises ValueError naming the
+    argument."""
+    if not isinstance(head_dim, int) or head_dim < 1:
+        raise ValueError(f"head_dim must be a positive int, got {head_dim!r}")
+    limit = (plan_ or plan.current()).smem_per_block_bytes
+    for bm, bn in GPU_TILES:
+        if smem_bytes(part, bm, bn, head_dim, itemsize) <= limit:
+            return bm, bn
+    return GPU_TILES[-1]
 
 
 @triton.jit
@@ -88,13 +135,15 @@ def flash_fwd_kernel(
     tl.store(LSE + bh * L + offs_m, m + tl.log(l), mask=offs_m < L)
 
 
-def flash_teaching_forward(q, k, v, causal: bool = False, blocks: tuple[int, int] = BLOCKS):
+def flash_teaching_forward(q, k, v, causal: bool = False, blocks: tuple[int, int] | None = None):
     """Exact attention by the teaching forward: returns ``(out, lse)``, out: (B, H, L, d) in q's dtype, lse:
     (B, H, L) float32 (natural log). q, k, v: contiguous (B, H, L, d), the same dtype and shape, on
     gpulab.DEVICE; d in ``HEAD_DIMS``; ``causal``: query i sees keys 0..i. ``blocks``: (BLOCK_M, BLOCK_N),
-    powers of two >= 16. Raises TypeError/ValueError naming the argument."""
+    powers of two >= 16; None: ``planned_blocks(d, itemsize, "fwd")`` on a GPU, ``INTERPRETER_BLOCKS`` in the
+    interpreter. Raises TypeError/ValueError naming the argument."""
     _check(q, k, v, causal, blocks)
     B, H, L, d = q.shape
+    blocks = blocks or _default_blocks(d, q.element_size(), "fwd")
     out = torch.empty_like(q)
     lse = torch.empty((B, H, L), device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(L, blocks[0]), B * H)
@@ -205,11 +254,12 @@ def flash_bwd_dq_kernel(
     tl.store(DQ + qo, (dq * scale).to(DQ.dtype.element_ty), mask=offs_m[:, None] < L)
 
 
-def flash_teaching_backward(q, k, v, out, lse, do, causal: bool = False, blocks: tuple[int, int] = BLOCKS):
+def flash_teaching_backward(q, k, v, out, lse, do, causal: bool = False, blocks: tuple[int, int] | None = None):
     """Gradients ``(dq, dk, dv)`` of the teaching forward, each (B, H, L, d) in q's dtype. ``out`` and ``lse``:
     what ``flash_teaching_forward`` returned for q, k, v, causal; ``do``: dL/dout, (B, H, L, d) in q's dtype.
-    delta = rowsum(dO o O) is one torch line here (fp32); the two kernels do the rest. Raises
-    TypeError/ValueError naming the argument."""
+    delta = rowsum(dO o O) is one torch line here (fp32); the two kernels do the rest. ``blocks``: (BLOCK_M,
+    BLOCK_N) of both kernels; None: each kernel's ``planned_blocks`` ("dkdv", "dq") on a GPU,
+    ``INTERPRETER_BLOCKS`` in the interpreter. Raises TypeError/ValueError naming the argument."""
     _check(q, k, v, causal, blocks)
     for name, t in (("out", out), ("do", do)):
         check_tensor(name, t, dtypes=(q.dtype,), ndim=4)
@@ -221,11 +271,20 @@ def flash_teaching_backward(q, k, v, out, lse, do, causal: bool = False, blocks:
         raise ValueError(f"lse must have shape {(B, H, L)}, got {tuple(lse.shape)}")
     delta = (do.float() * out.float()).sum(-1).contiguous()  # (B, H, L): delta_i = sum_d dO_id O_id
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    meta = dict(CAUSAL=causal, D=d, BLOCK_M=blocks[0], BLOCK_N=blocks[1])
     scale = 1.0 / math.sqrt(d)
-    flash_bwd_dkdv_kernel[(triton.cdiv(L, blocks[1]), B * H)](q, k, v, do, lse, delta, dk, dv, L, scale, **meta)
-    flash_bwd_dq_kernel[(triton.cdiv(L, blocks[0]), B * H)](q, k, v, do, lse, delta, dq, L, scale, **meta)
+    bm, bn = blocks or _default_blocks(d, q.element_size(), "dkdv")
+    flash_bwd_dkdv_kernel[(triton.cdiv(L, bn), B * H)](
+        q, k, v, do, lse, delta, dk, dv, L, scale, CAUSAL=causal, D=d, BLOCK_M=bm, BLOCK_N=bn
+    )
+    bm, bn = blocks or _default_blocks(d, q.element_size(), "dq")
+    flash_bwd_dq_kernel[(triton.cdiv(L, bm), B * H)](
+        q, k, v, do, lse, delta, dq, L, scale, CAUSAL=causal, D=d, BLOCK_M=bm, BLOCK_N=bn
+    )
     return dq, dk, dv
+
+
+def _default_blocks(head_dim: int, itemsize: int, part: str) -> tuple[int, int]:
+    return planned_blocks(head_dim, itemsize, part) if gpulab.ON_GPU else INTERPRETER_BLOCKS
 
 
 def _check(q, k, v, causal, blocks) -> None:
@@ -243,7 +302,7 @@ def _check(q, k, v, causal, blocks) -> None:
         raise ValueError(f"q must hold at least one row (L >= 1), got shape {tuple(q.shape)}")
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {causal!r}")
-    if not (
+    if blocks is not None and not (
         isinstance(blocks, tuple)
         and len(blocks) == 2
         and all(isinstance(b, int) and b >= 16 and b & (b - 1) == 0 for b in blocks)
