@@ -72,11 +72,10 @@ def stride_sweep(n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
     and of the stride-1 copy from a base ``offset`` elements past alignment."""
     import torch
 
+    from .. import plan
     from ..kernels import strided as S
     from ..sectors import effective_tbps
     from ..timing import time_ms
-
-    from .. import plan
 
     ch = choices(plan.current(), n, strides, offsets)
     x = torch.randn(n * max(ch["strides_kept"], default=1) + max(offsets), device="cuda")

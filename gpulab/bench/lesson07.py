@@ -692,7 +692,9 @@ def summary(data: dict) -> str:
                 if r.get("graph_ms") is not None
                 else ""
             )
-            lines.append(f"  {data.get('dtype', 'bf16')} {r['n']}^3: {g}eager {r['ms'] * 1e3:6.1f} us, ratio {r['ratio']:.2f}")
+            lines.append(
+                f"  {data.get('dtype', 'bf16')} {r['n']}^3: {g}eager {r['ms'] * 1e3:6.1f} us, ratio {r['ratio']:.2f}"
+            )
     if "build" in data:
         b0 = data["build"][0]
         lines.append(f"  the build, {b0['dtype']} {b0['n']}^3 (model intensity = 2N^3 / requested bytes):")

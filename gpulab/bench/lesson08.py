@@ -38,7 +38,9 @@ MEMORY_LENGTHS = SWEEP
 #: What notebook 08 runs live (``run(**LIVE)``, under a minute on an H200): the headline at one setting, the
 #: whole sweep and the memory step at three lengths; the rest (every length and head dimension, the teaching
 #: step) it shows from the recording, labelled as recorded.
-LIVE = dict(head_dims=(128,), lengths=(4096,), memory_lengths=(2**12, 2**14, 2**16), steps=("headline", "sweep", "memory"))
+LIVE = dict(
+    head_dims=(128,), lengths=(4096,), memory_lengths=(2**12, 2**14, 2**16), steps=("headline", "sweep", "memory")
+)
 
 
 def _sweep_bytes(L: int, B: int = SWEEP_SHAPE["B"], H: int = SWEEP_SHAPE["H"], d: int = SWEEP_SHAPE["d"]) -> int:
