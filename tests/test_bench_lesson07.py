@@ -41,7 +41,9 @@ def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
     monkeypatch.setattr(timing, "require_gpu", lambda what="": None)
     monkeypatch.setattr(timing, "time_ms", fake_time_ms)
     monkeypatch.setattr(lesson07, "_gpu_name", lambda: "NVIDIA H200")  # its shared memory decides what is skipped
-    monkeypatch.setattr(lesson07, "alignment", lambda: [{"n": 4096, "config": "x", **lesson07.ptx_loads(PTX)}])
+    monkeypatch.setattr(
+        lesson07, "alignment", lambda dtype="bf16": [{"n": 4096, "config": "x", **lesson07.ptx_loads(PTX)}]
+    )
     data = lesson07.run(
         progress=False,
         headline_ns=(48,),

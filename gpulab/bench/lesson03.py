@@ -33,6 +33,25 @@ ACC_KS = tuple(2**e for e in range(4, 15))  # 16 .. 16384
 ACC_M = 128
 
 
+def choices(p) -> dict:
+    """What the suite runs on ``p`` (a ``gpulab.plan.Plan``): ``feats``, the matmul dtypes and units of ``p``'s
+    compute capability (``precision.features``); ``matmul_dtypes``, the cuBLAS dtypes timed; ``matmul_skipped``,
+    dtype -> the one-line reason for each dtype not timed (bf16, tf32 and fp8 on a T4; fp8 on an A100)."""
+    feats = P.features(p.compute_capability, p.gpu.name)
+    return dict(
+        feats=feats,
+        matmul_dtypes=[d for d in P.MATMUL_DTYPES if feats.has(d)],
+        matmul_skipped={d: P.gate(d, feats) for d in P.MATMUL_DTYPES if not feats.has(d)},
+    )
+
+
+def planned_features():
+    """``precision.features`` of the GPU gpulab plans for (``plan.current()``; GPULAB_AS_GPU=T4 gives a T4's)."""
+    from .. import plan
+
+    return choices(plan.current())["feats"]
+
+
 # ---- measurements: ReLU and cuBLAS rates (GPU only), gpulab's Triton matmul errors (GPU or interpreter) ------
 
 
@@ -74,7 +93,7 @@ def matmul_rates(n: int = 8192, dtypes=P.MATMUL_DTYPES) -> dict:
     from ..timing import require_gpu, time_ms
 
     require_gpu("a matmul rate")
-    feats = P.this_gpu()
+    feats = planned_features()
     return {
         d: (time_ms(matmul_fn(d, n), warmup_ms=50, rep_ms=200).rate(2 * n**3) if feats.has(d) else None) for d in dtypes
     }
@@ -148,7 +167,7 @@ def run(
         elif step == "matmul rates":
             out["matmul"] = {"n_rate": matmul_n, "tflops": matmul_rates(matmul_n)}
         elif step == "matmul errors":
-            out["matmul"].update(n_error=error_n, error=P.matmul_errors(error_n))
+            out["matmul"].update(n_error=error_n, error=P.matmul_errors(error_n, feats=planned_features()))
         elif step == "triton tf32/ieee":
             a = torch.randn(triton_n, triton_n, device="cuda")
             b = torch.randn(triton_n, triton_n, device="cuda")

@@ -32,6 +32,28 @@ TEACHING_N = 2**28
 STEPS = ("ways", "teaching")
 
 
+def point_bytes(n: int, itemsize: int = 4) -> int:
+    """Bytes one size of ``ways`` allocates: x, dy, and the largest peak of any way (``recompute.memory_model``,
+    "held" setting: y kept)."""
+    from .. import recompute
+
+    peak = max(recompute.memory_model(w, n, itemsize, "held")["peak_bytes"] for w in recompute.WAYS)
+    return 2 * n * itemsize + peak
+
+
+def choices(p, sizes=SIZES, dtype: str = DTYPE, teaching_n: int = TEACHING_N) -> dict:
+    """What the suite runs on ``p`` (a ``gpulab.plan.Plan``): ``sizes_kept`` and ``sizes_skipped`` (records
+    ``{"n", "skipped"}``) of ``ways`` by ``point_bytes``, and ``teaching_n``: ``teaching_n``, or the largest kept
+    size where its four fp32 buffers do not fit."""
+    from .. import dtypes
+    from . import planned
+
+    itemsize = dtypes.torch_dtype(dtype, allowed=dtypes.ELEMENTWISE).itemsize
+    kept, skipped = planned.split(p, sizes, lambda n: point_bytes(n, itemsize))
+    tn = teaching_n if p.fits(4 * 4 * teaching_n) else max(kept, default=min(sizes))
+    return dict(sizes_kept=kept, sizes_skipped=skipped, teaching_n=tn)
+
+
 def measure_memory(fn, x, dy=None) -> dict:
     """Measure on the GPU, in bytes above what is allocated before the call (x, dy and anything else alive):
     ``held_bytes`` after forward (what autograd saved, and y in the "held" setting), ``peak_bytes`` over
@@ -113,11 +135,16 @@ def run(progress: bool = True, sizes=SIZES, dtype: str = DTYPE, steps=None) -> d
     unknown = set(steps or ()) - set(STEPS)
     if unknown:
         raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
+    from .. import plan
+
+    ch = choices(plan.current(), sizes, dtype)
     out = {}
     if steps is None or "ways" in steps:
-        out.update(ways(progress, sizes, dtype))
+        out.update(ways(progress, ch["sizes_kept"], dtype))
+        if ch["sizes_skipped"]:
+            out["skipped"] = ch["sizes_skipped"]
     if steps is None or "teaching" in steps:
-        out["teaching"] = teaching(progress=progress)
+        out["teaching"] = teaching(ch["teaching_n"], progress=progress)
     return out
 
 
@@ -234,6 +261,7 @@ def report(data: dict) -> str:
         "(floor 2/5: y and dx coexist);"
     )
     lines.append(f"    held between forward and backward fused / eager = {h:.3f}")
+    lines += [f"  n = {r['n']:,} out of memory, not run: {r['skipped']}" for r in data.get("skipped", [])]
     lines.append(
         "  dx against eager's, max |diff| / max |dx|: "
         + ", ".join(f"{w.replace(' (loss = y.sum())', ' [loss]')} {e:.1e}" for w, e in data["grad_vs_eager"].items())

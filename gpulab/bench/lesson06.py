@@ -29,6 +29,20 @@ TARGET_COPY, TARGET_TRANSPOSE = 0.95, 0.8
 SWEEP_BENCH = dict(warmup_ms=10, rep_ms=80)
 
 
+def _stride_bytes(stride: int, n: int = SWEEP_N, offsets=OFFSETS) -> int:
+    """Bytes the stride sweep allocates to reach ``stride``: the input (n * stride + max offset fp32) and y."""
+    return 4 * (n * stride + max(offsets, default=0)) + 4 * n
+
+
+def choices(p, sweep_n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
+    """What the suite runs on ``p`` (a ``gpulab.plan.Plan``): the strides whose input fits the plan's memory
+    (``strides_kept``) and a record ``{"stride", "skipped"}`` per stride that does not (``strides_skipped``)."""
+    from . import planned
+
+    kept, skipped = planned.split(p, strides, lambda s: _stride_bytes(s, sweep_n, offsets), key="stride")
+    return dict(strides_kept=kept, strides_skipped=skipped)
+
+
 def headline(n: int = N) -> dict:
     """Triton stride-1 copy against torch's copy at n fp32: ms, TB/s, ratio = torch / ours."""
     import torch
@@ -58,14 +72,16 @@ def stride_sweep(n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
     and of the stride-1 copy from a base ``offset`` elements past alignment."""
     import torch
 
+    from .. import plan
     from ..kernels import strided as S
     from ..sectors import effective_tbps
     from ..timing import time_ms
 
-    x = torch.randn(n * max(strides) + max(offsets), device="cuda")
+    ch = choices(plan.current(), n, strides, offsets)
+    x = torch.randn(n * max(ch["strides_kept"], default=1) + max(offsets), device="cuda")
     y = torch.empty(n, device="cuda")
     rows = []
-    for s in strides:
+    for s in ch["strides_kept"]:
         xs = x[: n * s]
         S.strided_copy(xs, s)
         ours = time_ms(lambda: S.strided_copy(xs, s), **SWEEP_BENCH).median_ms
@@ -86,7 +102,7 @@ def stride_sweep(n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
         S.strided_copy(xo, 1)
         ms = time_ms(lambda: S.strided_copy(xo, 1), **SWEEP_BENCH).median_ms
         off_rows.append({"offset": o, "offset_bytes": 4 * o, "ms": ms, "tbps": effective_tbps(n, 4, ms)})
-    return {"n": n, "itemsize": 4, "rows": rows, "offsets": off_rows}
+    return {"n": n, "itemsize": 4, "rows": rows, "offsets": off_rows, "skipped": ch["strides_skipped"]}
 
 
 def traversal(side: int = MATRIX) -> dict:
@@ -223,6 +239,7 @@ def report(data: dict, full: bool = False) -> str:
             f"  {r['stride']:6} {r['ours_tbps']:7.3f} {r['torch_tbps']:7.3f} {m['model_tbps'][32]:8.3f} "
             f"{m['model_tbps'][64]:8.3f} {m['model_tbps'][128]:8.3f} {m['ours_over_model']:8.3f}"
         )
+    lines += [f"  stride {r['stride']} not run: {r['skipped']}" for r in st.get("skipped", [])]
     lines.append(
         "stride-1 copy from an offset base: "
         + ", ".join(f"+{r['offset']} elt ({r['offset_bytes']} B) {r['tbps']:.3f} TB/s" for r in st["offsets"])

@@ -46,6 +46,11 @@ TILE_N = 4096
 NOREUSE_N = 2048
 BUILD_N, BUILD_DTYPE = 4096, "fp16"
 SWEEP = (1024, 4352)  # every N in this closed range
+#: What notebooks 07 and 07b run live: the build at ``LIVE_BUILD_N`` (07) and ``LIVE_STEPS`` with every
+#: ``LIVE_SWEEP_STEP``-th N of the sweep (07b); the rest of the suite they show from the recording.
+LIVE_BUILD_N = 2048
+LIVE_STEPS = ("alignment", "sweep")
+LIVE_SWEEP_STEP = 13
 SWEEP_WARMUP_MS, SWEEP_REP_MS = 1, 5
 TARGET_ALIGNED, TARGET_AWKWARD = 0.9, 2.0
 
@@ -54,6 +59,37 @@ def _dt(name):
     from .. import dtypes
 
     return dtypes.torch_dtype(name, allowed=("bf16", "fp16", "fp32"))
+
+
+def choices(p, headline_ns=HEADLINE_NS, tile_ts=TILE_TS) -> dict:
+    """What the suite runs on ``p`` (a ``gpulab.plan.Plan``): ``dtype``, the 16-bit dtype of the awkward sizes,
+    the tile study, alignment and the sweep ("bf16", or "fp16" without bf16 tensor cores); ``headline_dtypes``
+    (bf16 and fp16, once each); ``headline_kept`` and ``headline_skipped`` (A, B and C must fit the plan's
+    memory); ``tile_dtypes``; ``tiles_skipped``: the (dtype, T) whose model footprint 2 T^2 s exceeds one block's
+    shared memory on ``p`` (``tile_study`` records them as skipped); ``smem_per_block_bytes``; ``gpu``."""
+    from .. import tiling
+    from . import planned
+
+    dt = p.dtype("bf16")
+    kept, skipped = planned.split(p, headline_ns, lambda n: 3 * n * n * 2)
+    tile_dtypes = ("fp32", dt)
+    smem = p.smem_per_block_bytes
+    return dict(
+        gpu=p.gpu.name,
+        dtype=dt,
+        headline_dtypes=planned.dtypes_for(p, ("bf16", "fp16")),
+        headline_kept=kept,
+        headline_skipped=skipped,
+        tile_dtypes=tile_dtypes,
+        smem_per_block_bytes=smem,
+        tiles_skipped=[(d, T) for d in tile_dtypes for T in tile_ts if tiling.footprint_bytes(T, d) > smem],
+    )
+
+
+def _plan():
+    from .. import plan
+
+    return plan.current()
 
 
 def tflops(n: int, ms: float) -> float:
@@ -135,7 +171,7 @@ def headline(ns=HEADLINE_NS, dtypes=("bf16", "fp16")) -> list[dict]:
             rows.append(
                 _row("gpulab", n, tg, dtype=d, path=path, config=cfg.short(), ratio=tt.median_ms / tg.median_ms)
             )
-            if d == "bf16" and path != "pointer":
+            if d == dtypes[0] and path != "pointer":
                 mm.matmul(a, b, path="pointer", config="heuristic")
                 tp = time_ms(lambda: mm.matmul(a, b, path="pointer", config="heuristic"), warmup_ms=25, rep_ms=200)
                 rows.append(
@@ -317,9 +353,11 @@ def tile_config(T: int):
     return MatmulConfig(T, T, T, GROUP_M=8, num_warps=8 if T >= 128 else 4, num_stages=1)
 
 
-def tile_study(ts=TILE_TS, n=TILE_N, dtypes=("fp32", "bf16"), gpu_name=None) -> list[dict]:
+def tile_study(ts=TILE_TS, n=TILE_N, dtypes=("fp32", "bf16"), gpu_name=None, smem_limit=None) -> list[dict]:
     """Rate of the pointer kernel against square tile size T (see ``tile_config``); shared memory and registers
-    of the compiled kernel beside the model footprint 2 T^2 s. T whose footprint does not fit is not run."""
+    of the compiled kernel beside the model footprint 2 T^2 s. T whose footprint does not fit the shared memory
+    per SM of ``gpu_name`` (default this GPU), or ``smem_limit`` bytes where given (the plan's per block), is
+    not run: its row says so under ``skipped``."""
     import torch
 
     from .. import tiling
@@ -328,6 +366,8 @@ def tile_study(ts=TILE_TS, n=TILE_N, dtypes=("fp32", "bf16"), gpu_name=None) -> 
     from ..timing import time_ms
 
     smem = _smem_per_sm(gpu_name or _gpu_name())
+    if smem_limit is not None:
+        smem = min(smem, smem_limit) if smem else smem_limit
     rows = []
     for d in dtypes:
         a, b = _rand(n, n, dtype=_dt(d)), _rand(n, n, dtype=_dt(d))
@@ -542,8 +582,12 @@ def run(
     if unknown:
         raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
     steps = [s for s in STEPS if steps is None or s in steps]
+    ch = choices(_plan(), headline_ns, tile_ts)
+    dt = ch["dtype"]
     out = {
         "gpu": _gpu_name(),
+        "plan": ch["gpu"],
+        "dtype": dt,
         "sms": mm.num_sms(),
         "targets": {"aligned_bf16": TARGET_ALIGNED, "awkward_bf16": TARGET_AWKWARD},
     }
@@ -551,23 +595,27 @@ def run(
     for step in bar:
         bar.set_postfix_str(step)
         if step == "headline":
-            out["headline"] = headline(headline_ns)
+            out["headline"] = headline(ch["headline_kept"], ch["headline_dtypes"])
+            if ch["headline_skipped"]:
+                out["headline_skipped"] = ch["headline_skipped"]
         elif step == "awkward":
-            out["awkward"] = awkward(awkward_ns)
+            out["awkward"] = awkward(awkward_ns, dt)
         elif step == "correctness":
             out["correctness"] = correctness(correctness_shape)
         elif step == "fp32":
             out["fp32"] = fp32_rates(fp32_n)
         elif step == "tiles":
-            out["tiles"] = tile_study(tile_ts, tile_n)
+            out["tiles"] = tile_study(
+                tile_ts, tile_n, ch["tile_dtypes"], gpu_name=ch["gpu"], smem_limit=ch["smem_per_block_bytes"]
+            )
         elif step == "no reuse":
             out["noreuse"] = noreuse(noreuse_n)
         elif step == "build":
             out["build"] = build_steps(build_n)
         elif step == "alignment":
-            out["alignment"] = alignment()
+            out["alignment"] = alignment(dtype=dt)
         else:
-            out["sweep"] = dense_sweep(sweep[0], sweep[1], progress=progress, step=sweep_step)
+            out["sweep"] = dense_sweep(sweep[0], sweep[1], dtype=dt, progress=progress, step=sweep_step)
         _empty_cache()
     tuned = mm.tuned_configs()
     if tuned:  # a run that autotuned nothing (the sweep takes a fixed config) leaves the recorded choices alone
@@ -632,10 +680,11 @@ def summary(data: dict) -> str:
     t_al, t_awk = data["targets"]["aligned_bf16"], data["targets"]["awkward_bf16"]
     lines = [f"{data['gpu']} ({data['sms']} SMs); ratio = torch ms / gpulab ms (>= 1: gpulab as fast or faster)"]
     for r in data.get("headline", []):
-        if r["method"] == "gpulab" and r["dtype"] == "bf16":
+        if r["method"] == "gpulab" and r["dtype"] == data.get("dtype", "bf16"):
             lines.append(
-                f"  bf16 {r['n']}^3: gpulab {r['tflops']:6.1f} TFLOP/s, ratio {r['ratio']:.2f} (target >= {t_al})"
+                f"  {r['dtype']} {r['n']}^3: gpulab {r['tflops']:6.1f} TFLOP/s, ratio {r['ratio']:.2f} (target >= {t_al})"
             )
+    lines += [f"  {r['n']}^3 not run: {r['skipped']}" for r in data.get("headline_skipped", [])]
     for r in data.get("awkward", []):
         if r["method"] == "gpulab":
             g = (
@@ -643,7 +692,9 @@ def summary(data: dict) -> str:
                 if r.get("graph_ms") is not None
                 else ""
             )
-            lines.append(f"  bf16 {r['n']}^3: {g}eager {r['ms'] * 1e3:6.1f} us, ratio {r['ratio']:.2f}")
+            lines.append(
+                f"  {data.get('dtype', 'bf16')} {r['n']}^3: {g}eager {r['ms'] * 1e3:6.1f} us, ratio {r['ratio']:.2f}"
+            )
     if "build" in data:
         b0 = data["build"][0]
         lines.append(f"  the build, {b0['dtype']} {b0['n']}^3 (model intensity = 2N^3 / requested bytes):")
@@ -683,7 +734,7 @@ def report(data: dict, full: bool = False) -> str:
         lines.append(f"  {'dtype':5} {'N':>5} {'method':16} {'ms':>9} {'TFLOP/s':>8} {'ratio':>6}  config")
     for r in data.get("headline", []):
         flag = ""
-        if r["method"] == "gpulab" and r["dtype"] == "bf16":
+        if r["method"] == "gpulab" and r["dtype"] == data.get("dtype", "bf16"):
             flag = "  target met" if r["ratio"] >= t_al else f"  BELOW TARGET (>= {t_al})"
         lines.append(
             f"  {r['dtype']:5} {r['n']:5} {r['method']:16} {r['ms']:9.4f} {r['tflops']:8.1f} "

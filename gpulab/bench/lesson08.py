@@ -1,6 +1,6 @@
 """Lesson 08 (FlashAttention) benchmark suite: ``python -m gpulab.bench --only lesson08``.
 
-GPU only. bf16 throughout. In one run:
+GPU only. bf16 throughout (fp16 where the GPU planned for has no bf16 tensor cores: ``choices``). In one run:
 
 - ``headline``: the lesson's settings (``setting_shape``), B*L = 16384 tokens and H*d = 2048 (so B = 16384/L, H = 2048/d), d in
   (64, 128), L in (1024, 4096, 16384), causal and not. Forward and backward (through autograd) of gpulab's
@@ -10,7 +10,8 @@ GPU only. bf16 throughout. In one run:
   ours from SDPA flash (out, dq, dk, dv) relative to its largest entry; the autotuner's choice.
 - ``sweep``: naive attention (S and P in HBM) against ours, forward, B=1, H=16, d=128, non-causal, L = 2^10 ..
   2^16: ms and extra peak memory beside ``gpulab.attention.memory_model``; naive's out-of-memory is caught and
-  recorded as ``oom``.
+  recorded as ``oom``, and a length whose model bytes do not fit the plan (``choices``) is not run: recorded as
+  ``oom`` with the reason under ``skipped``.
 - ``memory``: ours, extra memory held after forward and the peak over forward + backward, L = 2^10 .. 2^16
   (B=1, H=16, d=128): per token it stays flat, so it grows as O(L).
 - ``teaching``: the teaching kernel (``kernels.flash_teaching``) against the production kernel piece by piece
@@ -34,6 +35,52 @@ LENGTHS = (1024, 4096, 16384)
 SWEEP = tuple(2**e for e in range(10, 17))
 SWEEP_SHAPE = dict(B=1, H=16, d=128)
 MEMORY_LENGTHS = SWEEP
+#: What notebook 08 runs live (``run(**LIVE)``, under a minute on an H200): the headline at one setting, the
+#: whole sweep and the memory step at three lengths; the rest (every length and head dimension, the teaching
+#: step) it shows from the recording, labelled as recorded.
+LIVE = dict(
+    head_dims=(128,), lengths=(4096,), memory_lengths=(2**12, 2**14, 2**16), steps=("headline", "sweep", "memory")
+)
+
+
+def _sweep_bytes(L: int, B: int = SWEEP_SHAPE["B"], H: int = SWEEP_SHAPE["H"], d: int = SWEEP_SHAPE["d"]) -> int:
+    """Bytes naive attention allocates at L in the sweep: q, k, v and the model's peak (S and P)."""
+    from .. import attention
+
+    return 3 * B * H * L * d * 2 + attention.memory_model(B, H, L, d, 2, "naive")["peak_bytes"]
+
+
+def _memory_bytes(L: int, B: int = SWEEP_SHAPE["B"], H: int = SWEEP_SHAPE["H"], d: int = SWEEP_SHAPE["d"]) -> int:
+    """Bytes the memory step allocates at L: q, k, v, dO and the atomic backward's peak (the largest mode)."""
+    from .. import attention
+
+    return 4 * B * H * L * d * 2 + attention.flash_training_memory(B, H, L, d, 2, "atomic")["peak_bytes"]
+
+
+def choices(p, sweep_lengths=SWEEP, memory_lengths=MEMORY_LENGTHS) -> dict:
+    """What the suite runs on ``p`` (a ``gpulab.plan.Plan``): ``dtype`` ("bf16", or "fp16" without bf16 tensor
+    cores), ``tma`` (whether the teaching step's TMA row runs; ``tma_skip`` the reason when not), the naive
+    sweep's lengths ``naive_kept`` and ``naive_skipped`` (records ``{"L", "skipped"}``: S and P would not fit;
+    flash runs at every length), and the memory step's ``memory_kept`` and ``memory_skipped``."""
+    from . import planned
+
+    naive_kept, naive_skipped = planned.split(p, sweep_lengths, _sweep_bytes, key="L")
+    mem_kept, mem_skipped = planned.split(p, memory_lengths, _memory_bytes, key="L")
+    return dict(
+        dtype=p.dtype("bf16"),
+        tma=p.attention_tma,
+        tma_skip=planned.feature_skip(p, "tma"),
+        naive_kept=naive_kept,
+        naive_skipped=naive_skipped,
+        memory_kept=mem_kept,
+        memory_skipped=mem_skipped,
+    )
+
+
+def _plan():
+    from .. import plan
+
+    return plan.current()
 
 
 def is_oom(e: BaseException) -> bool:
@@ -108,8 +155,11 @@ def setting_flops(
 def _qkv(B, H, L, d, requires_grad=False, seed=0):
     import torch
 
+    from .. import dtypes
+
+    dt = dtypes.torch_dtype(choices(_plan())["dtype"])
     g = torch.Generator(device="cuda").manual_seed(seed)
-    mk = lambda: torch.randn(B, H, L, d, device="cuda", dtype=torch.bfloat16, generator=g)  # noqa: E731
+    mk = lambda: torch.randn(B, H, L, d, device="cuda", dtype=dt, generator=g)  # noqa: E731
     q, k, v, do = mk(), mk(), mk(), mk()
     if requires_grad:
         q, k, v = (t.requires_grad_() for t in (q, k, v))
@@ -202,12 +252,17 @@ def sweep(lengths=SWEEP, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["
     from .. import attention
     from ..kernels import flash_attention as F
 
+    ch = choices(_plan(), sweep_lengths=lengths)
+    skipped = {r["L"]: r["skipped"] for r in ch["naive_skipped"]}
     rows = []
     for L in tqdm(lengths, desc="lesson08 sweep", disable=not progress):
         q, k, v, _ = _qkv(B, H, L, d, seed=L)
         fns = {"naive": lambda: attention.naive_attention(q, k, v), "flash": lambda: F.flash_attention(q, k, v)}
         for method, fn in fns.items():
-            m = measure(fn)
+            if method == "naive" and L in skipped:  # out of memory on the GPU planned for: not run
+                m = {"oom": True, "ms": None, "peak_bytes": None, "skipped": skipped[L]}
+            else:
+                m = measure(fn)
             model = attention.memory_model(B, H, L, d, 2, method)
             nbytes = attention.naive_bytes(B, H, L, d, 2) if method == "naive" else attention.flash_bytes(B, H, L, d, 2)
             rows.append(
@@ -222,7 +277,7 @@ def sweep(lengths=SWEEP, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["
             )
         q = k = v = None  # free the buffers before the next size (the lambdas above hold the names)
         torch.cuda.empty_cache()
-    return {"B": B, "H": H, "d": d, "dtype": DTYPE, "causal": False, "rows": rows}
+    return {"B": B, "H": H, "d": d, "dtype": ch["dtype"], "causal": False, "rows": rows}
 
 
 def memory(
@@ -235,8 +290,9 @@ def memory(
     from .. import attention
     from ..kernels import flash_attention as F
 
+    ch = choices(_plan(), memory_lengths=lengths)
     rows = []
-    for L in tqdm(lengths, desc="lesson08 memory", disable=not progress):
+    for L in tqdm(ch["memory_kept"], desc="lesson08 memory", disable=not progress):
         q, k, v, do = _qkv(B, H, L, d, requires_grad=True, seed=L)
         torch.autograd.grad(F.flash_attention(q, k, v), (q, k, v), do)  # compile and tune outside the measurement
         torch.cuda.synchronize()
@@ -261,7 +317,15 @@ def memory(
         del grads
         q = k = v = do = out = None  # free the buffers before the next size (the lambdas above hold the names)
         torch.cuda.empty_cache()
-    return {"B": B, "H": H, "d": d, "dtype": DTYPE, "bwd_mode": F.DEFAULT_BWD_MODE, "rows": rows}
+    return {
+        "B": B,
+        "H": H,
+        "d": d,
+        "dtype": ch["dtype"],
+        "bwd_mode": F.DEFAULT_BWD_MODE,
+        "rows": rows,
+        "skipped": ch["memory_skipped"],
+    }
 
 
 STEPS = ("headline", "sweep", "memory", "teaching")
@@ -290,7 +354,7 @@ def run(
         "memory": lambda: memory(memory_lengths, progress=progress),
         "teaching": lambda: teaching(progress=progress),
     }
-    return {"dtype": DTYPE, **{k: jobs[k]() for k in STEPS if steps is None or k in steps}}
+    return {"dtype": choices(_plan())["dtype"], **{k: jobs[k]() for k in STEPS if steps is None or k in steps}}
 
 
 TEACHING_SETTINGS = ((128, 4096), (128, 16384))  # (d, L) of the teaching-against-production step, both causal flags
@@ -352,8 +416,12 @@ def teaching(settings=TEACHING_SETTINGS, progress: bool = True) -> list[dict]:
             "fwd_ms": {},
             "bwd_ms": {},
         }
+        tma_skip = choices(_plan())["tma_skip"]
         for part, fns in (("fwd_ms", fwd), ("bwd_ms", bwd)):
             for name, fn in fns.items():
+                if name == "tma" and tma_skip:
+                    row[part][name] = tma_skip
+                    continue
                 try:
                     fn()  # compile and autotune outside the timing
                     row[part][name] = time_ms(fn, warmup_ms=25, rep_ms=100).median_ms
@@ -382,7 +450,8 @@ def teaching_report(rows: list[dict] | None) -> str:
             for r in cols:
                 ms, base = r[f"{part}_ms"].get(key), r[f"{part}_ms"].get("teaching")
                 if not isinstance(ms, float):
-                    cells.append(f"{'failed' if ms else '-':>15}")
+                    what = "skipped" if isinstance(ms, str) and ms.startswith("skipped") else "failed"
+                    cells.append(f"{what if ms else '-':>15}")
                     continue
                 x = f" ({base / ms:4.2f}x)" if isinstance(base, float) else ""
                 cells.append(f"{r[flops] / (ms * 1e-3) / 1e12:7.0f}{x:>8}")
@@ -421,7 +490,7 @@ def roofline_points(data: dict | None) -> list:
                     r["fwd_flops"],
                     nb,
                     r["ours"]["fwd_ms"],
-                    dtype="bf16",
+                    dtype=data.get("dtype", DTYPE),
                     op_kind="matmul",
                 )
             )
@@ -434,7 +503,7 @@ def roofline_points(data: dict | None) -> list:
                     r["flops"],
                     attention.naive_bytes(sw["B"], sw["H"], r["L"], sw["d"], 2),
                     r["ms"],
-                    dtype="bf16",
+                    dtype=data.get("dtype", DTYPE),
                     op_kind="matmul",
                 )
             )
@@ -557,6 +626,7 @@ def sweep_report(sweep: dict) -> str:
                     f"{r.get('model_peak_bytes', 0) / 2**30:7.3f}"
                 )
         lines.append(f"  {L:6d} | {cells[0]} | {cells[1]}")
+    lines += [f"  naive at L = {r['L']} not run: {r['skipped']}" for r in s["rows"] if r.get("skipped")]
     return "\n".join(lines)
 
 
@@ -570,6 +640,7 @@ def memory_report(memory: dict) -> str:
             f"  L = {r['L']:6d}: held {r['held_bytes'] / r['L']:7.0f} (model {r['model_held_bytes'] / r['L']:6.0f}), "
             f"peak {r['peak_bytes'] / r['L']:7.0f} (model {r['model_peak_bytes'] / r['L']:6.0f})"
         )
+    lines += [f"  L = {r['L']:6d}: out of memory, not run ({r['skipped']})" for r in m.get("skipped", [])]
     return "\n".join(lines)
 
 

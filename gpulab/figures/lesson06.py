@@ -220,6 +220,11 @@ def stride_figure(strides, copy_tbps: float, data: dict | None = None, where: st
             name="torch y.copy_(x[::stride])",
             marker=dict(symbol="x", size=9),
         )
+        for r in data["stride"].get("skipped", []):  # strides whose input does not fit this GPU's memory
+            fig.add_vline(x=r["stride"], line=dict(color="firebrick", dash="dot"))
+            fig.add_annotation(
+                x=math.log10(r["stride"]), yref="paper", y=0.95, text="out of memory: skipped", showarrow=False
+            )
     fig.update_layout(
         title=dict(
             text=f"y[k] = x[k·stride], fp32: effective bandwidth against stride<br><sup>{where}</sup>", font_size=13
@@ -296,4 +301,5 @@ def stride_table(data: dict) -> str:
             f"{r['stride']:6} {r['ours_tbps']:7.3f} {r['torch_tbps']:7.3f} {mt[32]:6.3f} {mt[64]:6.3f} "
             f"{mt[128]:6.3f}   {nearest(r['ours_tbps'], mt):<15} {nearest(r['torch_tbps'], mt)}"
         )
+    lines += [f"{r['stride']:6} out of memory, not run: {r['skipped']}" for r in data["stride"].get("skipped", [])]
     return "\n".join(lines)

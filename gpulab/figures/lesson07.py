@@ -232,7 +232,8 @@ def tiles_figure(data: dict, where: str = ""):
     run, and the no-reuse kernel at T = 1."""
     fig = go.Figure()
     skipped: dict = {}
-    for d, color in (("fp32", "#1f77b4"), ("bf16", "#d62728")):
+    half = next((r["dtype"] for r in data["tiles"] if r["dtype"] != "fp32"), "bf16")  # fp16 on a T4's plan
+    for d, color in (("fp32", "#1f77b4"), (half, "#d62728")):
         rows = [r for r in data["tiles"] if r["dtype"] == d]
         ran = [r for r in rows if "tflops" in r]
         fig.add_scatter(
@@ -306,12 +307,13 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
     spec = hardware.get("H200")
     roofs = [("datasheet H200 fp16", spec.peak_tflops["fp16"], spec.hbm_tbps, "dash")]
     if profile:
+        half = "bf16" if profile["matmul_tflops"].get("bf16") else "fp16"  # no bf16 tensor cores: fp16
         roofs.insert(
             0,
             (
-                f"measured ({profile['gpu']}): bf16 {profile['matmul_tflops']['bf16']:.0f} TFLOP/s, "
+                f"measured ({profile['gpu']}): {half} {profile['matmul_tflops'][half]:.0f} TFLOP/s, "
                 f"{profile['copy_tbps']:.2f} TB/s",
-                profile["matmul_tflops"]["bf16"],
+                profile["matmul_tflops"][half],
                 profile["copy_tbps"],
                 "solid",
             ),
@@ -425,7 +427,7 @@ def sweep_figure(s: dict, where: str = ""):
     )
     fig.update_layout(
         title=dict(
-            text=f"bf16 matmul N x N x N, every N from {s['ns'][0]} to {s['ns'][-1]}, "
+            text=f"{s.get('dtype', 'bf16')} matmul N x N x N, every N from {s['ns'][0]} to {s['ns'][-1]}, "
             f"{lesson07.sweep_timing(s)}<br><sup>{where}</sup>",
             font_size=13,
         ),
