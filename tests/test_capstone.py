@@ -250,3 +250,13 @@ def test_figures_build_at_both_ends_of_the_explorer(seed):
     assert ("no recording" in title) == (fig09.recorded()[0] is None), title
     for f in (bd, fig09.ladder_figure(GPTConfig(n_layer=1), "H200")):  # the source in a subtitle: no clipped title
         assert f.layout.legend.orientation == "h" and "<br><sup>" in f.layout.title.text
+
+
+@pytest.mark.parametrize("name, want", [("T4", torch.float16), ("L4", torch.bfloat16), ("H200", torch.bfloat16)])
+def test_the_bf16_rung_takes_fp16_where_the_plan_has_no_bf16_tensor_cores(name, want):
+    from gpulab import plan
+    from gpulab.capstone.gpt import autocast_dtype
+
+    p = plan.for_gpu(plan.as_gpu_spec(name))
+    assert autocast_dtype("cuda", p) == want
+    assert autocast_dtype("cpu", p) == torch.bfloat16  # CPU autocast: bf16 whatever the GPU plan

@@ -38,7 +38,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .. import validate
+from .. import plan, validate
 
 ATTENTION = ("naive", "sdpa", "flash")
 PAD_MULTIPLE = 64
@@ -264,12 +264,22 @@ class GPT(nn.Module):
 # ---- one training step -------------------------------------------------------------------------------------
 
 
+def autocast_dtype(kind: str, plan_=None) -> torch.dtype:
+    """The 16-bit dtype of the ``bf16`` rung on device type ``kind``: bf16, except on a CUDA GPU whose plan has
+    no bf16 tensor cores (``plan.Plan.dtype("bf16")``, e.g. a T4 or GPULAB_AS_GPU=T4), where fp16 takes its
+    place (same bytes, fp16 tensor cores). ``plan_``: default ``plan.current()``."""
+    if kind != "cuda":
+        return torch.bfloat16
+    return torch.bfloat16 if (plan_ or plan.current()).dtype("bf16") == "bf16" else torch.float16
+
+
 def _autocast(opts: Options, device):
-    """bf16 autocast on CUDA and CPU when ``opts.bf16``; none on the meta device (no autocast there)."""
+    """16-bit autocast (``autocast_dtype``) on CUDA and CPU when ``opts.bf16``; none on the meta device (no
+    autocast there)."""
     kind = torch.device(device).type
     if not opts.bf16 or kind not in ("cuda", "cpu"):
         return contextlib.nullcontext()
-    return torch.autocast(device_type=kind, dtype=torch.bfloat16)
+    return torch.autocast(device_type=kind, dtype=autocast_dtype(kind))
 
 
 class Trainer:
