@@ -16,7 +16,8 @@ one_choice() {
     local t0=$SECONDS
     GPULAB_AS_GPU=$as GPULAB_AUTOTUNE=$tune GPULAB_CACHE_DIR=/tmp/cache-$gpu timeout 300 \
       python3 -m pytest -q -p no:cacheprovider --nbval-lax "$nb" >> "$OUT/nb-$gpu.log" 2>&1
-    echo "$gpu $(basename "$nb") $((SECONDS - t0)) $?" | tee -a "$OUT/nb-times.txt"
+    local rc=$?  # before any command substitution below resets $?
+    echo "$gpu $(basename "$nb") $((SECONDS - t0)) $rc" | tee -a "$OUT/nb-times.txt"
   done
 }
 for g in "$@"; do one_choice "$g" & done
