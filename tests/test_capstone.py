@@ -196,7 +196,9 @@ def _fake_suite_data():
         ladder.RUNGS[0].name: {"matmuls": 90.0, "attention": 25.0, "optimizer": 5.0, "layer norm": 1.0, "GELU": 1.0},
         ladder.RUNGS[-2].name: {"matmuls": 6.0, "attention": 3.0},
     }
-    return dict(config=dict(batch=8, seq_len=1024), spec="H200", profile=None, ladder=rows, ops=ops)
+    return dict(
+        config=dict(batch=8, seq_len=1024), spec="H200", profile=None, ladder=rows, ops=ops, ops_counting="operators"
+    )
 
 
 def test_suite_report_is_short_and_groups_profiler_names_like_the_recorder():
@@ -260,3 +262,33 @@ def test_the_bf16_rung_takes_fp16_where_the_plan_has_no_bf16_tensor_cores(name, 
     p = plan.for_gpu(plan.as_gpu_spec(name))
     assert autocast_dtype("cuda", p) == want
     assert autocast_dtype("cpu", p) == torch.bfloat16  # CPU autocast: bf16 whatever the GPU plan
+
+
+def test_group_times_counts_each_kernel_once():
+    """An operator's self device time is its kernels' time; the kernel events themselves come back as
+    device-side events and must not be added again (the sum would be twice the step)."""
+    from types import SimpleNamespace as E
+
+    from torch.autograd import DeviceType
+
+    from gpulab.bench import lesson09
+
+    events = [
+        E(key="aten::mm", device_type=DeviceType.CPU, self_device_time_total=3000.0),
+        E(key="sm90_xmma_gemm_f32", device_type=DeviceType.CUDA, self_device_time_total=3000.0),
+        E(key="aten::gelu", device_type=DeviceType.CPU, self_device_time_total=600.0),
+        E(key="aten::matmul", device_type=DeviceType.CPU, self_device_time_total=0.0),  # its kernels are mm's
+    ]
+    got = lesson09.group_times(events, steps=3)
+    assert got == pytest.approx({"matmuls": 1.0, "GELU": 0.2})
+
+
+def test_recorded_profiler_groups_are_halved_only_when_counted_twice():
+    from gpulab.bench import lesson09
+
+    old = {"ops": {"r": {"matmuls": 4.0}}}
+    ops, note = lesson09.measured_ops(old)
+    assert ops == {"r": {"matmuls": 2.0}} and "twice" in note
+    new = {"ops": {"r": {"matmuls": 4.0}}, "ops_counting": lesson09.OPS_COUNTING}
+    assert lesson09.measured_ops(new) == ({"r": {"matmuls": 4.0}}, "")
+    assert lesson09.measured_ops(None) == ({}, "")

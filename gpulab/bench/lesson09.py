@@ -50,8 +50,8 @@ def group_of(name: str) -> str:
 
 
 def profile_groups(trainer, steps: int = PROFILED_STEPS) -> dict:
-    """GPU ms per group of one ``trainer.step()``, from torch.profiler: each event's self device time (the
-    kernels it launched itself), summed by ``group_of`` over ``steps`` steps and divided by ``steps``."""
+    """GPU ms per group of one ``trainer.step()``, from torch.profiler (``group_times`` of its averaged events
+    over ``steps`` steps). GPU only."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -61,8 +61,20 @@ def profile_groups(trainer, steps: int = PROFILED_STEPS) -> dict:
         for _ in range(steps):
             trainer.step()
         torch.cuda.synchronize()
+    return group_times(prof.key_averages(), steps)
+
+
+def group_times(events, steps: int) -> dict:
+    """GPU ms per group (``group_of``) and step from torch.profiler's averaged events: each operator's self
+    device time (the kernels it launched itself), divided by ``steps``. Only the operators (CPU-side events)
+    count: the kernels appear again as device-side events of their own, and adding those too would count
+    each kernel twice. ``events``: items with ``key``, ``device_type`` and ``self_device_time_total`` (µs)."""
+    from torch.autograd import DeviceType
+
     out: dict = {}
-    for ev in prof.key_averages():
+    for ev in events:
+        if getattr(ev, "device_type", DeviceType.CPU) != DeviceType.CPU:
+            continue
         t = getattr(ev, "self_device_time_total", 0) or 0  # µs
         if t > 0:
             g = group_of(ev.key)
@@ -103,8 +115,27 @@ def run(progress: bool = True) -> dict:
         del trainer
         torch.cuda.empty_cache()
     return dict(
-        config=dataclasses.asdict(cfg), spec=spec.name, profile=profile.gpu if profile else None, ladder=rows, ops=ops
+        config=dataclasses.asdict(cfg),
+        spec=spec.name,
+        profile=profile.gpu if profile else None,
+        ladder=rows,
+        ops=ops,
+        ops_counting=OPS_COUNTING,
     )
+
+
+OPS_COUNTING = "operators"  # how ``ops`` was summed: ``group_times`` (each kernel once)
+
+
+def measured_ops(data: dict | None) -> tuple[dict, str]:
+    """``(ops, note)``: the recorded per-group GPU ms of each profiled rung, and a note ("" when none is due).
+    Records made before ``group_times`` (no ``ops_counting``) added every kernel twice, once under its
+    operator and once as a device-side event: their groups are halved here, and the note says so."""
+    ops = (data or {}).get("ops") or {}
+    if not ops or (data or {}).get("ops_counting") == OPS_COUNTING:
+        return ops, ""
+    halved = {rung: {g: ms / 2 for g, ms in groups.items()} for rung, groups in ops.items()}
+    return halved, "profiler groups halved: this recording counted each kernel twice"
 
 
 def report(data: dict) -> str:
@@ -115,7 +146,10 @@ def report(data: dict) -> str:
     ]
     for r in data["ladder"]:
         lines.append(f"  {r['rung']:30} {r['predicted_ms']:8.2f} ms {r['ms']:8.2f} ms {r['peak_mem_gib']:6.1f} GiB")
-    for name, groups in data["ops"].items():
+    ops, note = measured_ops(data)
+    if note:
+        lines.append(f"  ({note})")
+    for name, groups in ops.items():
         top = sorted(groups.items(), key=lambda kv: -kv[1])[:4]
         lines.append(f"  profiled ({name}): " + ", ".join(f"{g} {ms:.1f} ms" for g, ms in top))
     return "\n".join(lines)

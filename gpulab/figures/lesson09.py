@@ -12,6 +12,7 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from .. import hardware, plots, reference, widgets
+from ..bench import lesson09
 from ..capstone import ladder, placement, recorder
 from ..capstone.gpt import GPT2_SMALL, GPTConfig
 
@@ -109,7 +110,8 @@ def breakdown(cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0) -> go.Fig
             offsetgroup="predicted",
         )
     data, label = recorded()
-    measured = (data or {}).get("ops", {}).get(r.name)
+    ops, note = lesson09.measured_ops(data)
+    measured = ops.get(r.name)
     if measured:
         fig.add_bar(
             name="measured (torch.profiler)",
@@ -128,7 +130,7 @@ def breakdown(cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0) -> go.Fig
         title=dict(
             font_size=14,
             text=f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}<br><sup>"
-            + (label if measured else NO_RECORDING)
+            + ((label + (f"; {note}" if note else "")) if measured else NO_RECORDING)
             + "</sup>",
         ),
     )
