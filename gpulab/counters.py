@@ -422,13 +422,20 @@ def precision_case(n: int = 2**26, dtypes=("fp32", "fp16", "bf16")) -> Case:
 # coalescing (lesson 06) -----------------------------------------------------------------------------------
 
 
+COALESCING_LAUNCH = {"block": 1024, "num_warps": 4}  # the strided copies' launch shape in the coalescing case
+
+
 def coalescing_case(n: int = 2**24, strides=(1, 2, 4, 8, 16, 32), matrix: int = 8192) -> Case:
-    """fp32 strided copies ``y[k] = x[k * stride]`` (n outputs) and the naive and tiled transposes of a
-    ``matrix x matrix`` fp32 matrix. Models, from ``gpulab.sectors``: sectors per 32 elements of the side that
-    the access pattern touches (the strided read; the transposes' write), sectors per request (Triton packs
-    four fp32 per lane, 16-byte accesses, where it can prove the addresses contiguous: the stride-1 read and
-    the tiled transpose's write), and DRAM bytes counting every sector of every request once (no L2 reuse)."""
+    """fp32 strided copies ``y[k] = x[k * stride]`` (n outputs, ``COALESCING_LAUNCH``) and the naive and tiled
+    transposes of a ``matrix x matrix`` fp32 matrix. Models, from ``gpulab.sectors``: sectors per 32 elements
+    of the side that the access pattern touches (the strided read; the transposes' write) and sectors per
+    request, for the request Triton issues: each lane holds v = ``kernels.strided.elements_per_lane`` (4)
+    consecutive outputs (its blocked layout), one 16-byte access at stride 1 and the tiled transpose's write,
+    else v scalar loads whose lanes are ``v * stride * 4`` bytes apart. ``1 el/lane``: the textbook request
+    (lane k reads ``x[k * stride]``) beside the same counter. DRAM bytes count every sector of the textbook
+    requests once: L2 serves the sectors the v loads of a lane share."""
     name = "coalescing"
+    block, warps = COALESCING_LAUNCH["block"], COALESCING_LAUNCH["num_warps"]
     ranges = tuple(Range(name, f"stride{s}", {"stride": s, "side": "ld"}) for s in strides) + (
         Range(name, "transpose-naive", {"side": "st"}),
         Range(name, "transpose-tiled", {"side": "st"}),
@@ -442,7 +449,7 @@ def coalescing_case(n: int = 2**24, strides=(1, 2, 4, 8, 16, 32), matrix: int = 
 
         x = torch.randn(n * max(strides), device=gpulab.DEVICE)
         runs = [
-            (r, lambda s=r.params["stride"]: strided_copy(x[: n * s], s, block=1024, num_warps=4))
+            (r, lambda s=r.params["stride"]: strided_copy(x[: n * s], s, block=block, num_warps=warps))
             for r in case.ranges
             if "stride" in r.params
         ]
@@ -455,15 +462,23 @@ def coalescing_case(n: int = 2**24, strides=(1, 2, 4, 8, 16, 32), matrix: int = 
 
     def model(case, per_range):
         from . import sectors
+        from .kernels.strided import elements_per_lane
 
+        v = elements_per_lane(block, warps, 4)
         out = []
         for r in case.ranges:
             m, kernels = per_range[r.name]
+            textbook = None
             if "stride" in r.params:
                 s = r.params["stride"]
                 elements = n
-                per32 = sectors.warp_request(4, s).n_sectors
-                per_request = sectors.warp_request(16, 1).n_sectors if s == 1 else per32
+                textbook = sectors.warp_request(4, s).n_sectors
+                if s == 1:  # one 16-byte load a lane: 32 * v elements a request
+                    per_request = sectors.warp_request(4 * v, 1).n_sectors
+                    per32 = per_request / v
+                else:  # v scalar loads, each over 32 elements
+                    loads = [sectors.warp_request(4, s, elements_per_lane=v, load=j).n_sectors for j in range(v)]
+                    per_request = per32 = sum(loads) / v
                 dram = n * sectors.warp_request(4, s).bytes_moved // WARP_SIZE + n * 4
             else:
                 elements = matrix * matrix
@@ -476,6 +491,7 @@ def coalescing_case(n: int = 2**24, strides=(1, 2, 4, 8, 16, 32), matrix: int = 
             side = r.params["side"]
             side_sectors, side_requests = (LD_SECTORS, LD_REQUESTS) if side == "ld" else (ST_SECTORS, ST_REQUESTS)
             t = m.get(TIME)
+            counted = _div(m.get(side_sectors), m.get(side_requests))
             out.append(
                 _row(
                     r,
@@ -488,16 +504,10 @@ def coalescing_case(n: int = 2**24, strides=(1, 2, 4, 8, 16, 32), matrix: int = 
                 )
             )
             out.append(
-                _row(
-                    r,
-                    f"{side} sectors/request",
-                    "sector",
-                    per_request,
-                    _div(m.get(side_sectors), m.get(side_requests)),
-                    t,
-                    kernels,
-                )
+                _row(r, f"{side} sectors/request", "sector", per_request, counted, t, kernels, note=f"{v} el/lane")
             )
+            if textbook is not None:
+                out.append(_row(r, "1 el/lane", "sector", textbook, counted, t, kernels, note="textbook request"))
             out.append(_row(r, "DRAM bytes", "byte", dram, _dram(m), t, kernels))
         return out
 
@@ -935,6 +945,14 @@ def table(comparison: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _comparison(case: Case, data: dict) -> list[dict]:
+    """The record's comparison, with the models recomputed from its counters (``rows``) when it was measured
+    with the case's parameters: a recording keeps its counters, the models follow the code."""
+    if data.get("rows") and data.get("params") == case.params:
+        return compare(case, data["rows"])
+    return data["comparison"]
+
+
 def report(case, data: dict | None = None, live: bool | None = None, print_it: bool = True) -> str:
     """Model / counters / time for ``case``, at most about 15 lines. ``data``: a case record (``measure``'s
     result); without it, measured now when ``live`` (default: where ``available()``), else, or when ncu turns
@@ -955,7 +973,7 @@ def report(case, data: dict | None = None, live: bool | None = None, print_it: b
             data, where = recorded(case.name)
             lines += [f"  {why or 'not measured live'}", f"  {where}"]
     if data is not None:
-        lines.append(table(data["comparison"]))
+        lines.append(table(_comparison(case, data)))
     text = "\n".join(lines)
     if print_it:
         print(text)

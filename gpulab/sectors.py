@@ -20,6 +20,10 @@ What the model leaves out, so that a measurement can depart from it:
   ``cudaLimitMaxL2FetchGranularity``, 0 to 128 bytes). ``sector_bytes`` runs the same count with a coarser
   granule, to see which one a measurement follows; ``stream_efficiency`` counts every sector once over a
   whole access stream (perfect reuse).
+- which elements one instruction reads: ``warp_request`` defaults to the textbook warp, lane k reading
+  ``x[k * stride]``. A compiler may give each lane several consecutive elements (Triton's blocked layout,
+  ``sizePerThread``) and issue one load per element; ``elements_per_lane`` models that, lanes then
+  ``elements_per_lane * stride * itemsize`` bytes apart in each instruction.
 - DRAM pages, TLB reach and how many requests are in flight: it is a byte count, not a timing model.
 """
 
@@ -134,16 +138,35 @@ def request(addresses, itemsize: int, sector_bytes: int = SECTOR_BYTES) -> WarpR
 
 
 def warp_request(
-    itemsize: int = 4, stride: int = 1, offset: int = 0, lanes: int = WARP_SIZE, sector_bytes: int = SECTOR_BYTES
+    itemsize: int = 4,
+    stride: int = 1,
+    offset: int = 0,
+    lanes: int = WARP_SIZE,
+    sector_bytes: int = SECTOR_BYTES,
+    elements_per_lane: int = 1,
+    load: int = 0,
 ) -> WarpRequest:
-    """A warp reading ``x[k * stride]`` in lane k: lane k's address is ``offset + k * stride * itemsize``.
+    """A warp's load instruction over ``x[i * stride]``: lane k reads element ``i = k * v + load`` with
+    ``v = elements_per_lane``, at byte address ``offset + (k * v + load) * stride * itemsize``.
 
-    itemsize: bytes per element (1, 2, 4, 8 or 16); stride: elements between lanes (>= 1); offset: the base's
-    byte distance from an aligned 128-byte line, a multiple of itemsize (a GPU load needs its natural
-    alignment); lanes: 1..32. Raises TypeError/ValueError naming the argument.
+    With the default ``v = 1`` this is the textbook request (NVIDIA CUDA C++ Best Practices Guide, "Coalesced
+    Access to Global Memory"): lane k reads ``x[k * stride]``, neighbouring lanes ``stride * itemsize`` bytes
+    apart. Triton's blocked layout gives each lane ``sizePerThread`` consecutive elements of a 1-D block
+    (``#ttg.blocked<{sizePerThread = [v], ...}>`` in the TTGIR; ``gpulab.kernels.strided.elements_per_lane``);
+    when the addresses are not provably contiguous (stride > 1) it issues one scalar load per element, ``v``
+    requests (``load = 0 .. v-1``), and neighbouring lanes of each are ``v * stride * itemsize`` bytes apart.
+    ``sum(warp_request(..., elements_per_lane=v, load=j).n_sectors for j in range(v))`` over ``32 * v`` elements
+    is what the L1 counts; L2 and DRAM see the shared sectors once (``stream_efficiency``).
+
+    itemsize: bytes per element (1, 2, 4, 8 or 16); stride: elements between neighbouring elements of the
+    array read (>= 1); offset: the base's byte distance from an aligned 128-byte line, a multiple of itemsize
+    (a GPU load needs its natural alignment); lanes: 1..32; elements_per_lane: v >= 1; load: which of the
+    lane's v elements this instruction reads, 0 <= load < v. Raises TypeError/ValueError naming the argument.
 
     >>> warp_request(4, 1, 0).n_sectors   # the seed's case: four 32-byte transactions
     4
+    >>> warp_request(4, 2).n_sectors, warp_request(4, 2, elements_per_lane=4).n_sectors   # lanes 8 B / 32 B apart
+    (8, 32)
     """
     itemsize = _check_itemsize(itemsize)
     stride, offset = validate.positive_int("stride", stride), validate.integer("offset", offset)
@@ -153,7 +176,9 @@ def warp_request(
             f"address aligned to {itemsize} bytes; got {offset}"
         )
     lanes = validate.integer("lanes", lanes, low=1, high=WARP_SIZE)
-    return request([offset + k * stride * itemsize for k in range(lanes)], itemsize, sector_bytes)
+    v = validate.positive_int("elements_per_lane", elements_per_lane)
+    load = validate.integer("load", load, low=0, high=v - 1)
+    return request([offset + (k * v + load) * stride * itemsize for k in range(lanes)], itemsize, sector_bytes)
 
 
 def matrix_request(

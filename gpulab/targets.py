@@ -21,7 +21,8 @@ this module imports no kernel module at its top. Results are cached per kernel, 
 
 Flags: ``--cc 75,90`` (targets), ``--only matmul,vector add`` (rows whose name contains one of these),
 ``--all-configs`` (every autotuning candidate, not only the first), ``--jobs N`` (worker processes),
-``--no-cache``.
+``--no-cache``; ``--strided-layout --cc 90``: the strided copy's blocked layout (``sizePerThread``) and PTX
+global loads and stores as the coalescing counters launch it (lesson 06), instead of the table.
 """
 
 from __future__ import annotations
@@ -686,6 +687,92 @@ def _run_workers(jobs: dict, n_workers: int) -> dict:
     return results
 
 
+# ---- the strided copy's layout (lesson 06) -------------------------------------------------------------------
+
+# (BLOCK, num_warps, dtype, CONTIGUOUS): the launch of gpulab.counters' coalescing case, at stride 1 and above
+STRIDED_VARIANTS = ((1024, 4, "fp32", True), (1024, 4, "fp32", False))
+_SIZE_PER_THREAD = re.compile(r"#blocked\d* = #ttg\.blocked<\{sizePerThread = \[(\d+)\]")
+_GLOBAL_OPS = re.compile(r"\b((?:ld|st)\.global[\w.]*)")
+
+
+def compile_strided_layout(block: int, num_warps: int, dtype: str, contiguous: bool, cc: int = 90) -> dict:
+    """Compile ``strided_copy_kernel`` (in a worker: needs the real ``@triton.jit`` kernel) as a launch on
+    torch's allocations specializes it: both pointers and n (here 2**24) divisible by 16, stride a plain i32.
+    Returns ``size_per_thread`` (every ``sizePerThread`` of the TTGIR's blocked layouts) and ``ptx``
+    ({"ld.global.b32": count, ...}: global loads and stores in the PTX, each one per thread)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = _kernel_module("strided").strided_copy_kernel
+    t = TRITON_TYPES[dtype]
+    signature = {
+        "x_ptr": f"*{t}",
+        "y_ptr": f"*{t}",
+        "n": "i32",
+        "stride": "i32",
+        "CONTIGUOUS": "constexpr",
+        "BLOCK": "constexpr",
+    }
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(3)}
+    k = triton.compile(
+        ASTSource(fn, signature, constexprs={"CONTIGUOUS": contiguous, "BLOCK": block}, attrs=aligned),
+        target=GPUTarget("cuda", cc, 32),
+        options={"num_warps": num_warps},
+    )
+    ops = {}
+    for op in _GLOBAL_OPS.findall(k.asm["ptx"]):
+        ops[op] = ops.get(op, 0) + 1
+    return {
+        "block": block,
+        "num_warps": num_warps,
+        "dtype": dtype,
+        "contiguous": contiguous,
+        "cc": cc,
+        "size_per_thread": sorted({int(v) for v in _SIZE_PER_THREAD.findall(k.asm["ttgir"])}),
+        "ptx": dict(sorted(ops.items())),
+    }
+
+
+def _layout_worker(variants_json: str, out_path: str) -> None:
+    os.environ.pop("TRITON_INTERPRET", None)
+    if any(m.startswith("gpulab.kernels.") for m in sys.modules):
+        raise RuntimeError("a kernel module was imported before the worker cleared TRITON_INTERPRET")
+    results = [compile_strided_layout(*v) for v in json.loads(variants_json)]
+    Path(out_path).write_text(json.dumps(results))
+
+
+def strided_layouts(variants=STRIDED_VARIANTS, cc: int = 90) -> list[dict]:
+    """What Triton compiles ``gpulab.kernels.strided.strided_copy_kernel`` to for each variant
+    ``(BLOCK, num_warps, dtype, CONTIGUOUS)``, ahead of time for compute capability ``cc`` (one worker process,
+    a few seconds): a list of ``compile_strided_layout`` dicts. Raises RuntimeError when the worker fails."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(GPULAB_MODE="interpreter", TRITON_DEFAULT_FP_FUSION="1")
+    todo = json.dumps([[int(b), int(w), str(d), bool(c), int(cc)] for b, w, d, c in variants])
+    with tempfile.TemporaryDirectory(prefix="gpulab-layout-") as tmp:
+        env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")
+        out = Path(tmp) / "layouts.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpulab.targets", "--layout-worker", todo, str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"the layout worker failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+        return json.loads(out.read_text())
+
+
+def layout_table(layouts: list[dict]) -> str:
+    """One line per ``strided_layouts`` result: the launch, ``sizePerThread`` and the PTX's global accesses."""
+    return "\n".join(
+        f"strided_copy_kernel sm_{r['cc']} BLOCK {r['block']} w{r['num_warps']} {r['dtype']} "
+        f"{'stride 1 (CONTIGUOUS)' if r['contiguous'] else 'stride > 1'}: sizePerThread "
+        f"{r['size_per_thread']}, PTX " + ", ".join(f"{n} x {op}" for op, n in r["ptx"].items())
+        for r in layouts
+    )
+
+
 def cache_path() -> Path:
     from .device import cache_dir
 
@@ -765,10 +852,21 @@ def main(argv=None) -> int:
     ap.add_argument("--all-configs", action="store_true", help="every autotuning candidate, not only the first")
     ap.add_argument("--jobs", type=int, default=None, help="worker processes")
     ap.add_argument("--no-cache", action="store_true")
+    ap.add_argument(
+        "--strided-layout", action="store_true", help="the strided copy's layout and PTX loads (lesson 06), and exit"
+    )
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--layout-worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         _worker(*args.worker)
+        return 0
+    if args.layout_worker:
+        _layout_worker(*args.layout_worker)
+        return 0
+    if args.strided_layout:
+        ccs = tuple(int(c) for c in args.cc.split(",") if c)
+        print(layout_table([r for cc in ccs for r in strided_layouts(cc=cc)]))
         return 0
     ccs = tuple(int(c) for c in args.cc.split(",") if c)
     only = tuple(o.strip() for o in args.only.split(",") if o.strip())

@@ -364,10 +364,15 @@ def test_coalescing_model_from_the_sectors():
     assert by(out, "stride1", "ld sectors/request")["model"] == 16
     assert by(out, "stride1", "ld sectors/request")["counter"] == 8
     assert by(out, "stride1", "DRAM bytes")["model"] == 512  # 64 x 4 read + 64 x 4 written
-    # stride 4: lanes 16 B apart span 500 B: 16 sectors; reads 64 x 16 B, writes 64 x 4 B
-    assert by(out, "stride4", "ld sectors/32 el")["model"] == 16
+    assert by(out, "stride1", "1 el/lane")["model"] == 4  # the textbook request beside the same counter
+    assert by(out, "stride1", "1 el/lane")["counter"] == 8
+    # stride 4: Triton gives a lane 4 outputs, one scalar load each, so one load's lanes are 4 x 4 x 4 = 64 B
+    # apart: 32 sectors; the textbook lanes 16 B apart span 500 B: 16 sectors; DRAM: reads 64 x 16 B, writes 64 x 4 B
+    assert by(out, "stride4", "ld sectors/32 el")["model"] == 32
     assert by(out, "stride4", "ld sectors/32 el")["counter"] == 16
-    assert by(out, "stride4", "ld sectors/request")["model"] == 16
+    assert by(out, "stride4", "ld sectors/request")["model"] == 32
+    assert by(out, "stride4", "ld sectors/request")["counter"] == 16
+    assert by(out, "stride4", "1 el/lane")["model"] == 16
     assert by(out, "stride4", "DRAM bytes")["model"] == 1280
     assert by(out, "stride4", "DRAM bytes")["ratio"] == pytest.approx(1.0)
     # naive transpose: the write's lanes are 256 B apart, a sector each: 32 per 32 elements, 32 B per element
@@ -379,6 +384,27 @@ def test_coalescing_model_from_the_sectors():
     assert by(out, "transpose-tiled", "st sectors/32 el")["model"] == 4
     assert by(out, "transpose-tiled", "st sectors/request")["model"] == 16
     assert by(out, "transpose-tiled", "DRAM bytes")["model"] == 32768
+
+
+def test_coalescing_recording_matches_the_layout_model():
+    """The recorded H200 counters: at strides 2 and 4 the L1 counts 32 sectors a load, as the request Triton
+    issues (4 outputs a lane, lanes 4 x stride x 4 B apart) predicts, not the textbook's 8 and 16."""
+    rec, _ = C.recorded("coalescing")
+    if rec is None:
+        pytest.skip("no recording of the coalescing counters")
+    case = C.get_case("coalescing")
+    assert rec["params"] == case.params
+    out = C.compare(case, rec["rows"])
+    for s in (2, 4):
+        for quantity in ("ld sectors/request", "ld sectors/32 el"):
+            assert by(out, f"stride{s}", quantity)["model"] == 32
+            assert by(out, f"stride{s}", quantity)["ratio"] == pytest.approx(1.0, abs=0.005)
+        assert by(out, f"stride{s}", "1 el/lane")["model"] == 4 * s
+        assert by(out, f"stride{s}", "1 el/lane")["ratio"] == pytest.approx(32 / (4 * s), abs=0.005)
+    # the report shows the models of the code beside the recorded counters
+    text = C.report("coalescing", rec, print_it=False)
+    (line,) = [ln for ln in text.splitlines() if ln.strip().startswith("stride2 ")]
+    assert "ld sectors/request 32 / 32 (1.00x)" in line and "1 el/lane 8 / 32 (4.00x)" in line
 
 
 def test_divergence_models_where_uniform_and_loop():

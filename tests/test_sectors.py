@@ -56,6 +56,21 @@ def test_offset_and_granule():
     assert sec.warp_request(4, 2, 0).used_bytes_per_sector() == {k: 16 for k in range(8)}
 
 
+def test_elements_per_lane_spreads_one_instructions_lanes():
+    """Lane k's j-th load reads element (k*v + j)*stride: each instruction's lanes are v*stride*itemsize apart."""
+    r = sec.warp_request(4, 2, elements_per_lane=4)  # lanes 4 x 2 x 4 = 32 B apart: a sector each
+    assert r.n_sectors == 32 and r.addresses[:3] == (0, 32, 64) and r.useful_bytes == 128
+    assert sec.warp_request(4, 2, elements_per_lane=4, load=3).addresses[:2] == (24, 56)  # element 3, 4 + 3
+    for itemsize, stride in ((4, 1), (4, 2), (2, 3), (8, 5)):  # v = 1 is the textbook request, load or not
+        assert sec.warp_request(itemsize, stride, elements_per_lane=1) == sec.warp_request(itemsize, stride)
+    # the v loads of a lane read every element of the lanes' span once: x[0 .. 32v) at stride s
+    v, s = 4, 3
+    every = sorted(a for j in range(v) for a in sec.warp_request(4, s, elements_per_lane=v, load=j).addresses)
+    assert every == [e * s * 4 for e in range(32 * v)]
+    # stride 4, fp32, v = 4: lanes 64 B apart, still one sector each (at 8 B apart v = 1 shares sectors)
+    assert sec.warp_request(4, 4, elements_per_lane=4).n_sectors == 32 and sec.warp_request(4, 4).n_sectors == 16
+
+
 def test_matrix_request():
     assert sec.matrix_request(1000, 4, "row").sectors == (0, 1, 2, 3)  # 32 consecutive fp32: 128 bytes from 0
     col = sec.matrix_request(1000, 4, "column")
@@ -125,6 +140,11 @@ def test_copy_model():
         (lambda: sec.effective_tbps(10, 4, math.inf), "time_ms"),
         (lambda: sec.effective_tbps(10, 0, 1.0), "itemsize"),
         (lambda: sec.copy_efficiency(math.nan), "read_efficiency"),
+        (lambda: sec.warp_request(4, 2, elements_per_lane=0), "elements_per_lane"),
+        (lambda: sec.warp_request(4, 2, elements_per_lane=2.0), "elements_per_lane"),
+        (lambda: sec.warp_request(4, 2, elements_per_lane=True), "elements_per_lane"),
+        (lambda: sec.warp_request(4, 2, elements_per_lane=4, load=4), "load"),
+        (lambda: sec.warp_request(4, 2, load=-1), "load"),
     ],
 )
 def test_bad_arguments(call, word):

@@ -118,6 +118,38 @@ def test_strides_past_64_bits_and_launch_limits(poisoned):
         S.matrix_copy(wide, "columns")
 
 
+def test_elements_per_lane_is_the_compiled_layout():
+    """The rule against Triton's own compile for sm_90 (TTGIR sizePerThread, PTX loads per thread): the
+    coalescing counters' launch, a block too small for 16 bytes a lane, and 2-byte elements."""
+    from gpulab import targets
+
+    variants = [(1024, 4, "fp32", False), (1024, 4, "fp32", True), (256, 4, "fp32", False), (4096, 8, "fp16", False)]
+    for (block, warps, dtype, contiguous), got in zip(variants, targets.strided_layouts(variants)):
+        itemsize = 4 if dtype == "fp32" else 2
+        v = S.elements_per_lane(block, warps, itemsize)
+        assert got["size_per_thread"] == [v], got
+        per_thread = block // (32 * warps)  # elements a thread holds: v at a time
+        bits = 8 * itemsize
+        if contiguous:  # one vector load of v elements
+            assert got["ptx"] == {
+                f"ld.global.v{v}.b{bits}": per_thread // v,
+                f"st.global.v{v}.b{bits}": per_thread // v,
+            }
+        else:  # one scalar load per element
+            assert got["ptx"][f"ld.global.b{bits}"] == per_thread
+    assert S.elements_per_lane(1024, 4, 4) == 4 and S.elements_per_lane(128, 4, 4) == 1
+    assert S.elements_per_lane(4096, 4, 2) == 8 and S.elements_per_lane(512, 4, 2) == 4
+
+
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [({"block": 1000}, "block"), ({"num_warps": 3}, "num_warps"), ({"itemsize": 3}, "itemsize")],
+)
+def test_elements_per_lane_names_a_bad_argument(kwargs, word):
+    with pytest.raises((TypeError, ValueError), match=word):
+        S.elements_per_lane(**{"block": 1024, "num_warps": 4, "itemsize": 4, **kwargs})
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU (device check, autotuning, a 4 GiB input)")
 def test_gpu_only_paths():

@@ -12,10 +12,15 @@ Counts by hand for n copied elements of s bytes: n reads and n writes, 2ns usefu
 Best Practices Guide ("Strided Accesses"), which reads and writes with the same stride, only the read is
 strided here, so the written array holds exactly the useful elements.
 
-Triton lays a 1-D block over the lanes of each warp in order, so lane k of a warp handles offset
-``base + k``: its address is ``(base + k) * stride * s``. When the stride is known to be 1 the compiler also
-packs several neighbouring elements per lane into one 16-byte load; the launcher passes ``CONTIGUOUS``
-(a compile-time constant) for stride 1, so that this copy is as good as a plain one.
+Triton lays a 1-D block over the lanes in order, ``v`` consecutive elements a lane (its blocked layout,
+``sizePerThread = [v]``; ``elements_per_lane``): lane k of a warp handles outputs ``base + k * v + j``,
+``j < v``. Triton's coalesce pass picks v from the widest access of the block's loads and stores, here the
+dense store (16 bytes a lane), capped by BLOCK over the threads. For stride > 1 the read's addresses are not
+provably contiguous, so each of a lane's v elements is its own scalar load: one instruction's lanes read
+``v * stride * s`` bytes apart (``gpulab.sectors.warp_request(..., elements_per_lane=v)``). When the stride
+is known to be 1 the v elements are one 16-byte load; the launcher passes ``CONTIGUOUS`` (a compile-time
+constant) for stride 1, so that this copy is as good as a plain one. ``python -m gpulab.targets
+--strided-layout --cc 90`` compiles the kernel for sm_90 and prints the layout and the PTX loads.
 """
 
 from __future__ import annotations
@@ -40,6 +45,26 @@ MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid dimension 0 (programs per launch 
 AUTOTUNE_CONFIGS = [
     triton.Config({"BLOCK": b}, num_warps=w) for b, w in [(1024, 4), (2048, 4), (4096, 4), (4096, 8), (8192, 8)]
 ]
+
+
+VECTOR_BYTES = 16  # the widest global access one lane issues (128 bits: ld/st.global.v4.b32)
+
+
+def elements_per_lane(block: int, num_warps: int = 4, itemsize: int = 4) -> int:
+    """Elements each lane holds in ``strided_copy_kernel``'s layout (Triton's ``sizePerThread``), the same for
+    every stride: ``min(VECTOR_BYTES // itemsize, max(1, block // (32 * num_warps)))``. Triton's coalesce
+    pass gives the block the widest access of its memory operations: the dense, 16-byte-aligned store allows
+    16 bytes a lane; a block smaller than 32 * num_warps * that holds fewer. block: power of two; num_warps:
+    1..32; itemsize: bytes per element (4 for fp32, 2 for fp16/bf16). Raises TypeError/ValueError naming the
+    argument. Checked against the compiled TTGIR for sm_90 by ``gpulab.targets.strided_layouts``
+    (``python -m gpulab.targets --strided-layout --cc 90``): BLOCK 1024, 4 warps, fp32 gives ``sizePerThread = [4]``
+    and 8 ``ld.global.b32`` per thread at stride > 1 (two ``ld.global.v4.b32`` at stride 1)."""
+    check_block("block", block)
+    if isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"num_warps must be one of 1, 2, 4, 8, 16, 32, got {num_warps!r}")
+    if isinstance(itemsize, bool) or itemsize not in (1, 2, 4, 8, 16):
+        raise ValueError(f"itemsize must be one of 1, 2, 4, 8, 16 bytes, got {itemsize!r}")
+    return min(VECTOR_BYTES // itemsize, max(1, block // (32 * num_warps)))
 
 
 @triton.jit
