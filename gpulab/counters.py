@@ -432,7 +432,7 @@ def coalescing_case(n: int = 2**24, strides=(1, 2, 4, 8, 16, 32), matrix: int = 
     request, for the request Triton issues: each lane holds v = ``kernels.strided.elements_per_lane`` (4)
     consecutive outputs (its blocked layout), one 16-byte access at stride 1 and the tiled transpose's write,
     else v scalar loads whose lanes are ``v * stride * 4`` bytes apart. ``1 el/lane``: the textbook request
-    (lane k reads ``x[k * stride]``) beside the same counter. DRAM bytes count every sector of the textbook
+    (lane k reads ``x[k * stride]``, 32 elements) beside the counters' sectors per 32 elements. DRAM bytes count every sector of the textbook
     requests once: L2 serves the sectors the v loads of a lane share."""
     name = "coalescing"
     block, warps = COALESCING_LAUNCH["block"], COALESCING_LAUNCH["num_warps"]
@@ -492,13 +492,14 @@ def coalescing_case(n: int = 2**24, strides=(1, 2, 4, 8, 16, 32), matrix: int = 
             side_sectors, side_requests = (LD_SECTORS, LD_REQUESTS) if side == "ld" else (ST_SECTORS, ST_REQUESTS)
             t = m.get(TIME)
             counted = _div(m.get(side_sectors), m.get(side_requests))
+            counted32 = _div(m.get(side_sectors), elements / WARP_SIZE)
             out.append(
                 _row(
                     r,
                     f"{side} sectors/32 el",
                     "sector",
                     per32,
-                    _div(m.get(side_sectors), elements / WARP_SIZE),
+                    counted32,
                     t,
                     kernels,
                 )
@@ -507,7 +508,8 @@ def coalescing_case(n: int = 2**24, strides=(1, 2, 4, 8, 16, 32), matrix: int = 
                 _row(r, f"{side} sectors/request", "sector", per_request, counted, t, kernels, note=f"{v} el/lane")
             )
             if textbook is not None:
-                out.append(_row(r, "1 el/lane", "sector", textbook, counted, t, kernels, note="textbook request"))
+                # the textbook request holds 32 elements: beside the counters' sectors per 32 elements
+                out.append(_row(r, "1 el/lane", "sector", textbook, counted32, t, kernels, note="textbook request"))
             out.append(_row(r, "DRAM bytes", "byte", dram, _dram(m), t, kernels))
         return out
 

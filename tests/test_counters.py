@@ -364,8 +364,8 @@ def test_coalescing_model_from_the_sectors():
     assert by(out, "stride1", "ld sectors/request")["model"] == 16
     assert by(out, "stride1", "ld sectors/request")["counter"] == 8
     assert by(out, "stride1", "DRAM bytes")["model"] == 512  # 64 x 4 read + 64 x 4 written
-    assert by(out, "stride1", "1 el/lane")["model"] == 4  # the textbook request beside the same counter
-    assert by(out, "stride1", "1 el/lane")["counter"] == 8
+    assert by(out, "stride1", "1 el/lane")["model"] == 4  # the textbook request: 32 elements
+    assert by(out, "stride1", "1 el/lane")["counter"] == 4  # beside the counters' sectors per 32 elements
     # stride 4: Triton gives a lane 4 outputs, one scalar load each, so one load's lanes are 4 x 4 x 4 = 64 B
     # apart: 32 sectors; the textbook lanes 16 B apart span 500 B: 16 sectors; DRAM: reads 64 x 16 B, writes 64 x 4 B
     assert by(out, "stride4", "ld sectors/32 el")["model"] == 32
