@@ -6,11 +6,13 @@ VPY    := .venv/bin/python
 
 # The test suite, in one place: lint, unit/kernel/browser tests, then every notebook run top to bottom.
 # `make test` leaves out the tests marked slow (building a fresh Binder environment, the static site in a
-# browser: minutes each); `make test-all` runs them too, and CI runs it.
+# browser: minutes each) and the notebooks run again as a T4 plans; `make test-all` runs them too, and CI runs it.
 RUFF             := .venv/bin/ruff check . && .venv/bin/ruff format --check .
 PYTEST_TESTS     := $(VPY) -m pytest tests -m "not slow"
 PYTEST_ALL       := $(VPY) -m pytest tests
 PYTEST_NOTEBOOKS := $(VPY) -m pytest --nbval-lax notebooks/
+# every notebook again, choosing as a Colab T4 would (fp16 for bf16, pointer loads, small tiles, 16 GB sizes)
+PYTEST_NOTEBOOKS_T4 := GPULAB_AS_GPU=T4 $(PYTEST_NOTEBOOKS)
 
 # Jupyter refuses to start as root without --allow-root; localhost only, token auth kept.
 LAB_ARGS := --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -36,6 +38,7 @@ test-all: setup
 	echo "+ $(RUFF)"; $(RUFF) || status=1; \
 	echo "+ $(PYTEST_ALL)"; $(PYTEST_ALL) || status=1; \
 	echo "+ $(PYTEST_NOTEBOOKS)"; $(PYTEST_NOTEBOOKS) || status=1; \
+	echo "+ $(PYTEST_NOTEBOOKS_T4)"; $(PYTEST_NOTEBOOKS_T4) || status=1; \
 	exit $$status
 
 # Every lesson executed in Triton's interpreter, as static HTML pages with their figures, into site/ (git-ignored).
