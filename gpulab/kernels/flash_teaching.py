@@ -52,6 +52,11 @@ HEAD_DIMS = (16, 32, 64, 128)
 GPU_TILES = ((64, 64), (64, 32), (32, 32), (32, 16), (16, 16))
 #: The tiles where shared memory allows (every kernel, d <= 128, on an A100 or an H200).
 GPU_BLOCKS = GPU_TILES[0]
+#: The tiles where tl.dot compiles to FMA (``plan.Plan.small_tiles``, below 8.0): there the dot's operands and
+#: accumulator live in registers, and a 64-row tile spills. Compiled for 7.5 at d = 128 (fp16, 4 warps, 3
+#: stages; ``gpulab.targets``), bytes spilled at 64x64 / 32x32 / 32x16: forward 49650 / 1840 / 0, dK/dV
+#: 87018 / 1964 / 0, dQ 70606 / 15420 / 1016.
+FMA_TILES = ((32, 16), (16, 16))
 #: The tiles in the interpreter (tl.dot needs at least 16).
 INTERPRETER_BLOCKS = (16, 16)
 #: The kernels, as ``planned_blocks`` names them -> (a, b): the estimate of one block's shared memory is
@@ -86,17 +91,19 @@ def smem_bytes(part: str, block_m: int, block_n: int, head_dim: int, itemsize: i
 
 def planned_blocks(head_dim: int, itemsize: int, part: str, plan_: plan.Plan | None = None) -> tuple[int, int]:
     """(BLOCK_M, BLOCK_N) of one teaching kernel on ``plan_``'s GPU (default ``plan.current()``): the first of
-    ``GPU_TILES`` whose ``smem_bytes(part, ...)`` fits ``plan_.smem_per_block_bytes``; (16, 16) if none does.
+    ``GPU_TILES`` (``FMA_TILES`` where ``plan_.small_tiles``) whose ``smem_bytes(part, ...)`` fits
+    ``plan_.smem_per_block_bytes``; (16, 16) if none does.
     ``head_dim``: d (a positive int); ``itemsize``: bytes per element of q (2 or 4); ``part``: "fwd", "dkdv"
     or "dq". Pure (the interpreter takes ``INTERPRETER_BLOCKS`` instead). Raises ValueError naming the
     argument."""
     if not isinstance(head_dim, int) or head_dim < 1:
         raise ValueError(f"head_dim must be a positive int, got {head_dim!r}")
-    limit = (plan_ or plan.current()).smem_per_block_bytes
-    for bm, bn in GPU_TILES:
-        if smem_bytes(part, bm, bn, head_dim, itemsize) <= limit:
+    p = plan_ or plan.current()
+    tiles = FMA_TILES if p.small_tiles else GPU_TILES
+    for bm, bn in tiles:
+        if smem_bytes(part, bm, bn, head_dim, itemsize) <= p.smem_per_block_bytes:
             return bm, bn
-    return GPU_TILES[-1]
+    return tiles[-1]
 
 
 @triton.jit
