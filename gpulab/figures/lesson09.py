@@ -136,9 +136,7 @@ def breakdown(cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0) -> go.Fig
         margin=dict(t=70, b=110),
         title=dict(
             font_size=14,
-            text=f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}<br><sup>"
-            + source
-            + "</sup>",
+            text=f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}<br><sup>" + source + "</sup>",
         ),
     )
     return fig
@@ -167,9 +165,7 @@ def ladder_figure(cfg: GPTConfig = GPT2_SMALL, spec="H200") -> go.Figure:
         height=500,
         legend=dict(LEGEND_BELOW, y=-0.42),
         margin=dict(t=70, b=190),
-        yaxis=dict(
-            title="ms per step", type="log", tickvals=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], range=y_range
-        ),
+        yaxis=dict(title="ms per step", type="log", tickvals=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], range=y_range),
         title=dict(
             font_size=14,
             text="The ladder of habits, GPT-2 small<br><sup>" + (label if data else NO_RECORDING) + "</sup>",
