@@ -11,6 +11,7 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from .. import widgets
+from ..plots import LOG_TICKS
 from ..sectors import (
     ITEMSIZES,
     LINE_BYTES,
@@ -222,15 +223,20 @@ def stride_figure(strides, copy_tbps: float, data: dict | None = None, where: st
         )
         for r in data["stride"].get("skipped", []):  # strides whose input does not fit this GPU's memory
             fig.add_vline(x=r["stride"], line=dict(color="firebrick", dash="dot"))
-            fig.add_annotation(
-                x=math.log10(r["stride"]), yref="paper", y=0.95, text="out of memory: skipped", showarrow=False
+            fig.add_annotation(  # left of its line: the last stride's note stays inside the plot
+                x=math.log10(r["stride"]),
+                xanchor="right",
+                yref="paper",
+                y=0.95,
+                text=f"stride {r['stride']}: out of memory, skipped",
+                showarrow=False,
             )
     fig.update_layout(
         title=dict(
             text=f"y[k] = x[k·stride], fp32: effective bandwidth against stride<br><sup>{where}</sup>", font_size=13
         ),
         xaxis=dict(type="log", title="stride (elements)", tickvals=strides),
-        yaxis=dict(type="log", title="effective TB/s (useful bytes / time)"),
+        yaxis=dict(type="log", title="effective TB/s (useful bytes / time)", tickvals=LOG_TICKS),
         template="plotly_white",
         height=500,
         margin=dict(t=90),

@@ -296,8 +296,8 @@ def tiles_figure(data: dict, where: str = ""):
 def build_figure(data: dict | None, profile: dict | None = None, where: str = ""):
     """The lesson's build on the roofline: each step of a ``gpulab.bench.lesson07`` record's ``"build"`` at its
     model intensity (2 N^3 FLOPs over the requested input bytes, ``matmul_steps.step_counts``; the fast path and
-    torch at the least bytes, A and B read and C written once), measured TFLOP/s. Roofs: the measured bf16 peak and
-    copy bandwidth of ``profile`` (the device profile; fp16 and bf16 run at one rate on the tensor cores), and the
+    torch at the least bytes, A and B read and C written once), measured TFLOP/s. Roofs: the measured tensor-core peak and
+    copy bandwidth of ``profile`` (the device profile: the peak of the build's dtype, fp16 without a record), and the
     H200 datasheet's fp16 dashed. Without a build record the steps sit at their model bounds and the title says
     "no recording yet"."""
     from ..kernels import matmul_steps as ms
@@ -306,8 +306,11 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
 
     spec = hardware.get("H200")
     roofs = [("datasheet H200 fp16", spec.peak_tflops["fp16"], spec.hbm_tbps, "dash")]
+    rows = (data or {}).get("build")
     if profile:
-        half = "bf16" if profile["matmul_tflops"].get("bf16") else "fp16"  # no bf16 tensor cores: fp16
+        # the roof of the build's own dtype where the profile measured it; else bf16, else fp16 (no bf16 cores)
+        ran = rows[0]["dtype"] if rows else "fp16"
+        half = next(d for d in (ran, "bf16", "fp16") if profile["matmul_tflops"].get(d))
         roofs.insert(
             0,
             (
@@ -318,7 +321,6 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
                 "solid",
             ),
         )
-    rows = (data or {}).get("build")
     n, s = (rows[0]["n"], 2) if rows else (4096, 2)
     steps = list(ms.STEPS) + ["fast path", "torch"]
     intensity = {st: (lambda f, b: f / b)(*ms.step_counts(st, n, n, n, s)) for st in ms.STEPS}

@@ -165,7 +165,11 @@ class NaiveVsFlashExplorer:
         def label(values, unit):
             return [f"{v:.3g} {unit}" if v is not None else "" for v in values]
 
+        names = [f"{m}<br>(out of memory)" if m in ooms else m for m in self.METHODS]  # no bare empty slot
+
         def change(fig):
+            for tr in fig.data:
+                tr.x = names
             fig.data[0].y, fig.data[0].text = model, label(model, "GiB")
             if self.data:
                 fig.data[1].y, fig.data[1].text = peak, label(peak, "GiB")
@@ -228,12 +232,16 @@ def naive_flash_figure(sweep: dict | None, where: str = "", lengths=tuple(2**e f
                     row=1,
                     col=1,
                 )
-    fig.update_xaxes(type="log", title="L (tokens)")
-    fig.update_yaxes(type="log")
+    # one labelled tick a length, a decade a tick up the side: plotly's minor labels ("2 3 4 5") read as values
+    ticks = [f"{L // 1024}k" if L >= 1024 else str(L) for L in lengths]
+    fig.update_xaxes(type="log", title="L (tokens)", tickvals=lengths, ticktext=ticks)
+    fig.update_yaxes(type="log", dtick=1)
     note = where if sweep else "model only: no measurement recorded yet"
+    dtype = sw.get("dtype", "bf16")
     fig.update_layout(
         title=dict(
-            text=f"naive against flash, B={sw['B']}, H={sw['H']}, d={sw['d']}, bf16<br><sup>{note}</sup>", font_size=13
+            text=f"naive against flash, B={sw['B']}, H={sw['H']}, d={sw['d']}, {dtype}<br><sup>{note}</sup>",
+            font_size=13,
         ),
         height=430,
         template="plotly_white",
@@ -286,7 +294,8 @@ def roofline_figure(points, profile: dict, where: str = ""):
     ``gpulab.bench.lesson08.roofline_points``) on the bf16 roofline measured in ``profile``: log axes whose ranges
     come from the points and the ridge, one series per kernel and head dimension, the shortest and longest L
     labelled (every point on hover)."""
-    peak, bw = profile["matmul_tflops"]["bf16"], profile["copy_tbps"]
+    half = "bf16" if profile["matmul_tflops"].get("bf16") else "fp16"  # no bf16 tensor cores (a T4): fp16
+    peak, bw = profile["matmul_tflops"][half], profile["copy_tbps"]
     ridge = peak / bw  # FLOP/byte where the two roofs meet
     xs, ys = [p.intensity for p in points] + [ridge], [p.tflops for p in points] + [peak]
     if not points:  # the roofs alone: a decade each side of the ridge
@@ -300,7 +309,7 @@ def roofline_figure(points, profile: dict, where: str = ""):
         y=[bw * x0, peak, peak],
         mode="lines",
         line=dict(color="#555"),
-        name=f"measured bf16 roof: {peak:.0f} TFLOP/s, {bw:.2f} TB/s (ridge {ridge:.0f} FLOP/B)",
+        name=f"measured {half} roof: {peak:.0f} TFLOP/s, {bw:.2f} TB/s (ridge {ridge:.0f} FLOP/B)",
     )
     groups: dict[str, list] = {}
     for p in points:

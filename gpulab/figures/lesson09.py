@@ -113,6 +113,13 @@ def breakdown(cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0) -> go.Fig
     ops, note = lesson09.measured_ops(data)
     measured = ops.get(r.name)
     if measured:
+        source = label + (f"; {note}" if note else "")
+    elif data:  # recorded, but the profiler ran on other rungs only
+        step = next((x["ms"] for x in data["ladder"] if x["rung"] == r.name), None)
+        source = f"{label}; this rung not profiled by group" + (f" (measured step {step:.1f} ms)" if step else "")
+    else:
+        source = NO_RECORDING
+    if measured:
         fig.add_bar(
             name="measured (torch.profiler)",
             x=groups,
@@ -129,9 +136,7 @@ def breakdown(cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0) -> go.Fig
         margin=dict(t=70, b=110),
         title=dict(
             font_size=14,
-            text=f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}<br><sup>"
-            + ((label + (f"; {note}" if note else "")) if measured else NO_RECORDING)
-            + "</sup>",
+            text=f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}<br><sup>" + source + "</sup>",
         ),
     )
     return fig
@@ -148,15 +153,19 @@ def ladder_figure(cfg: GPTConfig = GPT2_SMALL, spec="H200") -> go.Figure:
         name=f"predicted ({spec.name} datasheet)", x=names, y=[r["predicted_ms"] for r in rows], marker_color="#1f77b4"
     )
     data, label = recorded()
+    values = [r["predicted_ms"] for r in rows]
     if data:
         fig.add_bar(name="measured", x=names, y=[r["ms"] for r in data["ladder"]], marker_color="#d62728")
+        values += [r["ms"] for r in data["ladder"]]
+    # bars on a log axis rise from its bottom: half a decade under the shortest keeps every bar in sight
+    y_range = [math.log10(min(values)) - 0.5, math.log10(max(values)) + 0.15]
     fig.update_layout(
         barmode="group",
         template="plotly_white",
         height=500,
         legend=dict(LEGEND_BELOW, y=-0.42),
         margin=dict(t=70, b=190),
-        yaxis=dict(title="ms per step", type="log", tickvals=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]),
+        yaxis=dict(title="ms per step", type="log", tickvals=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], range=y_range),
         title=dict(
             font_size=14,
             text="The ladder of habits, GPT-2 small<br><sup>" + (label if data else NO_RECORDING) + "</sup>",
