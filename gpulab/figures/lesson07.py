@@ -293,12 +293,15 @@ def tiles_figure(data: dict, where: str = ""):
     return fig
 
 
-def build_figure(data: dict | None, profile: dict | None = None, where: str = ""):
+def build_figure(data: dict | None, profile: dict | None = None, where: str = "", l2_tbps: float | None = None):
     """The lesson's build on the roofline: each step of a ``gpulab.bench.lesson07`` record's ``"build"`` at its
     model intensity (2 N^3 FLOPs over the requested input bytes, ``matmul_steps.step_counts``; the fast path and
     torch at the least bytes, A and B read and C written once), measured TFLOP/s. Roofs: the measured tensor-core peak and
     copy bandwidth of ``profile`` (the device profile: the peak of the build's dtype, fp16 without a record), and the
-    H200 datasheet's fp16 dashed. Without a build record the steps sit at their model bounds and the title says
+    H200 datasheet's fp16 dashed; with ``l2_tbps`` (TB/s, lesson 00's L2 plateau) the L2 roof too, dotted. A
+    step's bound is the roof at its intensity: the L2 roof for the steps (the bytes they request are re-reads
+    that L2 serves: lesson 07's counters), the copy roof for the fast path and torch (their least bytes come
+    from HBM). Without a build record the steps sit at their model bounds and the title says
     "no recording yet"."""
     from ..kernels import matmul_steps as ms
     from ..kernels.matmul import counts
@@ -321,6 +324,8 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
                 "solid",
             ),
         )
+    if l2_tbps:
+        roofs.insert(1, (f"L2 (lesson 00), {l2_tbps:.2f} TB/s", roofs[0][1], l2_tbps, "dot"))
     n, s = (rows[0]["n"], 2) if rows else (4096, 2)
     steps = list(ms.STEPS) + ["fast path", "torch"]
     intensity = {st: (lambda f, b: f / b)(*ms.step_counts(st, n, n, n, s)) for st in ms.STEPS}
@@ -334,18 +339,19 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
         horizontal_spacing=0.1,
         subplot_titles=("on the roofline", "TFLOP/s per step" if rows else "model bound per step"),
     )
-    for (label, peak, bw, dash), color in zip(roofs, ("#444444", "#888888")):
+    for (label, peak, bw, dash), color in zip(roofs, ("#444444", "#666666", "#999999")):
         x, y = roof_xy(peak, bw, log_range=(math.log10(lo), math.log10(hi)))
         fig.add_scatter(
             x=x.tolist(), y=y.tolist(), mode="lines", name=label, line=dict(color=color, dash=dash), row=1, col=1
         )
-    bound = roofs[0]
-    bounds = [min(bound[1], bound[2] * intensity[st]) for st in steps]
+    peak, hbm = roofs[0][1], roofs[0][2]
+    bw_of = {st: (l2_tbps or hbm) if st in ms.STEPS else hbm for st in steps}  # requested bytes: from L2
+    bounds = [min(peak, bw_of[st] * intensity[st]) for st in steps]
     fig.add_scatter(
         x=[intensity[st] for st in steps],
         y=bounds,
         mode="markers",
-        name="model bound of each step (the roof at its intensity)",
+        name="model bound of each step (the roof at its intensity" + (": L2's for the steps)" if l2_tbps else ")"),
         marker=dict(symbol="circle-open", size=13, color="#444444"),
         row=1,
         col=1,
@@ -374,7 +380,7 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
             row=1,
             col=2,
         )
-        title = f"the build, {rows[0]['dtype']} {n}³: measured"
+        title = f"the build, {rows[0]['dtype']} {n}³"
     else:
         fig.add_bar(
             x=steps,
