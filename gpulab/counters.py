@@ -132,6 +132,13 @@ def ncu_version(ncu: str | None = None) -> str:
     return next((ln for ln in lines if ln.lower().startswith("version")), lines[-1] if lines else "unknown")
 
 
+def ncu_short(version: str) -> str:
+    """``ncu_version``'s line in a few words: "Version 2025.3.1.0 (build 36398880) (public-release)" ->
+    "ncu 2025.3.1"; a line without a dotted version number is returned as ``"ncu " + version``."""
+    m = re.search(r"\d+(?:\.\d+){1,2}", version)
+    return f"ncu {m.group(0) if m else version}"
+
+
 # ---- ncu's CSV (raw page) ------------------------------------------------------------------------------------
 
 # Units ncu prints, scaled to the base unit of their kind: time to ns, bytes and counts by decimal prefixes
@@ -926,6 +933,11 @@ def _fmt(v, unit: str = "") -> str:
     return f"{v:.3g}"
 
 
+def _ratio(r: float) -> str:
+    """counter / model as a short factor: two decimals, or two significant digits below 0.01 (0.00049x)."""
+    return f"{r:.2f}x" if r == 0 or abs(r) >= 0.01 else f"{r:.2g}x"
+
+
 def table(comparison: list[dict]) -> str:
     """The comparison as one line per range: each quantity as model / counter (ratio), then the time."""
     lines, labels = [], list(dict.fromkeys(c["label"] for c in comparison))
@@ -934,7 +946,7 @@ def table(comparison: list[dict]) -> str:
         mine = [c for c in comparison if c["label"] == lab]
         parts = []
         for c in mine:
-            ratio = f" ({c['ratio']:.2f}x)" if c["ratio"] is not None else ""
+            ratio = f" ({_ratio(c['ratio'])})" if c["ratio"] is not None else ""
             value = (
                 _fmt(c["counter"], c["unit"])
                 if c["model"] is None
@@ -961,7 +973,7 @@ def report(case, data: dict | None = None, live: bool | None = None, print_it: b
     out unable to read the counters, the recording from ``gpulab.reference`` with a one-line reason and its
     provenance. Returns the text."""
     case = get_case(case)
-    lines = [f"[{case.name}, lesson {case.lesson}] per range: model / counter (counter / model), ncu's time"]
+    lines = [f"[{case.name}, lesson {case.lesson}] each line: model / counter (counter / model), time"]
     if data is None:
         ok, why = available()
         if live if live is not None else ok:
@@ -991,7 +1003,7 @@ def recorded(case_name: str) -> tuple[dict | None, str]:
         if rec is not None:
             p = rec.get("provenance", {})
             return rec, (
-                f"recorded on {p.get('gpu', '?')} ({p.get('date', '?')}; {p.get('ncu', 'ncu ?')}, "
+                f"recorded on {p.get('gpu', '?')} ({p.get('date', '?')}; {ncu_short(p.get('ncu', '?'))}, "
                 f"torch {p.get('torch', '?')}, Triton {p.get('triton', '?')})"
             )
     return None, (
@@ -1193,11 +1205,23 @@ def _reference_path(gpu_name: str | None) -> Path:
     return reference.path_for(gpu_name)
 
 
+USAGE = """Hardware counters (Nsight Compute, ncu) beside the lessons' models.
+
+  python -m gpulab.counters --list                  the cases and what each compares
+  python -m gpulab.counters --case fusion           one case: model beside counter, and the time
+  python -m gpulab.counters --all                   every case
+  python -m gpulab.counters --all --record          ... and store them in gpulab/data/reference-<gpu>.json
+  python -m gpulab.counters --case fusion --json F  ... and write the rows and comparison to the file F
+
+Needs a CUDA GPU, ncu on PATH and permission to read the counters; without them it prints the recorded
+counters, labelled as such, and --record refuses."""
+
+
 def main(argv=None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(
-        prog="python -m gpulab.counters", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m gpulab.counters", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--case", choices=sorted(CASES), help="profile one case")

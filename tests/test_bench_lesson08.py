@@ -73,6 +73,14 @@ def test_teaching_report_by_hand():
     assert "teaching d=128 L=4096: 0.50; tma d=128 L=4096: 0.60" in text  # causal ms / non-causal ms
 
 
+def test_teaching_report_wraps_the_causal_line():
+    rows = [dict(r, L=L) for L in (1024, 4096, 16384) for r in _teaching_rows()]
+    text = lesson08.teaching_report(rows)
+    assert max(len(ln) for ln in text.splitlines()) <= 110, text
+    for L in (1024, 16384):  # causal teaching ms 2.0 / non-causal 4.0; TMA 1.2 / 2.0
+        assert f"teaching d=128 L={L}: 0.50" in text and f"tma d=128 L={L}: 0.60" in text
+
+
 def test_teaching_report_without_a_recording_says_so():
     assert lesson08.teaching_report(None).startswith("no recording yet")
 
@@ -94,6 +102,14 @@ def test_report_is_short_and_full_has_every_table():
     assert len(short.splitlines()) <= 15, short
     assert short.count("B/token") == 1 and "held" not in short  # the memory table is printed once, in full
     assert "cuDNN ahead of ours" in full and "held" in full and full.count("naive (S, P in HBM)") == 1
+    assert "_report" not in short and "full=" not in short  # plain words, no function names
+
+
+def test_report_memory_line_by_hand():
+    rows = [dict(L=1024, peak_bytes=16512 * 1024), dict(L=2048, peak_bytes=16512 * 2048)]
+    assert lesson08.report({"memory": {"rows": rows}}) == "memory: peak 16512 B/token at every L"
+    rows[0]["peak_bytes"] = 16448 * 1024
+    assert lesson08.report({"memory": {"rows": rows}}) == "memory: peak 16448 to 16512 B/token"
 
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter-mode refusal")

@@ -553,8 +553,25 @@ def test_report_shows_the_recording_with_its_provenance(tmp_path, monkeypatch):
     }
     (tmp_path / "reference-h200.json").write_text(json.dumps({"counters": {"cases": {"fusion": rec}}}))
     text = C.report("fusion", live=False, print_it=False)
-    assert "recorded on NVIDIA H200 (2026-12-01; Version 2025.1.0.0" in text
+    assert "recorded on NVIDIA H200 (2026-12-01; ncu 2025.1.0, torch 2.11.0" in text
     assert "8 kB / 8 kB (1.00x)" in text
+
+
+def test_ncu_short_and_small_ratios():
+    assert C.ncu_short("Version 2025.3.1.0 (build 36398880) (public-release)") == "ncu 2025.3.1"
+    assert C.ncu_short("unknown") == "ncu unknown"
+    case = C.fusion_case(n=1000)  # model 8000 bytes; counters 4 bytes: 1/2000 of it
+    rows = [fake_row(0, case.range("fused").name, read=2, write=2, time=5)]
+    assert "8 kB / 4 B (0.0005x)" in C.table(C.compare(case, rows))
+
+
+def test_help_says_what_to_type_in_a_few_lines(capsys):
+    with pytest.raises(SystemExit):
+        C.main(["--help"])
+    out = capsys.readouterr().out
+    description = out.split("\n\n")[1:-1]  # between the usage line and the options
+    assert sum(len(part.splitlines()) + 1 for part in description) <= 12, out
+    assert "python -m gpulab.counters --all --record" in out and "NVTX" not in out
 
 
 # ---- recording -------------------------------------------------------------------------------------------------

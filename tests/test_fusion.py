@@ -181,6 +181,10 @@ def test_report_formats_and_flags():
     r = lesson04.headline_ratios(data)
     assert math.isclose(r["fused"]["vs_compile"], 0.56 / 0.55)
     assert "target met" in text and "BELOW TARGET" not in text.split("naive")[0].split("fused fast")[0]
+    assert (
+        "gpulab's targets for the fused kernels: torch.compile ms / ours >= 1.0 and ours / copy bandwidth >= 0.9"
+        in text
+    )
     data["headline"][1]["ms"] = 1.0
     data["headline"][1]["eff_tbps"] = fusion.effective_tbps(2**28, 1.0)
     assert "BELOW TARGET" in lesson04.report(data)

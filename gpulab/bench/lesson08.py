@@ -467,8 +467,21 @@ def teaching_report(rows: list[dict] | None) -> str:
                 if isinstance(a, float) and isinstance(b, float):
                     skip.append(f"{key} d={d} L={L}: {a / b:.2f}")
     if skip:
-        lines.append("  causal tile skipping, causal ms / non-causal ms (1.0 = no skipping): " + "; ".join(skip))
+        lines.append("  causal tile skipping, causal ms / non-causal ms (1.0 = no skipping):")
+        lines += _pack(skip, indent="    ")
     return "\n".join(lines)
+
+
+def _pack(items: list[str], indent: str, width: int = 110) -> list[str]:
+    """``items`` joined by "; " into lines of at most ``width`` characters (an item longer than that gets a line
+    of its own), each starting with ``indent``."""
+    lines, line = [], ""
+    for item in items:
+        if line and len(indent) + len(line) + 2 + len(item) > width:
+            lines.append(indent + line)
+            line = ""
+        line = f"{line}; {item}" if line else item
+    return lines + ([indent + line] if line else [])
 
 
 def roofline_points(data: dict | None) -> list:
@@ -645,8 +658,8 @@ def memory_report(memory: dict) -> str:
 
 
 def report(data: dict, full: bool = False) -> str:
-    """The naive/flash sweep (about 10 lines), with one line each on the headline and the memory; ``full=True``
-    adds the headline table, the memory table and the teaching-against-production table."""
+    """The naive/flash sweep (about 10 lines), then two lines on the headline and one on the memory; ``full=True``
+    prints, after the sweep, the headline table, the memory table and the teaching-against-production table."""
     parts = [sweep_report(data["sweep"])] if "sweep" in data else []
     if full:
         if "headline" in data:
@@ -661,18 +674,16 @@ def report(data: dict, full: bool = False) -> str:
         below = sum(r < 1.0 for r in ratios)
         parts.append(
             f"headline: ours / SDPA flash {min(ratios):.2f}x to {max(ratios):.2f}x"
-            f"{f' ({below} ratios BELOW TARGET 1.0)' if below else ''}; cuDNN ahead of ours in "
+            f"{f' ({below} ratios BELOW TARGET 1.0)' if below else ''}\n  cuDNN ahead of ours in "
             f"{leads['fwd'][0]} of {leads['fwd'][1]} forward, {leads['bwd'][0]} of {leads['bwd'][1]} "
-            "backward settings (headline_report)"
+            "backward settings"
             if ratios
             else "headline: no ratios"
         )
-    if "memory" in data:
+    if data.get("memory", {}).get("rows"):
         per_token = [r["peak_bytes"] / r["L"] for r in data["memory"]["rows"]]
-        parts.append(
-            f"memory: peak {min(per_token):.0f} to {max(per_token):.0f} B/token at every L "
-            f"(memory_report); full=True prints every table"
-        )
+        lo, hi = f"{min(per_token):.0f}", f"{max(per_token):.0f}"
+        parts.append(f"memory: peak {lo} B/token at every L" if lo == hi else f"memory: peak {lo} to {hi} B/token")
     if "teaching" in data and not parts:  # a teaching-only run: its table is the report
         parts.append(teaching_report(data["teaching"]))
     return "\n".join(parts)
