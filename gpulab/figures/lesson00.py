@@ -99,11 +99,12 @@ def hierarchy_figure(spec: hardware.GPUSpec, data: dict | None = None) -> go.Fig
     )
 
 
-def staircase_figure(data: dict | None, spec: hardware.GPUSpec) -> go.Figure:
+def staircase_figure(data: dict | None, spec: hardware.GPUSpec, where: str = "") -> go.Figure:
     """Read bandwidth (TB/s) against working-set size (bytes, log) from a lesson00 record, with the 20th-80th
     percentile band, the capacities of one SM's L1 and of the L2 as vertical lines, each level's plateau as
     the staircase model, and the datasheet HBM bandwidth. With ``data`` None: the capacities and the
-    datasheet line only, and a title that says no recording exists."""
+    datasheet line only, and a title that says no recording exists. ``where``: the data's source ("measured
+    now on ...", or the recording's label), printed under the title."""
     fig = go.Figure()
     l1, l2, _ = memory.staircase_levels(spec)
     if data and data.get("staircase"):
@@ -139,6 +140,7 @@ def staircase_figure(data: dict | None, spec: hardware.GPUSpec) -> go.Figure:
         )
         ymax = max(r["tbps"] for r in st)
         title = f"{spec.name}: read bandwidth against working set (fp32, {data['device']['name']})"
+        title += f"<br><sup>{where}</sup>" if where else ""
     else:
         lo_ws, hi_ws = 4096, 4 * 2**30
         ymax = spec.hbm_tbps
@@ -167,11 +169,13 @@ def staircase_figure(data: dict | None, spec: hardware.GPUSpec) -> go.Figure:
     return _layout(fig, title)
 
 
-def little_figure(data: dict | None, spec: hardware.GPUSpec, example_latency_ns: float = 500.0) -> go.Figure:
+def little_figure(
+    data: dict | None, spec: hardware.GPUSpec, example_latency_ns: float = 500.0, where: str = ""
+) -> go.Figure:
     """Copy bandwidth (TB/s, read + write) against warps in flight (log) from a lesson00 record, with Little's
     law fitted to it: min(peak, warps x bytes per warp / latency). With ``data`` None: the law drawn for
     ``example_latency_ns`` (an example, not a measurement) up to the datasheet HBM bandwidth, and a title that
-    says no recording exists."""
+    says no recording exists. ``where``: the data's source, printed under the title."""
     fig = go.Figure()
     if data and data.get("latency", {}).get("rows"):
         rows, b = data["latency"]["rows"], data["latency"]["bytes_per_warp"]
@@ -188,7 +192,7 @@ def little_figure(data: dict | None, spec: hardware.GPUSpec, example_latency_ns:
         title = (
             f"{spec.name}: latency hiding, copy on a limited grid (Little's law fit: {latency:.0f} ns, "
             f"{peak:.2f} TB/s, {memory.bytes_in_flight(peak, latency) / 2**20:.2f} MiB in flight)"
-        )
+        ) + (f"<br><sup>{where}</sup>" if where else "")
         ymax = max(r["tbps"] for r in rows)
         lo, hi = min(warps), max(warps)
     else:
