@@ -307,6 +307,11 @@ def test_lesson07_build_figure_with_and_without_a_recording():
     bars = fig.data[-1]
     assert list(bars.x[:4]) == ["no reuse", "tiled", "grouped", "pipelined"]
     assert bars.y[0] == pytest.approx(0.5 * bw) and bars.y[1] == pytest.approx(64 * bw)
+    # with lesson 00's L2 bandwidth the steps' bounds take the L2 roof; the fast path and torch keep HBM's
+    peak = RECORDED["profile"]["matmul_tflops"]["fp16"]
+    bars = figures.lesson07.build_figure(None, RECORDED["profile"], "no GPU", l2_tbps=8.0).data[-1]
+    assert bars.y[0] == pytest.approx(0.5 * 8.0) and bars.y[1] == pytest.approx(min(peak, 64 * 8.0))
+    assert bars.y[4] == pytest.approx(min(peak, bw * 4096 / 3))  # 2N^3 / (3 N^2 2 B) = N/3 FLOP/B, from HBM
     made_up = {
         "build": [
             dict(step=s, n=4096, dtype="fp16", tflops=t)
