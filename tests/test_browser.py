@@ -99,6 +99,19 @@ def artifacts_dir(request) -> Path:
     return parent / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def _run_checks(drv, artifacts_dir, label: str, checks):
+    """``(checks(), None)``; when a check fails: the page's artifacts saved, and ``(None, message)`` for
+    ``pytest.fail`` after the browser context is closed. Any other exception is raised as it is."""
+    try:
+        return checks(), None
+    except Exception as exc:
+        where = drv.save_artifacts(artifacts_dir, exc)
+        print(f"\nbrowser test artifacts (screenshot, page text, log console, server log): {where}")
+        if not isinstance(exc, harness.CheckFailed):
+            raise
+        return None, f"{label}: {exc}\n\nartifacts: {where}\ntimings: {drv.timings}"
+
+
 # ---------------------------------------------------------------------------------------------------- test
 
 
@@ -113,8 +126,8 @@ def test_notebook_widget_in_browser(case: BrowserCase, browser, jupyter_servers,
     page.set_default_timeout(30_000)
     drv = harness.LabDriver(page, server, case)
     t0 = time.monotonic()
-    failure = None
-    try:
+
+    def checks():
         drv.open_notebook()
         report = drv.run_all()
         drv.assert_clean(report)
@@ -123,17 +136,16 @@ def test_notebook_widget_in_browser(case: BrowserCase, browser, jupyter_servers,
         fig1 = drv.move_slider_and_wait_change(fig0)
         drv.assert_traces_complete("after the slider moved")
         drv.assert_no_new_errors(report)
-    except Exception as exc:
-        where = drv.save_artifacts(artifacts_dir, exc)
-        print(f"\nbrowser test artifacts (screenshot, page text, log console, server log): {where}")
-        if not isinstance(exc, harness.CheckFailed):
-            raise
-        failure = f"{case.path}: {exc}\n\nartifacts: {where}\ntimings: {drv.timings}"
+        return fig0, fig1
+
+    try:
+        figs, failure = _run_checks(drv, artifacts_dir, case.path, checks)
     finally:
         context.close()
         server.shutdown_all_kernels()
     if failure:
         pytest.fail(failure, pytrace=False)
+    fig0, fig1 = figs
     print(f"\n{case.path}: {time.monotonic() - t0:.1f}s {drv.timings}; figure {fig0['hash']} -> {fig1['hash']}")
     assert case.file.read_bytes() == before_bytes, f"the browser session modified {case.file}"
 
@@ -186,10 +198,10 @@ def test_static_fallback_without_anywidget(browser, artifacts_dir):
     context = browser.new_context(viewport=harness.VIEWPORT)
     page = context.new_page()
     page.set_default_timeout(30_000)
-    failure = None
     with harness.JupyterLabServer(case.root, python=sys.executable, block_imports=("anywidget",)) as server:
         drv = harness.LabDriver(page, server, case)
-        try:
+
+        def checks():
             drv.open_notebook()
             report = drv.run_all()
             drv.assert_clean(report)
@@ -203,12 +215,9 @@ def test_static_fallback_without_anywidget(browser, artifacts_dir):
             drv.move_slider_and_wait_change(fig0)
             _assert_every_figure_has_data(drv.all_figures(), "after the slider moved")
             drv.assert_no_new_errors(report)
-        except Exception as exc:
-            where = drv.save_artifacts(artifacts_dir, exc)
-            print(f"\nbrowser test artifacts (screenshot, page text, log console, server log): {where}")
-            if not isinstance(exc, harness.CheckFailed):
-                raise
-            failure = f"{case.path} without anywidget: {exc}\n\nartifacts: {where}\ntimings: {drv.timings}"
+
+        try:
+            _, failure = _run_checks(drv, artifacts_dir, f"{case.path} without anywidget", checks)
         finally:
             context.close()
     if failure:
