@@ -193,9 +193,26 @@ class Plan:
             raise ValueError(f"wanted must be 'tf32' or 'ieee', got {wanted!r}")
         return wanted if wanted == "ieee" or has(self.gpu, "tf32") else FEATURES["tf32"].instead
 
+    @property
+    def budget_bytes(self) -> int:
+        """Bytes of buffers a sweep may allocate on this GPU: ``MEMORY_FRACTION`` of its memory."""
+        return int(MEMORY_FRACTION * self.memory_bytes)
+
     def fits(self, nbytes: int) -> bool:
-        """True if ``nbytes`` of buffers fit in ``MEMORY_FRACTION`` of this GPU's memory."""
-        return nbytes <= MEMORY_FRACTION * self.memory_bytes
+        """True if ``nbytes`` of buffers fit in ``budget_bytes``."""
+        return nbytes <= self.budget_bytes
+
+    def skip_reason(self, nbytes: int) -> str:
+        """Why a point of ``nbytes`` is not run here, one line: 'needs 8.6 GB; the T4 plan allows 8.0 GB (50% of
+        its 16 GB)'."""
+        return (
+            f"needs {nbytes / 1e9:.1f} GB; the {self.gpu.name} plan allows {self.budget_bytes / 1e9:.1f} GB "
+            f"({MEMORY_FRACTION:.0%} of its {self.gpu.hbm_gb:g} GB)"
+        )
+
+    def feature_skip(self, feature: str) -> str | None:
+        """None where this GPU has ``feature`` (a key of ``FEATURES``), else one line: 'skipped on the T4: ...'."""
+        return None if has(self.gpu, feature) else f"skipped on the {self.gpu.name}: {FEATURES[feature].why}"
 
     def sizes_that_fit(self, sizes, nbytes) -> tuple[list, list]:
         """Split a sweep: ``(kept, skipped)`` where ``nbytes(size)`` (bytes a point allocates) fits or not.
@@ -209,7 +226,7 @@ class Plan:
         """The largest element count n with ``buffers`` buffers of n elements fitting (``fits``)."""
         if bytes_per_element <= 0 or buffers <= 0:
             raise ValueError(f"bytes_per_element and buffers must be positive, got {bytes_per_element}, {buffers}")
-        return int(MEMORY_FRACTION * self.memory_bytes) // (bytes_per_element * buffers)
+        return self.budget_bytes // (bytes_per_element * buffers)
 
     def waves_of(self, blocks: int, blocks_per_sm: int = 1) -> float:
         """How many waves ``blocks`` blocks take on this GPU's SMs (``blocks_per_sm`` resident per SM)."""

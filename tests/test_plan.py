@@ -109,3 +109,10 @@ def test_as_gpu_switch_end_to_end():
     assert "plans for: T4" in r.stdout and "bf16 matmuls: fp16" in r.stdout and "tile loads: pointer" in r.stdout
     bad = _python("import gpulab", GPULAB_AS_GPU="V100")
     assert bad.returncode != 0 and "GPULAB_AS_GPU must name a GPU of gpulab.hardware" in bad.stderr
+
+
+def test_budget_skip_reason_and_feature_skip_by_hand():
+    t4, h200 = (plan.for_gpu(plan.as_gpu_spec(n)) for n in ("T4", "H200"))
+    assert t4.budget_bytes == int(0.5 * 16e9) and t4.fits(8e9) and not t4.fits(8e9 + 1)
+    assert t4.skip_reason(int(8.6e9)) == "needs 8.6 GB; the T4 plan allows 8.0 GB (50% of its 16 GB)"
+    assert t4.feature_skip("tma").startswith("skipped on the T4: TMA") and h200.feature_skip("tma") is None

@@ -69,7 +69,7 @@ def choices(p, sweep_lengths=SWEEP, memory_lengths=MEMORY_LENGTHS) -> dict:
     return dict(
         dtype=p.dtype("bf16"),
         tma=p.attention_tma,
-        tma_skip=planned.feature_skip(p, "tma"),
+        tma_skip=p.feature_skip("tma"),
         naive_kept=naive_kept,
         naive_skipped=naive_skipped,
         memory_kept=mem_kept,
