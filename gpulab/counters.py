@@ -987,7 +987,7 @@ def report(case, data: dict | None = None, live: bool | None = None, print_it: b
             data, where = recorded(case.name)
             lines += [f"  {why or 'not measured live'}", f"  {where}"]
     if data is not None:
-        lines.append(table(_comparison(case, data)))
+        lines.append(table(data["comparison"]))
     text = "\n".join(lines)
     if print_it:
         print(text)
@@ -995,12 +995,14 @@ def report(case, data: dict | None = None, live: bool | None = None, print_it: b
 
 
 def recorded(case_name: str) -> tuple[dict | None, str]:
-    """``(record, line)``: the recorded record of ``case_name`` (as ``measure`` returns it) from the first
-    reference file that has one, with a one-line provenance; or ``(None, why there is none)``."""
+    """``(record, line)``: the recorded record of ``case_name`` (as ``measure`` returns it, its comparison
+    recomputed by ``_comparison``) from the first reference file that has one, with a one-line provenance; or
+    ``(None, why there is none)``."""
     for gpu in reference.available():
         data = reference.load(gpu)
         rec = data.get("counters", {}).get("cases", {}).get(case_name)
         if rec is not None:
+            rec = {**rec, "comparison": _comparison(get_case(case_name), rec)}
             p = rec.get("provenance", {})
             return rec, (
                 f"recorded on {p.get('gpu', '?')} ({p.get('date', '?')}; {ncu_short(p.get('ncu', '?'))}, "
