@@ -38,8 +38,8 @@ The tree hash (``tree_hash``) is git's own: the object id of a git tree whose en
 checkout without a stamp it equals ``git mktree`` over ``git ls-tree HEAD gpulab notebooks tests``. Which files
 count: where git works here, the files git would add (``git ls-files --cached --others --exclude-standard``);
 elsewhere (a copy of the tree without ``.git``: the GPU machine) every file on disk except those the root
-``.gitignore`` names (its plain patterns: names, globs, ``dir/``) and ``__pycache__/``, ``.ipynb_checkpoints/``,
-``*.pyc``. The two agree on this repository (``tests/test_gpu_check.py`` checks it), so a hash computed on the GPU
+``.gitignore`` names (its plain patterns: names, globs, ``dir/``); either way without ``__pycache__/``,
+``.ipynb_checkpoints/`` and ``*.pyc``. The two agree on this repository (``tests/test_gpu_check.py`` checks it), so a hash computed on the GPU
 machine compares with one computed on a CPU.
 """
 
@@ -199,7 +199,8 @@ def _tree_id(node: dict) -> bytes:
 
 
 def hashed_files(root: Path = ROOT, use_git: bool | None = None) -> tuple[list[str], str]:
-    """The files the tree hash covers (relative posix paths, the stamps left out) and how they were chosen:
+    """The files the tree hash covers (relative posix paths; the stamps and ``ALWAYS_IGNORED`` left out, whichever
+    way they were chosen) and how they were chosen:
     "git" or "walk". ``use_git``: None tries git and falls back to the walk; True requires git."""
     files = _git_files(root) if use_git in (None, True) else None
     how = "git"
@@ -207,7 +208,13 @@ def hashed_files(root: Path = ROOT, use_git: bool | None = None) -> tuple[list[s
         if use_git:
             raise GPUCheckError(f"use_git=True, but git does not work in {root}")
         files, how = _walk_files(root), "walk"
-    return [f for f in files if not _is_stamp(f) and os.path.lexists(root / f)], how
+    keep = [f for f in files if not _is_stamp(f) and os.path.lexists(root / f) and not _always_ignored(f)]
+    return keep, how
+
+
+def _always_ignored(rel: str) -> bool:
+    parts = tuple(rel.split("/"))
+    return any(_ignored(parts[: i + 1], i < len(parts) - 1, list(ALWAYS_IGNORED)) for i in range(len(parts)))
 
 
 def tree_hash(root: Path = ROOT, use_git: bool | None = None) -> str:
