@@ -17,7 +17,7 @@ PYTEST_NOTEBOOKS_T4 := GPULAB_AS_GPU=T4 $(PYTEST_NOTEBOOKS)
 # Jupyter refuses to start as root without --allow-root; localhost only, token auth kept.
 LAB_ARGS := --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab test test-all site clean
+.PHONY: setup lab test test-all site clean gpu-check
 
 setup:
 	$(PYTHON) tools/setup_env.py
@@ -44,6 +44,20 @@ test-all: setup
 # Every lesson executed in Triton's interpreter, as static HTML pages with their figures, into site/ (git-ignored).
 site: setup
 	$(VPY) tools/build_site.py --out site
+
+# On a GPU machine, from the project root, with gpulab's dependencies importable by $(GPU_PYTHON) (no setup, no
+# .venv): `make gpu-check` runs every part in order; `make gpu-check PART=notebooks` (or `make gpu-check-notebooks`)
+# one part, each fits one 10-minute run. Parts: tests, notebooks, emulated, suites, status. ONLY=08,09 restricts the
+# notebooks and suites to some lessons; GPU_CHECK_ARGS passes further options (--rest, --budget S, --out DIR, --jobs N).
+GPU_PYTHON ?= python3
+PART       ?= all
+GPU_CHECK  = $(GPU_PYTHON) tools/gpu_check.py $(1) $(if $(ONLY),--only $(ONLY)) $(GPU_CHECK_ARGS)
+
+gpu-check:
+	$(call GPU_CHECK,$(PART))
+
+gpu-check-%:
+	$(call GPU_CHECK,$*)
 
 clean:
 	rm -rf .venv build site *.egg-info .pytest_cache

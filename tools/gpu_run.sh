@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # One batched run on a GPU machine without network: install the carried wheels (../shared/tools/gpu-wheels.sh
-# fills .whl/), then run the GPU tests, the notebooks and the benchmark suite, writing logs and results under
-# $OUT. Usage from the project root:  bash tools/gpu_run.sh [steps]
-# steps: any of bench (the suite, printed and saved to $OUT), record (the suite, and it rewrites
-# gpulab/data/reference-<gpu>.json), autotune-report (python -m gpulab.bench --autotune-report lesson08),
-# tests, interp (the tests in forced interpreter mode), notebooks.
-# Default: bench tests notebooks. GPULAB_BENCH_ONLY=lesson07 limits bench and record to some suites, and
+# fills .whl/) and set PYTHONPATH, then run the steps, writing logs and results under $OUT. Usage from the project
+# root:  bash tools/gpu_run.sh [steps]
+# steps: check-<part> (make gpu-check's parts: check-tests, check-notebooks, check-emulated, check-suites,
+# check-status; GPU_CHECK_ARGS="--only 08 --rest" passes options), bench (the suite, printed and saved to $OUT),
+# record (the suite, and it rewrites gpulab/data/reference-<gpu>.json), autotune-report (python -m gpulab.bench
+# --autotune-report lesson08), interp (the tests in forced interpreter mode), executed (every notebook run once,
+# its executed copy with outputs saved under $OUT/executed).
+# Default: bench. GPULAB_BENCH_ONLY=lesson07 limits bench and record to some suites, and
 # GPULAB_BENCH_STEPS=headline,awkward to some steps of that one suite (recorded, merged into the file).
-# GPULAB_TESTS=tests/test_x.py limits the tests step; GPULAB_NOTEBOOKS="notebooks/05_*.ipynb" the notebooks step.
-# Tests and notebooks run with GPULAB_AUTOTUNE=first (each kernel's first candidate config, untimed: compiling
-# every candidate takes minutes) unless GPULAB_AUTOTUNE=full is set; bench, record and autotune-report always
-# autotune fully.
+# GPULAB_NOTEBOOKS="notebooks/05_*.ipynb" limits the executed step. bench, record and autotune-report always
+# autotune fully; executed takes each kernel's first candidate unless GPULAB_AUTOTUNE=full is set.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpulab-out}; mkdir -p "$OUT"
 if [ -d .whl ]; then
@@ -18,7 +18,7 @@ if [ -d .whl ]; then
     && export PYTHONPATH=/tmp/site:$PWD || exit 1
 fi
 export PYTHONUNBUFFERED=1 GPULAB_CACHE_DIR="$OUT/cache"
-steps=${*:-bench tests notebooks}
+steps=${*:-bench}
 only=${GPULAB_BENCH_ONLY:+--only $GPULAB_BENCH_ONLY}  # e.g. GPULAB_BENCH_ONLY=lesson02,lesson03
 only="$only${GPULAB_BENCH_STEPS:+ --steps $GPULAB_BENCH_STEPS}"  # e.g. GPULAB_BENCH_STEPS=headline,awkward
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/nvidia-smi.txt" 2>&1
@@ -31,12 +31,10 @@ for step in $steps; do
            cp gpulab/data/reference-*.json "$OUT/" 2>/dev/null ;;
     autotune-report) GPULAB_AUTOTUNE=full python3 -m gpulab.bench --autotune-report lesson08 \
              --json "$OUT/autotune_report.json" 2>&1 | tee "$OUT/autotune_report.log" || rc=1 ;;
-    tests) GPULAB_AUTOTUNE=${GPULAB_AUTOTUNE:-first} python3 -m pytest -q -p no:cacheprovider -m "not browser" ${GPULAB_TESTS:-tests} 2>&1 | tee "$OUT/pytest.log" | tail -15 || rc=1 ;;
-    notebooks) GPULAB_AUTOTUNE=${GPULAB_AUTOTUNE:-first} python3 -m pytest -q -p no:cacheprovider --nbval-lax ${GPULAB_NOTEBOOKS:-notebooks/} 2>&1 | tee "$OUT/nbval.log" | tail -15 || rc=1
-           # executed copies, with their printed numbers, for the record (GPULAB_NO_EXECUTED=1 skips them)
-           [ -n "${GPULAB_NO_EXECUTED:-}" ] && continue
+    check-*) python3 tools/gpu_check.py "${step#check-}" --out "$OUT" ${GPU_CHECK_ARGS:-} || rc=1 ;;
+    executed) # executed copies, with their printed numbers, for the record
            mkdir -p "$OUT/executed"
-           python3 - "$OUT/executed" ${GPULAB_NOTEBOOKS:-notebooks/*.ipynb} <<'PY' || rc=1
+           GPULAB_AUTOTUNE=${GPULAB_AUTOTUNE:-first} python3 - "$OUT/executed" ${GPULAB_NOTEBOOKS:-notebooks/*.ipynb} <<'PY' || rc=1
 import sys, nbformat
 from nbclient import NotebookClient
 for path in sys.argv[2:]:
