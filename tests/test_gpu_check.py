@@ -304,8 +304,10 @@ def test_notebooks_part_applies_the_90_second_rule_and_the_budget(tmp_path):
     s = gc.run_part("notebooks", _ctx(tmp_path, m, budget_s=1000))
     items = s["parts"]["notebooks"]["items"]
     assert items["00_a"]["ok"] and items["00_a"]["seconds"] == 80
-    assert not items["01_b"]["ok"] and items["01_b"]["over_limit"]
+    assert not items["01_b"]["ok"] and items["01_b"]["over_limit"] and items["01_b"]["failures"] == ["over 90 s"]
     assert items["02_c"]["failures"] == ["Cell 2"]
+    assert m.calls[0][1][:2] == [sys.executable, "-m"] and "--nbval-lax" in m.calls[0][1]
+    assert "notebooks/00_a.ipynb" in m.calls[0][1]
     env = m.calls[0][2]
     assert env["GPULAB_AUTOTUNE"] == "full" and "GPULAB_AS_GPU" not in env
     assert env["TRITON_CACHE_DIR"] != m.calls[1][2]["TRITON_CACHE_DIR"]  # a cold cache for each notebook
@@ -389,3 +391,12 @@ def test_parts_refuse_without_a_gpu(capsys):
     with pytest.raises(SystemExit):
         gc.main(["notebooks", "--budget", "-3"])
     assert "--budget must be > 0" in capsys.readouterr().err
+
+
+def test_run_command_stops_a_child_at_its_limit(tmp_path):
+    """The budget guard for real: SIGINT at the limit, so pytest can still write its report."""
+    code = "import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n"
+    ran = gc.run_command([sys.executable, "-c", code], dict(os.environ), 1.0, tmp_path / "log")
+    assert ran.stopped and ran.rc is None and ran.seconds < 10 and "interrupted" in ran.output
+    ran = gc.run_command([sys.executable, "-c", "print('hi')"], dict(os.environ), 30.0, tmp_path / "log")
+    assert (ran.rc, ran.stopped, ran.output.splitlines()[-1]) == (0, False, "hi")

@@ -585,6 +585,8 @@ def part_notebooks(ctx: Context) -> dict:
             ran, junit = _nbval(ctx, stem, env, left, f"nb-{stem}")
         fails = _failures(ran, junit)
         over = ran.seconds > NOTEBOOK_LIMIT_S
+        if over:
+            fails.append(f"over {NOTEBOOK_LIMIT_S:.0f} s")
         ok = ran.rc == 0 and not ran.stopped and not over and not fails
         items[stem] = _entry(
             ctx, ok=ok, seconds=round(ran.seconds, 1), over_limit=over, failures=fails, stopped=ran.stopped
@@ -764,7 +766,7 @@ def status_lines(stamp: dict, now: str, path: str = "") -> list[str]:
         if all_ok and not changed
         else "verdict: not proven on the tree now"
     )
-    return lines[:15]
+    return [ln if len(ln) <= 200 else ln[:197] + "..." for ln in lines[:15]]
 
 
 def stamp_warnings(stamp: dict, now: str) -> list[str]:
