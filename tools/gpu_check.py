@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import datetime as _dt
+import fcntl
 import fnmatch
 import hashlib
 import importlib.util
@@ -694,16 +695,19 @@ def run_part(part: str, ctx: Context) -> dict:
     print(f"gpu-check {part} on {ctx.gpu}, tree {ctx.tree[:10]}, budget {ctx.budget_s:.0f} s", flush=True)
     result = PART_FUNCS[part](ctx)
     path = stamp_path(ctx.slug, ctx.root)
-    new = merge(
-        load_stamp(path),
-        part,
-        result,
-        gpu=ctx.gpu,
-        slug=ctx.slug,
-        versions=ctx.versions,
-        expected=expected_items(part, ctx),
-    )
-    write_atomic(path, new)
+    # parts may run at once (tests beside emulated): each reads, merges and writes under one lock
+    with open(Path(tempfile.gettempdir()) / f"{path.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        new = merge(
+            load_stamp(path),
+            part,
+            result,
+            gpu=ctx.gpu,
+            slug=ctx.slug,
+            versions=ctx.versions,
+            expected=expected_items(part, ctx),
+        )
+        write_atomic(path, new)
     return new
 
 
