@@ -256,7 +256,8 @@ def _teaching(part: str, causal: bool):
     def launches(p, dtype):
         ft = _kernel_module("flash_teaching")
         bm, bn = ft.planned_blocks(TEACHING_HEAD_DIM, dtypes.itemsize(dtype), part, p)
-        return [Launch({"BLOCK_M": bm, "BLOCK_N": bn, "D": TEACHING_HEAD_DIM, "CAUSAL": causal})]
+        prec = ft.dot_precision(dtypes.torch_dtype(dtype))
+        return [Launch({"BLOCK_M": bm, "BLOCK_N": bn, "D": TEACHING_HEAD_DIM, "CAUSAL": causal, "DOT_PREC": prec})]
 
     return launches
 

@@ -11,7 +11,11 @@ Four kinds of result, four bounds (all against a float64 reference of the same r
 - attention (softmax and two matmuls): ``max |got - ref| <= rel(dtype) * max(max |ref|, floor)`` per
   tensor; fp16 and bf16 round P and dS to the dtype before their matmuls, as FlashAttention does.
 - a whole matrix product, as the precision lesson measures it (input precision and accumulator):
-  ``relative_error(ref, got, kind="norm") < MATMUL_PRECISION_REL[(mode, input_precision)]``.
+  ``relative_error(ref, got, kind="norm") < matmul_rel_bound(dtype, input_precision)``.
+
+Every bound follows the arithmetic a kernel declares, never the machine it runs on: a dot declared TF32 gets
+the TF32 bound in Triton's interpreter too, which ignores ``input_precision`` and computes exact fp32 (so there
+it passes with room to spare; on a GPU it is the bound that matters).
 """
 
 from __future__ import annotations
@@ -29,16 +33,37 @@ ATTENTION_REL = {torch.float32: 2e-5, torch.float16: 2.0**-8, torch.bfloat16: 2.
 ATTENTION_GRAD_REL = {torch.float32: 5e-5, torch.float16: 2.0**-7, torch.bfloat16: 2.0**-4}
 #: The log-sum-exp, |got - ref| / (1 + |ref|): kept in fp32 by every kernel.
 LSE_ABS = 1e-5
-#: An fp32-accumulated matmul (gpulab.kernels.matmul_precision), relative Frobenius error, per (gpulab.MODE,
-#: input_precision). On a GPU "tf32" rounds each fp32 input to TF32 (10 mantissa bits, about 2^-11 relative
-#: each); "ieee", and fp16/bf16 inputs (whose products are exact in fp32), leave only the fp32 sums. Triton's
-#: interpreter computes every fp32 dot in NumPy fp32, whatever input_precision asks.
-MATMUL_PRECISION_REL = {
-    ("gpu", "tf32"): 2e-3,
-    ("gpu", "ieee"): 1e-5,
-    ("interpreter", "tf32"): 1e-5,
-    ("interpreter", "ieee"): 1e-5,
-}
+#: Triton's ``input_precision`` of an fp32 ``tl.dot`` that names none (``TRITON_F32_DEFAULT`` unset).
+DEFAULT_INPUT_PRECISION = "tf32"
+#: An fp32-accumulated matmul, relative Frobenius error ``||C - C_ref|| / ||C_ref||``, per declared
+#: ``input_precision`` of its fp32 dot. "tf32" rounds each fp32 input to TF32 (10 explicit mantissa bits:
+#: unit roundoff u = 2^-11 ~ 4.9e-4, NVIDIA, "NVIDIA A100 Tensor Core GPU Architecture" (2020), TF32), so a
+#: product is off by up to 2u = 2^-10 ~ 9.8e-4 relative; 2e-3 is twice that, room for the fp32 sums and for
+#: the errors of a few large products adding up. "ieee", and fp16/bf16 inputs (their products are exact in
+#: fp32), leave only the fp32 sums: Higham's gamma_K with u = 2^-24 is 6e-8 K in the worst case, and random
+#: signs keep the norm near sqrt(K) u, 5e-6 at K = 8192 for one running sum (tiled sums do better): 1e-5.
+MATMUL_PRECISION_REL = {"tf32": 2e-3, "ieee": 1e-5}
+
+
+def matmul_rel_bound(dtype: torch.dtype, input_precision: str = DEFAULT_INPUT_PRECISION) -> float:
+    """The bound ``MATMUL_PRECISION_REL`` sets on ``relative_error(ref, c, "norm")`` of an fp32-accumulated
+    matmul whose inputs have ``dtype`` (torch.float32, float16 or bfloat16) and whose dot declares
+    ``input_precision`` ("tf32" or "ieee"; used for fp32 inputs only: 16-bit products are exact in fp32).
+    The declared precision decides, on any machine. Raises ValueError for another dtype or precision."""
+    if input_precision not in MATMUL_PRECISION_REL:
+        raise ValueError(f"input_precision must be one of {tuple(MATMUL_PRECISION_REL)}, got {input_precision!r}")
+    if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise ValueError(f"dtype must be torch.float32, float16 or bfloat16, got {dtype!r}")
+    return MATMUL_PRECISION_REL[input_precision if dtype == torch.float32 else "ieee"]
+
+
+def declares_tf32(dtype: torch.dtype, input_precision: str = DEFAULT_INPUT_PRECISION) -> bool:
+    """True where a dot of ``dtype`` inputs declaring ``input_precision`` rounds its inputs to TF32 (fp32
+    inputs, "tf32"): the ``tf32`` argument of ``matmul_bound``, ``matmul_mismatch`` and ``matmul_violation``.
+    Raises ValueError for an unknown ``input_precision``."""
+    if input_precision not in MATMUL_PRECISION_REL:
+        raise ValueError(f"input_precision must be one of {tuple(MATMUL_PRECISION_REL)}, got {input_precision!r}")
+    return dtype == torch.float32 and input_precision == "tf32"
 
 
 def _first_bad(bad: torch.Tensor, got64: torch.Tensor, ref64: torch.Tensor) -> str:

@@ -1,4 +1,7 @@
-"""Checks shared by the exercise tests: the protocol every checker follows for a stub and for hints."""
+"""Checks shared by the exercise tests: the protocol every checker follows for a stub and for hints; the GPU
+compiler's recorded errors (tests/fixtures/compile_error_*.txt, made by tests/compile_errors.py)."""
+
+from pathlib import Path
 
 
 def check_stub_not_attempted(check, n_args: int) -> None:
@@ -28,3 +31,18 @@ def check_hints_then_solution(check, capsys) -> None:
         assert f"show_solution({check.__name__})" in capsys.readouterr().out
     finally:
         check._hints_shown = 0
+
+
+def recorded_compile_error(name: str) -> Exception:
+    """The recorded sm_90 compile error ``name`` rebuilt as Triton raises it: a CompilationError whose text is
+    the fixture's first part, caused by the exception of its last part."""
+    from triton.compiler.errors import CompilationError
+
+    text = (Path(__file__).parent / "fixtures" / f"compile_error_{name}.txt").read_text()
+    parts = [p.split("\n", 1) for p in text.split("\n", 1)[1].split("\n---\n")]
+    assert parts[0][0] == "CompilationError", parts[0][0]
+    err = CompilationError.__new__(CompilationError)
+    err.message = parts[0][1].rstrip("\n")  # what str(err) returns
+    cause_type = {"ValueError": ValueError, "AssertionError": AssertionError, "NameError": NameError}[parts[-1][0]]
+    err.__cause__ = cause_type(parts[-1][1].rstrip("\n"))
+    return err

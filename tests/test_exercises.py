@@ -3,8 +3,10 @@
 import math
 
 import numpy as np
+import pytest
 
-from gpulab.exercises import Report, ex00, ex01, run_cases
+from gpulab.exercises import MATH_FP32_ONLY, Report, describe_error, ex00, ex01, run_cases
+from tests.exercise_checks import recorded_compile_error as _recorded_error
 
 
 def _stub(**_):
@@ -102,3 +104,39 @@ def test_crossing_n_by_hand_and_its_mistakes():
     ):
         rep = check(wrong)
         assert not rep.ok and said in str(rep), str(rep)
+
+
+# ---- compile errors: what the GPU compiler says (fixtures recorded by tests/compile_errors.py) ---------------
+
+
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        ("sin_fp16", ("tl.sin on fp16", "fp32 or fp64 only", "x.to(tl.float32)", "kernel line 6: s = tl.sin(x)")),
+        ("sin_bf16", ("tl.sin on bf16", "fp32 or fp64 only", "kernel line 6")),
+        ("exp_fp16", ("tl.exp on fp16", "fp32 or fp64 only", "kernel line 3")),
+        ("arange_100", ("tl.arange's length must be a power of 2", "kernel line 2: offs = tl.arange(0, BLOCK)")),
+        ("dot_8", ("tl.dot needs tiles of at least 16", "kernel line 4")),
+        ("undefined_name", ("NameError", "undefined_value", "kernel line 3")),
+    ],
+)
+def test_describe_error_reads_the_gpu_compilers_message(name, want):
+    msg = describe_error(_recorded_error(name))
+    assert all(w in msg for w in want), msg
+    assert not msg.startswith("at ") and "\n" not in msg, msg  # one line, not the bare "at 7:8:"
+
+
+def test_describe_error_reads_the_interpreters_exceptions_too():
+    assert describe_error(ValueError("Expected dtype ['fp32', 'fp64'] but got bf16")).startswith(
+        "a math function on bf16: " + MATH_FP32_ONLY
+    )
+    assert describe_error(ValueError("arange's range must be a power of 2")).startswith("tl.arange's length")
+    assert describe_error(TypeError("bad\nmore")) == "TypeError: bad"
+
+
+def test_a_checker_reports_a_compile_error_by_describe_error():
+    def compiles_badly(x):
+        raise _recorded_error("sin_fp16")
+
+    rep = run_cases("f", compiles_badly, [{"x": 1}], lambda case, got: None)
+    assert rep.failures == [f"f(x=1) raised {describe_error(_recorded_error('sin_fp16'))}"], rep.failures

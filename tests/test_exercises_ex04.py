@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from gpulab.exercises import ex04
-from tests.exercise_checks import check_hints_then_solution, check_stub_not_attempted
+from tests.exercise_checks import check_hints_then_solution, check_stub_not_attempted, recorded_compile_error
 
 
 @triton.jit
@@ -72,6 +72,18 @@ def test_16_bit_sin_gets_the_note_to_compute_in_fp32():
     assert not rep.ok and rep.failures[0].endswith("-> " + ex04._FP32_NOTE), str(rep)  # shown first
     assert len(rep.failures) == 10  # the fp16 and bf16 cases; the note adds no failure
     assert not any(f.startswith("sincos_fused fp32") for f in rep.failures), str(rep)  # fp32 cases pass
+
+
+def test_16_bit_sin_gets_the_note_where_the_gpu_compiler_refuses_it():
+    # on a GPU the mistake is a CompilationError ("at 6:8:" first); the note must come all the same
+    def compiled_on_a_gpu(x, out):
+        if x.dtype != torch.float32:
+            raise recorded_compile_error("sin_fp16" if x.dtype == torch.float16 else "sin_bf16")
+        launcher()(x, out)
+
+    rep = ex04.check_sincos_fused(compiled_on_a_gpu)
+    assert not rep.ok and rep.failures[0].endswith("-> " + ex04._FP32_NOTE), str(rep)
+    assert "tl.sin on fp16" in rep.failures[0] and "raised CompilationError" not in str(rep), str(rep)
 
 
 def test_stub_reports_not_attempted():

@@ -5,6 +5,7 @@ import random
 
 import torch
 
+import gpulab
 from gpulab import tiling, tolerances, waves
 from gpulab.exercises import ex07 as L
 
@@ -183,11 +184,11 @@ def test_tiled_matmul_too_small_grid_is_named():
 
 
 def test_tiled_matmul_solution_matches_float64_on_a_poisoned_output():
-    torch.manual_seed(7)
-    a, b = torch.randn(37, 70).half(), torch.randn(70, 45).half()
-    out = torch.full((37, 45), float("nan"), dtype=torch.float16)
+    g = torch.Generator().manual_seed(7)
+    a, b = (torch.randn(*s, generator=g, dtype=torch.float64).half().to(gpulab.DEVICE) for s in ((37, 70), (70, 45)))
+    out = torch.full((37, 45), float("nan"), dtype=torch.float16, device=gpulab.DEVICE)  # poisoned
     L.check_tiled_matmul.solution(a, b, out)
-    assert tolerances.matmul_mismatch(out, a, b, a.double() @ b.double()) is None  # seed 7
+    assert tolerances.matmul_mismatch(out, a, b, a.double().cpu() @ b.double().cpu()) is None  # seed 7
 
 
 # ---- the persistent-matmul kernel exercise (lesson 07b) -----------------------------------------------------

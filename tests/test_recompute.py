@@ -162,26 +162,56 @@ def test_report_prints_times_memory_and_ratios():
     assert "ABOVE 1/3" in lesson05.report({**data, **lesson05.ratios(rows, 2**28)})
 
 
+def _memory_table(setting: str, got: dict, slack: int) -> str:
+    """Every number of one setting's comparison, one line per way and quantity: measured and model bytes, their
+    difference against the slack, and the model's tensor counts (its parts: n * itemsize bytes each)."""
+    lines = [f"setting {setting!r}, slack {slack} bytes (n * itemsize = {2**24 * 4} bytes a tensor):"]
+    for w, measured in got.items():
+        m = recompute.memory_model(w, 2**24, 4, setting)
+        for q in ("held", "peak"):
+            diff = measured[f"{q}_bytes"] - m[f"{q}_bytes"]
+            lines.append(
+                f"  {w:10} {q:4}: measured {measured[f'{q}_bytes']:>11} model {m[f'{q}_bytes']:>11} "
+                f"({m[f'{q}_tensors']} tensors) diff {diff:>+11} = {diff / (2**24 * 4):+.3f} tensors "
+                f"{'ok' if abs(diff) <= slack else 'OVER'}"
+            )
+    return "\n".join(lines)
+
+
+def test_memory_table_prints_every_number():
+    # the GPU test's failure message: measured, model, difference, slack and the model's parts, per way
+    got = {w: recompute.memory_model(w, 2**24, 4, "held") for w in S.WAYS}
+    got = {w: {"held_bytes": m["held_bytes"] + 3, "peak_bytes": m["peak_bytes"] + 2**26} for w, m in got.items()}
+    text = _memory_table("held", got, 2**20)
+    assert "slack 1048576 bytes" in text and text.count("OVER") == len(S.WAYS) == text.count(" ok")
+    m = recompute.memory_model("eager", 2**24, 4, "held")
+    assert f"measured {m['peak_bytes'] + 2**26:>11} model {m['peak_bytes']:>11} ({m['peak_tensors']} tensors)" in text
+    assert "diff   +67108864 = +1.000 tensors OVER" in text
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a CUDA GPU")
 def test_measured_memory_matches_the_model_on_the_gpu():
     n = 2**24
-    x = torch.randn(n, device="cuda").requires_grad_()
-    dy = torch.randn(n, device="cuda")
+    g = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(n, device="cuda", generator=g).requires_grad_()
+    dy = torch.randn(n, device="cuda", generator=g)
     slack = 2**20  # allocator rounding and small autograd buffers
     loss = {w: lesson05.measure_memory(fn, x) for w, fn in S.WAYS.items()}  # loss = y.sum(), y not kept
+    why = _memory_table("loss", loss, slack)
     for w in S.WAYS:
         m = recompute.memory_model(w, n, 4, "loss")
-        assert abs(loss[w]["held_bytes"] - m["held_bytes"]) <= slack, (w, loss)
-        assert abs(loss[w]["peak_bytes"] - m["peak_bytes"]) <= slack, (w, loss)
-    assert 3 * loss["fused"]["peak_bytes"] <= loss["eager"]["peak_bytes"], loss
+        assert abs(loss[w]["held_bytes"] - m["held_bytes"]) <= slack, f"{w} held\n{why}"
+        assert abs(loss[w]["peak_bytes"] - m["peak_bytes"]) <= slack, f"{w} peak\n{why}"
+    assert 3 * loss["fused"]["peak_bytes"] <= loss["eager"]["peak_bytes"], why
     got = {w: lesson05.measure_memory(fn, x, dy) for w, fn in S.WAYS.items()}
+    why = _memory_table("held", got, slack)
     model = {w: recompute.memory_model(w, n, 4, "held") for w in S.WAYS}
-    assert abs(got["fused"]["held_bytes"] - model["fused"]["held_bytes"]) <= slack, got
-    assert abs(got["fused"]["peak_bytes"] - model["fused"]["peak_bytes"]) <= slack, got
-    assert abs(got["eager"]["held_bytes"] - model["eager"]["held_bytes"]) <= slack, got
-    assert got["fused"]["peak_bytes"] < got["eager"]["peak_bytes"]
-    assert got["checkpoint"]["held_bytes"] < got["eager"]["held_bytes"]
+    assert abs(got["fused"]["held_bytes"] - model["fused"]["held_bytes"]) <= slack, why
+    assert abs(got["fused"]["peak_bytes"] - model["fused"]["peak_bytes"]) <= slack, why
+    assert abs(got["eager"]["held_bytes"] - model["eager"]["held_bytes"]) <= slack, why
+    assert got["fused"]["peak_bytes"] < got["eager"]["peak_bytes"], why
+    assert got["checkpoint"]["held_bytes"] < got["eager"]["held_bytes"], why
 
 
 @pytest.mark.gpu

@@ -144,7 +144,7 @@ def test_teaching_kernels_are_rows_as_the_lessons_launch_them():
             for causal in (False, True):
                 r = rows[(f"teaching attention {name}{' causal' if causal else ''}", cc)]
                 bm, bn = flash_teaching.planned_blocks(targets.TEACHING_HEAD_DIM, 2, part, p)
-                want = {"BLOCK_M": bm, "BLOCK_N": bn, "D": targets.TEACHING_HEAD_DIM, "CAUSAL": causal}
+                want = dict(BLOCK_M=bm, BLOCK_N=bn, D=targets.TEACHING_HEAD_DIM, CAUSAL=causal, DOT_PREC="tf32")
                 assert _launch(r, jobs) == (kernel, want, 4, 3)
                 if cc < 80:  # no bf16 tensor cores: the plan's fp16
                     assert r.dtype == "fp16" and r.status.startswith("fp16 instead of bf16"), r.status

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import inspect
 import numbers
+import re
 from dataclasses import dataclass, field
 
 
@@ -45,6 +46,63 @@ class Report:
     __repr__ = __str__
 
 
+#: The note ``describe_error`` gives a 16-bit input to one of Triton's math functions (tl.sin, tl.exp, ...).
+MATH_FP32_ONLY = "Triton's math functions (tl.sin, tl.cos, tl.exp, tl.log, tl.sqrt, ...) take fp32 or fp64 only"
+_MATH_OPS = ("sin", "cos", "exp2", "exp", "log2", "log", "sqrt_rn", "sqrt", "rsqrt", "erf", "floor", "ceil")
+_AT = re.compile(r"^at (\d+):(\d+):$", re.M)
+_GOT_DTYPE = re.compile(r"Expected dtype \[.*?\] but got (\w+)")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out = []
+    while exc is not None and all(exc is not e for e in out):
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
+
+
+def _source_line(text: str) -> tuple[int | None, str]:
+    """(line, source) of the statement a Triton CompilationError points at: the line above its ``^``."""
+    m = _AT.search(text)
+    if not m:
+        return None, ""
+    lines = text[m.end() :].splitlines()
+    for i, ln in enumerate(lines):
+        if ln.strip() == "^" and i > 0:
+            return int(m.group(1)), lines[i - 1].strip()
+    return int(m.group(1)), ""
+
+
+def describe_error(exc: BaseException) -> str:
+    """A short message for the learner about ``exc``, an exception their code raised: ``"<Type>: <first line>"``,
+    or for a Triton compile error (``triton.compiler.errors.CompilationError``, whose first line is only
+    ``at L:C:``) what went wrong and on which kernel line. Recognised wherever the wording is (the GPU
+    compiler's message, its ``__cause__``, or the interpreter's exception, Triton 3.6 to 3.9), by the op and
+    the dtype: a 16-bit input to a math function (``MATH_FP32_ONLY``), a ``tl.arange`` length that is not a
+    power of 2, a ``tl.dot`` tile under 16, a name the kernel does not define."""
+    chain = _chain(exc)
+    text = "\n".join(str(e) for e in chain)
+    compiled = any(type(e).__name__ == "CompilationError" for e in chain)
+    line, src = _source_line(text) if compiled else (None, "")
+    where = f" (kernel line {line}: {src})" if line is not None and src else ""
+    got = _GOT_DTYPE.search(text)
+    if got and got.group(1) in ("fp16", "bf16"):
+        op = next((f"tl.{o}" for o in _MATH_OPS if f"tl.{o}(" in src or f"math.{o}(" in src), "a math function")
+        return f"{op} on {got.group(1)}: {MATH_FP32_ONLY}; load, then x.to(tl.float32), and cast on the store{where}"
+    if "arange's range must be a power of 2" in text:
+        return f"tl.arange's length must be a power of 2 (a constexpr such as BLOCK = 128){where}"
+    if "Input shapes should have" in text and ">= 16" in text:
+        return f"tl.dot needs tiles of at least 16 in each dimension (BLOCK_M, BLOCK_N, BLOCK_K >= 16){where}"
+    name = next((e for e in chain if isinstance(e, NameError)), None)
+    if name is not None:
+        return f"NameError: {str(name).splitlines()[0] if str(name) else 'a name is not defined'}{where}"
+    if compiled:
+        detail = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip() and ln.strip() != "^"), "")
+        return f"the kernel does not compile: {detail}{where}"
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {first}"
+
+
 def _call_on_copies(fn, case: dict):
     """``fn(*case.values())`` (keys starting with "_" left out) on copies: tensors cloned, everything else
     deep-copied, so a function that changes its inputs cannot change what it is compared against."""
@@ -72,8 +130,7 @@ def run_cases(name: str, fn, cases, compare, *, call=_call_on_copies) -> Report:
             rep.failures.append(f"{name}({args}) raised NotImplementedError")
             continue
         except Exception as e:  # the learner's bug, reported rather than raised
-            first = str(e).splitlines()[0] if str(e) else ""
-            rep.failures.append(f"{name}({args}) raised {type(e).__name__}: {first}")
+            rep.failures.append(f"{name}({args}) raised {describe_error(e)}")
             continue
         try:
             msg = compare(case, got)

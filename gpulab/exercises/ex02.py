@@ -12,7 +12,7 @@ import gpulab
 
 from .. import simt
 from ..kernels import divergence
-from . import Report, _short, close, ex02_kernels, is_int, run_cases
+from . import Report, _short, close, describe_error, ex02_kernels, is_int, run_cases
 from .kernelcheck import Guarded, diagnose
 
 AWKWARD = [1, 17, 1000, 1793]
@@ -255,9 +255,7 @@ def check_loop_grouped(fn) -> Report:
             rep.failures.append(f"loop_grouped({desc}) raised NotImplementedError")
             continue
         except Exception as e:  # the learner's bug, reported rather than raised
-            rep.failures.append(
-                f"loop_grouped({desc}) raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            )
+            rep.failures.append(f"loop_grouped({desc}) raised {describe_error(e)}")
             continue
         if torch.cuda.is_available() and out.view.is_cuda:
             torch.cuda.synchronize()

@@ -8,7 +8,7 @@ import torch
 
 import gpulab
 
-from . import Report, _short, close, ex04_kernels, is_int, run_cases
+from . import MATH_FP32_ONLY, Report, _short, close, ex04_kernels, is_int, run_cases
 from .kernelcheck import check_kernel
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.float8_e4m3fn)
@@ -159,7 +159,7 @@ def check_sincos_fused(fn) -> Report:
             return Report("sincos_fused", attempted=False)
         total.cases += rep.cases
         total.failures += rep.failures
-    if any("Expected dtype ['fp32', 'fp64']" in f for f in total.failures):
+    if any(MATH_FP32_ONLY in f for f in total.failures):  # describe_error's note, compiled or interpreted
         total.failures[0] += "\n    -> " + _FP32_NOTE  # the first failure shown carries the note
     elif total.failures and all(f.startswith("sincos_fused bf16") for f in total.failures):
         total.failures[0] += "\n    -> " + _BF16_NOTE  # the first failure shown carries the note

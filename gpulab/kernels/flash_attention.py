@@ -796,15 +796,20 @@ def _dot_prec(dtype) -> str:
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
-def check_inputs(q, k, v, causal=False, sm_scale=None) -> float:
+def check_inputs(q, k, v, causal=False, sm_scale=None, autograd: bool = False) -> float:
     """Check q: (B, H, Lq, d), k, v: (B, H, Lk, d) for the kernels; return the softmax scale (default 1/sqrt(d)).
 
     Raises TypeError/ValueError naming the argument: dtypes fp16/bf16/fp32, all the same; 4 dimensions; on
     gpulab.DEVICE, all on the same device; d in (16, 32, 64, 128); Lk >= 1; B * H <= 65535; ``causal`` a bool;
     ``sm_scale`` None or a real number in (0, ``MAX_SM_SCALE``] (``sm_scale * log2(e)`` must be a finite fp32).
-    As in any fp32 attention, scores times ``sm_scale`` must stay inside fp32's range (about 3.4e38)."""
+    As in any fp32 attention, scores times ``sm_scale`` must stay inside fp32's range (about 3.4e38).
+    ``autograd``: the caller stands for ``flash_attention`` (which has a backward), so inputs that require
+    grad are welcome; otherwise (a kernel launched alone) they are refused under grad mode, as
+    ``check_tensor`` says."""
     for name, t in (("q", q), ("k", k), ("v", v)):
-        check_tensor(name, t, dtypes=DTYPES, ndim=4, contiguous=False)
+        check_tensor(
+            name, t, dtypes=DTYPES, ndim=4, contiguous=False, autograd=autograd, torch_op="flash_attention(q, k, v)"
+        )
     for name, t in (("k", k), ("v", v)):
         if t.dtype != q.dtype:
             raise TypeError(f"q and {name} must have the same dtype, got {q.dtype} and {t.dtype}")
@@ -1093,8 +1098,8 @@ def default_configs(q, k, v, causal: bool = False, bwd_mode: str | None = None, 
     """The configs that launches without a config take on these inputs: ``{"fwd": config, part: config, ...}``
     for the forward and each launch of ``bwd_mode`` (default ``DEFAULT_BWD_MODE``), ``use_tma`` as passed to
     them; on a GPU the autotuner's cached choices (None for a launch not tuned yet), in the interpreter
-    ``INTERPRETER_FWD`` and ``INTERPRETER_BWD``."""
-    check_inputs(q, k, v, causal)
+    ``INTERPRETER_FWD`` and ``INTERPRETER_BWD``. q, k, v may require grad (as ``flash_attention``'s do)."""
+    check_inputs(q, k, v, causal, autograd=True)  # launches nothing: it answers for the differentiable launcher
     mode = DEFAULT_BWD_MODE if bwd_mode is None else bwd_mode
     if mode not in BWD_MODES:
         raise ValueError(f"bwd_mode must be one of {BWD_MODES} or None, got {bwd_mode!r}")

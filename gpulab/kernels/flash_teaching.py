@@ -57,12 +57,24 @@ GPU_BLOCKS = GPU_TILES[0]
 #: stages; ``gpulab.targets``), bytes spilled at 64x64 / 32x32 / 32x16: forward 49650 / 1840 / 0, dK/dV
 #: 87018 / 1964 / 0, dQ 70606 / 15420 / 1016.
 FMA_TILES = ((32, 16), (16, 16))
+#: fp32 inputs from 8.0, part -> head dimension -> tiles, largest first: the dots are "ieee" (``dot_precision``),
+#: which compile to FP32 FMA with operands and accumulators in registers, so 64-row tiles spill as on 7.5.
+#: Compiled for 8.0 and 9.0 (4 warps, 3 stages, ``gpulab.targets``' compile), registers / spill bytes at the
+#: first tile: forward d<=64 32x32 168-197 / 0, d=128 16x16 73-80 / 0 (32x16 spills 616 on 9.0); dQ 32x32
+#: at every d, at most 255 / 0; dK/dV d<=32 16x16 203 / 0, d=64 16x16 255 / 752-828, d=128 16x16 32 /
+#: 8776-11300 (the least of any tile: 64x64 spills 141328).
+FP32_TILES = {
+    "fwd": {16: ((32, 32), (16, 16)), 32: ((32, 32), (16, 16)), 64: ((32, 32), (16, 16)), 128: ((16, 16),)},
+    "dkdv": {d: ((16, 16),) for d in HEAD_DIMS},
+    "dq": {d: ((32, 32), (32, 16), (16, 16)) for d in HEAD_DIMS},
+}
 #: The tiles in the interpreter (tl.dot needs at least 16).
 INTERPRETER_BLOCKS = (16, 16)
 #: The kernels, as ``planned_blocks`` names them -> (a, b): the estimate of one block's shared memory is
 #: ``(a * BLOCK_M + b * BLOCK_N) * d * itemsize`` bytes, twice that for fp32 (``smem_bytes``).
 PARTS = {"fwd": (2, 2), "dkdv": (4, 4), "dq": (4, 2)}
-#: fp32's factor over the formula: its tf32 dots take up to 1.75 times it (``smem_bytes``).
+#: fp32's factor over the formula: tf32 dots take up to 1.75 times it (``smem_bytes``); the "ieee" dots of
+#: ``dot_precision`` take less (at most 100 KiB at d = 128, dQ 32x32, where the factor gives 196 KiB).
 FP32_FACTOR = 2
 
 
@@ -91,24 +103,52 @@ def smem_bytes(part: str, block_m: int, block_n: int, head_dim: int, itemsize: i
 
 def planned_blocks(head_dim: int, itemsize: int, part: str, plan_: plan.Plan | None = None) -> tuple[int, int]:
     """(BLOCK_M, BLOCK_N) of one teaching kernel on ``plan_``'s GPU (default ``plan.current()``): the first of
-    ``GPU_TILES`` (``FMA_TILES`` where ``plan_.small_tiles``) whose ``smem_bytes(part, ...)`` fits
-    ``plan_.smem_per_block_bytes``; (16, 16) if none does.
+    ``GPU_TILES`` (``FMA_TILES`` where ``plan_.small_tiles``; ``FP32_TILES[part][head_dim]`` for fp32 inputs
+    elsewhere) whose ``smem_bytes(part, ...)`` fits ``plan_.smem_per_block_bytes``; the last if none does.
     ``head_dim``: d (a positive int); ``itemsize``: bytes per element of q (2 or 4); ``part``: "fwd", "dkdv"
     or "dq". Pure (the interpreter takes ``INTERPRETER_BLOCKS`` instead). Raises ValueError naming the
     argument."""
     if not isinstance(head_dim, int) or head_dim < 1:
         raise ValueError(f"head_dim must be a positive int, got {head_dim!r}")
     p = plan_ or plan.current()
-    tiles = FMA_TILES if p.small_tiles else GPU_TILES
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {tuple(PARTS)}, got {part!r}")
+    if p.small_tiles:
+        tiles = FMA_TILES
+    elif itemsize == 4:
+        if head_dim not in HEAD_DIMS:
+            raise ValueError(f"head_dim must be one of {HEAD_DIMS} for fp32 inputs, got {head_dim!r}")
+        tiles = FP32_TILES[part][head_dim]
+    else:
+        tiles = GPU_TILES
     for bm, bn in tiles:
         if smem_bytes(part, bm, bn, head_dim, itemsize) <= p.smem_per_block_bytes:
             return bm, bn
     return tiles[-1]
 
 
+def dot_precision(dtype: torch.dtype) -> str:
+    """The ``input_precision`` (``DOT_PREC``) of every teaching ``tl.dot`` for inputs of ``dtype``: "ieee" for
+    torch.float32, because the teaching check compares with float64 at fp32's bound and a GPU's default fp32
+    dot rounds its inputs to TF32 (10 mantissa bits: the LSE off by about 5e-4); Triton's default ("tf32",
+    ignored: 16-bit products are exact on the tensor cores) for fp16 and bf16."""
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
 @triton.jit
 def flash_fwd_kernel(
-    Q, K, V, O, LSE, L, scale, CAUSAL: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+    Q,
+    K,
+    V,
+    O,
+    LSE,
+    L,
+    scale,
+    CAUSAL: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    DOT_PREC: tl.constexpr,
 ):
     pid_m, bh = tl.program_id(0), tl.program_id(1)  # a block of queries of one (batch, head)
     Q, K, V, O = Q + bh * L * D, K + bh * L * D, V + bh * L * D, O + bh * L * D
@@ -125,7 +165,7 @@ def flash_fwd_kernel(
         offs_n = start + tl.arange(0, BLOCK_N)
         k = tl.load(K + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < L, other=0.0)
         v = tl.load(V + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < L, other=0.0)
-        s = tl.dot(q, tl.trans(k)) * scale  # (BLOCK_M, BLOCK_N) scores
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * scale  # (BLOCK_M, BLOCK_N) scores
         valid = offs_n[None, :] < L
         if CAUSAL:
             valid = valid & (offs_n[None, :] <= offs_m[:, None])
@@ -134,7 +174,7 @@ def flash_fwd_kernel(
         alpha = tl.exp(m - m_new)  # rescales the old state to the new max
         p = tl.exp(s - m_new[:, None])
         l = alpha * l + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PREC)
         m = m_new
     tl.store(
         O + offs_m[:, None] * D + offs_d[None, :], (acc / l[:, None]).to(O.dtype.element_ty), mask=offs_m[:, None] < L
@@ -155,15 +195,16 @@ def flash_teaching_forward(q, k, v, causal: bool = False, blocks: tuple[int, int
     lse = torch.empty((B, H, L), device=q.device, dtype=torch.float32)
     grid = (triton.cdiv(L, blocks[0]), B * H)
     flash_fwd_kernel[grid](
-        q, k, v, out, lse, L, 1.0 / math.sqrt(d), CAUSAL=causal, D=d, BLOCK_M=blocks[0], BLOCK_N=blocks[1]
-    )
+        q, k, v, out, lse, L, 1.0 / math.sqrt(d),
+        CAUSAL=causal, D=d, BLOCK_M=blocks[0], BLOCK_N=blocks[1], DOT_PREC=dot_precision(q.dtype),
+    )  # fmt: skip
     return out, lse
 
 
 @triton.jit
-def _rebuild_p(q, k, lse, offs_m, offs_n, L, scale, CAUSAL: tl.constexpr):
+def _rebuild_p(q, k, lse, offs_m, offs_n, L, scale, CAUSAL: tl.constexpr, DOT_PREC: tl.constexpr):
     """P of one (query block, key block) tile from the saved lse; 0 where masked."""
-    p = tl.exp(tl.dot(q, tl.trans(k)) * scale - lse[:, None])
+    p = tl.exp(tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * scale - lse[:, None])
     valid = (offs_m[:, None] < L) & (offs_n[None, :] < L)
     if CAUSAL:
         valid = valid & (offs_n[None, :] <= offs_m[:, None])
@@ -186,6 +227,7 @@ def flash_bwd_dkdv_kernel(
     D: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    DOT_PREC: tl.constexpr,
 ):
     pid_n, bh = tl.program_id(0), tl.program_id(1)  # a block of keys of one (batch, head)
     Q, K, V, DO, DK, DV = (
@@ -213,11 +255,11 @@ def flash_bwd_dkdv_kernel(
         do = tl.load(DO + qo, mask=offs_m[:, None] < L, other=0.0)
         lse = tl.load(LSE + bh * L + offs_m, mask=offs_m < L, other=0.0)
         delta = tl.load(DELTA + bh * L + offs_m, mask=offs_m < L, other=0.0)
-        p = _rebuild_p(q, k, lse, offs_m, offs_n, L, scale, CAUSAL)
-        dv += tl.dot(tl.trans(p.to(do.dtype)), do)  # dV = P^T dO
-        dp = tl.dot(do, tl.trans(v))  # dP = dO V^T
+        p = _rebuild_p(q, k, lse, offs_m, offs_n, L, scale, CAUSAL, DOT_PREC)
+        dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PREC)  # dV = P^T dO
+        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)  # dP = dO V^T
         ds = p * (dp - delta[:, None])  # dS = P o (dP - delta)
-        dk += tl.dot(tl.trans(ds.to(q.dtype)), q)  # dK = dS^T Q (times scale below)
+        dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=DOT_PREC)  # dK = dS^T Q (times scale below)
     tl.store(DK + kv, (dk * scale).to(DK.dtype.element_ty), mask=offs_n[:, None] < L)
     tl.store(DV + kv, dv.to(DV.dtype.element_ty), mask=offs_n[:, None] < L)
 
@@ -237,6 +279,7 @@ def flash_bwd_dq_kernel(
     D: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    DOT_PREC: tl.constexpr,
 ):
     pid_m, bh = tl.program_id(0), tl.program_id(1)  # a block of queries of one (batch, head)
     Q, K, V, DO, DQ = Q + bh * L * D, K + bh * L * D, V + bh * L * D, DO + bh * L * D, DQ + bh * L * D
@@ -255,9 +298,9 @@ def flash_bwd_dq_kernel(
         offs_n = start + tl.arange(0, BLOCK_N)
         k = tl.load(K + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < L, other=0.0)
         v = tl.load(V + offs_n[:, None] * D + offs_d[None, :], mask=offs_n[:, None] < L, other=0.0)
-        p = _rebuild_p(q, k, lse, offs_m, offs_n, L, scale, CAUSAL)
-        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])  # dS = P o (dO V^T - delta)
-        dq += tl.dot(ds.to(k.dtype), k)  # dQ = dS K (times scale below)
+        p = _rebuild_p(q, k, lse, offs_m, offs_n, L, scale, CAUSAL, DOT_PREC)
+        ds = p * (tl.dot(do, tl.trans(v), input_precision=DOT_PREC) - delta[:, None])  # dS = P o (dO V^T - delta)
+        dq += tl.dot(ds.to(k.dtype), k, input_precision=DOT_PREC)  # dQ = dS K (times scale below)
     tl.store(DQ + qo, (dq * scale).to(DQ.dtype.element_ty), mask=offs_m[:, None] < L)
 
 
@@ -281,12 +324,14 @@ def flash_teaching_backward(q, k, v, out, lse, do, causal: bool = False, blocks:
     scale = 1.0 / math.sqrt(d)
     bm, bn = blocks or _default_blocks(d, q.element_size(), "dkdv")
     flash_bwd_dkdv_kernel[(triton.cdiv(L, bn), B * H)](
-        q, k, v, do, lse, delta, dk, dv, L, scale, CAUSAL=causal, D=d, BLOCK_M=bm, BLOCK_N=bn
-    )
+        q, k, v, do, lse, delta, dk, dv, L, scale,
+        CAUSAL=causal, D=d, BLOCK_M=bm, BLOCK_N=bn, DOT_PREC=dot_precision(q.dtype),
+    )  # fmt: skip
     bm, bn = blocks or _default_blocks(d, q.element_size(), "dq")
     flash_bwd_dq_kernel[(triton.cdiv(L, bm), B * H)](
-        q, k, v, do, lse, delta, dq, L, scale, CAUSAL=causal, D=d, BLOCK_M=bm, BLOCK_N=bn
-    )
+        q, k, v, do, lse, delta, dq, L, scale,
+        CAUSAL=causal, D=d, BLOCK_M=bm, BLOCK_N=bn, DOT_PREC=dot_precision(q.dtype),
+    )  # fmt: skip
     return dq, dk, dv
 
 
