@@ -6,7 +6,8 @@ Torch comes first, chosen for the machine:
   * no GPU: the CPU build, `torch==2.13.0`, never a multi-GB CUDA build.
     On Linux x86_64 the CPU wheel index is added when it answers within 3 s.
 GPULAB_TORCH_SPEC overrides the choice, e.g. GPULAB_TORCH_SPEC='torch==2.13.0 --index-url URL'.
-Then `pip install -e '.[lab,test]'` (JupyterLab and the test tools). A stamp in .venv makes a second run a no-op.
+Then `pip install -e '.[lab,site,test]'` (JupyterLab, the site builder and the test tools). A stamp in .venv
+makes a second run a no-op.
 pip runs with --quiet (errors still print), so that `make lab` ends with JupyterLab's URL and token.
 """
 
@@ -197,8 +198,8 @@ def main() -> None:
     if gpu and not info["cuda_ok"]:
         say("WARNING: a GPU is present but torch cannot use it (driver too old for this build?)")
 
-    say("installing gpulab and its dependencies: pip install -e '.[lab,test]' (a few minutes the first time)")
-    run(str(VPY), "-m", "pip", "install", "--quiet", "-e", ".[lab,test]")
+    say("installing gpulab and its dependencies: pip install -e '.[lab,site,test]' (a few minutes the first time)")
+    run(str(VPY), "-m", "pip", "install", "--quiet", "-e", ".[lab,site,test]")
     if torch_info() != info:
         die("installing gpulab changed torch; check pyproject.toml's torch requirement")
     run(str(VPY), "-c", "import gpulab, torch, triton")
