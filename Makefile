@@ -14,8 +14,9 @@ PYTEST_NOTEBOOKS := $(VPY) -m pytest --nbval-lax notebooks/
 # every notebook again, choosing as a Colab T4 would (fp16 for bf16, pointer loads, small tiles, 16 GB sizes)
 PYTEST_NOTEBOOKS_T4 := GPULAB_AS_GPU=T4 $(PYTEST_NOTEBOOKS)
 
-# Jupyter refuses to start as root without --allow-root; localhost only, token auth kept.
-LAB_ARGS := --ServerApp.ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root)
+# Jupyter refuses to start as root without --allow-root; localhost only, token auth kept. Warnings and errors only,
+# so the last lines `make lab` prints are the URL with its token.
+LAB_ARGS := --ServerApp.ip=127.0.0.1 --ServerApp.log_level=WARN $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: setup lab test test-all site clean gpu-check
 

@@ -3,8 +3,8 @@
 repo2docker's Python build pack, for a repository with ``binder/runtime.txt`` and ``binder/requirements.txt``:
 creates an environment of the Python named in runtime.txt, runs ``pip install -r binder/requirements.txt`` in it,
 copies the repository in, and runs ``./binder/postBuild`` from the repository root. This test does the same in a
-fresh virtual environment (no system site-packages) on a copy of the checkout, then runs one notebook under
-nbval with that environment's Python, and checks that the notebook imported gpulab from the copy and that torch
+fresh virtual environment (no system site-packages) on a copy of the checkout, adds pytest and nbval (binder/
+installs no test tools), then runs one notebook under nbval with that environment's Python, and checks that the notebook imported gpulab from the copy and that torch
 is the CPU build.
 
 Differences from repo2docker, on purpose: pip's cache is used (repo2docker passes ``--no-cache-dir``), so a second
@@ -26,6 +26,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = ROOT / "binder"
@@ -144,5 +149,9 @@ def test_binder_environment_runs_a_notebook(tmp_path):
     assert Path(where).resolve().is_relative_to(repo.resolve()), f"gpulab imported from {where}, not the checkout"
     assert cuda is None, f"torch is a CUDA build ({cuda}); Binder is CPU only"
 
+    # binder/ installs no test tools (a learner needs none): the test brings its own, at pyproject's floors
+    test_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    tools = [r for r in test_extra if r.split(">=")[0] in ("pytest", "nbval")]
+    _run([*pip, "install", "--quiet", *tools], repo, env, 300)
     run = _run([python, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", "-q", NOTEBOOK], repo, env, 600)
     assert " passed" in run.stdout and " failed" not in run.stdout, run.stdout[-3000:]

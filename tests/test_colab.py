@@ -5,6 +5,7 @@ replaces torch or Triton, and an old torch/Triton pair is refused by name."""
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -150,3 +151,85 @@ def test_colab_detection_is_read_once_from_sys_modules():
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
     assert r.stdout.split() == ["False", "False"], r.stderr[-2000:]
+
+
+# Colab's GPU image as far as the install cell meets it (googlecolab/backend-info, pip-freeze.gpu.txt; docs/colab.md):
+# gpulab's dependencies and plotly's, at Colab's versions. Colab has no JupyterLab.
+COLAB_PINNED = {
+    "torch": ("2.11.0+cu128", []),
+    "triton": ("3.6.0", []),
+    "numpy": ("2.0.2", []),
+    "ipywidgets": ("7.7.1", []),
+    "plotly": ("5.24.1", []),
+    "anywidget": ("0.9.21", ["ipywidgets>=7.6.0"]),
+    "tqdm": ("4.67.3", []),
+    "platformdirs": ("4.10.0", []),
+    "narwhals": ("2.22.0", []),
+    "packaging": ("26.2", []),
+}
+# what the cell's second line finds on PyPI: the plotly it upgrades to
+INDEX = {"plotly": ("6.0.0", ["narwhals>=1.15.1", "packaging"])}
+
+
+def _fake_wheel(folder: Path, name: str, version: str, requires: list[str]) -> Path:
+    """A wheel holding only its metadata: pip resolves and checks it as it would the real package."""
+    import zipfile
+
+    dist = f"{name}-{version}.dist-info"
+    files = {
+        f"{dist}/METADATA": "Metadata-Version: 2.1\n"
+        f"Name: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: gpulab-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{dist}/RECORD"] = "".join(f"{f},,\n" for f in files) + f"{dist}/RECORD,,\n"
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for arc, text in files.items():
+            z.writestr(arc, text)
+    return path
+
+
+def test_install_cell_on_colabs_packages_prints_no_error(tmp_path):
+    """The cell's %pip lines, run by pip offline in an environment holding Colab's versions (metadata-only wheels;
+    gpulab's from pyproject.toml): pip's resolver reports no conflict, and torch and Triton stay Colab's."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    colab, index = tmp_path / "colab", tmp_path / "index"
+    colab.mkdir(), index.mkdir()
+    base = [_fake_wheel(colab, n, v, r) for n, (v, r) in COLAB_PINNED.items()]
+    for n, (v, r) in INDEX.items():
+        _fake_wheel(index, n, v, r)
+    gpulab_wheel = _fake_wheel(index, "gpulab", project["version"], project["dependencies"])
+
+    env_dir = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=120)
+    pip = [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "--disable-pip-version-check"]
+    offline = ["--no-index", "--find-links", str(index), "--no-cache-dir"]
+    env = {**os.environ, "PIP_NO_INPUT": "1", "PIP_CONFIG_FILE": os.devnull}  # no machine-wide index or constraints
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_CONSTRAINT", "PIP_REQUIRE_VIRTUALENV"):
+        env.pop(var, None)
+
+    def pip_run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*pip, *args], capture_output=True, text=True, timeout=300, env=env, check=False)
+
+    seeded = pip_run("install", "--no-deps", *offline, *map(str, base))
+    assert seeded.returncode == 0, seeded.stderr[-3000:]
+
+    _, install = sync_links.expected(sync_links.repo_url())
+    cell = sync_links.install_cell(install)
+    lines = [ln.split("%pip", 1)[1] for ln in cell.splitlines() if "%pip" in ln]
+    assert len(lines) == 2, lines
+    for line in lines:
+        args = [str(gpulab_wheel) if a == install else a for a in shlex.split(line)]
+        ran = pip_run(*args, *offline)
+        said = ran.stdout + ran.stderr
+        assert ran.returncode == 0 and "ERROR" not in said, f"%pip{line}\n{said[-3000:]}"
+
+    listed = pip_run("list", "--format", "json")
+    have = {p["name"].lower(): p["version"] for p in json.loads(listed.stdout)}
+    assert have["torch"] == COLAB_PINNED["torch"][0] and have["triton"] == COLAB_PINNED["triton"][0], have
+    assert have["ipywidgets"] == COLAB_PINNED["ipywidgets"][0], "Colab's front end pairs with its own ipywidgets"
+    assert have["gpulab"] == project["version"] and have["plotly"] == INDEX["plotly"][0], have

@@ -20,3 +20,26 @@ def test_every_notebook_has_a_colab_badge_and_install_cell():
 def test_notebooks_agree_with_pyproject():
     stale = sync_links.sync(write=False)
     assert not stale, f"notebooks out of date with pyproject's Repository URL: {stale}; run python tools/sync_links.py"
+
+
+README = ROOT / "README.md"
+
+
+def test_readme_badges_follow_pyproject():
+    url = sync_links.repo_url()
+    badge, _ = sync_links.expected(url)
+    text = README.read_text()
+    first_screen = "\n".join(text.splitlines()[:10])
+    assert badge + "00_setup_and_ceilings.ipynb" in first_screen, "README: Colab badge for lesson 00 missing or stale"
+    assert sync_links.binder_url(url) in first_screen, "README: Binder badge for lesson 00 missing or stale"
+    assert "mybinder.org/badge_logo.svg" in first_screen
+
+
+def test_readme_links_to_files_that_exist():
+    import re
+
+    targets = re.findall(r"\]\(([^)#\s]+)\)", README.read_text())
+    local = [t for t in targets if not t.startswith(("http://", "https://"))]
+    assert local, "README links to its docs pages"
+    missing = [t for t in local if not (ROOT / t).exists()]
+    assert not missing, f"README links to missing files: {missing}"

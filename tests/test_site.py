@@ -11,6 +11,8 @@ a visible trace with points, the explorers' controls shown with their values. Ru
 from __future__ import annotations
 
 import contextlib
+import html
+import re
 import sys
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import build_site  # noqa: E402  (tools/ is not a package: on the path only from here)
+import sync_links  # noqa: E402
 
 # A page with figures shown directly and two slider explorers; the newest lesson, with dropdowns in its explorer.
 SITE_LESSONS = ["02_warp_divergence.ipynb", "09_builder_test.ipynb"]
@@ -134,6 +137,107 @@ def test_title_is_the_first_heading():
     assert build_site.title_of(nbformat.v4.new_notebook(), "fallback") == "fallback"
 
 
+@pytest.mark.parametrize(
+    "spec, value, shown",
+    [
+        (".3g", 1e12, "1.00e+12"),
+        (".3g", 3162.2776601683795, "3.16e+3"),
+        (".3g", 0.5, "0.500"),
+        (".3g", 123.456, "123"),
+        (".3g", 1e-7, "1.00e-7"),
+        (".3g", -2.5, "\u22122.50"),
+        (".2f", 1.0, "1.00"),
+        ("d", 12, "12"),
+        (",d", 1234567, "1,234,567"),
+        (".1%", 0.123, "12.3%"),
+        (".2e", 12345.0, "1.23e+4"),
+        ("~g", 100.0, "100"),
+    ],
+)
+def test_d3_format_writes_what_the_slider_readout_shows(spec, value, shown):
+    assert build_site.d3_format(spec, value) == shown
+
+
+def test_slider_values_shown_as_their_readout():
+    state = {
+        "box": _model("VBoxModel", children=["IPY_MODEL_f", "IPY_MODEL_b", "IPY_MODEL_n", "IPY_MODEL_out"]),
+        "f": _model("FloatLogSliderModel", description="F work (FLOPs)", value=1e12, readout_format=".3g"),
+        "b": _model("FloatSliderModel", description="B (TB/s)", value=3.35),  # no format stored: the default, .2f
+        "n": _model("IntSliderModel", description="layers", value=12, readout_format="d"),
+        "out": STATE["out"],
+    }
+    controls = _html(build_site.flatten_outputs([_view("box")], state))[0]
+    assert "<b>F work (FLOPs)</b> 1.00e+12" in controls, controls
+    assert "<b>B (TB/s)</b> 3.35" in controls and "<b>layers</b> 12" in controls, controls
+    assert "1000000000000.0" not in controls
+
+
+def _page(*cells) -> str:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=list(cells))
+    return build_site.render_page(nb, "lesson", ["lesson"])
+
+
+def test_page_renders_math_without_mathjax_or_any_remote_script():
+    import nbformat
+
+    page = _page(nbformat.v4.new_markdown_cell("# L\n\n$$t \\ge \\max\\left(\\frac{F}{C}, \\frac{D}{B}\\right).$$"))
+    assert '<math display="block"' in page and "<mfrac>" in page, "math rendered as MathML when the page is built"
+    assert "$$" not in page
+    assert "mathjax" not in page.lower(), "the page reads offline: no MathJax from a CDN"
+    remote = re.findall(r"<script[^>]+src=[\"'](?:https?:)?//[^\"']+", page)
+    assert not remote, remote
+
+
+def test_tex_that_does_not_parse_stays_readable():
+    assert build_site.tex_to_mathml("\\frac{1}{", display=True).startswith("<code")
+
+
+def test_text_outputs_and_tables_scroll_sideways_instead_of_wrapping():
+    import nbformat
+
+    wide = (
+        "| "
+        + " | ".join(f"column {i}" for i in range(12))
+        + " |\n|"
+        + "---|" * 12
+        + "\n| "
+        + " | ".join("1" * 12)
+        + " |"
+    )
+    cell = nbformat.v4.new_code_cell("print(table)")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="a  b  c\n" + "x" * 200 + "\n")]
+    page = _page(nbformat.v4.new_markdown_cell(wide), cell)
+    # the page's own style block, its selectors outranking nbconvert's
+    (css,) = re.findall(r"<style id=.gpulab-site.>(.*?)</style>", page, flags=re.DOTALL)
+    rules = {
+        sel.strip(): body
+        for sel, body in re.findall(r"([^{}]+)\{([^{}]*)\}", re.sub(r"/\*.*?\*/", "", css, flags=re.DOTALL))
+    }
+    pre = rules["body .jp-OutputArea-output pre"]
+    assert "white-space: pre;" in pre and "overflow-x: auto" in pre and "word-break: normal" in pre, pre
+    table = rules["body .jp-RenderedHTMLCommon table"]
+    assert "overflow-x: auto" in table and "display: block" in table, table
+
+
+def test_page_leaves_out_colabs_install_cell():
+    import nbformat
+
+    install = sync_links.install_cell(sync_links.expected(sync_links.repo_url())[1])
+    page = _page(nbformat.v4.new_code_cell(install), nbformat.v4.new_code_cell("kept_cell = 1"))
+    assert "kept_cell" in page
+    assert "Colab only" not in page and "google.colab" not in page, "Colab's install cell is not for a reader"
+
+
+def test_pages_and_index_link_to_binder(tmp_path):
+    binder = sync_links.binder_url(sync_links.repo_url(), "lesson.ipynb")
+    assert html.escape(binder) in _page()
+    build_site.write_index(tmp_path, [{"stem": "00_setup_and_ceilings", "title": "00", "ok": True}])
+    index = (tmp_path / "index.html").read_text()
+    assert html.escape(sync_links.binder_url(sync_links.repo_url())) in index
+
+
 # ------------------------------------------------------------------------------------------ built, in Chromium
 
 # JS: every figure on the page: whether plotly.js drew it, its traces and the points in each.
@@ -163,7 +267,7 @@ def built_site(tmp_path_factory):
 @pytest.fixture(scope="module")
 def page(built_site, browser):
     context = browser.new_context(viewport={"width": 412, "height": 915})  # a phone's screen
-    # the published pages load MathJax from a CDN; the test has no network and does not wait for it
+    # the pages need no network: anything but a file is refused
     context.route(lambda url: not url.startswith("file:"), lambda route: route.abort())
     yield context.new_page()
     context.close()
@@ -206,5 +310,12 @@ def test_page_loads_with_data_in_every_figure(built_site, page, lesson):
     ]
     assert not empty, f"{lesson}: figures without a visible trace with points: {empty}"
     assert "application/vnd.jupyter.widget-view+json" not in html_text, f"{lesson}: a widget left unflattened"
+    wide = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    assert wide <= 1, f"{lesson}: the page is {wide} px wider than a 412 px screen (a wide output should scroll alone)"
+    wrapping = page.evaluate(
+        "() => Array.from(document.querySelectorAll('.jp-OutputArea-output pre'))"
+        ".filter(p => getComputedStyle(p).whiteSpace !== 'pre').length"
+    )
+    assert wrapping == 0, f"{lesson}: {wrapping} text outputs wrap their lines (a printed table then reads as a mess)"
     if "gpulab-static-controls" in html_text:  # an explorer: its controls shown as text with their values
         assert page.locator(".gpulab-static-control").count() > 0

@@ -8,8 +8,12 @@ timing figures draw the reference measurements in gpulab/data, labelled as such,
 ``GPULAB_STATIC_FIGURES=1`` makes every figure a plain plotly figure; widgets are then flattened for a page without a
 kernel: an ``ipywidgets.Output`` becomes the outputs it holds, a box its children, a slider or dropdown one line with
 its value. plotly figures become divs drawn by one local copy of plotly.js (``plotly.min.js`` beside the pages), so
-they zoom and hover in the page with no network. The pages come from nbconvert's HTML exporter (the ``lab``
-template), and ``index.html`` lists the lessons. The notebooks themselves are only read: they stay without outputs.
+they zoom and hover in the page with no network. Math is rendered when the page is built, as MathML (latex2mathml),
+so the pages load no MathJax and read offline. A control's value is written as its readout shows it (the widget's
+``readout_format``, a d3-format spec). Text outputs and tables keep their lines and scroll sideways on a narrow
+screen. Colab's install cell (``sync_links.INSTALL_MARK``) is left out of the pages. The pages come from nbconvert's
+HTML exporter (the ``lab`` template), and ``index.html`` lists the lessons, with links to run them on Binder.
+The notebooks themselves are only read: they stay without outputs.
 
 A notebook that raises (outside cells tagged ``raises-exception``) is reported by name and the build exits 1, after
 building the others. The out directory holds only what this script writes, and is replaced page by page.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import math
 import os
 import re
 import shutil
@@ -30,6 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
+sys.path.insert(0, str(ROOT / "tools"))
+import sync_links  # noqa: E402  (tools/ is not a package: the links and the install cell's mark live there)
+
 PLOTLY_JS = "plotly.min.js"
 
 # The kernel's environment: the interpreter with the recorded data, static figures, plotly's JSON output only.
@@ -49,13 +57,76 @@ CONTROLS_NOTE = (
 # ---------------------------------------------------------------------------------------- widgets, flattened
 
 
+# ipywidgets' readout formats where a model's state names none (the traits' defaults)
+DEFAULT_READOUT = {"FloatSliderModel": ".2f", "FloatLogSliderModel": ".3g", "FloatRangeSliderModel": ".2f"}
+
+
+def _js_precision(x: float, p: int) -> str:
+    """JavaScript's ``x.toPrecision(p)``: fixed notation unless the exponent is below -6 or at least p."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:.{max(p - 1, 0)}f}"
+    e = int(f"{x:.{p - 1}e}".split("e")[1])  # the exponent after rounding to p digits
+    if e < -6 or e >= p:
+        return _js_exponential(x, p - 1)
+    return f"{x:.{max(p - 1 - e, 0)}f}"
+
+
+def _js_exponential(x: float, p: int) -> str:
+    """JavaScript's ``x.toExponential(p)``: the exponent without leading zeros (1.00e+12, 2.5e-7)."""
+    mantissa, exp = f"{x:.{p}e}".split("e")
+    return f"{mantissa}e{exp[0]}{int(exp[1:])}"
+
+
+def d3_format(spec: str, value) -> str:
+    """``value`` as d3-format's ``format(spec)`` writes it, as a slider's readout does, for the specs sliders use:
+    ``[,][.precision][~][type]`` with type d, f, e, g, r, % or none. Any other spec gives ``str(value)``."""
+    m = re.fullmatch(r"(,)?(?:\.(\d+))?(~)?([defgr%]?)", spec or "")
+    if m is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    comma, precision, trim, kind = m.groups()
+    x = float(value)
+    if kind == "d":
+        text = str(round(x))
+    elif kind == "f":
+        text = f"{x:.{int(precision or 6)}f}"
+    elif kind == "%":
+        text = f"{x * 100:.{int(precision or 6)}f}"
+    elif kind == "e":
+        text = _js_exponential(x, int(precision or 6))
+    elif kind in ("g", "r") or precision:
+        text = _js_precision(x, int(precision or 6))
+    else:  # no type and no precision: the shortest form that round-trips, 12 significant digits at most
+        text = _js_precision(x, 12)
+        trim = True
+    if trim and kind not in ("d",):
+        mantissa, sep, exp = text.partition("e")
+        if "." in mantissa:
+            mantissa = mantissa.rstrip("0").rstrip(".")
+        text = mantissa + sep + exp
+    if comma:
+        head, dot, tail = text.partition(".")
+        sign = "-" if head.startswith("-") else ""
+        digits = head.lstrip("-")
+        if digits.isdigit():
+            text = sign + f"{int(digits):,}" + dot + tail
+    if kind == "%":
+        text += "%"
+    return text.replace("-", "\u2212", 1) if text.startswith("-") else text  # d3 writes a minus sign, not a hyphen
+
+
 def _control_line(model: dict) -> str | None:
-    """One line for a slider, dropdown, checkbox or toggle: its description and current value; None for others."""
+    """One line for a slider, dropdown, checkbox or toggle: its description and its value as the widget shows it
+    (a slider's readout format applied); None for others."""
     s = model["state"]
     if "_options_labels" in s and s.get("index") is not None:
         value = s["_options_labels"][s["index"]]
     elif "value" in s and model["model_name"] not in ("HTMLModel", "HTMLMathModel", "LabelModel", "TextareaModel"):
         value = s["value"]
+        spec = s.get("readout_format", DEFAULT_READOUT.get(model["model_name"]))
+        if spec and isinstance(value, int | float) and not isinstance(value, bool):
+            value = d3_format(spec, value)
+        elif isinstance(value, list) and spec:  # a range slider: both ends
+            value = " – ".join(d3_format(spec, v) for v in value)
     else:
         return None
     label = s.get("description") or ""
@@ -163,8 +234,15 @@ PAGE_TEMPLATE = r"""
 {%- block html_head_js_requirejs -%}
 <script src="plotly.min.js"></script>
 {%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}
+{%- endblock html_head_js_mathjax -%}
 {%- block extra_css -%}
-<style>
+<style id="gpulab-site">
+  /* text outputs and tables keep their lines: on a narrow screen they scroll sideways, the page does not.
+     "body" outranks nbconvert's own rules, which come after this block */
+  body .jp-OutputArea-output pre { white-space: pre; word-break: normal; overflow-wrap: normal; overflow-x: auto; }
+  body .jp-RenderedHTMLCommon table { display: block; max-width: 100%; overflow-x: auto; }
+  math[display="block"] { overflow-x: auto; overflow-y: hidden; max-width: 100%; padding: 0.3em 0; }
   .gpulab-nav { font: 14px/1.5 system-ui, sans-serif; padding: 8px 16px; border-bottom: 1px solid #ddd;
                 display: flex; gap: 16px; flex-wrap: wrap; }
   .gpulab-static-controls { font: 13px system-ui, sans-serif; margin: 4px 0; }
@@ -195,20 +273,83 @@ def _nav(stem: str, stems: list[str]) -> str:
         links.append(f"<a href='{stems[i - 1]}.html'>previous: {stems[i - 1]}</a>")
     if i + 1 < len(stems):
         links.append(f"<a href='{stems[i + 1]}.html'>next: {stems[i + 1]}</a>")
+    links.append(_run_links(f"{stem}.ipynb"))
     return "<nav class='gpulab-nav'>" + "".join(links) + "</nav>"
 
 
-def render_page(nb, stem: str, stems: list[str]) -> str:
+def tex_to_mathml(tex: str, display: bool) -> str:
+    """TeX as MathML, rendered now (no script on the page); TeX that latex2mathml cannot read stays as code."""
+    from latex2mathml.converter import convert
+
+    try:
+        return convert(tex, display="block" if display else "inline")
+    except Exception:  # noqa: BLE001 -- any parse failure: the page shows the TeX itself
+        return f"<code class='gpulab-tex'>{html.escape(tex)}</code>"
+
+
+def _site_exporter_class():
+    """nbconvert's HTML exporter, its markdown math written as MathML (``tex_to_mathml``) instead of left for
+    MathJax."""
     import jinja2
     from nbconvert import HTMLExporter
+    from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
-    exporter = HTMLExporter(
+    class MathMLRenderer(IPythonRenderer):
+        def block_math(self, body: str) -> str:
+            return tex_to_mathml(body, display=True)
+
+        def inline_math(self, body: str) -> str:
+            return tex_to_mathml(body, display=False)
+
+        def latex_environment(self, name: str, body: str) -> str:
+            return tex_to_mathml(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
+
+    class SiteExporter(HTMLExporter):
+        @jinja2.pass_context
+        def markdown2html(self, context, source):
+            cell = context.get("cell", {})
+            renderer = MathMLRenderer(
+                escape=False,
+                attachments=cell.get("attachments", {}),
+                embed_images=self.embed_images,
+                path=context.get("resources", {}).get("metadata", {}).get("path", ""),
+                anchor_link_text=self.anchor_link_text,
+                exclude_anchor_links=self.exclude_anchor_links,
+            )
+            return MarkdownWithMath(renderer=renderer).render(source)
+
+    return SiteExporter
+
+
+def drop_colab_install_cell(nb) -> None:
+    """In place: Colab's install cell (it starts with ``sync_links.INSTALL_MARK``) removed; a page needs no install."""
+    nb.cells = [c for c in nb.cells if not (c.cell_type == "code" and c.source.startswith(sync_links.INSTALL_MARK))]
+
+
+def render_page(nb, stem: str, stems: list[str]) -> str:
+    """The page for an executed, flattened notebook, without Colab's install cell."""
+    import jinja2
+
+    drop_colab_install_cell(nb)
+
+    exporter = _site_exporter_class()(
         template_name="lab",
         template_file="gpulab_site.html.j2",
         extra_loaders=[jinja2.DictLoader({"gpulab_site.html.j2": PAGE_TEMPLATE})],
     )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": stem}, "gpulab_nav": _nav(stem, stems)})
     return body
+
+
+def _run_links(notebook: str) -> str:
+    """Links that run ``notebook``: Binder (JupyterLab, CPU) and Colab (a GPU). Text, not badge images: the page
+    reads offline."""
+    url = sync_links.repo_url()
+    colab, _ = sync_links.expected(url)
+    return (
+        f"<span class='gpulab-run'>run it: <a class='gpulab-binder' href='{html.escape(sync_links.binder_url(url, notebook))}'>"
+        f"Binder</a> · <a class='gpulab-colab' href='{html.escape(colab + notebook)}'>Colab</a></span>"
+    )
 
 
 def write_index(out: Path, lessons: list[dict]) -> None:
@@ -233,6 +374,9 @@ def write_index(out: Path, lessons: list[dict]) -> None:
 on a CPU: its timing figures draw measurements recorded on an H200 (labelled as such), its figures zoom and hover,
 and its sliders are shown at their starting values. To run a lesson and move its sliders, open the notebook in
 JupyterLab, Colab or Binder.</p>
+<p class="gpulab-launch"><a class="gpulab-binder" href="{html.escape(sync_links.binder_url(sync_links.repo_url()))}">Launch
+lesson 00 on Binder</a> (JupyterLab in your browser, CPU only, nothing to install; the first launch takes a few
+minutes) · on a GPU, each notebook's Colab badge.</p>
 <ol class="lessons">
 {rows}
 </ol>

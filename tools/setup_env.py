@@ -6,7 +6,9 @@ Torch comes first, chosen for the machine:
   * no GPU: the CPU build, `torch==2.13.0`, never a multi-GB CUDA build.
     On Linux x86_64 the CPU wheel index is added when it answers within 3 s.
 GPULAB_TORCH_SPEC overrides the choice, e.g. GPULAB_TORCH_SPEC='torch==2.13.0 --index-url URL'.
-Then `pip install -e '.[test]'`. A stamp in .venv makes a second run a no-op.
+Then `pip install -e '.[lab,site,test]'` (JupyterLab, the site builder and the test tools). A stamp in .venv
+makes a second run a no-op.
+pip runs with --quiet (errors still print), so that `make lab` ends with JupyterLab's URL and token.
 """
 
 from __future__ import annotations
@@ -175,14 +177,14 @@ def main() -> None:
             if info:  # a CPU build from an earlier setup: swap it for the CUDA build
                 run(str(VPY), "-m", "pip", "uninstall", "--yes", "torch")
             say("installing torch (CUDA build, a large download)")
-            run(str(VPY), "-m", "pip", "install", "torch")
+            run(str(VPY), "-m", "pip", "install", "--quiet", "torch")
     elif info and info["cuda"] is None and info["version"].startswith(CPU_TORCH.split("==")[1]):
         say(f"torch {info['version']} (CPU build) already installed")
     else:
         if info:
             run(str(VPY), "-m", "pip", "uninstall", "--yes", "torch")
         say(f"installing {CPU_TORCH} (CPU build)")
-        run(str(VPY), "-m", "pip", "install", *cpu_torch_args())
+        run(str(VPY), "-m", "pip", "install", "--quiet", *cpu_torch_args())
 
     info = torch_info()
     if info is None:
@@ -196,13 +198,13 @@ def main() -> None:
     if gpu and not info["cuda_ok"]:
         say("WARNING: a GPU is present but torch cannot use it (driver too old for this build?)")
 
-    say("installing gpulab and its dependencies: pip install -e '.[test]'")
-    run(str(VPY), "-m", "pip", "install", "-e", ".[test]")
+    say("installing gpulab and its dependencies: pip install -e '.[lab,site,test]' (a few minutes the first time)")
+    run(str(VPY), "-m", "pip", "install", "--quiet", "-e", ".[lab,site,test]")
     if torch_info() != info:
         die("installing gpulab changed torch; check pyproject.toml's torch requirement")
     run(str(VPY), "-c", "import gpulab, torch, triton")
     STAMP.write_text(key + "\n")
-    say("done. Next: `make lab` or `make test`")
+    say(".venv is ready")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Rewrite every notebook's Colab badge and Colab install cell from the URL in pyproject.toml.
+"""Rewrite every notebook's Colab badge and Colab install cell from the URL in pyproject.toml; ``binder_url`` gives
+the Binder link that README.md and the static site carry (tests/test_links.py checks the README's).
 
 The repository's public URL lives in one place, ``[project.urls] Repository`` in pyproject.toml. Change it
 there and run ``python tools/sync_links.py``; ``tests/test_links.py`` fails until the notebooks agree.
@@ -36,6 +37,14 @@ def expected(url: str) -> tuple[str, str]:
     if not m:
         raise SystemExit(f"Repository URL must look like https://github.com/OWNER/NAME, got {url!r}")
     return f"https://colab.research.google.com/github/{m.group(1)}/blob/main/notebooks/", f"gpulab @ git+{url}"
+
+
+def binder_url(url: str, notebook: str = "00_setup_and_ceilings.ipynb") -> str:
+    """mybinder.org's link that builds binder/ for repository ``url`` and opens ``notebook`` in JupyterLab."""
+    m = re.match(r"https://github\.com/([^/]+/[^/]+)$", url)
+    if not m:
+        raise SystemExit(f"Repository URL must look like https://github.com/OWNER/NAME, got {url!r}")
+    return f"https://mybinder.org/v2/gh/{m.group(1)}/HEAD?urlpath=lab/tree/notebooks/{notebook}"
 
 
 def install_cell(install: str) -> str:
