@@ -39,10 +39,13 @@ def run(
     with every trip count 0 and one with every trip count ``expensive``. The sort for (c) is timed too
     (``sort_ms``), since grouping work by cost is not free when the data does not arrive grouped.
     """
-    from ..timing import require_gpu, time_ms
+    from .. import timing
 
-    require_gpu("lesson02's suite")
-    return _run(time_ms, "cuda", progress, n, k_a, k_b, block, cheap, expensive, fractions_a, fracs_expensive)
+    timing.require_gpu("lesson02's suite")
+    data = _run(
+        timing.time_ms, timing.device(), progress, n, k_a, k_b, block, cheap, expensive, fractions_a, fracs_expensive
+    )
+    return timing.stamp(data)
 
 
 def _run(time_ms, device, progress, n, k_a, k_b, block, cheap, expensive, fractions_a, fracs_expensive) -> dict:

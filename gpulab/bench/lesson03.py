@@ -60,13 +60,15 @@ def relu_rates(n: int, dtypes=tuple(P.RELU_DTYPES), warmup_ms: float = 50, rep_m
     and ratio = torch ms / gpulab ms (>= 1: as fast or faster). GPU only (raises NoGPUTimingError)."""
     import torch
 
+    from .. import timing
     from ..kernels.relu import relu
     from ..timing import require_gpu, time_ms
 
     require_gpu("ReLU bandwidth")
     rows = []
+    gen = torch.Generator(device=timing.device()).manual_seed(0)
     for d in dtypes:
-        x = torch.randn(n, device="cuda", dtype=P.RELU_DTYPES[d])
+        x = torch.randn(n, device=timing.device(), generator=gen).to(P.RELU_DTYPES[d])
         t_ours = time_ms(lambda: relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
         t_torch = time_ms(lambda: torch.relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
         nbytes = P.relu_bytes(n, d)
@@ -86,9 +88,9 @@ def relu_rates(n: int, dtypes=tuple(P.RELU_DTYPES), warmup_ms: float = 50, rep_m
     return rows
 
 
-def matmul_rates(n: int = 8192, dtypes=P.MATMUL_DTYPES) -> dict:
-    """cuBLAS TFLOP/s per dtype for n x n x n (2n^3 FLOPs), None where the GPU lacks it (``precision.features``).
-    GPU only (raises NoGPUTimingError)."""
+def matmul_rates(n: int = MATMUL_N, dtypes=P.MATMUL_DTYPES) -> dict:
+    """cuBLAS TFLOP/s per dtype for n x n x n (2n^3 FLOPs), None where the planned GPU lacks it
+    (``precision.features``). GPU or test clock (raises NoGPUTimingError elsewhere)."""
     from ..device import matmul_fn
     from ..timing import require_gpu, time_ms
 
@@ -150,6 +152,7 @@ def run(
     """Measure everything listed in the module docstring; returns a JSON-able dict. GPU only."""
     import torch
 
+    from .. import timing
     from ..kernels.matmul_precision import matmul_precision
     from ..timing import require_gpu, time_ms
 
@@ -169,8 +172,9 @@ def run(
         elif step == "matmul errors":
             out["matmul"].update(n_error=error_n, error=P.matmul_errors(error_n, feats=planned_features()))
         elif step == "triton tf32/ieee":
-            a = torch.randn(triton_n, triton_n, device="cuda")
-            b = torch.randn(triton_n, triton_n, device="cuda")
+            gen = torch.Generator(device=timing.device()).manual_seed(0)
+            a = torch.randn(triton_n, triton_n, device=timing.device(), generator=gen)
+            b = torch.randn(triton_n, triton_n, device=timing.device(), generator=gen)
             rec = {"n": triton_n}
             for p in ("tf32", "ieee"):
                 t = time_ms(lambda: matmul_precision(a, b, input_precision=p), warmup_ms=25, rep_ms=200)
@@ -181,7 +185,7 @@ def run(
             out["triton_matmul"] = rec
         else:
             out["accumulation"] = accumulation_errors(acc_ks, m=acc_m)
-    return out
+    return timing.stamp(out)
 
 
 def report(data: dict, full: bool = False) -> str:
