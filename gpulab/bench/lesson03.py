@@ -31,6 +31,10 @@ ERROR_N = 4096
 TRITON_N = 4096
 ACC_KS = tuple(2**e for e in range(4, 15))  # 16 .. 16384
 ACC_M = 128
+# What notebook 03 measures live: the ReLU at RELU_N and every other size of the sweep; the matmul rates at MATMUL_N.
+LIVE_RELU = dict(n=RELU_N, sweep=RELU_SWEEP[::2])
+LIVE_RATES = dict(n=MATMUL_N)
+LIVE_TRITON = dict(n=TRITON_N)
 
 
 def choices(p) -> dict:
@@ -101,6 +105,46 @@ def matmul_rates(n: int = MATMUL_N, dtypes=P.MATMUL_DTYPES) -> dict:
     }
 
 
+def relu_study(n: int = RELU_N, sweep=RELU_SWEEP) -> dict:
+    """The suite's ReLU steps: ``relu``, ``relu_rates(n)``, and ``relu_sweep``, ``relu_rates`` at each of ``sweep``
+    (shorter budgets). GPU or test clock only."""
+    from .. import timing
+
+    rows = sum((relu_rates(m, warmup_ms=10, rep_ms=60) for m in sweep), [])
+    return timing.stamp({"relu": relu_rates(n), "relu_sweep": rows})
+
+
+def rates_study(n: int = MATMUL_N) -> dict:
+    """The suite's ``matmul`` rates: ``{"n_rate": n, "tflops": matmul_rates(n)}``. GPU or test clock only."""
+    from .. import timing
+
+    return timing.stamp({"n_rate": n, "tflops": matmul_rates(n)})
+
+
+def triton_rates(n: int = TRITON_N) -> dict:
+    """The suite's ``triton_matmul``: gpulab's Triton fp32 matmul, n x n x n, with input_precision "tf32" and
+    "ieee": ``{"n": n, p: {"ms", "tflops", "error"}}`` (error from ``triton_matmul_errors``). GPU or test clock
+    only."""
+    import torch
+
+    from .. import timing
+    from ..kernels.matmul_precision import matmul_precision
+
+    timing.require_gpu("a Triton matmul rate")
+    gen = torch.Generator(device=timing.device()).manual_seed(0)
+    a = torch.randn(n, n, device=timing.device(), generator=gen)
+    b = torch.randn(n, n, device=timing.device(), generator=gen)
+    rec = {"n": n}
+    for p in ("tf32", "ieee"):
+        t = timing.time_ms(lambda: matmul_precision(a, b, input_precision=p), warmup_ms=25, rep_ms=200)
+        rec[p] = {"ms": t.median_ms, "tflops": t.rate(2 * n**3)}
+    a = b = None
+    errs = triton_matmul_errors(n)
+    for p in ("tf32", "ieee"):
+        rec[p]["error"] = errs[p]
+    return timing.stamp(rec)
+
+
 def triton_matmul_errors(n: int, seed: int = 0) -> dict:
     """Relative error of gpulab's Triton fp32 matmul with input_precision "tf32" and "ieee" on random
     normal n x n inputs, against float64. In the interpreter both are exact fp32."""
@@ -150,11 +194,8 @@ def run(
     acc_m: int = ACC_M,
 ) -> dict:
     """Measure everything listed in the module docstring; returns a JSON-able dict. GPU only."""
-    import torch
-
     from .. import timing
-    from ..kernels.matmul_precision import matmul_precision
-    from ..timing import require_gpu, time_ms
+    from ..timing import require_gpu
 
     require_gpu("the lesson03 suite")
     steps = ["relu", "relu sweep", "matmul rates", "matmul errors", "triton tf32/ieee", "accumulation"]
@@ -172,17 +213,7 @@ def run(
         elif step == "matmul errors":
             out["matmul"].update(n_error=error_n, error=P.matmul_errors(error_n, feats=planned_features()))
         elif step == "triton tf32/ieee":
-            gen = torch.Generator(device=timing.device()).manual_seed(0)
-            a = torch.randn(triton_n, triton_n, device=timing.device(), generator=gen)
-            b = torch.randn(triton_n, triton_n, device=timing.device(), generator=gen)
-            rec = {"n": triton_n}
-            for p in ("tf32", "ieee"):
-                t = time_ms(lambda: matmul_precision(a, b, input_precision=p), warmup_ms=25, rep_ms=200)
-                rec[p] = {"ms": t.median_ms, "tflops": t.rate(2 * triton_n**3)}
-            errs = triton_matmul_errors(triton_n)
-            for p in ("tf32", "ieee"):
-                rec[p]["error"] = errs[p]
-            out["triton_matmul"] = rec
+            out["triton_matmul"] = {k: v for k, v in triton_rates(triton_n).items() if k != "clock"}
         else:
             out["accumulation"] = accumulation_errors(acc_ks, m=acc_m)
     return timing.stamp(out)
