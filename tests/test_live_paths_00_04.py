@@ -3,7 +3,9 @@ functions the notebooks' live cells call) run on the CPU under the test clock at
 has the recorded one's keys, says it is fake, and can reach neither the profile cache nor a reference file."""
 
 import inspect
+import json
 import math
+import pathlib
 from dataclasses import replace
 
 import pytest
@@ -18,16 +20,16 @@ from gpulab.roofline import KernelPoint
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the test clock is for the CPU; on a GPU the real paths run")
 
 RECORDED = reference.load("h200")
-MODULES = {"lesson00": lesson00, "lesson02": lesson02, "lesson03": lesson03, "lesson04": lesson04}
-TINY = {
-    "lesson00": lambda: lesson00.run(
+# each suite's smallest sizes (inductor's C++ build on a CPU takes longer than a test: torch.compile runs "eager")
+TINY_ARGS = {
+    "lesson00": dict(
         progress=False, sizes=(4096, 8192, 512 * 1024), copy_programs=(1, 2, 4), copy_n=8192, target_bytes=1
     ),
-    "lesson02": lambda: lesson02.run(progress=False, n=2048, fractions_a=(0.0, 1.0), fracs_expensive=(0.25,)),
-    "lesson03": lambda: lesson03.run(
+    "lesson02": dict(progress=False, n=2048, fractions_a=(0.0, 1.0), fracs_expensive=(0.25,)),
+    "lesson03": dict(
         progress=False, relu_n=1024, relu_sweep=(1024,), matmul_n=32, error_n=32, triton_n=32, acc_ks=(16, 32), acc_m=16
     ),
-    "lesson04": lambda: lesson04.run(
+    "lesson04": dict(
         progress=False,
         n=4096,
         sweep=(1024,),
@@ -39,6 +41,8 @@ TINY = {
         compile_backend="eager",
     ),
 }
+MODULE_OF = {"lesson00": lesson00, "lesson02": lesson02, "lesson03": lesson03, "lesson04": lesson04}
+TINY = {k: (lambda k=k: MODULE_OF[k].run(**TINY_ARGS[k])) for k in TINY_ARGS}
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +73,7 @@ def test_a_suite_runs_under_the_clock_with_the_recorded_keys_and_says_fake(key):
     assert data["clock"] == timing.FAKE_LABEL and timing.is_fake_record(data) and clock.calls > 0
     assert set(RECORDED[key]) - {"provenance"} == set(data) - {"clock"}
     assert all(math.isfinite(v) for v in _numbers(data))
-    report = MODULES[key].report(data)
+    report = MODULE_OF[key].report(data)
     assert report and len(report.splitlines()) <= 15
 
 
@@ -189,3 +193,54 @@ def test_measure_or_recall_of_a_notebook_step_is_live_and_fake_under_the_clock_a
     assert shown.live and shown.where == timing.FAKE_LABEL and shown.data["n_rate"] == 16
     shown = live.measure_or_recall(lesson03.KEY, lambda: pytest.fail("measured without a GPU"))
     assert not shown.live and shown.data == RECORDED[lesson03.KEY] and shown.where.startswith("no GPU here: recorded")
+
+
+# ---- the notebooks' live cells themselves, run under the clock with their LIVE arguments made tiny -----------
+
+NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def _cell(notebook: str, cell_id: str) -> str:
+    nb = json.loads((NOTEBOOKS / f"{notebook}.ipynb").read_text())
+    return next(c["source"] for c in nb["cells"] if c.get("id") == cell_id)
+
+
+@pytest.fixture
+def no_show(monkeypatch):
+    import plotly.basedatatypes
+
+    shown = []
+    monkeypatch.setattr(plotly.basedatatypes.BaseFigure, "show", lambda self, *a, **k: shown.append(self))
+    return shown
+
+
+@pytest.mark.parametrize(
+    "notebook, cell_id, module, name, tiny, reads",
+    [
+        ("00_setup_and_ceilings", "461b4fcc", lesson00, "LIVE", dict(TINY_ARGS["lesson00"]), "mem"),
+        (
+            "01_roofline",
+            "779fdb2a",
+            suite,
+            "LIVE",
+            dict(vector_sizes=(1024,), matmul_sizes=(32,), matmul_n=32),
+            "points",
+        ),
+        ("02_warp_divergence", "257cc8d6", lesson02, "LIVE", dict(TINY_ARGS["lesson02"]), "measured"),
+        ("03_precision", "1c320343", lesson03, "LIVE_RELU", dict(n=1024, sweep=(256,)), "relu_rows"),
+        ("03_precision", "b8782fd3", lesson03, "LIVE_TRITON", dict(n=32), "t"),
+        ("04_fusion", "81f7ef72", lesson04, "LIVE", dict(TINY_ARGS["lesson04"]), "data"),
+    ],
+)
+def test_a_notebooks_live_cell_runs_its_live_branch_under_the_clock(
+    monkeypatch, capsys, no_show, notebook, cell_id, module, name, tiny, reads
+):
+    monkeypatch.setattr(module, name, tiny)
+    ns = {"gpulab": gpulab, "hardware": hardware, "live": live, "spec": hardware.get("H200"), "copy_tbps": 1.0}
+    ns["figures"] = __import__("gpulab.figures", fromlist=["lesson01"])
+    ns.update(lesson00=lesson00, lesson03=lesson03)  # imported by earlier cells of their notebooks
+    with timing.test_clock():
+        exec(compile(_cell(notebook, cell_id), f"{notebook}:{cell_id}", "exec"), ns)
+    out = capsys.readouterr().out
+    assert timing.FAKE_LABEL in out or any(timing.FAKE_LABEL in str(f.layout.title.text) for f in no_show)
+    assert ns[reads] and "recorded on" not in out and len(out.splitlines()) <= 15
