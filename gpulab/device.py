@@ -25,7 +25,7 @@ from pathlib import Path
 
 import gpulab
 
-from . import dtypes
+from . import dtypes, timing
 from .timing import require_gpu, time_ms
 
 MATMUL_DTYPES = dtypes.MATMUL  # the cuBLAS rates the profile measures, one per dtype name
@@ -69,7 +69,44 @@ def provenance() -> dict:
     if gpulab.ON_GPU:
         out["gpu"] = torch.cuda.get_device_name(0)
         out["driver"] = _driver_version()
-    return out
+    return timing.stamp(out)
+
+
+#: The GPU the test clock stands in for (``properties``): two SMs of a compute capability 9.0 part, so that a suite
+#: planned from it launches few programs in the interpreter. Its name is in no hardware table.
+FAKE_GPU = dict(
+    name="FAKE GPU (test clock)",
+    sms=2,
+    compute_capability=(9, 0),
+    regs_per_sm=65536,
+    smem_per_sm=228 * 1024,
+    l2_bytes=1 << 20,
+    memory_bytes=1 << 30,
+    threads_per_sm=2048,
+)
+
+
+def properties(device: int = 0) -> dict:
+    """The measuring GPU as torch reports it: name, sms, compute_capability, regs_per_sm, smem_per_sm, l2_bytes
+    and memory_bytes in bytes, threads_per_sm (None where torch lacks one). Under the test clock, ``FAKE_GPU``.
+    Raises ``NoGPUTimingError`` in interpreter mode. Always the GPU that runs, never the plan's
+    (GPULAB_AS_GPU chooses sizes, not whose ceilings a measurement is drawn against)."""
+    require_gpu("this GPU's properties")
+    if not gpulab.ON_GPU:
+        return dict(FAKE_GPU)
+    import torch
+
+    p = torch.cuda.get_device_properties(device)
+    return dict(
+        name=p.name,
+        sms=p.multi_processor_count,
+        compute_capability=(p.major, p.minor),
+        regs_per_sm=getattr(p, "regs_per_multiprocessor", None),
+        smem_per_sm=getattr(p, "shared_memory_per_multiprocessor", None),
+        l2_bytes=getattr(p, "L2_cache_size", None),
+        memory_bytes=p.total_memory,
+        threads_per_sm=getattr(p, "max_threads_per_multi_processor", None),
+    )
 
 
 def _driver_version() -> str:
@@ -105,10 +142,7 @@ def _slug(name: str) -> str:
 def profile_path(gpu_name: str | None = None) -> Path:
     """Where the profile of ``gpu_name`` (default: this GPU) lives."""
     if gpu_name is None:
-        require_gpu("a device profile path for this GPU")
-        import torch
-
-        gpu_name = torch.cuda.get_device_name(0)
+        gpu_name = properties()["name"]
     return cache_dir() / f"profile-{_slug(gpu_name)}.json"
 
 
@@ -132,8 +166,11 @@ def write_json_atomic(path: Path, data) -> Path:
 
 
 def save_profile(profile: DeviceProfile, path: Path | None = None) -> Path:
-    """Save ``profile`` atomically (default: ``profile_path(profile.gpu)``). Returns the path."""
+    """Save ``profile`` atomically (default: ``profile_path(profile.gpu)``). Returns the path. Raises ValueError
+    for a profile made under the test clock (its provenance says so): fake numbers are never saved."""
     _validate(profile)
+    if timing.is_fake_record(profile.provenance):
+        raise ValueError("a profile measured under the test clock is fake: it is never saved")
     return write_json_atomic(Path(path).expanduser() if path else profile_path(profile.gpu), profile.to_json())
 
 
@@ -171,24 +208,26 @@ def _validate(p: DeviceProfile) -> None:
 # ---- measurements (GPU only) ---------------------------------------------------------------------------
 
 
+FAKE_COPY_BYTES = 1 << 16  # one buffer of the copy under the test clock
+
+
 def measure_copy_tbps(n_bytes: int | None = None) -> float:
     """HBM copy bandwidth in TB/s: ``y.copy_(x)`` on float32 buffers, counting bytes read + written.
 
     ``n_bytes`` is the size of one buffer (default 4 GiB, or an eighth of free memory if smaller; always
-    many times the L2). Raises ``NoGPUTimingError`` in interpreter mode.
+    many times the L2; ``FAKE_COPY_BYTES`` under the test clock). Raises ``NoGPUTimingError`` in interpreter mode.
     """
     require_gpu("copy bandwidth")
     import torch
 
     if n_bytes is None:
-        free, _ = torch.cuda.mem_get_info()
-        n_bytes = min(4 * 2**30, free // 8)
+        n_bytes = min(4 * 2**30, torch.cuda.mem_get_info()[0] // 8) if gpulab.ON_GPU else FAKE_COPY_BYTES
     n = n_bytes // 4
-    x = torch.randn(n, device="cuda")
+    x = torch.randn(n, device=timing.device())
     y = torch.empty_like(x)
     t = time_ms(lambda: y.copy_(x))
     x = y = None  # drop the buffers so empty_cache can return their memory
-    torch.cuda.empty_cache()
+    timing.empty_cache()
     return t.rate(2 * n * 4)
 
 
@@ -197,7 +236,7 @@ def supports(dtype: str) -> bool:
     require_gpu()
     import torch
 
-    cc = torch.cuda.get_device_capability(0)
+    cc = tuple(properties()["compute_capability"])
     return {
         "fp32": True,
         "tf32": cc >= (8, 0),
@@ -213,14 +252,15 @@ def matmul_fn(dtype: str, n: int):
 
     if dtype not in MATMUL_DTYPES:
         raise ValueError(f"dtype must be one of {MATMUL_DTYPES}, got {dtype!r}")
+    dev = timing.device()
     if dtype == "fp8":
-        a = torch.randn(n, n, device="cuda").to(dtypes.torch_dtype("fp8"))
-        b = torch.randn(n, n, device="cuda").to(dtypes.torch_dtype("fp8")).t()  # column-major, as cuBLASLt needs
-        one = torch.ones((), device="cuda")
+        a = torch.randn(n, n, device=dev).to(dtypes.torch_dtype("fp8"))
+        b = torch.randn(n, n, device=dev).to(dtypes.torch_dtype("fp8")).t()  # column-major, as cuBLASLt needs
+        one = torch.ones((), device=dev)
         return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
     tdtype = dtypes.torch_dtype(dtype)
-    a = torch.randn(n, n, device="cuda", dtype=tdtype)
-    b = torch.randn(n, n, device="cuda", dtype=tdtype)
+    a = torch.randn(n, n, device=dev, dtype=tdtype)
+    b = torch.randn(n, n, device=dev, dtype=tdtype)
     precision = "high" if dtype == "tf32" else "highest"
 
     def run():
@@ -249,17 +289,17 @@ def measure_matmul_tflops(dtype: str, n: int = 8192) -> float | None:
     return time_ms(fn, warmup_ms=100, rep_ms=500).rate(2 * n**3)
 
 
-def measure_profile(matmul_n: int = 8192, progress: bool = True) -> DeviceProfile:
-    """Measure this GPU's ceilings (copy bandwidth; matmul rate per dtype). Takes seconds (the matmuls at ``matmul_n``)."""
+def measure_profile(matmul_n: int = 8192, progress: bool = True, copy_bytes: int | None = None) -> DeviceProfile:
+    """Measure this GPU's ceilings (copy bandwidth of ``copy_bytes`` buffers, ``measure_copy_tbps``'s default if
+    None; matmul rate per dtype at ``matmul_n``). Takes seconds."""
     require_gpu("a device profile")
-    import torch
     from tqdm.auto import tqdm
 
-    props = torch.cuda.get_device_properties(0)
+    props = properties()
     steps = ["copy", *MATMUL_DTYPES]
     results = {}
     for step in tqdm(steps, desc="measuring ceilings", disable=not progress):
-        results[step] = measure_copy_tbps() if step == "copy" else measure_matmul_tflops(step, matmul_n)
+        results[step] = measure_copy_tbps(copy_bytes) if step == "copy" else measure_matmul_tflops(step, matmul_n)
     prov = provenance()
     prov.update(
         copy="y.copy_(x), float32, bytes read + written, do_bench median",
@@ -267,27 +307,31 @@ def measure_profile(matmul_n: int = 8192, progress: bool = True) -> DeviceProfil
         "fp8 via torch._scaled_mm e4m3 unit scales, bf16 out",
     )
     return DeviceProfile(
-        gpu=props.name,
-        sms=props.multi_processor_count,
-        compute_capability=[props.major, props.minor],
-        l2_mb=getattr(props, "L2_cache_size", 0) / 1e6,
+        gpu=props["name"],
+        sms=props["sms"],
+        compute_capability=list(props["compute_capability"]),
+        l2_mb=(props["l2_bytes"] or 0) / 1e6,
         copy_tbps=results["copy"],
         matmul_tflops={d: results[d] for d in MATMUL_DTYPES},
         provenance=prov,
     )
 
 
-def get_profile(measure: bool = True, progress: bool = True) -> DeviceProfile:
-    """This GPU's profile: the saved one if present, else measured now (and saved) when ``measure``.
+def get_profile(measure: bool = True, progress: bool = True, matmul_n: int = 8192) -> DeviceProfile:
+    """The profile of the GPU that runs (``properties()["name"]``, whatever GPULAB_AS_GPU plans for): the saved
+    one if present, else measured now (matmuls at ``matmul_n``) and saved when ``measure``. Under the test clock
+    it is measured every time (small buffers) and never saved or loaded.
 
     Raises ``NoGPUTimingError`` in interpreter mode and ``LookupError`` if none is saved and
     ``measure`` is False.
     """
     require_gpu("this GPU's profile")
+    if timing.is_fake():
+        return measure_profile(matmul_n=matmul_n, progress=progress)
     p = load_profile()
     if p is None:
         if not measure:
             raise LookupError(f"no device profile at {profile_path()}; run notebook 00 or python -m gpulab.bench")
-        p = measure_profile(progress=progress)
+        p = measure_profile(matmul_n=matmul_n, progress=progress)
         save_profile(p)
     return p

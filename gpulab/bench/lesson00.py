@@ -36,21 +36,18 @@ COPY_PROGRAMS = tuple(2**k for k in range(13))
 WARMUP_MS, REP_MS = 10, 40
 
 
-def device_info(device: int = 0) -> dict:
-    """This GPU's numbers as torch reports them (GPU only): name, SMs, registers and shared memory per SM,
-    L2 and memory in bytes, threads per SM."""
-    import torch
+# What notebook 00 measures live: every third working set, every other grid, 1 GiB read per launch.
+LIVE = dict(progress=False, sizes=SIZES[::3], copy_programs=COPY_PROGRAMS[::2], target_bytes=1 << 30)
+INFO_KEYS = ("name", "sms", "regs_per_sm", "smem_per_sm", "l2_bytes", "memory_bytes", "threads_per_sm")
 
-    p = torch.cuda.get_device_properties(device)
-    return dict(
-        name=p.name,
-        sms=p.multi_processor_count,
-        regs_per_sm=getattr(p, "regs_per_multiprocessor", None),
-        smem_per_sm=getattr(p, "shared_memory_per_multiprocessor", None),
-        l2_bytes=getattr(p, "L2_cache_size", None),
-        memory_bytes=p.total_memory,
-        threads_per_sm=getattr(p, "max_threads_per_multi_processor", None),
-    )
+
+def device_info(device: int = 0) -> dict:
+    """This GPU's numbers as torch reports them (``gpulab.device.properties``; GPU or test clock): name, SMs,
+    registers and shared memory per SM, L2 and memory in bytes, threads per SM."""
+    from ..device import properties
+
+    p = properties(device)
+    return {k: p[k] for k in INFO_KEYS}
 
 
 def anatomy(info: dict, spec=None) -> str:
@@ -101,10 +98,11 @@ def run(
     """Measure the staircase and the latency sweep on this GPU; returns a JSON-able dict (see ``report``).
     sizes: working sets in bytes (multiples of 4 KiB); copy_programs: grid sizes of the copy; copy_n: floats
     copied; target_bytes: bytes read per staircase launch. Raises NoGPUTimingError without a GPU."""
-    from ..timing import require_gpu, time_ms
+    from .. import timing
 
-    require_gpu("lesson00's suite")
-    return _run(time_ms, "cuda", device_info(), progress, sizes, copy_programs, copy_n, target_bytes)
+    timing.require_gpu("lesson00's suite")
+    data = _run(timing.time_ms, timing.device(), device_info(), progress, sizes, copy_programs, copy_n, target_bytes)
+    return timing.stamp(data)
 
 
 def replicate_limit(sms: int, l2_bytes: int | None = None) -> int:

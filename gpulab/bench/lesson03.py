@@ -31,6 +31,10 @@ ERROR_N = 4096
 TRITON_N = 4096
 ACC_KS = tuple(2**e for e in range(4, 15))  # 16 .. 16384
 ACC_M = 128
+# What notebook 03 measures live: the ReLU at RELU_N and every other size of the sweep; the matmul rates at MATMUL_N.
+LIVE_RELU = dict(n=RELU_N, sweep=RELU_SWEEP[::2])
+LIVE_RATES = dict(n=MATMUL_N)
+LIVE_TRITON = dict(n=TRITON_N)
 
 
 def choices(p) -> dict:
@@ -60,13 +64,15 @@ def relu_rates(n: int, dtypes=tuple(P.RELU_DTYPES), warmup_ms: float = 50, rep_m
     and ratio = torch ms / gpulab ms (>= 1: as fast or faster). GPU only (raises NoGPUTimingError)."""
     import torch
 
+    from .. import timing
     from ..kernels.relu import relu
     from ..timing import require_gpu, time_ms
 
     require_gpu("ReLU bandwidth")
     rows = []
+    gen = torch.Generator(device=timing.device()).manual_seed(0)
     for d in dtypes:
-        x = torch.randn(n, device="cuda", dtype=P.RELU_DTYPES[d])
+        x = torch.randn(n, device=timing.device(), generator=gen).to(P.RELU_DTYPES[d])
         t_ours = time_ms(lambda: relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
         t_torch = time_ms(lambda: torch.relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
         nbytes = P.relu_bytes(n, d)
@@ -86,9 +92,9 @@ def relu_rates(n: int, dtypes=tuple(P.RELU_DTYPES), warmup_ms: float = 50, rep_m
     return rows
 
 
-def matmul_rates(n: int = 8192, dtypes=P.MATMUL_DTYPES) -> dict:
-    """cuBLAS TFLOP/s per dtype for n x n x n (2n^3 FLOPs), None where the GPU lacks it (``precision.features``).
-    GPU only (raises NoGPUTimingError)."""
+def matmul_rates(n: int = MATMUL_N, dtypes=P.MATMUL_DTYPES) -> dict:
+    """cuBLAS TFLOP/s per dtype for n x n x n (2n^3 FLOPs), None where the planned GPU lacks it
+    (``precision.features``). GPU or test clock (raises NoGPUTimingError elsewhere)."""
     from ..device import matmul_fn
     from ..timing import require_gpu, time_ms
 
@@ -97,6 +103,46 @@ def matmul_rates(n: int = 8192, dtypes=P.MATMUL_DTYPES) -> dict:
     return {
         d: (time_ms(matmul_fn(d, n), warmup_ms=50, rep_ms=200).rate(2 * n**3) if feats.has(d) else None) for d in dtypes
     }
+
+
+def relu_study(n: int = RELU_N, sweep=RELU_SWEEP) -> dict:
+    """The suite's ReLU steps: ``relu``, ``relu_rates(n)``, and ``relu_sweep``, ``relu_rates`` at each of ``sweep``
+    (shorter budgets). GPU or test clock only."""
+    from .. import timing
+
+    rows = sum((relu_rates(m, warmup_ms=10, rep_ms=60) for m in sweep), [])
+    return timing.stamp({"relu": relu_rates(n), "relu_sweep": rows})
+
+
+def rates_study(n: int = MATMUL_N) -> dict:
+    """The suite's ``matmul`` rates: ``{"n_rate": n, "tflops": matmul_rates(n)}``. GPU or test clock only."""
+    from .. import timing
+
+    return timing.stamp({"n_rate": n, "tflops": matmul_rates(n)})
+
+
+def triton_rates(n: int = TRITON_N) -> dict:
+    """The suite's ``triton_matmul``: gpulab's Triton fp32 matmul, n x n x n, with input_precision "tf32" and
+    "ieee": ``{"n": n, p: {"ms", "tflops", "error"}}`` (error from ``triton_matmul_errors``). GPU or test clock
+    only."""
+    import torch
+
+    from .. import timing
+    from ..kernels.matmul_precision import matmul_precision
+
+    timing.require_gpu("a Triton matmul rate")
+    gen = torch.Generator(device=timing.device()).manual_seed(0)
+    a = torch.randn(n, n, device=timing.device(), generator=gen)
+    b = torch.randn(n, n, device=timing.device(), generator=gen)
+    rec = {"n": n}
+    for p in ("tf32", "ieee"):
+        t = timing.time_ms(lambda: matmul_precision(a, b, input_precision=p), warmup_ms=25, rep_ms=200)
+        rec[p] = {"ms": t.median_ms, "tflops": t.rate(2 * n**3)}
+    a = b = None
+    errs = triton_matmul_errors(n)
+    for p in ("tf32", "ieee"):
+        rec[p]["error"] = errs[p]
+    return timing.stamp(rec)
 
 
 def triton_matmul_errors(n: int, seed: int = 0) -> dict:
@@ -148,10 +194,8 @@ def run(
     acc_m: int = ACC_M,
 ) -> dict:
     """Measure everything listed in the module docstring; returns a JSON-able dict. GPU only."""
-    import torch
-
-    from ..kernels.matmul_precision import matmul_precision
-    from ..timing import require_gpu, time_ms
+    from .. import timing
+    from ..timing import require_gpu
 
     require_gpu("the lesson03 suite")
     steps = ["relu", "relu sweep", "matmul rates", "matmul errors", "triton tf32/ieee", "accumulation"]
@@ -169,19 +213,10 @@ def run(
         elif step == "matmul errors":
             out["matmul"].update(n_error=error_n, error=P.matmul_errors(error_n, feats=planned_features()))
         elif step == "triton tf32/ieee":
-            a = torch.randn(triton_n, triton_n, device="cuda")
-            b = torch.randn(triton_n, triton_n, device="cuda")
-            rec = {"n": triton_n}
-            for p in ("tf32", "ieee"):
-                t = time_ms(lambda: matmul_precision(a, b, input_precision=p), warmup_ms=25, rep_ms=200)
-                rec[p] = {"ms": t.median_ms, "tflops": t.rate(2 * triton_n**3)}
-            errs = triton_matmul_errors(triton_n)
-            for p in ("tf32", "ieee"):
-                rec[p]["error"] = errs[p]
-            out["triton_matmul"] = rec
+            out["triton_matmul"] = {k: v for k, v in triton_rates(triton_n).items() if k != "clock"}
         else:
             out["accumulation"] = accumulation_errors(acc_ks, m=acc_m)
-    return out
+    return timing.stamp(out)
 
 
 def report(data: dict, full: bool = False) -> str:

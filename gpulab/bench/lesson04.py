@@ -32,6 +32,10 @@ NAIVE_BLOCK = 4096
 TARGET_VS_COMPILE = 1.0  # gpulab's targets for the fused kernels: torch.compile ms / ours ms, at least
 TARGET_VS_COPY = 0.9  # and ours TB/s / copy TB/s, at least
 METHODS = ("unfused", "fused", "fused shared", "fused fast", "eager", "compile")
+# What notebook 04 measures live: the headline at N (every method), four sizes of the sweep (the smallest, below
+# the autotuner's TUNE_MIN_N, and N, tuned by the headline), two BLOCKs (the naive one is compiled by the headline)
+# and two REPEATs. The full suite (python -m gpulab.bench --only lesson04) is the recording.
+LIVE = dict(progress=False, sweep=(2**10, 2**16, 2**22, N), blocks=(1024, NAIVE_BLOCK), repeats=(1, 4))
 
 
 def _methods(x, compiled_eager):
@@ -47,25 +51,26 @@ def _methods(x, compiled_eager):
     }
 
 
-def launch_costs() -> dict:
+def launch_costs(launches: int = 1000) -> dict:
     """Tiny-launch costs in µs: do_bench time of a 1-element Triton kernel and of torch.sin (GPU side), and
-    the CPU time per Triton launch (1000 launches, wall clock)."""
+    the CPU time per Triton launch (``launches`` back-to-back launches, wall clock)."""
     import torch
 
+    from .. import timing
     from ..kernels import sincos as S
     from ..timing import time_ms
 
-    x1 = torch.randn(1, device="cuda")
+    x1 = torch.randn(1, device=timing.device())
     y1 = torch.empty_like(x1)
     launch = lambda: S.sin_kernel[(1,)](x1, y1, 1, BLOCK=1024)  # noqa: E731
     triton_us = time_ms(launch, warmup_ms=10, rep_ms=100).median_ms * 1e3
     torch_us = time_ms(lambda: torch.sin(x1), warmup_ms=10, rep_ms=100).median_ms * 1e3
-    torch.cuda.synchronize()
+    timing.synchronize()
     t0 = time.perf_counter()
-    for _ in range(1000):
+    for _ in range(launches):
         launch()
-    torch.cuda.synchronize()
-    cpu_us = (time.perf_counter() - t0) * 1e3
+    timing.synchronize()
+    cpu_us = (time.perf_counter() - t0) / launches * 1e6
     return {"triton_us": triton_us, "torch_us": torch_us, "triton_cpu_us": cpu_us}
 
 
@@ -74,10 +79,11 @@ def accuracy(n: int = ACCURACY_N, compiled_eager=None) -> dict:
     dtype, the fraction of elements where torch eager and the fused kernel differ."""
     import torch
 
+    from .. import timing
     from ..dtypes import torch_dtype
     from ..kernels import sincos as S
 
-    x = torch.randn(n, device="cuda")
+    x = torch.randn(n, device=timing.device(), generator=torch.Generator(timing.device()).manual_seed(0))
     ref = S.sincos_ref(x)
     out = {"n": n, "fp32_max_abs_error": {}, "fast_math": S.FAST_MATH_AVAILABLE}
     for name, fn in _methods(x, compiled_eager or S.sincos_eager).items():
@@ -99,12 +105,11 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
     REPEAT (the autotuner's best BLOCK and num_warps at n)."""
     import torch
 
-    from .. import fusion
+    from .. import fusion, timing
     from ..kernels import sincos as S
-    from ..kernels.resources import kernel_resources
     from ..timing import time_ms
 
-    x = torch.randn(n, device="cuda")
+    x = torch.randn(n, device=timing.device(), generator=torch.Generator(timing.device()).manual_seed(0))
     rows = []
     for b in blocks:
         _, k = S.sincos_launch(x, block=b, num_warps=4)
@@ -117,12 +122,11 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
                 "repeat": 1,
                 "ms": t.median_ms,
                 "elements_per_thread": fusion.elements_per_thread(b, 4),
-                **kernel_resources(k),
+                **_resources(k),
             }
         )
     S.sincos(x)
-    cfg = S.best_config()
-    b, w = cfg.kwargs["BLOCK"], cfg.num_warps
+    b, w = _best(S.best_config(), S.INTERPRETER_BLOCK)
     for r in repeats:
         _, k = S.sincos_launch(x, block=b, num_warps=w, repeat=r)
         t = time_ms(lambda: S.sincos(x, block=b, num_warps=w, repeat=r), warmup_ms=10, rep_ms=100)
@@ -134,13 +138,28 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
                 "repeat": r,
                 "ms": t.median_ms,
                 "elements_per_thread": fusion.elements_per_thread(b, w),
-                **kernel_resources(k),
+                **_resources(k),
             }
         )
     for row in rows:
         if row["n_regs"]:
             row["resident_warps"] = fusion.resident_warps(row["n_regs"], row["num_warps"])
     return {"n": n, "rows": rows}
+
+
+def _resources(compiled) -> dict:
+    """``kernel_resources`` of a launch, less its num_warps: a row keeps the num_warps it asked for (the
+    interpreter compiles nothing and reports None)."""
+    from ..kernels.resources import kernel_resources
+
+    res = kernel_resources(compiled)
+    res.pop("num_warps")
+    return res
+
+
+def _best(cfg, interpreter_block: int) -> tuple[int, int]:
+    """(BLOCK, num_warps) of an autotuner's choice; the interpreter's fixed BLOCK and 4 warps when there is none."""
+    return (cfg.kwargs["BLOCK"], cfg.num_warps) if cfg is not None else (interpreter_block, 4)
 
 
 def run(
@@ -150,27 +169,35 @@ def run(
     accuracy_n: int = ACCURACY_N,
     blocks=PRESSURE_BLOCKS,
     repeats=PRESSURE_REPEATS,
+    copy_bytes: int | None = None,
+    launches: int = 1000,
+    compile_backend: str = "inductor",
 ) -> dict:
-    """Measure everything in the module docstring; returns a JSON-able dict. GPU only."""
+    """Measure everything in the module docstring; returns a JSON-able dict. GPU (or test clock) only.
+    ``copy_bytes``: one buffer of the copy (``device.measure_copy_tbps``'s default if None); ``launches``: of
+    the CPU launch-cost loop; ``compile_backend``: torch.compile's (inductor's C++ build on a CPU takes longer
+    than a test, so the tests pass "eager")."""
     import torch
 
-    from .. import device, fusion
+    from .. import device, fusion, timing
     from ..kernels import sincos as S
     from ..timing import require_gpu, time_ms
 
     require_gpu("the lesson04 suite")
-    compiled_eager = torch.compile(S.sincos_eager)
+    compiled_eager = torch.compile(S.sincos_eager, backend=compile_backend)
+    dev = timing.device()
+    gen = torch.Generator(dev).manual_seed(0)
     steps = ["copy bandwidth", "launch cost", "headline", "accuracy", "sweep", "pressure"]
     bar = tqdm(steps, desc="lesson04", disable=not progress)
     out = {"n": n, "dtype": "fp32"}
     for step in bar:
         bar.set_postfix_str(step)
         if step == "copy bandwidth":
-            out["copy_tbps"] = device.measure_copy_tbps()
+            out["copy_tbps"] = device.measure_copy_tbps(copy_bytes)
         elif step == "launch cost":
-            out["launch"] = launch_costs()
+            out["launch"] = launch_costs(launches)
         elif step == "headline":
-            x = torch.randn(n, device="cuda")
+            x = torch.randn(n, device=dev, generator=gen)
             fns = _methods(x, compiled_eager)
             fns["naive fused"] = lambda: S.sincos(x, block=NAIVE_BLOCK)
             rows = []
@@ -194,8 +221,8 @@ def run(
                 ("best_config_shared", False, True),
             ):
                 S.sincos(x, fast=fast, shared=shared)  # cached: sets the autotuner's best_config for this key
-                c = S.best_config()
-                out[key] = {"BLOCK": c.kwargs["BLOCK"], "num_warps": c.num_warps}
+                b, w = _best(S.best_config(), S.INTERPRETER_BLOCK)
+                out[key] = {"BLOCK": b, "num_warps": w}
             out["headline"] = rows
             del x
         elif step == "accuracy":
@@ -203,15 +230,15 @@ def run(
         elif step == "sweep":
             out["sweep"] = []
             for m in sweep:
-                x = torch.randn(m, device="cuda")
+                x = torch.randn(m, device=dev, generator=gen)
                 for name, fn in _methods(x, compiled_eager).items():
                     fn()
                     out["sweep"].append({"n": m, "method": name, "ms": time_ms(fn, warmup_ms=10, rep_ms=60).median_ms})
             del x
         else:
             out["pressure"] = pressure(n, blocks, repeats)
-        torch.cuda.empty_cache()
-    return out
+        timing.empty_cache()
+    return timing.stamp(out)
 
 
 def headline_ratios(data: dict) -> dict:

@@ -1,22 +1,57 @@
 """The benchmark suite's measurements: each returns plain records, so the CLI, the notebooks and the
-reference data share one code path. GPU only (each calls ``time_ms``, which raises in interpreter mode).
+reference data share one code path. GPU only (each calls ``time_ms``, which raises in interpreter mode; the test
+clock runs them on the CPU).
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from tqdm.auto import tqdm
 
+from .. import timing
 from ..roofline import KernelPoint
 from ..timing import time_ms
 
 # Sizes placed on lesson 01's roofline.
 VECTOR_SIZES = (2**16, 2**20, 2**24, 2**28)
 MATMUL_SIZES = (256, 512, 1024, 2048, 4096, 8192)
+# What notebook 01 measures live: one vector size of each elementwise kernel below and one above the L2,
+# and the matmuls from the CPU-bound to the compute-bound.
+LIVE = dict(vector_sizes=(2**20, 2**28), matmul_sizes=(512, 2048, 8192))
 
 
-def roofline_points(progress: bool = True) -> list[KernelPoint]:
-    """Measure real kernels for the roofline: Triton vector add and ReLU (fp32) at ``VECTOR_SIZES``,
-    cuBLAS bf16 matmul at ``MATMUL_SIZES``. FLOPs and bytes are counted by hand (the kernels' docstrings):
+def roofline(progress: bool = True, vector_sizes=VECTOR_SIZES, matmul_sizes=MATMUL_SIZES, matmul_n: int = 8192) -> dict:
+    """Lesson 01's measured roofline: ``profile``, the device profile of the GPU that measures
+    (``device.get_profile``: never the GPU that GPULAB_AS_GPU plans for, whose roof a measured point could sit
+    above), and ``roofline_points``, ``roofline_points(...)`` as dicts. The keys of a reference file, so that a
+    notebook reads a measurement and a recording alike. ``matmul_n``: the profile's matmul size when it is
+    measured now."""
+    from ..device import get_profile
+
+    profile = get_profile(progress=progress, matmul_n=matmul_n).to_json()
+    points = roofline_points(progress, vector_sizes, matmul_sizes)
+    return timing.stamp({"profile": profile, "roofline_points": [asdict(p) for p in points]})
+
+
+def above_roof(profile: dict, points, l2_bytes: float | None = None, slack: float = 1.1) -> list[str]:
+    """Names of ``points`` (``KernelPoint``s) faster than ``slack`` x the roof of ``profile`` (its measured
+    ``matmul_tflops[p.dtype]`` and ``copy_tbps``): a count of FLOPs or bytes too low. A working set under
+    ``l2_bytes`` (default: the profile's L2) answers to the L2's roof, not HBM's, and is left out."""
+    from .. import roofline as R
+
+    l2 = profile["l2_mb"] * 1e6 if l2_bytes is None else l2_bytes
+    return [
+        p.name
+        for p in points
+        if p.bytes_moved >= l2
+        and p.tflops > slack * R.attainable_tflops(p.intensity, profile["matmul_tflops"][p.dtype], profile["copy_tbps"])
+    ]
+
+
+def roofline_points(progress: bool = True, vector_sizes=VECTOR_SIZES, matmul_sizes=MATMUL_SIZES) -> list[KernelPoint]:
+    """Measure real kernels for the roofline: Triton vector add and ReLU (fp32) at ``vector_sizes``,
+    cuBLAS bf16 matmul at ``matmul_sizes``. FLOPs and bytes are counted by hand (the kernels' docstrings):
     vector add n FLOPs / 12n bytes; ReLU n / 8n; matmul 2N^3 FLOPs / 3N^2 * 2 bytes (A, B read, C written
     once, the least any implementation must move).
     """
@@ -27,19 +62,21 @@ def roofline_points(progress: bool = True) -> list[KernelPoint]:
     from ..kernels.vector_add import vector_add, vector_add_counts
 
     jobs = (
-        [("vector add", n) for n in VECTOR_SIZES]
-        + [("relu", n) for n in VECTOR_SIZES]
-        + [("matmul bf16", n) for n in MATMUL_SIZES]
+        [("vector add", n) for n in vector_sizes]
+        + [("relu", n) for n in vector_sizes]
+        + [("matmul bf16", n) for n in matmul_sizes]
     )
+    dev = timing.device()
+    gen = torch.Generator(dev).manual_seed(0)
     points = []
     for kind, n in tqdm(jobs, desc="roofline points", disable=not progress):
         if kind == "matmul bf16":
             t = time_ms(matmul_fn("bf16", n))
             points.append(KernelPoint(f"matmul bf16 {n}^3", 2 * n**3, 3 * n * n * 2, t.median_ms, "bf16", "matmul"))
             continue
-        x = torch.randn(n, device="cuda")
+        x = torch.randn(n, device=dev, generator=gen)
         if kind == "vector add":
-            y = torch.randn(n, device="cuda")
+            y = torch.randn(n, device=dev, generator=gen)
             t = time_ms(lambda: vector_add(x, y))
             flops, nbytes = vector_add_counts(n, 4)
         else:
@@ -59,8 +96,9 @@ def vendor_ratios(n: int = 2**28) -> list[dict]:
     from ..kernels.relu import relu
     from ..kernels.vector_add import vector_add
 
-    x = torch.randn(n, device="cuda")
-    y = torch.randn(n, device="cuda")
+    gen = torch.Generator(timing.device()).manual_seed(0)
+    x = torch.randn(n, device=timing.device(), generator=gen)
+    y = torch.randn(n, device=timing.device(), generator=gen)
     rows = []
     for name, ours, theirs, nbytes in [
         ("vector add fp32", lambda: vector_add(x, y), lambda: torch.add(x, y), 12 * n),

@@ -1,0 +1,246 @@
+"""The GPU-only paths of lessons 00-04 (their suites' ``run``, the roofline points, the device profile, and the
+functions the notebooks' live cells call) run on the CPU under the test clock at their smallest sizes: the record
+has the recorded one's keys, says it is fake, and can reach neither the profile cache nor a reference file."""
+
+import inspect
+import json
+import math
+import pathlib
+from dataclasses import replace
+
+import pytest
+import torch
+
+import gpulab
+from gpulab import device, hardware, plan, reference, settings, timing
+from gpulab.bench import lesson00, lesson02, lesson03, lesson04, live, suite
+from gpulab.kernels import sincos as S
+from gpulab.roofline import KernelPoint
+
+pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the test clock is for the CPU; on a GPU the real paths run")
+
+RECORDED = reference.load("h200")
+# each suite's smallest sizes (inductor's C++ build on a CPU takes longer than a test: torch.compile runs "eager")
+TINY_ARGS = {
+    "lesson00": dict(
+        progress=False, sizes=(4096, 8192, 512 * 1024), copy_programs=(1, 2, 4), copy_n=8192, target_bytes=1
+    ),
+    "lesson02": dict(progress=False, n=2048, fractions_a=(0.0, 1.0), fracs_expensive=(0.25,)),
+    "lesson03": dict(
+        progress=False, relu_n=1024, relu_sweep=(1024,), matmul_n=32, error_n=32, triton_n=32, acc_ks=(16, 32), acc_m=16
+    ),
+    "lesson04": dict(
+        progress=False,
+        n=4096,
+        sweep=(1024,),
+        accuracy_n=1024,
+        blocks=(1024,),
+        repeats=(1, 2),
+        copy_bytes=4096,
+        launches=3,
+        compile_backend="eager",
+    ),
+}
+MODULE_OF = {"lesson00": lesson00, "lesson02": lesson02, "lesson03": lesson03, "lesson04": lesson04}
+TINY = {k: (lambda k=k: MODULE_OF[k].run(**TINY_ARGS[k])) for k in TINY_ARGS}
+
+
+@pytest.fixture(autouse=True)
+def _seeded_and_no_profile_cache(monkeypatch, tmp_path):
+    torch.manual_seed(0)
+    monkeypatch.setattr(settings, "SETTINGS", replace(settings.SETTINGS, cache_dir=str(tmp_path / "cache")))
+    yield
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir()), "a fake profile was saved"
+
+
+def _numbers(x):
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return
+    if isinstance(x, (int, float)):
+        yield x
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _numbers(v)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _numbers(v)
+
+
+@pytest.mark.parametrize("key", sorted(TINY))
+def test_a_suite_runs_under_the_clock_with_the_recorded_keys_and_says_fake(key):
+    with timing.test_clock(ms=0.5) as clock:
+        data = TINY[key]()
+    assert data["clock"] == timing.FAKE_LABEL and timing.is_fake_record(data) and clock.calls > 0
+    assert set(RECORDED[key]) - {"provenance"} == set(data) - {"clock"}
+    assert all(math.isfinite(v) for v in _numbers(data))
+    report = MODULE_OF[key].report(data)
+    assert report and len(report.splitlines()) <= 15
+
+
+def test_lesson00_reads_what_it_should_and_times_every_point():
+    with timing.test_clock(ms=2.0):
+        data = TINY["lesson00"]()
+        info = lesson00.device_info()
+    assert info == {k: device.FAKE_GPU[k] for k in lesson00.INFO_KEYS} == data["device"]
+    st = data["staircase"]
+    assert [r["working_set"] for r in st] == [4096, 8192, 512 * 1024]
+    assert [r["l2_only"] for r in st] == [False, False, True]  # both branches of staircase_plan ran
+    assert all(r["ms"] == 2.0 and r["tbps"] == pytest.approx(r["bytes_read"] / 2e-3 / 1e12) for r in st)
+    assert [r["programs"] for r in data["latency"]["rows"]] == [1, 2, 4]
+    assert "FAKE GPU" in lesson00.anatomy(info)
+
+
+def test_lesson02_predicts_from_the_measured_paths():
+    with timing.test_clock(ms=1.5):
+        data = TINY["lesson02"]()
+    assert data["path_a"]["median_ms"] == 1.5 and data["path_a"]["fake"] is True
+    assert [r["fraction_a"] for r in data["where"]] == [0.0, 1.0]
+    assert all(r["predicted_ms"] == pytest.approx(3.0) for r in data["where"])  # t_A + t_B
+    assert {(r["frac_expensive"], r["layout"]) for r in data["loop"]["rows"]} == {
+        (0.25, "interleaved"),
+        (0.25, "sorted"),
+    }
+
+
+def test_lesson03_rates_errors_and_the_notebook_steps():
+    with timing.test_clock(ms=1.0):
+        data = TINY["lesson03"]()
+        relu = lesson03.relu_study(n=1024, sweep=(256, 512))
+        rates = lesson03.rates_study(n=16)
+        tri = lesson03.triton_rates(n=32)
+    assert [r["dtype"] for r in data["relu"]] == list(lesson03.P.RELU_DTYPES)
+    assert all(r["ratio"] == 1.0 and r["gpulab_gbps"] > 0 for r in data["relu"])
+    assert {r["n"] for r in relu["relu_sweep"]} == {256, 512} and relu["clock"] == timing.FAKE_LABEL
+    assert rates["n_rate"] == 16 and rates["tflops"]["bf16"] == pytest.approx(2 * 16**3 / 1e-3 / 1e12)
+    assert set(rates["tflops"]) == set(lesson03.P.MATMUL_DTYPES)
+    assert data["matmul"]["error"]["fp32"] < 1e-5 < data["matmul"]["error"]["bf16"]
+    assert tri["tf32"]["tflops"] > 0 and 0 <= tri["ieee"]["error"] < 1e-5 and timing.is_fake_record(tri)
+    assert data["triton_matmul"].keys() == {"n", "tf32", "ieee"}
+
+
+def test_lesson04_headline_pressure_and_launch():
+    with timing.test_clock(ms=1.0):
+        data = TINY["lesson04"]()
+    assert [r["method"] for r in data["headline"]] == [*lesson04.METHODS, "naive fused"]
+    assert data["copy_tbps"] == pytest.approx(2 * 4096 / 1e-3 / 1e12)
+    assert all(e < 1e-6 for e in data["accuracy"]["fp32_max_abs_error"].values())
+    assert [(r["study"], r["block"], r["num_warps"], r["repeat"]) for r in data["pressure"]["rows"]] == [
+        ("block", 1024, 4, 1),
+        ("repeat", S.INTERPRETER_BLOCK, 4, 1),
+        ("repeat", S.INTERPRETER_BLOCK, 4, 2),
+    ]
+    assert data["launch"]["triton_us"] == 1000.0 and data["launch"]["triton_cpu_us"] > 0
+    ratios = lesson04.headline_ratios(data)
+    assert ratios["fused"]["vs_compile"] == 1.0 and lesson04.report(data, full=True)
+
+
+@pytest.mark.parametrize(
+    "fn, live_kwargs",
+    [
+        (lesson00.run, lesson00.LIVE),
+        (lesson02.run, lesson02.LIVE),
+        (lesson03.relu_study, lesson03.LIVE_RELU),
+        (lesson03.rates_study, lesson03.LIVE_RATES),
+        (lesson03.triton_rates, lesson03.LIVE_TRITON),
+        (lesson04.run, lesson04.LIVE),
+        (suite.roofline, suite.LIVE),
+    ],
+)
+def test_each_notebooks_live_arguments_are_arguments_of_the_function_it_calls(fn, live_kwargs):
+    inspect.signature(fn).bind(**live_kwargs)
+
+
+def test_lesson04_live_keeps_a_live_point_in_each_figure():
+    live_ = lesson04.LIVE
+    assert min(live_["sweep"]) < S.TUNE_MIN_N and max(live_["sweep"]) == lesson04.N
+    assert live_["blocks"] and len(live_["repeats"]) >= 2 and set(live_["sweep"]) <= set(lesson04.SWEEP)
+
+
+def test_the_roofline_and_the_profile_are_the_measuring_gpus_and_never_saved():
+    with timing.test_clock(ms=1.0):
+        data = suite.roofline(progress=False, vector_sizes=(1024,), matmul_sizes=(32,), matmul_n=32)
+        with pytest.raises(ValueError, match="never saved"):
+            device.save_profile(device.DeviceProfile.from_json(data["profile"]))
+    profile = data["profile"]
+    assert profile["gpu"] == device.FAKE_GPU["name"] and profile["provenance"]["clock"] == timing.FAKE_LABEL
+    assert profile["copy_tbps"] > 0 and all(r > 0 for r in profile["matmul_tflops"].values())
+    points = [KernelPoint(**p) for p in data["roofline_points"]]
+    assert [p.name for p in points] == ["vector add fp32 n=2^10", "relu fp32 n=2^10", "matmul bf16 32^3"]
+    assert suite.above_roof(profile, points, l2_bytes=0, slack=1e9) == []
+    assert data["clock"] == timing.FAKE_LABEL
+
+
+def test_a_measured_point_is_drawn_against_the_gpu_that_measured_it(monkeypatch):
+    """GPULAB_AS_GPU=T4 on an H200: the label names both, the profile is the H200's, and the H200's recorded
+    points sit under its roof (a T4's roof is far below them: drawn against it, lesson 01 would assert falsely)."""
+    t4 = plan.for_gpu(hardware.get("T4"), "GPULAB_AS_GPU=T4 (test)")
+    monkeypatch.setattr(plan, "current", lambda: t4)
+    with timing.test_clock():
+        data = suite.roofline(progress=False, vector_sizes=(1024,), matmul_sizes=(32,), matmul_n=32)
+    assert data["profile"]["gpu"] == device.FAKE_GPU["name"] != t4.gpu.name
+    monkeypatch.setattr(gpulab, "ON_GPU", True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA H200")
+    assert timing.where() == "measured now on NVIDIA H200, choosing as a T4 would"
+    points = [KernelPoint(**p) for p in RECORDED["roofline_points"]]
+    assert suite.above_roof(RECORDED["profile"], points) == []
+    t4_roof = dict(RECORDED["profile"], gpu="T4", copy_tbps=0.32, matmul_tflops={"fp32": 8.1, "bf16": 65.0})
+    assert "matmul bf16 4096^3" in suite.above_roof(t4_roof, points)
+
+
+def test_measure_or_recall_of_a_notebook_step_is_live_and_fake_under_the_clock_and_recorded_without():
+    with timing.test_clock():
+        shown = live.measure_or_recall(lesson03.KEY, lambda: lesson03.rates_study(n=16))
+    assert shown.live and shown.where == timing.FAKE_LABEL and shown.data["n_rate"] == 16
+    shown = live.measure_or_recall(lesson03.KEY, lambda: pytest.fail("measured without a GPU"))
+    assert not shown.live and shown.data == RECORDED[lesson03.KEY] and shown.where.startswith("no GPU here: recorded")
+
+
+# ---- the notebooks' live cells themselves, run under the clock with their LIVE arguments made tiny -----------
+
+NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def _cell(notebook: str, cell_id: str) -> str:
+    nb = json.loads((NOTEBOOKS / f"{notebook}.ipynb").read_text())
+    return next(c["source"] for c in nb["cells"] if c.get("id") == cell_id)
+
+
+@pytest.fixture
+def no_show(monkeypatch):
+    import plotly.basedatatypes
+
+    shown = []
+    monkeypatch.setattr(plotly.basedatatypes.BaseFigure, "show", lambda self, *a, **k: shown.append(self))
+    return shown
+
+
+@pytest.mark.parametrize(
+    "notebook, cell_id, module, name, tiny, reads",
+    [
+        ("00_setup_and_ceilings", "461b4fcc", lesson00, "LIVE", dict(TINY_ARGS["lesson00"]), "mem"),
+        (
+            "01_roofline",
+            "779fdb2a",
+            suite,
+            "LIVE",
+            dict(vector_sizes=(1024,), matmul_sizes=(32,), matmul_n=32),
+            "points",
+        ),
+        ("02_warp_divergence", "257cc8d6", lesson02, "LIVE", dict(TINY_ARGS["lesson02"]), "measured"),
+        ("03_precision", "1c320343", lesson03, "LIVE_RELU", dict(n=1024, sweep=(256,)), "relu_rows"),
+        ("03_precision", "b8782fd3", lesson03, "LIVE_TRITON", dict(n=32), "t"),
+        ("04_fusion", "81f7ef72", lesson04, "LIVE", dict(TINY_ARGS["lesson04"]), "data"),
+    ],
+)
+def test_a_notebooks_live_cell_runs_its_live_branch_under_the_clock(
+    monkeypatch, capsys, no_show, notebook, cell_id, module, name, tiny, reads
+):
+    monkeypatch.setattr(module, name, tiny)
+    ns = {"gpulab": gpulab, "hardware": hardware, "live": live, "spec": hardware.get("H200"), "copy_tbps": 1.0}
+    ns["figures"] = __import__("gpulab.figures", fromlist=["lesson01"])
+    ns.update(lesson00=lesson00, lesson03=lesson03)  # imported by earlier cells of their notebooks
+    with timing.test_clock():
+        exec(compile(_cell(notebook, cell_id), f"{notebook}:{cell_id}", "exec"), ns)
+    out = capsys.readouterr().out
+    assert timing.FAKE_LABEL in out or any(timing.FAKE_LABEL in str(f.layout.title.text) for f in no_show)
+    assert ns[reads] and "recorded on" not in out and len(out.splitlines()) <= 15
