@@ -25,7 +25,7 @@ from pathlib import Path
 
 import gpulab
 
-from . import dtypes
+from . import dtypes, timing
 from .timing import require_gpu, time_ms
 
 MATMUL_DTYPES = dtypes.MATMUL  # the cuBLAS rates the profile measures, one per dtype name
@@ -184,11 +184,11 @@ def measure_copy_tbps(n_bytes: int | None = None) -> float:
         free, _ = torch.cuda.mem_get_info()
         n_bytes = min(4 * 2**30, free // 8)
     n = n_bytes // 4
-    x = torch.randn(n, device="cuda")
+    x = torch.randn(n, device=timing.device())
     y = torch.empty_like(x)
     t = time_ms(lambda: y.copy_(x))
     x = y = None  # drop the buffers so empty_cache can return their memory
-    torch.cuda.empty_cache()
+    timing.empty_cache()
     return t.rate(2 * n * 4)
 
 
