@@ -30,6 +30,8 @@ SIZES = tuple(2**e for e in range(16, 29, 2))  # 2^16 .. 2^28 (2^28 fp32: 1 GiB 
 DTYPE = "fp32"
 TEACHING_N = 2**28
 STEPS = ("ways", "teaching")
+#: What notebook 05 runs live (``run(**LIVE)``): the whole suite, about 30 s on an H200.
+LIVE: dict = {}
 
 
 def point_bytes(n: int, itemsize: int = 4) -> int:
