@@ -86,9 +86,7 @@ def group_times(events, steps: int) -> dict:
     return out
 
 
-def run(
-    progress: bool = True, cfg=None, rep_ms: float = 300, rungs=None, ops: bool = True, need_bytes=None
-) -> dict:
+def run(progress: bool = True, cfg=None, rep_ms: float = 300, rungs=None, ops: bool = True, need_bytes=None) -> dict:
     """Measure the ladder and the profiled groups of the module docstring for ``cfg`` (a ``GPTConfig``, default
     GPT-2 small); returns a JSON-able dict. ``rep_ms``: do_bench's repeat budget per rung; ``rungs``: names of
     ``ladder.RUNGS`` to measure (default all); ``ops``: whether to profile the groups; ``need_bytes``: ``{rung
