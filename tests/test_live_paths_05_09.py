@@ -140,8 +140,10 @@ def test_lesson08_run_under_the_clock(monkeypatch):
 
 
 def test_lesson08_live_is_small():
-    """Notebook 08's live cell: the headline at one setting, and no teaching step (the recording shows it)."""
+    """Notebook 08's live cell: the headline at one non-causal setting (the sweep and the memory step are
+    non-causal: one set of kernels compiles), and no teaching step (the recording shows it)."""
     assert len(lesson08.LIVE["head_dims"]) * len(lesson08.LIVE["lengths"]) == 1
+    assert lesson08.LIVE["causals"] == (False,)
     assert "teaching" not in lesson08.LIVE["steps"]
 
 

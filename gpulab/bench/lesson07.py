@@ -693,6 +693,13 @@ def model_correlation(sweep: dict, method: str = "gpulab", multiple: int = 8) ->
     return cov / math.sqrt(vx * vy) if vx and vy else float("nan")
 
 
+SHORT_SWEEP = 8  # a sweep of at most this many N is reported N by N
+
+
+def _f(rate) -> str:
+    return "failed" if rate is None else f"{rate:.0f}"
+
+
 def summary(data: dict) -> str:
     """At most about 15 lines: the bf16 headline ratios, the awkward sizes (CUDA graph and eager), the build
     steps and the dense sweep's means; a step missing from ``data`` is left out (``report`` has everything)."""
@@ -720,7 +727,12 @@ def summary(data: dict) -> str:
     for r in data.get("build", []):
         model = f", model {r['intensity']:6.1f} FLOP/B" if "intensity" in r else ""
         lines.append(f"    {r['step']:10} {r['ms']:9.3f} ms {r['tflops']:7.1f} TFLOP/s{model}")
-    if "sweep" in data:
+    if "sweep" in data and len(data["sweep"]["ns"]) <= SHORT_SWEEP:  # a few N: each one's rates
+        s = data["sweep"]
+        lines.append(f"  sweep at {len(s['ns'])} N ({sweep_timing(s)}), TFLOP/s:")
+        for n, t, g in zip(s["ns"], sweep_rates(s, "torch"), sweep_rates(s, "gpulab")):
+            lines.append(f"    N = {n}: torch {_f(t)}, gpulab {_f(g)}")
+    elif "sweep" in data:
         s = data["sweep"]
         sp = {m: alignment_split(s, m) for m in ("torch", "gpulab")}
         lines.append(

@@ -35,11 +35,16 @@ LENGTHS = (1024, 4096, 16384)
 SWEEP = tuple(2**e for e in range(10, 17))
 SWEEP_SHAPE = dict(B=1, H=16, d=128)
 MEMORY_LENGTHS = SWEEP
-#: What notebook 08 runs live (``run(**LIVE)``, under a minute on an H200): the headline at one setting, the
-#: whole sweep and the memory step at three lengths; the rest (every length and head dimension, the teaching
-#: step) it shows from the recording, labelled as recorded.
+#: What notebook 08 runs live (``run(**LIVE)``, about 30 s on an H200 from a cold cache): the headline at one
+#: non-causal setting, the whole sweep and the memory step at three lengths. All are non-causal, so one set of
+#: forward and backward kernels compiles and the sweep's lengths fall in three autotuning buckets (``l_bucket``).
+#: The rest (every length, head dimension and causal flag, the teaching step) it shows from the recording.
 LIVE = dict(
-    head_dims=(128,), lengths=(4096,), memory_lengths=(2**12, 2**14, 2**16), steps=("headline", "sweep", "memory")
+    head_dims=(128,),
+    lengths=(4096,),
+    causals=(False,),
+    memory_lengths=(2**12, 2**14, 2**16),
+    steps=("headline", "sweep", "memory"),
 )
 
 
@@ -193,17 +198,22 @@ def _fwd_bwd_ms(fn, q, k, v, do) -> dict:
 
 
 def headline(
-    head_dims=HEAD_DIMS, lengths=LENGTHS, progress: bool = True, tokens: int = TOKENS, hidden: int = HIDDEN
+    head_dims=HEAD_DIMS,
+    lengths=LENGTHS,
+    progress: bool = True,
+    tokens: int = TOKENS,
+    hidden: int = HIDDEN,
+    causals=(False, True),
 ) -> list[dict]:
-    """One row per (d, L, causal): ms, TFLOP/s and ratios of ours, SDPA flash and SDPA cuDNN; see the module
-    docstring. ``tokens`` = B*L and ``hidden`` = H*d fix the shape (``setting_shape``)."""
+    """One row per (d, L, causal) of ``causals``: ms, TFLOP/s and ratios of ours, SDPA flash and SDPA cuDNN; see
+    the module docstring. ``tokens`` = B*L and ``hidden`` = H*d fix the shape (``setting_shape``)."""
     import torch
 
     from .. import timing
     from ..kernels import flash_attention as F
 
     rows = []
-    jobs = [(d, L, c) for d in head_dims for L in lengths for c in (False, True)]
+    jobs = [(d, L, c) for d in head_dims for L in lengths for c in causals]
     for d, L, causal in tqdm(jobs, desc="lesson08 headline", disable=not progress):
         B, H, _, _ = setting_shape(L, d, tokens, hidden)
         q, k, v, do = _qkv(B, H, L, d, requires_grad=True, seed=L + d)
@@ -343,12 +353,13 @@ def run(
     hidden: int = HIDDEN,
     shape=SWEEP_SHAPE,
     teaching_settings=None,
+    causals=(False, True),
 ) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU only. ``steps``: a subset of
     ``STEPS`` (default all); ``python -m gpulab.bench --only lesson08 --steps teaching --record`` merges a partial
     run into the reference file. ``tokens``, ``hidden``: the headline and teaching shape (``setting_shape``);
     ``shape``: ``{"B", "H", "d"}`` of the sweep and the memory step; ``teaching_settings``: (d, L) pairs
-    (default ``TEACHING_SETTINGS``). Raises ValueError naming an unknown step."""
+    (default ``TEACHING_SETTINGS``); ``causals``: the headline's causal flags. Raises ValueError naming an unknown step."""
     from ..timing import require_gpu
 
     require_gpu("the lesson08 suite")
@@ -356,7 +367,7 @@ def run(
     if unknown:
         raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
     jobs = {
-        "headline": lambda: headline(head_dims, lengths, progress, tokens, hidden),
+        "headline": lambda: headline(head_dims, lengths, progress, tokens, hidden, causals),
         "sweep": lambda: sweep(sweep_lengths, **shape, progress=progress),
         "memory": lambda: memory(memory_lengths, **shape, progress=progress),
         "teaching": lambda: teaching(teaching_settings or TEACHING_SETTINGS, progress, tokens, hidden),
