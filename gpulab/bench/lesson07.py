@@ -198,7 +198,6 @@ def gpu_kernel_ms(fn, iters: int = 20) -> float:
     from ``torch.profiler`` (CUDA activity), over ``iters`` back-to-back calls (operands stay in L2). Unlike
     ``time_ms``, the CPU time spent launching (Python, Triton's launcher) is left out: it shows what the kernels
     cost when launch overhead is hidden (a CUDA graph, a larger batch of work, a C++ caller)."""
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     from .. import timing
