@@ -692,7 +692,7 @@ def model_correlation(sweep: dict, method: str = "gpulab", multiple: int = 8) ->
     return cov / math.sqrt(vx * vy) if vx and vy else float("nan")
 
 
-SHORT_SWEEP = 8  # a sweep of at most this many N is reported N by N
+SHORT_SWEEP = 4  # a sweep of at most this many N is reported N by N, on one line
 
 
 def _f(rate) -> str:
@@ -728,9 +728,11 @@ def summary(data: dict) -> str:
         lines.append(f"    {r['step']:10} {r['ms']:9.3f} ms {r['tflops']:7.1f} TFLOP/s{model}")
     if "sweep" in data and len(data["sweep"]["ns"]) <= SHORT_SWEEP:  # a few N: each one's rates
         s = data["sweep"]
-        lines.append(f"  sweep at {len(s['ns'])} N ({sweep_timing(s)}), TFLOP/s:")
-        for n, t, g in zip(s["ns"], sweep_rates(s, "torch"), sweep_rates(s, "gpulab")):
-            lines.append(f"    N = {n}: torch {_f(t)}, gpulab {_f(g)}")
+        rates = zip(s["ns"], sweep_rates(s, "torch"), sweep_rates(s, "gpulab"))
+        lines.append(
+            f"  sweep ({sweep_timing(s)}), TFLOP/s torch / gpulab: "
+            + ", ".join(f"N = {n} {_f(t)} / {_f(g)}" for n, t, g in rates)
+        )
     elif "sweep" in data:
         s = data["sweep"]
         sp = {m: alignment_split(s, m) for m in ("torch", "gpulab")}
