@@ -42,7 +42,7 @@ def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
     monkeypatch.setattr(timing, "time_ms", fake_time_ms)
     monkeypatch.setattr(lesson07, "_gpu_name", lambda: "NVIDIA H200")  # its shared memory decides what is skipped
     monkeypatch.setattr(
-        lesson07, "alignment", lambda dtype="bf16": [{"n": 4096, "config": "x", **lesson07.ptx_loads(PTX)}]
+        lesson07, "alignment", lambda ns=None, dtype="bf16": [{"n": 4096, "config": "x", **lesson07.ptx_loads(PTX)}]
     )
     data = lesson07.run(
         progress=False,

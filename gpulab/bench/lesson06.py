@@ -27,6 +27,8 @@ OFFSETS = (0, 1, 4)  # elements of fp32 past a 256-byte-aligned base
 MATRIX = 16384  # square fp32 matrix side for the traversal and transpose studies
 TARGET_COPY, TARGET_TRANSPOSE = 0.95, 0.8
 SWEEP_BENCH = dict(warmup_ms=10, rep_ms=80)
+#: What notebook 06 runs live (``run(**LIVE)``): the whole suite, about 50 s on an H200.
+LIVE: dict = {}
 
 
 def _stride_bytes(stride: int, n: int = SWEEP_N, offsets=OFFSETS) -> int:
@@ -49,9 +51,9 @@ def headline(n: int = N) -> dict:
 
     from ..kernels import strided as S
     from ..sectors import effective_tbps
-    from ..timing import time_ms
+    from ..timing import device, time_ms
 
-    x = torch.randn(n, device="cuda")
+    x = torch.randn(n, device=device())
     y = torch.empty_like(x)
     S.strided_copy(x, 1)  # autotune outside the timing
     ours, theirs = time_ms(lambda: S.strided_copy(x, 1)), time_ms(lambda: y.copy_(x))
@@ -75,11 +77,11 @@ def stride_sweep(n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
     from .. import plan
     from ..kernels import strided as S
     from ..sectors import effective_tbps
-    from ..timing import time_ms
+    from ..timing import device, time_ms
 
     ch = choices(plan.current(), n, strides, offsets)
-    x = torch.randn(n * max(ch["strides_kept"], default=1) + max(offsets), device="cuda")
-    y = torch.empty(n, device="cuda")
+    x = torch.randn(n * max(ch["strides_kept"], default=1) + max(offsets), device=device())
+    y = torch.empty(n, device=device())
     rows = []
     for s in ch["strides_kept"]:
         xs = x[: n * s]
@@ -111,9 +113,9 @@ def traversal(side: int = MATRIX) -> dict:
 
     from ..kernels import strided as S
     from ..sectors import effective_tbps
-    from ..timing import time_ms
+    from ..timing import device, time_ms
 
-    a = torch.randn(side, side, device="cuda")
+    a = torch.randn(side, side, device=device())
     b = torch.empty_like(a)
     fns = {
         "by rows": lambda: S.matrix_copy(a, "rows"),
@@ -136,11 +138,11 @@ def transposes(side: int = MATRIX) -> dict:
     from ..dtypes import torch_dtype
     from ..kernels import transpose as T
     from ..sectors import effective_tbps
-    from ..timing import time_ms
+    from ..timing import device, empty_cache, time_ms
 
     out = {"m": side, "n": side, "rows": []}
     for dname in ("fp32", "fp16"):
-        a = torch.randn(side, side, device="cuda", dtype=torch_dtype(dname))
+        a = torch.randn(side, side, device=device(), dtype=torch_dtype(dname))
         b = torch.empty_like(a)
         if dname == "fp32":
             T.transpose(a)  # autotune outside the timing
@@ -152,7 +154,8 @@ def transposes(side: int = MATRIX) -> dict:
                 "torch": lambda: T.transpose_torch(a),
             }
         else:
-            kw = dict(block_m=best["BLOCK_M"], block_n=best["BLOCK_N"], num_warps=best["num_warps"])
+            # the fp32 choice; none where nothing was tuned (the interpreter's fixed tile)
+            kw = dict(block_m=best["BLOCK_M"], block_n=best["BLOCK_N"], num_warps=best["num_warps"]) if best else {}
             fns = {
                 "copy (torch)": lambda: b.copy_(a),
                 "tiled": lambda: T.transpose(a, **kw),
@@ -166,18 +169,23 @@ def transposes(side: int = MATRIX) -> dict:
             copy_tbps = copy_tbps or tbps  # the first row is the copy
             out["rows"].append({"dtype": dname, "method": name, "ms": ms, "tbps": tbps, "vs_copy": tbps / copy_tbps})
         a = b = fns = None  # free this dtype's matrices before the next one's
-        torch.cuda.empty_cache()
+        empty_cache()
     return out
 
 
 def run(
-    progress: bool = True, n: int = N, sweep_n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS, side: int = MATRIX
+    progress: bool = True,
+    n: int = N,
+    sweep_n: int = SWEEP_N,
+    strides=STRIDES,
+    offsets=OFFSETS,
+    side: int = MATRIX,
+    copy_bytes: int | None = None,
 ) -> dict:
-    """Measure everything in the module docstring; returns a JSON-able dict. GPU only."""
-    import torch
-
+    """Measure everything in the module docstring; returns a JSON-able dict. GPU only. ``copy_bytes``: the
+    buffer of the copy-bandwidth step (``device.measure_copy_tbps``; default 4 GiB or an eighth of free memory)."""
     from .. import device
-    from ..timing import require_gpu
+    from ..timing import empty_cache, require_gpu
 
     require_gpu("the lesson06 suite")
     steps = ["copy bandwidth", "headline", "stride sweep", "traversal", "transpose"]
@@ -186,7 +194,7 @@ def run(
     for step in bar:
         bar.set_postfix_str(step)
         if step == "copy bandwidth":
-            out["copy_tbps"] = device.measure_copy_tbps()
+            out["copy_tbps"] = device.measure_copy_tbps(copy_bytes)
         elif step == "headline":
             out["headline"] = headline(n)
         elif step == "stride sweep":
@@ -195,7 +203,7 @@ def run(
             out["traversal"] = traversal(side)
         else:
             out["transpose"] = transposes(side)
-        torch.cuda.empty_cache()
+        empty_cache()
     return out
 
 

@@ -46,11 +46,14 @@ TILE_N = 4096
 NOREUSE_N = 2048
 BUILD_N, BUILD_DTYPE = 4096, "fp16"
 SWEEP = (1024, 4352)  # every N in this closed range
-#: What notebooks 07 and 07b run live: the build at ``LIVE_BUILD_N`` (07) and ``LIVE_STEPS`` with every
-#: ``LIVE_SWEEP_STEP``-th N of the sweep (07b); the rest of the suite they show from the recording.
-LIVE_BUILD_N = 2048
-LIVE_STEPS = ("alignment", "sweep")
-LIVE_SWEEP_STEP = 13
+ALIGNMENT_NS = (4096, 4097)
+#: What notebooks 07 and 07b run live (``run(**LIVE_BUILD)``, ``run(**LIVE)``): the build at 2048 (07), and the
+#: sweep at ``LIVE_SWEEP_NS`` (07b), drawn over the recorded full curve: one small N, the last N of one wave of
+#: 128 x 256 tiles on an H200's 132 SMs (2048: 8 x 16 = 128 tiles), the next aligned N (2056: 9 x 17 = 153
+#: tiles, two waves), and one large N. The rest of the suite they show from the recording.
+LIVE_BUILD = dict(steps=("build",), build_n=2048)
+LIVE_SWEEP_NS = (1024, 2048, 2056, 4096)
+LIVE = dict(steps=("sweep",), sweep_ns=LIVE_SWEEP_NS)
 SWEEP_WARMUP_MS, SWEEP_REP_MS = 1, 5
 TARGET_ALIGNED, TARGET_AWKWARD = 0.9, 2.0
 
@@ -195,15 +198,16 @@ def gpu_kernel_ms(fn, iters: int = 20) -> float:
     from ``torch.profiler`` (CUDA activity), over ``iters`` back-to-back calls (operands stay in L2). Unlike
     ``time_ms``, the CPU time spent launching (Python, Triton's launcher) is left out: it shows what the kernels
     cost when launch overhead is hidden (a CUDA graph, a larger batch of work, a C++ caller)."""
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from .. import timing
+
     fn()
-    torch.cuda.synchronize()
+    timing.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
             fn()
-        torch.cuda.synchronize()
+        timing.synchronize()
     us = sum(
         getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0) or 0
         for e in prof.key_averages()
@@ -490,9 +494,10 @@ def ptx_loads(ptx: str) -> dict:
     }
 
 
-def alignment(ns=(4096, 4097), dtype="bf16") -> list[dict]:
+def alignment(ns=ALIGNMENT_NS, dtype="bf16") -> list[dict]:
     """PTX load widths of the pointer kernel (heuristic config) compiled for each N. Triton specializes an
-    int argument divisible by 16 (so row strides of N elements are 16-byte aligned); N = 4097 is not."""
+    int argument divisible by 16 (so row strides of N elements are 16-byte aligned); N = 4097 is not. The
+    interpreter compiles nothing: there a row has ``"ptx": None`` and no load counts."""
     import torch
 
     from ..kernels import matmul as mm
@@ -502,24 +507,34 @@ def alignment(ns=(4096, 4097), dtype="bf16") -> list[dict]:
         a, b = _rand(n, n, dtype=_dt(dtype)), _rand(n, n, dtype=_dt(dtype))
         c = torch.empty(n, n, device=a.device, dtype=a.dtype)
         cfg = mm.heuristic_config(n, n, n, a.dtype, "pointer")
-        k = mm.launch(a, b, c, cfg, "pointer")
-        rows.append({"n": n, "dtype": dtype, "config": cfg.short(), **ptx_loads(k.asm["ptx"])})
+        k = mm.launch(a, b, c, cfg, "pointer")  # None in the interpreter
+        loads = ptx_loads(k.asm["ptx"]) if k is not None else {"ptx": None}
+        rows.append({"n": n, "dtype": dtype, "config": cfg.short(), **loads})
         a = b = c = None  # free the buffers before the next size (the lambdas above hold the names)
         _empty_cache()
     return rows
 
 
 def dense_sweep(
-    lo=SWEEP[0], hi=SWEEP[1], dtype="bf16", progress=True, warmup_ms=SWEEP_WARMUP_MS, rep_ms=SWEEP_REP_MS, step=1
+    lo=SWEEP[0],
+    hi=SWEEP[1],
+    dtype="bf16",
+    progress=True,
+    warmup_ms=SWEEP_WARMUP_MS,
+    rep_ms=SWEEP_REP_MS,
+    step=1,
+    ns=None,
 ) -> dict:
-    """torch.matmul and gpulab (``config="heuristic"``) at every N in lo..hi (step ``step``), N x N x N, each
-    timed by CUDA-graph replay. Returns lists ``ns``, ``torch_ms``, ``gpulab_ms`` (None where a point failed)
-    and ``errors``."""
+    """torch.matmul and gpulab (``config="heuristic"``: the config of the largest N, nothing tuned per N) at
+    every N in lo..hi (step ``step``), or at the N of ``ns`` where given, N x N x N, each timed by CUDA-graph
+    replay. Returns lists ``ns``, ``torch_ms``, ``gpulab_ms`` (None where a point failed) and ``errors``."""
     import torch
 
     from ..kernels import matmul as mm
     from ..timing import time_ms
 
+    ns = list(range(lo, hi + 1, step)) if ns is None else sorted(ns)
+    hi = max(ns)
     d = _dt(dtype)
     buf_a = _rand(hi * hi, dtype=d)  # every N takes contiguous views of these: no allocation per N
     buf_b = _rand(hi * hi, dtype=d)
@@ -539,7 +554,7 @@ def dense_sweep(
         "gpulab_ms": [],
         "errors": {},
     }
-    for n in tqdm(range(lo, hi + 1, step), desc="lesson07 sweep", disable=not progress, mininterval=2):
+    for n in tqdm(ns, desc="lesson07 sweep", disable=not progress, mininterval=2):
         a, b = buf_a[: n * n].view(n, n), buf_b[: n * n].view(n, n)
         out["ns"].append(n)
         for key, fn in (
@@ -563,16 +578,19 @@ def run(
     awkward_ns=AWKWARD_NS,
     sweep=SWEEP,
     sweep_step: int = 1,
+    sweep_ns=None,
     tile_ts=TILE_TS,
     tile_n=TILE_N,
     noreuse_n=NOREUSE_N,
     fp32_n=FP32_N,
     correctness_shape=CORRECTNESS_SHAPE,
     build_n=BUILD_N,
+    alignment_ns=ALIGNMENT_NS,
     steps=None,
 ) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU only. ``steps``: a subset of
-    ``STEPS`` to run (default all; the dense sweep takes most of the time). A partial record reads in ``report``,
+    ``STEPS`` to run (default all; the dense sweep takes most of the time); ``sweep_ns``: the sweep's N in place
+    of every ``sweep_step``-th N of ``sweep``. A partial record reads in ``report``,
     and ``python -m gpulab.bench --only lesson07 --steps ... --record`` merges it into the reference file."""
     from ..kernels import matmul as mm
     from ..timing import require_gpu
@@ -613,9 +631,9 @@ def run(
         elif step == "build":
             out["build"] = build_steps(build_n)
         elif step == "alignment":
-            out["alignment"] = alignment(dtype=dt)
+            out["alignment"] = alignment(alignment_ns, dtype=dt)
         else:
-            out["sweep"] = dense_sweep(sweep[0], sweep[1], dtype=dt, progress=progress, step=sweep_step)
+            out["sweep"] = dense_sweep(sweep[0], sweep[1], dtype=dt, progress=progress, step=sweep_step, ns=sweep_ns)
         _empty_cache()
     tuned = mm.tuned_configs()
     if tuned:  # a run that autotuned nothing (the sweep takes a fixed config) leaves the recorded choices alone
@@ -674,6 +692,13 @@ def model_correlation(sweep: dict, method: str = "gpulab", multiple: int = 8) ->
     return cov / math.sqrt(vx * vy) if vx and vy else float("nan")
 
 
+SHORT_SWEEP = 4  # a sweep of at most this many N is reported N by N, on one line
+
+
+def _f(rate) -> str:
+    return "failed" if rate is None else f"{rate:.0f}"
+
+
 def summary(data: dict) -> str:
     """At most about 15 lines: the bf16 headline ratios, the awkward sizes (CUDA graph and eager), the build
     steps and the dense sweep's means; a step missing from ``data`` is left out (``report`` has everything)."""
@@ -701,7 +726,14 @@ def summary(data: dict) -> str:
     for r in data.get("build", []):
         model = f", model {r['intensity']:6.1f} FLOP/B" if "intensity" in r else ""
         lines.append(f"    {r['step']:10} {r['ms']:9.3f} ms {r['tflops']:7.1f} TFLOP/s{model}")
-    if "sweep" in data:
+    if "sweep" in data and len(data["sweep"]["ns"]) <= SHORT_SWEEP:  # a few N: each one's rates
+        s = data["sweep"]
+        rates = zip(s["ns"], sweep_rates(s, "torch"), sweep_rates(s, "gpulab"))
+        lines.append(
+            f"  sweep ({sweep_timing(s)}), TFLOP/s torch / gpulab: "
+            + ", ".join(f"N = {n} {_f(t)} / {_f(g)}" for n, t, g in rates)
+        )
+    elif "sweep" in data:
         s = data["sweep"]
         sp = {m: alignment_split(s, m) for m in ("torch", "gpulab")}
         lines.append(
@@ -814,7 +846,7 @@ def report(data: dict, full: bool = False) -> str:
             else ""
         )
         lines.append(f"  {r['step']:10} {r['ms']:9.3f} ms {r['tflops']:7.1f} TFLOP/s{model}  {r.get('config', '')}")
-    for r in data.get("alignment", []):
+    for r in (r for r in data.get("alignment", []) if "ptx" not in r):  # a row without PTX has no loads to show
         lines.append(
             f"PTX of the pointer kernel at N={r['n']}{when('alignment')}: global loads by bytes/instruction "
             f"{r['ld.global bytes per instruction']}, async copies to shared memory by bytes "

@@ -35,11 +35,16 @@ LENGTHS = (1024, 4096, 16384)
 SWEEP = tuple(2**e for e in range(10, 17))
 SWEEP_SHAPE = dict(B=1, H=16, d=128)
 MEMORY_LENGTHS = SWEEP
-#: What notebook 08 runs live (``run(**LIVE)``, under a minute on an H200): the headline at one setting, the
-#: whole sweep and the memory step at three lengths; the rest (every length and head dimension, the teaching
-#: step) it shows from the recording, labelled as recorded.
+#: What notebook 08 runs live (``run(**LIVE)``, about 30 s on an H200 from a cold cache): the headline at one
+#: non-causal setting, the whole sweep and the memory step at three lengths. All are non-causal, so one set of
+#: forward and backward kernels compiles and the sweep's lengths fall in three autotuning buckets (``l_bucket``).
+#: The rest (every length, head dimension and causal flag, the teaching step) it shows from the recording.
 LIVE = dict(
-    head_dims=(128,), lengths=(4096,), memory_lengths=(2**12, 2**14, 2**16), steps=("headline", "sweep", "memory")
+    head_dims=(128,),
+    lengths=(4096,),
+    causals=(False,),
+    memory_lengths=(2**12, 2**14, 2**16),
+    steps=("headline", "sweep", "memory"),
 )
 
 
@@ -95,15 +100,14 @@ def is_oom(e: BaseException) -> bool:
 def run_catching_oom(fn):
     """Call ``fn()``; return ``(result, False)``, or ``(None, True)`` if it ran out of GPU memory (the cache is
     emptied so the next call starts clean). Any other error propagates."""
-    import torch
+    from .. import timing
 
     try:
         return fn(), False
     except Exception as e:  # noqa: BLE001  (only OOM is caught; the rest is re-raised)
         if not is_oom(e):
             raise
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    timing.empty_cache()
     return None, True
 
 
@@ -111,19 +115,18 @@ def measure(fn, warmup_ms: float = 10, rep_ms: float = 60) -> dict:
     """Peak memory above what is allocated before the call (bytes) and time (ms, ``gpulab.timing.time_ms``) of
     ``fn()`` on the GPU. Out of memory gives ``{"oom": True, "ms": None, "peak_bytes": None}``, not an error.
     Raises NoGPUTimingError in interpreter mode."""
-    import torch
-
+    from .. import timing
     from ..timing import require_gpu, time_ms
 
     require_gpu("an attention measurement")
 
     def once():
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
+        timing.synchronize()
+        base = timing.memory_allocated()
+        timing.reset_peak_memory()
         out = fn()
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - base
+        timing.synchronize()
+        peak = timing.max_memory_allocated() - base
         del out
         return peak
 
@@ -155,11 +158,11 @@ def setting_flops(
 def _qkv(B, H, L, d, requires_grad=False, seed=0):
     import torch
 
-    from .. import dtypes
+    from .. import dtypes, timing
 
     dt = dtypes.torch_dtype(choices(_plan())["dtype"])
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    mk = lambda: torch.randn(B, H, L, d, device="cuda", dtype=dt, generator=g)  # noqa: E731
+    g = torch.Generator(device=timing.device()).manual_seed(seed)
+    mk = lambda: torch.randn(B, H, L, d, device=timing.device(), dtype=dt, generator=g)  # noqa: E731
     q, k, v, do = mk(), mk(), mk(), mk()
     if requires_grad:
         q, k, v = (t.requires_grad_() for t in (q, k, v))
@@ -194,19 +197,28 @@ def _fwd_bwd_ms(fn, q, k, v, do) -> dict:
     return {"fwd_ms": fwd.median_ms, "bwd_ms": bwd.median_ms}
 
 
-def headline(head_dims=HEAD_DIMS, lengths=LENGTHS, progress: bool = True) -> list[dict]:
-    """One row per (d, L, causal): ms, TFLOP/s and ratios of ours, SDPA flash and SDPA cuDNN; see the module
-    docstring."""
+def headline(
+    head_dims=HEAD_DIMS,
+    lengths=LENGTHS,
+    progress: bool = True,
+    tokens: int = TOKENS,
+    hidden: int = HIDDEN,
+    causals=(False, True),
+) -> list[dict]:
+    """One row per (d, L, causal) of ``causals``: ms, TFLOP/s and ratios of ours, SDPA flash and SDPA cuDNN; see
+    the module docstring. ``tokens`` = B*L and ``hidden`` = H*d fix the shape (``setting_shape``)."""
     import torch
 
+    from .. import timing
     from ..kernels import flash_attention as F
 
     rows = []
-    jobs = [(d, L, c) for d in head_dims for L in lengths for c in (False, True)]
+    jobs = [(d, L, c) for d in head_dims for L in lengths for c in causals]
     for d, L, causal in tqdm(jobs, desc="lesson08 headline", disable=not progress):
-        B, H, _, _ = setting_shape(L, d)
+        B, H, _, _ = setting_shape(L, d, tokens, hidden)
         q, k, v, do = _qkv(B, H, L, d, requires_grad=True, seed=L + d)
-        fl_f, fl_b = setting_flops(L, d, causal), setting_flops(L, d, causal, backward=True)
+        fl_f = setting_flops(L, d, causal, tokens=tokens, hidden=hidden)
+        fl_b = setting_flops(L, d, causal, backward=True, tokens=tokens, hidden=hidden)
         row = {"d": d, "L": L, "causal": causal, "B": B, "H": H, "fwd_flops": fl_f, "bwd_flops": fl_b}
         impls = {
             "ours": lambda q_, k_, v_: F.flash_attention(q_, k_, v_, causal),
@@ -235,21 +247,20 @@ def headline(head_dims=HEAD_DIMS, lengths=LENGTHS, progress: bool = True) -> lis
                 n: float((a.float() - b.float()).abs().max() / b.float().abs().max())
                 for n, a, b in zip(("out", "dq", "dk", "dv"), grads["ours"], grads["flash"])
             }
-        chosen = {part: F.config_short(c) if c else None for part, c in F.default_configs(q, k, v, causal).items()}
+        configs = F.default_configs(q.detach(), k.detach(), v.detach(), causal)  # the configs depend on shapes only
+        chosen = {part: F.config_short(c) if c else None for part, c in configs.items()}
         row["config_fwd"] = chosen.pop("fwd")
         row["config_bwd"] = f"{F.DEFAULT_BWD_MODE}: " + ", ".join(f"{p} {c}" for p, c in chosen.items())
         rows.append(row)
         q = k = v = do = grads = None  # free the buffers before the next size (the lambdas above hold the names)
-        torch.cuda.empty_cache()
+        timing.empty_cache()
     return rows
 
 
 def sweep(lengths=SWEEP, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["d"], progress: bool = True) -> dict:
     """Naive against flash forward over L (non-causal): ms, measured extra peak memory (None when out of
     memory), and the model's bytes."""
-    import torch
-
-    from .. import attention
+    from .. import attention, timing
     from ..kernels import flash_attention as F
 
     ch = choices(_plan(), sweep_lengths=lengths)
@@ -276,7 +287,7 @@ def sweep(lengths=SWEEP, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["
                 }
             )
         q = k = v = None  # free the buffers before the next size (the lambdas above hold the names)
-        torch.cuda.empty_cache()
+        timing.empty_cache()
     return {"B": B, "H": H, "d": d, "dtype": ch["dtype"], "causal": False, "rows": rows}
 
 
@@ -287,7 +298,7 @@ def memory(
     backward (adds delta and the gradients), above q, k, v and dO, per L; beside the model."""
     import torch
 
-    from .. import attention
+    from .. import attention, timing
     from ..kernels import flash_attention as F
 
     ch = choices(_plan(), memory_lengths=lengths)
@@ -295,15 +306,15 @@ def memory(
     for L in tqdm(ch["memory_kept"], desc="lesson08 memory", disable=not progress):
         q, k, v, do = _qkv(B, H, L, d, requires_grad=True, seed=L)
         torch.autograd.grad(F.flash_attention(q, k, v), (q, k, v), do)  # compile and tune outside the measurement
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
+        timing.synchronize()
+        base = timing.memory_allocated()
+        timing.reset_peak_memory()
         out = F.flash_attention(q, k, v)
-        torch.cuda.synchronize()
-        held = torch.cuda.memory_allocated() - base
+        timing.synchronize()
+        held = timing.memory_allocated() - base
         grads = torch.autograd.grad(out, (q, k, v), do)
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - base
+        timing.synchronize()
+        peak = timing.max_memory_allocated() - base
         model = attention.flash_training_memory(B, H, L, d, 2, F.DEFAULT_BWD_MODE)
         rows.append(
             {
@@ -316,7 +327,7 @@ def memory(
         )
         del grads
         q = k = v = do = out = None  # free the buffers before the next size (the lambdas above hold the names)
-        torch.cuda.empty_cache()
+        timing.empty_cache()
     return {
         "B": B,
         "H": H,
@@ -338,10 +349,17 @@ def run(
     sweep_lengths=SWEEP,
     memory_lengths=MEMORY_LENGTHS,
     steps=None,
+    tokens: int = TOKENS,
+    hidden: int = HIDDEN,
+    shape=SWEEP_SHAPE,
+    teaching_settings=None,
+    causals=(False, True),
 ) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU only. ``steps``: a subset of
     ``STEPS`` (default all); ``python -m gpulab.bench --only lesson08 --steps teaching --record`` merges a partial
-    run into the reference file. Raises ValueError naming an unknown step."""
+    run into the reference file. ``tokens``, ``hidden``: the headline and teaching shape (``setting_shape``);
+    ``shape``: ``{"B", "H", "d"}`` of the sweep and the memory step; ``teaching_settings``: (d, L) pairs
+    (default ``TEACHING_SETTINGS``); ``causals``: the headline's causal flags. Raises ValueError naming an unknown step."""
     from ..timing import require_gpu
 
     require_gpu("the lesson08 suite")
@@ -349,10 +367,10 @@ def run(
     if unknown:
         raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
     jobs = {
-        "headline": lambda: headline(head_dims, lengths, progress),
-        "sweep": lambda: sweep(sweep_lengths, progress=progress),
-        "memory": lambda: memory(memory_lengths, progress=progress),
-        "teaching": lambda: teaching(progress=progress),
+        "headline": lambda: headline(head_dims, lengths, progress, tokens, hidden, causals),
+        "sweep": lambda: sweep(sweep_lengths, **shape, progress=progress),
+        "memory": lambda: memory(memory_lengths, **shape, progress=progress),
+        "teaching": lambda: teaching(teaching_settings or TEACHING_SETTINGS, progress, tokens, hidden),
     }
     return {"dtype": choices(_plan())["dtype"], **{k: jobs[k]() for k in STEPS if steps is None or k in steps}}
 
@@ -375,13 +393,14 @@ TEACHING_STEPS = {
 }
 
 
-def teaching(settings=TEACHING_SETTINGS, progress: bool = True) -> list[dict]:
+def teaching(
+    settings=TEACHING_SETTINGS, progress: bool = True, tokens: int = TOKENS, hidden: int = HIDDEN
+) -> list[dict]:
     """The teaching kernel against the production kernel, piece by piece (``TEACHING_STEPS``), bf16 at the
     headline shape (``setting_shape``) for each (d, L) of ``settings`` and both causal flags. One row per
     setting: ``fwd_ms`` and ``bwd_ms`` dicts keyed by step (an error string where a step cannot run), and the
     FLOPs. The backward steps time the backward kernels alone, given the forward's out and lse. GPU only."""
-    import torch
-
+    from .. import timing
     from ..kernels import flash_attention as F
     from ..kernels import flash_teaching as T
     from ..timing import require_gpu, time_ms
@@ -390,7 +409,7 @@ def teaching(settings=TEACHING_SETTINGS, progress: bool = True) -> list[dict]:
     rows = []
     jobs = [(d, L, c) for d, L in settings for c in (False, True)]
     for d, L, causal in tqdm(jobs, desc="lesson08 teaching", disable=not progress):
-        B, H, _, _ = setting_shape(L, d)
+        B, H, _, _ = setting_shape(L, d, tokens, hidden)
         q, k, v, do = _qkv(B, H, L, d, seed=L + d)
         fixed = F.fwd_config(*T.planned_blocks(d, q.element_size(), "fwd"), 4, 2)  # the teaching forward's tiles
         out, lse = F.flash_attention_forward(q, k, v, causal)
@@ -411,8 +430,8 @@ def teaching(settings=TEACHING_SETTINGS, progress: bool = True) -> list[dict]:
             "causal": causal,
             "B": B,
             "H": H,
-            "fwd_flops": setting_flops(L, d, causal),
-            "bwd_flops": setting_flops(L, d, causal, backward=True),
+            "fwd_flops": setting_flops(L, d, causal, tokens=tokens, hidden=hidden),
+            "bwd_flops": setting_flops(L, d, causal, backward=True, tokens=tokens, hidden=hidden),
             "fwd_ms": {},
             "bwd_ms": {},
         }
@@ -431,7 +450,7 @@ def teaching(settings=TEACHING_SETTINGS, progress: bool = True) -> list[dict]:
         q = k = v = do = out = lse = t_out = t_lse = (
             None  # free the buffers before the next size (the lambdas above hold the names)
         )
-        torch.cuda.empty_cache()
+        timing.empty_cache()
     return rows
 
 

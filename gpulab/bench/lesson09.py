@@ -52,15 +52,19 @@ def group_of(name: str) -> str:
 def profile_groups(trainer, steps: int = PROFILED_STEPS) -> dict:
     """GPU ms per group of one ``trainer.step()``, from torch.profiler (``group_times`` of its averaged events
     over ``steps`` steps). GPU only."""
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
+    import gpulab
+
+    from .. import timing
+
     trainer.step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    timing.synchronize()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpulab.ON_GPU else [])
+    with profile(activities=activities) as prof:
         for _ in range(steps):
             trainer.step()
-        torch.cuda.synchronize()
+        timing.synchronize()
     return group_times(prof.key_averages(), steps)
 
 
@@ -82,23 +86,33 @@ def group_times(events, steps: int) -> dict:
     return out
 
 
-def run(progress: bool = True) -> dict:
-    import torch
+def run(progress: bool = True, cfg=None, rep_ms: float = 300, rungs=None, ops: bool = True, need_bytes=None) -> dict:
+    """Measure the ladder and the profiled groups of the module docstring for ``cfg`` (a ``GPTConfig``, default
+    GPT-2 small); returns a JSON-able dict. ``rep_ms``: do_bench's repeat budget per rung; ``rungs``: names of
+    ``ladder.RUNGS`` to measure (default all); ``ops``: whether to profile the groups; ``need_bytes``: ``{rung
+    name: bytes}`` a rung needs (a recording's peak), and a rung that does not fit the plan's memory is recorded
+    as ``{"rung", "skipped": reason}``, not run. GPU only."""
     from tqdm.auto import tqdm
 
-    from .. import hardware
+    from .. import hardware, plan, timing
     from ..capstone import ladder, placement
     from ..capstone.gpt import GPT2_SMALL, Trainer
     from ..device import load_profile
     from ..timing import require_gpu
 
     require_gpu("lesson 09's suite")
-    cfg = GPT2_SMALL
+    cfg = cfg or GPT2_SMALL
     spec = hardware.get("H200")
-    profile = load_profile()
+    profile = load_profile() if not timing.is_fake() else None  # the test clock has no GPU to have profiled
     mine = placement.spec_from_profile(profile.to_json()) if profile else None
     rows = []
     for rung in tqdm(ladder.RUNGS, desc="lesson09 ladder", disable=not progress):
+        if rungs is not None and rung.name not in rungs:
+            continue
+        need = (need_bytes or {}).get(rung.name, 0)
+        if not plan.current().fits(need):
+            rows.append(dict(rung=rung.name, skipped=plan.current().skip_reason(need)))
+            continue
         row = dict(
             rung=rung.name,
             habit=rung.habit,
@@ -106,24 +120,26 @@ def run(progress: bool = True) -> dict:
             predicted_ms=ladder.predict(cfg, rung.options, spec)["ms"],
             predicted_profile_ms=ladder.predict(cfg, rung.options, mine)["ms"] if mine else None,
         )
-        row.update(ladder.measure(cfg, rung.options))
+        row.update(ladder.measure(cfg, rung.options, rep_ms=rep_ms))
         rows.append(row)
-    ops = {}
-    for rung in (ladder.RUNGS[0], ladder.RUNGS[-2]):  # the last eager rung: a graph replay has no per-op events
-        trainer = Trainer(cfg, rung.options, device="cuda")
-        ops[rung.name] = profile_groups(trainer)
+    profiled = {}
+    for rung in (ladder.RUNGS[0], ladder.RUNGS[-2]) if ops else ():  # the last eager rung: a graph has no op events
+        trainer = Trainer(cfg, rung.options, device=timing.device())
+        profiled[rung.name] = profile_groups(trainer)
         del trainer
-        torch.cuda.empty_cache()
+        timing.empty_cache()
     return dict(
         config=dataclasses.asdict(cfg),
         spec=spec.name,
         profile=profile.gpu if profile else None,
         ladder=rows,
-        ops=ops,
+        ops=profiled,
         ops_counting=OPS_COUNTING,
     )
 
 
+#: What notebook 09 runs live (``run(**LIVE, need_bytes=...)``): the first two rungs, which compile nothing.
+LIVE = dict(rungs=("fp32 eager, naive attention", "+ bf16 autocast"), ops=False)
 OPS_COUNTING = "operators"  # how ``ops`` was summed: ``group_times`` (each kernel once)
 
 
@@ -145,6 +161,9 @@ def report(data: dict) -> str:
         f"  {'rung':30} {'predicted':>10} {'measured':>10} {'peak mem':>9}",
     ]
     for r in data["ladder"]:
+        if "skipped" in r:
+            lines.append(f"  {r['rung']:30} out of memory, not run: {r['skipped']}")
+            continue
         lines.append(f"  {r['rung']:30} {r['predicted_ms']:8.2f} ms {r['ms']:8.2f} ms {r['peak_mem_gib']:6.1f} GiB")
     ops, note = measured_ops(data)
     if note:

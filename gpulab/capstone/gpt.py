@@ -291,7 +291,7 @@ class Trainer:
     ``seed`` fixes the weights and the batch. AdamW: lr 6e-4, betas (0.9, 0.95), weight decay 0.1 (nanoGPT's
     GPT-2 settings); ``fused=True`` with ``opts.fused`` on a GPU, else ``foreach=True`` (torch's default on a
     GPU: one multi-tensor operation per step of the update, for all parameters); ``capturable=True`` with
-    ``opts.graphs``.
+    ``opts.graphs`` on a GPU.
     """
 
     def __init__(self, cfg: GPTConfig = TINY, opts: Options = Options(), device="cpu", seed: int = 0, lr: float = 6e-4):
@@ -312,7 +312,7 @@ class Trainer:
             kw["fused"] = True
         else:
             kw["foreach"] = True
-        if opts.graphs:
+        if opts.graphs and self.device.type == "cuda":  # CUDA-graph capture; torch's AdamW refuses it on a CPU
             kw["capturable"] = True
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1, **kw)
 

@@ -26,7 +26,7 @@ rewrites them for the other switches by the rule of the lesson the rung comes fr
   (``placement.LAUNCH_OVERHEAD_US``); replayed from a graph only its bound.
 
 On a GPU, ``measure`` times a rung's step with ``gpulab.timing.time_ms`` (graph replay for the graphs rung)
-and reads its peak memory with ``torch.cuda.max_memory_allocated``.
+and reads its peak memory with ``gpulab.timing.max_memory_allocated``.
 """
 
 from __future__ import annotations
@@ -234,22 +234,21 @@ def predict_ladder(spec: hardware.GPUSpec, cfg: GPTConfig = GPT2_SMALL, **kw) ->
 
 def measure(cfg: GPTConfig, opts: Options, *, rep_ms: float = 300) -> dict:
     """Measured step of ``GPT(cfg, opts)`` on this GPU: median ``ms`` (``gpulab.timing.time_ms``; graph replay
-    with ``opts.graphs``), ``peak_mem_gib`` (``torch.cuda.max_memory_allocated`` over the timed steps) and the
+    with ``opts.graphs``), ``peak_mem_gib`` (``timing.max_memory_allocated`` over the timed steps) and the
     final loss. Raises ``gpulab.timing.NoGPUTimingError`` without a GPU."""
-    import torch
-
+    from .. import timing
     from ..timing import require_gpu, time_ms
 
     require_gpu("the ladder's step time")
-    trainer = Trainer(cfg, opts, device="cuda")
+    trainer = Trainer(cfg, opts, device=timing.device())
     trainer.step()  # compiles, autotunes, creates AdamW's state outside the timing
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
+    timing.synchronize()
+    timing.reset_peak_memory()
     t = time_ms(trainer.step, warmup_ms=25, rep_ms=rep_ms, graph=opts.graphs)
-    peak = torch.cuda.max_memory_allocated()
+    peak = timing.max_memory_allocated()
     loss = float(trainer.step())
     del trainer
-    torch.cuda.empty_cache()
+    timing.empty_cache()
     return dict(ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms, peak_mem_gib=peak / 2**30, loss=loss)
 
 

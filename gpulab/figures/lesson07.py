@@ -408,10 +408,11 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
     return fig
 
 
-def sweep_figure(s: dict, where: str = ""):
+def sweep_figure(s: dict, where: str = "", live: dict | None = None, live_where: str = ""):
     """The dense sweep of a ``gpulab.bench.lesson07`` record (``s = data["sweep"]``): bf16 TFLOP/s of torch and
     gpulab at every N, N % 8 == 0 apart from the rest, and the wave model (``lesson07.wave_model``) scaled to
-    gpulab's best rate."""
+    gpulab's best rate. ``live``: a sweep measured now at a few N (``lesson07.LIVE``), drawn over it as large
+    diamonds; ``where`` labels ``s`` and ``live_where`` labels ``live``."""
     eff = lesson07.wave_model(s)
     fig = go.Figure()
     for method, color in (("torch", "#1f77b4"), ("gpulab", "#d62728")):
@@ -425,6 +426,15 @@ def sweep_figure(s: dict, where: str = ""):
                 name=f"{method}, N {'%' if aligned else 'not %'} 8{' == 0' if aligned else ''}",
                 marker=dict(color=color, size=4 if aligned else 3, symbol="circle" if aligned else "circle-open"),
             )
+    for method, color in (("torch", "#1f77b4"), ("gpulab", "#d62728")) if live else ():
+        pts = [(n, r) for n, r in zip(live["ns"], lesson07.sweep_rates(live, method)) if r is not None]
+        fig.add_scatter(
+            x=[n for n, _ in pts],
+            y=[r for _, r in pts],
+            mode="markers",
+            name=f"{method}, measured now",
+            marker=dict(color=color, size=11, symbol="diamond", line=dict(color="black", width=1)),
+        )
     best = max(r for r in lesson07.sweep_rates(s, "gpulab") if r is not None)
     fig.add_scatter(
         x=s["ns"],
@@ -436,12 +446,14 @@ def sweep_figure(s: dict, where: str = ""):
     fig.update_layout(
         title=dict(
             text=f"{s.get('dtype', 'bf16')} matmul N x N x N, every N from {s['ns'][0]} to {s['ns'][-1]}, "
-            f"{lesson07.sweep_timing(s)}<br><sup>{where}</sup>",
+            f"{lesson07.sweep_timing(s)}<br><sup>{where}"
+            + (f"<br>diamonds: N = {', '.join(map(str, live['ns']))}, {live_where}" if live else "")
+            + "</sup>",
             font_size=13,
         ),
         template="plotly_white",
         height=560,
-        margin=dict(t=90, b=140),
+        margin=dict(t=110 if live else 90, b=140),
         legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0),
         xaxis_title="N",
         yaxis_title="TFLOP/s",

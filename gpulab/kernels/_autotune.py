@@ -4,7 +4,9 @@ timing every candidate config once.
 ``pick(key, candidates, make_run)`` returns the config cached under ``key``; on a miss it
 
 - takes ``candidates[0]`` untimed when ``GPULAB_AUTOTUNE=first`` (``gpulab.settings.SETTINGS.autotune``);
-- otherwise calls ``fastest(candidates, make_run())`` and caches what it returns.
+- otherwise calls ``fastest(candidates, make_run())`` and caches what it returns;
+- inside ``untimed()``, takes ``candidates[0]`` and caches nothing: a correctness check holds for every candidate
+  (autotuning chooses for speed), so it need not pay for timing them, nor leave its choice to later launches.
 
 ``fastest`` follows two rules:
 
@@ -24,12 +26,14 @@ config cached); this module adds the graph clock and one cache that reports can 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Hashable, Sequence
 
 from .. import settings, timing
 
 _CACHE: dict = {}  # key (a tuple whose first item names the kernel) -> the chosen config
+_UNTIMED = [False]  # inside untimed()
 
 
 def fastest(candidates: Sequence, run: Callable, *, warmup_ms: float = 10, rep_ms: float = 40, what: str = "config"):
@@ -64,11 +68,25 @@ def pick(
     if key not in _CACHE:
         if not candidates:
             raise ValueError(f"no candidate configs for {key!r}")
+        if _UNTIMED[0]:
+            return candidates[0]
         if settings.SETTINGS.autotune == "first":
             _CACHE[key] = candidates[0]
         else:
             _CACHE[key] = fastest(candidates, make_run(), rep_ms=rep_ms, what=what)
     return _CACHE[key]
+
+
+@contextlib.contextmanager
+def untimed():
+    """Inside: a launch whose key is not cached takes ``candidates[0]`` untimed and caches nothing (see the module
+    docstring); cached choices still apply."""
+    before = _UNTIMED[0]
+    _UNTIMED[0] = True
+    try:
+        yield
+    finally:
+        _UNTIMED[0] = before
 
 
 def cached(key: Hashable):

@@ -1085,6 +1085,10 @@ def flash_attention_backward(
     return (dq.to(q.dtype) if mode == "atomic" else dq), dk, dv
 
 
+#: ``with untuned():`` launches take each candidate list's first config, untimed and uncached (a correctness check).
+untuned = _autotune.untimed
+
+
 def tuned_configs() -> dict:
     """What autotuning chose so far: ``{"part dtype d=.. causal=.. tma=.. L<=bucket": config_short(config)}``,
     part "fwd" or a key of ``BWD_PARTS``."""

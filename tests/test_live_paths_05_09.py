@@ -1,0 +1,180 @@
+"""Every suite of lessons 05-09 runs its GPU-only ``run()`` on the CPU under the labelled test clock
+(``gpulab.timing.test_clock``), kernels in the interpreter, at its smallest sizes: the record has the keys the
+notebooks, reports and figures read, says it is fake, holds the clock's times and finite numbers, and the
+figures build from it. Each notebook's live cell is ``live.measure_or_recall(KEY, lambda: run(**LIVE))``: the
+same call, so these tests run the code the notebooks run live."""
+
+import json
+import math
+
+import pytest
+
+import gpulab
+from gpulab import figures, hardware, plan, timing, tolerances
+from gpulab.bench import lesson05, lesson06, lesson07, lesson08, lesson09, live
+
+pytestmark = [
+    pytest.mark.skipif(gpulab.ON_GPU, reason="the test clock is for the CPU; on a GPU the real paths run"),
+    pytest.mark.usefixtures("seed"),
+]
+
+MS = 2.5  # the clock's fake median: every timed number of a record comes from it
+
+
+def _numbers(x):
+    """Every int and float in a JSON-able record."""
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return []
+    if isinstance(x, (int, float)):
+        return [x]
+    if isinstance(x, dict):
+        return [n for v in x.values() for n in _numbers(v)]
+    return [n for v in x for n in _numbers(v)]
+
+
+def _measured(key, run):
+    """``run`` through the notebooks' one call, under the test clock; checks the label, the stamp, that the record
+    is JSON (as ``--record`` writes it) and that every number in it is finite."""
+    with timing.test_clock(ms=MS) as clock:
+        shown = live.measure_or_recall(key, run)
+    assert shown.live and shown.where == timing.FAKE_LABEL and timing.is_fake_record(shown.data)
+    assert clock.calls > 0
+    data = json.loads(json.dumps(shown.data))
+    assert all(math.isfinite(n) for n in _numbers(data))
+    return data
+
+
+def test_lesson05_run_under_the_clock():
+    data = _measured(lesson05.KEY, lambda: lesson05.run(progress=False, sizes=(2**10, 2**12), teaching_n=2**12))
+    assert {r["way"] for r in data["rows"]} == set(gpulab.recompute.WAYS) and data["n_ratio"] == 2**12
+    assert all(r["ms"] == MS for r in data["rows"]) and all(r["ms"] == MS for r in data["teaching"])
+    assert all(
+        r["bytes_moved"] == gpulab.recompute.counts(r["way"], r["n"], 4).bytes_moved for r in data["rows"]
+    )  # notebook 05's check cell
+    assert max(data["grad_vs_eager"].values()) < 1e-5  # the gradients are really computed, fp32
+    assert data["peak_ratio_fused_over_eager"] is None  # no memory read under the clock: no ratio made up
+    assert "extra memory not measured" in lesson05.report(data)
+    assert "teaching" in lesson05.teaching_report(data["teaching"])
+    figures.lesson05.time_figure(data, 4.0, timing.FAKE_LABEL)
+    figures.lesson05.SizeExplorer(data, where=timing.FAKE_LABEL)
+
+
+def test_lesson06_run_under_the_clock():
+    kw = dict(n=2**10, sweep_n=2**8, strides=(1, 2), offsets=(0, 1), side=64, copy_bytes=4 * 2**10)
+    data = _measured(lesson06.KEY, lambda: lesson06.run(progress=False, **kw))
+    assert set(data) >= {"copy_tbps", "headline", "stride", "traversal", "transpose"}
+    assert [r["stride"] for r in data["stride"]["rows"]] == [1, 2] and data["headline"]["ours_ms"] == MS
+    assert {r["dtype"] for r in data["transpose"]["rows"]} == {"fp32", "fp16"}
+    assert "transpose" in lesson06.report(data, full=True)
+    assert "stride" in figures.lesson06.stride_table(data)
+
+
+def test_lesson07_run_under_the_clock():
+    kw = dict(
+        headline_ns=(32,),
+        awkward_ns=(33,),
+        sweep=(32, 48),
+        sweep_ns=(32, 40, 48),
+        tile_ts=(16, 32),
+        tile_n=32,
+        noreuse_n=32,
+        fp32_n=32,
+        correctness_shape=(33, 31, 35),
+        build_n=32,
+        alignment_ns=(32, 33),
+    )
+    data = _measured(lesson07.KEY, lambda: lesson07.run(progress=False, **kw))
+    assert set(data) >= {"headline", "awkward", "correctness", "fp32", "tiles", "noreuse", "build", "alignment"}
+    s = data["sweep"]
+    assert s["ns"] == [32, 40, 48] and s["torch_ms"] == s["gpulab_ms"] == [MS] * 3 and not s["errors"]
+    assert [r["step"] for r in data["build"]][-2:] == ["fast path", "torch"]
+    assert data["correctness"]["gpulab"]["rel_error"] < 1e-3  # fp16 inputs, fp32 accumulation over K = 35
+    assert all(r["ptx"] is None for r in data["alignment"])  # the interpreter compiles no PTX
+    assert "fast path" in lesson07.report(data, full=True)
+    figures.lesson07.sweep_figure(live.recall(lesson07.KEY).data["sweep"], "recorded", live=s, live_where="now")
+    figures.lesson07.build_figure(data, live.recall(None).data["profile"], timing.FAKE_LABEL)
+
+
+def test_the_live_sweep_is_short_and_straddles_the_h200_wave_step():
+    """Notebook 07b's live points: a few N (each a CUDA-graph capture and a do_bench), among them the last N of
+    one wave and the next aligned N of two waves with the recorded sweep's tile on the H200."""
+    from gpulab import waves
+
+    rec = live.recall(lesson07.KEY).data["sweep"]
+    ns = lesson07.LIVE["sweep_ns"]
+    assert len(ns) <= 4 and lesson07.LIVE["steps"] == ("sweep",)
+    w = {n: waves.plan(n, tile=tuple(rec["tile"]), sms=rec["sms"]).waves for n in ns}
+    assert w[2048] == 1 and w[2056] == 2
+    fig = figures.lesson07.sweep_figure(
+        rec, "recorded", live=rec | {"ns": ns, "torch_ms": [1.0] * 4, "gpulab_ms": [1.0] * 4}
+    )
+    assert sum("measured now" in t.name for t in fig.data) == 2
+
+
+def _t4_plan(monkeypatch):
+    # fp16 as a T4 chooses: the interpreter's bf16 tl.dot is wrong (flash_teaching refuses it), fp16's is right
+    monkeypatch.setattr(lesson08, "_plan", lambda: plan.for_gpu(hardware.get("T4")))
+
+
+def test_lesson08_run_under_the_clock(monkeypatch):
+    _t4_plan(monkeypatch)
+    kw = dict(head_dims=(16,), lengths=(16,), sweep_lengths=(16, 32), memory_lengths=(16, 32), tokens=16, hidden=32)
+    kw.update(shape=dict(B=1, H=1, d=16), teaching_settings=((16, 16),))
+    data = _measured(lesson08.KEY, lambda: lesson08.run(progress=False, **kw))
+    assert data["dtype"] == "fp16" and set(data) - {"clock"} == {"dtype", "headline", "sweep", "memory", "teaching"}
+    h = data["headline"]
+    assert [(r["L"], r["causal"]) for r in h] == [(16, False), (16, True)]
+    assert all(r["ours"]["fwd_ms"] == MS and r["config_fwd"] for r in h)
+    import torch
+
+    assert all(max(r["diff_vs_flash"].values()) < tolerances.ATTENTION_GRAD_REL[torch.float16] for r in h)
+    assert {(r["L"], r["method"]) for r in data["sweep"]["rows"]} == {
+        (L, m) for L in (16, 32) for m in ("naive", "flash")
+    }
+    assert [r["L"] for r in data["memory"]["rows"]] == [16, 32]
+    assert set(data["teaching"][0]["fwd_ms"]) == {k for k, _ in lesson08.TEACHING_STEPS["fwd"]}
+    assert "naive" in lesson08.report(data, full=True)
+    figures.lesson08.naive_flash_figure(data["sweep"], timing.FAKE_LABEL)
+    figures.lesson08.headline_figure(data["headline"], timing.FAKE_LABEL)
+    lesson08.roofline_points(data)
+
+
+def test_lesson08_live_is_small():
+    """Notebook 08's live cell: the headline at one non-causal setting (the sweep and the memory step are
+    non-causal: one set of kernels compiles), and no teaching step (the recording shows it)."""
+    assert len(lesson08.LIVE["head_dims"]) * len(lesson08.LIVE["lengths"]) == 1
+    assert lesson08.LIVE["causals"] == (False,)
+    assert "teaching" not in lesson08.LIVE["steps"]
+
+
+def test_lesson09_run_under_the_clock():
+    from gpulab.capstone import ladder
+    from gpulab.capstone.gpt import GPTConfig
+
+    cfg = GPTConfig(n_layer=1, d_model=32, n_head=2, vocab_size=100, seq_len=16, batch=1)
+    data = _measured(lesson09.KEY, lambda: lesson09.run(progress=False, cfg=cfg, rep_ms=1))
+    assert [r["rung"] for r in data["ladder"]] == [r.name for r in ladder.RUNGS]
+    assert all(r["ms"] == MS and r["predicted_ms"] > 0 and r["loss"] > 0 for r in data["ladder"])
+    assert set(data["ops"]) == {ladder.RUNGS[0].name, ladder.RUNGS[-2].name}
+    assert "predicted" in lesson09.report(data)
+
+
+def test_lesson09_live_skips_a_rung_that_does_not_fit():
+    from gpulab.capstone.gpt import GPTConfig
+
+    cfg = GPTConfig(n_layer=1, d_model=32, n_head=2, vocab_size=100, seq_len=16, batch=1)
+    first, second = lesson09.LIVE["rungs"]
+    data = _measured(
+        lesson09.KEY, lambda: lesson09.run(progress=False, cfg=cfg, **lesson09.LIVE, need_bytes={second: 2**60})
+    )
+    assert [r["rung"] for r in data["ladder"]] == [first, second] and data["ops"] == {}
+    assert "skipped" in data["ladder"][1] and "out of memory" in lesson09.report(data)
+
+
+def test_untimed_takes_the_first_candidate_and_caches_nothing(monkeypatch):
+    from gpulab.kernels import _autotune
+
+    monkeypatch.setattr(_autotune, "_CACHE", {})
+    with _autotune.untimed():
+        assert _autotune.pick(("k", 1), ["a", "b"], lambda: pytest.fail("timed a candidate")) == "a"
+    assert _autotune.cached(("k", 1)) is None
