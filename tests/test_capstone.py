@@ -283,12 +283,19 @@ def test_group_times_counts_each_kernel_once():
     assert got == pytest.approx({"matmuls": 1.0, "GELU": 0.2})
 
 
-def test_recorded_profiler_groups_are_halved_only_when_counted_twice():
+def test_recorded_profiler_groups_are_read_as_recorded():
     from gpulab.bench import lesson09
 
-    old = {"ops": {"r": {"matmuls": 4.0}}}
-    ops, note = lesson09.measured_ops(old)
-    assert ops == {"r": {"matmuls": 2.0}} and "twice" in note
-    new = {"ops": {"r": {"matmuls": 4.0}}, "ops_counting": lesson09.OPS_COUNTING}
-    assert lesson09.measured_ops(new) == ({"r": {"matmuls": 4.0}}, "")
-    assert lesson09.measured_ops(None) == ({}, "")
+    rec = {"ops": {"r": {"matmuls": 4.0}}, "ops_counting": lesson09.OPS_COUNTING}
+    assert lesson09.measured_ops(rec) == {"r": {"matmuls": 4.0}}
+    assert lesson09.measured_ops(None) == {}
+
+
+def test_the_recorded_profiler_groups_count_each_kernel_once():
+    """The recording's ``ops`` were summed by ``group_times`` (each kernel once): a record without the mark
+    counted every kernel twice and must be re-recorded (``python -m gpulab.bench --only lesson09 --record``)."""
+    from gpulab import reference
+    from gpulab.bench import lesson09
+
+    rec = reference.load(reference.DEFAULT_GPU).get(lesson09.KEY)
+    assert rec is None or rec.get("ops_counting") == lesson09.OPS_COUNTING

@@ -143,15 +143,9 @@ LIVE = dict(rungs=("fp32 eager, naive attention", "+ bf16 autocast"), ops=False)
 OPS_COUNTING = "operators"  # how ``ops`` was summed: ``group_times`` (each kernel once)
 
 
-def measured_ops(data: dict | None) -> tuple[dict, str]:
-    """``(ops, note)``: the recorded per-group GPU ms of each profiled rung, and a note ("" when none is due).
-    Records made before ``group_times`` (no ``ops_counting``) added every kernel twice, once under its
-    operator and once as a device-side event: their groups are halved here, and the note says so."""
-    ops = (data or {}).get("ops") or {}
-    if not ops or (data or {}).get("ops_counting") == OPS_COUNTING:
-        return ops, ""
-    halved = {rung: {g: ms / 2 for g, ms in groups.items()} for rung, groups in ops.items()}
-    return halved, "profiler groups halved: this recording counted each kernel twice"
+def measured_ops(data: dict | None) -> dict:
+    """The recorded per-group GPU ms of each profiled rung (``{}`` when none), as ``group_times`` summed them."""
+    return (data or {}).get("ops") or {}
 
 
 def report(data: dict) -> str:
@@ -165,10 +159,7 @@ def report(data: dict) -> str:
             lines.append(f"  {r['rung']:30} out of memory, not run: {r['skipped']}")
             continue
         lines.append(f"  {r['rung']:30} {r['predicted_ms']:8.2f} ms {r['ms']:8.2f} ms {r['peak_mem_gib']:6.1f} GiB")
-    ops, note = measured_ops(data)
-    if note:
-        lines.append(f"  ({note})")
-    for name, groups in ops.items():
+    for name, groups in measured_ops(data).items():
         top = sorted(groups.items(), key=lambda kv: -kv[1])[:4]
         lines.append(f"  profiled ({name}): " + ", ".join(f"{g} {ms:.1f} ms" for g, ms in top))
     return "\n".join(lines)

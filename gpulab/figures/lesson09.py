@@ -110,10 +110,9 @@ def breakdown(cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0) -> go.Fig
             offsetgroup="predicted",
         )
     data, label = recorded()
-    ops, note = lesson09.measured_ops(data)
-    measured = ops.get(r.name)
+    measured = lesson09.measured_ops(data).get(r.name)
     if measured:
-        source = label + (f"; {note}" if note else "")
+        source = label
     elif data:  # recorded, but the profiler ran on other rungs only
         step = next((x["ms"] for x in data["ladder"] if x["rung"] == r.name), None)
         source = f"{label}; this rung not profiled by group" + (f" (measured step {step:.1f} ms)" if step else "")
