@@ -208,8 +208,12 @@ def test_install_cell_on_colabs_packages_prints_no_error(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=120)
     pip = [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "--disable-pip-version-check"]
     offline = ["--no-index", "--find-links", str(index), "--no-cache-dir"]
-    env = {**os.environ, "PIP_NO_INPUT": "1", "PIP_CONFIG_FILE": os.devnull}  # no machine-wide index or constraints
+    # no machine-wide index or constraints, and none of this interpreter's packages seen from the venv
+    # (a PYTHONPATH would show pip its ipywidgets beside Colab's)
+    env = {**os.environ, "PIP_NO_INPUT": "1", "PIP_CONFIG_FILE": os.devnull, "PYTHONNOUSERSITE": "1"}
     for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_CONSTRAINT", "PIP_REQUIRE_VIRTUALENV"):
+        env.pop(var, None)
+    for var in ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE"):
         env.pop(var, None)
 
     def pip_run(*args: str) -> subprocess.CompletedProcess:
