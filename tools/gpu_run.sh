@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One batched run on a GPU machine without network: install the carried wheels (../shared/tools/gpu-wheels.sh
 # fills .whl/) and set PYTHONPATH, then run the steps, writing logs and results under $OUT. Usage from the project
-# root:  bash tools/gpu_run.sh [steps]
+# root:  bash tools/gpu_run.sh [steps]. JUPYTER_PATH points at the wheels' data (nbconvert's templates for the site tests).
 # steps: check-<part> (make gpu-check's parts: check-tests, check-notebooks, check-emulated, check-suites,
 # check-status; GPU_CHECK_ARGS="--only 08 --rest" passes options), bench (the suite, printed and saved to $OUT),
 # record (the suite, and it rewrites gpulab/data/reference-<gpu>.json), autotune-report (python -m gpulab.bench
@@ -15,7 +15,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/gpulab-out}; mkdir -p "$OUT"
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD || exit 1
+    && export PYTHONPATH=/tmp/site:$PWD JUPYTER_PATH=/tmp/site/share/jupyter || exit 1
 fi
 export PYTHONUNBUFFERED=1 GPULAB_CACHE_DIR="$OUT/cache"
 steps=${*:-bench}
