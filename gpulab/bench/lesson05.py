@@ -23,6 +23,8 @@ About a minute. ``measure_memory`` is the memory measurement, for one way at one
 
 from __future__ import annotations
 
+import gc
+
 from tqdm.auto import tqdm
 
 KEY = "lesson05"
@@ -72,18 +74,27 @@ def measure_memory(fn, x, dy=None) -> dict:
         raise ValueError("x must require grad (x.requires_grad_()): without it nothing is differentiated")
     x.grad = None
     recompute.forward_backward(fn, x, dy)()  # once first: compile and load kernels outside the measurement
-    timing.synchronize()
-    base = timing.memory_allocated()
-    timing.reset_peak_memory()
-    if dy is None:
-        out = fn(x).sum()  # y is a temporary: freed here unless autograd saved it
-    else:
-        out = fn(x)  # y is kept by the caller
-    timing.synchronize()
-    held = timing.memory_allocated() - base
-    (dx,) = torch.autograd.grad(out, x, dy)
-    timing.synchronize()
-    peak = timing.max_memory_allocated() - base
+    # nothing alive before the window may be freed inside it: a reference cycle that Python's garbage collector
+    # frees mid-window lowers the peak above `base` by that tensor
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        timing.synchronize()
+        base = timing.memory_allocated()
+        timing.reset_peak_memory()
+        if dy is None:
+            out = fn(x).sum()  # y is a temporary: freed here unless autograd saved it
+        else:
+            out = fn(x)  # y is kept by the caller
+        timing.synchronize()
+        held = timing.memory_allocated() - base
+        (dx,) = torch.autograd.grad(out, x, dy)
+        timing.synchronize()
+        peak = timing.max_memory_allocated() - base
+    finally:
+        if was_enabled:
+            gc.enable()
     if dx is None or dx.shape != x.shape:
         raise RuntimeError("no gradient came back: the measurement would prove nothing")
     del out, dx
