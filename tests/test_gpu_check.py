@@ -400,3 +400,10 @@ def test_run_command_stops_a_child_at_its_limit(tmp_path):
     assert ran.stopped and ran.rc is None and ran.seconds < 10 and "interrupted" in ran.output
     ran = gc.run_command([sys.executable, "-c", "print('hi')"], dict(os.environ), 30.0, tmp_path / "log")
     assert (ran.rc, ran.stopped, ran.output.splitlines()[-1]) == (0, False, "hi")
+
+
+def test_emulated_runs_timing_comparisons_alone_after_the_rest():
+    names = ["T4 00_setup_and_ceilings", "T4 01_roofline", "L4 01_roofline", "L4 02_warp_divergence"]
+    together, alone = gc.split_alone(names)
+    assert together == ["T4 00_setup_and_ceilings", "L4 02_warp_divergence"]
+    assert alone == ["T4 01_roofline", "L4 01_roofline"]
