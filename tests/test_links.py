@@ -1,4 +1,4 @@
-"""The repository URL lives in pyproject.toml only; every notebook's Colab links must follow it."""
+"""The repository URL lives in pyproject.toml only; every notebook's Colab and Binder links must follow it."""
 
 import json
 import sys
@@ -15,6 +15,21 @@ def test_every_notebook_has_a_colab_badge_and_install_cell():
         text = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
         assert badge + path.name in text, f"{path.name}: Colab badge missing or stale; run python tools/sync_links.py"
         assert install in text, f"{path.name}: Colab install cell missing or stale; run python tools/sync_links.py"
+
+
+def test_every_notebook_opens_with_colab_and_binder_badges_side_by_side():
+    url = sync_links.repo_url()
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        first = next("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        line = first.split("\n", 1)[0]
+        binder = f'<a href="{sync_links.binder_url(url, path.name)}" target="_parent">'
+        assert binder in line, (
+            f"{path.name}: Binder badge missing or stale beside Colab's; run python tools/sync_links.py"
+        )
+        assert "https://mybinder.org/badge_logo.svg" in line
+        assert line.index("colab.research.google.com") < line.index("mybinder.org"), "Colab's badge, then Binder's"
+        assert line == sync_links.badges(url, path.name)
 
 
 def test_notebooks_agree_with_pyproject():

@@ -1,0 +1,112 @@
+"""Every notebook cell has an id (nbformat 4.5: without one nbformat warns and JupyterLab rewrites the file on
+save), and nbval's markers live in cell tags, out of the learner's code (tools/sync_links.py ``tidy`` writes
+both; issue 23, item 6)."""
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import sync_links  # noqa: E402
+
+nbval_plugin = pytest.importorskip("nbval.plugin", reason="nbval is not installed")
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+# The cells whose output depends on the machine (timings, this GPU's name, widgets), by id: nbval must not compare
+# their outputs. They carried `# NBVAL_IGNORE_OUTPUT` in their source until the marker became this tag. A tagged
+# cell deleted from a lesson leaves this list with it.
+IGNORE_OUTPUT = {
+    "00_setup_and_ceilings": ["002f3739", "461b4fcc", "0db51104", "007cc363", "77fed306", "7b65d15e", "4a986a94"]
+    + ["7c21bf98"],
+    "01_roofline": ["779fdb2a", "19f1ab14", "468b7453", "6d095b25"],
+    "02_warp_divergence": ["73bbf741", "3c8fcf72", "257cc8d6", "ffb2b44a", "e58db749", "757cb03f"],
+    "03_precision": ["1c320343", "fb7802d8", "95e8e359", "e8101a61", "30ee29ab", "d9caf466", "b8782fd3", "ec054cff"]
+    + ["145fa701", "381205cb"],
+    "04_fusion": ["98378c3e", "81f7ef72", "6a1846d6", "l04-21", "dab5b508", "8e676fcf", "200f7591", "df91fe54"]
+    + ["5a2f5638", "be215db5"],
+    "05_recomputation": ["c662bec1", "66908498", "5f84fc25", "c452b090", "06ed09be", "6e7312d7"],
+    "06_coalescing": ["94c3f9f5", "4bf3e758", "44e2d5c1", "d694ad9d", "1ca9f220", "691709fb", "3f7c2a91", "468b6514"],
+    "07_tiling": ["l07a-07", "l07a-21", "l07a-26"],
+    "07b_waves": ["l07b-07", "l07b-09", "l07b-15", "l07b-18"],
+    "08_flash_attention": ["c15", "c29", "c31", "c32", "c34", "c37", "c40", "c46", "c48", "c50", "c52"],
+    "09_builder_test": ["75d70c5a", "ae7d65ba", "d868485a", "11dd842a", "a215df71"],
+}
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _src(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_cell_has_a_unique_id(path):
+    nb = _load(path)
+    assert (nb["nbformat"], nb["nbformat_minor"]) >= (4, 5), f"{path.name}: cell ids need nbformat 4.5"
+    missing = [i for i, c in enumerate(nb["cells"]) if not c.get("id")]
+    assert not missing, f"{path.name}: cells {missing} have no id; run python tools/sync_links.py"
+    ids = [c["id"] for c in nb["cells"]]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    assert not dup, f"{path.name}: duplicate cell ids {dup}; run python tools/sync_links.py"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_cell_source_carries_an_nbval_marker(path):
+    cells = _load(path)["cells"]
+    marked = [i for i, c in enumerate(cells) if "NBVAL_" in _src(c) or list(nbval_plugin.find_comment_markers(_src(c)))]
+    assert not marked, f"{path.name}: cells {marked} carry an NBVAL_ comment; run python tools/sync_links.py (a tag)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_nbval_tags_are_ones_nbval_reads_and_the_tagged_cells_keep_them(path):
+    cells = _load(path)["cells"]
+    for i, c in enumerate(cells):
+        unknown = [
+            t for t in c["metadata"].get("tags", []) if t.startswith("nbval") and t not in nbval_plugin.metadata_tags
+        ]
+        assert not unknown, f"{path.name} cell {i}: nbval ignores the tags {unknown}"
+    by_id = {c["id"]: c for c in cells if "id" in c}
+    for cell_id in IGNORE_OUTPUT.get(path.stem, []):
+        assert cell_id in by_id, f"{path.name}: tagged cell {cell_id} is gone (drop it from IGNORE_OUTPUT if meant)"
+        opts = dict(nbval_plugin.find_metadata_tags(by_id[cell_id]["metadata"]))
+        assert by_id[cell_id]["cell_type"] == "code" and opts == {"check": False}, f"{path.name} cell {cell_id}: {opts}"
+
+
+def test_tidy_moves_every_marker_to_its_tag_and_gives_stable_unique_ids():
+    src = {
+        "# NBVAL_IGNORE_OUTPUT\nprint(1)": ("print(1)", ["nbval-ignore-output"]),
+        "x = 1\n  #  NBVAL_SKIP\ny = 2\n": ("x = 1\ny = 2\n", ["nbval-skip"]),
+        "# NBVAL_RAISES_EXCEPTION\n# NBVAL_CHECK_OUTPUT\nraise ValueError": (
+            "raise ValueError",
+            ["nbval-raises-exception", "nbval-check-output"],
+        ),
+        "# a comment\nz = 3": ("# a comment\nz = 3", []),
+    }
+    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": s} for s in src]
+    cells += [{"cell_type": "markdown", "id": "keep", "metadata": {}, "source": "# NBVAL_SKIP is prose here"}]
+    cells += [{"cell_type": "markdown", "id": "keep", "metadata": {}, "source": "a duplicate id"}]
+    nb = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 4}
+    before = copy.deepcopy(nb)
+    sync_links.tidy(nb, "x.ipynb")
+    assert nb["nbformat_minor"] == 5
+    for cell, old, (want_src, want_tags) in zip(nb["cells"], before["cells"], src.values()):
+        assert cell["source"] == want_src and cell["metadata"].get("tags", []) == want_tags
+        assert dict(nbval_plugin.find_metadata_tags(cell["metadata"])) == dict(
+            nbval_plugin.find_comment_markers(old["source"])
+        ), "a tag must mean to nbval what its comment meant"
+        assert list(cell) == ["cell_type", "execution_count", "id", "metadata", "outputs", "source"]
+    assert nb["cells"][4] == before["cells"][4], "markdown is left alone, its id kept"
+    ids = [c["id"] for c in nb["cells"]]
+    assert len(set(ids)) == len(ids) and ids[4] == "keep"
+    again = copy.deepcopy(before)
+    sync_links.tidy(again, "x.ipynb")
+    assert again == nb, "the same notebook gets the same ids"
+    sync_links.tidy(again, "x.ipynb")
+    assert again == nb, "tidy leaves a tidy notebook as it is"
