@@ -1,11 +1,13 @@
 """The repository URL lives in pyproject.toml only; every notebook's Colab and Binder links must follow it."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+import lesson_map  # noqa: E402
 import sync_links  # noqa: E402
 
 
@@ -58,3 +60,14 @@ def test_readme_links_to_files_that_exist():
     assert local, "README links to its docs pages"
     missing = [t for t in local if not (ROOT / t).exists()]
     assert not missing, f"README links to missing files: {missing}"
+
+
+def test_docs_lesson_map_is_what_the_notebooks_import():
+    """docs/lessons.md's map from lesson to code is the one tools/lesson_map.py writes from the notebooks' imports
+    (run it after a notebook imports a new module), and every file it names exists."""
+    doc = lesson_map.DOC.read_text()
+    assert lesson_map.rendered(doc) == doc, "the lesson map is stale: run python tools/lesson_map.py"
+    block = doc[doc.index(lesson_map.BEGIN) : doc.index(lesson_map.END)]
+    named = [p for p in re.findall(r"`(gpulab/[\w/]+\.py)`", block)]
+    assert named and all((ROOT / p).exists() for p in named), [p for p in named if not (ROOT / p).exists()]
+    assert "`gpulab/kernels/flash_teaching.py`" in block.split("08_flash_attention", 1)[1].split("\n", 1)[0]

@@ -13,7 +13,8 @@ and the output and names the mistake:
 
 A store far beyond the guards (a grid hundreds of times too large) can still corrupt memory in the
 interpreter; the guards make every usual mistake land inside memory the checker owns. The idea is
-Triton-Puzzles' and CS336's: a spec, a stub, a checker with awkward sizes (STYLE.md, "Exercises").
+Triton-Puzzles' (github.com/srush/Triton-Puzzles) and CS336's (stanford-cs336.github.io): a spec, a stub, a
+checker with awkward sizes.
 """
 
 from __future__ import annotations

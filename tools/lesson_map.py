@@ -1,0 +1,90 @@
+"""Write the map from each lesson to its code into docs/lessons.md (between the two markers), read from what the
+notebook imports: the models and helpers it uses, its kernels, its benchmark suite, its figures, its exercises and
+their hidden solutions (``exNN_kernels.py``). ``python tools/lesson_map.py``; tests/test_links.py checks that the
+committed map is the one this writes."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "lessons.md"
+BEGIN, END = "<!-- lesson map: tools/lesson_map.py writes this -->", "<!-- end of lesson map -->"
+_FROM = re.compile(r"^\s*from (gpulab[\w.]*) import ([\w, ]+)", re.M)
+_IMPORT = re.compile(r"^\s*import (gpulab[\w.]*)", re.M)
+
+
+def _module_file(name: str) -> Path | None:
+    p = ROOT / name.replace(".", "/")
+    return p.with_suffix(".py") if p.with_suffix(".py").exists() else (p / "__init__.py" if p.is_dir() else None)
+
+
+def imports(notebook: Path) -> set[str]:
+    """The gpulab modules a notebook's code cells import (``from gpulab.x import y`` counts ``gpulab.x.y`` when y is
+    a module, else ``gpulab.x``)."""
+    found: set[str] = set()
+    for cell in json.loads(notebook.read_text())["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        src = "".join(cell["source"])
+        for m in _FROM.finditer(src):
+            for name in (n.strip().split(" as ")[0] for n in m.group(2).split(",")):
+                sub = f"{m.group(1)}.{name}"
+                found.add(sub if _module_file(sub) else m.group(1))
+        found.update(m.group(1) for m in _IMPORT.finditer(src))
+    return found - {"gpulab"}
+
+
+def _path(name: str) -> str:
+    return f"`{_module_file(name).relative_to(ROOT)}`"
+
+
+def row(notebook: Path) -> str:
+    """One table row: lesson | models and helpers | kernels | suite | figures | exercises (solutions)."""
+    stem = notebook.stem
+    num = stem.split("_")[0]
+    mods = imports(notebook)
+    kernels = sorted(m for m in mods if m.startswith("gpulab.kernels."))
+    suites = sorted(m for m in mods if m.startswith("gpulab.bench.") and m != "gpulab.bench.live")
+    groups = ("gpulab.bench", "gpulab.figures", "gpulab.exercises", "gpulab.kernels")
+    models = sorted(m for m in mods if not m.startswith(groups))
+    fig = ROOT / "gpulab" / "figures" / f"lesson{num[:2]}.py"
+    exdir = ROOT / "gpulab" / "exercises"
+    names = {m.rsplit(".", 1)[1] for m in mods if re.fullmatch(r"gpulab\.exercises\.ex\w+", m)} | {f"ex{num}"}
+    ex = [p for n in names for p in (exdir / f"{n}.py", exdir / f"{n}_kernels.py") if p.exists()]
+    cells = [
+        f"`{stem}`",
+        ", ".join(_path(m) for m in models) or "-",
+        ", ".join(_path(m) for m in kernels) or "-",
+        ", ".join(_path(m) for m in suites) or "-",
+        f"`{fig.relative_to(ROOT)}`" if fig.exists() else "-",
+        ", ".join(f"`{p.relative_to(ROOT)}`" for p in sorted(set(ex))) or "-",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def table() -> str:
+    head = (
+        "| lesson | models and helpers | kernels | benchmark suite | figures | exercises (`*_kernels.py`: the hidden "
+        "solutions) |\n|---|---|---|---|---|---|"
+    )
+    return "\n".join([head, *(row(nb) for nb in sorted((ROOT / "notebooks").glob("*.ipynb")))])
+
+
+def rendered(doc: str) -> str:
+    """``doc`` with the map between the markers replaced (appended under a heading if the markers are absent)."""
+    block = f"{BEGIN}\n{table()}\n{END}"
+    if BEGIN in doc and END in doc:
+        return doc[: doc.index(BEGIN)] + block + doc[doc.index(END) + len(END) :]
+    return doc.rstrip("\n") + "\n\n## Where each lesson's code lives\n\n" + block + "\n"
+
+
+if __name__ == "__main__":
+    new = rendered(DOC.read_text())
+    if new != DOC.read_text():
+        DOC.write_text(new)
+        print(f"wrote the lesson map into {DOC.relative_to(ROOT)}")
+    sys.exit(0)
