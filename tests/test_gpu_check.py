@@ -243,7 +243,7 @@ def test_write_atomic_leaves_the_old_file_whole_when_the_write_fails(tmp_path, m
     def boom(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(gc.os, "replace", boom)
+    monkeypatch.setattr(os, "replace", boom)  # the module object gpulab.device uses too
     with pytest.raises(OSError, match="disk full"):
         gc.write_atomic(path, {"schema": 1, "a": 2})
     assert json.loads(path.read_text()) == {"schema": 1, "a": 1}

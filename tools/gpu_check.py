@@ -254,21 +254,13 @@ def load_stamp(path: Path) -> dict | None:
 
 
 def write_atomic(path: Path, data: dict) -> Path:
-    """``data`` as JSON at ``path``, whole or not at all: a temporary file in the same folder, then os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    """``data`` as JSON at ``path``, whole or not at all (``gpulab.device.write_json_atomic``, gpulab's one home
+    for it)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from gpulab.device import write_json_atomic
+
+    return write_json_atomic(path, data)
 
 
 def _part_ok(part: str, p: dict, expected: list[str]) -> dict:
