@@ -154,6 +154,8 @@ def test_lesson04_live_keeps_a_live_point_in_each_figure():
     live_ = lesson04.LIVE
     assert min(live_["sweep"]) < S.TUNE_MIN_N and max(live_["sweep"]) == lesson04.N
     assert live_["blocks"] and len(live_["repeats"]) >= 2 and set(live_["sweep"]) <= set(lesson04.SWEEP)
+    # every size below N takes the autotuner's first config untimed: no benchmark of every config in the notebook
+    assert all(n < S.TUNE_MIN_N for n in live_["sweep"][:-1]) and live_["accuracy_n"] < S.TUNE_MIN_N
 
 
 def test_the_roofline_and_the_profile_are_the_measuring_gpus_and_never_saved():
