@@ -20,7 +20,13 @@ from __future__ import annotations
 
 import time
 
+import torch
 from tqdm.auto import tqdm
+
+from .. import device, fusion, timing
+from ..dtypes import torch_dtype
+from ..kernels import sincos as S
+from ..kernels.resources import kernel_resources
 
 KEY = "lesson04"
 N = 2**28
@@ -39,8 +45,6 @@ LIVE = dict(progress=False, sweep=(2**10, 2**16, 2**22, N), blocks=(1024, NAIVE_
 
 
 def _methods(x, compiled_eager):
-    from ..kernels import sincos as S
-
     return {
         "unfused": lambda: S.sincos_unfused(x),
         "fused": lambda: S.sincos(x),
@@ -54,17 +58,11 @@ def _methods(x, compiled_eager):
 def launch_costs(launches: int = 1000) -> dict:
     """Tiny-launch costs in µs: do_bench time of a 1-element Triton kernel and of torch.sin (GPU side), and
     the CPU time per Triton launch (``launches`` back-to-back launches, wall clock)."""
-    import torch
-
-    from .. import timing
-    from ..kernels import sincos as S
-    from ..timing import time_ms
-
     x1 = torch.randn(1, device=timing.device())
     y1 = torch.empty_like(x1)
     launch = lambda: S.sin_kernel[(1,)](x1, y1, 1, BLOCK=1024)  # noqa: E731
-    triton_us = time_ms(launch, warmup_ms=10, rep_ms=100).median_ms * 1e3
-    torch_us = time_ms(lambda: torch.sin(x1), warmup_ms=10, rep_ms=100).median_ms * 1e3
+    triton_us = timing.time_ms(launch, warmup_ms=10, rep_ms=100).median_ms * 1e3
+    torch_us = timing.time_ms(lambda: torch.sin(x1), warmup_ms=10, rep_ms=100).median_ms * 1e3
     timing.synchronize()
     t0 = time.perf_counter()
     for _ in range(launches):
@@ -77,12 +75,6 @@ def launch_costs(launches: int = 1000) -> dict:
 def accuracy(n: int = ACCURACY_N, compiled_eager=None) -> dict:
     """Max absolute error against the float64 reference on normal inputs (fp32), per method; and, per 16-bit
     dtype, the fraction of elements where torch eager and the fused kernel differ."""
-    import torch
-
-    from .. import timing
-    from ..dtypes import torch_dtype
-    from ..kernels import sincos as S
-
     x = torch.randn(n, device=timing.device(), generator=torch.Generator(timing.device()).manual_seed(0))
     ref = S.sincos_ref(x)
     out = {"n": n, "fp32_max_abs_error": {}, "fast_math": S.FAST_MATH_AVAILABLE}
@@ -103,17 +95,11 @@ def accuracy(n: int = ACCURACY_N, compiled_eager=None) -> dict:
 def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> dict:
     """Registers, spills and ms at n for the fused kernel against BLOCK (num_warps 4, REPEAT 1) and against
     REPEAT (the autotuner's best BLOCK and num_warps at n)."""
-    import torch
-
-    from .. import fusion, timing
-    from ..kernels import sincos as S
-    from ..timing import time_ms
-
     x = torch.randn(n, device=timing.device(), generator=torch.Generator(timing.device()).manual_seed(0))
     rows = []
     for b in blocks:
         _, k = S.sincos_launch(x, block=b, num_warps=4)
-        t = time_ms(lambda: S.sincos(x, block=b, num_warps=4), warmup_ms=10, rep_ms=100)
+        t = timing.time_ms(lambda: S.sincos(x, block=b, num_warps=4), warmup_ms=10, rep_ms=100)
         rows.append(
             {
                 "study": "block",
@@ -129,7 +115,7 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
     b, w = _best(S.best_config(), S.INTERPRETER_BLOCK)
     for r in repeats:
         _, k = S.sincos_launch(x, block=b, num_warps=w, repeat=r)
-        t = time_ms(lambda: S.sincos(x, block=b, num_warps=w, repeat=r), warmup_ms=10, rep_ms=100)
+        t = timing.time_ms(lambda: S.sincos(x, block=b, num_warps=w, repeat=r), warmup_ms=10, rep_ms=100)
         rows.append(
             {
                 "study": "repeat",
@@ -150,8 +136,6 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
 def _resources(compiled) -> dict:
     """``kernel_resources`` of a launch, less its num_warps: a row keeps the num_warps it asked for (the
     interpreter compiles nothing and reports None)."""
-    from ..kernels.resources import kernel_resources
-
     res = kernel_resources(compiled)
     res.pop("num_warps")
     return res
@@ -177,13 +161,7 @@ def run(
     ``copy_bytes``: one buffer of the copy (``device.measure_copy_tbps``'s default if None); ``launches``: of
     the CPU launch-cost loop; ``compile_backend``: torch.compile's (inductor's C++ build on a CPU takes longer
     than a test, so the tests pass "eager")."""
-    import torch
-
-    from .. import device, fusion, timing
-    from ..kernels import sincos as S
-    from ..timing import require_gpu, time_ms
-
-    require_gpu("the lesson04 suite")
+    timing.require_gpu("the lesson04 suite")
     compiled_eager = torch.compile(S.sincos_eager, backend=compile_backend)
     dev = timing.device()
     gen = torch.Generator(dev).manual_seed(0)
@@ -203,7 +181,7 @@ def run(
             rows = []
             for name, fn in fns.items():
                 fn()  # compile / autotune outside the timing
-                t = time_ms(fn)
+                t = timing.time_ms(fn)
                 fused = name not in ("unfused", "eager")
                 rows.append(
                     {
@@ -233,7 +211,9 @@ def run(
                 x = torch.randn(m, device=dev, generator=gen)
                 for name, fn in _methods(x, compiled_eager).items():
                     fn()
-                    out["sweep"].append({"n": m, "method": name, "ms": time_ms(fn, warmup_ms=10, rep_ms=60).median_ms})
+                    out["sweep"].append(
+                        {"n": m, "method": name, "ms": timing.time_ms(fn, warmup_ms=10, rep_ms=60).median_ms}
+                    )
             del x
         else:
             out["pressure"] = pressure(n, blocks, repeats)
