@@ -27,6 +27,7 @@ from .. import device, fusion, timing
 from ..dtypes import torch_dtype
 from ..kernels import sincos as S
 from ..kernels.resources import kernel_resources
+from . import live
 
 KEY = "lesson04"
 N = 2**28
@@ -289,3 +290,55 @@ def report(data: dict, full: bool = False) -> str:
             f"warps/SM {r.get('resident_warps')}, {r['ms']:.4f} ms"
         )
     return "\n".join(lines)
+
+
+# ---- what notebook 04 shows from a record (measured now, or recorded: ``live``) -------------------------------
+
+#: The steps of notebook 04's build, in order: (label, method of the record's ``headline``).
+STEPS = (
+    (f"naive fused (BLOCK {NAIVE_BLOCK}, 4 warps)", "naive fused"),
+    ("+ autotuned BLOCK, num_warps", "fused"),
+    ("+ shared range reduction", "fused shared"),
+    ("fast sin/cos instead", "fused fast"),
+    ("torch.compile", "compile"),
+)
+
+
+def launch_and_copy(data: dict) -> tuple[float, float]:
+    """The launch-overhead model's inputs from a lesson04 record: Triton's launch cost (us) and the copy
+    bandwidth (TB/s) measured in the same run."""
+    return data["launch"]["triton_us"], data["copy_tbps"]
+
+
+def steps_table(data: dict) -> str:
+    """The build's steps (``STEPS``) from a lesson04 record, one line each: ms, torch.compile ms / ours, copy
+    bound ms / ours and the max |error| in fp32, then the copy bound of 8n bytes (``fusion.bytes_moved``)."""
+    ms = {r["method"]: r["ms"] for r in data["headline"]}
+    err = data["accuracy"]["fp32_max_abs_error"]
+    copy_ms = fusion.bytes_moved(data["n"], "fp32", True) / (data["copy_tbps"] * 1e12) * 1e3
+    lines = [f"{'version':36} {'ms':>7} {'compile/ours':>12} {'ours/copy':>9} {'max |err|':>9}"]
+    for label, key in STEPS:
+        e = f"{err[key]:9.1e}" if key in err else f"{'-':>9}"
+        lines.append(f"{label:36} {ms[key]:7.3f} {ms['compile'] / ms[key]:12.2f} {copy_ms / ms[key]:9.2f} {e}")
+    lines.append(f"{'copy bound (8n bytes)':36} {copy_ms:7.3f}")
+    return "\n".join(lines)
+
+
+def launch_model_inputs(data: dict | None, where: str) -> dict:
+    """What the launch-model explorer draws: ``overhead_us`` and ``tbps`` with ``where`` they come from, and the
+    ``measured`` unfused and fused rows of the sweep. ``data``: a lesson04 record (``where``: its label) or
+    None, where the recording has no lesson04: then the overhead is the recorded time of the smallest vector
+    add of the roofline points and the bandwidth the recorded copy (``live.recall``)."""
+    if data is not None:
+        us, tbps = launch_and_copy(data)
+        measured = [r for r in data["sweep"] if r["method"] in ("unfused", "fused")]
+        return dict(overhead_us=us, tbps=tbps, where=where, measured=measured)
+    shown = live.recall(None)
+    adds = [p for p in shown.data["roofline_points"] if p["name"].startswith("vector add")]
+    small = min(adds, key=lambda p: p["bytes_moved"])
+    return dict(
+        overhead_us=small["time_ms"] * 1e3,
+        tbps=shown.data["profile"]["copy_tbps"],
+        where=f"overhead = {small['name']} time, bandwidth = copy; {shown.where}",
+        measured=[],
+    )

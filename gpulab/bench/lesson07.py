@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 
 import gpulab
 
-from .. import dtypes, hardware, plan, tiling, timing
+from .. import dtypes, hardware, memory, plan, reference, tiling, timing
 from ..kernels import matmul as mm
 from ..kernels import matmul_steps
 from ..kernels.matmul import MatmulConfig
@@ -48,7 +48,7 @@ from ..precision import _with_precision
 from ..tolerances import relative_error
 from ..waves import alignment_split, model_correlation, sweep_rates, sweep_timing
 from ..waves import matmul_tflops as tflops  # every rate of this suite (tools/tune_matmul.py imports it here)
-from . import planned
+from . import live, planned
 
 KEY = "lesson07"
 HEADLINE_NS = (4096, 8192)
@@ -744,5 +744,137 @@ def report(data: dict, full: bool = False) -> str:
         lines.append(
             f"  {m:6}: {sp['aligned_mean_tflops']:6.1f} / {sp['misaligned_mean_tflops']:6.1f}; failed points "
             f"{sp['failed']}; correlation with the wave model (aligned N) {model_correlation(s, m):.2f}"
+        )
+    return "\n".join(lines)
+
+
+# ---- what notebooks 07 and 07b show: measured now, or the recording, and the lines read from it ---------------
+
+
+def recorded_roofs(gpu: str = reference.DEFAULT_GPU) -> live.Shown:
+    """The roofs notebook 07 counts the build against, from the recording of ``gpu``: ``data`` holds
+    ``profile`` (the device profile), ``fp16_tflops`` (its fp16 matmul rate at 8192^3, TFLOP/s) and
+    ``l2_tbps`` (lesson 00's L2 plateau, ``memory.fit_record``, TB/s); ``where`` says whose recording.
+    Raises KeyError naming the key when the file lacks the profile or lesson 00."""
+    shown = live.recall(None, gpu)
+    for key in ("profile", "lesson00"):
+        if key not in shown.data:
+            raise KeyError(f"{reference.path_for(gpu)} has no {key!r}: record it (python -m gpulab.bench --record)")
+    mem = shown.data["lesson00"]
+    l2 = memory.fit_record(mem, hardware.get(mem["device"]["name"]))["plateaus"]["L2"]
+    profile = shown.data["profile"]
+    return live.Shown(
+        dict(profile=profile, fp16_tflops=profile["matmul_tflops"]["fp16"], l2_tbps=l2), shown.where, False
+    )
+
+
+def build_now_or_recorded() -> live.Shown:
+    """The build (``run(**LIVE_BUILD)``) measured now where ``timing.live()``, else the recording's; ``data``
+    None, with "no GPU recording of the build yet", when the record has no build."""
+    shown = live.measure_or_recall(KEY, lambda: run(**LIVE_BUILD))
+    if shown.data and "build" in shown.data:
+        return shown
+    return live.Shown(None, "no GPU recording of the build yet", shown.live)
+
+
+def _by(rows, *keys) -> dict:
+    return {tuple(r[k] for k in keys): r for r in rows}
+
+
+def kernel_ratios(data: dict, dtype: str = "bf16", awkward_n: int = 1793) -> str:
+    """Three lines from a record: per headline N, the tuned pointer kernel's ratio (with its config) and the
+    fast path's (TMA, persistent loop); at ``awkward_n``, the masked pointer kernel's and the padded TMA path's,
+    eager and in a CUDA graph. Ratio: torch ms / gpulab ms."""
+    head = _by([r for r in data["headline"] if r["dtype"] == dtype], "method", "n")
+    lines = [
+        f"{n}³: tuned pointer kernel {head[('gpulab pointer', n)]['ratio']:.2f} ({head[('gpulab pointer', n)]['config']}); "
+        f"+ TMA and persistent loop {head[('gpulab', n)]['ratio']:.2f}"
+        for n in sorted({n for m, n in head if m == "gpulab pointer"})
+    ]
+    awk = _by(data["awkward"], "method", "n")
+    g = awk[("gpulab", awkward_n)]
+    lines.append(
+        f"{awkward_n}³ (odd rows): masked pointer kernel {awk[('gpulab pointer (masked)', awkward_n)]['ratio']:.2f} "
+        f"eager; padded TMA {g['ratio']:.2f} eager, {g['graph_ratio']:.2f} in a CUDA graph"
+    )
+    return "\n".join(lines)
+
+
+def cublas_rates(data: dict, dtype: str = "fp16") -> str:
+    """One line: torch.matmul's (cuBLAS) TFLOP/s at each headline N in ``dtype``."""
+    rates = {r["n"]: r["tflops"] for r in data["headline"] if r["method"] == "torch" and r["dtype"] == dtype}
+    ns = sorted(rates)
+    return f"cuBLAS {dtype}: " + ", ".join(f"{rates[n]:.0f} TFLOP/s at {n}³" for n in ns) + " (recorded headline)"
+
+
+def tile_lines(data: dict) -> str:
+    """Two lines: the fp32 tile study at T = 64 and 128 (registers spilled), and fp32 against cuBLAS with TF32
+    and with exact IEEE inputs."""
+    t = _by(data["tiles"], "dtype", "T")
+    fp32 = {r["precision"]: r for r in data["fp32"] if r["method"] == "gpulab"}
+    return (
+        f"fp32 T = 64: {t[('fp32', 64)]['tflops']:.1f} TFLOP/s; T = 128: {t[('fp32', 128)]['tflops']:.1f} "
+        f"({t[('fp32', 128)]['n_spills']} registers spilled)\n"
+        f"fp32 against cuBLAS at {fp32['tf32']['n']}³: TF32 inputs {fp32['tf32']['ratio']:.2f}x, "
+        f"exact IEEE inputs {fp32['ieee']['ratio']:.2f}x"
+    )
+
+
+def awkward_table(data: dict) -> str:
+    """The awkward sizes as a table (one line per N and method, the copy left out: it has no FLOP rate and is
+    part of gpulab's time): CUDA-graph us and ratio, eager us and ratio, the kernels alone (us)."""
+    lines = [f"{'N':>5} {'method':24} {'graph us':>9} {'ratio':>6} {'eager us':>9} {'ratio':>6} {'kernels us':>10}"]
+    for r in data["awkward"]:
+        if r["method"] == COPY_METHOD:
+            continue
+        g = f"{r['graph_ms'] * 1e3:9.1f} {r['graph_ratio']:6.2f}" if r.get("graph_ms") else f"{'-':>9} {'-':>6}"
+        k = f"{r['gpu_kernel_ms'] * 1e3:10.1f}" if r.get("gpu_kernel_ms") else ""
+        lines.append(f"{r['n']:5} {r['method']:24} {g} {r['ms'] * 1e3:9.1f} {r['ratio']:6.2f} {k}".rstrip())
+    return "\n".join(lines)
+
+
+def graph_and_eager(data: dict) -> str:
+    """Per awkward N: gpulab's ratio in a CUDA graph and eager, and eager - graph, the time per call the GPU
+    waits for the CPU (us and share of the eager call)."""
+    by = _by(data["awkward"], "method", "n")
+    lines = []
+    for n in sorted(n for m, n in by if m == "gpulab"):
+        g = by[("gpulab", n)]
+        cpu_us = (g["ms"] - g["graph_ms"]) * 1e3
+        lines.append(
+            f"{n}: gpulab {g['graph_ratio']:.2f}x cuBLAS in the graph, {g['ratio']:.2f}x eager; eager - graph = "
+            f"{cpu_us:5.1f} us per call the GPU waits for the CPU ({cpu_us / (g['ms'] * 1e3):.0%} of the eager call)"
+        )
+    return "\n".join(lines)
+
+
+def alignment_lines(data: dict) -> str:
+    """Per N of the alignment study: the pointer kernel's global loads and async copies by bytes per
+    instruction (from its PTX)."""
+    return "\n".join(
+        f"pointer kernel compiled for N = {r['n']}: global loads by bytes per instruction "
+        f"{r['ld.global bytes per instruction']}, async copies to shared memory by bytes {r['cp.async bytes per instruction']}"
+        for r in data["alignment"]
+    )
+
+
+def sweep_lines(data: dict, n: int = 1793) -> str:
+    """Three lines: at ``n``, the dense sweep's ratio (eager, with the sweep's date) beside the awkward table's
+    (graph and eager, with the record's date); per method, the mean rate over aligned and other N and the
+    correlation with the wave model over aligned N."""
+    s = data["sweep"]
+    i = s["ns"].index(n)
+    g = _by(data["awkward"], "method", "n")[("gpulab", n)]
+    sweep_date = data.get("step_provenance", {}).get("sweep", data["provenance"]).get("date", "?")
+    lines = [
+        f"sweep at {n} ({sweep_timing(s).split(' (')[0]}, {sweep_date}): gpulab {s['torch_ms'][i] / s['gpulab_ms'][i]:.2f}x "
+        f"cuBLAS; awkward table (graph and eager, {data['provenance']['date']}): {g['graph_ratio']:.2f}x and {g['ratio']:.2f}x"
+    ]
+    for method in ("torch", "gpulab"):
+        sp = alignment_split(s, method)
+        lines.append(
+            f"{method:6}: mean {sp['aligned_mean_tflops']:6.1f} TFLOP/s where N % 8 == 0, "
+            f"{sp['misaligned_mean_tflops']:6.1f} elsewhere; correlation with the wave model over aligned N: "
+            f"{model_correlation(s, method):.2f}"
         )
     return "\n".join(lines)
