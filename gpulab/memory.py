@@ -166,6 +166,42 @@ def fit_little(warps, tbps, bytes_per_warp: float, linear_below: float = 0.5) ->
     return latency_ns, peak
 
 
+# --- A measured record beside the models -------------------------------------------------------------------
+
+
+def fit_record(data: dict, spec: hardware.GPUSpec | None = None) -> dict:
+    """The models of this module fitted to a lesson00 record (``gpulab.bench.lesson00.run``: ``device``,
+    ``staircase`` rows of working_set, tbps, l2_only; ``latency`` rows of warps, tbps), for ``spec`` (default: the
+    table's entry for the recorded GPU).
+
+    ``plateaus``: {level: TB/s}, None where the GPU is not in the table; the L1 plateau from the working
+    sets every program reads whole, the L2 and HBM plateaus from those shared out (each SM reading its own
+    share, the usual case: a set every SM reads is served faster by the L2). ``little``: (latency_ns,
+    peak_tbps), None when the record has no latency sweep."""
+    spec = spec or hardware.find(data["device"]["name"])
+    st = data["staircase"]
+    plateaus = None
+    if spec is not None and spec.l2_kib is not None and st:
+
+        def fit(rows):
+            return (
+                fit_plateaus([r["working_set"] for r in rows], [r["tbps"] for r in rows], spec)
+                if rows
+                else dict.fromkeys(("L1/shared", "L2", "HBM"))
+            )
+
+        whole = fit([r for r in st if not r["l2_only"]])
+        shared = fit([r for r in st if r["l2_only"]])
+        plateaus = {"L1/shared": whole["L1/shared"], "L2": shared["L2"], "HBM": shared["HBM"]}
+    rows = data["latency"]["rows"]
+    little = (
+        fit_little([r["warps"] for r in rows], [r["tbps"] for r in rows], data["latency"]["bytes_per_warp"])
+        if rows
+        else None
+    )
+    return dict(spec=spec, plateaus=plateaus, little=little)
+
+
 # --- The ridge point across generations ---------------------------------------------------------------------
 
 

@@ -261,3 +261,21 @@ def effective_tbps(n: int, itemsize: int, time_ms: float, transfers: int = 2) ->
     n, itemsize = validate.integer("n", n), validate.positive_int("itemsize", itemsize)
     transfers, time_ms = validate.positive_int("transfers", transfers), validate.positive("time_ms", time_ms)
     return transfers * n * itemsize / (time_ms * 1e-3) / 1e12
+
+
+# ---- a measured record beside the model ---------------------------------------------------------------------
+
+
+def stride_model_rows(data: dict, sector_bytes=(32, 64, 128)) -> list[dict]:
+    """Per measured stride of a lesson06 record (``gpulab.bench.lesson06.run``: ``copy_tbps`` and ``stride``
+    with ``itemsize`` and rows of stride, ours_tbps): the sector model's effective TB/s at each granule
+    (``sector_bytes``, bytes; ``predicted_tbps`` from the record's copy bandwidth), and measured / model at the
+    first granule."""
+    rows = []
+    for r in data["stride"]["rows"]:
+        m = {
+            g: predicted_tbps(r["stride"], data["stride"]["itemsize"], data["copy_tbps"], sector_bytes=g)
+            for g in sector_bytes
+        }
+        rows.append({"stride": r["stride"], "model_tbps": m, "ours_over_model": r["ours_tbps"] / m[sector_bytes[0]]})
+    return rows

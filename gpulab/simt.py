@@ -251,3 +251,26 @@ def group_by_cost(trips) -> np.ndarray:
     """
     t = _check_trips(trips)
     return np.argsort(-t, kind="stable")
+
+
+# ---- a measured record beside the model ---------------------------------------------------------------------
+
+
+def measured_rows(data: dict) -> list[dict]:
+    """Every measured variant of a lesson02 record (``gpulab.bench.lesson02.run``: ``path_a``, ``path_b``,
+    ``where``, ``uniform``, ``loop``) as ``dict(name, measured_ms, p20_ms, p80_ms, predicted_ms)`` (predicted_ms is
+    None for the paths alone, which calibrate the model)."""
+    out = [
+        dict(
+            name=f"path {w} alone",
+            predicted_ms=None,
+            **{k: data[f"path_{w.lower()}"][k] for k in ("median_ms", "p20_ms", "p80_ms")},
+        )
+        for w in "AB"
+    ]
+    for r in out:
+        r["measured_ms"] = r.pop("median_ms")
+    out += [dict(r, name=f"(a) where, {r['fraction_a']:.0%} A") for r in data["where"]]
+    out += [dict(r, name=f"(b) uniform if, {r['fraction_a']:.0%} blocks A") for r in data["uniform"]]
+    out += [dict(r, name=f"(c) loop, {r['frac_expensive']:.1%} exp., {r['layout']}") for r in data["loop"]["rows"]]
+    return out

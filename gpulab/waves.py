@@ -24,6 +24,7 @@ does not predict the time.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 from . import hardware, validate
@@ -176,3 +177,64 @@ def predicted_tflops(
     validate.positive_int("K", K)
     full_rate_tflops = validate.positive("full_rate_tflops", full_rate_tflops)
     return full_rate_tflops * plan(M, N, tile, sms=sms, gpu=gpu, blocks_per_sm=blocks_per_sm).efficiency
+
+
+# ---- a measured sweep beside the model (``measured``: a lesson07 record's ``sweep``) ---------------------
+
+
+def matmul_tflops(n: int, ms: float) -> float:
+    """TFLOP/s of one ``n x n x n`` matmul that takes ``ms`` milliseconds: ``2 n^3`` FLOPs (``matmul.counts``).
+    Raises ValueError naming ``n`` or ``ms`` unless both are positive."""
+    return 2 * validate.positive_int("n", n) ** 3 / (validate.positive("ms", ms) * 1e-3) / 1e12
+
+
+def sweep_timing(measured: dict) -> str:
+    """How a measured sweep's points were timed: its ``timing`` ("CUDA graph replay": the GPU's time) or, in records made
+    before sweeps used graphs, eager calls (each point includes the CPU's launch cost)."""
+    return measured.get("timing", "eager calls (each point includes the CPU's launch cost)")
+
+
+def sweep_rates(measured: dict, method: str) -> list:
+    """TFLOP/s per N of ``method`` ("torch" or "gpulab": ``measured[f"{method}_ms"]``), None where the point
+    failed (its ms is None)."""
+    return [None if ms is None else matmul_tflops(n, ms) for n, ms in zip(measured["ns"], measured[f"{method}_ms"])]
+
+
+def alignment_split(measured: dict, method: str, multiple: int = 8) -> dict:
+    """Mean TFLOP/s of ``method`` over N divisible by ``multiple`` (rows 16-byte aligned in 16-bit) and over
+    the other N (NaN where none), and how many points failed."""
+    multiple = validate.positive_int("multiple", multiple)
+    rates = sweep_rates(measured, method)
+    al = [r for n, r in zip(measured["ns"], rates) if r is not None and n % multiple == 0]
+    mis = [r for n, r in zip(measured["ns"], rates) if r is not None and n % multiple]
+    mean = lambda v: sum(v) / len(v) if v else float("nan")  # noqa: E731
+    return {
+        "aligned_mean_tflops": mean(al),
+        "misaligned_mean_tflops": mean(mis),
+        "failed": sum(r is None for r in rates),
+    }
+
+
+def wave_model(measured: dict) -> list[float]:
+    """The model's efficiency (tile x wave, ``sweep``) per N of a measured sweep, for its ``tile`` on its
+    ``sms``."""
+    return sweep(measured["ns"], tuple(measured["tile"]), sms=measured["sms"])
+
+
+def model_correlation(measured: dict, method: str = "gpulab", multiple: int = 8) -> float:
+    """``measured``: a lesson07 record's ``sweep`` (``ns``, ``tile``, ``sms``, ``<method>_ms``). Pearson correlation between the measured TFLOP/s of ``method`` and the wave model's efficiency over the
+    N divisible by ``multiple`` (so that alignment does not enter): how much of the wiggle the tile/wave model
+    explains. NaN with fewer than three such points or no variation."""
+    eff = wave_model(measured)
+    pairs = [
+        (r, e)
+        for n, r, e in zip(measured["ns"], sweep_rates(measured, method), eff)
+        if r is not None and n % multiple == 0
+    ]
+    if len(pairs) < 3:
+        return float("nan")
+    xs, ys = zip(*pairs)
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    cov = sum((x - mx) * (y - my) for x, y in pairs)
+    vx, vy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+    return cov / math.sqrt(vx * vy) if vx and vy else float("nan")

@@ -7,6 +7,7 @@ import json
 import pytest
 
 import gpulab
+from gpulab import memory
 from gpulab.bench import lesson00
 from gpulab.timing import Timing
 
@@ -105,5 +106,5 @@ def test_report_on_recorded_style_data():
     assert "L1/shared 30.00 TB/s" in text and "L2 10.00 TB/s" in text and "HBM 4.40 TB/s" in text
     assert "latency 900 ns" in text  # the made-up sweep's latency, found by the fit
     assert len(lesson00.report(data, full=True).splitlines()) > 15
-    fit = lesson00.fits(data)
+    fit = memory.fit_record(data)
     assert fit["plateaus"]["L2"] == 10.0 and fit["little"][1] == 4.3

@@ -6,6 +6,7 @@ import json
 import pytest
 
 import gpulab
+from gpulab import waves
 from gpulab.bench import lesson07
 from gpulab.timing import Timing
 
@@ -74,7 +75,7 @@ def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
     assert data["correctness"]["gpulab"]["rel_error"] < 1e-3
     text = lesson07.report(data, full=True)
     assert "dense sweep" in text and "target" in text.lower()
-    assert len(lesson07.wave_model(data["sweep"])) == 6
+    assert len(waves.wave_model(data["sweep"])) == 6
     steps = [r["step"] for r in data["build"]]
     assert steps == ["no reuse", "tiled", "grouped", "pipelined", "fast path", "torch"]
     by_step = {r["step"]: r for r in data["build"]}
@@ -141,8 +142,8 @@ def test_merge_record_keeps_the_provenance_of_what_was_not_run():
 
 
 def test_tflops_of_an_n_cubed_matmul():
-    assert lesson07.tflops(1000, 2.0) == pytest.approx(1.0)  # 2e9 FLOPs in 2 ms: 1e12 FLOP/s
-    assert lesson07.tflops(4096, 1.0) == pytest.approx(137.438953472)
+    assert waves.matmul_tflops(1000, 2.0) == pytest.approx(1.0)  # 2e9 FLOPs in 2 ms: 1e12 FLOP/s
+    assert waves.matmul_tflops(4096, 1.0) == pytest.approx(137.438953472)
 
 
 def test_sweep_helpers_on_a_made_up_record():
@@ -153,12 +154,12 @@ def test_sweep_helpers_on_a_made_up_record():
         "tile": [256, 128],
         "sms": 108,
     }
-    rates = lesson07.sweep_rates(s, "torch")
+    rates = waves.sweep_rates(s, "torch")
     assert rates[0] == pytest.approx(2 * 1792**3 / 1e9) and rates[2] is None
-    split = lesson07.alignment_split(s, "torch")
+    split = waves.alignment_split(s, "torch")
     assert split["failed"] == 1 and split["aligned_mean_tflops"] == pytest.approx(rates[0])
     assert split["misaligned_mean_tflops"] == pytest.approx(rates[1])
-    assert lesson07.wave_model(s)[0] == pytest.approx(98 / 108)
+    assert waves.wave_model(s)[0] == pytest.approx(98 / 108)
 
 
 def test_merge_record_adds_the_autotuners_choices_instead_of_replacing_them():
@@ -170,5 +171,5 @@ def test_merge_record_adds_the_autotuners_choices_instead_of_replacing_them():
 
 
 def test_sweep_timing_reads_old_and_new_records():
-    assert lesson07.sweep_timing({"timing": "CUDA graph replay"}) == "CUDA graph replay"
-    assert lesson07.sweep_timing({}).startswith("eager calls")
+    assert waves.sweep_timing({"timing": "CUDA graph replay"}) == "CUDA graph replay"
+    assert waves.sweep_timing({}).startswith("eager calls")

@@ -12,7 +12,7 @@ import torch
 import gpulab  # first: it sets TRITON_INTERPRET=1 when there is no GPU  # isort: skip
 import triton
 
-from gpulab import figures
+from gpulab import figures, simt
 from gpulab.bench import lesson02
 from gpulab.kernels import divergence as dv
 from gpulab.timing import Timing
@@ -185,7 +185,7 @@ def test_suite_pipeline_with_a_fake_timer():
     text = lesson02.report(data)
     assert "(a) tl.where" in text and "(b) uniform if" in text and "sorted" in text
     fig = figures.lesson02.variants_figure(data, "fake timer")
-    assert len(fig.data) == 2 and len(fig.data[0].y) == len(lesson02.rows(data)) == 2 + 2 + 2 + 2
+    assert len(fig.data) == 2 and len(fig.data[0].y) == len(simt.measured_rows(data)) == 2 + 2 + 2 + 2
 
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="checks interpreter behaviour")

@@ -9,6 +9,9 @@ Layers, bottom up (DESIGN.md, "The package, in layers"):
 2 kernels: Triton kernels with launchers, float64 references and hand counts
 3 measuring: the device profile, hardware counters
 4 suites, figures, widgets, exercises, targets: what the notebooks call
+
+Inside layer 4, suites measure and models interpret: a figure never imports a suite (``gpulab.bench``); what
+it needs to read a record lives in the models (``memory.fit_record``, ``waves.sweep_rates``, ...).
 """
 
 import ast
@@ -102,6 +105,38 @@ def test_no_upward_import(mod):
     assert not up, f"{mod} (layer {layer(mod)}) imports higher layers: " + ", ".join(f"{t} ({layer(t)})" for t in up)
 
 
+#: Inside layer 4: modules under the first name never import those under the second.
+APART = [("gpulab.figures", "gpulab.bench")]
+
+
+def _under(mod: str, pkg: str) -> bool:
+    return mod == pkg or mod.startswith(pkg + ".")
+
+
+@pytest.mark.parametrize("low, high", APART)
+def test_figures_never_import_the_suites(low, high):
+    bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if _under(m, low) for t in ts if _under(t, high))
+    assert not bad, f"{low} imports {high} (suites measure, models interpret): " + ", ".join(bad)
+
+
+def late_imports(path: pathlib.Path) -> list[str]:
+    """Imports inside a function of ``path`` whose line carries no comment saying why they are there."""
+    lines = path.read_text().splitlines()
+    out = []
+    for fn in ast.walk(ast.parse("\n".join(lines))):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and "#" not in lines[node.lineno - 1]:
+                    out.append(f"{path.name}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return out
+
+
+@pytest.mark.parametrize("pkg", ["bench", "figures"])
+def test_suites_and_figures_import_at_the_top(pkg):
+    late = [x for p in sorted((ROOT / pkg).glob("*.py")) if p.name != "__main__.py" for x in late_imports(p)]
+    assert not late, f"gpulab/{pkg}: imports inside functions without a comment saying why: " + "; ".join(late)
+
+
 def test_no_cycles():
     graph = {m: {t for t in ts if t != "gpulab"} for m, ts in GRAPH.items()}
     state, stack, cycles = {}, [], []
@@ -121,6 +156,19 @@ def test_no_cycles():
         if m not in state:
             visit(m)
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_checker_sees_a_figure_importing_a_suite(tmp_path):
+    fake = tmp_path / "lesson07.py"
+    fake.write_text("from ..bench import lesson07\n")
+    found = imports("gpulab.figures.lesson07", fake, set(modules()))
+    assert found == {"gpulab.bench.lesson07"} and any(_under(t, "gpulab.bench") for t in found)
+
+
+def test_a_late_import_needs_its_reason(tmp_path):
+    fake = tmp_path / "x.py"
+    fake.write_text("def f():\n    import torch\n\n\ndef g():\n    import triton  # only on a GPU\n")
+    assert late_imports(fake) == ["x.py:2: import torch"]
 
 
 def test_the_checker_sees_an_upward_arrow(tmp_path):

@@ -246,3 +246,34 @@ def test_a_notebooks_live_cell_runs_its_live_branch_under_the_clock(
     out = capsys.readouterr().out
     assert timing.FAKE_LABEL in out or any(timing.FAKE_LABEL in str(f.layout.title.text) for f in no_show)
     assert ns[reads] and "recorded on" not in out and len(out.splitlines()) <= 15
+
+
+def test_lesson04_reads_the_launch_model_from_a_record_or_from_the_roofline_points(monkeypatch):
+    data = {"launch": {"triton_us": 3.0}, "copy_tbps": 2.0, "sweep": [{"method": "fused"}, {"method": "eager"}]}
+    assert lesson04.launch_and_copy(data) == (3.0, 2.0)
+    got = lesson04.launch_model_inputs(data, "here")
+    assert got == dict(overhead_us=3.0, tbps=2.0, where="here", measured=[{"method": "fused"}])
+    points = [
+        {"name": "vector add big", "bytes_moved": 100, "time_ms": 0.5},
+        {"name": "vector add small", "bytes_moved": 10, "time_ms": 0.004},
+        {"name": "relu tiny", "bytes_moved": 1, "time_ms": 9.0},
+    ]
+    fake = {"provenance": {"gpu": "G"}, "profile": {"copy_tbps": 4.5}, "roofline_points": points}
+    monkeypatch.setitem(live._LOADED, reference.DEFAULT_GPU, fake)
+    got = lesson04.launch_model_inputs(None, "unused")
+    assert (got["overhead_us"], got["tbps"], got["measured"]) == (4.0, 4.5, [])  # 0.004 ms: the smallest add
+    assert got["where"].startswith("overhead = vector add small time") and "recorded on G" in got["where"]
+
+
+def test_lesson04_steps_table_against_the_copy_bound():
+    ms = {"naive fused": 4.0, "fused": 2.0, "fused shared": 1.0, "fused fast": 1.0, "compile": 2.0}
+    data = {
+        "n": 2**20,
+        "copy_tbps": 8 * 2**20 / 1e9,  # 8n bytes in 1 ms
+        "headline": [{"method": m, "ms": v} for m, v in ms.items()],
+        "accuracy": {"fp32_max_abs_error": {"fused": 1e-7}},
+    }
+    lines = lesson04.steps_table(data).splitlines()
+    assert len(lines) == 2 + len(lesson04.STEPS) and lines[-1].split()[-1] == "1.000"
+    fused = next(line for line in lines if line.startswith("+ autotuned"))
+    assert fused.split()[-4:] == ["2.000", "1.00", "0.50", "1.0e-07"]  # compile/ours 2/2, copy/ours 1/2

@@ -178,3 +178,60 @@ def test_untimed_takes_the_first_candidate_and_caches_nothing(monkeypatch):
     with _autotune.untimed():
         assert _autotune.pick(("k", 1), ["a", "b"], lambda: pytest.fail("timed a candidate")) == "a"
     assert _autotune.cached(("k", 1)) is None
+
+
+# ---- what notebooks 07 and 07b print from a record: read in lesson07, labelled by live.recall ----------------
+
+MADE_UP_07 = {
+    "provenance": {"date": "d-record"},
+    "headline": [
+        {"method": "gpulab pointer", "n": 64, "dtype": "bf16", "ratio": 0.5, "config": "cfg-a"},
+        {"method": "gpulab", "n": 64, "dtype": "bf16", "ratio": 0.75},
+        {"method": "gpulab", "n": 64, "dtype": "fp16", "ratio": 9.0},
+        {"method": "torch", "n": 64, "dtype": "fp16", "tflops": 123.0},
+    ],
+    "awkward": [
+        {"method": "gpulab", "n": 7, "ms": 0.004, "graph_ms": 0.001, "ratio": 1.5, "graph_ratio": 3.0},
+        {"method": "gpulab pointer (masked)", "n": 7, "ms": 0.008, "ratio": 0.25},
+        {"method": lesson07.COPY_METHOD, "n": 7, "ms": 0.002},
+    ],
+    "sweep": {
+        "ns": [7, 8, 16, 24],
+        "torch_ms": [2.0, 1.0, 1.0, 1.0],
+        "gpulab_ms": [0.5, 1.0, 1.0, 1.0],
+        "tile": [8, 8],
+        "sms": 4,
+        "timing": "CUDA graph replay",
+    },
+}
+
+
+def test_lesson07_reads_the_lines_notebook_07_prints_from_a_record():
+    ratios = lesson07.kernel_ratios(MADE_UP_07, awkward_n=7).splitlines()
+    assert ratios == [
+        "64³: tuned pointer kernel 0.50 (cfg-a); + TMA and persistent loop 0.75",
+        "7³ (odd rows): masked pointer kernel 0.25 eager; padded TMA 1.50 eager, 3.00 in a CUDA graph",
+    ]
+    assert lesson07.cublas_rates(MADE_UP_07) == "cuBLAS fp16: 123 TFLOP/s at 64³ (recorded headline)"
+    # eager 4 us - graph 1 us = 3 us per call, 75 % of the eager call; the copy row has no rate: left out
+    assert "eager - graph =   3.0 us" in lesson07.graph_and_eager(MADE_UP_07) and "(75% of" in lesson07.graph_and_eager(
+        MADE_UP_07
+    )
+    table = lesson07.awkward_table(MADE_UP_07).splitlines()
+    assert len(table) == 3 and not any(lesson07.COPY_METHOD in line for line in table)
+    first = lesson07.sweep_lines(MADE_UP_07, n=7).splitlines()[0]
+    assert "4.00x cuBLAS" in first and "CUDA graph replay, d-record" in first and "3.00x and 1.50x" in first
+
+
+def test_the_roofs_and_the_build_say_where_they_come_from(monkeypatch):
+    roofs = lesson07.recorded_roofs()
+    assert roofs.where.startswith("no GPU here: recorded on") and not roofs.live
+    assert roofs.data["fp16_tflops"] == live.recorded()["profile"]["matmul_tflops"]["fp16"] > 0
+    assert 0 < roofs.data["l2_tbps"]
+    build = lesson07.build_now_or_recorded()
+    assert build.data is live.recorded()[lesson07.KEY] and build.where.startswith("no GPU here: recorded on")
+    monkeypatch.setitem(live._LOADED, "h200", {k: v for k, v in live.recorded().items() if k != "lesson00"})
+    with pytest.raises(KeyError, match="lesson00"):
+        lesson07.recorded_roofs()
+    monkeypatch.setitem(live._LOADED, "h200", {"provenance": {}, lesson07.KEY: {"headline": []}})
+    assert lesson07.build_now_or_recorded() == live.Shown(None, "no GPU recording of the build yet", False)

@@ -8,13 +8,13 @@ import triton.language as tl
 
 import gpulab  # first: it picks the mode (TRITON_INTERPRET) before Triton is imported
 from gpulab import tolerances
-from gpulab.kernels import matmul_steps as ms
+from gpulab.kernels import matmul_steps
 
-SMALL = ms.StepConfig(BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, num_warps=4, BLOCK=64)  # quick in the interpreter
+SMALL = matmul_steps.StepConfig(BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, num_warps=4, BLOCK=64)  # quick in the interpreter
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
-@pytest.mark.parametrize("step", ms.STEPS)
+@pytest.mark.parametrize("step", matmul_steps.STEPS)
 def test_every_step_matches_float64_on_awkward_shapes(step, dtype):
     seed = 11
     gen = torch.Generator().manual_seed(seed)
@@ -22,9 +22,9 @@ def test_every_step_matches_float64_on_awkward_shapes(step, dtype):
         a = torch.randn(M, K, generator=gen, dtype=torch.float64).to(dtype).to(gpulab.DEVICE)
         b = torch.randn(K, N, generator=gen, dtype=torch.float64).to(dtype).to(gpulab.DEVICE)
         out = torch.full((M, N), float("nan"), dtype=dtype, device=gpulab.DEVICE)  # poisoned: every element written
-        ms.matmul_step(a, b, step, SMALL, out=out)
+        matmul_steps.matmul_step(a, b, step, SMALL, out=out)
         tf32 = tolerances.declares_tf32(dtype)  # the steps' tl.dot declares no precision: Triton's default
-        msg = tolerances.matmul_mismatch(out, a, b, ms.matmul_ref(a, b).cpu(), tf32=tf32)
+        msg = tolerances.matmul_mismatch(out, a, b, matmul_steps.matmul_ref(a, b).cpu(), tf32=tf32)
         assert msg is None, f"{step} {dtype} M, N, K = {M, N, K} (seed {seed}): {msg}"
 
 
@@ -32,15 +32,15 @@ def test_strided_inputs():
     gen = torch.Generator().manual_seed(3)
     a = torch.randn(40, 50, generator=gen, dtype=torch.float64).half().to(gpulab.DEVICE).t()  # (50, 40), strided
     b = torch.randn(24, 40, generator=gen, dtype=torch.float64).half().to(gpulab.DEVICE).t()  # (40, 24)
-    for step in ms.STEPS:
-        c = ms.matmul_step(a, b, step, SMALL)
-        assert tolerances.matmul_mismatch(c, a, b, ms.matmul_ref(a, b).cpu()) is None, step
+    for step in matmul_steps.STEPS:
+        c = matmul_steps.matmul_step(a, b, step, SMALL)
+        assert tolerances.matmul_mismatch(c, a, b, matmul_steps.matmul_ref(a, b).cpu()) is None, step
 
 
 @triton.jit
 def _order_kernel(out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     pid = tl.program_id(0)
-    pid_m, pid_n = ms.launch_order(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = matmul_steps.launch_order(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
     tl.store(out_ptr + 2 * pid, pid_m)
     tl.store(out_ptr + 2 * pid + 1, pid_n)
 
@@ -59,24 +59,26 @@ def test_launch_order_by_hand():
 
 
 def test_step_counts_by_hand():
-    cfg = ms.StepConfig(BLOCK_M=128, BLOCK_N=64)
+    cfg = matmul_steps.StepConfig(BLOCK_M=128, BLOCK_N=64)
     # no reuse: 2 M N K elements; 4-byte elements
-    assert ms.step_counts("no reuse", 100, 200, 300, 4, cfg) == (2 * 100 * 200 * 300, 2 * 100 * 200 * 300 * 4)
+    assert matmul_steps.step_counts("no reuse", 100, 200, 300, 4, cfg) == (2 * 100 * 200 * 300, 2 * 100 * 200 * 300 * 4)
     # tiled, M = 100 (1 tile row of 128), N = 300 (5 tile columns of 64), K = 50: A read 5 times, B once
-    flops, nbytes = ms.step_counts("tiled", 100, 300, 50, 2, cfg)
+    flops, nbytes = matmul_steps.step_counts("tiled", 100, 300, 50, 2, cfg)
     assert nbytes == (5 * 100 * 50 + 1 * 50 * 300) * 2 == 80_000 and flops == 3_000_000
     # square N = 4096, T = 128 tiles, fp16: loads 2 N^3 / T, intensity T / s = 64 FLOP/byte
-    flops, nbytes = ms.step_counts("pipelined", 4096, 4096, 4096, 2, ms.StepConfig(128, 128))
+    flops, nbytes = matmul_steps.step_counts("pipelined", 4096, 4096, 4096, 2, matmul_steps.StepConfig(128, 128))
     assert nbytes == 2 * 4096**3 // 128 * 2 and flops / nbytes == 64
 
 
 def test_bad_arguments_are_named():
     a = torch.ones(4, 5, device=gpulab.DEVICE, dtype=torch.float16)
     with pytest.raises(ValueError, match="step must be one of"):
-        ms.matmul_step(a, a.t(), "fast")
+        matmul_steps.matmul_step(a, a.t(), "fast")
     with pytest.raises(ValueError, match="agree on K"):
-        ms.matmul_step(a, a, "tiled")
+        matmul_steps.matmul_step(a, a, "tiled")
     with pytest.raises(ValueError, match="out must be"):
-        ms.matmul_step(a, a.t().contiguous(), "tiled", out=torch.empty(4, 3, device=gpulab.DEVICE, dtype=torch.float16))
+        matmul_steps.matmul_step(
+            a, a.t().contiguous(), "tiled", out=torch.empty(4, 3, device=gpulab.DEVICE, dtype=torch.float16)
+        )
     with pytest.raises(TypeError):
-        ms.matmul_step(a.double(), a.t().double(), "tiled")
+        matmul_steps.matmul_step(a.double(), a.t().double(), "tiled")

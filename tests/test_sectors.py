@@ -228,7 +228,7 @@ def test_report_and_model_rows():
     data = _fake_suite_data()
     text = lesson06.report(data)
     assert text.count("target met") == 2 and "BELOW" not in text
-    m = lesson06.model_rows(data)
+    m = sec.stride_model_rows(data)
     assert [r["stride"] for r in m] == list(lesson06.STRIDES)
     assert math.isclose(m[0]["model_tbps"][32], 4.2) and math.isclose(m[-1]["model_tbps"][32], 4.2 * 2 / 9)
     assert math.isclose(m[-1]["ours_over_model"], (4.0 / 64) / (4.2 * 2 / 9))

@@ -23,7 +23,12 @@ from __future__ import annotations
 
 import math
 
+import torch
 from tqdm.auto import tqdm
+
+from .. import hardware, memory, timing
+from ..device import properties
+from ..kernels.read_bw import NUM_WARPS, copy_counts, copy_persistent, read_sum, read_sum_counts
 
 KEY = "lesson00"
 BLOCK = 1024  # fp32 elements per load: 4 KiB
@@ -44,8 +49,6 @@ INFO_KEYS = ("name", "sms", "regs_per_sm", "smem_per_sm", "l2_bytes", "memory_by
 def device_info(device: int = 0) -> dict:
     """This GPU's numbers as torch reports them (``gpulab.device.properties``; GPU or test clock): name, SMs,
     registers and shared memory per SM, L2 and memory in bytes, threads per SM."""
-    from ..device import properties
-
     p = properties(device)
     return {k: p[k] for k in INFO_KEYS}
 
@@ -56,8 +59,6 @@ def anatomy(info: dict, spec=None) -> str:
     table's entry for ``info["name"]``; None or unknown: those lines are left out). Threads and registers per
     thread at full residency follow from torch's numbers: threads per SM x SMs, registers per SM / threads per
     SM (CUDA C++ Programming Guide, "Hardware Multithreading"). Raises KeyError when ``info`` lacks name or sms."""
-    from .. import hardware
-
     spec = spec if spec is not None else hardware.find(info["name"])
     sms, threads, regs = info["sms"], info.get("threads_per_sm"), info.get("regs_per_sm")
     lines = [f"{info['name']}: {sms} SMs (streaming multiprocessors)"]
@@ -98,8 +99,6 @@ def run(
     """Measure the staircase and the latency sweep on this GPU; returns a JSON-able dict (see ``report``).
     sizes: working sets in bytes (multiples of 4 KiB); copy_programs: grid sizes of the copy; copy_n: floats
     copied; target_bytes: bytes read per staircase launch. Raises NoGPUTimingError without a GPU."""
-    from .. import timing
-
     timing.require_gpu("lesson00's suite")
     data = _run(timing.time_ms, timing.device(), device_info(), progress, sizes, copy_programs, copy_n, target_bytes)
     return timing.stamp(data)
@@ -124,8 +123,6 @@ def staircase_plan(working_set: int, sms: int, l2_bytes: int | None = None, targ
     find it in the L2), and the loads skip the L1 (else the SMs' L1s together would hold a set as large as
     their sum, which on an H200 is more than half the L2).
     """
-    from ..kernels.read_bw import read_sum_counts
-
     n = working_set // 4
     programs = PROGRAMS_PER_SM * sms
     l2_only = working_set > replicate_limit(sms, l2_bytes)
@@ -163,10 +160,6 @@ def _expected_total(x, plan: dict) -> float:
 def _run(time_ms, device, info, progress, sizes, copy_programs, copy_n, target_bytes) -> dict:
     """``run`` with the timer, the device and the device's numbers passed in, so the tests can drive it in the
     interpreter with a fake timer (an interpreter run is never a GPU time)."""
-    import torch
-
-    from ..kernels.read_bw import NUM_WARPS, copy_counts, copy_persistent, read_sum
-
     sizes = sorted(int(s) for s in sizes)
     if not sizes or any(s % (4 * BLOCK) or s <= 0 for s in sizes):
         raise ValueError(f"sizes must be positive multiples of {4 * BLOCK} bytes, got {sizes}")
@@ -218,39 +211,6 @@ def _run(time_ms, device, info, progress, sizes, copy_programs, copy_n, target_b
     return out
 
 
-def fits(data: dict, spec=None) -> dict:
-    """The models fitted to a record, for ``spec`` (default: the table's entry for the recorded GPU).
-
-    ``plateaus``: {level: TB/s}, None where the GPU is not in the table; the L1 plateau from the working
-    sets every program reads whole, the L2 and HBM plateaus from those shared out (each SM reading its own
-    share, the usual case: a set every SM reads is served faster by the L2). ``little``: (latency_ns,
-    peak_tbps), None when the record has no latency sweep."""
-    from .. import hardware, memory
-
-    spec = spec or hardware.find(data["device"]["name"])
-    st = data["staircase"]
-    plateaus = None
-    if spec is not None and spec.l2_kib is not None and st:
-
-        def fit(rows):
-            return (
-                memory.fit_plateaus([r["working_set"] for r in rows], [r["tbps"] for r in rows], spec)
-                if rows
-                else dict.fromkeys(("L1/shared", "L2", "HBM"))
-            )
-
-        whole = fit([r for r in st if not r["l2_only"]])
-        shared = fit([r for r in st if r["l2_only"]])
-        plateaus = {"L1/shared": whole["L1/shared"], "L2": shared["L2"], "HBM": shared["HBM"]}
-    rows = data["latency"]["rows"]
-    little = (
-        memory.fit_little([r["warps"] for r in rows], [r["tbps"] for r in rows], data["latency"]["bytes_per_warp"])
-        if rows
-        else None
-    )
-    return dict(spec=spec, plateaus=plateaus, little=little)
-
-
 def _size(b: float) -> str:
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if b >= scale:
@@ -261,7 +221,7 @@ def _size(b: float) -> str:
 def report(data: dict, full: bool = False) -> str:
     """At most 15 lines (every point with ``full=True``): staircase points, the plateaus, the latency sweep
     and Little's-law fit."""
-    f = fits(data)
+    f = memory.fit_record(data)
     st, rows = data["staircase"], data["latency"]["rows"]
     lines = [
         f"{data['device']['name']}: fp32 reads, {data['programs_per_sm']} programs per SM, "

@@ -9,7 +9,12 @@ every kernel's time arithmetic rather than memory traffic (8 bytes per element);
 
 from __future__ import annotations
 
+import torch
 from tqdm.auto import tqdm
+
+from .. import timing
+from ..kernels import divergence as dv
+from ..simt import group_by_cost, loop
 
 KEY = "lesson02"
 FRACTIONS_A = (0.0, 0.25, 0.5, 0.75, 1.0)  # fraction of elements (a) or blocks (b) taking path A
@@ -41,8 +46,6 @@ def run(
     with every trip count 0 and one with every trip count ``expensive``. The sort for (c) is timed too
     (``sort_ms``), since grouping work by cost is not free when the data does not arrive grouped.
     """
-    from .. import timing
-
     timing.require_gpu("lesson02's suite")
     data = _run(
         timing.time_ms, timing.device(), progress, n, k_a, k_b, block, cheap, expensive, fractions_a, fracs_expensive
@@ -53,11 +56,6 @@ def run(
 def _run(time_ms, device, progress, n, k_a, k_b, block, cheap, expensive, fractions_a, fracs_expensive) -> dict:
     """``run`` with the timer and the device passed in, so the tests can drive it in the interpreter with a
     fake timer (no timing in interpreter mode is ever a GPU time)."""
-    import torch
-
-    from ..kernels import divergence as dv
-    from ..simt import group_by_cost, loop
-
     k_a, k_b = k_a if k_a is not None else dv.K_A, k_b if k_b is not None else dv.K_B
     gen = torch.Generator(device=device).manual_seed(0)
     x = torch.randn(n, device=device, generator=gen) * 3
@@ -142,22 +140,3 @@ def report(data: dict) -> str:
         for r in lp["rows"]
     ]
     return "\n".join(lines)
-
-
-def rows(data: dict) -> list[dict]:
-    """Every measured variant as ``dict(name, measured_ms, p20_ms, p80_ms, predicted_ms)`` (predicted_ms is
-    None for the paths alone, which calibrate the model)."""
-    out = [
-        dict(
-            name=f"path {w} alone",
-            predicted_ms=None,
-            **{k: data[f"path_{w.lower()}"][k] for k in ("median_ms", "p20_ms", "p80_ms")},
-        )
-        for w in "AB"
-    ]
-    for r in out:
-        r["measured_ms"] = r.pop("median_ms")
-    out += [dict(r, name=f"(a) where, {r['fraction_a']:.0%} A") for r in data["where"]]
-    out += [dict(r, name=f"(b) uniform if, {r['fraction_a']:.0%} blocks A") for r in data["uniform"]]
-    out += [dict(r, name=f"(c) loop, {r['frac_expensive']:.1%} exp., {r['layout']}") for r in data["loop"]["rows"]]
-    return out

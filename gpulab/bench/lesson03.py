@@ -16,12 +16,16 @@ Notebook 03 calls the measuring functions one by one (``relu_rates``, ``matmul_r
 
 from __future__ import annotations
 
+import torch
 from tqdm.auto import tqdm
 
 import gpulab
 
+from .. import plan, timing, tolerances
 from .. import precision as P
-from .. import tolerances
+from ..device import matmul_fn
+from ..kernels.matmul_precision import matmul_precision
+from ..kernels.relu import relu
 
 KEY = "lesson03"
 RELU_N = 2**28
@@ -51,8 +55,6 @@ def choices(p) -> dict:
 
 def planned_features():
     """``precision.features`` of the GPU gpulab plans for (``plan.current()``; GPULAB_AS_GPU=T4 gives a T4's)."""
-    from .. import plan
-
     return choices(plan.current())["feats"]
 
 
@@ -62,19 +64,13 @@ def planned_features():
 def relu_rates(n: int, dtypes=tuple(P.RELU_DTYPES), warmup_ms: float = 50, rep_ms: float = 300) -> list[dict]:
     """gpulab's ReLU and torch.relu on n random elements per dtype: ms (median), GB/s (2n*itemsize bytes)
     and ratio = torch ms / gpulab ms (>= 1: as fast or faster). GPU only (raises NoGPUTimingError)."""
-    import torch
-
-    from .. import timing
-    from ..kernels.relu import relu
-    from ..timing import require_gpu, time_ms
-
-    require_gpu("ReLU bandwidth")
+    timing.require_gpu("ReLU bandwidth")
     rows = []
     gen = torch.Generator(device=timing.device()).manual_seed(0)
     for d in dtypes:
         x = torch.randn(n, device=timing.device(), generator=gen).to(P.RELU_DTYPES[d])
-        t_ours = time_ms(lambda: relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
-        t_torch = time_ms(lambda: torch.relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
+        t_ours = timing.time_ms(lambda: relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
+        t_torch = timing.time_ms(lambda: torch.relu(x), warmup_ms=warmup_ms, rep_ms=rep_ms)
         nbytes = P.relu_bytes(n, d)
         rows.append(
             dict(
@@ -95,29 +91,23 @@ def relu_rates(n: int, dtypes=tuple(P.RELU_DTYPES), warmup_ms: float = 50, rep_m
 def matmul_rates(n: int = MATMUL_N, dtypes=P.MATMUL_DTYPES) -> dict:
     """cuBLAS TFLOP/s per dtype for n x n x n (2n^3 FLOPs), None where the planned GPU lacks it
     (``precision.features``). GPU or test clock (raises NoGPUTimingError elsewhere)."""
-    from ..device import matmul_fn
-    from ..timing import require_gpu, time_ms
-
-    require_gpu("a matmul rate")
+    timing.require_gpu("a matmul rate")
     feats = planned_features()
     return {
-        d: (time_ms(matmul_fn(d, n), warmup_ms=50, rep_ms=200).rate(2 * n**3) if feats.has(d) else None) for d in dtypes
+        d: (timing.time_ms(matmul_fn(d, n), warmup_ms=50, rep_ms=200).rate(2 * n**3) if feats.has(d) else None)
+        for d in dtypes
     }
 
 
 def relu_study(n: int = RELU_N, sweep=RELU_SWEEP) -> dict:
     """The suite's ReLU steps: ``relu``, ``relu_rates(n)``, and ``relu_sweep``, ``relu_rates`` at each of ``sweep``
     (shorter budgets). GPU or test clock only."""
-    from .. import timing
-
     rows = sum((relu_rates(m, warmup_ms=10, rep_ms=60) for m in sweep), [])
     return timing.stamp({"relu": relu_rates(n), "relu_sweep": rows})
 
 
 def rates_study(n: int = MATMUL_N) -> dict:
     """The suite's ``matmul`` rates: ``{"n_rate": n, "tflops": matmul_rates(n)}``. GPU or test clock only."""
-    from .. import timing
-
     return timing.stamp({"n_rate": n, "tflops": matmul_rates(n)})
 
 
@@ -125,11 +115,6 @@ def triton_rates(n: int = TRITON_N) -> dict:
     """The suite's ``triton_matmul``: gpulab's Triton fp32 matmul, n x n x n, with input_precision "tf32" and
     "ieee": ``{"n": n, p: {"ms", "tflops", "error"}}`` (error from ``triton_matmul_errors``). GPU or test clock
     only."""
-    import torch
-
-    from .. import timing
-    from ..kernels.matmul_precision import matmul_precision
-
     timing.require_gpu("a Triton matmul rate")
     gen = torch.Generator(device=timing.device()).manual_seed(0)
     a = torch.randn(n, n, device=timing.device(), generator=gen)
@@ -148,10 +133,6 @@ def triton_rates(n: int = TRITON_N) -> dict:
 def triton_matmul_errors(n: int, seed: int = 0) -> dict:
     """Relative error of gpulab's Triton fp32 matmul with input_precision "tf32" and "ieee" on random
     normal n x n inputs, against float64. In the interpreter both are exact fp32."""
-    import torch
-
-    from ..kernels.matmul_precision import matmul_precision
-
     g = torch.Generator().manual_seed(seed)
     a = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
     b = torch.randn(n, n, generator=g).to(gpulab.DEVICE)
@@ -166,10 +147,6 @@ def accumulation_errors(ks, m: int = 16, seed: int = 0, positive: bool = False) 
     of C (m x m) against float64 of the same fp16 inputs. ``positive`` draws inputs from U(0, 1) (sums that
     only grow, where fp16 accumulation stalls) instead of N(0, 1). Returns {"k": [...], "fp16": [...],
     "fp32": [...], "m": m, "inputs": "N(0,1)" or "U(0,1)"}."""
-    import torch
-
-    from ..kernels.matmul_precision import matmul_precision
-
     g = torch.Generator().manual_seed(seed)
     out = {"k": [], "fp16": [], "fp32": [], "m": m, "inputs": "U(0,1)" if positive else "N(0,1)"}
     for k in ks:
@@ -194,10 +171,7 @@ def run(
     acc_m: int = ACC_M,
 ) -> dict:
     """Measure everything listed in the module docstring; returns a JSON-able dict. GPU only."""
-    from .. import timing
-    from ..timing import require_gpu
-
-    require_gpu("the lesson03 suite")
+    timing.require_gpu("the lesson03 suite")
     steps = ["relu", "relu sweep", "matmul rates", "matmul errors", "triton tf32/ieee", "accumulation"]
     bar = tqdm(steps, desc="lesson03", disable=not progress)
     out = {"relu": None, "relu_sweep": [], "matmul": {}, "triton_matmul": {}, "accumulation": {}}

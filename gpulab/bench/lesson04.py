@@ -20,7 +20,14 @@ from __future__ import annotations
 
 import time
 
+import torch
 from tqdm.auto import tqdm
+
+from .. import device, fusion, timing
+from ..dtypes import torch_dtype
+from ..kernels import sincos as S
+from ..kernels.resources import kernel_resources
+from . import live
 
 KEY = "lesson04"
 N = 2**28
@@ -41,8 +48,6 @@ LIVE = dict(progress=False, sweep=(2**10, 2**14, N), accuracy_n=2**15, blocks=(1
 
 
 def _methods(x, compiled_eager):
-    from ..kernels import sincos as S
-
     return {
         "unfused": lambda: S.sincos_unfused(x),
         "fused": lambda: S.sincos(x),
@@ -56,17 +61,11 @@ def _methods(x, compiled_eager):
 def launch_costs(launches: int = 1000) -> dict:
     """Tiny-launch costs in µs: do_bench time of a 1-element Triton kernel and of torch.sin (GPU side), and
     the CPU time per Triton launch (``launches`` back-to-back launches, wall clock)."""
-    import torch
-
-    from .. import timing
-    from ..kernels import sincos as S
-    from ..timing import time_ms
-
     x1 = torch.randn(1, device=timing.device())
     y1 = torch.empty_like(x1)
     launch = lambda: S.sin_kernel[(1,)](x1, y1, 1, BLOCK=1024)  # noqa: E731
-    triton_us = time_ms(launch, warmup_ms=10, rep_ms=100).median_ms * 1e3
-    torch_us = time_ms(lambda: torch.sin(x1), warmup_ms=10, rep_ms=100).median_ms * 1e3
+    triton_us = timing.time_ms(launch, warmup_ms=10, rep_ms=100).median_ms * 1e3
+    torch_us = timing.time_ms(lambda: torch.sin(x1), warmup_ms=10, rep_ms=100).median_ms * 1e3
     timing.synchronize()
     t0 = time.perf_counter()
     for _ in range(launches):
@@ -79,12 +78,6 @@ def launch_costs(launches: int = 1000) -> dict:
 def accuracy(n: int = ACCURACY_N, compiled_eager=None) -> dict:
     """Max absolute error against the float64 reference on normal inputs (fp32), per method; and, per 16-bit
     dtype, the fraction of elements where torch eager and the fused kernel differ."""
-    import torch
-
-    from .. import timing
-    from ..dtypes import torch_dtype
-    from ..kernels import sincos as S
-
     x = torch.randn(n, device=timing.device(), generator=torch.Generator(timing.device()).manual_seed(0))
     ref = S.sincos_ref(x)
     out = {"n": n, "fp32_max_abs_error": {}, "fast_math": S.FAST_MATH_AVAILABLE}
@@ -105,17 +98,11 @@ def accuracy(n: int = ACCURACY_N, compiled_eager=None) -> dict:
 def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> dict:
     """Registers, spills and ms at n for the fused kernel against BLOCK (num_warps 4, REPEAT 1) and against
     REPEAT (the autotuner's best BLOCK and num_warps at n)."""
-    import torch
-
-    from .. import fusion, timing
-    from ..kernels import sincos as S
-    from ..timing import time_ms
-
     x = torch.randn(n, device=timing.device(), generator=torch.Generator(timing.device()).manual_seed(0))
     rows = []
     for b in blocks:
         _, k = S.sincos_launch(x, block=b, num_warps=4)
-        t = time_ms(lambda: S.sincos(x, block=b, num_warps=4), warmup_ms=10, rep_ms=100)
+        t = timing.time_ms(lambda: S.sincos(x, block=b, num_warps=4), warmup_ms=10, rep_ms=100)
         rows.append(
             {
                 "study": "block",
@@ -131,7 +118,7 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
     b, w = _best(S.best_config(), S.INTERPRETER_BLOCK)
     for r in repeats:
         _, k = S.sincos_launch(x, block=b, num_warps=w, repeat=r)
-        t = time_ms(lambda: S.sincos(x, block=b, num_warps=w, repeat=r), warmup_ms=10, rep_ms=100)
+        t = timing.time_ms(lambda: S.sincos(x, block=b, num_warps=w, repeat=r), warmup_ms=10, rep_ms=100)
         rows.append(
             {
                 "study": "repeat",
@@ -152,8 +139,6 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
 def _resources(compiled) -> dict:
     """``kernel_resources`` of a launch, less its num_warps: a row keeps the num_warps it asked for (the
     interpreter compiles nothing and reports None)."""
-    from ..kernels.resources import kernel_resources
-
     res = kernel_resources(compiled)
     res.pop("num_warps")
     return res
@@ -179,13 +164,7 @@ def run(
     ``copy_bytes``: one buffer of the copy (``device.measure_copy_tbps``'s default if None); ``launches``: of
     the CPU launch-cost loop; ``compile_backend``: torch.compile's (inductor's C++ build on a CPU takes longer
     than a test, so the tests pass "eager")."""
-    import torch
-
-    from .. import device, fusion, timing
-    from ..kernels import sincos as S
-    from ..timing import require_gpu, time_ms
-
-    require_gpu("the lesson04 suite")
+    timing.require_gpu("the lesson04 suite")
     compiled_eager = torch.compile(S.sincos_eager, backend=compile_backend)
     dev = timing.device()
     gen = torch.Generator(dev).manual_seed(0)
@@ -205,7 +184,7 @@ def run(
             rows = []
             for name, fn in fns.items():
                 fn()  # compile / autotune outside the timing
-                t = time_ms(fn)
+                t = timing.time_ms(fn)
                 fused = name not in ("unfused", "eager")
                 rows.append(
                     {
@@ -235,7 +214,9 @@ def run(
                 x = torch.randn(m, device=dev, generator=gen)
                 for name, fn in _methods(x, compiled_eager).items():
                     fn()
-                    out["sweep"].append({"n": m, "method": name, "ms": time_ms(fn, warmup_ms=10, rep_ms=60).median_ms})
+                    out["sweep"].append(
+                        {"n": m, "method": name, "ms": timing.time_ms(fn, warmup_ms=10, rep_ms=60).median_ms}
+                    )
             del x
         else:
             out["pressure"] = pressure(n, blocks, repeats)
@@ -311,3 +292,55 @@ def report(data: dict, full: bool = False) -> str:
             f"warps/SM {r.get('resident_warps')}, {r['ms']:.4f} ms"
         )
     return "\n".join(lines)
+
+
+# ---- what notebook 04 shows from a record (measured now, or recorded: ``live``) -------------------------------
+
+#: The steps of notebook 04's build, in order: (label, method of the record's ``headline``).
+STEPS = (
+    (f"naive fused (BLOCK {NAIVE_BLOCK}, 4 warps)", "naive fused"),
+    ("+ autotuned BLOCK, num_warps", "fused"),
+    ("+ shared range reduction", "fused shared"),
+    ("fast sin/cos instead", "fused fast"),
+    ("torch.compile", "compile"),
+)
+
+
+def launch_and_copy(data: dict) -> tuple[float, float]:
+    """The launch-overhead model's inputs from a lesson04 record: Triton's launch cost (us) and the copy
+    bandwidth (TB/s) measured in the same run."""
+    return data["launch"]["triton_us"], data["copy_tbps"]
+
+
+def steps_table(data: dict) -> str:
+    """The build's steps (``STEPS``) from a lesson04 record, one line each: ms, torch.compile ms / ours, copy
+    bound ms / ours and the max |error| in fp32, then the copy bound of 8n bytes (``fusion.bytes_moved``)."""
+    ms = {r["method"]: r["ms"] for r in data["headline"]}
+    err = data["accuracy"]["fp32_max_abs_error"]
+    copy_ms = fusion.bytes_moved(data["n"], "fp32", True) / (data["copy_tbps"] * 1e12) * 1e3
+    lines = [f"{'version':36} {'ms':>7} {'compile/ours':>12} {'ours/copy':>9} {'max |err|':>9}"]
+    for label, key in STEPS:
+        e = f"{err[key]:9.1e}" if key in err else f"{'-':>9}"
+        lines.append(f"{label:36} {ms[key]:7.3f} {ms['compile'] / ms[key]:12.2f} {copy_ms / ms[key]:9.2f} {e}")
+    lines.append(f"{'copy bound (8n bytes)':36} {copy_ms:7.3f}")
+    return "\n".join(lines)
+
+
+def launch_model_inputs(data: dict | None, where: str) -> dict:
+    """What the launch-model explorer draws: ``overhead_us`` and ``tbps`` with ``where`` they come from, and the
+    ``measured`` unfused and fused rows of the sweep. ``data``: a lesson04 record (``where``: its label) or
+    None, where the recording has no lesson04: then the overhead is the recorded time of the smallest vector
+    add of the roofline points and the bandwidth the recorded copy (``live.recall``)."""
+    if data is not None:
+        us, tbps = launch_and_copy(data)
+        measured = [r for r in data["sweep"] if r["method"] in ("unfused", "fused")]
+        return dict(overhead_us=us, tbps=tbps, where=where, measured=measured)
+    shown = live.recall(None)
+    adds = [p for p in shown.data["roofline_points"] if p["name"].startswith("vector add")]
+    small = min(adds, key=lambda p: p["bytes_moved"])
+    return dict(
+        overhead_us=small["time_ms"] * 1e3,
+        tbps=shown.data["profile"]["copy_tbps"],
+        where=f"overhead = {small['name']} time, bandwidth = copy; {shown.where}",
+        measured=[],
+    )

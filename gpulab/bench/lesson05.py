@@ -25,7 +25,14 @@ from __future__ import annotations
 
 import gc
 
+import torch
 from tqdm.auto import tqdm
+
+from .. import dtypes, plan, recompute, timing
+from ..exercises import ex05_kernels as E
+from ..kernels import sigmoid3 as S
+from ..kernels.sigmoid3 import WAYS
+from . import planned
 
 KEY = "lesson05"
 SIZES = tuple(2**e for e in range(16, 29, 2))  # 2^16 .. 2^28 (2^28 fp32: 1 GiB a tensor)
@@ -39,8 +46,6 @@ LIVE: dict = {}
 def point_bytes(n: int, itemsize: int = 4) -> int:
     """Bytes one size of ``ways`` allocates: x, dy, and the largest peak of any way (``recompute.memory_model``,
     "held" setting: y kept)."""
-    from .. import recompute
-
     peak = max(recompute.memory_model(w, n, itemsize, "held")["peak_bytes"] for w in recompute.WAYS)
     return 2 * n * itemsize + peak
 
@@ -49,9 +54,6 @@ def choices(p, sizes=SIZES, dtype: str = DTYPE, teaching_n: int = TEACHING_N) ->
     """What the suite runs on ``p`` (a ``gpulab.plan.Plan``): ``sizes_kept`` and ``sizes_skipped`` (records
     ``{"n", "skipped"}``) of ``ways`` by ``point_bytes``, and ``teaching_n``: ``teaching_n``, or the largest kept
     size where its four fp32 buffers do not fit."""
-    from .. import dtypes
-    from . import planned
-
     itemsize = dtypes.torch_dtype(dtype, allowed=dtypes.ELEMENTWISE).itemsize
     kept, skipped = planned.split(p, sizes, lambda n: point_bytes(n, itemsize))
     tn = teaching_n if p.fits(4 * 4 * teaching_n) else max(kept, default=min(sizes))
@@ -65,10 +67,6 @@ def measure_memory(fn, x, dy=None) -> dict:
     grad. ``dy`` None: the "loss" setting (loss = y.sum(), only the loss kept); a tensor: the "held" setting
     (y kept, dx = d(y . dy)/dx). Checks that a gradient came back. Runs ``fn`` forward and backward once before
     measuring. Raises NoGPUTimingError in interpreter mode, ValueError if x does not require grad."""
-    import torch
-
-    from .. import recompute, timing
-
     timing.require_gpu("a GPU memory measurement")
     if not x.requires_grad:
         raise ValueError("x must require grad (x.requires_grad_()): without it nothing is differentiated")
@@ -104,14 +102,8 @@ def measure_memory(fn, x, dy=None) -> dict:
 def teaching(n: int = TEACHING_N, progress: bool = True) -> list[dict]:
     """The exercise's forward and backward kernels against the production ones at n elements (fp32), each
     timed alone by CUDA-graph replay: rows ``{"pass", "kernel", "ms", "gbps", "bytes"}``. GPU only."""
-    import torch
-
-    from ..exercises import ex05_kernels as E
-    from ..kernels import sigmoid3 as S
-    from ..timing import device, require_gpu, time_ms
-
-    require_gpu("the lesson05 teaching step")
-    x = torch.randn(n, device=device())
+    timing.require_gpu("the lesson05 teaching step")
+    x = torch.randn(n, device=timing.device())
     dy, out = torch.randn_like(x), torch.empty_like(x)
     jobs = (
         ("forward", "teaching", lambda: E.sigmoid3_fwd(x, out), 8 * n),
@@ -121,7 +113,7 @@ def teaching(n: int = TEACHING_N, progress: bool = True) -> list[dict]:
     )
     rows = []
     for pas, kernel, fn, nbytes in tqdm(jobs, desc="lesson05 teaching", disable=not progress):
-        t = time_ms(fn, warmup_ms=25, rep_ms=150, graph=True)
+        t = timing.time_ms(fn, warmup_ms=25, rep_ms=150, graph=True)
         rows.append(dict(n=n, pas=pas, kernel=kernel, ms=t.median_ms, bytes=nbytes, gbps=nbytes / t.median_ms / 1e6))
     return rows
 
@@ -148,8 +140,6 @@ def run(progress: bool = True, sizes=SIZES, dtype: str = DTYPE, steps=None, teac
     unknown = set(steps or ()) - set(STEPS)
     if unknown:
         raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
-    from .. import plan
-
     ch = choices(plan.current(), sizes, dtype, teaching_n)
     out = {}
     if steps is None or "ways" in steps:
@@ -163,23 +153,17 @@ def run(progress: bool = True, sizes=SIZES, dtype: str = DTYPE, steps=None, teac
 
 def ways(progress: bool = True, sizes=SIZES, dtype: str = DTYPE) -> dict:
     """The three ways at every size: rows, gradient check and ratios (the module docstring). GPU only."""
-    import torch
-
-    from .. import dtypes, recompute
-    from ..kernels.sigmoid3 import WAYS
-    from ..timing import device, require_gpu, time_ms
-
-    require_gpu("the lesson05 suite")
+    timing.require_gpu("the lesson05 suite")
     dt = dtypes.torch_dtype(dtype, allowed=dtypes.ELEMENTWISE)
     rows, grad_check = [], None
     jobs = [(n, way) for n in sizes for way in WAYS]
     for n, way in tqdm(jobs, desc="lesson05", disable=not progress):
-        x = torch.randn(n, device=device(), dtype=dt).requires_grad_()
-        dy = torch.randn(n, device=device(), dtype=dt)
+        x = torch.randn(n, device=timing.device(), dtype=dt).requires_grad_()
+        dy = torch.randn(n, device=timing.device(), dtype=dt)
         fn = WAYS[way]
         mem = measure_memory(fn, x)  # "loss": loss = y.sum(), y not kept
         mem_held = measure_memory(fn, x, dy)  # "held": y kept, dense dy
-        t = time_ms(recompute.forward_backward(fn, x, dy), warmup_ms=25, rep_ms=150)
+        t = timing.time_ms(recompute.forward_backward(fn, x, dy), warmup_ms=25, rep_ms=150)
         c = recompute.counts(way, n, dt.itemsize)
         model = recompute.memory_model(way, n, dt.itemsize, "loss")
         model_held = recompute.memory_model(way, n, dt.itemsize, "held")
@@ -209,8 +193,8 @@ def ways(progress: bool = True, sizes=SIZES, dtype: str = DTYPE) -> dict:
         )
         del x, dy
     n = max(sizes)
-    x = torch.randn(n, device=device(), dtype=dt).requires_grad_()
-    dy = torch.randn(n, device=device(), dtype=dt)
+    x = torch.randn(n, device=timing.device(), dtype=dt).requires_grad_()
+    dy = torch.randn(n, device=timing.device(), dtype=dt)
     grad_check = {}
     for setting, g in (("held", dy), ("loss", None)):  # a dense dy, and the stride-0 dy of loss = y.sum()
         ref = recompute.forward_backward(WAYS["eager"], x, g)()

@@ -17,7 +17,15 @@ GPU only. In one run:
 
 from __future__ import annotations
 
+import torch
 from tqdm.auto import tqdm
+
+from .. import device, plan, timing
+from ..dtypes import torch_dtype
+from ..kernels import strided as S
+from ..kernels import transpose as T
+from ..sectors import effective_tbps, stride_model_rows
+from . import planned
 
 KEY = "lesson06"
 N = 2**28  # headline copy, fp32 elements
@@ -39,24 +47,16 @@ def _stride_bytes(stride: int, n: int = SWEEP_N, offsets=OFFSETS) -> int:
 def choices(p, sweep_n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
     """What the suite runs on ``p`` (a ``gpulab.plan.Plan``): the strides whose input fits the plan's memory
     (``strides_kept``) and a record ``{"stride", "skipped"}`` per stride that does not (``strides_skipped``)."""
-    from . import planned
-
     kept, skipped = planned.split(p, strides, lambda s: _stride_bytes(s, sweep_n, offsets), key="stride")
     return dict(strides_kept=kept, strides_skipped=skipped)
 
 
 def headline(n: int = N) -> dict:
     """Triton stride-1 copy against torch's copy at n fp32: ms, TB/s, ratio = torch / ours."""
-    import torch
-
-    from ..kernels import strided as S
-    from ..sectors import effective_tbps
-    from ..timing import device, time_ms
-
-    x = torch.randn(n, device=device())
+    x = torch.randn(n, device=timing.device())
     y = torch.empty_like(x)
     S.strided_copy(x, 1)  # autotune outside the timing
-    ours, theirs = time_ms(lambda: S.strided_copy(x, 1)), time_ms(lambda: y.copy_(x))
+    ours, theirs = timing.time_ms(lambda: S.strided_copy(x, 1)), timing.time_ms(lambda: y.copy_(x))
     return {
         "n": n,
         "dtype": "fp32",
@@ -72,22 +72,15 @@ def headline(n: int = N) -> dict:
 def stride_sweep(n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
     """ms and effective TB/s (2 n * 4 useful bytes) of y[k] = x[k * stride], ours and torch's, per stride;
     and of the stride-1 copy from a base ``offset`` elements past alignment."""
-    import torch
-
-    from .. import plan
-    from ..kernels import strided as S
-    from ..sectors import effective_tbps
-    from ..timing import device, time_ms
-
     ch = choices(plan.current(), n, strides, offsets)
-    x = torch.randn(n * max(ch["strides_kept"], default=1) + max(offsets), device=device())
-    y = torch.empty(n, device=device())
+    x = torch.randn(n * max(ch["strides_kept"], default=1) + max(offsets), device=timing.device())
+    y = torch.empty(n, device=timing.device())
     rows = []
     for s in ch["strides_kept"]:
         xs = x[: n * s]
         S.strided_copy(xs, s)
-        ours = time_ms(lambda: S.strided_copy(xs, s), **SWEEP_BENCH).median_ms
-        theirs = time_ms(lambda: S.strided_copy_torch(xs, y, s), **SWEEP_BENCH).median_ms
+        ours = timing.time_ms(lambda: S.strided_copy(xs, s), **SWEEP_BENCH).median_ms
+        theirs = timing.time_ms(lambda: S.strided_copy_torch(xs, y, s), **SWEEP_BENCH).median_ms
         rows.append(
             {
                 "stride": s,
@@ -102,20 +95,14 @@ def stride_sweep(n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
     for o in offsets:
         xo = x[o : o + n]
         S.strided_copy(xo, 1)
-        ms = time_ms(lambda: S.strided_copy(xo, 1), **SWEEP_BENCH).median_ms
+        ms = timing.time_ms(lambda: S.strided_copy(xo, 1), **SWEEP_BENCH).median_ms
         off_rows.append({"offset": o, "offset_bytes": 4 * o, "ms": ms, "tbps": effective_tbps(n, 4, ms)})
     return {"n": n, "itemsize": 4, "rows": rows, "offsets": off_rows, "skipped": ch["strides_skipped"]}
 
 
 def traversal(side: int = MATRIX) -> dict:
     """A (side, side) fp32 matrix copied by rows, by columns, and by torch: ms and effective TB/s."""
-    import torch
-
-    from ..kernels import strided as S
-    from ..sectors import effective_tbps
-    from ..timing import device, time_ms
-
-    a = torch.randn(side, side, device=device())
+    a = torch.randn(side, side, device=timing.device())
     b = torch.empty_like(a)
     fns = {
         "by rows": lambda: S.matrix_copy(a, "rows"),
@@ -125,7 +112,7 @@ def traversal(side: int = MATRIX) -> dict:
     rows = []
     for name, fn in fns.items():
         fn()
-        ms = time_ms(fn, **SWEEP_BENCH).median_ms
+        ms = timing.time_ms(fn, **SWEEP_BENCH).median_ms
         rows.append({"method": name, "ms": ms, "tbps": effective_tbps(side * side, 4, ms)})
     return {"m": side, "n": side, "dtype": "fp32", "rows": rows}
 
@@ -133,16 +120,9 @@ def traversal(side: int = MATRIX) -> dict:
 def transposes(side: int = MATRIX) -> dict:
     """Transposes of a (side, side) matrix: fp32 torch copy (the reference bandwidth), naive, tiled
     (autotuned), torch; then fp16 tiled (with the fp32 best tile) and torch. ms, TB/s and TB/s / copy."""
-    import torch
-
-    from ..dtypes import torch_dtype
-    from ..kernels import transpose as T
-    from ..sectors import effective_tbps
-    from ..timing import device, empty_cache, time_ms
-
     out = {"m": side, "n": side, "rows": []}
     for dname in ("fp32", "fp16"):
-        a = torch.randn(side, side, device=device(), dtype=torch_dtype(dname))
+        a = torch.randn(side, side, device=timing.device(), dtype=torch_dtype(dname))
         b = torch.empty_like(a)
         if dname == "fp32":
             T.transpose(a)  # autotune outside the timing
@@ -164,12 +144,12 @@ def transposes(side: int = MATRIX) -> dict:
         copy_tbps = None
         for name, fn in fns.items():
             fn()
-            ms = time_ms(fn, **SWEEP_BENCH).median_ms
+            ms = timing.time_ms(fn, **SWEEP_BENCH).median_ms
             tbps = effective_tbps(side * side, a.element_size(), ms)
             copy_tbps = copy_tbps or tbps  # the first row is the copy
             out["rows"].append({"dtype": dname, "method": name, "ms": ms, "tbps": tbps, "vs_copy": tbps / copy_tbps})
         a = b = fns = None  # free this dtype's matrices before the next one's
-        empty_cache()
+        timing.empty_cache()
     return out
 
 
@@ -184,10 +164,7 @@ def run(
 ) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU only. ``copy_bytes``: the
     buffer of the copy-bandwidth step (``device.measure_copy_tbps``; default 4 GiB or an eighth of free memory)."""
-    from .. import device
-    from ..timing import empty_cache, require_gpu
-
-    require_gpu("the lesson06 suite")
+    timing.require_gpu("the lesson06 suite")
     steps = ["copy bandwidth", "headline", "stride sweep", "traversal", "transpose"]
     bar = tqdm(steps, desc="lesson06", disable=not progress)
     out = {"dtype": "fp32"}
@@ -203,23 +180,8 @@ def run(
             out["traversal"] = traversal(side)
         else:
             out["transpose"] = transposes(side)
-        empty_cache()
+        timing.empty_cache()
     return out
-
-
-def model_rows(data: dict, sector_bytes=(32, 64, 128)) -> list[dict]:
-    """Per measured stride: the sector model's effective TB/s at each granule, from the run's copy bandwidth,
-    and measured / model (32-byte sectors)."""
-    from ..sectors import predicted_tbps
-
-    rows = []
-    for r in data["stride"]["rows"]:
-        m = {
-            g: predicted_tbps(r["stride"], data["stride"]["itemsize"], data["copy_tbps"], sector_bytes=g)
-            for g in sector_bytes
-        }
-        rows.append({"stride": r["stride"], "model_tbps": m, "ours_over_model": r["ours_tbps"] / m[sector_bytes[0]]})
-    return rows
 
 
 def report(data: dict, full: bool = False) -> str:
@@ -242,7 +204,7 @@ def report(data: dict, full: bool = False) -> str:
             f"strided copy y[k] = x[k*stride], n = {st['n']:,} fp32 outputs, strides "
             f"{', '.join(str(r['stride']) for r in st['rows'])}: report(data, full=True) prints them"
         ]
-    for r, m in zip(st["rows"] if full else [], model_rows(data)):
+    for r, m in zip(st["rows"] if full else [], stride_model_rows(data)):
         lines.append(
             f"  {r['stride']:6} {r['ours_tbps']:7.3f} {r['torch_tbps']:7.3f} {m['model_tbps'][32]:8.3f} "
             f"{m['model_tbps'][64]:8.3f} {m['model_tbps'][128]:8.3f} {m['ours_over_model']:8.3f}"

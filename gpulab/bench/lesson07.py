@@ -31,10 +31,24 @@ GPU only. Measures, in one run (minutes, most of them the dense sweep):
 
 from __future__ import annotations
 
-import math
 import re
 
+import torch
+from torch.profiler import ProfilerActivity, profile
 from tqdm.auto import tqdm
+
+import gpulab
+
+from .. import dtypes, hardware, memory, plan, reference, tiling, timing
+from ..kernels import matmul as mm
+from ..kernels import matmul_steps
+from ..kernels.matmul import MatmulConfig
+from ..kernels.resources import kernel_resources
+from ..precision import _with_precision
+from ..tolerances import relative_error
+from ..waves import alignment_split, model_correlation, sweep_rates, sweep_timing
+from ..waves import matmul_tflops as tflops  # every rate of this suite (tools/tune_matmul.py imports it here)
+from . import live, planned
 
 KEY = "lesson07"
 HEADLINE_NS = (4096, 8192)
@@ -59,8 +73,6 @@ TARGET_ALIGNED, TARGET_AWKWARD = 0.9, 2.0
 
 
 def _dt(name):
-    from .. import dtypes
-
     return dtypes.torch_dtype(name, allowed=("bf16", "fp16", "fp32"))
 
 
@@ -70,9 +82,6 @@ def choices(p, headline_ns=HEADLINE_NS, tile_ts=TILE_TS) -> dict:
     (bf16 and fp16, once each); ``headline_kept`` and ``headline_skipped`` (A, B and C must fit the plan's
     memory); ``tile_dtypes``; ``tiles_skipped``: the (dtype, T) whose model footprint 2 T^2 s exceeds one block's
     shared memory on ``p`` (``tile_study`` records them as skipped); ``smem_per_block_bytes``; ``gpu``."""
-    from .. import tiling
-    from . import planned
-
     dt = p.dtype("bf16")
     kept, skipped = planned.split(p, headline_ns, lambda n: 3 * n * n * 2)
     tile_dtypes = ("fp32", dt)
@@ -90,53 +99,27 @@ def choices(p, headline_ns=HEADLINE_NS, tile_ts=TILE_TS) -> dict:
 
 
 def _plan():
-    from .. import plan
-
     return plan.current()
 
 
-def tflops(n: int, ms: float) -> float:
-    """TFLOP/s of one n x n x n matmul that takes ``ms`` milliseconds: ``2 n^3`` FLOPs (``matmul.counts``). Every
-    rate of this suite and its report is this formula."""
-    return 2 * n**3 / (ms * 1e-3) / 1e12
-
-
 def _rand(*shape, dtype):
-    import torch
-
-    import gpulab
-
     return torch.randn(*shape, device=gpulab.DEVICE, dtype=dtype)
 
 
 def _empty_cache():
-    import torch
-
-    import gpulab
-
     if gpulab.ON_GPU:
         torch.cuda.empty_cache()
 
 
 def _gpu_name() -> str:
-    import torch
-
-    import gpulab
-
     return torch.cuda.get_device_name(0) if gpulab.ON_GPU else "no GPU (interpreter)"
 
 
 def _smem_per_sm(gpu_name: str) -> int | None:
     """Shared memory per SM in bytes: the datasheet table, else what torch reports, else None."""
-    import torch
-
-    from .. import hardware
-
     spec = hardware.find(gpu_name)
     if spec and spec.smem_per_sm_kib:
         return spec.smem_per_sm_kib * 1024
-    import gpulab
-
     if not gpulab.ON_GPU:
         return None
     return getattr(torch.cuda.get_device_properties(0), "shared_memory_per_multiprocessor", None)
@@ -156,11 +139,6 @@ def _row(method, n, t, **extra):
 
 def headline(ns=HEADLINE_NS, dtypes=("bf16", "fp16")) -> list[dict]:
     """gpulab (autotuned, auto path), gpulab's pointer kernel (bf16, heuristic) and torch.matmul per size."""
-    import torch
-
-    from ..kernels import matmul as mm
-    from ..timing import time_ms
-
     rows = []
     for d in dtypes:
         for n in ns:
@@ -168,15 +146,17 @@ def headline(ns=HEADLINE_NS, dtypes=("bf16", "fp16")) -> list[dict]:
             path = mm.choose_path(a.dtype)
             mm.matmul(a, b)  # autotune and compile outside the timing
             cfg = mm.tuned_config(a, b, path)
-            tt = time_ms(lambda: torch.matmul(a, b), warmup_ms=25, rep_ms=200)
-            tg = time_ms(lambda: mm.matmul(a, b), warmup_ms=25, rep_ms=200)
+            tt = timing.time_ms(lambda: torch.matmul(a, b), warmup_ms=25, rep_ms=200)
+            tg = timing.time_ms(lambda: mm.matmul(a, b), warmup_ms=25, rep_ms=200)
             rows.append(_row("torch", n, tt, dtype=d))
             rows.append(
                 _row("gpulab", n, tg, dtype=d, path=path, config=cfg.short(), ratio=tt.median_ms / tg.median_ms)
             )
             if d == dtypes[0] and path != "pointer":
                 mm.matmul(a, b, path="pointer", config="heuristic")
-                tp = time_ms(lambda: mm.matmul(a, b, path="pointer", config="heuristic"), warmup_ms=25, rep_ms=200)
+                tp = timing.time_ms(
+                    lambda: mm.matmul(a, b, path="pointer", config="heuristic"), warmup_ms=25, rep_ms=200
+                )
                 rows.append(
                     _row(
                         "gpulab pointer",
@@ -198,10 +178,6 @@ def gpu_kernel_ms(fn, iters: int = 20) -> float:
     from ``torch.profiler`` (CUDA activity), over ``iters`` back-to-back calls (operands stay in L2). Unlike
     ``time_ms``, the CPU time spent launching (Python, Triton's launcher) is left out: it shows what the kernels
     cost when launch overhead is hidden (a CUDA graph, a larger batch of work, a C++ caller)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from .. import timing
-
     fn()
     timing.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -226,11 +202,6 @@ def copy_bytes(n: int, itemsize: int = 2) -> int:
 def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
     """Sizes whose rows are not 16-byte aligned: torch as is, torch after zero-padding, gpulab (auto path and
     the masked pointer kernel) and the row-pad copy alone; ratios against torch on the unpadded tensors."""
-    import torch
-
-    from ..kernels import matmul as mm
-    from ..timing import time_ms
-
     rows = []
     for n in ns:
         a, b = _rand(n, n, dtype=_dt(dtype)), _rand(n, n, dtype=_dt(dtype))
@@ -253,11 +224,11 @@ def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
         times = {}
         for name, fn in fns.items():
             fn()  # compile / tune outside the timing
-            times[name] = time_ms(fn, warmup_ms=25, rep_ms=200)
+            times[name] = timing.time_ms(fn, warmup_ms=25, rep_ms=200)
         graphed = {}
         for name in ("torch", "torch zero-padded", "gpulab", COPY_METHOD):
             try:  # the same calls replayed from a CUDA graph: no Python or launch cost on either side
-                graphed[name] = time_ms(fns[name], warmup_ms=25, rep_ms=200, graph=True)
+                graphed[name] = timing.time_ms(fns[name], warmup_ms=25, rep_ms=200, graph=True)
             except Exception as e:  # noqa: BLE001 - a failed capture marks the point, it does not end the suite
                 print(f"lesson07: CUDA-graph capture failed at N={n} for {name}: {e!r}")
         gpu = {}
@@ -302,10 +273,6 @@ def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
 
 def correctness(shape=CORRECTNESS_SHAPE, dtype="fp16") -> dict:
     """Max abs and relative Frobenius error against float64 of gpulab and torch, and max |gpulab - torch|."""
-    import torch
-
-    from ..kernels import matmul as mm
-
     M, N, K = shape
     a, b = _rand(M, K, dtype=_dt(dtype)), _rand(K, N, dtype=_dt(dtype))
     ref = mm.matmul_ref(a, b)
@@ -320,13 +287,6 @@ def correctness(shape=CORRECTNESS_SHAPE, dtype="fp16") -> dict:
 
 def fp32_rates(n=FP32_N) -> list[dict]:
     """gpulab (pointer path) with input_precision tf32 / ieee against torch with TF32 on / off, and errors."""
-    import torch
-
-    from ..kernels import matmul as mm
-    from ..precision import _with_precision
-    from ..timing import time_ms
-    from ..tolerances import relative_error
-
     a, b = _rand(n, n, dtype=torch.float32), _rand(n, n, dtype=torch.float32)
     ref = a.double() @ b.double()
     rows = []
@@ -334,7 +294,7 @@ def fp32_rates(n=FP32_N) -> list[dict]:
         tfn = lambda: _with_precision(torch_prec, lambda: torch.matmul(a, b))  # noqa: E731
         gfn = lambda: mm.matmul(a, b, input_precision=prec)  # noqa: E731
         gfn()
-        tt, tg = time_ms(tfn, warmup_ms=25, rep_ms=200), time_ms(gfn, warmup_ms=25, rep_ms=200)
+        tt, tg = timing.time_ms(tfn, warmup_ms=25, rep_ms=200), timing.time_ms(gfn, warmup_ms=25, rep_ms=200)
         rows.append(_row("torch", n, tt, precision=prec, error=relative_error(ref, tfn(), "norm")))
         rows.append(
             _row(
@@ -352,8 +312,6 @@ def fp32_rates(n=FP32_N) -> list[dict]:
 
 def tile_config(T: int):
     """The tile study's launch shape: T x T output tiles, T-deep steps, one stage, 4 warps (8 from T = 128)."""
-    from ..kernels.matmul import MatmulConfig
-
     return MatmulConfig(T, T, T, GROUP_M=8, num_warps=8 if T >= 128 else 4, num_stages=1)
 
 
@@ -362,13 +320,6 @@ def tile_study(ts=TILE_TS, n=TILE_N, dtypes=("fp32", "bf16"), gpu_name=None, sme
     of the compiled kernel beside the model footprint 2 T^2 s. T whose footprint does not fit the shared memory
     per SM of ``gpu_name`` (default this GPU), or ``smem_limit`` bytes where given (the plan's per block), is
     not run: its row says so under ``skipped``."""
-    import torch
-
-    from .. import tiling
-    from ..kernels import matmul as mm
-    from ..kernels.resources import kernel_resources
-    from ..timing import time_ms
-
     smem = _smem_per_sm(gpu_name or _gpu_name())
     if smem_limit is not None:
         smem = min(smem, smem_limit) if smem else smem_limit
@@ -394,7 +345,7 @@ def tile_study(ts=TILE_TS, n=TILE_N, dtypes=("fp32", "bf16"), gpu_name=None, sme
                 continue
             try:
                 k = mm.launch(a, b, c, cfg, "pointer", "ieee")
-                t = time_ms(lambda: mm.launch(a, b, c, cfg, "pointer", "ieee"), warmup_ms=10, rep_ms=100)
+                t = timing.time_ms(lambda: mm.launch(a, b, c, cfg, "pointer", "ieee"), warmup_ms=10, rep_ms=100)
                 row.update(ms=t.median_ms, tflops=tflops(n, t.median_ms), **kernel_resources(k))
             except Exception as e:  # noqa: BLE001  (out of resources, or a compiler limit: recorded, not fatal)
                 row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
@@ -406,14 +357,9 @@ def tile_study(ts=TILE_TS, n=TILE_N, dtypes=("fp32", "bf16"), gpu_name=None, sme
 
 def noreuse(n=NOREUSE_N) -> dict:
     """``matmul_noreuse`` in fp32: ms, TFLOP/s, and its requested loads (2 N^3 elements) per second."""
-    import torch
-
-    from ..kernels import matmul as mm
-    from ..timing import time_ms
-
     a, b = _rand(n, n, dtype=torch.float32), _rand(n, n, dtype=torch.float32)
     mm.matmul_noreuse(a, b)
-    t = time_ms(lambda: mm.matmul_noreuse(a, b), warmup_ms=10, rep_ms=200)
+    t = timing.time_ms(lambda: mm.matmul_noreuse(a, b), warmup_ms=10, rep_ms=200)
     loads_bytes = 2 * n**3 * 4
     return {
         "n": n,
@@ -429,23 +375,17 @@ def build_steps(n=BUILD_N, dtype=BUILD_DTYPE, config=None) -> list[dict]:
     """The lesson's build at n x n x n: each teaching step (``matmul_steps.STEPS``, launch shape ``config``,
     default ``StepConfig()``), then gpulab's fast path and torch.matmul. Each row: step, ms, TFLOP/s, and for
     the teaching steps the model's requested input bytes (``matmul_steps.step_counts``) and intensity."""
-    import torch
-
-    from ..kernels import matmul as mm
-    from ..kernels import matmul_steps as ms
-    from ..timing import time_ms
-
-    config = config or ms.StepConfig()
+    config = config or matmul_steps.StepConfig()
     d = _dt(dtype)
     a, b = _rand(n, n, dtype=d), _rand(n, n, dtype=d)
     c = torch.empty(n, n, device=a.device, dtype=d)
-    fns = {step: (lambda step=step: ms.matmul_step(a, b, step, config, out=c)) for step in ms.STEPS}
+    fns = {step: (lambda step=step: matmul_steps.matmul_step(a, b, step, config, out=c)) for step in matmul_steps.STEPS}
     fns["fast path"] = lambda: mm.matmul(a, b)
     fns["torch"] = lambda: torch.matmul(a, b)
     rows = []
     for step, fn in fns.items():
         fn()  # compile (and for the fast path, autotune) outside the timing
-        t = time_ms(fn, warmup_ms=10, rep_ms=100)
+        t = timing.time_ms(fn, warmup_ms=10, rep_ms=100)
         row = {
             "step": step,
             "n": n,
@@ -455,8 +395,8 @@ def build_steps(n=BUILD_N, dtype=BUILD_DTYPE, config=None) -> list[dict]:
             "p80_ms": t.p80_ms,
             "tflops": tflops(n, t.median_ms),
         }
-        if step in ms.STEPS:
-            flops, nbytes = ms.step_counts(step, n, n, n, a.element_size(), config)
+        if step in matmul_steps.STEPS:
+            flops, nbytes = matmul_steps.step_counts(step, n, n, n, a.element_size(), config)
             row.update(
                 model_bytes=nbytes,
                 intensity=flops / nbytes,
@@ -498,10 +438,6 @@ def alignment(ns=ALIGNMENT_NS, dtype="bf16") -> list[dict]:
     """PTX load widths of the pointer kernel (heuristic config) compiled for each N. Triton specializes an
     int argument divisible by 16 (so row strides of N elements are 16-byte aligned); N = 4097 is not. The
     interpreter compiles nothing: there a row has ``"ptx": None`` and no load counts."""
-    import torch
-
-    from ..kernels import matmul as mm
-
     rows = []
     for n in ns:
         a, b = _rand(n, n, dtype=_dt(dtype)), _rand(n, n, dtype=_dt(dtype))
@@ -528,11 +464,6 @@ def dense_sweep(
     """torch.matmul and gpulab (``config="heuristic"``: the config of the largest N, nothing tuned per N) at
     every N in lo..hi (step ``step``), or at the N of ``ns`` where given, N x N x N, each timed by CUDA-graph
     replay. Returns lists ``ns``, ``torch_ms``, ``gpulab_ms`` (None where a point failed) and ``errors``."""
-    import torch
-
-    from ..kernels import matmul as mm
-    from ..timing import time_ms
-
     ns = list(range(lo, hi + 1, step)) if ns is None else sorted(ns)
     hi = max(ns)
     d = _dt(dtype)
@@ -562,7 +493,7 @@ def dense_sweep(
             ("gpulab_ms", lambda: mm.matmul(a, b, config="heuristic")),
         ):
             try:
-                out[key].append(round(time_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms, graph=True).median_ms, 6))
+                out[key].append(round(timing.time_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms, graph=True).median_ms, 6))
             except Exception as e:  # noqa: BLE001  (a failed point is marked, the sweep goes on)
                 out[key].append(None)
                 out["errors"][f"{key[:-3]} {n}"] = f"{type(e).__name__}: {str(e)[:160]}"
@@ -592,10 +523,7 @@ def run(
     ``STEPS`` to run (default all; the dense sweep takes most of the time); ``sweep_ns``: the sweep's N in place
     of every ``sweep_step``-th N of ``sweep``. A partial record reads in ``report``,
     and ``python -m gpulab.bench --only lesson07 --steps ... --record`` merges it into the reference file."""
-    from ..kernels import matmul as mm
-    from ..timing import require_gpu
-
-    require_gpu("the lesson07 suite")
+    timing.require_gpu("the lesson07 suite")
     unknown = set(steps or ()) - set(STEPS)
     if unknown:
         raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
@@ -641,55 +569,7 @@ def run(
     return out
 
 
-def sweep_timing(sweep: dict) -> str:
-    """How the dense sweep's points were timed: "CUDA graph replay" (the GPU's time) or, in records made
-    before the sweep used graphs, eager calls (each point includes the CPU's launch cost)."""
-    return sweep.get("timing", "eager calls (each point includes the CPU's launch cost)")
-
-
 # ---- reading the record (both modes) ------------------------------------------------------------------------
-
-
-def sweep_rates(sweep: dict, method: str) -> list:
-    """TFLOP/s per N of ``method`` ("torch" or "gpulab"), None where the point failed."""
-    return [None if ms is None else tflops(n, ms) for n, ms in zip(sweep["ns"], sweep[f"{method}_ms"])]
-
-
-def alignment_split(sweep: dict, method: str, multiple: int = 8) -> dict:
-    """Mean TFLOP/s of ``method`` over N divisible by ``multiple`` (rows 16-byte aligned in 16-bit) and over
-    the other N, and how many points failed."""
-    rates = sweep_rates(sweep, method)
-    al = [r for n, r in zip(sweep["ns"], rates) if r is not None and n % multiple == 0]
-    mis = [r for n, r in zip(sweep["ns"], rates) if r is not None and n % multiple]
-    mean = lambda v: sum(v) / len(v) if v else float("nan")  # noqa: E731
-    return {
-        "aligned_mean_tflops": mean(al),
-        "misaligned_mean_tflops": mean(mis),
-        "failed": sum(r is None for r in rates),
-    }
-
-
-def wave_model(sweep: dict) -> list[float]:
-    """The wave model's efficiency (tile x wave) per N of the sweep, for gpulab's tile on the GPU's SMs."""
-    from .. import waves
-
-    return waves.sweep(sweep["ns"], tuple(sweep["tile"]), sms=sweep["sms"])
-
-
-def model_correlation(sweep: dict, method: str = "gpulab", multiple: int = 8) -> float:
-    """Pearson correlation between the measured TFLOP/s of ``method`` and the wave model's efficiency, over the
-    aligned N (so that alignment does not enter): how much of the wiggle the tile/wave model explains."""
-    eff = wave_model(sweep)
-    pairs = [
-        (r, e) for n, r, e in zip(sweep["ns"], sweep_rates(sweep, method), eff) if r is not None and n % multiple == 0
-    ]
-    if len(pairs) < 3:
-        return float("nan")
-    xs, ys = zip(*pairs)
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    cov = sum((x - mx) * (y - my) for x, y in pairs)
-    vx, vy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
-    return cov / math.sqrt(vx * vy) if vx and vy else float("nan")
 
 
 SHORT_SWEEP = 4  # a sweep of at most this many N is reported N by N, on one line
@@ -864,5 +744,137 @@ def report(data: dict, full: bool = False) -> str:
         lines.append(
             f"  {m:6}: {sp['aligned_mean_tflops']:6.1f} / {sp['misaligned_mean_tflops']:6.1f}; failed points "
             f"{sp['failed']}; correlation with the wave model (aligned N) {model_correlation(s, m):.2f}"
+        )
+    return "\n".join(lines)
+
+
+# ---- what notebooks 07 and 07b show: measured now, or the recording, and the lines read from it ---------------
+
+
+def recorded_roofs(gpu: str = reference.DEFAULT_GPU) -> live.Shown:
+    """The roofs notebook 07 counts the build against, from the recording of ``gpu``: ``data`` holds
+    ``profile`` (the device profile), ``fp16_tflops`` (its fp16 matmul rate at 8192^3, TFLOP/s) and
+    ``l2_tbps`` (lesson 00's L2 plateau, ``memory.fit_record``, TB/s); ``where`` says whose recording.
+    Raises KeyError naming the key when the file lacks the profile or lesson 00."""
+    shown = live.recall(None, gpu)
+    for key in ("profile", "lesson00"):
+        if key not in shown.data:
+            raise KeyError(f"{reference.path_for(gpu)} has no {key!r}: record it (python -m gpulab.bench --record)")
+    mem = shown.data["lesson00"]
+    l2 = memory.fit_record(mem, hardware.get(mem["device"]["name"]))["plateaus"]["L2"]
+    profile = shown.data["profile"]
+    return live.Shown(
+        dict(profile=profile, fp16_tflops=profile["matmul_tflops"]["fp16"], l2_tbps=l2), shown.where, False
+    )
+
+
+def build_now_or_recorded() -> live.Shown:
+    """The build (``run(**LIVE_BUILD)``) measured now where ``timing.live()``, else the recording's; ``data``
+    None, with "no GPU recording of the build yet", when the record has no build."""
+    shown = live.measure_or_recall(KEY, lambda: run(**LIVE_BUILD))
+    if shown.data and "build" in shown.data:
+        return shown
+    return live.Shown(None, "no GPU recording of the build yet", shown.live)
+
+
+def _by(rows, *keys) -> dict:
+    return {tuple(r[k] for k in keys): r for r in rows}
+
+
+def kernel_ratios(data: dict, dtype: str = "bf16", awkward_n: int = 1793) -> str:
+    """Three lines from a record: per headline N, the tuned pointer kernel's ratio (with its config) and the
+    fast path's (TMA, persistent loop); at ``awkward_n``, the masked pointer kernel's and the padded TMA path's,
+    eager and in a CUDA graph. Ratio: torch ms / gpulab ms."""
+    head = _by([r for r in data["headline"] if r["dtype"] == dtype], "method", "n")
+    lines = [
+        f"{n}³: tuned pointer kernel {head[('gpulab pointer', n)]['ratio']:.2f} ({head[('gpulab pointer', n)]['config']}); "
+        f"+ TMA and persistent loop {head[('gpulab', n)]['ratio']:.2f}"
+        for n in sorted({n for m, n in head if m == "gpulab pointer"})
+    ]
+    awk = _by(data["awkward"], "method", "n")
+    g = awk[("gpulab", awkward_n)]
+    lines.append(
+        f"{awkward_n}³ (odd rows): masked pointer kernel {awk[('gpulab pointer (masked)', awkward_n)]['ratio']:.2f} "
+        f"eager; padded TMA {g['ratio']:.2f} eager, {g['graph_ratio']:.2f} in a CUDA graph"
+    )
+    return "\n".join(lines)
+
+
+def cublas_rates(data: dict, dtype: str = "fp16") -> str:
+    """One line: torch.matmul's (cuBLAS) TFLOP/s at each headline N in ``dtype``."""
+    rates = {r["n"]: r["tflops"] for r in data["headline"] if r["method"] == "torch" and r["dtype"] == dtype}
+    ns = sorted(rates)
+    return f"cuBLAS {dtype}: " + ", ".join(f"{rates[n]:.0f} TFLOP/s at {n}³" for n in ns) + " (recorded headline)"
+
+
+def tile_lines(data: dict) -> str:
+    """Two lines: the fp32 tile study at T = 64 and 128 (registers spilled), and fp32 against cuBLAS with TF32
+    and with exact IEEE inputs."""
+    t = _by(data["tiles"], "dtype", "T")
+    fp32 = {r["precision"]: r for r in data["fp32"] if r["method"] == "gpulab"}
+    return (
+        f"fp32 T = 64: {t[('fp32', 64)]['tflops']:.1f} TFLOP/s; T = 128: {t[('fp32', 128)]['tflops']:.1f} "
+        f"({t[('fp32', 128)]['n_spills']} registers spilled)\n"
+        f"fp32 against cuBLAS at {fp32['tf32']['n']}³: TF32 inputs {fp32['tf32']['ratio']:.2f}x, "
+        f"exact IEEE inputs {fp32['ieee']['ratio']:.2f}x"
+    )
+
+
+def awkward_table(data: dict) -> str:
+    """The awkward sizes as a table (one line per N and method, the copy left out: it has no FLOP rate and is
+    part of gpulab's time): CUDA-graph us and ratio, eager us and ratio, the kernels alone (us)."""
+    lines = [f"{'N':>5} {'method':24} {'graph us':>9} {'ratio':>6} {'eager us':>9} {'ratio':>6} {'kernels us':>10}"]
+    for r in data["awkward"]:
+        if r["method"] == COPY_METHOD:
+            continue
+        g = f"{r['graph_ms'] * 1e3:9.1f} {r['graph_ratio']:6.2f}" if r.get("graph_ms") else f"{'-':>9} {'-':>6}"
+        k = f"{r['gpu_kernel_ms'] * 1e3:10.1f}" if r.get("gpu_kernel_ms") else ""
+        lines.append(f"{r['n']:5} {r['method']:24} {g} {r['ms'] * 1e3:9.1f} {r['ratio']:6.2f} {k}".rstrip())
+    return "\n".join(lines)
+
+
+def graph_and_eager(data: dict) -> str:
+    """Per awkward N: gpulab's ratio in a CUDA graph and eager, and eager - graph, the time per call the GPU
+    waits for the CPU (us and share of the eager call)."""
+    by = _by(data["awkward"], "method", "n")
+    lines = []
+    for n in sorted(n for m, n in by if m == "gpulab"):
+        g = by[("gpulab", n)]
+        cpu_us = (g["ms"] - g["graph_ms"]) * 1e3
+        lines.append(
+            f"{n}: gpulab {g['graph_ratio']:.2f}x cuBLAS in the graph, {g['ratio']:.2f}x eager; eager - graph = "
+            f"{cpu_us:5.1f} us per call the GPU waits for the CPU ({cpu_us / (g['ms'] * 1e3):.0%} of the eager call)"
+        )
+    return "\n".join(lines)
+
+
+def alignment_lines(data: dict) -> str:
+    """Per N of the alignment study: the pointer kernel's global loads and async copies by bytes per
+    instruction (from its PTX)."""
+    return "\n".join(
+        f"pointer kernel compiled for N = {r['n']}: global loads by bytes per instruction "
+        f"{r['ld.global bytes per instruction']}, async copies to shared memory by bytes {r['cp.async bytes per instruction']}"
+        for r in data["alignment"]
+    )
+
+
+def sweep_lines(data: dict, n: int = 1793) -> str:
+    """Three lines: at ``n``, the dense sweep's ratio (eager, with the sweep's date) beside the awkward table's
+    (graph and eager, with the record's date); per method, the mean rate over aligned and other N and the
+    correlation with the wave model over aligned N."""
+    s = data["sweep"]
+    i = s["ns"].index(n)
+    g = _by(data["awkward"], "method", "n")[("gpulab", n)]
+    sweep_date = data.get("step_provenance", {}).get("sweep", data["provenance"]).get("date", "?")
+    lines = [
+        f"sweep at {n} ({sweep_timing(s).split(' (')[0]}, {sweep_date}): gpulab {s['torch_ms'][i] / s['gpulab_ms'][i]:.2f}x "
+        f"cuBLAS; awkward table (graph and eager, {data['provenance']['date']}): {g['graph_ratio']:.2f}x and {g['ratio']:.2f}x"
+    ]
+    for method in ("torch", "gpulab"):
+        sp = alignment_split(s, method)
+        lines.append(
+            f"{method:6}: mean {sp['aligned_mean_tflops']:6.1f} TFLOP/s where N % 8 == 0, "
+            f"{sp['misaligned_mean_tflops']:6.1f} elsewhere; correlation with the wave model over aligned N: "
+            f"{model_correlation(s, method):.2f}"
         )
     return "\n".join(lines)

@@ -25,7 +25,16 @@ forward kernels on the roofline.
 
 from __future__ import annotations
 
+import torch
+import torch.nn.functional as TF
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm.auto import tqdm
+
+from .. import attention, dtypes, plan, timing
+from ..kernels import flash_attention as F
+from ..kernels import flash_teaching as T
+from ..roofline import KernelPoint
+from . import planned
 
 KEY = "lesson08"
 DTYPE = "bf16"
@@ -50,15 +59,11 @@ LIVE = dict(
 
 def _sweep_bytes(L: int, B: int = SWEEP_SHAPE["B"], H: int = SWEEP_SHAPE["H"], d: int = SWEEP_SHAPE["d"]) -> int:
     """Bytes naive attention allocates at L in the sweep: q, k, v and the model's peak (S and P)."""
-    from .. import attention
-
     return 3 * B * H * L * d * 2 + attention.memory_model(B, H, L, d, 2, "naive")["peak_bytes"]
 
 
 def _memory_bytes(L: int, B: int = SWEEP_SHAPE["B"], H: int = SWEEP_SHAPE["H"], d: int = SWEEP_SHAPE["d"]) -> int:
     """Bytes the memory step allocates at L: q, k, v, dO and the atomic backward's peak (the largest mode)."""
-    from .. import attention
-
     return 4 * B * H * L * d * 2 + attention.flash_training_memory(B, H, L, d, 2, "atomic")["peak_bytes"]
 
 
@@ -67,8 +72,6 @@ def choices(p, sweep_lengths=SWEEP, memory_lengths=MEMORY_LENGTHS) -> dict:
     cores), ``tma`` (whether the teaching step's TMA row runs; ``tma_skip`` the reason when not), the naive
     sweep's lengths ``naive_kept`` and ``naive_skipped`` (records ``{"L", "skipped"}``: S and P would not fit;
     flash runs at every length), and the memory step's ``memory_kept`` and ``memory_skipped``."""
-    from . import planned
-
     naive_kept, naive_skipped = planned.split(p, sweep_lengths, _sweep_bytes, key="L")
     mem_kept, mem_skipped = planned.split(p, memory_lengths, _memory_bytes, key="L")
     return dict(
@@ -83,16 +86,12 @@ def choices(p, sweep_lengths=SWEEP, memory_lengths=MEMORY_LENGTHS) -> dict:
 
 
 def _plan():
-    from .. import plan
-
     return plan.current()
 
 
 def is_oom(e: BaseException) -> bool:
     """True for torch's out-of-memory error (``torch.OutOfMemoryError``, also raised as
     ``torch.cuda.OutOfMemoryError``)."""
-    import torch
-
     oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
     return isinstance(e, oom)
 
@@ -100,8 +99,6 @@ def is_oom(e: BaseException) -> bool:
 def run_catching_oom(fn):
     """Call ``fn()``; return ``(result, False)``, or ``(None, True)`` if it ran out of GPU memory (the cache is
     emptied so the next call starts clean). Any other error propagates."""
-    from .. import timing
-
     try:
         return fn(), False
     except Exception as e:  # noqa: BLE001  (only OOM is caught; the rest is re-raised)
@@ -115,10 +112,7 @@ def measure(fn, warmup_ms: float = 10, rep_ms: float = 60) -> dict:
     """Peak memory above what is allocated before the call (bytes) and time (ms, ``gpulab.timing.time_ms``) of
     ``fn()`` on the GPU. Out of memory gives ``{"oom": True, "ms": None, "peak_bytes": None}``, not an error.
     Raises NoGPUTimingError in interpreter mode."""
-    from .. import timing
-    from ..timing import require_gpu, time_ms
-
-    require_gpu("an attention measurement")
+    timing.require_gpu("an attention measurement")
 
     def once():
         timing.synchronize()
@@ -133,7 +127,7 @@ def measure(fn, warmup_ms: float = 10, rep_ms: float = 60) -> dict:
     peak, oom = run_catching_oom(once)
     if oom:
         return {"oom": True, "ms": None, "peak_bytes": None}
-    t, oom = run_catching_oom(lambda: time_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms))
+    t, oom = run_catching_oom(lambda: timing.time_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms))
     if oom:
         return {"oom": True, "ms": None, "peak_bytes": int(peak)}
     return {"oom": False, "ms": t.median_ms, "peak_bytes": int(peak)}
@@ -149,17 +143,11 @@ def setting_flops(
 ) -> float:
     """FLOPs of one headline setting (``setting_shape``) by ``attention.attention_flops``: forward 4*B*H*L^2*d,
     halved when causal; backward 2.5x the forward."""
-    from .. import attention
-
     B, H, _, _ = setting_shape(L, d, tokens, hidden)
     return attention.attention_flops(B, H, L, L, d, causal, backward=backward)
 
 
 def _qkv(B, H, L, d, requires_grad=False, seed=0):
-    import torch
-
-    from .. import dtypes, timing
-
     dt = dtypes.torch_dtype(choices(_plan())["dtype"])
     g = torch.Generator(device=timing.device()).manual_seed(seed)
     mk = lambda: torch.randn(B, H, L, d, device=timing.device(), dtype=dt, generator=g)  # noqa: E731
@@ -172,9 +160,6 @@ def _qkv(B, H, L, d, requires_grad=False, seed=0):
 def sdpa_fn(backend_name: str, causal: bool):
     """``fn(q, k, v)``: torch's scaled_dot_product_attention restricted to one backend (a name of
     ``torch.nn.attention.SDPBackend``: "FLASH_ATTENTION", "CUDNN_ATTENTION", ...), ``is_causal=causal``."""
-    import torch.nn.functional as TF
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     backend = getattr(SDPBackend, backend_name)
 
     def fn(q, k, v):
@@ -186,14 +171,10 @@ def sdpa_fn(backend_name: str, causal: bool):
 
 def _fwd_bwd_ms(fn, q, k, v, do) -> dict:
     """Forward ms of fn(q, k, v), and backward ms of torch.autograd.grad(out, (q, k, v), do)."""
-    import torch
-
-    from ..timing import time_ms
-
     out = fn(q, k, v)
     torch.autograd.grad(out, (q, k, v), do, retain_graph=True)  # compile and autotune outside the timing
-    fwd = time_ms(lambda: fn(q, k, v), warmup_ms=25, rep_ms=100)
-    bwd = time_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True), warmup_ms=25, rep_ms=100)
+    fwd = timing.time_ms(lambda: fn(q, k, v), warmup_ms=25, rep_ms=100)
+    bwd = timing.time_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True), warmup_ms=25, rep_ms=100)
     return {"fwd_ms": fwd.median_ms, "bwd_ms": bwd.median_ms}
 
 
@@ -207,11 +188,6 @@ def headline(
 ) -> list[dict]:
     """One row per (d, L, causal) of ``causals``: ms, TFLOP/s and ratios of ours, SDPA flash and SDPA cuDNN; see
     the module docstring. ``tokens`` = B*L and ``hidden`` = H*d fix the shape (``setting_shape``)."""
-    import torch
-
-    from .. import timing
-    from ..kernels import flash_attention as F
-
     rows = []
     jobs = [(d, L, c) for d in head_dims for L in lengths for c in causals]
     for d, L, causal in tqdm(jobs, desc="lesson08 headline", disable=not progress):
@@ -260,9 +236,6 @@ def headline(
 def sweep(lengths=SWEEP, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["d"], progress: bool = True) -> dict:
     """Naive against flash forward over L (non-causal): ms, measured extra peak memory (None when out of
     memory), and the model's bytes."""
-    from .. import attention, timing
-    from ..kernels import flash_attention as F
-
     ch = choices(_plan(), sweep_lengths=lengths)
     skipped = {r["L"]: r["skipped"] for r in ch["naive_skipped"]}
     rows = []
@@ -296,11 +269,6 @@ def memory(
 ) -> dict:
     """Ours, through autograd: extra memory held after forward (O and lse) and the peak over forward +
     backward (adds delta and the gradients), above q, k, v and dO, per L; beside the model."""
-    import torch
-
-    from .. import attention, timing
-    from ..kernels import flash_attention as F
-
     ch = choices(_plan(), memory_lengths=lengths)
     rows = []
     for L in tqdm(ch["memory_kept"], desc="lesson08 memory", disable=not progress):
@@ -360,9 +328,7 @@ def run(
     run into the reference file. ``tokens``, ``hidden``: the headline and teaching shape (``setting_shape``);
     ``shape``: ``{"B", "H", "d"}`` of the sweep and the memory step; ``teaching_settings``: (d, L) pairs
     (default ``TEACHING_SETTINGS``); ``causals``: the headline's causal flags. Raises ValueError naming an unknown step."""
-    from ..timing import require_gpu
-
-    require_gpu("the lesson08 suite")
+    timing.require_gpu("the lesson08 suite")
     unknown = set(steps or ()) - set(STEPS)
     if unknown:
         raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
@@ -400,12 +366,7 @@ def teaching(
     headline shape (``setting_shape``) for each (d, L) of ``settings`` and both causal flags. One row per
     setting: ``fwd_ms`` and ``bwd_ms`` dicts keyed by step (an error string where a step cannot run), and the
     FLOPs. The backward steps time the backward kernels alone, given the forward's out and lse. GPU only."""
-    from .. import timing
-    from ..kernels import flash_attention as F
-    from ..kernels import flash_teaching as T
-    from ..timing import require_gpu, time_ms
-
-    require_gpu("the lesson08 teaching step")
+    timing.require_gpu("the lesson08 teaching step")
     rows = []
     jobs = [(d, L, c) for d, L in settings for c in (False, True)]
     for d, L, causal in tqdm(jobs, desc="lesson08 teaching", disable=not progress):
@@ -443,7 +404,7 @@ def teaching(
                     continue
                 try:
                     fn()  # compile and autotune outside the timing
-                    row[part][name] = time_ms(fn, warmup_ms=25, rep_ms=100).median_ms
+                    row[part][name] = timing.time_ms(fn, warmup_ms=25, rep_ms=100).median_ms
                 except Exception as e:  # noqa: BLE001  (a step that cannot run here is a result)
                     row[part][name] = f"{type(e).__name__}: {str(e)[:120]}"
         rows.append(row)
@@ -507,9 +468,6 @@ def roofline_points(data: dict | None) -> list:
     """``roofline.KernelPoint``s of a record: ours, forward, non-causal, per headline setting (FLOPs by
     ``attention.attention_flops``, bytes by ``attention.flash_bytes``), and naive attention's forward at each L
     of the sweep that did not run out of memory (bytes by ``attention.naive_bytes``). [] for None."""
-    from .. import attention
-    from ..roofline import KernelPoint
-
     points = []
     if not data:
         return points
@@ -551,10 +509,7 @@ def autotune_report(settings=AUTOTUNE_SETTINGS, progress: bool = True) -> list[d
     candidate of ``fwd_candidates`` launched with its fixed config (or its error), of the default (autotuned)
     launch, the config the autotuner chose, and SDPA's flash backend beside. GPU only
     (``python -m gpulab.bench --autotune-report lesson08``)."""
-    from ..kernels import flash_attention as F
-    from ..timing import require_gpu, time_ms
-
-    require_gpu("the lesson08 autotune report")
+    timing.require_gpu("the lesson08 autotune report")
     rows = []
     for d, L in tqdm(settings, desc="lesson08 autotune report", disable=not progress):
         B, H, _, _ = setting_shape(L, d)
@@ -564,18 +519,18 @@ def autotune_report(settings=AUTOTUNE_SETTINGS, progress: bool = True) -> list[d
             row = {"d": d, "L": L, "B": B, "H": H, "causal": causal, "fixed_tflops": {}}
             for cfg in F.fwd_candidates(q.dtype, causal, d):
                 try:
-                    t = time_ms(
+                    t = timing.time_ms(
                         lambda: F.flash_attention_forward(q, k, v, causal, config=cfg), warmup_ms=25, rep_ms=100
                     )
                     row["fixed_tflops"][F.config_short(cfg)] = t.rate(flops)
                 except Exception as e:  # noqa: BLE001  (a candidate that cannot run here is a result)
                     row["fixed_tflops"][F.config_short(cfg)] = f"{type(e).__name__}: {str(e)[:120]}"
-            t = time_ms(lambda: F.flash_attention_forward(q, k, v, causal), warmup_ms=25, rep_ms=100)
+            t = timing.time_ms(lambda: F.flash_attention_forward(q, k, v, causal), warmup_ms=25, rep_ms=100)
             row["autotuned_tflops"] = t.rate(flops)
             chosen = F.default_configs(q, k, v, causal)["fwd"]
             row["autotuned_config"] = F.config_short(chosen) if chosen else None
             sdpa = sdpa_fn("FLASH_ATTENTION", causal)
-            row["sdpa_flash_tflops"] = time_ms(lambda: sdpa(q, k, v), warmup_ms=25, rep_ms=100).rate(flops)
+            row["sdpa_flash_tflops"] = timing.time_ms(lambda: sdpa(q, k, v), warmup_ms=25, rep_ms=100).rate(flops)
             rows.append(row)
         q = k = v = None  # free the buffers before the next size (the lambdas above hold the names)
     return rows

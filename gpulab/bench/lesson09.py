@@ -17,6 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 
+from torch import profiler
+from torch.autograd import DeviceType
+from tqdm.auto import tqdm
+
+import gpulab
+
+from .. import hardware, plan, timing
+from ..capstone import ladder, placement
+from ..capstone.gpt import GPT2_SMALL, Trainer
+from ..device import load_profile
+
 KEY = "lesson09"
 PROFILED_STEPS = 3
 
@@ -52,16 +63,10 @@ def group_of(name: str) -> str:
 def profile_groups(trainer, steps: int = PROFILED_STEPS) -> dict:
     """GPU ms per group of one ``trainer.step()``, from torch.profiler (``group_times`` of its averaged events
     over ``steps`` steps). GPU only."""
-    from torch.profiler import ProfilerActivity, profile
-
-    import gpulab
-
-    from .. import timing
-
     trainer.step()
     timing.synchronize()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpulab.ON_GPU else [])
-    with profile(activities=activities) as prof:
+    activities = [profiler.ProfilerActivity.CPU] + ([profiler.ProfilerActivity.CUDA] if gpulab.ON_GPU else [])
+    with profiler.profile(activities=activities) as prof:
         for _ in range(steps):
             trainer.step()
         timing.synchronize()
@@ -73,8 +78,6 @@ def group_times(events, steps: int) -> dict:
     device time (the kernels it launched itself), divided by ``steps``. Only the operators (CPU-side events)
     count: the kernels appear again as device-side events of their own, and adding those too would count
     each kernel twice. ``events``: items with ``key``, ``device_type`` and ``self_device_time_total`` (µs)."""
-    from torch.autograd import DeviceType
-
     out: dict = {}
     for ev in events:
         if getattr(ev, "device_type", DeviceType.CPU) != DeviceType.CPU:
@@ -92,15 +95,7 @@ def run(progress: bool = True, cfg=None, rep_ms: float = 300, rungs=None, ops: b
     ``ladder.RUNGS`` to measure (default all); ``ops``: whether to profile the groups; ``need_bytes``: ``{rung
     name: bytes}`` a rung needs (a recording's peak), and a rung that does not fit the plan's memory is recorded
     as ``{"rung", "skipped": reason}``, not run. GPU only."""
-    from tqdm.auto import tqdm
-
-    from .. import hardware, plan, timing
-    from ..capstone import ladder, placement
-    from ..capstone.gpt import GPT2_SMALL, Trainer
-    from ..device import load_profile
-    from ..timing import require_gpu
-
-    require_gpu("lesson 09's suite")
+    timing.require_gpu("lesson 09's suite")
     cfg = cfg or GPT2_SMALL
     spec = hardware.get("H200")
     profile = load_profile() if not timing.is_fake() else None  # the test clock has no GPU to have profiled
@@ -143,11 +138,6 @@ LIVE = dict(rungs=("fp32 eager, naive attention", "+ bf16 autocast"), ops=False)
 OPS_COUNTING = "operators"  # how ``ops`` was summed: ``group_times`` (each kernel once)
 
 
-def measured_ops(data: dict | None) -> dict:
-    """The recorded per-group GPU ms of each profiled rung (``{}`` when none), as ``group_times`` summed them."""
-    return (data or {}).get("ops") or {}
-
-
 def report(data: dict) -> str:
     lines = [
         f"GPT-2 small step, {data['config']['batch']}x{data['config']['seq_len']} tokens; predicted on the "
@@ -159,7 +149,7 @@ def report(data: dict) -> str:
             lines.append(f"  {r['rung']:30} out of memory, not run: {r['skipped']}")
             continue
         lines.append(f"  {r['rung']:30} {r['predicted_ms']:8.2f} ms {r['ms']:8.2f} ms {r['peak_mem_gib']:6.1f} GiB")
-    for name, groups in measured_ops(data).items():
+    for name, groups in ladder.measured_ops(data).items():
         top = sorted(groups.items(), key=lambda kv: -kv[1])[:4]
         lines.append(f"  profiled ({name}): " + ", ".join(f"{g} {ms:.1f} ms" for g, ms in top))
     return "\n".join(lines)

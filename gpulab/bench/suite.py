@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+import torch
 from tqdm.auto import tqdm
 
+from .. import roofline as R
 from .. import timing
+from ..device import get_profile, matmul_fn
+from ..kernels.relu import relu, relu_counts
+from ..kernels.vector_add import vector_add, vector_add_counts
 from ..roofline import KernelPoint
 from ..timing import time_ms
 
@@ -27,8 +32,6 @@ def roofline(progress: bool = True, vector_sizes=VECTOR_SIZES, matmul_sizes=MATM
     above), and ``roofline_points``, ``roofline_points(...)`` as dicts. The keys of a reference file, so that a
     notebook reads a measurement and a recording alike. ``matmul_n``: the profile's matmul size when it is
     measured now."""
-    from ..device import get_profile
-
     profile = get_profile(progress=progress, matmul_n=matmul_n).to_json()
     points = roofline_points(progress, vector_sizes, matmul_sizes)
     return timing.stamp({"profile": profile, "roofline_points": [asdict(p) for p in points]})
@@ -38,8 +41,6 @@ def above_roof(profile: dict, points, l2_bytes: float | None = None, slack: floa
     """Names of ``points`` (``KernelPoint``s) faster than ``slack`` x the roof of ``profile`` (its measured
     ``matmul_tflops[p.dtype]`` and ``copy_tbps``): a count of FLOPs or bytes too low. A working set under
     ``l2_bytes`` (default: the profile's L2) answers to the L2's roof, not HBM's, and is left out."""
-    from .. import roofline as R
-
     l2 = profile["l2_mb"] * 1e6 if l2_bytes is None else l2_bytes
     return [
         p.name
@@ -55,12 +56,6 @@ def roofline_points(progress: bool = True, vector_sizes=VECTOR_SIZES, matmul_siz
     vector add n FLOPs / 12n bytes; ReLU n / 8n; matmul 2N^3 FLOPs / 3N^2 * 2 bytes (A, B read, C written
     once, the least any implementation must move).
     """
-    import torch
-
-    from ..device import matmul_fn
-    from ..kernels.relu import relu, relu_counts
-    from ..kernels.vector_add import vector_add, vector_add_counts
-
     jobs = (
         [("vector add", n) for n in vector_sizes]
         + [("relu", n) for n in vector_sizes]
@@ -91,11 +86,6 @@ def roofline_points(progress: bool = True, vector_sizes=VECTOR_SIZES, matmul_siz
 def vendor_ratios(n: int = 2**28) -> list[dict]:
     """gpulab's elementwise kernels against torch's, same inputs, same run: ratio = torch time / ours
     (>= 1 means gpulab is as fast or faster)."""
-    import torch
-
-    from ..kernels.relu import relu
-    from ..kernels.vector_add import vector_add
-
     gen = torch.Generator(timing.device()).manual_seed(0)
     x = torch.randn(n, device=timing.device(), generator=gen)
     y = torch.randn(n, device=timing.device(), generator=gen)

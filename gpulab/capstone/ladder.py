@@ -283,3 +283,9 @@ def predict_split(cfg: GPTConfig, opts: Options, spec: hardware.GPUSpec, **kw) -
         kinds={k: s.get(f"kind:{k}", 0.0) for k in placement.KINDS},
         group_ms={g: s[f"group:{g}"] for g in recorder.GROUPS if f"group:{g}" in s},
     )
+
+
+def measured_ops(data: dict | None) -> dict:
+    """The per-group GPU ms of each profiled rung of a lesson09 record (``gpulab.bench.lesson09.run``: its
+    ``ops``, {rung: {group: ms}}, as ``group_times`` summed them); ``{}`` for None or a record without."""
+    return (data or {}).get("ops") or {}

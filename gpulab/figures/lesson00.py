@@ -14,7 +14,6 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .. import hardware, memory
-from ..bench.lesson00 import fits
 from ..plots import COLORS
 
 WIDTH_HINT = 1000  # px: every figure is laid out to read at this width
@@ -61,7 +60,7 @@ def hierarchy_figure(spec: hardware.GPUSpec, data: dict | None = None) -> go.Fig
     bandwidth where known (the datasheet's HBM; the measured plateaus when ``data``, a lesson00 record, is
     given). Raises ValueError for a GPU without a hierarchy in the table."""
     levels = memory.hierarchy(spec)
-    measured = fits(data, spec)["plateaus"] or {} if data and data.get("staircase") else {}
+    measured = memory.fit_record(data, spec)["plateaus"] or {} if data and data.get("staircase") else {}
     labels = []
     for lv in levels:
         if lv.scope == "per SM":
@@ -129,7 +128,7 @@ def staircase_figure(data: dict | None, spec: hardware.GPUSpec, where: str = "")
                 error_y=dict(type="data", symmetric=False, array=up, arrayminus=down),
                 hovertemplate="%{x:.3s}B: %{y:.3g} TB/s<extra></extra>",
             )
-        plateaus = fits(data, spec)["plateaus"]
+        plateaus = memory.fit_record(data, spec)["plateaus"]
         model = [memory.expected_tbps(w, spec, plateaus) for w in ws]
         fig.add_scatter(
             x=ws,

@@ -10,7 +10,6 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from .. import simt, validate, widgets
-from ..bench import lesson02
 from ..kernels import divergence
 from ..simt import IDLE, PATH_A, PATH_B, WARP_SIZE, BranchTrace, branch
 
@@ -186,7 +185,7 @@ class LoopSweepExplorer:
 def variants_figure(data: dict, title: str):
     """Horizontal bars: measured median time (with 20th-80th percentile whiskers) and the model's prediction
     for each variant. Plain lists in the traces (see gpulab.plots)."""
-    rs = lesson02.rows(data)[::-1]  # plotly draws the first bar at the bottom
+    rs = simt.measured_rows(data)[::-1]  # plotly draws the first bar at the bottom
     names = [r["name"] for r in rs]
     fig = go.Figure()
     fig.add_bar(
@@ -225,7 +224,7 @@ def variants_figure(data: dict, title: str):
 def summary(data: dict) -> str:
     """A short digest (at most 12 lines) of a ``gpulab.bench.lesson02`` record: each variant's measured
     times beside the model's; ``gpulab.bench.lesson02.report(data)`` prints every row."""
-    rs = lesson02.rows(data)
+    rs = simt.measured_rows(data)
     t_a, t_b = data["path_a"]["median_ms"], data["path_b"]["median_ms"]
     where = [r for r in rs if r["name"].startswith("(a)")]
     uniform = [r for r in rs if r["name"].startswith("(b)")]

@@ -17,6 +17,7 @@ from ..sectors import (
     LINE_BYTES,
     WarpRequest,
     predicted_tbps,
+    stride_model_rows,
     strided_copy_efficiency,
     warp_request,
 )
@@ -290,7 +291,6 @@ def stride_table(data: dict) -> str:
     """The stride sweep of a ``gpulab.bench.lesson06`` record as a table (8 lines): gpulab's and torch's measured
     effective TB/s beside the sector model with 32-, 64- and 128-byte granules (from the run's copy bandwidth),
     and, for each measurement, the granule whose model line is nearest (by ratio)."""
-    from ..bench.lesson06 import model_rows
 
     def nearest(tbps: float, model: dict) -> str:
         g = min(model, key=lambda g: abs(math.log(tbps / model[g])))
@@ -301,7 +301,7 @@ def stride_table(data: dict) -> str:
         f"{'stride':>6} {'gpulab':>7} {'torch':>7} {'32 B':>6} {'64 B':>6} {'128 B':>6}   "
         f"{'gpulab nearest':<15} torch nearest"
     ]
-    for r, m in zip(data["stride"]["rows"], model_rows(data)):
+    for r, m in zip(data["stride"]["rows"], stride_model_rows(data)):
         mt = m["model_tbps"]
         lines.append(
             f"{r['stride']:6} {r['ours_tbps']:7.3f} {r['torch_tbps']:7.3f} {mt[32]:6.3f} {mt[64]:6.3f} "

@@ -12,8 +12,10 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .. import hardware, widgets
-from ..bench import lesson07
+from .. import hardware, waves, widgets
+from ..kernels import matmul_steps
+from ..kernels.matmul import counts
+from ..plots import roof_xy
 from ..tiling import fits, footprint_bytes, input_loads, shared_memory_bytes, tile_intensity
 from ..waves import SEED_SMS, SEED_TILE, WavePlan, plan, sweep
 
@@ -303,10 +305,6 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
     that L2 serves: lesson 07's counters), the copy roof for the fast path and torch (their least bytes come
     from HBM). Without a build record the steps sit at their model bounds and the title says
     "no recording yet"."""
-    from ..kernels import matmul_steps as ms
-    from ..kernels.matmul import counts
-    from ..plots import roof_xy
-
     spec = hardware.get("H200")
     roofs = [("datasheet H200 fp16", spec.peak_tflops["fp16"], spec.hbm_tbps, "dash")]
     rows = (data or {}).get("build")
@@ -327,8 +325,8 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
     if l2_tbps:
         roofs.insert(1, (f"L2 (lesson 00), {l2_tbps:.2f} TB/s", roofs[0][1], l2_tbps, "dot"))
     n, s = (rows[0]["n"], 2) if rows else (4096, 2)
-    steps = list(ms.STEPS) + ["fast path", "torch"]
-    intensity = {st: (lambda f, b: f / b)(*ms.step_counts(st, n, n, n, s)) for st in ms.STEPS}
+    steps = list(matmul_steps.STEPS) + ["fast path", "torch"]
+    intensity = {st: (lambda f, b: f / b)(*matmul_steps.step_counts(st, n, n, n, s)) for st in matmul_steps.STEPS}
     least = counts(n, n, n, s)
     intensity.update({"fast path": least[0] / least[1], "torch": least[0] / least[1]})
     lo, hi = min(intensity.values()) / 3, max(intensity.values()) * 3
@@ -345,7 +343,7 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
             x=x.tolist(), y=y.tolist(), mode="lines", name=label, line=dict(color=color, dash=dash), row=1, col=1
         )
     peak, hbm = roofs[0][1], roofs[0][2]
-    bw_of = {st: (l2_tbps or hbm) if st in ms.STEPS else hbm for st in steps}  # requested bytes: from L2
+    bw_of = {st: (l2_tbps or hbm) if st in matmul_steps.STEPS else hbm for st in steps}  # requested bytes: from L2
     bounds = [min(peak, bw_of[st] * intensity[st]) for st in steps]
     fig.add_scatter(
         x=[intensity[st] for st in steps],
@@ -410,13 +408,13 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
 
 def sweep_figure(s: dict, where: str = "", live: dict | None = None, live_where: str = ""):
     """The dense sweep of a ``gpulab.bench.lesson07`` record (``s = data["sweep"]``): bf16 TFLOP/s of torch and
-    gpulab at every N, N % 8 == 0 apart from the rest, and the wave model (``lesson07.wave_model``) scaled to
+    gpulab at every N, N % 8 == 0 apart from the rest, and the wave model (``waves.wave_model``) scaled to
     gpulab's best rate. ``live``: a sweep measured now at a few N (``lesson07.LIVE``), drawn over it as large
     diamonds; ``where`` labels ``s`` and ``live_where`` labels ``live``."""
-    eff = lesson07.wave_model(s)
+    eff = waves.wave_model(s)
     fig = go.Figure()
     for method, color in (("torch", "#1f77b4"), ("gpulab", "#d62728")):
-        rates = lesson07.sweep_rates(s, method)
+        rates = waves.sweep_rates(s, method)
         for aligned in (True, False):
             pts = [(n, r) for n, r in zip(s["ns"], rates) if r is not None and (n % 8 == 0) == aligned]
             fig.add_scatter(
@@ -427,7 +425,7 @@ def sweep_figure(s: dict, where: str = "", live: dict | None = None, live_where:
                 marker=dict(color=color, size=4 if aligned else 3, symbol="circle" if aligned else "circle-open"),
             )
     for method, color in (("torch", "#1f77b4"), ("gpulab", "#d62728")) if live else ():
-        pts = [(n, r) for n, r in zip(live["ns"], lesson07.sweep_rates(live, method)) if r is not None]
+        pts = [(n, r) for n, r in zip(live["ns"], waves.sweep_rates(live, method)) if r is not None]
         fig.add_scatter(
             x=[n for n, _ in pts],
             y=[r for _, r in pts],
@@ -435,7 +433,7 @@ def sweep_figure(s: dict, where: str = "", live: dict | None = None, live_where:
             name=f"{method}, measured now",
             marker=dict(color=color, size=11, symbol="diamond", line=dict(color="black", width=1)),
         )
-    best = max(r for r in lesson07.sweep_rates(s, "gpulab") if r is not None)
+    best = max(r for r in waves.sweep_rates(s, "gpulab") if r is not None)
     fig.add_scatter(
         x=s["ns"],
         y=[best * e for e in eff],
@@ -446,7 +444,7 @@ def sweep_figure(s: dict, where: str = "", live: dict | None = None, live_where:
     fig.update_layout(
         title=dict(
             text=f"{s.get('dtype', 'bf16')} matmul N x N x N, every N from {s['ns'][0]} to {s['ns'][-1]}, "
-            f"{lesson07.sweep_timing(s)}<br><sup>{where}"
+            f"{waves.sweep_timing(s)}<br><sup>{where}"
             + (f"<br>diamonds: N = {', '.join(map(str, live['ns']))}, {live_where}" if live else "")
             + "</sup>",
             font_size=13,

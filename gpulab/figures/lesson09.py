@@ -6,13 +6,13 @@ where nothing is recorded the figure says so.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import ipywidgets as W
 import plotly.graph_objects as go
 
 from .. import hardware, plots, reference, widgets
-from ..bench import lesson09
 from ..capstone import ladder, placement, recorder
 from ..capstone.gpt import GPT2_SMALL, GPTConfig
 
@@ -110,7 +110,7 @@ def breakdown(cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0) -> go.Fig
             offsetgroup="predicted",
         )
     data, label = recorded()
-    measured = lesson09.measured_ops(data).get(r.name)
+    measured = ladder.measured_ops(data).get(r.name)
     if measured:
         source = label
     elif data:  # recorded, but the profiler ran on other rungs only
@@ -245,7 +245,6 @@ class ModelSizeExplorer:
 
     def _group_kinds(self, cfg, opts) -> dict:
         """ms per (group, class), extrapolated from one and two layers like ``ladder.predict_split``."""
-        import dataclasses
 
         def table(n):
             p = ladder.predict(dataclasses.replace(cfg, n_layer=n), opts, self.spec)
