@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 
 #: Units a guess written as text ("120 us", "2 GB") may carry: unit -> (quantity, size in the quantity's base
-#: unit). Bytes are decimal (GB = 1e9 B) beside the binary KiB, MiB, GiB; TB/s is 1e12 bytes per second.
+#: unit). "" and "x" are plain ratios, so "8%" converts to 0.08; bytes are decimal (GB = 1e9 B) beside the
+#: binary KiB, MiB, GiB; TB/s is 1e12 bytes per second.
 UNITS = {
     "s": ("time", 1.0),
     "ms": ("time", 1e-3),
@@ -37,6 +38,7 @@ UNITS = {
     "TB/s": ("bandwidth", 1e12),
     "GFLOP/s": ("rate", 1e9),
     "TFLOP/s": ("rate", 1e12),
+    "": ("ratio", 1.0),
     "x": ("ratio", 1.0),
     "%": ("ratio", 0.01),
 }

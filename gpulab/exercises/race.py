@@ -383,7 +383,7 @@ def race_figure(r: Race) -> go.Figure:
 
 def race(mine, lesson: str | int | None = None, n: int | None = None, show: bool = True) -> Race:
     """Time ``mine``, the learner's launcher of a lesson's kernel exercise, beside gpulab's kernel and torch's on
-    the same inputs, and draw the three against the lesson's model (one figure, shown when ``show``).
+    the same inputs, and draw the three against the lesson's model (the report printed and one figure shown when ``show``).
 
     ``mine``: the launcher the exercise asks for (01 ``scale_add(x, a, b, out)``, 02 ``loop_grouped(x, trips,
     order, out)``, 03 ``relu_cast(x, out)``, 04 ``sincos_fused(x, out)``); ``lesson``: "01".."04" or 1..4 (None:
@@ -405,5 +405,6 @@ def race(mine, lesson: str | int | None = None, n: int | None = None, show: bool
     fig = race_figure(r)
     r = Race(**{**r.__dict__, "figure": fig})
     if show:
+        print(r)
         fig.show()
     return r
