@@ -14,7 +14,7 @@ def test_an_empty_guess_asks_for_one_and_still_shows_the_answer(empty):
     r = reveal(empty, model=0.5, measured=0.625, unit="ms", where="recorded on X")
     text = str(r)
     assert r.guess is None and r.ratio is None and r.verdict == "none"
-    assert text.startswith("no prediction yet") and "my_guess" in text
+    assert text.startswith("no prediction yet") and "in the prediction cell above" in text
     assert "0.5 ms" in text and "0.625 ms (recorded on X)" in text
     assert repr(r) == text and len(text.splitlines()) <= 6
 

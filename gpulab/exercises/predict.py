@@ -148,8 +148,8 @@ class Reveal:
         lines = []
         if self.guess is None:
             lines.append(
-                f"no prediction yet: write your number in my_guess ({self.unit or 'a plain number'}) "
-                "and run this cell again. The answer:"
+                f"no prediction yet: write your number ({self.unit or 'a plain number'}) in the prediction cell "
+                "above, run it and this cell again. The answer:"
             )
         else:
             lines.append(f"your prediction: {self._num(self.guess)}")
