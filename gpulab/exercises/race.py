@@ -1,0 +1,410 @@
+"""After a checker passes: the learner's kernel timed beside gpulab's and torch's, against the lesson's model.
+
+One call, ``race(scale_add)`` (the launcher the learner wrote; ``lesson=`` picks the lesson when its name is not
+the exercise's), returns a ``Race`` and draws one figure: each kernel's median time on the same inputs, and the
+model's time as a dashed line. On a GPU (``timing.live()``) it runs the lesson's checker first (an unchecked kernel
+is never launched on the large inputs), times the three with ``timing.time_ms`` (do_bench medians, L2 flushed),
+and checks the learner's result on the large inputs against torch's. Without a GPU it says plainly that timing
+needs one and shows gpulab's recorded point and torch's (``live.recall``: gpulab/data, labelled with the GPU it
+was recorded on). Under the test clock the live path runs on the CPU at a small size, every time fake and labelled
+``timing.FAKE_LABEL`` (``Race.asdict`` is a fake record, which ``--record`` refuses).
+
+The models are the lessons' own: 01, 03 and 04 are memory-bound elementwise kernels whose bound is their HBM bytes
+over the copy bandwidth (measured now on the same GPU, or recorded); 02's loop is ``divergence.predict_loop_ms``
+from the times of gpulab's loop at zero trips and at every element expensive (lesson 02, section 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import plotly.graph_objects as go
+import torch
+
+import gpulab
+
+from .. import simt, timing
+from ..bench import live
+from ..kernels import divergence as dv
+from ..kernels import relu as relu_mod
+from ..kernels import sincos as S
+from . import describe_error, ex01, ex01_kernels, ex02, ex03, ex04
+
+FAKE_N = 4096  # the size under the test clock: the kernels run in the interpreter
+_LOOP = dict(frac=1 / 64, cheap=4, expensive=64, block=1024)  # lesson 02's loop study (gpulab.bench.lesson02)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One contender: ``who`` ("yours", "gpulab", "torch"), ``what`` it runs, ``ms`` its median time (None:
+    not timed, ``note`` says why)."""
+
+    who: str
+    what: str
+    ms: float | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Race:
+    """The outcome of ``race``: ``op`` what was timed at size ``n``; ``entries`` (yours, gpulab's, torch's);
+    ``model_ms`` the lesson's model time for ``op`` (``model`` says how); ``where`` the label (measured now,
+    recorded, or fake); ``live`` True when timed now; ``message`` what the learner should know first (timing
+    needs a GPU, the kernel does not pass its checker, ...); ``figure`` the plotly figure."""
+
+    lesson: str
+    op: str
+    n: int
+    entries: tuple[Entry, ...]
+    model_ms: float | None
+    model: str
+    where: str
+    live: bool
+    message: str = ""
+    fake: bool = False  # timed under the test clock
+    figure: go.Figure | None = field(default=None, repr=False, compare=False)
+
+    def ms(self, who: str) -> float | None:
+        """The median time of ``who`` ("yours", "gpulab", "torch"), or None."""
+        return next((e.ms for e in self.entries if e.who == who), None)
+
+    def asdict(self) -> dict:
+        """The race as a record (stamped fake under the test clock: ``--record`` refuses it)."""
+        d = dict(lesson=self.lesson, op=self.op, n=self.n, model_ms=self.model_ms, where=self.where, live=self.live)
+        d["entries"] = [dict(who=e.who, what=e.what, ms=e.ms, note=e.note) for e in self.entries]
+        return {**d, "clock": timing.FAKE_LABEL} if self.fake else d
+
+    def __str__(self) -> str:
+        lines = [self.message] if self.message else []
+        lines.append(f"lesson {self.lesson}: {self.op}, n = {self.n:,} ({self.where})")
+        for e in self.entries:
+            t = f"{e.ms:9.4f} ms" if e.ms is not None else f"{'-':>9}   "
+            vs = f"  {self.model_ms / e.ms:4.0%} of the model's speed" if e.ms and self.model_ms else ""
+            lines.append(f"  {e.who:6} {t}{vs}  {e.what}{'; ' + e.note if e.note else ''}")
+        if self.model_ms is not None:
+            lines.append(f"  model  {self.model_ms:9.4f} ms  {self.model}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+@dataclass
+class _Bench:
+    """The inputs of one lesson's race at size n, on the device: ``call(mine)`` launches the learner's
+    launcher and returns its output; ``gpulab`` and ``torch`` return theirs; ``model_ms(time)`` the model."""
+
+    call: Callable
+    gpulab: Callable
+    torch: Callable
+    model_ms: Callable
+    tol: float
+
+
+@dataclass(frozen=True)
+class _Lesson:
+    exercise: str
+    checker: Callable
+    live_n: int
+    op: str
+    what: tuple[str, str]  # gpulab's, torch's (timed now)
+    model: str
+    bench: Callable[[int, str], _Bench]
+    recorded: Callable[[dict], dict | None]  # the recording -> op, n, (ms, what) of gpulab and torch, model_ms
+
+
+def _copy_model(nbytes_per_element: int, n: int, x: torch.Tensor, out: torch.Tensor):
+    """The memory bound: the kernel's bytes over the copy bandwidth measured now (``out.copy_(x)``, fp32, 8n
+    bytes, the same GPU and the same n)."""
+
+    def model(time_ms):
+        copy = time_ms(lambda: out.copy_(x))
+        return nbytes_per_element * n / (8 * n / copy.median_ms)
+
+    return model
+
+
+def _bench01(n, dev):
+    gen = torch.Generator(dev).manual_seed(0)
+    x = torch.randn(n, device=dev, generator=gen)
+    a, b = 1.5, -0.25
+    out, b0 = torch.empty_like(x), torch.tensor(b, device=dev)
+    return _Bench(
+        call=lambda mine: (mine(x, a, b, out), out)[1],
+        gpulab=lambda: (ex01_kernels.scale_add(x, a, b, out), out)[1],
+        torch=lambda: torch.add(b0, x, alpha=a, out=out),
+        model_ms=_copy_model(8, n, x, torch.empty_like(x)),
+        tol=1e-5,
+    )
+
+
+def _bench02(n, dev):
+    trips_np = dv.mixed_trips(n, _LOOP["frac"], _LOOP["cheap"], _LOOP["expensive"], seed=0)
+    order_np = simt.group_by_cost(trips_np)
+    gen = torch.Generator(dev).manual_seed(0)
+    x = torch.randn(n, device=dev, generator=gen) * 3
+    trips = torch.from_numpy(trips_np).to(dev)
+    order = torch.from_numpy(order_np).to(torch.int32).to(dev)
+    xs, ts = x[order.long()].contiguous(), trips[order.long()].contiguous()  # gpulab's kernel (c) on sorted data
+    out, steps = torch.empty_like(x), int(trips_np.max())
+
+    def eager():
+        y = xs
+        for i in range(steps):
+            y = torch.where(i < ts, torch.sin(y) * 0.9 + 0.1, y)
+        return y
+
+    def model(time_ms):
+        zero, full = torch.zeros_like(ts), torch.full_like(ts, _LOOP["expensive"])
+        t0, tf = (
+            time_ms(lambda: dv.loop_cost(xs, zero, block=_LOOP["block"])),
+            time_ms(lambda: dv.loop_cost(xs, full, block=_LOOP["block"])),
+        )
+        return dv.predict_loop_ms(t0.median_ms, tf.median_ms, _LOOP["expensive"], trips_np[order_np], _LOOP["block"])
+
+    return _Bench(
+        call=lambda mine: (mine(x, trips, order, out), out)[1],
+        gpulab=lambda: dv.loop_cost(xs, ts, block=_LOOP["block"]),
+        torch=eager,
+        model_ms=model,
+        tol=1e-4,
+    )
+
+
+def _bench03(n, dev):
+    x = torch.randn(n, device=dev, generator=torch.Generator(dev).manual_seed(0))
+    out = torch.empty_like(x)
+    return _Bench(
+        call=lambda mine: (mine(x, out), out)[1],
+        gpulab=lambda: relu_mod.relu(x),
+        torch=lambda: torch.relu(x),
+        model_ms=_copy_model(8, n, x, torch.empty_like(x)),
+        tol=0.0,
+    )
+
+
+def _bench04(n, dev):
+    x = torch.randn(n, device=dev, generator=torch.Generator(dev).manual_seed(0)) * 3
+    out = torch.empty_like(x)
+    return _Bench(
+        call=lambda mine: (mine(x, out), out)[1],
+        gpulab=lambda: S.sincos(x),
+        torch=lambda: S.sincos_eager(x),
+        model_ms=_copy_model(8, n, x, torch.empty_like(x)),
+        tol=1e-5,
+    )
+
+
+def _rec(op, n, gpulab_ms, gpulab_what, torch_ms, torch_what, model_ms) -> dict:
+    return dict(op=op, n=n, gpulab=(gpulab_ms, gpulab_what), torch=(torch_ms, torch_what), model_ms=model_ms)
+
+
+def _recorded01(rec):
+    relu = next((r for r in rec.get("vendor_ratios", []) if r["name"] == "relu fp32"), None)
+    if relu is None:
+        return None
+    n, what = relu["n"], "gpulab's relu: the same 8 bytes per element as scale_add"
+    model = 8 * n / (rec["profile"]["copy_tbps"] * 1e9)
+    return _rec(
+        "an fp32 kernel of 8 bytes per element", n, relu["gpulab_ms"], what, relu["torch_ms"], "torch.relu", model
+    )
+
+
+def _recorded02(rec):
+    loop = rec.get("lesson02", {}).get("loop") or {}
+    row = next(
+        (r for r in loop.get("rows", []) if r["frac_expensive"] == _LOOP["frac"] and r["layout"] == "sorted"), None
+    )
+    if row is None:
+        return None
+    what = "gpulab's loop kernel (c) on cost-sorted work"
+    return _rec(LESSONS["02"].op, rec["lesson02"]["n"], row["measured_ms"], what, None, "torch", row["predicted_ms"])
+
+
+def _recorded03(rec):
+    row = next((r for r in rec.get("lesson03", {}).get("relu", []) if r["dtype"] == "fp32"), None)
+    if row is None:
+        return None
+    model = row["bytes"] / (rec["profile"]["copy_tbps"] * 1e9)
+    return _rec(
+        LESSONS["03"].op, row["n"], row["gpulab_ms"], LESSONS["03"].what[0], row["torch_ms"], "torch.relu", model
+    )
+
+
+def _recorded04(rec):
+    r4 = rec.get("lesson04")
+    if r4 is None:
+        return None
+    ms = {r["method"]: r["ms"] for r in r4["headline"]}
+    model = 8 * r4["n"] / (r4["copy_tbps"] * 1e9)
+    return _rec(
+        LESSONS["04"].op, r4["n"], ms["fused"], LESSONS["04"].what[0], ms["eager"], LESSONS["04"].what[1], model
+    )
+
+
+COPY_MODEL = "8n bytes / copy bandwidth (the memory bound)"
+LESSONS = {
+    "01": _Lesson(
+        "scale_add",
+        ex01.check_scale_add,
+        2**28,
+        "a * x + b, fp32",
+        ("gpulab's solution (ex01_kernels.scale_add)", "torch.add(b, x, alpha=a)"),
+        COPY_MODEL,
+        _bench01,
+        _recorded01,
+    ),
+    "02": _Lesson(
+        "loop_grouped",
+        ex02.check_loop_grouped,
+        2**24,
+        "the loop over cost-sorted work, 1 in 64 expensive",
+        ("gpulab's loop kernel (c) on pre-sorted x, trips", "torch eager: a where per trip"),
+        "divergence.predict_loop_ms from t(0 trips) and t(all 64)",
+        _bench02,
+        _recorded02,
+    ),
+    "03": _Lesson(
+        "relu_cast",
+        ex03.check_relu_cast,
+        2**28,
+        "ReLU fp32 -> fp32",
+        ("gpulab's relu (kernels/relu.py)", "torch.relu"),
+        COPY_MODEL,
+        _bench03,
+        _recorded03,
+    ),
+    "04": _Lesson(
+        "sincos_fused",
+        ex04.check_sincos_fused,
+        2**28,
+        "sin²x + cos²x fp32",
+        ("gpulab's sincos (autotuned)", "torch eager, five kernels"),
+        COPY_MODEL,
+        _bench04,
+        _recorded04,
+    ),
+}
+_KEYS = {"01": None, "02": "lesson02", "03": "lesson03", "04": "lesson04"}  # the recording each one recalls
+
+
+def _lesson_of(mine, lesson) -> str:
+    if lesson is None:
+        name = getattr(mine, "__name__", "")
+        found = [k for k, v in LESSONS.items() if v.exercise == name]
+        if not found:
+            names = ", ".join(f"{v.exercise} (lesson {k})" for k, v in LESSONS.items())
+            raise ValueError(f"race: {name or mine!r} is no exercise it knows ({names}); pass lesson='01'..'04'")
+        return found[0]
+    key = f"{lesson:02d}" if isinstance(lesson, int) and not isinstance(lesson, bool) else str(lesson)[:2]
+    if key not in LESSONS:
+        raise ValueError(f"lesson must be one of {sorted(LESSONS)} (a str or int), got {lesson!r}")
+    return key
+
+
+def _recorded_race(key: str, spec: _Lesson) -> Race:
+    shown = live.recall(_KEYS[key])
+    got = spec.recorded(live.recorded()) if shown.data is not None else None
+    reason = f"timing needs a GPU (gpulab runs in {gpulab.MODE} mode here), so yours is not timed; "
+    yours = Entry("yours", spec.exercise, None, "needs a GPU")
+    if got is None:
+        return Race(key, spec.op, 0, (yours,), None, spec.model, shown.where, False, reason + "nothing is recorded yet")
+    (g_ms, g_what), (t_ms, t_what) = got["gpulab"], got["torch"]
+    entries = (
+        yours,
+        Entry("gpulab", g_what + ", recorded", g_ms),
+        Entry("torch", t_what, t_ms, "recorded" if t_ms is not None else "not recorded for this lesson"),
+    )
+    msg = reason + "gpulab's recorded point instead:"
+    return Race(key, got["op"], got["n"], entries, got["model_ms"], spec.model, shown.where, False, msg)
+
+
+def _timed(fn) -> tuple[float | None, str]:
+    try:
+        return timing.time_ms(fn).median_ms, ""
+    except Exception as e:  # the learner's launcher failing on the large inputs: reported, not raised
+        return None, f"raised {describe_error(e)}: not timed"
+
+
+def _live_race(key: str, spec: _Lesson, mine, n: int) -> Race:
+    rep = spec.checker(mine)
+    bench = spec.bench(n, timing.device())
+    yours, note, msg = None, "", ""
+    if rep.ok:
+        yours, note = _timed(lambda: bench.call(mine))
+        if yours is not None:
+            got, ref = bench.call(mine).double(), bench.torch().double()
+            err = (got - ref).abs().max().item() if got.shape == ref.shape else float("inf")
+            if not err <= bench.tol:
+                msg = f"your result at n = {n:,} differs from torch's by up to {err:.3g}: check it before you trust its time"
+    else:
+        first = str(rep).splitlines()[0]
+        note = "not timed"
+        msg = f"your kernel does not pass ex{key}.check_{spec.exercise} yet ({first}): it is not timed"
+    entries = (
+        Entry("yours", spec.exercise, yours, note),
+        Entry("gpulab", spec.what[0], timing.time_ms(bench.gpulab).median_ms),
+        Entry("torch", spec.what[1], timing.time_ms(bench.torch).median_ms),
+    )
+    model_ms = bench.model_ms(timing.time_ms)
+    return Race(key, spec.op, n, entries, model_ms, spec.model, timing.where(), True, msg, timing.is_fake())
+
+
+def race_figure(r: Race) -> go.Figure:
+    """The race as horizontal bars, one per contender (its median ms; a missing time says why in its label), and
+    the model's time as a dashed line; the title carries ``r.where``."""
+    labels = [f"{e.who}: {e.what}" + (f" ({e.note})" if e.ms is None and e.note else "") for e in r.entries]
+    xs = [e.ms for e in r.entries]
+    fig = go.Figure(
+        go.Bar(
+            x=xs,
+            y=labels,
+            orientation="h",
+            marker_color=["#d62728", "#1f77b4", "#7f7f7f"][: len(xs)],
+            text=[f"{v:.4g} ms" if v is not None else "not timed" for v in xs],
+            textposition="auto",
+        )
+    )
+    top = max([v for v in xs if v is not None] + [r.model_ms or 0]) or 1.0
+    if r.model_ms is not None:
+        fig.add_vline(
+            x=r.model_ms, line_dash="dash", line_color="black", annotation_text="model", annotation_position="top"
+        )
+    fig.update_layout(
+        title=dict(text=f"Lesson {r.lesson}: {r.op}, n = {r.n:,}<br><sup>{r.where}</sup>", font_size=12),
+        height=300,
+        template="plotly_white",
+        margin=dict(l=20, t=80),
+        xaxis=dict(title=f"median time (ms); dashed: model, {r.model}", range=[0, 1.15 * top]),
+        yaxis=dict(autorange="reversed"),
+    )
+    return fig
+
+
+def race(mine, lesson: str | int | None = None, n: int | None = None, show: bool = True) -> Race:
+    """Time ``mine``, the learner's launcher of a lesson's kernel exercise, beside gpulab's kernel and torch's on
+    the same inputs, and draw the three against the lesson's model (the report printed and one figure shown when ``show``).
+
+    ``mine``: the launcher the exercise asks for (01 ``scale_add(x, a, b, out)``, 02 ``loop_grouped(x, trips,
+    order, out)``, 03 ``relu_cast(x, out)``, 04 ``sincos_fused(x, out)``); ``lesson``: "01".."04" or 1..4 (None:
+    found from ``mine.__name__``); ``n``: elements (default: the lesson's size on a GPU, 2^28 or 2^24 fp32;
+    ``FAKE_N`` under the test clock). On a GPU the lesson's checker runs first: a kernel that does not pass is
+    not timed (gpulab's and torch's still are). Without a GPU nothing is timed: the result says that timing needs
+    a GPU and holds gpulab's and torch's recorded times. Returns a ``Race``; raises ValueError for an unknown
+    lesson or a bad ``n``.
+    """
+    key = _lesson_of(mine, lesson)
+    spec = LESSONS[key]
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"n must be a positive int (elements), got {n!r}")
+    if timing.live():
+        size = n or (spec.live_n if gpulab.ON_GPU else FAKE_N)
+        r = _live_race(key, spec, mine, size)
+    else:
+        r = _recorded_race(key, spec)
+    fig = race_figure(r)
+    r = Race(**{**r.__dict__, "figure": fig})
+    if show:
+        print(r)
+        fig.show()
+    return r

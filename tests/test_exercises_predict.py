@@ -1,0 +1,100 @@
+"""The reveal of a prediction (gpulab.exercises.predict): an empty guess still shows the answer, a guess is judged
+against the measurement (else the model) with its ratio, far misses get a why, units convert, bad input names
+itself."""
+
+import math
+
+import pytest
+
+from gpulab.exercises.predict import reveal
+
+
+@pytest.mark.parametrize("empty", [None, ..., "", "   "])
+def test_an_empty_guess_asks_for_one_and_still_shows_the_answer(empty):
+    r = reveal(empty, model=0.5, measured=0.625, unit="ms", where="recorded on X")
+    text = str(r)
+    assert r.guess is None and r.ratio is None and r.verdict == "none"
+    assert text.startswith("no prediction yet") and "in the prediction cell above" in text
+    assert "0.5 ms" in text and "0.625 ms (recorded on X)" in text
+    assert repr(r) == text and len(text.splitlines()) <= 6
+
+
+def test_a_close_guess_is_judged_against_the_measurement_not_the_model():
+    r = reveal(0.7, model=0.5, measured=0.625, unit="ms")
+    assert r.answer == 0.625 and r.ratio == pytest.approx(0.7 / 0.625) and r.verdict == "close"
+    text = str(r)
+    assert "1.4x the model" in text and "1.12x the measurement" in text and "close" in text and "why" not in text
+    # the same guess with only a model: judged against the model, 1.4x off
+    assert reveal(0.7, model=0.5, unit="ms").verdict == "off"
+
+
+def test_off_and_far_say_by_how_much_and_far_says_why():
+    off = reveal(0.625, measured=1.0, unit="ms")
+    assert off.verdict == "off" and str(off).splitlines()[-1] == "off by 1.6x (too low)"
+    far = reveal(30.0, model=10.0, unit="GB", why="count the write as well as the read")
+    assert far.verdict == "far" and far.ratio == 3.0
+    lines = str(far).splitlines()
+    assert lines[-2] == "far off: 3x too high" and lines[-1] == "why: count the write as well as the read"
+    unit_miss = reveal(750.0, measured=0.75, unit="ms")  # microseconds written as milliseconds
+    assert "factor of about 1000" in str(unit_miss) and "check the unit" in str(unit_miss)
+    bits = reveal(1.0, model=8.0, unit="GB")  # bytes counted as bits
+    assert "bits against bytes" in str(bits)
+
+
+def test_the_verdict_boundaries():
+    assert reveal(1.25, model=1.0).verdict == "close" and reveal(1 / 1.25, model=1.0).verdict == "close"
+    assert reveal(1.26, model=1.0).verdict == "off" and reveal(2.0, model=1.0).verdict == "off"
+    assert reveal(2.01, model=1.0).verdict == "far" and reveal(0.49, model=1.0).verdict == "far"
+
+
+def test_units_convert_a_guess_written_as_text():
+    assert reveal("750 us", model=1.0, unit="ms").guess == pytest.approx(0.75)
+    assert reveal("750µs", model=1.0, unit="ms").guess == pytest.approx(0.75)
+    assert reveal("2 GiB", model=1.0, unit="B").guess == 2 * 2**30
+    assert reveal("1.5e3 MB", model=1.0, unit="GB").guess == pytest.approx(1.5)
+    assert reveal("4 TB/s", model=1.0, unit="GB/s").guess == pytest.approx(4000)
+    assert reveal("50%", model=1.0, unit="x").guess == pytest.approx(0.5)
+    assert reveal("0.25", model=1.0, unit="ms").guess == 0.25  # no unit: the reveal's
+    assert reveal("62 instructions", model=62.0, unit="instructions").guess == 62.0  # a free-form unit, the same
+    assert "62 instructions" in str(reveal(62, model=62.0, unit="instructions"))
+
+
+@pytest.mark.parametrize(
+    "guess, unit, match",
+    [
+        ("3 ms", "GB", "is a time .* asks for a bytes"),
+        ("3 furlongs", "ms", "cannot convert 'furlongs'"),
+        ("3 instructions", "ms", "cannot convert"),
+        ("ten", "ms", "my_guess must be a number"),
+        ("1 2", "ms", "cannot convert .2."),
+        ("2 ms extra", "ms", "my_guess must be a number"),
+    ],
+)
+def test_text_that_does_not_convert_is_refused_with_its_reason(guess, unit, match):
+    with pytest.raises(ValueError, match=match):
+        reveal(guess, model=1.0, unit=unit)
+
+
+@pytest.mark.parametrize("guess", [True, [1.0], {"ms": 1}, 1j])
+def test_a_guess_that_is_not_a_number_is_a_type_error_naming_it(guess):
+    with pytest.raises(TypeError, match="my_guess must be a number"):
+        reveal(guess, model=1.0, unit="ms")
+
+
+@pytest.mark.parametrize("guess", [0, -1.0, math.nan, math.inf, "-2 ms"])
+def test_a_guess_that_is_not_positive_and_finite_is_a_value_error(guess):
+    with pytest.raises(ValueError, match="my_guess must be a positive, finite number"):
+        reveal(guess, model=1.0, unit="ms")
+
+
+def test_bad_answers_and_units_are_refused():
+    with pytest.raises(ValueError, match="model must be a positive"):
+        reveal(1.0, model=-1.0)
+    with pytest.raises(ValueError, match="measured must be a positive"):
+        reveal(1.0, model=1.0, measured=math.nan)
+    with pytest.raises(ValueError, match="needs an answer"):
+        reveal(1.0)
+    with pytest.raises(ValueError, match="needs an answer"):
+        reveal(None)  # an empty guess still needs something to reveal
+    with pytest.raises(TypeError, match="unit must be a string"):
+        reveal(1.0, model=1.0, unit=None)

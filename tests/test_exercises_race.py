@@ -1,0 +1,134 @@
+"""The race after a checker passes (gpulab.exercises.race): without a GPU it times nothing, says timing needs one
+and shows gpulab's recorded point; its GPU path runs on the CPU under the labelled test clock (every time fake,
+the record refused by --record, the clock refused in a Jupyter kernel); a kernel that fails its checker, raises
+or computes wrongly on the large inputs is never reported as a fair time."""
+
+import pytest
+
+import gpulab
+from gpulab import reference, timing
+from gpulab.bench import live
+from gpulab.exercises import ex01_kernels, ex02_kernels, ex03_kernels, ex04_kernels, race
+
+pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the CPU paths: on a GPU the real clock times these")
+
+REC = reference.load("h200")
+SOLUTIONS = {
+    "01": ex01_kernels.scale_add,
+    "02": ex02_kernels.loop_grouped,
+    "03": ex03_kernels.relu_cast,
+    "04": ex04_kernels.sincos_fused,
+}
+# gpulab's and torch's recorded ms per lesson, and the model's, read from the reference file here (the suite's keys)
+_RELU01 = next(r for r in REC["vendor_ratios"] if r["name"] == "relu fp32")
+_LOOP02 = next(r for r in REC["lesson02"]["loop"]["rows"] if r["frac_expensive"] == 1 / 64 and r["layout"] == "sorted")
+_RELU03 = next(r for r in REC["lesson03"]["relu"] if r["dtype"] == "fp32")
+_MS04 = {r["method"]: r["ms"] for r in REC["lesson04"]["headline"]}
+RECORDED = {
+    "01": (_RELU01["gpulab_ms"], _RELU01["torch_ms"], 2**31 / (REC["profile"]["copy_tbps"] * 1e9)),
+    "02": (_LOOP02["measured_ms"], None, _LOOP02["predicted_ms"]),
+    "03": (_RELU03["gpulab_ms"], _RELU03["torch_ms"], 2**31 / (REC["profile"]["copy_tbps"] * 1e9)),
+    "04": (_MS04["fused"], _MS04["eager"], 2**31 / (REC["lesson04"]["copy_tbps"] * 1e9)),
+}
+
+
+def _named(name, fn):
+    fn.__name__ = name
+    return fn
+
+
+def _never_called(*args):
+    pytest.fail("race launched the learner's kernel without a GPU")
+
+
+@pytest.mark.parametrize("lesson", sorted(SOLUTIONS))
+def test_without_a_gpu_it_says_timing_needs_one_and_shows_the_recorded_point(lesson):
+    r = race.race(_named(SOLUTIONS[lesson].__name__, _never_called), show=False)
+    g_ms, t_ms, model_ms = RECORDED[lesson]
+    assert not r.live and r.lesson == lesson and r.message.startswith("timing needs a GPU")
+    assert r.where.startswith("no GPU here: recorded on NVIDIA H200")
+    assert r.ms("yours") is None and r.ms("gpulab") == g_ms and r.ms("torch") == t_ms
+    assert r.model_ms == pytest.approx(model_ms) and r.n in (2**24, 2**28)
+    assert "needs a GPU" in str(r) and len(str(r).splitlines()) <= 8
+    bars = r.figure.data[0]
+    assert list(bars.x) == [None, g_ms, t_ms] and r.where in r.figure.layout.title.text
+    assert r.figure.layout.xaxis.range[1] >= max(v for v in (g_ms, t_ms, model_ms) if v)
+
+
+def test_without_a_recording_it_says_so(monkeypatch):
+    monkeypatch.setitem(live._LOADED, reference.DEFAULT_GPU, {k: v for k, v in REC.items() if k != "lesson04"})
+    r = race.race(_named("sincos_fused", _never_called), show=False)
+    assert not r.live and "nothing is recorded yet" in r.message and "no recording yet" in r.where
+    assert [e.who for e in r.entries] == ["yours"] and r.model_ms is None
+
+
+@pytest.mark.parametrize("lesson, calls", [("01", 4), ("02", 5), ("03", 4), ("04", 4)])
+def test_under_the_test_clock_the_gpu_path_runs_the_learners_kernel_and_says_fake(lesson, calls):
+    launched = []
+
+    def mine(*args):
+        launched.append(args[0].numel())
+        return SOLUTIONS[lesson](*args)
+
+    with timing.test_clock(ms=0.5) as clock:
+        r = race.race(_named(SOLUTIONS[lesson].__name__, mine), show=False)
+    assert r.live and r.where == timing.FAKE_LABEL and r.n == race.FAKE_N and not r.message
+    assert [e.ms for e in r.entries] == [0.5, 0.5, 0.5] and [e.who for e in r.entries] == ["yours", "gpulab", "torch"]
+    assert r.model_ms == pytest.approx(0.5)  # copy-bound models: 8n / (8n / t); the loop model: t0 = tfull
+    assert clock.calls == calls  # yours, gpulab's, torch's, and the model's copy (02: its zero- and full-trip loops)
+    assert race.FAKE_N in launched and len(launched) > 2  # the checker's cases, then the race's own
+    assert timing.is_fake_record(r.asdict()) and "FAKE" in str(r)
+
+
+def test_the_fake_clock_cannot_reach_a_notebook_so_a_notebook_never_races_fake(monkeypatch):
+    monkeypatch.setattr(timing, "_in_jupyter_kernel", lambda: True)
+    with pytest.raises(RuntimeError, match="notebook"):
+        with timing.test_clock():
+            pass
+    r = race.race(_named("relu_cast", _never_called), show=False)
+    assert not r.live and not timing.is_fake_record(r.asdict())
+
+
+def test_a_kernel_that_fails_its_checker_is_not_timed_but_gpulab_and_torch_are():
+    def scale_add(x, a, b, out):
+        raise NotImplementedError
+
+    with timing.test_clock(ms=0.5) as clock:
+        r = race.race(scale_add, show=False)
+    assert r.ms("yours") is None and r.ms("gpulab") == 0.5 and r.ms("torch") == 0.5 and clock.calls == 3
+    assert "does not pass ex01.check_scale_add" in r.message and "not attempted" in r.message
+    assert r.figure.data[0].text[0] == "not timed"
+
+
+def test_a_kernel_wrong_or_raising_only_on_the_race_inputs_is_flagged():
+    n = 12345  # no size of the checker's
+
+    def scale_add(x, a, b, out):  # right on the checker's sizes, a wrong a at n
+        ex01_kernels.scale_add(x, a + (x.numel() == n), b, out)
+
+    def sincos_fused(x, out):
+        if x.numel() == n:
+            raise MemoryError("out of memory")
+        ex04_kernels.sincos_fused(x, out)
+
+    with timing.test_clock():
+        wrong = race.race(scale_add, n=n, show=False)
+        raising = race.race(sincos_fused, n=n, show=False)
+    assert wrong.ms("yours") == 1.0 and f"at n = {n:,} differs from torch's" in wrong.message
+    assert raising.ms("yours") is None and "raised MemoryError: out of memory" in raising.entries[0].note
+    assert raising.ms("gpulab") == 1.0 and not raising.message
+
+
+def test_the_lesson_is_named_or_found_and_bad_arguments_are_refused():
+    with timing.test_clock():
+        assert race.race(ex04_kernels.sincos_fused, lesson=4, n=1000, show=False).lesson == "04"
+        assert race.race(_named("anything", ex04_kernels.sincos_fused), lesson="04_fusion", show=False).lesson == "04"
+    with pytest.raises(ValueError, match="no exercise it knows.*scale_add \\(lesson 01\\).*pass lesson="):
+        race.race(_named("my_kernel", _never_called))
+    with pytest.raises(ValueError, match="lesson must be one of"):
+        race.race(_never_called, lesson="05")
+    with pytest.raises(ValueError, match="lesson must be one of"):
+        race.race(_never_called, lesson=True)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="n must be a positive int"):
+            race.race(_never_called, lesson="01", n=bad)
