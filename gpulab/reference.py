@@ -26,11 +26,20 @@ def available() -> list[str]:
 
 
 def load(gpu: str = DEFAULT_GPU) -> dict:
-    """Load the reference data for ``gpu``. Raises ``FileNotFoundError`` naming the GPUs available."""
+    """Load the reference data for ``gpu``: a dict (the file's JSON object), holding at least ``provenance``.
+
+    Raises ``FileNotFoundError`` naming the GPUs available; ``ValueError`` naming the file when it is not JSON (a
+    truncated write), not a JSON object, or has no ``provenance`` object (every record needs one: ``label``)."""
     p = path_for(gpu)
     if not p.exists():
         raise FileNotFoundError(f"no reference data for {gpu!r} at {p}; available: {available()}")
-    return json.loads(p.read_text())
+    try:
+        data = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p} is not valid JSON ({e}); restore it (git checkout) or record it again on a GPU") from e
+    if not isinstance(data, dict) or not isinstance(data.get("provenance"), dict):
+        raise ValueError(f"{p} must hold a JSON object with a 'provenance' object; restore it or record it again")
+    return data
 
 
 def label(data: dict, key: str | None = None) -> str:
