@@ -44,3 +44,19 @@ def test_causal_counts_at_a_huge_length_are_exact(L):
     assert A.tiles_visited(L, bm, bm // 2, True) == (n - 1) * n + -(-L // (bm // 2))
     keys = bm * (n - 1) * n // 2 + L
     assert A.flash_bytes(1, 1, L, 64, 2, causal=True, block_m=bm) == (2 * L * 64 + 2 * keys * 64) * 2 + 4 * L
+
+
+# ------------------------------------------------------------------------------------------ tiling
+def test_largest_square_tile_is_0_when_no_tile_fits_as_lesson_07s_exercise_says():
+    from dataclasses import replace
+
+    from gpulab import hardware, tiling
+    from gpulab.exercises import ex07
+
+    tiny = replace(hardware.get("T4"), smem_per_sm_kib=1)  # 1024 bytes of shared memory
+    got = {}
+    for s, stages in [(4, 128), (4, 129), (1, 512), (1, 513), (2, 3), (4, 1)]:
+        got[s, stages] = tiling.largest_square_tile(s, tiny, stages)
+        assert got[s, stages] == ex07.check_largest_tile.solution(s, 1024, stages), (s, stages)
+    # 2 * 1^2 * 4 * 128 = 1024 bytes fit exactly; one more stage and not even T = 1 fits
+    assert got[4, 128] == 1 and got[4, 129] == 0 and got[1, 513] == 0
