@@ -237,11 +237,33 @@ def encode_e2m1(v: torch.Tensor) -> torch.Tensor:
 
 
 def encode_e8m0(exponent: torch.Tensor) -> torch.Tensor:
-    """Scale exponents -> E8M0 codes (exponent + 127, uint8). exponent: integer tensor in -127..127, or a float
-    tensor whose NaNs become 0xFF. Raises ValueError for an exponent outside -127..127."""
+    """Scale exponents -> E8M0 codes (exponent + 127, uint8, same shape). exponent: integer tensor in -127..127,
+    or a float tensor of integer values in that range whose NaNs become 0xFF.
+
+    An E8M0 code *is* an exponent (OCP MX v1.0 section 5.4.1: the scale is 2^(code - 127), no mantissa), and the
+    spec's scale rule (section 6.3, ``mx_shared_exponent``) only ever yields integer exponents: it defines no
+    rounding of a fractional one. So a non-integer exponent (3.7) is refused rather than rounded or truncated:
+    round the scale's *value* first (``mx_shared_exponent`` floors log2 of the block's amax). Raises TypeError
+    for a non-tensor or a bool tensor, ValueError naming the first offending value for a non-integer, infinite
+    or out-of-range exponent."""
     if not isinstance(exponent, torch.Tensor):
         raise TypeError(f"exponent must be a torch.Tensor, got {type(exponent).__name__}")
+    if exponent.dtype == torch.bool or exponent.is_complex():
+        raise TypeError(f"exponent must be an integer or real float tensor, got {exponent.dtype}")
     nan = torch.isnan(exponent) if exponent.is_floating_point() else torch.zeros_like(exponent, dtype=torch.bool)
+    if exponent.is_floating_point():
+        x = torch.where(nan, 0.0, exponent.double())
+        outside = ~((x >= E8M0_MIN_EXP) & (x <= E8M0_MAX_EXP))  # before the cast: inf or 1e30 has no int64
+        if outside.any():
+            value = float(x[outside].flatten()[0])
+            raise ValueError(f"exponent must lie in [{E8M0_MIN_EXP}, {E8M0_MAX_EXP}], got {value}")
+        fractional = x != torch.round(x)
+        if fractional.any():
+            value = float(x[fractional].flatten()[0])
+            raise ValueError(
+                f"exponent must hold integer exponents (or NaN), got {value}: E8M0 stores 2^e for an integer e "
+                "and OCP MX v1.0 defines no rounding of a fractional one (see mx_shared_exponent)"
+            )
     e = torch.where(nan, 0, exponent).to(torch.int64)
     if e.numel() and (int(e.min()) < E8M0_MIN_EXP or int(e.max()) > E8M0_MAX_EXP):
         raise ValueError(f"exponent must lie in [{E8M0_MIN_EXP}, {E8M0_MAX_EXP}], got [{int(e.min())}, {int(e.max())}]")
