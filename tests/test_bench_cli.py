@@ -104,5 +104,6 @@ def test_a_truncated_reference_file_is_named(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=f"{path} is not valid JSON"):
         reference.load("h200")
     path.write_text("[1, 2]")
-    with pytest.raises(ValueError, match="'provenance' object"):
+    with pytest.raises(ValueError, match=f"{path} must hold a JSON object, got list"):
         reference.load("h200")
+    assert reference.label({"lesson02": {}}, "lesson02") == "recorded (no provenance in the file)"
