@@ -70,31 +70,57 @@ def naive_bytes(B: int, H: int, L: int, d: int, itemsize: int, causal: bool = Fa
     return (6 * bh * L * d + (6 if causal else 4) * bh * L * L) * itemsize
 
 
+def _floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """sum_{i=0}^{n-1} floor((a*i + b) / m) for ints n >= 0, m >= 1, a, b >= 0, in O(log m) steps: the
+    Euclid-like reduction of AtCoder Library's ``floor_sum`` (math.hpp, ``floor_sum_unsigned``)."""
+    total = 0
+    while True:
+        if a >= m:
+            total += n * (n - 1) // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        y_max = a * n + b
+        if y_max < m:
+            return total
+        n, b = divmod(y_max, m)
+        m, a = a, m
+
+
 def tiles_visited(L: int, block_m: int, block_n: int, causal: bool) -> int:
     """(query block, key tile) pairs a forward program grid visits for Lq = Lk = L: every pair when not
     causal; when causal, query block i (rows [i*block_m, min((i+1)*block_m, L))) visits the key tiles up to
-    its last row, ceil(min((i+1)*block_m, L) / block_n) of them, and skips the rest (fully masked)."""
+    its last row, ceil(min((i+1)*block_m, L) / block_n) of them, and skips the rest (fully masked).
+
+    With n_m = ceil(L / block_m) blocks, the causal count is sum_{j=1}^{n_m-1} ceil(j*block_m / block_n) +
+    ceil(L / block_n), summed in closed form (``_floor_sum``), so any L returns at once. Raises TypeError or
+    ValueError naming the argument (ints >= 0, blocks >= 1, ``causal`` a bool)."""
     L, block_m, block_n = _ints(L=L, block_m=block_m, block_n=block_n)
     if block_m < 1 or block_n < 1:
         raise ValueError(f"block_m and block_n must be >= 1, got {block_m}, {block_n}")
     causal = _flag("causal", causal)
     n_m, n_n = -(-L // block_m), -(-L // block_n)
-    if not causal:
+    if not causal or n_m == 0:
         return n_m * n_n
-    return sum(-(-min((i + 1) * block_m, L) // block_n) for i in range(n_m))
+    # ceil(j*bm/bn) = floor((j*bm + bn - 1)/bn); j = i + 1 for i in [0, n_m - 1)
+    return _floor_sum(n_m - 1, block_n, block_m, block_m + block_n - 1) + n_n
 
 
 def flash_bytes(B: int, H: int, L: int, d: int, itemsize: int, causal: bool = False, block_m: int = 128) -> int:
     """HBM bytes of the FlashAttention forward for Lq = Lk = L: Q read once and O written once (2 BHLd); K and
     V read once per query block, L keys each (causal: query block i reads only keys below min((i+1)*block_m,
-    L)); the fp32 logsumexp (4 bytes a row). The K/V re-reads are what a larger ``block_m`` buys down (Dao et
-    al. 2022, Theorem 2: Theta(L^2 d^2 / M) HBM accesses for on-chip memory M)."""
+    L): block_m * (n_m - 1) * n_m / 2 + L keys in all for n_m = ceil(L / block_m) blocks, in closed form); the
+    fp32 logsumexp (4 bytes a row). The K/V re-reads are what a larger ``block_m`` buys down (Dao et al. 2022,
+    Theorem 2: Theta(L^2 d^2 / M) HBM accesses for on-chip memory M). Raises TypeError/ValueError naming the
+    argument (sizes ints >= 0, block_m >= 1, ``causal`` a bool)."""
     B, H, L, d, itemsize, block_m = _ints(B=B, H=H, L=L, d=d, itemsize=itemsize, block_m=block_m)
     if block_m < 1:
         raise ValueError(f"block_m must be >= 1, got {block_m}")
     causal = _flag("causal", causal)
     n_m = -(-L // block_m)
-    keys = sum(min((i + 1) * block_m, L) for i in range(n_m)) if causal else n_m * L
+    # causal: blocks 0..n_m-2 read (i+1)*block_m keys, the last one L: block_m * (n_m-1) n_m / 2 + L
+    keys = (block_m * (n_m - 1) * n_m // 2 + L if n_m else 0) if causal else n_m * L
     return B * H * ((2 * L * d + 2 * keys * d) * itemsize + 4 * L)
 
 

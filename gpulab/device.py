@@ -48,10 +48,14 @@ class DeviceProfile:
 
     @classmethod
     def from_json(cls, d: dict) -> DeviceProfile:
+        """The profile a JSON object holds. Raises ValueError naming a missing field or a field out of range
+        (``_validate``)."""
         missing = [k for k in ("gpu", "sms", "compute_capability", "l2_mb", "copy_tbps") if k not in d]
         if missing:
             raise ValueError(f"device profile is missing {missing}")
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        profile = cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        _validate(profile)
+        return profile
 
 
 def provenance() -> dict:
@@ -190,18 +194,37 @@ def load_profile(path: Path | None = None, gpu_name: str | None = None) -> Devic
         raise ValueError(f"device profile {path} is unreadable ({e}); delete it and measure again") from e
 
 
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def _validate(p: DeviceProfile) -> None:
-    """Raise ``ValueError`` unless the profile's numbers are positive and finite where present."""
+    """Raise ``ValueError`` naming the field unless: gpu is a non-empty string; sms a positive int;
+    compute_capability two non-negative ints, the major at least 1 (a list, as JSON holds it, or a tuple); l2_mb a
+    finite number >= 0 (0 where torch reports no L2 size); copy_tbps and every matmul rate positive and finite
+    (a rate may be None: the GPU lacks that dtype)."""
     import math
 
-    if not isinstance(p.gpu, str) or not isinstance(p.sms, int) or isinstance(p.sms, bool):
-        raise ValueError("gpu must be a string and sms an int")
+    if not isinstance(p.gpu, str) or not p.gpu.strip():
+        raise ValueError(f"gpu must be a non-empty string (the GPU's name), got {p.gpu!r}")
+    if not isinstance(p.sms, int) or isinstance(p.sms, bool) or p.sms < 1:
+        raise ValueError(f"sms must be a positive int (the number of SMs), got {p.sms!r}")
+    cc = p.compute_capability
+    if (
+        not isinstance(cc, (list, tuple))
+        or len(cc) != 2
+        or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cc)
+        or cc[0] < 1
+    ):
+        raise ValueError(f"compute_capability must be [major, minor], two ints with major >= 1, got {cc!r}")
+    if not _is_number(p.l2_mb) or not (p.l2_mb >= 0 and math.isfinite(p.l2_mb)):
+        raise ValueError(f"l2_mb must be a finite number of MB >= 0, got {p.l2_mb!r}")
     rates = {"copy_tbps": p.copy_tbps}
     if not isinstance(p.matmul_tflops, dict):
         raise ValueError("matmul_tflops must be an object of dtype -> TFLOP/s")
     rates.update({f"matmul_tflops[{d}]": r for d, r in p.matmul_tflops.items() if r is not None})
     for name, r in rates.items():
-        if isinstance(r, bool) or not isinstance(r, (int, float)) or not (r > 0 and math.isfinite(r)):
+        if not _is_number(r) or not (r > 0 and math.isfinite(r)):
             raise ValueError(f"{name} must be a positive finite number, got {r!r}")
 
 

@@ -25,7 +25,12 @@ Overflow convention: every element quantizer saturates (values beyond the larges
 ``__NV_SATFINITE`` conversions do; an E4M3 NaN or an "overflow to NaN" would poison a whole block's matmul.
 torch 2.13's CPU cast to ``torch.float8_e4m3fn`` saturated the same way in a run here (470, 1000 and inf
 became 448); the tests compare with that cast only inside +-448, where rounding is all that differs.
-NaN stays NaN. In the block formats a block that holds a NaN or an infinity gets a NaN scale (E8M0 0xFF,
+NaN stays NaN. The FP32 scales (NVFP4's tensor scale, plain FP8's per-tensor scale) saturate the same way, at
+float32's largest finite value: a scale rounded to FP32 infinity (amax beyond about 1.5e41 for FP8, 9.1e41 for
+NVFP4) would make every element 0 * inf = NaN. What comes back is float32: an element whose value lies beyond
+float32's range comes back +-inf (IEEE 754-2019 section 7.4, overflow under round to nearest, as the bf16 and fp16
+casts of ``roundtrip`` do), element by element; the rest of the tensor is quantized with the saturated scale.
+In the block formats a block that holds a NaN or an infinity gets a NaN scale (E8M0 0xFF,
 E4M3 0x7F), so the whole block dequantizes to NaN: the OCP MX meaning of a NaN scale.
 """
 
@@ -232,11 +237,33 @@ def encode_e2m1(v: torch.Tensor) -> torch.Tensor:
 
 
 def encode_e8m0(exponent: torch.Tensor) -> torch.Tensor:
-    """Scale exponents -> E8M0 codes (exponent + 127, uint8). exponent: integer tensor in -127..127, or a float
-    tensor whose NaNs become 0xFF. Raises ValueError for an exponent outside -127..127."""
+    """Scale exponents -> E8M0 codes (exponent + 127, uint8, same shape). exponent: integer tensor in -127..127,
+    or a float tensor of integer values in that range whose NaNs become 0xFF.
+
+    An E8M0 code *is* an exponent (OCP MX v1.0 section 5.4.1: the scale is 2^(code - 127), no mantissa), and the
+    spec's scale rule (section 6.3, ``mx_shared_exponent``) only ever yields integer exponents: it defines no
+    rounding of a fractional one. So a non-integer exponent (3.7) is refused rather than rounded or truncated:
+    round the scale's *value* first (``mx_shared_exponent`` floors log2 of the block's amax). Raises TypeError
+    for a non-tensor or a bool tensor, ValueError naming the first offending value for a non-integer, infinite
+    or out-of-range exponent."""
     if not isinstance(exponent, torch.Tensor):
         raise TypeError(f"exponent must be a torch.Tensor, got {type(exponent).__name__}")
+    if exponent.dtype == torch.bool or exponent.is_complex():
+        raise TypeError(f"exponent must be an integer or real float tensor, got {exponent.dtype}")
     nan = torch.isnan(exponent) if exponent.is_floating_point() else torch.zeros_like(exponent, dtype=torch.bool)
+    if exponent.is_floating_point():
+        x = torch.where(nan, 0.0, exponent.double())
+        outside = ~((x >= E8M0_MIN_EXP) & (x <= E8M0_MAX_EXP))  # before the cast: inf or 1e30 has no int64
+        if outside.any():
+            value = float(x[outside].flatten()[0])
+            raise ValueError(f"exponent must lie in [{E8M0_MIN_EXP}, {E8M0_MAX_EXP}], got {value}")
+        fractional = x != torch.round(x)
+        if fractional.any():
+            value = float(x[fractional].flatten()[0])
+            raise ValueError(
+                f"exponent must hold integer exponents (or NaN), got {value}: E8M0 stores 2^e for an integer e "
+                "and OCP MX v1.0 defines no rounding of a fractional one (see mx_shared_exponent)"
+            )
     e = torch.where(nan, 0, exponent).to(torch.int64)
     if e.numel() and (int(e.min()) < E8M0_MIN_EXP or int(e.max()) > E8M0_MAX_EXP):
         raise ValueError(f"exponent must lie in [{E8M0_MIN_EXP}, {E8M0_MAX_EXP}], got [{int(e.min())}, {int(e.max())}]")
@@ -266,6 +293,15 @@ class BlockQuantized:
     shape: tuple
     block: int
     tensor_scale: float | None = None
+
+
+_FP32_MAX = torch.finfo(torch.float32).max
+
+
+def _fp32_scale(value: float) -> float:
+    """``value`` (>= 0, finite) as an FP32 scale: rounded to float32, saturating at float32's largest finite value
+    (the module docstring's overflow convention); 1.0 for 0 (nothing to scale)."""
+    return min(float(torch.tensor(value, dtype=torch.float64).float()), _FP32_MAX) or 1.0
 
 
 def _blocks(x: torch.Tensor, block: int, pad: bool) -> torch.Tensor:
@@ -330,7 +366,7 @@ def quantize_nvfp4(x: torch.Tensor, block: int = NVFP4_BLOCK, pad: bool = True) 
 
     x: (..., n) float16/bfloat16/float32/float64, any device. block: positive int (16 is NVIDIA's NVFP4).
     Two-level scaling (NVIDIA NVFP4 recipe, Transformer Engine): s_t = float32(amax(x) / (448 * 6)) over the
-    finite values of x (1.0 if they are all zero); s_b = quantize_e4m3(amax_block / 6 / s_t), computed in
+    finite values of x (1.0 if they are all zero; saturating at float32's largest finite value); s_b = quantize_e4m3(amax_block / 6 / s_t), computed in
     float64; elements = quantize_e2m1(x / (s_b * s_t)) (saturating at 6 where s_b rounded down). A block whose
     s_b is 0 (all zeros, or amax_block below 2^-10 * 6 * s_t) has elements 0. NaN or inf in a block: s_b NaN
     (E4M3 0x7F), elements 0, the block dequantizes to NaN. Returns a ``BlockQuantized``. Raises as
@@ -340,7 +376,7 @@ def quantize_nvfp4(x: torch.Tensor, block: int = NVFP4_BLOCK, pad: bool = True) 
     amax = xb.abs().amax(dim=-1)  # (..., nb)
     bad = ~torch.isfinite(amax)
     finite_amax = float(torch.where(bad, 0.0, amax).max()) if amax.numel() else 0.0
-    s_t = float(torch.tensor(finite_amax / (E4M3_MAX * E2M1_MAX), dtype=torch.float32)) or 1.0
+    s_t = _fp32_scale(finite_amax / (E4M3_MAX * E2M1_MAX))
     s_b = _rne(torch.where(bad, 0.0, amax) / E2M1_MAX / s_t, **_E4M3)  # (..., nb) on the E4M3 grid
     denom = (s_b * s_t).unsqueeze(-1)
     elems = torch.where(denom > 0, _rne(xb / torch.where(denom > 0, denom, 1.0), **_E2M1), 0.0)
@@ -401,8 +437,10 @@ def roundtrip(x: torch.Tensor, fmt: str, block: int | None = None) -> torch.Tens
     overflows to inf beyond 65504). Raises ValueError for an unknown fmt; as the quantizers else.
 
     The per-tensor scale of "fp8_e4m3": s = amax / 448 held in FP32, amax taken over the *finite* values of
-    x (s = 1 if they are all zero or there are none); each finite element becomes quantize_e4m3(x / s) * s,
-    and inf and NaN elements pass through as they are, so one inf cannot turn the tensor into NaN.
+    x (s = 1 if they are all zero or there are none; s saturates at float32's largest finite value); each finite
+    element becomes quantize_e4m3(x / s) * s, and inf and NaN elements pass through as they are, so one inf
+    cannot turn the tensor into NaN. Elements beyond float32's range come back +-inf, one by one (the module
+    docstring's overflow convention); no finite x gives a NaN.
     """
     _check_x("x", x)
     if fmt == "mxfp8":
@@ -415,7 +453,7 @@ def roundtrip(x: torch.Tensor, fmt: str, block: int | None = None) -> torch.Tens
         x64 = x.double()
         finite = torch.isfinite(x64)
         amax = float(torch.where(finite, x64.abs(), 0.0).max()) if x.numel() else 0.0
-        s = float(torch.tensor(amax / E4M3_MAX, dtype=torch.float32)) or 1.0
+        s = _fp32_scale(amax / E4M3_MAX)
         return torch.where(finite, _rne(x64 / s, **_E4M3) * s, x64).float()
     if fmt in ("bf16", "fp16"):
         return x.to(torch.bfloat16 if fmt == "bf16" else torch.float16).float()

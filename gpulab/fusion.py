@@ -107,7 +107,8 @@ def model_ms(
     TypeError/ValueError naming ``overhead_us`` (>= 0, finite) or ``bandwidth_tbps`` (> 0, finite)."""
     overhead_us = validate.nonnegative("overhead_us", overhead_us)
     bandwidth_tbps = validate.positive("bandwidth_tbps", bandwidth_tbps)
-    return launches(fused, ops) * overhead_us * 1e-3 + bytes_moved(n, dtype, fused, ops) / (bandwidth_tbps * 1e12) * 1e3
+    # bytes / (TB/s x 1e12) s = bytes / TB/s / 1e9 ms, divided in that order: no intermediate overflows to inf
+    return launches(fused, ops) * overhead_us * 1e-3 + bytes_moved(n, dtype, fused, ops) / bandwidth_tbps / 1e9
 
 
 def crossover_n(
@@ -117,12 +118,15 @@ def crossover_n(
     bandwidth_tbps: float = 4.0,
     ops=SINCOS_OPS,
 ) -> float:
-    """The n at which the model's byte time equals its launch time (below it, launches dominate). Raises as
+    """The n at which the model's byte time equals its launch time (below it, launches dominate):
+    n* = launches x overhead_us x 1e-6 s / (bytes per element / (bandwidth_tbps x 1e12 B/s)), formed as
+    launches x overhead_us x bandwidth_tbps x 1e6 / bytes per element, so no intermediate underflows to 0. A
+    float; ``math.inf`` where n* lies beyond float's range (launches dominate at every n). Raises as
     ``model_ms``."""
     overhead_us = validate.nonnegative("overhead_us", overhead_us)
     bandwidth_tbps = validate.positive("bandwidth_tbps", bandwidth_tbps)
-    per_elem_s = bytes_moved(1, dtype, fused, ops) / (bandwidth_tbps * 1e12)
-    return launches(fused, ops) * overhead_us * 1e-6 / per_elem_s
+    per_elem_bytes = bytes_moved(1, dtype, fused, ops)  # >= 1: every op writes an array
+    return launches(fused, ops) * overhead_us / per_elem_bytes * bandwidth_tbps * 1e6
 
 
 def effective_tbps(n: int, time_ms: float, dtype="fp32") -> float:

@@ -209,7 +209,9 @@ def _with_memory(s: GPUSpec) -> GPUSpec:
 
 GPUS = {name: _with_memory(s) for name, s in GPUS.items()}
 
-# Names torch.cuda.get_device_name() reports, mapped to table entries (first substring match wins).
+# Names torch.cuda.get_device_name() reports, and the short names a person types (GPULAB_AS_GPU=A100), mapped to
+# table entries (first match of a whole word wins). A bare model name (A100, H100, V100) means the table's SXM board,
+# the one the datasheets rate first; a name that says PCIe where the entry is not a PCIe board is refused (``get``).
 _ALIASES = [
     ("H200", "H200"),
     ("H100 PCIe", "H100 PCIe"),
@@ -222,8 +224,13 @@ _ALIASES = [
     ("A10", "A10"),
     ("T4", "T4"),
     ("V100-SXM2", "V100 SXM2"),
+    ("V100", "V100 SXM2"),
     ("B200", "B200"),
 ]
+
+#: Every name ``get`` accepts besides the names torch reports that contain one of them: the table's names and the
+#: short ones of ``_ALIASES`` (any case).
+ACCEPTED_NAMES = tuple(dict.fromkeys([*GPUS, *(needle for needle, _ in _ALIASES)]))
 
 
 # Variants that share a base name with a table entry but not its numbers: refuse rather than guess.
@@ -233,22 +240,24 @@ _OTHER_VARIANTS = ("NVL", "Laptop", "MIG", "Max-Q", "Mobile")
 def get(name: str) -> GPUSpec:
     """Look up a GPU by table name (``"H200"``, any case) or by the name torch reports (``"NVIDIA H200"``).
 
-    Raises ``TypeError`` if ``name`` is not a string and ``KeyError`` naming the known GPUs when nothing
-    matches, including variants with other numbers (NVL, laptop, MIG slices, A100 PCIe).
+    Short names (``ACCEPTED_NAMES``: ``"A100"``, ``"H100"``, ``"V100"``) name the table's SXM board. Raises
+    ``TypeError`` if ``name`` is not a string and ``KeyError`` listing ``ACCEPTED_NAMES`` when nothing matches,
+    including variants with other numbers (NVL, laptop, MIG slices, a PCIe board of an SXM entry: A100 or V100 PCIe).
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a GPU name string, got {type(name).__name__}")
     for key in GPUS:
         if key.lower() == name.strip().lower():
             return GPUS[key]
-    variant = any(re.search(rf"\b{v}\b", name, flags=re.IGNORECASE) for v in _OTHER_VARIANTS) or (
-        re.search(r"A100", name) and re.search(r"PCIe", name, flags=re.IGNORECASE)
-    )
+    variant = any(re.search(rf"\b{v}\b", name, flags=re.IGNORECASE) for v in _OTHER_VARIANTS)
+    pcie = re.search(r"PCIe", name, flags=re.IGNORECASE) is not None
     if not variant:
         for needle, key in _ALIASES:
             if re.search(rf"(^|[\s-]){re.escape(needle)}($|[\s-])", name, flags=re.IGNORECASE):
+                if pcie and "PCIe" not in key:
+                    break  # a PCIe board of a GPU whose entry is the SXM one: other numbers
                 return GPUS[key]
-    raise KeyError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}")
+    raise KeyError(f"unknown GPU {name!r}; accepted names (any case): {', '.join(ACCEPTED_NAMES)}")
 
 
 def find(name: str) -> GPUSpec | None:

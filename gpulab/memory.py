@@ -144,7 +144,9 @@ def little_tbps(warps, bytes_per_warp: float, latency_ns: float, peak_tbps: floa
 
 
 def warps_to_saturate(peak_tbps: float, latency_ns: float, bytes_per_warp: float) -> float:
-    """The warps needed to reach ``peak_tbps``: bytes_in_flight(peak, latency) / bytes_per_warp."""
+    """The warps needed to reach ``peak_tbps``: bytes_in_flight(peak, latency) / bytes_per_warp. Raises
+    TypeError/ValueError naming the argument (each a positive number)."""
+    peak_tbps = positive("peak_tbps", peak_tbps)
     return bytes_in_flight(peak_tbps, latency_ns) / positive("bytes_per_warp", bytes_per_warp)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -215,13 +216,21 @@ def matmul_table(errors: dict, rates: dict | None = None, feats: Features | None
 
 
 def fastest_within(budget: float, errors: dict, rates: dict) -> str | None:
-    """The dtype with the highest rate whose error is <= ``budget`` (None if none fits)."""
-    ok = [
-        d
-        for d, e in errors.items()
-        if isinstance(e, numbers.Real) and not isinstance(e, bool) and e <= budget and rates.get(d)
-    ]
-    return max(ok, key=lambda d: rates[d]) if ok else None
+    """The dtype with the highest rate whose error is <= ``budget`` (None if none fits).
+
+    budget: a relative error >= 0 (inf: any error). errors: dtype name -> relative error >= 0, or None where it
+    was not measured (the GPU lacks the dtype), as ``matmul_errors`` returns it; keys that are not dtypes of
+    ``MATMUL_DTYPES`` (its ``"how"``) are ignored. rates: dtype name -> TFLOP/s > 0, or None (or absent) where
+    unknown; a dtype without a rate is not chosen. Raises TypeError/ValueError naming the argument (and the
+    dtype) for anything else."""
+    budget = validate.nonnegative("budget", budget, finite=False)
+    for name, table in (("errors", errors), ("rates", rates)):
+        if not isinstance(table, Mapping):
+            raise TypeError(f"{name} must be a dict of dtype name -> number or None, got {type(table).__name__}")
+    err = {d: validate.nonnegative(f"errors[{d!r}]", errors[d]) for d in MATMUL_DTYPES if errors.get(d) is not None}
+    rate = {d: validate.positive(f"rates[{d!r}]", rates[d]) for d in MATMUL_DTYPES if rates.get(d) is not None}
+    ok = [d for d, e in err.items() if e <= budget and d in rate]
+    return max(ok, key=lambda d: rate[d]) if ok else None
 
 
 def log_spaced_ks(lo: int = 16, hi: int = 16384) -> list[int]:

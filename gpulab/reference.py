@@ -26,20 +26,32 @@ def available() -> list[str]:
 
 
 def load(gpu: str = DEFAULT_GPU) -> dict:
-    """Load the reference data for ``gpu``. Raises ``FileNotFoundError`` naming the GPUs available."""
+    """Load the reference data for ``gpu``: a dict (the file's JSON object).
+
+    Raises ``FileNotFoundError`` naming the GPUs available; ``ValueError`` naming the file when it is not JSON (a
+    truncated write) or not a JSON object."""
     p = path_for(gpu)
     if not p.exists():
         raise FileNotFoundError(f"no reference data for {gpu!r} at {p}; available: {available()}")
-    return json.loads(p.read_text())
+    try:
+        data = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p} is not valid JSON ({e}); restore it (git checkout) or record it again on a GPU") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"{p} must hold a JSON object, got {type(data).__name__}; restore it or record it again")
+    return data
 
 
 def label(data: dict, key: str | None = None) -> str:
     """A one-line provenance label for plot titles: 'recorded on NVIDIA H200 (2026-11-29; driver ...)'.
     ``data``: a loaded reference file; ``key``: a lesson's key (e.g. "lesson07"), whose own provenance is used
-    when it has one (lessons are recorded on different days), else the file's."""
-    p = data["provenance"]
-    if key is not None and isinstance(data.get(key), dict) and "provenance" in data[key]:
+    when it has one (lessons are recorded on different days), else the file's; with neither, the label says so
+    ('recorded (no provenance in the file)') rather than guess."""
+    p = data.get("provenance")
+    if key is not None and isinstance(data.get(key), dict) and isinstance(data[key].get("provenance"), dict):
         p = data[key]["provenance"]
+    if not isinstance(p, dict):
+        return "recorded (no provenance in the file)"
     return (
         f"recorded on {p.get('gpu', '?')} ({p.get('date', '?')}; driver {p.get('driver', '?')}, "
         f"torch {p.get('torch', '?')}, Triton {p.get('triton', '?')})"

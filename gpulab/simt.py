@@ -19,6 +19,9 @@ not); a *useful lane-step* is one active lane in one issue step. Efficiency = us
 
 from __future__ import annotations
 
+import itertools
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral
 
@@ -75,14 +78,54 @@ class IssueStep:
         return sum(self.mask)
 
 
+class IssueSteps(Sequence):
+    """The issue steps of one branch, made on demand: ``n_a`` steps of path A, then ``n_b`` of path B. Nothing is
+    stored per step, so a path of 10^18 instructions costs nothing until it is iterated; ``len()`` works up to
+    ``sys.maxsize`` steps (Python's limit; ``BranchTrace.steps_paid`` has none)."""
+
+    def __init__(self, condition: tuple[bool, ...], n_a: int, n_b: int):
+        self._a = IssueStep("A", condition)
+        self._b = IssueStep("B", tuple(not c for c in condition))
+        self._n_a, self._n = n_a, n_a + n_b
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(self._n)[i])
+        i = operator.index(i)
+        j = i + self._n if i < 0 else i
+        if not 0 <= j < self._n:
+            raise IndexError(f"step {i} out of range for {self._n} steps")
+        return self._a if j < self._n_a else self._b
+
+    def __iter__(self):
+        yield from itertools.repeat(self._a, self._n_a)
+        yield from itertools.repeat(self._b, self._n - self._n_a)
+
+
 @dataclass(frozen=True)
 class BranchTrace:
-    """The execution of ``if condition[lane]: A (cost_a steps) else: B (cost_b steps)`` by one warp."""
+    """The execution of ``if condition[lane]: A (cost_a steps) else: B (cost_b steps)`` by one warp. Every count
+    is an exact Python int in closed form, for any costs; ``steps`` makes the steps on demand."""
 
     condition: tuple[bool, ...]
     cost_a: int
     cost_b: int
-    steps: tuple[IssueStep, ...]
+
+    @property
+    def steps(self) -> IssueSteps:
+        """Path A's ``cost_a`` steps (if any lane takes A), then path B's ``cost_b`` (if any lane takes B)."""
+        return IssueSteps(self.condition, self._steps_a, self._steps_b)
+
+    @property
+    def _steps_a(self) -> int:
+        return self.cost_a if self.lanes_a else 0
+
+    @property
+    def _steps_b(self) -> int:
+        return self.cost_b if self.lanes_b else 0
 
     @property
     def warp_size(self) -> int:
@@ -106,17 +149,18 @@ class BranchTrace:
     @property
     def steps_paid(self) -> int:
         """Issue steps the warp spends on the branch (each occupies all ``warp_size`` lanes)."""
-        return len(self.steps)
+        return self._steps_a + self._steps_b
 
     @property
     def useful_lane_steps(self) -> int:
         """Active lanes summed over the steps: len(lanes_a) * cost_a + len(lanes_b) * cost_b."""
-        return sum(s.active for s in self.steps)
+        return len(self.lanes_a) * self.cost_a + len(self.lanes_b) * self.cost_b
 
     @property
     def efficiency(self) -> float:
         """useful_lane_steps / (steps_paid * warp_size), in [0, 1]; 1.0 when no step is paid."""
-        return self.useful_lane_steps / (self.steps_paid * self.warp_size) if self.steps else 1.0
+        paid = self.steps_paid
+        return self.useful_lane_steps / (paid * self.warp_size) if paid else 1.0
 
     def grid(self) -> list[list[int]]:
         """The lanes x steps picture as a list of ``steps_paid`` rows of ``warp_size`` cells:
@@ -140,20 +184,15 @@ def branch(condition, cost_a: int = 1, cost_b: int = 1, warp_size: int = WARP_SI
     cost_a, cost_b: issue steps (instructions) of path A and of path B, ints >= 0.
     Returns a ``BranchTrace``: path A's ``cost_a`` steps with the lanes that take A active, then path B's
     ``cost_b`` steps with the others active. A path that no lane takes is skipped (a uniform branch pays
-    only its own path); a divergent warp pays ``cost_a + cost_b`` steps.
+    only its own path); a divergent warp pays ``cost_a + cost_b`` steps. Costs of any size are counted exactly
+    (the steps are made on demand, ``IssueSteps``).
     Raises ``TypeError``/``ValueError`` naming the bad argument.
     Source: the seed lectures (Stanford CS336 Lecture 5): "threads 0 to 3 run A while the others stay idle,
     then the others run B; the warp runs both paths in sequence and pays the time of both".
     """
     cond = lane_condition(condition, warp_size)
     cost_a, cost_b = validate.integer("cost_a", cost_a), validate.integer("cost_b", cost_b)
-    not_cond = tuple(not c for c in cond)
-    steps = []
-    if any(cond):
-        steps += [IssueStep("A", cond)] * cost_a
-    if any(not_cond):
-        steps += [IssueStep("B", not_cond)] * cost_b
-    return BranchTrace(cond, cost_a, cost_b, tuple(steps))
+    return BranchTrace(cond, cost_a, cost_b)
 
 
 # ---------------------------------------------------------------------------------------------------------

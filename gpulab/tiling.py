@@ -96,7 +96,11 @@ def fits(footprint: int, gpu) -> bool:
 
 
 def largest_square_tile(dtype, gpu, stages: int = 1) -> int:
-    """The largest power-of-two ``T`` whose input tiles (``2 T^2 s`` per stage) fit in one SM's shared memory."""
+    """The largest power-of-two ``T`` whose input tiles (``2 T^2 s`` bytes per stage, ``stages`` copies) fit in one
+    SM's shared memory on ``gpu``; 0 when not even ``T = 1`` fits (lesson 07's exercise 2 answers the same,
+    ``gpulab.exercises.ex07``). Raises as ``footprint_bytes`` and ``shared_memory_bytes``."""
+    if not fits(footprint_bytes(1, dtype, stages=stages), gpu):
+        return 0
     T = 1
     while fits(footprint_bytes(2 * T, dtype, stages=stages), gpu):
         T *= 2

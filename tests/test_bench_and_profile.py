@@ -156,3 +156,36 @@ def test_autotune_setting_is_read_from_the_environment_and_checked():
     assert run("First").stdout.strip() == "first"
     bad = run("fast")
     assert bad.returncode != 0 and "GPULAB_AUTOTUNE must be 'full' or 'first'" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("sms", 0),
+        ("sms", -5),
+        ("sms", 7.0),
+        ("sms", True),
+        ("l2_mb", "big"),
+        ("l2_mb", -1.0),
+        ("l2_mb", float("inf")),
+        ("compute_capability", None),
+        ("compute_capability", [9]),
+        ("compute_capability", [0, 0]),
+        ("compute_capability", ["9", "0"]),
+        ("gpu", ""),
+        ("gpu", "  "),
+        ("gpu", None),
+    ],
+)
+def test_profile_field_out_of_range_is_rejected_naming_the_field(tmp_path, field, value):
+    import json
+
+    good = _profile().to_json()
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({**good, field: value}))
+    with pytest.raises(ValueError, match=rf"unreadable \({field} must be"):
+        device.load_profile(p)
+    with pytest.raises(ValueError, match=rf"^{field} must be"):
+        device.DeviceProfile.from_json({**good, field: value})
+    p.write_text(json.dumps(good))
+    assert device.load_profile(p) == _profile()  # the same file with the field as measured loads

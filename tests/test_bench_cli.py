@@ -55,3 +55,55 @@ def test_every_lesson_suite_refuses_to_measure_without_a_gpu(module):
 
     with pytest.raises(NoGPUTimingError):
         importlib.import_module(module).run(progress=False)
+
+
+def test_cli_refuses_json_without_a_gpu_and_writes_nothing(tmp_path):
+    out = tmp_path / "records.json"
+    r = _run("--json", str(out))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--json needs a CUDA GPU" in r.stderr and str(out) in r.stderr
+    assert not out.exists()
+
+
+def _recorded_copy(tmp_path, monkeypatch, edit):
+    """A copy of the shipped reference file, edited, as the only reference data ``gpulab.reference`` sees."""
+    import json
+
+    from gpulab import reference
+
+    data = json.loads(reference.path_for("h200").read_text())
+    edit(data)
+    monkeypatch.setattr(reference, "DATA_DIR", tmp_path)
+    path = reference.path_for("h200")
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_recorded_entry_missing_a_key_names_the_file_and_the_suite(tmp_path, monkeypatch, capsys):
+    from gpulab.bench.__main__ import main
+
+    def edit(data):
+        del data["profile"]  # the core suite's report reads it
+        data["lesson02"] = {"provenance": data["lesson02"]["provenance"]}  # every measured key gone
+
+    path = _recorded_copy(tmp_path, monkeypatch, edit)
+    rc = main(["--only", "ceilings,lesson02,lesson03"])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    for suite in ("ceilings", "lesson02"):
+        assert f"[{suite}] {path} lacks the key" in err, err
+    assert "'profile'" in err
+    assert "[lesson03] recorded on" in out, "the complete suites are still shown"
+
+
+def test_a_truncated_reference_file_is_named(tmp_path, monkeypatch):
+    from gpulab import reference
+
+    path = _recorded_copy(tmp_path, monkeypatch, lambda data: None)
+    path.write_text(path.read_text()[:100])
+    with pytest.raises(ValueError, match=f"{path} is not valid JSON"):
+        reference.load("h200")
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=f"{path} must hold a JSON object, got list"):
+        reference.load("h200")
+    assert reference.label({"lesson02": {}}, "lesson02") == "recorded (no provenance in the file)"

@@ -68,6 +68,56 @@ def test_broadcast_input_counts_its_stored_elements_once():
     assert add.bytes_read == 4 * (640 + 10) and add.bytes_written == 4 * 640
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch's notes on sparse invariant checks and CSR's beta state
+def test_sparse_ops_are_recorded_by_their_indices_and_values():
+    n, nnz = 9, 5
+    idx = torch.stack([torch.randperm(n)[:nnz], torch.randperm(n)[:nnz]])  # (2, nnz) int64, distinct rows
+    coo = torch.sparse_coo_tensor(idx, torch.randn(nnz), (n, n)).coalesce()
+    coo_bytes = 2 * nnz * 8 + nnz * 4  # indices int64, values fp32
+    (add,) = _kernels(lambda: coo + coo)
+    assert (add.bytes_read, add.bytes_written) == (2 * coo_bytes, coo_bytes)
+    csr = coo.to_sparse_csr()
+    dense = torch.randn(n, 3)
+    with recorder.OpRecorder() as rec:
+        y = csr @ dense
+    torch.testing.assert_close(y, coo.to_dense() @ dense)  # the recorder changes nothing it observes
+    (mm,) = [r for r in rec.records if "mm" in r.name]
+    csr_bytes = (n + 1) * 8 + nnz * 8 + nnz * 4  # crow_indices, col_indices, values
+    assert mm.bytes_read == csr_bytes + 4 * n * 3 and mm.bytes_written == 4 * n * 3
+
+
+def test_a_module_that_raises_leaves_its_op_group():
+    class Grouped(torch.nn.Module):
+        op_group = "attention"
+
+        def forward(self, x, fail):
+            y = x * 2  # recorded in "attention"
+            if fail:
+                raise RuntimeError("boom")
+            return y
+
+    m, x = Grouped(), torch.randn(8)
+    with recorder.OpRecorder() as rec:
+        with pytest.raises(RuntimeError, match="boom"):
+            m(x, True)
+        x + 1  # after the failed module: not attention
+        m(x, False)
+        x - 1
+    groups = [r.group for r in rec.records if r.is_kernel]
+    assert groups == ["attention", "copies/other", "attention", "copies/other"], groups
+
+
+def test_the_recorder_removes_its_module_hooks_even_after_decomposing():
+    from torch.nn.modules import module
+
+    before = (len(module._global_forward_pre_hooks), len(module._global_forward_hooks))
+    lin = torch.nn.Linear(8, 8)
+    with recorder.OpRecorder() as rec:  # Linear's init and the backward hold operations that decompose
+        F.gelu(lin(torch.randn(4, 8))).sum().backward()
+    assert rec.records
+    assert (len(module._global_forward_pre_hooks), len(module._global_forward_hooks)) == before
+
+
 def test_gpt_step_on_cpu_lowers_the_loss(seed):
     t = Trainer(TINY, seed=seed)
     losses = [float(t.step()) for _ in range(4)]

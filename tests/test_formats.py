@@ -329,3 +329,24 @@ def test_figure_has_plain_lists():
     for tr in fig.data:
         assert isinstance(tr.x, (list, tuple)) and isinstance(tr.y, (list, tuple))  # plotly keeps lists as tuples
         assert all(isinstance(v, float) for v in tr.x) and all(isinstance(v, float) for v in tr.y)
+
+
+@pytest.mark.parametrize("big", [1.6e41, -1e42, 1e300])
+def test_one_huge_finite_value_overflows_alone_never_the_tensor(big):
+    # float64 input beyond float32's range: the FP32 scale saturates at float32's max, the huge element comes back
+    # +-inf (float32 overflow), every other element stays finite and is quantized with the saturated scale
+    fmax = torch.finfo(torch.float32).max
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(32, generator=g, dtype=torch.float64)
+    x[16:] *= 1e38  # a second NVFP4 block of large but float32-representable values
+    x[0] = big
+    for fmt in ("fp8_e4m3", "nvfp4", "mxfp8"):
+        y = F.roundtrip(x, fmt)
+        assert not y.isnan().any(), f"{fmt}: a finite input gave NaN at {y.isnan().nonzero().flatten().tolist()}"
+        assert y[0] == math.copysign(math.inf, big), f"{fmt}: {big} should overflow float32 to a signed inf"
+        assert torch.isfinite(y[1:]).all(), fmt
+    expected = (F.quantize_e4m3(x / fmax) * fmax).float()  # fp8_e4m3 with s = float32 max
+    assert torch.equal(F.roundtrip(x, "fp8_e4m3")[1:], expected[1:])
+    y = F.roundtrip(x, "nvfp4")
+    i = int(x[16:].abs().argmax()) + 16  # the second block's largest value: E4M3 s_b and E2M1 rounding, <= 6.25%
+    assert abs(float(y[i]) - float(x[i])) <= 0.0625 * abs(float(x[i]))

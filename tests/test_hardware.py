@@ -136,3 +136,24 @@ def test_tpus_are_complete_and_sourced():
     with pytest.raises(TypeError, match="name must be"):
         hardware.get_tpu(5)
     assert [r["TPU"] for r in hardware.tpu_rows()] == list(hardware.TPUS)
+
+
+def test_every_accepted_name_plans_and_the_error_lists_them():
+    from gpulab import plan
+
+    # the short names a person types: each names the table's SXM board, as GPULAB_AS_GPU takes it
+    assert hardware.get("V100") is hardware.GPUS["V100 SXM2"]
+    assert hardware.get("a100") is hardware.GPUS["A100 40GB SXM"]
+    assert hardware.get("H100") is hardware.GPUS["H100 SXM"]
+    plannable = [n for n, s in hardware.GPUS.items() if s.compute_capability]
+    for name in hardware.ACCEPTED_NAMES:
+        spec = hardware.get(name)
+        assert hardware.get(name.lower()) is spec
+        if spec.name in plannable:
+            assert plan.choose(name, None).gpu is spec, name
+    assert set(plannable) <= {hardware.get(n).name for n in hardware.ACCEPTED_NAMES}
+    with pytest.raises(KeyError) as e:
+        hardware.get("V99")
+    assert all(n in str(e.value) for n in hardware.ACCEPTED_NAMES)
+    for pcie in ("Tesla V100-PCIE-16GB", "V100 PCIe", "A100 PCIe", "NVIDIA A100-PCIE-40GB"):
+        assert hardware.find(pcie) is None, f"{pcie}: a PCIe board has other numbers than the SXM entry"

@@ -85,7 +85,7 @@ def test_choose_order_and_refusals():
             "A100 80GB SXM",
             hardware.get("L4").__class__(**{**hardware.get("L4").__dict__, "compute_capability": (9, 0)}),
         )
-    for bad in ("V100", "Seed accelerator", "", None):
+    for bad in ("P100", "Tesla V100-PCIE-16GB", "Seed accelerator", "", None):
         with pytest.raises(ValueError, match="GPULAB_AS_GPU must name a GPU"):
             plan.as_gpu_spec(bad)
     with pytest.raises(ValueError, match="feature must be"):
@@ -107,7 +107,7 @@ def test_as_gpu_switch_end_to_end():
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == "T4"
     assert "plans for: T4" in r.stdout and "bf16 matmuls: fp16" in r.stdout and "tile loads: pointer" in r.stdout
-    bad = _python("import gpulab", GPULAB_AS_GPU="V100")
+    bad = _python("import gpulab", GPULAB_AS_GPU="P100")
     assert bad.returncode != 0 and "GPULAB_AS_GPU must name a GPU of gpulab.hardware" in bad.stderr
 
 

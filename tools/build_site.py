@@ -15,8 +15,9 @@ screen. Colab's install cell (``sync_links.INSTALL_MARK``) is left out of the pa
 HTML exporter (the ``lab`` template), and ``index.html`` lists the lessons, with links to run them on Binder.
 The notebooks themselves are only read: they stay without outputs.
 
-A notebook that raises (outside cells tagged ``raises-exception``) is reported by name and the build exits 1, after
-building the others. The out directory holds only what this script writes, and is replaced page by page.
+A notebook that raises (outside cells tagged ``raises-exception``), or that cannot be read (not JSON, not a notebook),
+is reported by name, on the terminal and in the index, and the build exits 1, after building the others. An ``--out``
+that is not a directory (a file of that name) is refused with exit 2, before anything runs. The out directory holds only what this script writes, and is replaced page by page.
 """
 
 from __future__ import annotations
@@ -352,12 +353,21 @@ def _run_links(notebook: str) -> str:
     )
 
 
+def _first_line(error: str | None) -> str:
+    """The first non-empty line of a build error, shortened for the index; "failed" when there is none."""
+    lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
+    return (lines[0][:200] if lines else "failed") or "failed"
+
+
 def write_index(out: Path, lessons: list[dict]) -> None:
+    """``out/index.html``: each lesson linked to its page, or named with ``not built`` and the first line of its
+    error. lessons: dicts with stem, title, ok and (when not ok) error, as ``build_one`` returns."""
     rows = "\n".join(
         f"<li><a href='{html.escape(l['stem'])}.html'>{html.escape(l['title'])}</a>"
         f" <span class='file'>{html.escape(l['stem'])}.ipynb</span></li>"
         if l["ok"]
-        else f"<li>{html.escape(l['title'])} <span class='file'>{html.escape(l['stem'])}.ipynb: not built</span></li>"
+        else f"<li>{html.escape(l['title'])} <span class='file'>{html.escape(l['stem'])}.ipynb: not built</span>"
+        f" <span class='gpulab-build-error'>({html.escape(_first_line(l.get('error')))})</span></li>"
         for l in lessons
     )
     (out / "index.html").write_text(f"""<!DOCTYPE html>
@@ -410,8 +420,14 @@ def build_one(path: str, out: str, stems: list[str], timeout_s: float) -> dict:
     os.environ.update(KERNEL_ENV)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     src, stem, t0 = Path(path), Path(path).stem, time.monotonic()
-    nb = nbformat.read(src, as_version=4)
-    result = {"stem": stem, "title": title_of(nb, stem), "ok": False, "error": None}
+    result = {"stem": stem, "title": stem, "ok": False, "error": None}
+    try:
+        nb = nbformat.read(src, as_version=4)
+    except Exception as e:  # noqa: BLE001 -- not JSON, not a notebook, not readable: reported, the others built
+        result["error"] = f"unreadable notebook {src}: {type(e).__name__}: {e}"[-3000:]
+        result["seconds"] = round(time.monotonic() - t0, 1)
+        return result
+    result["title"] = title_of(nb, stem)
     client = NotebookClient(
         nb,
         timeout=timeout_s,
@@ -448,7 +464,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no such notebook: {', '.join(missing)}", file=sys.stderr)
         return 2
     out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        print(f"--out {args.out}: not a directory (a file has that name, or a parent of it is a file)", file=sys.stderr)
+        return 2
     import plotly
 
     shutil.copy(Path(plotly.__file__).parent / "package_data" / PLOTLY_JS, out / PLOTLY_JS)
@@ -461,8 +481,17 @@ def main(argv: list[str] | None = None) -> int:
         with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             futures = [pool.submit(build_one, str(p), str(out), stems, args.timeout) for p in paths]
             results = []
-            for f in futures:
-                r = f.result()
+            for p, f in zip(paths, futures, strict=True):
+                try:
+                    r = f.result()
+                except Exception as e:  # noqa: BLE001 -- a worker that died: this notebook fails, the others are built
+                    r = {
+                        "stem": p.stem,
+                        "title": p.stem,
+                        "ok": False,
+                        "seconds": 0.0,
+                        "error": f"{type(e).__name__}: {e}",
+                    }
                 results.append(r)
                 print(f"{r['stem']}: {'ok' if r['ok'] else 'FAILED'} in {r['seconds']}s", flush=True)
     write_index(out, results)

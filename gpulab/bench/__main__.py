@@ -13,7 +13,10 @@ with ``STEPS`` runs a subset with ``--steps``; recorded, the new steps replace t
 other entry is kept, its provenance listed under ``step_provenance`` (``merge_record``). A suite with
 ``autotune_report()`` and ``autotune_report_text(rows)`` answers ``--autotune-report``.
 
-Without a GPU it prints the recorded reference data, labelled as recorded, and measures nothing.
+Without a GPU it prints the recorded reference data, labelled as recorded, and measures nothing. ``--record``,
+``--autotune-report`` and ``--json`` then exit 2 with a message and write nothing: each of them writes what was
+measured, and nothing was (the recorded data is already a file in ``gpulab/data``). A suite whose recorded entry
+lacks a key its report reads is named with the file, the others are still shown, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -54,6 +57,32 @@ def _print_ratios(rows: list[dict]) -> None:
             f"  {r['name']:18} n={r['n']}: gpulab {r['gpulab_ms']:.4f} ms ({r['gpulab_tbps']:.2f} TB/s), "
             f"torch {r['torch_ms']:.4f} ms ({r['torch_tbps']:.2f} TB/s), ratio {r['ratio']:.3f}"
         )
+
+
+def _print_recorded_core(data: dict) -> None:
+    _print_profile(data["profile"], "recorded")
+    _print_points(data.get("roofline_points", []))
+    _print_ratios(data.get("vendor_ratios", []))
+
+
+def _print_recorded_suite(data: dict, m) -> None:
+    print(f"\n[{m.KEY}] {reference.label(data, m.KEY)}\n" + m.report(data[m.KEY]))
+
+
+def _show_recorded(path: Path, suite: str, show, *args) -> bool:
+    """Run ``show(*args)``, which prints suite ``suite``'s part of the recorded file ``path``. A key missing there (a
+    file older than the suite, or edited by hand) is reported naming the file, the suite and the key, instead of
+    a bare KeyError. Returns False then, True when it printed."""
+    try:
+        show(*args)
+    except KeyError as e:
+        print(
+            f"\nerror: [{suite}] {path} lacks the key {e} that the {suite} report reads: the file is older than the "
+            f"suite or was edited; record it again on a GPU (python -m gpulab.bench --only {suite} --record)",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 LESSON_SUITES = [
@@ -133,25 +162,30 @@ def main(argv=None) -> int:
 
     gpulab.describe()
     if not live():
-        if args.record or args.autotune_report:
-            what = "--record" if args.record else "--autotune-report"
-            print(f"error: {what} needs a CUDA GPU; nothing was measured", file=sys.stderr)
+        if args.record or args.autotune_report or args.json:
+            what = "--record" if args.record else "--autotune-report" if args.autotune_report else "--json"
+            written = f" to {args.json}" if what == "--json" else ""
+            print(
+                f"error: {what} needs a CUDA GPU; nothing was measured, so nothing was written{written} "
+                f"(the recorded reference data is in {reference.DATA_DIR}; run without {what} to see it)",
+                file=sys.stderr,
+            )
             return 2
         if not reference.available():
             print("\nNo GPU here and no reference data recorded yet: nothing to show.")
+        incomplete = 0
         for gpu in reference.available():
             data = reference.load(gpu)
+            path = reference.path_for(gpu)
             print(f"\nNo GPU here: showing reference data {reference.label(data)}, not a measurement.")
             if run_core:
-                _print_profile(data["profile"], "recorded")
-                _print_points(data.get("roofline_points", []))
-                _print_ratios(data.get("vendor_ratios", []))
+                incomplete += not _show_recorded(path, CORE, _print_recorded_core, data)
             for m in lesson_mods:
                 if m.KEY in data:
-                    print(f"\n[{m.KEY}] {reference.label(data, m.KEY)}\n" + m.report(data[m.KEY]))
+                    incomplete += not _show_recorded(path, m.KEY, _print_recorded_suite, data, m)
                 else:
                     print(f"\n[{m.KEY}] no recorded data yet")
-        return 0
+        return 1 if incomplete else 0
 
     if gpulab.AUTOTUNE != "full" and not is_fake():
         print(

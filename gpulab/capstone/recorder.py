@@ -18,10 +18,13 @@ GPT-2-small table exists without memory or a GPU.
   and ``_unsafe_view``, which reshapes a fresh tensor), an allocation (``empty``) and scalar bookkeeping
   (every tensor 0-d: the optimizer's step count) move 0 bytes; a broadcast input (stride 0) counts only its
   stored elements.
+- Sparse tensors (COO, CSR, CSC, BSR, BSC) are counted by the strided tensors that hold them (``parts``:
+  indices and values), since they have neither strides nor a storage of their own.
 - Groups: ``GROUPS``; the optimizer's operations are recognised by the phase, and the operations of a module
   with an ``op_group`` attribute (``GPT``'s ``AttentionCore``: "attention") by that module: in forward while
   it runs (global module hooks), in backward by a tag the forward hook puts on the module's autograd nodes
-  (``node.metadata``), read from ``torch._C._current_autograd_node()``.
+  (``node.metadata``), read from ``torch._C._current_autograd_node()``. A module whose forward raises leaves
+  its group on the way out (the hook runs always), so the operations after it are classified as before.
 
 Arithmetic intensity is FLOPs / bytes per operation and per group (``group_totals``).
 """
@@ -82,9 +85,28 @@ _SOFTMAX = {
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64"}
 
 
+_SPARSE_PARTS = {  # the dense tensors a sparse layout stores its data in (torch.sparse docs, "Sparse layouts")
+    torch.sparse_coo: lambda t: (t._indices(), t._values()),
+    torch.sparse_csr: lambda t: (t.crow_indices(), t.col_indices(), t.values()),
+    torch.sparse_bsr: lambda t: (t.crow_indices(), t.col_indices(), t.values()),
+    torch.sparse_csc: lambda t: (t.ccol_indices(), t.row_indices(), t.values()),
+    torch.sparse_bsc: lambda t: (t.ccol_indices(), t.row_indices(), t.values()),
+}
+
+
+def parts(t: torch.Tensor) -> tuple:
+    """The strided tensors that hold ``t``'s data: ``(t,)`` for a strided tensor; indices and values for a sparse
+    one (COO: indices, values; CSR/BSR: crow_indices, col_indices, values; CSC/BSC: ccol_indices, row_indices,
+    values). A sparse tensor has no strides and no storage of its own: its bytes and identities are its parts'."""
+    split = _SPARSE_PARTS.get(t.layout)
+    return split(t) if split else (t,)
+
+
 def footprint(t: torch.Tensor) -> int:
     """Bytes a tensor occupies as an operation sees it: itemsize x the elements along the dimensions with a
-    nonzero stride (a broadcast input is stored once)."""
+    nonzero stride (a broadcast input is stored once); a sparse tensor: the sum over its ``parts``."""
+    if t.layout != torch.strided:
+        return sum(footprint(p) for p in parts(t))
     n = 1
     for size, stride in zip(t.shape, t.stride()):
         if stride != 0:
@@ -170,6 +192,7 @@ class OpRecorder(TorchDispatchMode):
         self.phase = "forward"
         self._inside: list[str] = []  # op_group of the modules running now (forward)
         self._hooks: list = []
+        self._depth = 0  # entries of ``with self`` now open (the dispatch re-enters it to decompose)
         self._keep: list = []
 
     def mark(self, phase: str) -> None:
@@ -177,13 +200,18 @@ class OpRecorder(TorchDispatchMode):
 
     def _pre(self, mod, args):
         if getattr(mod, "op_group", None):
-            self._inside.append(mod.op_group)
+            self._inside.append((mod, mod.op_group))
 
     def _post(self, mod, args, out):
+        """Leave ``mod``'s group. Registered with ``always_call=True``: torch runs it when the forward raises too
+        (``out`` is then None), so the group never outlives its module."""
         group = getattr(mod, "op_group", None)
         if not group:
             return
-        self._inside.pop()
+        for i in range(len(self._inside) - 1, -1, -1):  # this module's entry, and any left above it
+            if self._inside[i][0] is mod:
+                del self._inside[i:]
+                break
         stop = {a.grad_fn for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)}
         todo = [o.grad_fn for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
         seen = set()
@@ -201,25 +229,40 @@ class OpRecorder(TorchDispatchMode):
             register_module_forward_pre_hook,
         )
 
-        self._hooks = [register_module_forward_pre_hook(self._pre), register_module_forward_hook(self._post)]
+        # re-entered while decomposing (``__torch_dispatch__``): the hooks are registered by the outermost entry only
+        if self._depth == 0:
+            self._inside = []
+            self._hooks = [
+                register_module_forward_pre_hook(self._pre),
+                register_module_forward_hook(self._post, always_call=True),
+            ]
+        self._depth += 1
         return super().__enter__()
 
     def __exit__(self, *exc):
-        out = super().__exit__(*exc)
-        for h in self._hooks:
-            h.remove()
-        return out
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                for h in self._hooks:
+                    h.remove()
+                self._hooks, self._inside = [], []
 
     def _module_group(self) -> str | None:
         if self._inside:
-            return self._inside[-1]
+            return self._inside[-1][1]
         node = torch._C._current_autograd_node()
         return node.metadata.get("op_group") if node is not None else None
 
-    def _key(self, t: torch.Tensor) -> tuple:
-        s = t.untyped_storage()
-        self._keep.append(s)
-        return s._cdata, footprint(t)
+    def _keys(self, t: torch.Tensor) -> tuple:
+        """(storage identity, bytes) of each of ``t``'s ``parts`` (one for a strided tensor)."""
+        keys = []
+        for p in parts(t):
+            s = p.untyped_storage()
+            self._keep.append(s)
+            keys.append((s._cdata, footprint(p)))
+        return tuple(keys)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -256,8 +299,8 @@ class OpRecorder(TorchDispatchMode):
                 bytes_read=0 if no_bytes else sum(map(footprint, ins)),
                 bytes_written=0 if no_bytes else sum(map(footprint, outs)),
                 is_view=func.is_view,
-                reads=tuple(self._key(t) for t in ins),
-                writes=tuple(self._key(t) for t in outs),
+                reads=tuple(k for t in ins for k in self._keys(t)),
+                writes=tuple(k for t in outs for k in self._keys(t)),
             )
         )
         return out

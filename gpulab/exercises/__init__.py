@@ -160,16 +160,28 @@ def is_int(v) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
+def _require_checker(fn: str, checker) -> None:
+    """TypeError naming ``checker`` unless it is an exercise checker: a function with a ``solution``."""
+    if not callable(checker) or not hasattr(checker, "solution"):
+        raise TypeError(
+            f"{fn}(checker): checker must be an exercise checker, a function such as ex07.check_largest_tile "
+            f"(pass the checker itself, not its report or your function), got {checker!r}"
+        )
+
+
 def show_solution(checker) -> None:
     """Print the reference solution of ``checker``: its ``solution`` function, or the whole module that
-    holds it when the solution is a kernel (``solution_module``)."""
+    holds it when the solution is a kernel (``solution_module``). Raises TypeError naming ``checker`` for
+    anything but a checker."""
+    _require_checker("show_solution", checker)
     mod = getattr(checker, "solution_module", None)
     print(inspect.getsource(mod) if mod is not None else inspect.getsource(checker.solution))
 
 
 def hint(checker) -> None:
     """Print the next hint of ``checker`` (its ``hints`` list), one more per call; after the last, say how
-    to see the solution."""
+    to see the solution. Raises TypeError naming ``checker`` for anything but a checker (``hint(None)``)."""
+    _require_checker("hint", checker)
     hints = getattr(checker, "hints", ())
     shown = getattr(checker, "_hints_shown", 0)
     if shown < len(hints):
