@@ -38,6 +38,7 @@ import argparse
 import contextlib
 import hashlib
 import importlib
+import inspect
 import io
 import json
 import os
@@ -197,11 +198,9 @@ _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 def compile_job(job: dict) -> dict:
     """Compile one job (in a worker: needs real ``@triton.jit`` kernels). Returns regs, spill bytes (stores +
     loads), shared memory in bytes, or ``error`` with the compiler's last line."""
-    import inspect
-
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    import triton  # here, not at the top: a worker imports Triton only after clearing TRITON_INTERPRET
+    from triton.backends.compiler import GPUTarget  # (as above)
+    from triton.compiler import ASTSource  # (as above)
 
     fn = getattr(_kernel_module(job["module"]), job["kernel"])
     defaults = {
@@ -298,9 +297,9 @@ def compile_strided_layout(block: int, num_warps: int, dtype: str, contiguous: b
     torch's allocations specializes it: both pointers and n (here 2**24) divisible by 16, stride a plain i32.
     Returns ``size_per_thread`` (every ``sizePerThread`` of the TTGIR's blocked layouts) and ``ptx``
     ({"ld.global.b32": count, ...}: global loads and stores in the PTX, each one per thread)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    import triton  # here, not at the top: a worker imports Triton only after clearing TRITON_INTERPRET
+    from triton.backends.compiler import GPUTarget  # (as above)
+    from triton.compiler import ASTSource  # (as above)
 
     fn = _kernel_module("strided").strided_copy_kernel
     t = TRITON_TYPES[dtype]
