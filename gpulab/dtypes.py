@@ -7,8 +7,11 @@ Names are the field's: "fp32", "tf32" (fp32 storage, TF32 tensor-core inputs), "
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 
 import torch
+
+from . import validate
 
 
 @dataclass(frozen=True)
@@ -52,11 +55,15 @@ def torch_dtype(name: str, *, allowed=None, arg: str = "dtype") -> torch.dtype:
     return lookup(name, allowed=allowed, arg=arg).torch
 
 
-def itemsize(dtype, *, arg: str = "dtype") -> int:
-    """Bytes per element of a name in the table or of any torch dtype. Raises ValueError naming ``arg``."""
+def itemsize(dtype, *, allowed=None, arg: str = "dtype") -> int:
+    """Bytes per element of ``dtype``: a name in the table (``allowed`` narrows the names accepted, as in
+    ``lookup``), any torch dtype, or a positive int of bytes (returned as it is, so a model takes "bf16" or 2).
+    Raises ValueError (TypeError for a non-int number) naming ``arg``."""
     if isinstance(dtype, torch.dtype):
         return dtype.itemsize
-    return lookup(dtype, arg=arg).bytes
+    if isinstance(dtype, Integral) and not isinstance(dtype, bool):
+        return validate.positive_int(arg, dtype)
+    return lookup(dtype, allowed=allowed, arg=arg).bytes
 
 
 def upcast(x: torch.Tensor) -> torch.Tensor:

@@ -13,16 +13,23 @@ How, without a GPU: ``triton.compile(ASTSource(kernel, signature, constexprs), t
 from ptxas's own report (Triton passes ``-v`` and prints the log under ``TRITON_DUMP_PTXAS_LOG=1``);
 shared memory from the compiled metadata.
 
+The kernels and their configurations are the rows of ``gpulab.target_kernels`` (``LESSON_KERNELS``); this module
+is the compile plumbing, the table and the command line.
+
 Compiling needs real ``@triton.jit`` functions, but ``import gpulab`` sets ``TRITON_INTERPRET=1`` on a machine
 without a GPU, and then kernels are defined for the interpreter. So the compiles run in worker processes
 (``--worker``) that clear ``TRITON_INTERPRET`` after importing gpulab and before importing any kernel module;
-this module imports no kernel module at its top. Results are cached per kernel, target and configuration
-(keyed by the kernel file's text and Triton's version) under ``gpulab.device.cache_dir()/targets``.
+this module imports no kernel module at its top, nor ``gpulab.target_kernels`` (which imports them). Results are
+cached per kernel, target and configuration (keyed by the kernel file's text and Triton's version) under
+``gpulab.device.cache_dir()/targets``, each written atomically; a cache file that cannot be read is compiled
+again (with a warning naming it), and a cache that cannot be written leaves the results uncached (with a
+warning), never lost.
 
-Flags: ``--cc 75,90`` (targets), ``--only matmul,vector add`` (rows whose name contains one of these),
-``--all-configs`` (every autotuning candidate, not only the first), ``--jobs N`` (worker processes),
-``--no-cache``; ``--strided-layout --cc 90``: the strided copy's blocked layout (``sizePerThread``) and PTX
-global loads and stores as the coalescing counters launch it (lesson 06), instead of the table.
+Flags: ``--cc 75,90`` or ``--cc 7.5,9.0`` (targets among ``CCS``), ``--only matmul,vector add`` (rows whose name
+contains one of these; each must match a row), ``--all-configs`` (every autotuning candidate, not only the
+first), ``--jobs N`` (worker processes), ``--no-cache`` (neither read nor write the cache); ``--strided-layout
+--cc 90``: the strided copy's blocked layout (``sizePerThread``) and PTX global loads and stores as the
+coalescing counters launch it (lesson 06), instead of the table.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import importlib
+import inspect
 import io
 import json
 import os
@@ -37,11 +46,15 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import dtypes, hardware, plan
+from . import hardware, plan
+from .device import cache_dir, write_json_atomic
+
+if TYPE_CHECKING:
+    from .target_kernels import Launch, LessonKernel
 
 CCS = (75, 80, 86, 89, 90)
 # The GPU whose plan each target compiles for: the one the lessons name (all GPUs of one compute capability
@@ -56,7 +69,6 @@ TRITON_TYPES = {
     "i1": "i1",
     "fp64": "fp64",
 }
-HEAD_DIM = 64  # lesson 08's head dimension
 
 
 def gpus_of(cc: int) -> list[str]:
@@ -64,451 +76,25 @@ def gpus_of(cc: int) -> list[str]:
     return [n for n, s in hardware.GPUS.items() if s.compute_capability and s.compute_capability == divmod(cc, 10)]
 
 
-@dataclass(frozen=True)
-class Launch:
-    """One configuration: compile-time constants and the launch options."""
-
-    constexprs: dict
-    num_warps: int = 4
-    num_stages: int = 3
-
-    def short(self) -> str:
-        blocks = "x".join(str(v) for k, v in self.constexprs.items() if k.startswith("BLOCK"))
-        return f"{blocks} w{self.num_warps} s{self.num_stages}"
-
-
-@dataclass(frozen=True)
-class Case:
-    """One kernel as a lesson launches it. ``dtype``: the element type wanted; ``dot``: the kernel multiplies on
-    tensor cores (so ``plan.dtype`` may replace bf16 or fp8 by fp16); ``needs``: a ``plan.FEATURES`` key the path
-    needs, ``instead`` the case taken without it; ``types``: argument -> Triton type where the rule (``*_ptr``
-    and ``pointers`` are pointers of ``dtype``, other arguments i32) does not hold ("*fp32", "fp32", "none" for
-    an argument passed as None, "desc<R,C>" for a TMA descriptor of (R, C) tiles named by constexprs or ints);
-    ``launches(plan, dtype)``: the candidate configurations, first the one taken without autotuning."""
-
-    lesson: str
-    name: str
-    module: str
-    kernel: str
-    dtype: str
-    launches: Callable
-    dot: bool = False
-    needs: str | None = None
-    instead: str = ""
-    pointers: tuple = ()
-    types: dict = field(default_factory=dict)
-    constexprs: dict = field(default_factory=dict)
-
-
 def _kernel_module(name: str):
-    import importlib
-
+    """``gpulab.kernels.<name>``, imported when a worker compiles (after it cleared ``TRITON_INTERPRET``)."""
     return importlib.import_module(f"gpulab.kernels.{name}")
 
 
-def _one(constexprs, warps=4, stages=3):
-    return lambda p, dtype: [Launch({**constexprs}, warps, stages)]
+def lesson_kernels() -> list[LessonKernel]:
+    """``gpulab.target_kernels.LESSON_KERNELS``: the rows of the table (imported here, not at the top: it imports
+    the kernel modules, which a worker must import only after clearing ``TRITON_INTERPRET``)."""
+    from .target_kernels import LESSON_KERNELS  # imports kernel modules: never in a worker
 
-
-def _triton_configs(module: str, attr: str):
-    """Launches from a list of ``triton.Config`` in a kernel module (its autotuning candidates)."""
-
-    def launches(p, dtype):
-        return [Launch(dict(c.kwargs), c.num_warps, c.num_stages) for c in getattr(_kernel_module(module), attr)]
-
-    return launches
-
-
-def _matmul(path: str):
-    """Launches of ``matmul``'s ``path`` as the plan tunes it (``kernels.matmul.planned_configs``)."""
-
-    def launches(p, dtype):
-        m = _kernel_module("matmul")
-        out = []
-        for c in m.planned_configs(path, dtypes.torch_dtype(dtype), p):
-            ce = {"BLOCK_M": c.BLOCK_M, "BLOCK_N": c.BLOCK_N, "BLOCK_K": c.BLOCK_K, "GROUP_M": c.GROUP_M}
-            if path == "tma":
-                ce.update(FLATTEN=c.flatten, WARP_SPECIALIZE=c.warp_specialize)
-            else:
-                ce["INPUT_PRECISION"] = p.input_precision("tf32") if dtype == "fp32" else "tf32"
-            out.append(Launch(ce, c.num_warps, c.num_stages))
-        return out
-
-    return launches
-
-
-def _flash_fwd(causal: bool, tma: bool):
-    """Launches of the attention forward as the plan tunes it (``kernels.flash_attention.fwd_candidates``)."""
-
-    def launches(p, dtype):
-        fa = _kernel_module("flash_attention")
-        return [
-            Launch(
-                dict(
-                    c.kwargs,
-                    HEAD_DIM=HEAD_DIM,
-                    CAUSAL=causal,
-                    USE_TMA=tma,
-                    UPCAST=False,
-                    DOT_PREC="ieee" if dtype == "fp32" else "tf32",
-                ),
-                c.num_warps,
-                c.num_stages,
-            )
-            for c in fa.fwd_candidates(dtypes.torch_dtype(dtype), causal, HEAD_DIM, p)
-        ]
-
-    return launches
-
-
-def _flash_bwd(part: str):
-    def launches(p, dtype):
-        fa = _kernel_module("flash_attention")
-        return [
-            Launch(
-                dict(
-                    c.kwargs,
-                    HEAD_DIM=HEAD_DIM,
-                    CAUSAL=False,
-                    USE_TMA=False,
-                    UPCAST=False,
-                    DOT_PREC="tf32",
-                    **fa.BWD_PARTS[part],
-                ),
-                c.num_warps,
-                c.num_stages,
-            )
-            for c in fa.bwd_candidates(part, dtypes.torch_dtype(dtype), p)
-        ]
-
-    return launches
-
-
-_FWD_TYPES = {"LSE": "*fp32", "qk_scale": "fp32", "desc_q": "none", "desc_k": "none", "desc_v": "none"}
-_FWD_TMA_TYPES = dict(
-    _FWD_TYPES, desc_q="desc<BLOCK_M,HEAD_DIM>", desc_k="desc<BLOCK_N,HEAD_DIM>", desc_v="desc<BLOCK_N,HEAD_DIM>"
-)
-_BWD_TYPES = {
-    "LSE": "*fp32",
-    "DELTA": "*fp32",
-    "qk_scale": "fp32",
-    "sm_scale": "fp32",
-    "desc_q": "none",
-    "desc_k": "none",
-    "desc_v": "none",
-    "desc_do": "none",
-}
-_E = 1024  # elementwise kernels' BLOCK on a GPU
-
-
-def _precision(input_precision: str, acc_fp16: bool):
-    """The launch of ``matmul_precision`` on a GPU: the plan's blocks (``planned_blocks``), its warps."""
-
-    def launches(p, dtype):
-        mp = _kernel_module("matmul_precision")
-        bm, bn, bk = mp.planned_blocks(p)
-        prec = p.input_precision(input_precision) if dtype == "fp32" else input_precision
-        ce = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "UPCAST": False, "INPUT_PRECISION": prec}
-        return [Launch({**ce, "ACC_FP16": acc_fp16}, mp.num_warps_for(bm, bn), 3)]
-
-    return launches
-
-
-STEP_DTYPE = "fp16"  # lesson 07's build (bench.lesson07.BUILD_DTYPE)
-TEACHING_HEAD_DIM = 128  # lesson 08's teaching-against-production step (d of bench.lesson08.TEACHING_SETTINGS)
-
-
-def _step(step: str):
-    """The launch of one step of ``kernels.matmul_steps`` on a GPU: ``StepConfig()``, ``STEP_LAUNCH[step]``."""
-
-    def launches(p, dtype):
-        ms = _kernel_module("matmul_steps")
-        c = ms.StepConfig()
-        if ms.STEP_LAUNCH[step] is None:
-            return [Launch({"BLOCK": c.BLOCK, "BLOCK_K": c.BLOCK_K})]  # Triton's default warps and stages
-        group_m, stages = ms.STEP_LAUNCH[step]
-        ce = {"BLOCK_M": c.BLOCK_M, "BLOCK_N": c.BLOCK_N, "BLOCK_K": c.BLOCK_K, "GROUP_M": group_m}
-        return [Launch(ce, c.num_warps, stages)]
-
-    return launches
-
-
-def _step_cases() -> list[Case]:
-    """Lesson 07's build (``bench.lesson07.build_steps``): each step of ``kernels.matmul_steps``."""
-    return [
-        Case(
-            "07",
-            f"matmul step: {step}",
-            "matmul_steps",
-            "naive_kernel" if step == "no reuse" else "tiled_kernel",
-            STEP_DTYPE,
-            _step(step),
-            dot=step != "no reuse",
-        )
-        for step in ("no reuse", "tiled", "grouped", "pipelined")
-    ]
-
-
-def _teaching(part: str, causal: bool):
-    """The launch of the ``kernels.flash_teaching`` kernel ``part`` on a GPU: the plan's tiles
-    (``planned_blocks``), Triton's default warps and stages."""
-
-    def launches(p, dtype):
-        ft = _kernel_module("flash_teaching")
-        bm, bn = ft.planned_blocks(TEACHING_HEAD_DIM, dtypes.itemsize(dtype), part, p)
-        prec = ft.dot_precision(dtypes.torch_dtype(dtype))
-        return [Launch({"BLOCK_M": bm, "BLOCK_N": bn, "D": TEACHING_HEAD_DIM, "CAUSAL": causal, "DOT_PREC": prec})]
-
-    return launches
-
-
-def _teaching_attention_cases() -> list[Case]:
-    """Lesson 08's teaching kernels (``kernels.flash_teaching``) as ``bench.lesson08.teaching`` launches them:
-    bf16 (the plan's dtype where bf16 has no tensor cores), both causal flags."""
-    kernels = (
-        ("forward", "fwd", "flash_fwd_kernel", ("Q", "K", "V", "O")),
-        ("bwd dk, dv", "dkdv", "flash_bwd_dkdv_kernel", ("Q", "K", "V", "DO", "DK", "DV")),
-        ("bwd dq", "dq", "flash_bwd_dq_kernel", ("Q", "K", "V", "DO", "DQ")),
-    )
-    return [
-        Case(
-            "08",
-            f"teaching attention {what}{' causal' if causal else ''}",
-            "flash_teaching",
-            kernel,
-            "bf16",
-            _teaching(part, causal),
-            dot=True,
-            pointers=pointers,
-            types={"LSE": "*fp32", "DELTA": "*fp32", "scale": "fp32"},
-        )
-        for what, part, kernel, pointers in kernels
-        for causal in (False, True)
-    ]
-
-
-CASES = [
-    Case("00", "vector add", "vector_add", "vector_add_kernel", "fp32", _one({"BLOCK": _E})),
-    Case(
-        "02", "divergence: one path", "divergence", "path_kernel", "fp32", _one({"K": 32, "PATH_A": True, "BLOCK": _E})
-    ),
-    Case(
-        "02",
-        "divergence: branch by lane",
-        "divergence",
-        "branch_where_kernel",
-        "fp32",
-        _one({"K_A": 32, "K_B": 16, "BLOCK": _E}),
-        types={"take_a_ptr": "*i1"},
-    ),
-    Case(
-        "02",
-        "divergence: branch by block",
-        "divergence",
-        "branch_uniform_kernel",
-        "fp32",
-        _one({"K_A": 32, "K_B": 16, "BLOCK": _E}),
-        types={"block_takes_a_ptr": "*i1"},
-    ),
-    Case(
-        "02",
-        "divergence: loop trips",
-        "divergence",
-        "loop_cost_kernel",
-        "fp32",
-        _one({"BLOCK": _E}),
-        types={"trips_ptr": "*i32"},
-    ),
-    Case("03", "relu fp32", "relu", "relu_kernel", "fp32", _one({"BLOCK": _E})),
-    Case("03", "relu bf16", "relu", "relu_kernel", "bf16", _one({"BLOCK": _E})),
-    Case(
-        "03",
-        "matmul precision fp32 (tf32)",
-        "matmul_precision",
-        "matmul_precision_kernel",
-        "fp32",
-        _precision("tf32", False),
-        dot=True,
-        types={"c_ptr": "*fp32"},
-    ),
-    Case(
-        "03",
-        "matmul precision bf16",
-        "matmul_precision",
-        "matmul_precision_kernel",
-        "bf16",
-        _precision("tf32", False),
-        dot=True,
-        types={"c_ptr": "*fp32"},
-    ),
-    Case(
-        "03",
-        "matmul precision fp16, fp16 sums",
-        "matmul_precision",
-        "matmul_precision_kernel",
-        "fp16",
-        _precision("tf32", True),
-        dot=True,
-        types={"c_ptr": "*fp32"},
-    ),
-    Case(
-        "03",
-        "matmul fp8 e4m3 (pointer)",
-        "matmul",
-        "matmul_kernel",
-        "fp8",
-        _matmul("pointer"),
-        dot=True,
-        types={"c_ptr": "*fp16"},
-    ),
-    Case("04", "sin (unfused)", "sincos", "sin_kernel", "fp32", _one({"BLOCK": _E})),
-    Case("04", "add (unfused)", "sincos", "add_kernel", "fp32", _one({"BLOCK": _E})),
-    Case(
-        "04",
-        "sin^2+cos^2 fused",
-        "sincos",
-        "sincos_kernel",
-        "fp32",
-        lambda p, d: [
-            Launch(dict(L.constexprs, FAST=False, REPEAT=1, SHARED=False), L.num_warps, L.num_stages)
-            for L in _triton_configs("sincos", "AUTOTUNE_CONFIGS")(p, d)
-        ],
-    ),
-    Case("05", "three sigmoids forward", "sigmoid3", "sigmoid3_kernel", "fp32", _one({"BLOCK": _E, "F64": False})),
-    Case(
-        "05",
-        "three sigmoids backward",
-        "sigmoid3",
-        "sigmoid3_backward_kernel",
-        "fp32",
-        _one({"BLOCK": _E, "F64": False, "DY_SCALAR": False}),
-    ),
-    Case(
-        "06",
-        "strided copy",
-        "strided",
-        "strided_copy_kernel",
-        "fp32",
-        lambda p, d: [
-            Launch(dict(L.constexprs, CONTIGUOUS=False), L.num_warps, L.num_stages)
-            for L in _triton_configs("strided", "AUTOTUNE_CONFIGS")(p, d)
-        ],
-    ),
-    Case("06", "copy by rows", "strided", "copy_by_rows_kernel", "fp32", _one({"BLOCK": _E})),
-    Case("06", "copy by columns", "strided", "copy_by_columns_kernel", "fp32", _one({"BLOCK": _E})),
-    Case("06", "transpose naive", "transpose", "transpose_naive_kernel", "fp32", _one({"BLOCK": _E})),
-    Case(
-        "06",
-        "transpose tiled",
-        "transpose",
-        "transpose_tiled_kernel",
-        "fp32",
-        _triton_configs("transpose", "AUTOTUNE_CONFIGS"),
-    ),
-    Case("07", "matmul no reuse", "matmul", "matmul_noreuse_kernel", "bf16", _one({"BLOCK": 128, "BLOCK_K": 32})),
-    Case("07", "matmul fp32 (pointer)", "matmul", "matmul_kernel", "fp32", _matmul("pointer"), dot=True),
-    Case("07", "matmul bf16 (pointer)", "matmul", "matmul_kernel", "bf16", _matmul("pointer"), dot=True),
-    Case(
-        "07",
-        "matmul bf16 (TMA)",
-        "matmul",
-        "matmul_tma_kernel",
-        "bf16",
-        _matmul("tma"),
-        dot=True,
-        needs="tma",
-        instead="matmul bf16 (pointer)",
-        types={"a_desc": "desc<BLOCK_M,BLOCK_K>", "b_desc": "desc<BLOCK_K,BLOCK_N>", "c_ptr": "*dtype"},
-        constexprs={},
-    ),
-    *_step_cases(),
-    Case(
-        "07",
-        "pad rows",
-        "pad",
-        "pad_rows_kernel",
-        "fp16",
-        _one({"BLOCK_R": 8, "BLOCK_C": 256}),
-        pointers=("src0", "dst0", "src1", "dst1"),
-        types={},
-    ),
-    Case(
-        "08",
-        "attention forward (pointer)",
-        "flash_attention",
-        "flash_attention_fwd_kernel",
-        "bf16",
-        _flash_fwd(False, False),
-        dot=True,
-        pointers=("Q", "K", "V", "O"),
-        types=_FWD_TYPES,
-    ),
-    Case(
-        "08",
-        "attention forward causal (pointer)",
-        "flash_attention",
-        "flash_attention_fwd_kernel",
-        "bf16",
-        _flash_fwd(True, False),
-        dot=True,
-        pointers=("Q", "K", "V", "O"),
-        types=_FWD_TYPES,
-    ),
-    Case(
-        "08",
-        "attention forward (TMA)",
-        "flash_attention",
-        "flash_attention_fwd_kernel",
-        "bf16",
-        _flash_fwd(False, True),
-        dot=True,
-        needs="tma",
-        instead="attention forward (pointer)",
-        pointers=("Q", "K", "V", "O"),
-        types=_FWD_TMA_TYPES,
-    ),
-    Case(
-        "08",
-        "attention backward: delta",
-        "flash_attention",
-        "flash_attention_bwd_preprocess_kernel",
-        "bf16",
-        _one({"HEAD_DIM": HEAD_DIM, "BLOCK": 64}),
-        pointers=("O", "DO"),
-        types={"DELTA": "*fp32"},
-    ),
-    Case(
-        "08",
-        "attention backward: dk, dv",
-        "flash_attention",
-        "flash_attention_bwd_kernel",
-        "bf16",
-        _flash_bwd("dkdv"),
-        dot=True,
-        pointers=("Q", "K", "V", "DO", "DQ", "DK", "DV"),
-        types=_BWD_TYPES,
-    ),
-    Case(
-        "08",
-        "attention backward: dq",
-        "flash_attention",
-        "flash_attention_bwd_kernel",
-        "bf16",
-        _flash_bwd("dq"),
-        dot=True,
-        pointers=("Q", "K", "V", "DO", "DQ", "DK", "DV"),
-        types=_BWD_TYPES,
-    ),
-    *_teaching_attention_cases(),
-]
+    return LESSON_KERNELS
 
 
 @dataclass
 class Row:
-    """One kernel on one target: ``status`` is "ok" or why the lesson's path is not taken there (then
-    ``instead`` names what is taken); ``configs`` holds one result dict per compiled configuration."""
+    """One lesson kernel on one target (``cc``): ``status`` is "ok" or why the lesson's path is not taken there
+    (then ``instead`` names what is taken); ``configs`` holds one result dict per compiled configuration."""
 
-    case: Case
+    lesson_kernel: LessonKernel
     cc: int
     dtype: str
     status: str
@@ -523,55 +109,67 @@ class Row:
 # ---- jobs: what a worker compiles ----------------------------------------------------------------------------
 
 
-def _signature_types(case: Case, dtype: str) -> dict:
-    """Argument -> type rule of the case, with the dtype filled in; the worker applies it to the parameters."""
+def _signature_types(lk: LessonKernel, dtype: str) -> dict:
+    """Argument -> type rule of the kernel, with the dtype filled in; the worker applies it to the parameters."""
     t = TRITON_TYPES[dtype]
-    types = {k: v.replace("dtype", t) for k, v in case.types.items()}
-    types.update({p: f"*{t}" for p in case.pointers if p not in types})
+    types = {k: v.replace("dtype", t) for k, v in lk.types.items()}
+    types.update({p: f"*{t}" for p in lk.pointers if p not in types})
     return {"default_pointer": f"*{t}", "dtype": t, "types": types}
 
 
-def _job(case: Case, cc: int, dtype: str, launch: Launch) -> dict:
+def _job(lk: LessonKernel, cc: int, dtype: str, launch: Launch) -> dict:
+    """What a worker compiles: the kernel, the target, the launch, the argument types (JSON)."""
     return {
-        "module": case.module,
-        "kernel": case.kernel,
+        "module": lk.module,
+        "kernel": lk.kernel,
         "cc": cc,
         "constexprs": launch.constexprs,
         "num_warps": launch.num_warps,
         "num_stages": launch.num_stages,
-        **_signature_types(case, dtype),
+        **_signature_types(lk, dtype),
     }
 
 
 def _key(job: dict) -> str:
-    import triton
+    import triton  # in the parent only: a worker imports Triton after clearing TRITON_INTERPRET
 
     src = (Path(__file__).parent / "kernels" / f"{job['module']}.py").read_bytes()
     blob = json.dumps(job, sort_keys=True, default=str).encode() + src + triton.__version__.encode() + b"v2"
     return hashlib.sha256(blob).hexdigest()[:32]
 
 
+def _selected(only) -> list[LessonKernel]:
+    """The lesson kernels whose name contains one of the substrings ``only`` (case-insensitive; all when empty).
+    Raises ValueError naming a substring that matches no kernel, with the names known."""
+    kernels = lesson_kernels()
+    if not only:
+        return list(kernels)
+    unmatched = [o for o in only if not any(o.lower() in lk.name.lower() for lk in kernels)]
+    if unmatched:
+        raise ValueError(
+            f"only: {unmatched} match no kernel; the kernels are: " + ", ".join(repr(lk.name) for lk in kernels)
+        )
+    return [lk for lk in kernels if any(o.lower() in lk.name.lower() for o in only)]
+
+
 def plan_rows(ccs=CCS, only=(), all_configs: bool = False) -> tuple[list[Row], dict]:
-    """The rows of the table (without results) and the jobs they need: ``{key: job}``."""
+    """The rows of the table (without results) and the jobs they need: ``{key: job}``. ``only``: substrings of
+    kernel names to keep (``_selected``; raises ValueError for one that matches nothing)."""
     rows, jobs = [], {}
-    for case in CASES:
-        if only and not any(o.lower() in case.name.lower() for o in only):
-            continue
+    for lk in _selected(only):
         for cc in ccs:
             p = plan.for_gpu(hardware.get(PLANNED[cc]))
-            dtype = p.dtype(case.dtype) if case.dot else case.dtype
-            if case.needs and not plan.has(p.gpu, case.needs):
-                rows.append(Row(case, cc, dtype, f"not taken: {plan.FEATURES[case.needs].why}", case.instead))
+            dtype = p.dtype(lk.dtype) if lk.dot else lk.dtype
+            if lk.needs and not plan.has(p.gpu, lk.needs):
+                rows.append(Row(lk, cc, dtype, f"not taken: {plan.FEATURES[lk.needs].why}", lk.instead))
                 continue
-            status = (
-                "ok" if dtype == case.dtype else f"{dtype} instead of {case.dtype}: {plan.FEATURES[case.dtype].why}"
-            )
-            if case.dot and dtype == "fp32" and not plan.has(p.gpu, "tf32"):
+            status = "ok" if dtype == lk.dtype else f"{dtype} instead of {lk.dtype}: {plan.FEATURES[lk.dtype].why}"
+            if lk.dot and dtype == "fp32" and not plan.has(p.gpu, "tf32"):
                 status = f"ieee instead of tf32: {plan.FEATURES['tf32'].why}"
-            row = Row(case, cc, dtype, status, dtype if dtype != case.dtype else "")
-            launches = case.launches(p, dtype)
+            row = Row(lk, cc, dtype, status, dtype if dtype != lk.dtype else "")
+            launches = lk.launches(p, dtype)
             for launch in launches if all_configs else launches[:1]:
-                job = _job(case, cc, dtype, launch)
+                job = _job(lk, cc, dtype, launch)
                 key = _key(job)
                 jobs[key] = job
                 row.configs.append({"config": launch.short(), "key": key, "limit": p.smem_per_block_bytes})
@@ -600,11 +198,9 @@ _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 def compile_job(job: dict) -> dict:
     """Compile one job (in a worker: needs real ``@triton.jit`` kernels). Returns regs, spill bytes (stores +
     loads), shared memory in bytes, or ``error`` with the compiler's last line."""
-    import inspect
-
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    import triton  # here, not at the top: a worker imports Triton only after clearing TRITON_INTERPRET
+    from triton.backends.compiler import GPUTarget  # (as above)
+    from triton.compiler import ASTSource  # (as above)
 
     fn = getattr(_kernel_module(job["module"]), job["kernel"])
     defaults = {
@@ -690,7 +286,7 @@ def _run_workers(jobs: dict, n_workers: int) -> dict:
 
 # ---- the strided copy's layout (lesson 06) -------------------------------------------------------------------
 
-# (BLOCK, num_warps, dtype, CONTIGUOUS): the launch of gpulab.counters' coalescing case, at stride 1 and above
+# (BLOCK, num_warps, dtype, CONTIGUOUS): the launch of gpulab.counter_cases.coalescing_case, at stride 1 and above
 STRIDED_VARIANTS = ((1024, 4, "fp32", True), (1024, 4, "fp32", False))
 _SIZE_PER_THREAD = re.compile(r"#blocked\d* = #ttg\.blocked<\{sizePerThread = \[(\d+)\]")
 _GLOBAL_OPS = re.compile(r"\b((?:ld|st)\.global[\w.]*)")
@@ -701,9 +297,9 @@ def compile_strided_layout(block: int, num_warps: int, dtype: str, contiguous: b
     torch's allocations specializes it: both pointers and n (here 2**24) divisible by 16, stride a plain i32.
     Returns ``size_per_thread`` (every ``sizePerThread`` of the TTGIR's blocked layouts) and ``ptx``
     ({"ld.global.b32": count, ...}: global loads and stores in the PTX, each one per thread)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    import triton  # here, not at the top: a worker imports Triton only after clearing TRITON_INTERPRET
+    from triton.backends.compiler import GPUTarget  # (as above)
+    from triton.compiler import ASTSource  # (as above)
 
     fn = _kernel_module("strided").strided_copy_kernel
     t = TRITON_TYPES[dtype]
@@ -775,34 +371,73 @@ def layout_table(layouts: list[dict]) -> str:
 
 
 def cache_path() -> Path:
-    from .device import cache_dir
-
+    """The folder of cached compile results: ``gpulab.device.cache_dir()/targets``."""
     return cache_dir() / "targets"
 
 
-def run(ccs=CCS, only=(), all_configs: bool = False, jobs: int | None = None, use_cache: bool = True) -> list[Row]:
-    """Compile every case for every target in ``ccs`` and return the rows with their results.
+_RESULT_KEYS = {"mma", "regs", "spill_bytes", "smem"}
 
-    ``only``: substrings of case names to keep; ``jobs``: worker processes (default: the CPU count, at most 4).
-    Raises ValueError for a target outside ``CCS``."""
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _read_cache(cache: Path, keys) -> dict:
+    """The cached results of ``keys`` in ``cache``: ``{key: result}``. A file that cannot be read, is not JSON
+    or is not a compile result (a write cut short) counts as a miss: a warning names it, and the fresh result
+    replaces it."""
+    done = {}
+    if not cache.is_dir():  # nothing cached yet (or no folder to cache in: writing says so)
+        return done
+    for key in keys:
+        f = cache / f"{key}.json"
+        try:
+            result = json.loads(f.read_text())
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            _warn(f"the cache file {f} cannot be read ({type(e).__name__}: {e}); compiling it again")
+            continue
+        if not isinstance(result, dict) or not ("error" in result or _RESULT_KEYS <= set(result)):
+            _warn(f"the cache file {f} holds no compile result; compiling it again")
+            continue
+        done[key] = result
+    return done
+
+
+def _write_cache(cache: Path, results: dict) -> None:
+    """Write each result to ``cache``, atomically (``gpulab.device.write_json_atomic``: a file is whole or
+    absent). A cache that cannot be written gives one warning; the results are still returned."""
+    try:
+        for key, result in results.items():
+            write_json_atomic(cache / f"{key}.json", result)
+    except OSError as e:
+        _warn(
+            f"cannot write the compile cache in {cache} ({type(e).__name__}: {e}): the results are not cached; "
+            "set GPULAB_CACHE_DIR to a folder you can write, or pass --no-cache"
+        )
+
+
+def run(ccs=CCS, only=(), all_configs: bool = False, jobs: int | None = None, use_cache: bool = True) -> list[Row]:
+    """Compile every lesson kernel for every target in ``ccs`` and return the rows with their results.
+
+    ``only``: substrings of kernel names to keep; ``jobs``: worker processes (default: the CPU count, at most 4);
+    ``use_cache``: read and write ``cache_path()`` (False: neither). Raises ValueError for a target outside
+    ``CCS``, for no target, and for a substring of ``only`` that matches no kernel."""
     bad = [c for c in ccs if c not in CCS]
     if bad:
         raise ValueError(f"ccs must be among {CCS}, got {bad}")
+    if not ccs:
+        raise ValueError(f"ccs names no target; they are {CCS}")
     rows, todo = plan_rows(tuple(ccs), tuple(only), all_configs)
-    cache = cache_path()
-    done = {}
-    if use_cache:
-        for key in todo:
-            f = cache / f"{key}.json"
-            if f.exists():
-                done[key] = json.loads(f.read_text())
+    cache = cache_path() if use_cache else None
+    done = _read_cache(cache, todo) if cache else {}
     missing = {k: j for k, j in todo.items() if k not in done}
     if missing:
         n = jobs or min(4, os.cpu_count() or 1)
         fresh = _run_workers(missing, max(1, min(n, len(missing))))
-        cache.mkdir(parents=True, exist_ok=True)
-        for key, result in fresh.items():
-            (cache / f"{key}.json").write_text(json.dumps(result))
+        if cache:
+            _write_cache(cache, fresh)
         done.update(fresh)
     for row in rows:
         for c in row.configs:
@@ -839,20 +474,56 @@ def table(rows: list[Row]) -> str:
         smem = f"{first['smem'] / 1024:.1f}K" if "smem" in first else "-"
         configs = f" [{len(r.configs)} configs]" if len(r.configs) > 1 else ""
         out.append(
-            f"{r.case.lesson:2} {r.case.name:36} {r.cc / 10:>4.1f} {', '.join(gpus_of(r.cc))[:30]:30} "
+            f"{r.lesson_kernel.lesson:2} {r.lesson_kernel.name:36} {r.cc / 10:>4.1f} {', '.join(gpus_of(r.cc))[:30]:30} "
             f"{r.dtype:5} {first.get('mma', '-'):>5} {regs if regs is not None else '-':>4} {spill if spill is not None else '-':>6} "
             f"{smem:>8}  {_cell(r)}{configs}"
         )
     return "\n".join(out)
 
 
+_ACCEPTED = ", ".join(map(str, CCS)) + " (or " + ", ".join(f"{c / 10:.1f}" for c in CCS) + ")"
+
+
+def parse_ccs(text: str) -> tuple[int, ...]:
+    """The targets of ``--cc``: comma-separated compute capabilities, each as 75 or 7.5 (``"7.5,90" -> (75, 90)``),
+    in order, each once. Raises ValueError naming a value that is not one of ``CCS``, or when none is named,
+    listing the accepted values."""
+    out = []
+    for part in text.split(","):
+        t = part.strip()
+        if not t:
+            continue
+        m = re.fullmatch(r"(\d)\.(\d)|(\d\d)", t)
+        cc = None if m is None else int(m.group(3) or m.group(1) + m.group(2))
+        if cc not in CCS:
+            raise ValueError(f"{t!r} is not a target; accepted: {_ACCEPTED}")
+        if cc not in out:
+            out.append(cc)
+    if not out:
+        raise ValueError(f"{text!r} names no target; accepted: {_ACCEPTED}")
+    return tuple(out)
+
+
+def _ccs_arg(text: str) -> tuple[int, ...]:
+    try:
+        return parse_ccs(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _jobs_arg(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of worker processes (an int >= 1)")
+    return int(text)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpulab.targets", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cc", default=",".join(map(str, CCS)), help="targets, e.g. 75,90")
-    ap.add_argument("--only", default="", help="comma-separated substrings of kernel names")
+    ap.add_argument("--cc", type=_ccs_arg, default=CCS, help=f"targets, e.g. 75,90 or 7.5,9.0; among {_ACCEPTED}")
+    ap.add_argument("--only", default="", help="comma-separated substrings of kernel names (each must match one)")
     ap.add_argument("--all-configs", action="store_true", help="every autotuning candidate, not only the first")
-    ap.add_argument("--jobs", type=int, default=None, help="worker processes")
-    ap.add_argument("--no-cache", action="store_true")
+    ap.add_argument("--jobs", type=_jobs_arg, default=None, help="worker processes")
+    ap.add_argument("--no-cache", action="store_true", help="neither read nor write the cache of compile results")
     ap.add_argument(
         "--strided-layout", action="store_true", help="the strided copy's layout and PTX loads (lesson 06), and exit"
     )
@@ -866,12 +537,14 @@ def main(argv=None) -> int:
         _layout_worker(*args.layout_worker)
         return 0
     if args.strided_layout:
-        ccs = tuple(int(c) for c in args.cc.split(",") if c)
-        print(layout_table([r for cc in ccs for r in strided_layouts(cc=cc)]))
+        print(layout_table([r for cc in args.cc for r in strided_layouts(cc=cc)]))
         return 0
-    ccs = tuple(int(c) for c in args.cc.split(",") if c)
     only = tuple(o.strip() for o in args.only.split(",") if o.strip())
-    rows = run(ccs, only, args.all_configs, args.jobs, not args.no_cache)
+    try:
+        _selected(only)
+    except ValueError as e:
+        ap.error(f"--{e}")
+    rows = run(args.cc, only, args.all_configs, args.jobs, not args.no_cache)
     print(table(rows))
     failed = [r for r in rows if any(c.get("error") for c in r.configs)]
     return 1 if failed else 0

@@ -21,28 +21,21 @@ from __future__ import annotations
 
 from numbers import Integral
 
-from . import dtypes, hardware, validate
+from . import hardware, validate
+from .dtypes import MATMUL, itemsize
 from .waves import cdiv
-
-
-def itemsize(dtype) -> int:
-    """Bytes per element of ``dtype``: a matmul dtype name of ``gpulab.dtypes`` ("fp32", "tf32", "bf16",
-    "fp16", "fp8"), or a positive int of bytes. Raises ValueError naming ``dtype``."""
-    if isinstance(dtype, Integral) and not isinstance(dtype, bool):
-        return validate.positive_int("dtype", dtype)
-    return dtypes.lookup(dtype, allowed=dtypes.MATMUL).bytes
 
 
 def tile_intensity(T: int, dtype="fp32") -> float:
     """FLOP/byte of one step of square ``T x T`` tiles: ``2 T^3 / (2 T^2 s) = T / s``. Seed: FP32, T=32 -> 8."""
-    return validate.positive_int("T", T) / itemsize(dtype)
+    return validate.positive_int("T", T) / itemsize(dtype, allowed=MATMUL)
 
 
 def step_intensity(BM: int, BN: int, BK: int, dtype="fp32") -> float:
     """FLOP/byte of one ``K`` step of a ``BM x BN`` output tile: ``2 BM BN BK / ((BM BK + BK BN) s)``
     ``= 2 BM BN / ((BM + BN) s)``; ``BK`` cancels. Equals ``tile_intensity(T)`` when ``BM = BN = T``."""
     BM, BN, BK = (validate.positive_int(name, v) for name, v in (("BM", BM), ("BN", BN), ("BK", BK)))
-    return 2 * BM * BN * BK / ((BM * BK + BK * BN) * itemsize(dtype))
+    return 2 * BM * BN * BK / ((BM * BK + BK * BN) * itemsize(dtype, allowed=MATMUL))
 
 
 def input_loads(M: int, N: int | None = None, K: int | None = None, tile=None) -> int:
@@ -78,7 +71,7 @@ def footprint_bytes(T: int, dtype="fp32", BN: int | None = None, BK: int | None 
     T, BN, BK, stages = (
         validate.positive_int(name, v) for name, v in (("T", T), ("BN", BN), ("BK", BK), ("stages", stages))
     )
-    return (T * BK + BK * BN) * itemsize(dtype) * stages
+    return (T * BK + BK * BN) * itemsize(dtype, allowed=MATMUL) * stages
 
 
 def shared_memory_bytes(gpu) -> int:

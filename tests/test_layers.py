@@ -49,7 +49,7 @@ MODELS = {
         "memory",
     )
 }
-MEASURING = {"gpulab.device", "gpulab.counters"}
+MEASURING = {"gpulab.device", "gpulab.ncu", "gpulab.counter_cases", "gpulab.counters"}
 
 
 def layer(mod: str) -> int:

@@ -3,10 +3,13 @@
 The reason cells are checked against what the compiler does: fp8e4nv is refused for sm_80, the TMA kernel
 compiles to wgmma on sm_90, and an fp16 tl.dot has tensor-core mma on sm_80 but none on sm_75."""
 
+import json
+
 import pytest
 import torch
 
-from gpulab import targets
+from gpulab import target_kernels, targets
+from gpulab.target_kernels import LESSON_KERNELS, Launch
 
 
 @pytest.fixture(autouse=True)
@@ -16,7 +19,7 @@ def _own_cache(tmp_path, monkeypatch):
 
 def _rows(name):
     rows, _ = targets.plan_rows(targets.CCS, (name,))
-    return {r.cc: r for r in rows if r.case.name == name}
+    return {r.cc: r for r in rows if r.lesson_kernel.name == name}
 
 
 def test_reason_cells():
@@ -37,12 +40,13 @@ def test_reason_cells():
     assert fwd[80].status.startswith("not taken") and fwd[80].instead == "attention forward (pointer)"
 
 
-def test_every_case_names_a_real_kernel_and_fallback():
-    names = {c.name for c in targets.CASES}
-    for case in targets.CASES:
-        kernel = getattr(targets._kernel_module(case.module), case.kernel)
-        assert callable(kernel), case.name
-        assert not case.needs or case.instead in names, case.name
+def test_every_lesson_kernel_names_a_real_kernel_and_fallback():
+    names = [lk.name for lk in LESSON_KERNELS]
+    assert len(set(names)) == len(names) == len(target_kernels.names())
+    for lk in LESSON_KERNELS:
+        kernel = getattr(targets._kernel_module(lk.module), lk.kernel)
+        assert callable(kernel), lk.name
+        assert not lk.needs or lk.instead in names, lk.name
 
 
 def test_elementwise_compiles_for_every_target():
@@ -61,12 +65,12 @@ def test_what_the_compiler_does_matches_the_cells():
     (fp8_80,) = [r for r in targets.plan_rows((89,), ("fp8",))[0]]
     tile = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}
     fp8_job = targets._job(
-        fp8_80.case, 80, "fp8", targets.Launch({**tile, "INPUT_PRECISION": "tf32", "UPCAST": False}, 4, 2)
+        fp8_80.lesson_kernel, 80, "fp8", Launch({**tile, "INPUT_PRECISION": "tf32", "UPCAST": False}, 4, 2)
     )
-    (mm,) = [c for c in targets.CASES if c.name == "matmul bf16 (pointer)"]
-    small = targets.Launch({**tile, "INPUT_PRECISION": "tf32", "UPCAST": False}, 4, 2)
-    (tma,) = [c for c in targets.CASES if c.name == "matmul bf16 (TMA)"]
-    tma_launch = targets.Launch({**tile, "FLATTEN": False, "WARP_SPECIALIZE": False}, 4, 2)
+    (mm,) = [lk for lk in LESSON_KERNELS if lk.name == "matmul bf16 (pointer)"]
+    small = Launch({**tile, "INPUT_PRECISION": "tf32", "UPCAST": False}, 4, 2)
+    (tma,) = [lk for lk in LESSON_KERNELS if lk.name == "matmul bf16 (TMA)"]
+    tma_launch = Launch({**tile, "FLATTEN": False, "WARP_SPECIALIZE": False}, 4, 2)
     jobs = {
         "fp8@80": fp8_job,
         "fp16@75": targets._job(mm, 75, "fp16", small),
@@ -87,7 +91,7 @@ def test_rows_compile_what_the_kernels_choose():
     from gpulab.kernels import matmul as mm
 
     rows, _ = targets.plan_rows((75, 89), ("matmul bf16 (pointer)", "attention forward (pointer)"), all_configs=True)
-    got = {(r.case.name, r.cc): [c["config"] for c in r.configs] for r in rows}
+    got = {(r.lesson_kernel.name, r.cc): [c["config"] for c in r.configs] for r in rows}
 
     def short(c):
         return f"{c.BLOCK_M}x{c.BLOCK_N}x{c.BLOCK_K} w{c.num_warps} s{c.num_stages}"
@@ -106,7 +110,7 @@ def test_bad_target_is_refused():
 
 def _teaching_rows(ccs=targets.CCS) -> tuple[dict, dict]:
     rows, jobs = targets.plan_rows(ccs, ("matmul step", "teaching attention"))
-    return {(r.case.name, r.cc): r for r in rows}, jobs
+    return {(r.lesson_kernel.name, r.cc): r for r in rows}, jobs
 
 
 def _launch(row, jobs) -> tuple:
@@ -121,10 +125,9 @@ def test_teaching_kernels_are_rows_as_the_lessons_launch_them():
     from gpulab.kernels import flash_teaching, matmul_steps
 
     rows, jobs = _teaching_rows()
-    steps = [c.name.removeprefix("matmul step: ") for c in targets.CASES if c.name.startswith("matmul step: ")]
+    steps = [lk.name.removeprefix("matmul step: ") for lk in LESSON_KERNELS if lk.name.startswith("matmul step: ")]
     assert steps == list(matmul_steps.STEPS)
-    assert targets.STEP_DTYPE == lesson07.BUILD_DTYPE
-    assert targets.TEACHING_HEAD_DIM in {d for d, _ in lesson08.TEACHING_SETTINGS}
+    (teaching_d,) = {d for d, _ in lesson08.TEACHING_SETTINGS}
     cfg = matmul_steps.StepConfig()
     tile = {"BLOCK_M": cfg.BLOCK_M, "BLOCK_N": cfg.BLOCK_N, "BLOCK_K": cfg.BLOCK_K}
     for cc in targets.CCS:
@@ -143,8 +146,8 @@ def test_teaching_kernels_are_rows_as_the_lessons_launch_them():
         ) + (("flash_bwd_dq_kernel", "bwd dq", "dq"),):
             for causal in (False, True):
                 r = rows[(f"teaching attention {name}{' causal' if causal else ''}", cc)]
-                bm, bn = flash_teaching.planned_blocks(targets.TEACHING_HEAD_DIM, 2, part, p)
-                want = dict(BLOCK_M=bm, BLOCK_N=bn, D=targets.TEACHING_HEAD_DIM, CAUSAL=causal, DOT_PREC="tf32")
+                bm, bn = flash_teaching.planned_blocks(teaching_d, 2, part, p)
+                want = dict(BLOCK_M=bm, BLOCK_N=bn, D=teaching_d, CAUSAL=causal, DOT_PREC="tf32")
                 assert _launch(r, jobs) == (kernel, want, 4, 3)
                 if cc < 80:  # no bf16 tensor cores: the plan's fp16
                     assert r.dtype == "fp16" and r.status.startswith("fp16 instead of bf16"), r.status
@@ -178,3 +181,103 @@ def test_teaching_backward_fits_a_t4():
     got = targets._run_workers({c["key"]: jobs[c["key"]]}, 1)[c["key"]]
     assert not got.get("error"), got
     assert 0 < got["smem"] <= 64 * 1024 == c["limit"], got
+
+
+# ---- the command line and the cache: bad input refused by name, the cache never in the way ---------------------
+
+FAKE_RESULT = {"mma": 3, "regs": 77, "spill_bytes": 5, "smem": 12288}  # not what vector add compiles to
+
+
+@pytest.fixture
+def fake_workers(monkeypatch):
+    """Stands in for the compile workers: every job gets FAKE_RESULT; ``calls`` records the jobs asked for."""
+    calls = []
+
+    def run_workers(jobs, n_workers):
+        calls.append(sorted(jobs))
+        return {k: dict(FAKE_RESULT) for k in jobs}
+
+    monkeypatch.setattr(targets, "_run_workers", run_workers)
+    return calls
+
+
+def _vector_add_key(cc=90):
+    _, jobs = targets.plan_rows((cc,), ("vector add",))
+    (key,) = jobs
+    return key
+
+
+def test_a_cache_that_cannot_be_written_warns_and_keeps_the_results(monkeypatch, tmp_path, capsys, fake_workers):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setattr(targets, "cache_path", lambda: blocker / "targets")
+    (row,) = targets.run((90,), ("vector add",))
+    assert row.configs[0]["regs"] == 77 and row.configs[0]["smem"] == 12288
+    err = capsys.readouterr().err
+    assert f"cannot write the compile cache in {blocker / 'targets'}" in err and "--no-cache" in err
+    (row,) = targets.run((90,), ("vector add",), use_cache=False)  # --no-cache: the cache is never touched
+    assert row.configs[0]["regs"] == 77 and capsys.readouterr().err == ""
+    assert targets.main(["--cc", "90", "--only", "vector add", "--no-cache"]) == 0
+    out, err = capsys.readouterr()
+    assert "vector add" in out and err == ""
+
+
+def test_cache_writes_are_atomic(monkeypatch, tmp_path, capsys, fake_workers):
+    """A write interrupted before the file is complete (here: the rename that completes it fails) leaves no
+    file behind, neither a partial result nor a temporary file, and the results are still returned."""
+    import os
+
+    def interrupted(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    (row,) = targets.run((90,), ("vector add",))
+    assert row.configs[0]["regs"] == 77
+    assert list((tmp_path / "targets").iterdir()) == []
+    assert "No space left on device" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", ['{"mma": 0, "regs"', "", "[1, 2]", '{"regs": 1}', "\xff\xfe"])
+def test_an_unreadable_cache_file_is_compiled_again_with_a_warning(tmp_path, capsys, fake_workers, content):
+    key = _vector_add_key()
+    path = tmp_path / "targets" / f"{key}.json"
+    path.parent.mkdir()
+    path.write_bytes(content.encode("latin-1"))
+    (row,) = targets.run((90,), ("vector add",))
+    assert fake_workers == [[key]] and row.configs[0]["regs"] == 77
+    err = capsys.readouterr().err
+    assert f"the cache file {path}" in err and "compiling it again" in err
+    assert json.loads(path.read_text()) == FAKE_RESULT  # replaced by the fresh result
+    targets.run((90,), ("vector add",))  # and read back from the cache, without a warning
+    assert len(fake_workers) == 1 and capsys.readouterr().err == ""
+
+
+def test_parse_ccs_takes_both_spellings():
+    assert targets.parse_ccs("7.5,90, 8.9,75") == (75, 90, 89)
+    assert targets.parse_ccs(",".join(str(c) for c in targets.CCS)) == targets.CCS
+
+
+@pytest.mark.parametrize("cc", ["junk", "7.5x", "100", "70", "7.0", "9", "", " , ", "75,junk"])
+def test_cli_refuses_a_target_it_does_not_know_listing_the_targets(capsys, fake_workers, cc):
+    with pytest.raises(SystemExit) as e:
+        targets.main(["--cc", cc, "--only", "vector add"])
+    assert e.value.code == 2 and fake_workers == []  # nothing compiled
+    err = capsys.readouterr().err
+    assert "argument --cc" in err and "accepted: 75, 80, 86, 89, 90 (or 7.5, 8.0, 8.6, 8.9, 9.0)" in err
+
+
+def test_cli_compiles_for_a_dotted_target(capsys, fake_workers):
+    assert targets.main(["--cc", "9.0", "--only", "vector add"]) == 0
+    assert fake_workers == [[_vector_add_key(90)]]
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if "vector add" in ln]
+    assert " 9.0 " in line and " 77 " in line
+
+
+@pytest.mark.parametrize("only", ["nosuchkernel", "vector add,nosuch"])
+def test_cli_refuses_a_kernel_name_that_matches_nothing_listing_the_names(capsys, fake_workers, only):
+    with pytest.raises(SystemExit) as e:
+        targets.main(["--cc", "90", "--only", only])
+    assert e.value.code == 2 and fake_workers == []
+    err = capsys.readouterr().err
+    assert f"['{only.split(',')[-1]}'] match no kernel" in err
+    assert all(repr(name) in err for name in target_kernels.names())

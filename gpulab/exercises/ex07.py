@@ -10,17 +10,14 @@ import torch
 import gpulab
 
 from ..tolerances import matmul_mismatch
+from ..waves import cdiv
 from . import Report, _short, ex07_kernels, ex07b_kernels, is_int, run_cases
 from .kernelcheck import check_kernel
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _tile_count_solution(M: int, N: int, tile_m: int, tile_n: int) -> int:
     """Output tiles of tile_m x tile_n that cover an M x N output: ceil(M / tile_m) * ceil(N / tile_n)."""
-    return _cdiv(M, tile_m) * _cdiv(N, tile_n)
+    return cdiv(M, tile_m) * cdiv(N, tile_n)
 
 
 def check_tile_count(fn) -> Report:
@@ -52,9 +49,9 @@ def check_tile_count(fn) -> Report:
             return None
         if got == (M // tm) * (N // tn):
             return f"expected {exp}, got {got}: round up (ceil), the partial tile at the edge is a tile too"
-        if got == _cdiv(M, tn) * _cdiv(N, tm):
+        if got == cdiv(M, tn) * cdiv(N, tm):
             return f"expected {exp}, got {got}: tile_m splits the M rows and tile_n the N columns"
-        if got in (_cdiv(M, tm), _cdiv(N, tn)):
+        if got in (cdiv(M, tm), cdiv(N, tn)):
             return f"expected {exp}, got {got}: the tiles form a grid, count both directions and multiply"
         return f"expected {exp}, got {got}"
 
@@ -66,7 +63,7 @@ check_tile_count.solution = _tile_count_solution
 
 def _waves_solution(tiles: int, sms: int) -> tuple[int, int]:
     """(waves, busy SMs in the last wave) for `tiles` equal tiles, one tile per SM at a time."""
-    waves = _cdiv(tiles, sms)
+    waves = cdiv(tiles, sms)
     return waves, tiles - (waves - 1) * sms
 
 
