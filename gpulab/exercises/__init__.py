@@ -52,7 +52,7 @@ class Report:
 
     __repr__ = __str__
 
-    def extend(self, other: "Report") -> None:
+    def extend(self, other: Report) -> None:
         """Add ``other``'s cases and failures to this report (a checker made of several ``check_kernel`` runs)."""
         mine = len(self.failures) if self.failed is None else self.failed
         theirs = len(other.failures) if other.failed is None else other.failed

@@ -11,8 +11,8 @@ import torch
 import gpulab
 
 from .. import hardware, roofline
-from . import Report, _short, close, ex00_kernels, run_cases
-from .kernelcheck import LONG_N, check_kernel
+from . import Report, _short, close, ex00_kernels, kernelcheck, run_cases
+from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 128, 1000, 1793]  # one element, less than a block, exactly one block, partial last blocks
 
@@ -24,7 +24,7 @@ def check_add(fn) -> Report:
     random ones on fresh random inputs, and names the mistake (``kernelcheck``): a missing mask, too small a
     grid, an input written, no Triton launch, wrong values (against float64: an fp32 add is within one ulp)."""
     rng = random.Random()
-    sizes = AWKWARD + [LONG_N] + [rng.randrange(2, 5000) for _ in range(2)]
+    sizes = AWKWARD + [kernelcheck.LONG_N] + [rng.randrange(2, 5000) for _ in range(2)]
     cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), y=torch.randn(n, device=gpulab.DEVICE)) for n in sizes]
     return check_kernel(
         "add",

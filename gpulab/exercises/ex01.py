@@ -10,8 +10,8 @@ import torch
 import gpulab
 
 from .. import roofline
-from . import Report, _short, close, ex01_kernels, is_int, run_cases
-from .kernelcheck import LONG_N, check_kernel
+from . import Report, _short, close, ex01_kernels, is_int, kernelcheck, run_cases
+from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
 
@@ -164,7 +164,7 @@ def check_scale_add(fn) -> Report:
     mistake (``kernelcheck``): a missing mask, too small a grid, an input written, no Triton launch, wrong
     values (against float64, one fp32 ulp plus the rounding of a * x)."""
     rng = random.Random()
-    sizes = AWKWARD + [LONG_N] + [rng.randrange(2, 5000) for _ in range(2)]
+    sizes = AWKWARD + [kernelcheck.LONG_N] + [rng.randrange(2, 5000) for _ in range(2)]
     cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), a=rng.uniform(-3, 3), b=rng.uniform(-3, 3)) for n in sizes]
 
     def mismatch(got, ref, case):

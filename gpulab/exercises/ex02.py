@@ -12,8 +12,8 @@ import gpulab
 
 from .. import simt
 from ..kernels import divergence
-from . import Report, _short, close, ex02_kernels, is_int, run_cases
-from .kernelcheck import LONG_N, check_kernel
+from . import Report, _short, close, ex02_kernels, is_int, kernelcheck, run_cases
+from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
 
@@ -195,7 +195,7 @@ def _loop_cases(rng: random.Random) -> list[dict]:
     the order the lesson uses (``simt.group_by_cost``: most expensive first) or in a random order (so that an
     order which is not read cannot pass); the long case is cost-sorted (its interpreter time stays small)."""
     cases = []
-    for i, n in enumerate([1, 17, 1000, 1793, LONG_N] + [rng.randrange(2, 3000) for _ in range(2)]):
+    for i, n in enumerate([1, 17, 1000, 1793, kernelcheck.LONG_N] + [rng.randrange(2, 3000) for _ in range(2)]):
         frac = rng.choice([0.05, 0.25, 0.5])
         trips = torch.from_numpy(divergence.mixed_trips(n, frac, 2, 12, seed=rng.randrange(2**31)))
         order = (

@@ -9,8 +9,8 @@ import torch
 
 import gpulab
 
-from . import Report, _short, close, ex03_kernels, is_int, run_cases
-from .kernelcheck import LONG_N, check_kernel
+from . import Report, _short, close, ex03_kernels, is_int, kernelcheck, run_cases
+from .kernelcheck import check_kernel
 
 RELU_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float64)
 AWKWARD = [1, 17, 1000, 1793]
@@ -172,7 +172,7 @@ def check_relu_cast(fn) -> Report:
     sizes = AWKWARD + [rng.randrange(2, 5000)]
     total = Report("relu_cast")
     for din, dout in RELU_CAST_PAIRS:
-        lengths = sizes + [LONG_N] * (din == dout == torch.float32)
+        lengths = sizes + [kernelcheck.LONG_N] * (din == dout == torch.float32)
         cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(din).to(gpulab.DEVICE)) for n in lengths]
         rep = check_kernel(
             f"relu_cast {_SHORT[din]}->{_SHORT[dout]}",

@@ -8,8 +8,8 @@ import torch
 
 import gpulab
 
-from . import MATH_FP32_ONLY, Report, _short, close, ex04_kernels, is_int, run_cases
-from .kernelcheck import LONG_N, check_kernel
+from . import MATH_FP32_ONLY, Report, _short, close, ex04_kernels, is_int, kernelcheck, run_cases
+from .kernelcheck import check_kernel
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.float8_e4m3fn)
 AWKWARD = [1, 17, 1000, 1793]
@@ -167,7 +167,7 @@ def check_sincos_fused(fn) -> Report:
     sizes = AWKWARD + [rng.randrange(2, 5000)]
     total = Report("sincos_fused")
     for dt in (torch.float32, torch.float16, torch.bfloat16):
-        lengths = sizes + [LONG_N] * (dt == torch.float32)
+        lengths = sizes + [kernelcheck.LONG_N] * (dt == torch.float32)
         cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(dt).to(gpulab.DEVICE)) for n in lengths]
         rep = check_kernel(
             f"sincos_fused {_SHORT[dt]}",

@@ -9,8 +9,8 @@ import torch
 
 import gpulab
 
-from . import Report, _short, ex05_kernels, is_int, run_cases
-from .kernelcheck import LONG_N, check_kernel
+from . import Report, _short, ex05_kernels, is_int, kernelcheck, run_cases
+from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
 
@@ -35,7 +35,7 @@ def _kernel_cases(with_dy: bool) -> list[dict]:
     """Awkward lengths (1, 17, 1000, 1793, ``kernelcheck.LONG_N``, a random one), fresh x ~ N(0, 3^2) and
     dy ~ N(0, 1), fp32."""
     rng = random.Random()
-    sizes = AWKWARD + [LONG_N, rng.randrange(2, 5000)]
+    sizes = AWKWARD + [kernelcheck.LONG_N, rng.randrange(2, 5000)]
     cases = []
     for n in sizes:
         case = dict(x=(torch.randn(n, dtype=torch.float64) * 3).float().to(gpulab.DEVICE))

@@ -10,8 +10,8 @@ import torch
 
 import gpulab
 
-from . import Report, _short, close, ex06_kernels, is_int, run_cases
-from .kernelcheck import LONG_N, check_kernel
+from . import Report, _short, close, ex06_kernels, is_int, kernelcheck, run_cases
+from .kernelcheck import check_kernel
 
 
 def _sectors_touched_solution(itemsize: int, stride: int, offset: int) -> int:
@@ -164,7 +164,7 @@ def check_strided_copy(fn) -> Report:
         (1793, 3),
         (1000, 64),
         (17, 2000),
-        (2 * LONG_N, 2),
+        (2 * kernelcheck.LONG_N, 2),
         (rng.randrange(2, 5000), rng.choice([2, 4, 8, 16, 33])),
     ]
     cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), stride=st) for n, st in pairs]

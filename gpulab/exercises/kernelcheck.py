@@ -118,10 +118,23 @@ class Guarded:
     def region(self, name: str, role: str) -> tuple:
         """(name, role, view start, view end, buffer start, buffer end, itemsize, n): addresses in bytes."""
         lo, blo = self.view.data_ptr(), self.bits.data_ptr()
-        return (name, role, lo, lo + self.n * self.itemsize, blo, blo + self.bits.numel() * self.itemsize, self.itemsize, self.n)
+        return (
+            name,
+            role,
+            lo,
+            lo + self.n * self.itemsize,
+            blo,
+            blo + self.bits.numel() * self.itemsize,
+            self.itemsize,
+            self.n,
+        )
 
 
 # ---- watching launches, loads and stores -------------------------------------------------------------------
+
+
+class _Abort(Exception):
+    """Raised inside a launch at its first stray store: the store was not run, and the launch stops."""
 
 
 class _Watch:
@@ -141,6 +154,7 @@ class _Watch:
         self.last_digest = None
         self._interpreted: dict = {}
         self._current = None
+        self.aborted = False
 
     # launches
     def _begin(self, kernel, args, kwargs) -> dict:
@@ -221,25 +235,38 @@ class _Watch:
         return TensorHandle(np.ascontiguousarray(m & ~bad), mask.dtype if mask is not None else _int1())
 
     def _classify(self, op, stray, into):
-        for a in into:
-            for name, role, lo, hi, _, _, item, _ in self.regions:
-                if lo <= a < hi:
-                    self._note((op, name, "into"), (int(a) - lo) // item)
-                    break
-        for a in stray:
-            best = None
-            for name, _, lo, hi, blo, bhi, item, n in self.regions:
-                dist = 0 if blo <= a < bhi else min(abs(int(a) - blo), abs(int(a) - bhi))
-                if best is None or dist < best[0]:
-                    best = (dist, name, lo, hi, item)
-            dist, name, lo, hi, item = best
-            side = ("after" if a >= hi else "before") + ("" if dist == 0 else "_far")
-            self._note((op, name, side), (int(a) - lo) // item)
+        regions = self.regions
+        for name, _, lo, hi, _, _, item, _ in regions:
+            sel = (into >= lo) & (into < hi)
+            if sel.any():
+                self._note((op, name, "into"), (into[sel] - lo) // item)
+        if not stray.size:
+            return
+        # each stray address is named by the nearest buffer (0 inside its guards), on the side it lies
+        dist = np.stack(
+            [
+                np.where((stray >= r[4]) & (stray < r[5]), 0, np.minimum(abs(stray - r[4]), abs(stray - r[5])))
+                for r in regions
+            ]
+        )
+        nearest = dist.argmin(axis=0)
+        for k, (name, _, lo, hi, _, _, item, _) in enumerate(regions):
+            for after in (True, False):
+                for far in (False, True):
+                    sel = (nearest == k) & ((stray >= hi) == after) & ((dist[k] > 0) == far)
+                    if sel.any():
+                        side = ("after" if after else "before") + ("_far" if far else "")
+                        self._note((op, name, side), (stray[sel] - lo) // item)
 
     def _note(self, key, index):
-        v = self.violations.setdefault(key, [0, index, index])
-        v[0] += 1
-        v[1], v[2] = min(v[1], index), max(v[2], index)
+        index = np.atleast_1d(index)
+        lo, hi = int(index.min()), int(index.max())
+        v = self.violations.setdefault(key, [0, lo, hi])
+        v[0] += int(index.size)
+        v[1], v[2] = min(v[1], lo), max(v[2], hi)
+        if key[0] == "store":  # the message is known: stop the launch before it spends the time limit
+            self.aborted = True
+            raise _Abort(key)
 
     def __enter__(self):
         from triton.runtime import interpreter
@@ -270,9 +297,19 @@ class _Watch:
             b = interpreter.InterpreterBuilder
             load, store = b.create_masked_load, b.create_masked_store
             rmw, cas = b.create_atomic_rmw, b.create_atomic_cas
-            self._patch(b, "create_masked_load", lambda s, p, m, *r, **k: load(s, p, watch._access("load", p, m), *r, **k))
-            self._patch(b, "create_masked_store", lambda s, p, v, m, *r, **k: store(s, p, v, watch._access("store", p, m), *r, **k))
-            self._patch(b, "create_atomic_rmw", lambda s, o, p, v, m, *r, **k: rmw(s, o, p, v, watch._access("store", p, m), *r, **k))
+            self._patch(
+                b, "create_masked_load", lambda s, p, m, *r, **k: load(s, p, watch._access("load", p, m), *r, **k)
+            )
+            self._patch(
+                b,
+                "create_masked_store",
+                lambda s, p, v, m, *r, **k: store(s, p, v, watch._access("store", p, m), *r, **k),
+            )
+            self._patch(
+                b,
+                "create_atomic_rmw",
+                lambda s, o, p, v, m, *r, **k: rmw(s, o, p, v, watch._access("store", p, m), *r, **k),
+            )
 
             def atomic_cas(s, p, *r, **k):
                 if watch._access("store", p, None) is not None:
@@ -330,6 +367,8 @@ def _call(fn, args) -> dict:
 def _preflight_here(fn, args, regions, out_name, out: Guarded) -> dict:
     with _Watch(regions, out_name, check=True, out=out) as w:
         res = _call(fn, args)
+    if w.aborted:  # the launch was stopped at a stray store: that, not the exception, is the news
+        res = {}
     return {**w.record(), **res}
 
 
@@ -618,7 +657,14 @@ def check_kernel(
                 seen["launches"] = []
             c = _Case(dev_in, dev_out, seen, checked=True)
         try:
-            hit = _diagnose_case(c, reference(case), mismatch and (lambda g, r, case=case: mismatch(g, r, case)), launches, grid and grid(case), must_read)
+            hit = _diagnose_case(
+                c,
+                reference(case),
+                mismatch and (lambda g, r, case=case: mismatch(g, r, case)),
+                launches,
+                grid and grid(case),
+                must_read,
+            )
         except Exception as e:  # a result the comparison cannot read
             hit = ("unreadable", f"could not read the result ({type(e).__name__}: {clip(str(e), 120)})")
         if hit is not None:
