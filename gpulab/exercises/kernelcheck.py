@@ -50,6 +50,8 @@ from ..tolerances import elementwise_mismatch
 from . import Report, _short, clip, describe_error
 
 GUARD_BYTES = 1 << 20
+#: Guard regions of the pre-flight's buffers: smaller, since there every access is checked before it happens.
+PREFLIGHT_GUARD_BYTES = 1 << 16
 #: Seconds one case may take in the pre-flight (Triton's interpreter, a child process) before it is stopped
 #: and reported as a time-out ("an endless loop?"). The slowest right kernel of the collection takes a few
 #: seconds on its longest case; tests lower this.
@@ -70,12 +72,15 @@ class Guarded:
     """A tensor of ``shape`` and ``dtype`` on ``device`` (``.view``), set in the middle of a buffer whose
     guard regions, ``GUARD_BYTES`` before and after, hold poison. ``fill`` is None to poison the view too
     (an output), or a tensor to copy into it (an input; its bits are kept to see later writes). ``shared``
-    puts a CPU buffer in shared memory, so that a forked child's writes are seen here."""
+    puts a CPU buffer in shared memory, so that a forked child's writes are seen here; ``guard_bytes`` is the
+    size of each guard region."""
 
-    def __init__(self, shape, dtype, device, fill: torch.Tensor | None = None, shared: bool = False):
+    def __init__(
+        self, shape, dtype, device, fill: torch.Tensor | None = None, shared: bool = False, guard_bytes: int = GUARD_BYTES
+    ):
         self.itemsize = torch.empty((), dtype=dtype).element_size()
         self.n = math.prod(shape)
-        self.g = GUARD_BYTES // self.itemsize
+        self.g = guard_bytes // self.itemsize
         self.poison = (_POISON_BITS if fill is None else _INPUT_POISON_BITS)[self.itemsize]
         ints = _INT_VIEW[self.itemsize]
         total = self.g + self.n + self.g
@@ -231,10 +236,10 @@ class _Watch:
         bad = m & ~ok
         if not bad.any():
             return mask
-        self._classify(op, addr[bad & ~bad_into], addr[bad_into])
+        self._classify(op, addr[bad & ~bad_into], addr[bad_into], addr[m & ok])
         return TensorHandle(np.ascontiguousarray(m & ~bad), mask.dtype if mask is not None else _int1())
 
-    def _classify(self, op, stray, into):
+    def _classify(self, op, stray, into, valid):
         regions = self.regions
         for name, _, lo, hi, _, _, item, _ in regions:
             sel = (into >= lo) & (into < hi)
@@ -242,21 +247,22 @@ class _Watch:
                 self._note((op, name, "into"), (into[sel] - lo) // item)
         if not stray.size:
             return
-        # each stray address is named by the nearest buffer (0 inside its guards), on the side it lies
-        dist = np.stack(
-            [
-                np.where((stray >= r[4]) & (stray < r[5]), 0, np.minimum(abs(stray - r[4]), abs(stray - r[5])))
-                for r in regions
-            ]
-        )
-        nearest = dist.argmin(axis=0)
-        for k, (name, _, lo, hi, _, _, item, _) in enumerate(regions):
-            for after in (True, False):
-                for far in (False, True):
-                    sel = (nearest == k) & ((stray >= hi) == after) & ((dist[k] > 0) == far)
-                    if sel.any():
-                        side = ("after" if after else "before") + ("_far" if far else "")
-                        self._note((op, name, side), (stray[sel] - lo) // item)
+        # a stray lane is named by the buffer the access's other lanes hit (the pointer it offsets from);
+        # where no lane hit one, by the nearest buffer starting below it (offsets are most often positive)
+        hit = [k for k, r in enumerate(regions) if ((valid >= r[2]) & (valid < r[3])).any()]
+        if len(hit) == 1:
+            k = hit[0]
+        else:
+            below = [(int(stray.min()) - r[2], k) for k, r in enumerate(regions) if r[2] <= int(stray.min())]
+            k = min(below)[1] if below else min((r[2] - int(stray.min()), k) for k, r in enumerate(regions))[1]
+        name, _, lo, hi, blo, bhi, item, _ = regions[k]
+        for after in (True, False):
+            for far in (False, True):
+                side_sel = (stray >= hi) if after else (stray < lo)
+                sel = side_sel & (((stray < blo) | (stray >= bhi)) == far)
+                if sel.any():
+                    side = ("after" if after else "before") + ("_far" if far else "")
+                    self._note((op, name, side), (stray[sel] - lo) // item)
 
     def _note(self, key, index):
         index = np.atleast_1d(index)
@@ -364,6 +370,24 @@ def _call(fn, args) -> dict:
     return {}
 
 
+def _warm_interpreter(fn) -> None:
+    """Rewrite, here, the interpreted kernels the launcher names (its globals and closure), so that each forked
+    child finds them in ``InterpretedFunction``'s cache instead of rewriting them again. Best effort: a kernel
+    it misses is rewritten in the child. GPU kernels (``JITFunction``) are left alone: rewriting adds names to
+    their module."""
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        names = getattr(getattr(fn, "__code__", None), "co_names", ())
+        found = [getattr(fn, "__globals__", {}).get(k) for k in names]
+        found += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None]
+        for k in found:
+            if isinstance(k, InterpretedFunction):
+                k.rewrite()
+    except Exception:
+        pass
+
+
 def _preflight_here(fn, args, regions, out_name, out: Guarded) -> dict:
     with _Watch(regions, out_name, check=True, out=out) as w:
         res = _call(fn, args)
@@ -458,9 +482,8 @@ def _violation_message(op, name, side, lanes, lo, hi, sizes) -> str:
     where = {
         "after": f"past the end of {name} ({_span(lo, hi)}; n={n})",
         "before": f"before the start of {name} ({_span(lo, hi)})",
-        "after_far": f"far past the end of {name} ({_span(lo, hi)}; n={n}), outside even its {GUARD_BYTES >> 20} MiB "
-        "guard",
-        "before_far": f"far before the start of {name} ({_span(lo, hi)}), outside even its guard",
+        "after_far": f"far past the end of {name} ({_span(lo, hi)}; n={n}), beyond its guard region",
+        "before_far": f"far before the start of {name} ({_span(lo, hi)}), beyond its guard region",
         "into": f"into {name}, an input ({_span(lo, hi)})",
     }[side]
     verb = "stored" if op == "store" else "loaded"
@@ -632,8 +655,10 @@ def check_kernel(
         shape, dtype = out(case)
         tensors = {k: v for k, v in case.items() if isinstance(v, torch.Tensor)}
         device = next((v.device for v in tensors.values()), torch.device("cpu"))
-        host_in = {k: Guarded(v.shape, v.dtype, "cpu", fill=v.cpu(), shared=True) for k, v in tensors.items()}
-        host_out = Guarded(shape, dtype, "cpu", shared=True)
+        host = dict(device="cpu", shared=True, guard_bytes=PREFLIGHT_GUARD_BYTES)
+        host_in = {k: Guarded(v.shape, v.dtype, fill=v.cpu(), **host) for k, v in tensors.items()}
+        host_out = Guarded(shape, dtype, **host)
+        _warm_interpreter(fn)
         regions = [g.region(k, "in") for k, g in host_in.items()] + [host_out.region("out", "out")]
         args = [host_in[k].view if k in host_in else v for k, v in case.items()] + [host_out.view]
         seen = _preflight(fn, args, regions, "out", host_out, CASE_TIME_LIMIT_S)
