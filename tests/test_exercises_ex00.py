@@ -3,10 +3,17 @@ launched on too small a grid each get the message that names the mistake
 (none crashes the process: the checker's guards take the stray stores)."""
 
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
+import pytest
 import triton
 import triton.language as tl
 
 from gpulab.exercises import ex00, hint, kernelcheck
+
+
+@pytest.fixture(autouse=True)
+def _short_long_case(monkeypatch):
+    """The long case (``kernelcheck.LONG_N``) costs interpreter time; tests/test_kernelcheck_hostile.py runs it."""
+    monkeypatch.setattr(kernelcheck, "LONG_N", 4099)
 
 
 @triton.jit

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.usefixtures("seed")
 
 
 REAL_LONG_N = kernelcheck.LONG_N
+helper = None  # a @triton.jit helper of the GPU-style kernel below, set by its test
 
 
 @pytest.fixture(autouse=True)
@@ -144,6 +145,12 @@ def test_one_program_with_a_large_block_fails_the_long_case(monkeypatch):
     assert rep.failed == 1, text  # only the long case: every other length fits in one block
 
 
+@pytest.mark.parametrize("check", [ex00.check_add, ex04.check_sincos_fused], ids=["add", "sincos_fused"])
+def test_solutions_pass_the_real_long_case(monkeypatch, check):
+    monkeypatch.setattr(kernelcheck, "LONG_N", REAL_LONG_N)
+    assert check(check.solution).ok
+
+
 def test_unmasked_loads_with_a_masked_store_are_named():
     text = failing(ex00.check_add(add_with(5)))
     assert "loaded past the end of x" in text and "mask the load" in text, text
@@ -227,12 +234,20 @@ def _sincos(x_ptr, out_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
 
 
 def test_sincos_constant_without_a_load_is_named():
-    text = failing(ex04.check_sincos_fused(lambda x, out: _sincos[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128, MODE=0)))
+    text = failing(
+        ex04.check_sincos_fused(
+            lambda x, out: _sincos[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128, MODE=0)
+        )
+    )
     assert "elements of x were never loaded" in text, text
 
 
 def test_sincos_constant_after_a_load_is_named():
-    text = failing(ex04.check_sincos_fused(lambda x, out: _sincos[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128, MODE=1)))
+    text = failing(
+        ex04.check_sincos_fused(
+            lambda x, out: _sincos[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128, MODE=1)
+        )
+    )
     assert "exactly 1.0 in all" in text, text
 
 

@@ -252,6 +252,10 @@ def check_loop_grouped(fn) -> Report:
             c["x"].cpu()[c["order"].long().cpu()], c["trips"].cpu()[c["order"].long().cpu()]
         ),
         mismatch=_loop_mismatch,
+        notes={
+            "unread": "; slot j must hold item order[j]: load idx = tl.load(order_ptr + offs), read x and trips at "
+            "idx, store at offs"
+        },
     )
 
 

@@ -186,8 +186,8 @@ def check_flash_forward(fn) -> Report:
 
     cases = [dict(zip("qkv", qkv(L)), causal=c) for L in lengths for c in (False, True)]
     grid = (
-        "; the grid may be too small (launch triton.cdiv(L, BLOCK_M) programs on axis 0 and B * H on axis 1) or "
-        "the store mask too strict"
+        "; either the grid is too small (launch triton.cdiv(L, BLOCK_M) programs on axis 0 and B * H on axis 1) "
+        "or the store mask is too strict"
     )
     return check_kernel(
         "flash_forward",

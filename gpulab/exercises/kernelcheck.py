@@ -76,7 +76,13 @@ class Guarded:
     size of each guard region."""
 
     def __init__(
-        self, shape, dtype, device, fill: torch.Tensor | None = None, shared: bool = False, guard_bytes: int = GUARD_BYTES
+        self,
+        shape,
+        dtype,
+        device,
+        fill: torch.Tensor | None = None,
+        shared: bool = False,
+        guard_bytes: int = GUARD_BYTES,
     ):
         self.itemsize = torch.empty((), dtype=dtype).element_size()
         self.n = math.prod(shape)
