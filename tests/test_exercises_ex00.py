@@ -95,7 +95,7 @@ def test_checker_owns_guarded_inputs_and_output(monkeypatch):
         launcher()(x, y, out)
 
     assert ex00.check_add(spy).ok
-    assert all(b >= 2 * kernelcheck.GUARD_BYTES for b in seen["views"])  # each sits inside guard regions
+    assert all(b >= 2 * kernelcheck.PREFLIGHT_GUARD_BYTES for b in seen["views"])  # each sits inside guard regions
 
 
 def test_hints_come_one_at_a_time_then_point_to_the_solution(capsys):
