@@ -17,7 +17,8 @@ def check_stub_not_attempted(check, n_args: int) -> None:
 
 
 def check_hints_then_solution(check, capsys) -> None:
-    """``hint(check)`` prints the hints one at a time ("hint i of n"), then points to ``show_solution``."""
+    """``hint(check)`` prints the hints one at a time ("hint i of n"), then points to ``show_solution`` by the
+    name the notebook calls the checker (``show_solution(ex01.check_scale_add)``)."""
     from gpulab.exercises import hint
 
     check._hints_shown = 0
@@ -28,7 +29,8 @@ def check_hints_then_solution(check, capsys) -> None:
             hint(check)
             assert f"hint {i + 1} of {n}" in capsys.readouterr().out
         hint(check)
-        assert f"show_solution({check.__name__})" in capsys.readouterr().out
+        lesson = check.__module__.rsplit(".", 1)[-1]
+        assert f"show_solution({lesson}.{check.__name__})" in capsys.readouterr().out
     finally:
         check._hints_shown = 0
 

@@ -3,10 +3,17 @@ launched on too small a grid each get the message that names the mistake
 (none crashes the process: the checker's guards take the stray stores)."""
 
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
+import pytest
 import triton
 import triton.language as tl
 
 from gpulab.exercises import ex00, hint, kernelcheck
+
+
+@pytest.fixture(autouse=True)
+def _short_long_case(monkeypatch):
+    """The long case (``kernelcheck.LONG_N``) costs interpreter time; tests/test_kernelcheck_hostile.py runs it."""
+    monkeypatch.setattr(kernelcheck, "LONG_N", 4099)
 
 
 @triton.jit
@@ -79,15 +86,16 @@ def test_stub_reports_not_attempted():
     assert not rep.attempted and "not attempted" in str(rep)
 
 
-def test_checker_owns_guarded_inputs_and_output():
+def test_checker_owns_guarded_inputs_and_output(monkeypatch):
+    monkeypatch.setattr(kernelcheck, "_CAN_FORK", False)  # the spy's record must survive: run in this process
     seen = {}
 
     def spy(x, y, out):
         seen["views"] = [t.untyped_storage().nbytes() for t in (x, y, out)]
-        out.copy_(x + y)  # a torch add is a right answer too: the checker reads only out
+        launcher()(x, y, out)
 
     assert ex00.check_add(spy).ok
-    assert all(b >= 2 * kernelcheck.GUARD_BYTES for b in seen["views"])  # each sits inside guard regions
+    assert all(b >= 2 * kernelcheck.PREFLIGHT_GUARD_BYTES for b in seen["views"])  # each sits inside guard regions
 
 
 def test_hints_come_one_at_a_time_then_point_to_the_solution(capsys):
@@ -98,5 +106,5 @@ def test_hints_come_one_at_a_time_then_point_to_the_solution(capsys):
         hint(check)
         assert f"hint {i + 1} of 2" in capsys.readouterr().out
     hint(check)
-    assert "show_solution(check_add)" in capsys.readouterr().out
+    assert "show_solution(ex00.check_add)" in capsys.readouterr().out
     check._hints_shown = 0

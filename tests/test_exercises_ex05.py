@@ -3,11 +3,18 @@ right, a wrong and an unmasked kernel and a too-small grid (each mistake gets th
 crashes); the tolerance by hand."""
 
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
+import pytest
 import torch
 import triton
 import triton.language as tl
 
-from gpulab.exercises import ex05, hint
+from gpulab.exercises import ex05, hint, kernelcheck
+
+
+@pytest.fixture(autouse=True)
+def _short_long_case(monkeypatch):
+    """The long case (``kernelcheck.LONG_N``) costs interpreter time; tests/test_kernelcheck_hostile.py runs it."""
+    monkeypatch.setattr(kernelcheck, "LONG_N", 4099)
 
 
 @triton.jit
@@ -110,5 +117,5 @@ def test_stub_reports_not_attempted_and_hints_come_before_the_solution(capsys):
             hint(check)
             assert f"hint {i + 1} of 2" in capsys.readouterr().out
         hint(check)
-        assert f"show_solution({check.__name__})" in capsys.readouterr().out
+        assert f"show_solution(ex05.{check.__name__})" in capsys.readouterr().out
         check._hints_shown = 0

@@ -2,12 +2,19 @@
 mistake gets the message that names it, and none crashes the process (the guards take the stray stores)."""
 
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
+import pytest
 import torch
 import triton
 import triton.language as tl
 
 from gpulab.exercises import ex01, kernelcheck
 from tests.exercise_checks import check_hints_then_solution, check_stub_not_attempted
+
+
+@pytest.fixture(autouse=True)
+def _short_long_case(monkeypatch):
+    """The long case (``kernelcheck.LONG_N``) costs interpreter time; tests/test_kernelcheck_hostile.py runs it."""
+    monkeypatch.setattr(kernelcheck, "LONG_N", 4099)
 
 
 @triton.jit

@@ -27,6 +27,10 @@ class Report:
     cases: int = 0
     failures: list = field(default_factory=list)
     attempted: bool = True
+    #: how many cases failed, where one line of ``failures`` stands for several (None: one line a case)
+    failed: int | None = None
+    #: a line said under the report (e.g. what this platform could not check)
+    note: str = ""
 
     @property
     def ok(self) -> bool:
@@ -37,13 +41,25 @@ class Report:
             return f"[ ] {self.name}: not attempted yet (the stub raises NotImplementedError)"
         if self.ok:
             return f"[pass] {self.name}: all {self.cases} cases pass"
-        lines = [f"[FAIL] {self.name}: {len(self.failures)} of {self.cases} cases fail"]
-        lines += [f"  - {f}" for f in self.failures[:5]]
+        failed = len(self.failures) if self.failed is None else self.failed
+        lines = [f"[FAIL] {self.name}: {failed} of {self.cases} cases fail"]
+        lines += [f"  - {clip(f)}" for f in self.failures[:5]]
         if len(self.failures) > 5:
             lines.append(f"  ... and {len(self.failures) - 5} more")
+        if self.note:
+            lines.append(f"  ({self.note})")
         return "\n".join(lines)
 
     __repr__ = __str__
+
+    def extend(self, other: Report) -> None:
+        """Add ``other``'s cases and failures to this report (a checker made of several ``check_kernel`` runs)."""
+        mine = len(self.failures) if self.failed is None else self.failed
+        theirs = len(other.failures) if other.failed is None else other.failed
+        self.cases += other.cases
+        self.failures += other.failures
+        self.failed = mine + theirs
+        self.note = self.note or other.note
 
 
 #: The note ``describe_error`` gives a 16-bit input to one of Triton's math functions (tl.sin, tl.exp, ...).
@@ -51,6 +67,21 @@ MATH_FP32_ONLY = "Triton's math functions (tl.sin, tl.cos, tl.exp, tl.log, tl.sq
 _MATH_OPS = ("sin", "cos", "exp2", "exp", "log2", "log", "sqrt_rn", "sqrt", "rsqrt", "erf", "floor", "ceil")
 _AT = re.compile(r"^at (\d+):(\d+):$", re.M)
 _GOT_DTYPE = re.compile(r"Expected dtype \[.*?\] but got (\w+)")
+
+
+#: The longest line a report prints (characters); ``clip`` shortens a longer one at a space.
+LINE_LIMIT = 400
+
+
+def clip(text: str, limit: int = LINE_LIMIT) -> str:
+    """``text`` cut to at most ``limit`` characters at a space or punctuation (never inside a number or a
+    word), with " ..." where it was cut; newlines kept up to the limit."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 4]
+    stop = max(cut.rfind(c) for c in " ,;:([{\n")
+    return (cut[:stop] if stop > limit // 2 else cut).rstrip() + " ..."
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -129,15 +160,17 @@ def run_cases(name: str, fn, cases, compare, *, call=_call_on_copies) -> Report:
                 return Report(name, attempted=False)
             rep.failures.append(f"{name}({args}) raised NotImplementedError")
             continue
-        except Exception as e:  # the learner's bug, reported rather than raised
-            rep.failures.append(f"{name}({args}) raised {describe_error(e)}")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # the learner's bug (SystemExit too), reported rather than raised
+            rep.failures.append(clip(f"{name}({args}) raised {describe_error(e)}"))
             continue
         try:
             msg = compare(case, got)
         except Exception as e:
-            msg = f"could not read the result {_short(got)} ({type(e).__name__}: {e})"
+            msg = f"could not read the result {_short(got)} ({type(e).__name__}: {clip(str(e), 120)})"
         if msg:
-            rep.failures.append(f"{name}({args}): {msg}")
+            rep.failures.append(clip(f"{name}({args}): {msg}"))
     return rep
 
 
@@ -145,7 +178,7 @@ def _short(v) -> str:
     if hasattr(v, "shape") and hasattr(v, "dtype"):  # a tensor: its shape and dtype, not its values
         kind = "array" if type(v).__module__ == "numpy" else "tensor"
         return f"<{str(v.dtype).replace('torch.', '')} {kind} of shape {tuple(v.shape)}>"
-    return f"{v:.6g}" if isinstance(v, float) else repr(v)
+    return f"{v:.6g}" if isinstance(v, float) else clip(repr(v), 80)
 
 
 def close(got, expected, rel: float = 1e-6) -> bool:
@@ -178,9 +211,15 @@ def show_solution(checker) -> None:
     print(inspect.getsource(mod) if mod is not None else inspect.getsource(checker.solution))
 
 
+def qualified(checker) -> str:
+    """The name a notebook calls ``checker`` by: its lesson module and its name (``ex01.check_scale_add``)."""
+    return f"{checker.__module__.rsplit('.', 1)[-1]}.{checker.__name__}"
+
+
 def hint(checker) -> None:
     """Print the next hint of ``checker`` (its ``hints`` list), one more per call; after the last, say how
-    to see the solution. Raises TypeError naming ``checker`` for anything but a checker (``hint(None)``)."""
+    to see the solution, by the name the notebook has (``show_solution(ex00.check_add)``). Raises TypeError
+    naming ``checker`` for anything but a checker (``hint(None)``)."""
     _require_checker("hint", checker)
     hints = getattr(checker, "hints", ())
     shown = getattr(checker, "_hints_shown", 0)
@@ -188,4 +227,4 @@ def hint(checker) -> None:
         print(f"hint {shown + 1} of {len(hints)}: {hints[shown]}")
         checker._hints_shown = shown + 1
     else:
-        print(f"no more hints; gpulab.exercises.show_solution({checker.__name__}) prints the solution")
+        print(f"no more hints; show_solution({qualified(checker)}) prints the solution")

@@ -11,7 +11,7 @@ import torch
 import gpulab
 
 from .. import hardware, roofline
-from . import Report, _short, close, ex00_kernels, run_cases
+from . import Report, _short, close, ex00_kernels, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 128, 1000, 1793]  # one element, less than a block, exactly one block, partial last blocks
@@ -20,10 +20,11 @@ AWKWARD = [1, 17, 128, 1000, 1793]  # one element, less than a block, exactly on
 def check_add(fn) -> Report:
     """fn(x, y, out) launches a Triton kernel that writes out = x + y; x, y and out: 1-D float32 of one length
     on gpulab.DEVICE, any length. The checker owns x, y and out (guarded buffers, see ``kernelcheck``), runs
-    lengths 1, 17, 128, 1000, 1793 and three random ones on fresh random inputs, and names the mistake: a
-    missing mask, too small a grid, wrong values (against float64: an fp32 add is within one ulp)."""
+    lengths 1, 17, 128, 1000, 1793, ``kernelcheck.LONG_N`` (more than one program of any block) and two
+    random ones on fresh random inputs, and names the mistake (``kernelcheck``): a missing mask, too small a
+    grid, an input written, no Triton launch, wrong values (against float64: an fp32 add is within one ulp)."""
     rng = random.Random()
-    sizes = AWKWARD + [rng.randrange(2, 5000) for _ in range(3)]
+    sizes = AWKWARD + [kernelcheck.LONG_N] + [rng.randrange(2, 5000) for _ in range(2)]
     cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), y=torch.randn(n, device=gpulab.DEVICE)) for n in sizes]
     return check_kernel(
         "add",

@@ -10,7 +10,7 @@ import torch
 import gpulab
 
 from .. import roofline
-from . import Report, _short, close, ex01_kernels, is_int, run_cases
+from . import Report, _short, close, ex01_kernels, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
@@ -160,10 +160,11 @@ check_crossing_n.hints = [
 def check_scale_add(fn) -> Report:
     """fn(x, a, b, out) launches a Triton kernel that writes out = a * x + b; x and out: 1-D fp32 on
     gpulab.DEVICE, any length. The checker owns x and out (guarded buffers, see ``kernelcheck``), runs awkward
-    lengths (1, 17, 1000, 1793, and random ones) on fresh random inputs, and names the mistake: a missing
-    mask, too small a grid, wrong values (against float64, one fp32 ulp plus the rounding of a * x)."""
+    lengths (1, 17, 1000, 1793, ``kernelcheck.LONG_N``, and random ones) on fresh random inputs, and names the
+    mistake (``kernelcheck``): a missing mask, too small a grid, an input written, no Triton launch, wrong
+    values (against float64, one fp32 ulp plus the rounding of a * x)."""
     rng = random.Random()
-    sizes = AWKWARD + [rng.randrange(2, 5000) for _ in range(3)]
+    sizes = AWKWARD + [kernelcheck.LONG_N] + [rng.randrange(2, 5000) for _ in range(2)]
     cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), a=rng.uniform(-3, 3), b=rng.uniform(-3, 3)) for n in sizes]
 
     def mismatch(got, ref, case):

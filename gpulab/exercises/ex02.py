@@ -12,8 +12,8 @@ import gpulab
 
 from .. import simt
 from ..kernels import divergence
-from . import Report, _short, close, describe_error, ex02_kernels, is_int, run_cases
-from .kernelcheck import Guarded, diagnose
+from . import Report, _short, close, ex02_kernels, is_int, kernelcheck, run_cases
+from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
 
@@ -190,24 +190,12 @@ def check_group_by_cost(fn) -> Report:
 check_group_by_cost.solution = _group_by_cost_solution
 
 
-class _IndexGuarded(Guarded):
-    """An int32 input (work-item indices or trip counts) whose guards hold -1 instead of the usual poison: a
-    load past the end reads index -1 (inside the guard before x, which holds NaN) or trip count -1 (no
-    iterations), never a wild address or an endless loop."""
-
-    def __init__(self, t: torch.Tensor):
-        super().__init__(t.shape, t.dtype, t.device, fill=t)
-        self.poison = -1
-        self.bits[: self.g] = -1
-        self.bits[self.g + self.n :] = -1
-
-
 def _loop_cases(rng: random.Random) -> list[dict]:
-    """Awkward lengths, a few expensive elements (12 trips) among cheap ones (2), in the order the lesson
-    uses (``simt.group_by_cost``: most expensive first) or in a random order (so that an order which is
-    not read cannot pass)."""
+    """Awkward lengths and ``kernelcheck.LONG_N``, a few expensive elements (12 trips) among cheap ones (2), in
+    the order the lesson uses (``simt.group_by_cost``: most expensive first) or in a random order (so that an
+    order which is not read cannot pass); the long case is cost-sorted (its interpreter time stays small)."""
     cases = []
-    for i, n in enumerate([1, 17, 1000, 1793] + [rng.randrange(2, 3000) for _ in range(2)]):
+    for i, n in enumerate([1, 17, 1000, 1793, kernelcheck.LONG_N] + [rng.randrange(2, 3000) for _ in range(2)]):
         frac = rng.choice([0.05, 0.25, 0.5])
         trips = torch.from_numpy(divergence.mixed_trips(n, frac, 2, 12, seed=rng.randrange(2**31)))
         order = (
@@ -225,6 +213,24 @@ def _loop_cases(rng: random.Random) -> list[dict]:
     return cases
 
 
+def _loop_mismatch(got, ref64, case):
+    got = got.double().cpu()
+    x, trips, o = case["x"].cpu(), case["trips"].cpu(), case["order"].long().cpu()
+    bad = ~((got - ref64).abs() <= 1e-5)
+    if not bad.any():
+        return None
+    if ((got - divergence.loop_cost_ref(x, trips)).abs() <= 1e-5).all():
+        return (
+            "out holds each work item at its own index, not in slot order: slot j must hold item "
+            "order[j]; load idx = tl.load(order_ptr + offs), read x and trips at idx, store at offs"
+        )
+    i = int(bad.nonzero()[0])
+    return (
+        f"{int(bad.sum())} of {x.numel()} slots differ; first at slot {i} (item {int(o[i])}, "
+        f"{int(trips[o[i]])} trips): expected {ref64[i].item():.7g}, got {got[i].item():.7g}"
+    )
+
+
 def check_loop_grouped(fn) -> Report:
     """fn(x, trips, order, out) launches a Triton kernel that fills ``out`` slot by slot: slot j holds work
     item ``order[j]``, path A's step ``x <- sin(x) * 0.9 + 0.1`` applied ``trips[order[j]]`` times to
@@ -232,57 +238,25 @@ def check_loop_grouped(fn) -> Report:
     gpulab.DEVICE, any length. With ``order`` sorted by cost, a program's slots share a trip count and its
     loop runs to that count instead of to the most expensive element of an interleaved block.
 
-    The checker owns every buffer (guarded, see ``kernelcheck``; the int32 inputs' guards hold -1, so a
-    load past their end stays inside memory the checker owns), runs awkward lengths with cost-sorted and
-    random orders against float64 (``divergence.loop_cost_ref``), and names the mistake: a missing mask,
-    too small a grid, an order that is not read, wrong values.
+    The checker owns every buffer (guarded, see ``kernelcheck``: a load past the end of trips or order is
+    named and never run, so it cannot become a wild index or an endless loop), runs awkward lengths with
+    cost-sorted and random orders against float64 (``divergence.loop_cost_ref``), and names the mistake: a
+    missing mask, too small a grid, an order that is not read, wrong values.
     """
-    rng = random.Random()
-    rep = Report("loop_grouped")
-    for case in _loop_cases(rng):
-        rep.cases += 1
-        x, trips, order = case["x"], case["trips"], case["order"]
-        n = x.numel()
-        gx = Guarded(x.shape, x.dtype, x.device, fill=x)
-        gt, go = _IndexGuarded(trips), _IndexGuarded(order)
-        out = Guarded(x.shape, torch.float32, x.device)
-        desc = f"n={n}"
-        try:
-            fn(gx.view, gt.view, go.view, out.view)
-        except NotImplementedError:
-            if rep.cases == 1:
-                return Report("loop_grouped", attempted=False)
-            rep.failures.append(f"loop_grouped({desc}) raised NotImplementedError")
-            continue
-        except Exception as e:  # the learner's bug, reported rather than raised
-            rep.failures.append(f"loop_grouped({desc}) raised {describe_error(e)}")
-            continue
-        if torch.cuda.is_available() and out.view.is_cuda:
-            torch.cuda.synchronize()
-        o = order.long().cpu()
-        ref = divergence.loop_cost_ref(x.cpu()[o], trips.cpu()[o])
-        unordered = divergence.loop_cost_ref(x.cpu(), trips.cpu())
-
-        def mismatch(got, ref64, unordered=unordered, o=o, trips=trips, n=n):
-            got = got.double().cpu()
-            bad = ~((got - ref64).abs() <= 1e-5)
-            if not bad.any():
-                return None
-            if ((got - unordered).abs() <= 1e-5).all():
-                return (
-                    "out holds each work item at its own index, not in slot order: slot j must hold item "
-                    "order[j]; load idx = tl.load(order_ptr + offs), read x and trips at idx, store at offs"
-                )
-            i = int(bad.nonzero()[0])
-            return (
-                f"{int(bad.sum())} of {n} slots differ; first at slot {i} (item {int(o[i])}, "
-                f"{int(trips.cpu()[o[i]])} trips): expected {ref64[i].item():.7g}, got {got[i].item():.7g}"
-            )
-
-        msg = diagnose(out, ref, [gx, gt, go], mismatch)
-        if msg:
-            rep.failures.append(f"loop_grouped({desc}): {msg}")
-    return rep
+    return check_kernel(
+        "loop_grouped",
+        fn,
+        _loop_cases(random.Random()),
+        out=lambda c: (c["x"].shape, torch.float32),
+        reference=lambda c: divergence.loop_cost_ref(
+            c["x"].cpu()[c["order"].long().cpu()], c["trips"].cpu()[c["order"].long().cpu()]
+        ),
+        mismatch=_loop_mismatch,
+        notes={
+            "unread": "; slot j must hold item order[j]: load idx = tl.load(order_ptr + offs), read x and trips at "
+            "idx, store at offs"
+        },
+    )
 
 
 check_loop_grouped.solution = ex02_kernels.loop_grouped

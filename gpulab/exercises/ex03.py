@@ -9,7 +9,7 @@ import torch
 
 import gpulab
 
-from . import Report, _short, close, ex03_kernels, is_int, run_cases
+from . import Report, _short, close, ex03_kernels, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 RELU_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float64)
@@ -164,14 +164,16 @@ def check_relu_cast(fn) -> Report:
     """fn(x, out) launches a Triton kernel that writes out = max(x, 0) in out's dtype; x: 1-D fp32, fp16 or
     bf16 on gpulab.DEVICE, any length; out: x's shape, in x's dtype or (for fp32 x) fp16 or bf16. The checker
     owns x and out (guarded buffers, see ``kernelcheck``), runs each (x dtype, out dtype) pair of
-    ``RELU_CAST_PAIRS`` on awkward lengths (1, 17, 1000, 1793, and random ones) with fresh normal inputs, and
-    names the mistake: a missing mask, too small a grid, wrong values (against float64: within one ulp of
+    ``RELU_CAST_PAIRS`` on awkward lengths (1, 17, 1000, 1793, and random ones; the fp32 pair also
+    ``kernelcheck.LONG_N``) with fresh normal inputs, and names the mistake (``kernelcheck``): a missing mask,
+    too small a grid, an input written, no Triton launch, wrong values (against float64: within one ulp of
     out's dtype, i.e. one rounding)."""
     rng = random.Random()
     sizes = AWKWARD + [rng.randrange(2, 5000)]
     total = Report("relu_cast")
     for din, dout in RELU_CAST_PAIRS:
-        cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(din).to(gpulab.DEVICE)) for n in sizes]
+        lengths = sizes + [kernelcheck.LONG_N] * (din == dout == torch.float32)
+        cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(din).to(gpulab.DEVICE)) for n in lengths]
         rep = check_kernel(
             f"relu_cast {_SHORT[din]}->{_SHORT[dout]}",
             fn,
@@ -181,8 +183,7 @@ def check_relu_cast(fn) -> Report:
         )
         if not rep.attempted:
             return Report("relu_cast", attempted=False)
-        total.cases += rep.cases
-        total.failures += rep.failures
+        total.extend(rep)
     if total.failures and all("bf16" in f.split("(")[0] for f in total.failures):
         total.failures[0] += "\n    -> " + _BF16_NOTE  # the first failure shown carries the note
     return total

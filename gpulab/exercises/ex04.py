@@ -8,7 +8,7 @@ import torch
 
 import gpulab
 
-from . import MATH_FP32_ONLY, Report, _short, close, ex04_kernels, is_int, run_cases
+from . import MATH_FP32_ONLY, Report, _short, close, ex04_kernels, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.float8_e4m3fn)
@@ -136,29 +136,51 @@ def _abs_mismatch(tol: float):
     return mismatch
 
 
+def _sincos_mismatch(tol: float):
+    """``_abs_mismatch(tol)``, and in fp32 a result that is exactly 1.0 in every element of a long case: an
+    fp32 kernel that computes sin(x)^2 + cos(x)^2 rounds to 1 - 2^-24 or 1 + 2^-23 for about a quarter of
+    x ~ N(0, 3^2), so only a kernel that stores the constant gives exactly 1.0 at every one of 1000 elements."""
+    within = _abs_mismatch(tol)
+
+    def mismatch(got, ref, case):
+        msg = within(got, ref, case)
+        if msg is None and got.dtype == torch.float32 and got.numel() >= 1000 and bool((got == 1.0).all()):
+            return (
+                f"out is exactly 1.0 in all {got.numel()} elements, which a kernel that computes "
+                "sin(x)^2 + cos(x)^2 in fp32 never gives: compute it from x (storing the identity's value is "
+                "not fusing the five steps)"
+            )
+        return msg
+
+    return mismatch
+
+
 def check_sincos_fused(fn) -> Report:
     """fn(x, out) launches ONE Triton kernel that writes out = sin(x)^2 + cos(x)^2, x and out 1-D of the same
     dtype (fp32, fp16 or bf16) on gpulab.DEVICE, any length. The checker owns x and out (guarded buffers, see
     ``kernelcheck``), runs awkward lengths (1, 17, 1000, 1793, and random ones) of fresh inputs N(0, 3^2) in
-    each dtype, and names the mistake: a missing mask, too small a grid, or values further than
-    ``SINCOS_TOL[dtype]`` from the float64 answer (which is close to 1, not exactly 1)."""
+    each dtype (fp32 also ``kernelcheck.LONG_N``), and names the mistake (``kernelcheck``): a missing mask, too
+    small a grid, an input written or never loaded, more than one launch or none, values further than
+    ``SINCOS_TOL[dtype]`` from the float64 answer, or (fp32) exactly 1.0 everywhere: the constant stored, not
+    computed (``_sincos_mismatch``)."""
     rng = random.Random()
     sizes = AWKWARD + [rng.randrange(2, 5000)]
     total = Report("sincos_fused")
     for dt in (torch.float32, torch.float16, torch.bfloat16):
-        cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(dt).to(gpulab.DEVICE)) for n in sizes]
+        lengths = sizes + [kernelcheck.LONG_N] * (dt == torch.float32)
+        cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(dt).to(gpulab.DEVICE)) for n in lengths]
         rep = check_kernel(
             f"sincos_fused {_SHORT[dt]}",
             fn,
             cases,
             out=lambda c: (c["x"].shape, c["x"].dtype),
             reference=lambda c: torch.sin(c["x"].double()) ** 2 + torch.cos(c["x"].double()) ** 2,
-            mismatch=_abs_mismatch(SINCOS_TOL[dt]),
+            mismatch=_sincos_mismatch(SINCOS_TOL[dt]),
+            launches=1,
         )
         if not rep.attempted:
             return Report("sincos_fused", attempted=False)
-        total.cases += rep.cases
-        total.failures += rep.failures
+        total.extend(rep)
     if any(MATH_FP32_ONLY in f for f in total.failures):  # describe_error's note, compiled or interpreted
         total.failures[0] += "\n    -> " + _FP32_NOTE  # the first failure shown carries the note
     elif total.failures and all(f.startswith("sincos_fused bf16") for f in total.failures):

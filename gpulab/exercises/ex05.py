@@ -9,7 +9,7 @@ import torch
 
 import gpulab
 
-from . import Report, _short, ex05_kernels, is_int, run_cases
+from . import Report, _short, ex05_kernels, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
@@ -32,9 +32,10 @@ def _grad64(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
 
 
 def _kernel_cases(with_dy: bool) -> list[dict]:
-    """Awkward lengths (1, 17, 1000, 1793, random ones), fresh x ~ N(0, 3^2) and dy ~ N(0, 1), fp32."""
+    """Awkward lengths (1, 17, 1000, 1793, ``kernelcheck.LONG_N``, a random one), fresh x ~ N(0, 3^2) and
+    dy ~ N(0, 1), fp32."""
     rng = random.Random()
-    sizes = AWKWARD + [rng.randrange(2, 5000) for _ in range(2)]
+    sizes = AWKWARD + [kernelcheck.LONG_N, rng.randrange(2, 5000)]
     cases = []
     for n in sizes:
         case = dict(x=(torch.randn(n, dtype=torch.float64) * 3).float().to(gpulab.DEVICE))
@@ -80,6 +81,7 @@ def check_sigmoid3_fwd(fn) -> Report:
         out=lambda c: (c["x"].shape, torch.float32),
         reference=lambda c: torch.sigmoid(torch.sigmoid(torch.sigmoid(c["x"].double()))),
         mismatch=mismatch,
+        launches=1,
     )
 
 
@@ -129,6 +131,7 @@ def check_sigmoid3_bwd(fn) -> Report:
         out=lambda c: (c["x"].shape, torch.float32),
         reference=lambda c: _grad64(c["x"], c["dy"]),
         mismatch=mismatch,
+        launches=1,
     )
 
 

@@ -10,7 +10,7 @@ import torch
 
 import gpulab
 
-from . import Report, _short, close, ex06_kernels, is_int, run_cases
+from . import Report, _short, close, ex06_kernels, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 
@@ -164,6 +164,7 @@ def check_strided_copy(fn) -> Report:
         (1793, 3),
         (1000, 64),
         (17, 2000),
+        (2 * kernelcheck.LONG_N, 2),
         (rng.randrange(2, 5000), rng.choice([2, 4, 8, 16, 33])),
     ]
     cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), stride=st) for n, st in pairs]
@@ -174,6 +175,7 @@ def check_strided_copy(fn) -> Report:
         out=lambda c: ((-(-c["x"].numel() // c["stride"]),), torch.float32),
         reference=lambda c: c["x"].double()[:: c["stride"]],
         mismatch=_exact("out"),
+        must_read=(),  # a strided read skips elements by design
     )
 
 
@@ -190,12 +192,13 @@ check_strided_copy.hints = [
 def check_transpose(fn) -> Report:
     """fn(a, out) launches a Triton kernel that writes out[j, i] = a[i, j]. a: (M, N) row-major fp32, fp16 or
     bf16 on gpulab.DEVICE; out: (N, M) row-major, same dtype. The checker owns a and out (guarded buffers, see
-    ``kernelcheck``): shapes 1 x 1, thin ones and non-multiples of any tile; a transpose moves bits, so the
+    ``kernelcheck``): shapes 1 x 1, thin ones, one wider than any tile (3 x 1100) and non-multiples of any tile; a transpose moves bits, so the
     comparison is exact. Names a missing mask (a store past the end of out gets a message, not a crash), a
     grid that misses tiles, a wrong element."""
     rng = random.Random()
-    shapes = [(1, 1), (1, 17), (17, 1), (33, 65), (64, 64), (rng.randrange(2, 130), rng.randrange(2, 130))]
+    shapes = [(1, 1), (1, 17), (17, 1), (33, 65), (64, 64), (3, 1100), (rng.randrange(2, 130), rng.randrange(2, 130))]
     dtypes = [
+        torch.float32,
         torch.float32,
         torch.float32,
         torch.float16,
@@ -204,24 +207,16 @@ def check_transpose(fn) -> Report:
         rng.choice([torch.float16, torch.bfloat16, torch.float32]),
     ]
     cases = [dict(a=torch.randn(*s, device=gpulab.DEVICE).to(d)) for s, d in zip(shapes, dtypes)]
-    rep = check_kernel(
+    edges = ": does the grid cover the partial tiles at the edges? (triton.cdiv(M, BLOCK), triton.cdiv(N, BLOCK))"
+    return check_kernel(
         "transpose",
         fn,
         cases,
         out=lambda c: ((c["a"].shape[1], c["a"].shape[0]), c["a"].dtype),
         reference=lambda c: c["a"].double().t(),
         mismatch=_exact("out"),
+        notes={"partial": edges, "grid_small": edges},
     )
-    rep.failures = [
-        f
-        + (
-            ": does the grid cover the partial tiles at the edges? (triton.cdiv(M, BLOCK), triton.cdiv(N, BLOCK))"
-            if "never written, the first" in f
-            else ""
-        )
-        for f in rep.failures
-    ]
-    return rep
 
 
 check_transpose.solution = ex06_kernels.transpose

@@ -166,8 +166,9 @@ def check_largest_tile(fn) -> Report:
 check_largest_tile.solution = _largest_tile_solution
 
 
-#: (M, N, K) of the tiled-matmul exercise: none a multiple of a tile side, a single element, thin shapes.
-MATMUL_SHAPES = [(1, 1, 1), (17, 33, 70), (65, 47, 129), (100, 3, 37), (3, 100, 16)]
+#: (M, N, K) of the tiled-matmul exercise: none a multiple of a tile side, a single element, thin shapes, and
+#: M and K above 1024, more than one tile of any BLOCK_M and BLOCK_K a learner may pick.
+MATMUL_SHAPES = [(1, 1, 1), (17, 33, 70), (65, 47, 129), (100, 3, 37), (3, 100, 16), (1030, 3, 16), (2, 5, 1030)]
 
 
 def check_tiled_matmul(fn) -> Report:
@@ -238,6 +239,11 @@ def check_persistent_matmul(fn) -> Report:
         M, K, N = case["a"].shape[0], case["a"].shape[1], case["b"].shape[1]
         return None if msg is None else f"{msg} (M, N, K = {M, N, K})"
 
+    # a tile never written here means a program stopped after its first tile (the grid is prescribed)
+    loop = (
+        "; each program must loop over the tiles pid, pid + programs, pid + 2 programs, ... (only `programs` "
+        "programs are launched)"
+    )
     rep = check_kernel(
         "persistent_matmul",
         fn,
@@ -245,15 +251,9 @@ def check_persistent_matmul(fn) -> Report:
         out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
         reference=lambda c: c["a"].double() @ c["b"].double(),
         mismatch=mismatch,
+        grid=lambda c: (c["programs"],),
+        notes={"grid_small": loop, "partial": loop},
     )
-    # a tile never written here means a program stopped after its first tile, not a grid of the wrong size
-    rep.failures = [
-        f.split(": the grid is too small")[0] + ": each program must loop over the tiles pid, "
-        "pid + programs, pid + 2 programs, ... (only `programs` programs are launched)"
-        if "the grid is too small" in f or "were never written" in f
-        else f
-        for f in rep.failures
-    ]
     return rep
 
 

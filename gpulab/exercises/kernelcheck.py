@@ -1,56 +1,107 @@
-"""Checking a learner's Triton kernel without letting it crash the notebook, and saying what went wrong.
+"""Checking a learner's Triton kernel without letting it crash or hang the notebook, and saying what went wrong.
 
 The learner writes a launcher ``fn(*inputs, out)`` that launches their kernel and writes into ``out``. The
 checker owns every buffer: each input and ``out`` is a view into the middle of a larger buffer whose guard
-regions (1 MiB before and after) hold a poison bit pattern. After the launch the checker reads the guards
-and the output and names the mistake:
+regions (1 MiB before and after) hold a poison bit pattern. Each case runs in two steps:
 
-- a store past the end (no mask, or a wrong one): the guard after ``out`` changed -> "mask the store";
-- a store before the start: the guard before ``out`` changed -> "check the offsets";
-- a grid too small: the tail of ``out`` still holds poison -> "launch cdiv(n, BLOCK) programs";
-- a load past the end feeding a stored value: NaN from the input's guard in ``out`` -> "mask the load";
-- wrong values: how many elements differ, the first index, expected against got.
+1. **Pre-flight**, in Triton's interpreter, in a forked child process with a time limit (``CASE_TIME_LIMIT_S``),
+   on guarded CPU buffers in shared memory. Every Triton launch is recorded (kernel, grid), and every load and
+   store address is checked against the buffers before it happens: an access outside them is named (which
+   buffer, which side, which indices) and masked off, so a far store never lands and never crashes the
+   process. The record also says which buffers each launch stored into and which input elements were
+   loaded. The child never touches CUDA (its buffers are CPU ones); where ``os.fork`` is missing (macOS,
+   Windows) the pre-flight runs in this process, with the same address checks but no time limit, and the
+   report says so.
+2. **The run**: without a GPU the pre-flight was the run, and its shared buffers are read. On a GPU, only a
+   case whose pre-flight was clean runs again on guarded GPU buffers (its launches recorded), and those are
+   read.
 
-A store far beyond the guards (a grid hundreds of times too large) can still corrupt memory in the
-interpreter; the guards make every usual mistake land inside memory the checker owns. The idea is
+Then the checker names the mistake, each message true for what it saw: a store or load outside its buffer
+("mask the store", "mask the load"), an input written, no Triton launch, ``out`` written by something other
+than the kernel, ``out`` never written, a grid too small, an input element never loaded, NaN from the
+kernel's own arithmetic, a launch shape other than the exercise prescribes, wrong values (how many, the
+first index, expected against got), an exception, a time-out. The report has one line per distinct mistake
+with the number of cases it hit (``Report``).
+
+Cases reach past one program of any block a learner may pick (``LONG_N``: above 2^17 elements). The idea is
 Triton-Puzzles' (github.com/srush/Triton-Puzzles) and CS336's (stanford-cs336.github.io): a spec, a stub, a
-checker with awkward sizes.
+checker with awkward sizes; the address checks are what compute-sanitizer does on a GPU, done in the
+interpreter (triton/runtime/interpreter.py, whose loads and stores all go through ``InterpreterBuilder``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
+import json
 import math
+import mmap
+import os
+import select
+import signal
+import sys
+import time
 
+import numpy as np
 import torch
 
 from ..tolerances import elementwise_mismatch
-from . import Report, run_cases
+from . import Report, _short, clip, describe_error
 
 GUARD_BYTES = 1 << 20
+#: Guard regions of the pre-flight's buffers: smaller, since there every access is checked before it happens.
+PREFLIGHT_GUARD_BYTES = 1 << 16
+#: Seconds one case may take in the pre-flight (Triton's interpreter, a child process) before it is stopped
+#: and reported as a time-out ("an endless loop?"). The slowest right kernel of the collection takes a few
+#: seconds on its longest case; tests lower this.
+CASE_TIME_LIMIT_S = 60.0
+#: Length of the long case of the 1-D exercises: above 2^17, so that no single program of a power-of-two
+#: BLOCK up to 2^17 covers it, odd, so that the last block is partial.
+LONG_N = 2**17 + 4099
 #: Poison bit patterns per element size: a quiet NaN with a payload for floats, a marker for integers.
 #: Outputs and inputs get different patterns: NaN arithmetic keeps a payload, so a value computed from an
 #: input's guard and stored past the end of out must not look like out's own untouched guard.
 _POISON_BITS = {8: 0x7FF8_DEAD_BEEF_0001, 4: 0x7FC0_DEAD, 2: 0x7FDA, 1: 0x7F}  # NaN in fp64/32/16, bf16, e4m3
 _INPUT_POISON_BITS = {8: 0x7FF8_0BAD_F00D_0002, 4: 0x7FC0_0BAD, 2: 0x7FCB, 1: 0x7E}
 _INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
+_CAN_FORK = hasattr(os, "fork") and sys.platform.startswith("linux")
 
 
 class Guarded:
     """A tensor of ``shape`` and ``dtype`` on ``device`` (``.view``), set in the middle of a buffer whose
     guard regions, ``GUARD_BYTES`` before and after, hold poison. ``fill`` is None to poison the view too
-    (an output), or a tensor to copy into it (an input)."""
+    (an output), or a tensor to copy into it (an input; its bits are kept to see later writes). ``shared``
+    puts a CPU buffer in shared memory, so that a forked child's writes are seen here; ``guard_bytes`` is the
+    size of each guard region."""
 
-    def __init__(self, shape, dtype, device, fill: torch.Tensor | None = None):
+    def __init__(
+        self,
+        shape,
+        dtype,
+        device,
+        fill: torch.Tensor | None = None,
+        shared: bool = False,
+        guard_bytes: int = GUARD_BYTES,
+    ):
         self.itemsize = torch.empty((), dtype=dtype).element_size()
         self.n = math.prod(shape)
-        self.g = GUARD_BYTES // self.itemsize
+        self.g = guard_bytes // self.itemsize
         self.poison = (_POISON_BITS if fill is None else _INPUT_POISON_BITS)[self.itemsize]
         ints = _INT_VIEW[self.itemsize]
-        self.bits = torch.full((self.g + self.n + self.g,), self.poison, dtype=ints, device=device)
+        total = self.g + self.n + self.g
+        if shared and torch.device(device).type == "cpu":
+            self._mm = mmap.mmap(-1, total * self.itemsize)  # anonymous, MAP_SHARED: a forked child writes here
+            self.bits = torch.frombuffer(self._mm, dtype=ints, count=total)
+            self.bits.fill_(self.poison)
+        else:
+            self.bits = torch.full((total,), self.poison, dtype=ints, device=device)
         self.buf = self.bits.view(dtype)
         self.view = self.buf[self.g : self.g + self.n].view(shape)
+        self.original = None
         if fill is not None:
             self.view.copy_(fill)
+            self.original = self.bits[self.g : self.g + self.n].clone()
 
     def _poisoned(self, part: torch.Tensor) -> torch.Tensor:
         return part == self.poison
@@ -67,73 +118,600 @@ class Guarded:
         """A bool mask over the view's elements (flat) still holding poison."""
         return self._poisoned(self.bits[self.g : self.g + self.n]).cpu()
 
+    def changed(self) -> torch.Tensor:
+        """For an input: a bool mask over the view's elements (flat) whose bits differ from what was filled."""
+        return (self.bits[self.g : self.g + self.n] != self.original).cpu()
 
-def diagnose(out: Guarded, ref64: torch.Tensor, inputs: list[Guarded], mismatch=None) -> str | None:
-    """None if ``out`` matches ``ref64`` and nothing outside it was written; else one message naming the
-    mistake (see the module docstring). ``mismatch(got, ref64)`` returns None or a message comparing the
-    values (default: one ulp of out's dtype, ``tolerances.elementwise_mismatch``)."""
+    def digest(self) -> str:
+        """A hash of the view's bits (to see whether it changed between two moments)."""
+        return hashlib.blake2b(self.bits[self.g : self.g + self.n].cpu().numpy().tobytes(), digest_size=16).hexdigest()
+
+    def region(self, name: str, role: str) -> tuple:
+        """(name, role, view start, view end, buffer start, buffer end, itemsize, n): addresses in bytes."""
+        lo, blo = self.view.data_ptr(), self.bits.data_ptr()
+        return (
+            name,
+            role,
+            lo,
+            lo + self.n * self.itemsize,
+            blo,
+            blo + self.bits.numel() * self.itemsize,
+            self.itemsize,
+            self.n,
+        )
+
+
+# ---- watching launches, loads and stores -------------------------------------------------------------------
+
+
+class _Abort(Exception):
+    """Raised inside a launch at its first stray store: the store was not run, and the launch stops."""
+
+
+class _Watch:
+    """For the duration of a ``with`` block: records every Triton launch (kernel name, grid, the buffers it
+    stored into) by wrapping ``run`` of ``JITFunction`` and ``InterpretedFunction`` (``kernel[grid](...)``
+    and autotuners both go through it, Triton 3.6 to 3.9). With ``check``, the launches run in Triton's
+    interpreter (a ``JITFunction`` is interpreted through ``InterpretedFunction(jit_fn.fn)``), and every
+    load and store address is checked against ``regions`` before it happens: an access outside them is
+    recorded in ``violations`` and masked off; the input elements loaded are marked in ``read``."""
+
+    def __init__(self, regions: list[tuple], out_name: str, check: bool, out: Guarded | None = None):
+        self.regions, self.out_name, self.check, self.out = regions, out_name, check, out
+        self.launches: list[dict] = []
+        self.violations: dict[tuple, list] = {}  # (op, name, side) -> [lanes, lowest index, highest index]
+        self.read = {r[0]: np.zeros(r[7], dtype=bool) for r in regions if r[1] == "in"} if check else {}
+        self.allowed: list[tuple[int, int]] = []  # storages of the learner's own tensors passed to a kernel
+        self.last_digest = None
+        self._interpreted: dict = {}
+        self._current = None
+        self.aborted = False
+
+    # launches
+    def _begin(self, kernel, args, kwargs) -> dict:
+        fn = getattr(kernel, "fn", kernel)
+        rec = dict(kernel=getattr(fn, "__name__", type(kernel).__name__), grid=None, stored=[])
+        ours = [(r[4], r[5]) for r in self.regions]
+        for a in list(args) + list(kwargs.values()):
+            if isinstance(a, torch.Tensor) and a.device.type == "cpu":
+                lo = a.untyped_storage().data_ptr()
+                if not any(b0 <= lo < b1 for b0, b1 in ours):
+                    self.allowed.append((lo, lo + a.untyped_storage().nbytes()))
+        self.launches.append(rec)
+        self._current = rec
+        return rec
+
+    def _grid(self, grid, rec):
+        if callable(grid):
+
+            def spy(meta, grid=grid):
+                g = grid(meta)
+                rec["grid"] = [int(v) for v in g]
+                return g
+
+            return spy
+        rec["grid"] = [int(v) for v in grid]
+        return grid
+
+    def _end(self, rec):
+        if self.check and self.out is not None:
+            self.last_digest = self.out.digest()
+        self._current = None
+
+    def _as_interpreted(self, kernel):
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+
+        key = id(kernel)
+        if key not in self._interpreted:
+            self._interpreted[key] = InterpretedFunction(kernel.fn)
+            g = kernel.fn.__globals__
+            for name, v in list(g.items()):  # @triton.jit helpers the kernel calls must be interpreted too
+                if isinstance(v, JITFunction):
+                    self._swaps.append((g, name, v))
+                    g[name] = InterpretedFunction(v.fn)
+        return self._interpreted[key]
+
+    # loads and stores, in the interpreter
+    def _access(self, op: str, ptrs, mask):
+        from triton.runtime.interpreter import TensorHandle
+
+        addr = np.asarray(ptrs.data).astype(np.int64)
+        m = np.ones(addr.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask.data, bool), addr.shape)
+        try:
+            ty = ptrs.get_element_ty() if hasattr(ptrs, "get_element_ty") else ptrs.dtype.element_ty
+            size = max(1, ty.primitive_bitwidth // 8)
+        except Exception:
+            size = 1
+        ok = ~m
+        bad_into = np.zeros(addr.shape, bool)
+        for name, role, lo, hi, _, _, item, _ in self.regions:
+            inside = m & (addr >= lo) & (addr + size <= hi)
+            if not inside.any():
+                continue
+            if op == "store" and role == "in":
+                bad_into |= inside
+                continue
+            ok |= inside
+            if op == "load" and role == "in":
+                self.read[name][(addr[inside] - lo) // item] = True
+            if op == "store" and self._current is not None and name not in self._current["stored"]:
+                self._current["stored"].append(name)
+        for lo, hi in self.allowed:
+            ok |= m & (addr >= lo) & (addr + size <= hi)
+        bad = m & ~ok
+        if not bad.any():
+            return mask
+        self._classify(op, addr[bad & ~bad_into], addr[bad_into], addr[m & ok])
+        return TensorHandle(np.ascontiguousarray(m & ~bad), mask.dtype if mask is not None else _int1())
+
+    def _classify(self, op, stray, into, valid):
+        regions = self.regions
+        for name, _, lo, hi, _, _, item, _ in regions:
+            sel = (into >= lo) & (into < hi)
+            if sel.any():
+                self._note((op, name, "into"), (into[sel] - lo) // item)
+        if not stray.size:
+            return
+        # a stray lane is named by the buffer the access's other lanes hit (the pointer it offsets from);
+        # where no lane hit one, by the nearest buffer starting below it (offsets are most often positive)
+        hit = [k for k, r in enumerate(regions) if ((valid >= r[2]) & (valid < r[3])).any()]
+        if len(hit) == 1:
+            k = hit[0]
+        else:
+            below = [(int(stray.min()) - r[2], k) for k, r in enumerate(regions) if r[2] <= int(stray.min())]
+            k = min(below)[1] if below else min((r[2] - int(stray.min()), k) for k, r in enumerate(regions))[1]
+        name, _, lo, hi, blo, bhi, item, _ = regions[k]
+        for after in (True, False):
+            for far in (False, True):
+                side_sel = (stray >= hi) if after else (stray < lo)
+                sel = side_sel & (((stray < blo) | (stray >= bhi)) == far)
+                if sel.any():
+                    side = ("after" if after else "before") + ("_far" if far else "")
+                    self._note((op, name, side), (stray[sel] - lo) // item)
+
+    def _note(self, key, index):
+        index = np.atleast_1d(index)
+        lo, hi = int(index.min()), int(index.max())
+        v = self.violations.setdefault(key, [0, lo, hi])
+        v[0] += int(index.size)
+        v[1], v[2] = min(v[1], lo), max(v[2], hi)
+        if key[0] == "store":  # the message is known: stop the launch before it spends the time limit
+            self.aborted = True
+            raise _Abort(key)
+
+    def __enter__(self):
+        from triton.runtime import interpreter
+        from triton.runtime.jit import JITFunction
+
+        self._patches, self._swaps = [], []
+        orig_jit, orig_interp = JITFunction.run, interpreter.InterpretedFunction.run
+        watch = self
+
+        def wrap(orig, interpret_jit):
+            def run(kernel, *args, grid, warmup, **kwargs):
+                if warmup:
+                    return orig(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+                rec = watch._begin(kernel, args, kwargs)
+                grid = watch._grid(grid, rec)
+                try:
+                    if interpret_jit:
+                        return orig_interp(watch._as_interpreted(kernel), *args, grid=grid, warmup=False, **kwargs)
+                    return orig(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+                finally:
+                    watch._end(rec)
+
+            return run
+
+        self._patch(JITFunction, "run", wrap(orig_jit, self.check))
+        self._patch(interpreter.InterpretedFunction, "run", wrap(orig_interp, False))
+        if self.check:
+            b = interpreter.InterpreterBuilder
+            load, store = b.create_masked_load, b.create_masked_store
+            rmw, cas = b.create_atomic_rmw, b.create_atomic_cas
+            self._patch(
+                b, "create_masked_load", lambda s, p, m, *r, **k: load(s, p, watch._access("load", p, m), *r, **k)
+            )
+            self._patch(
+                b,
+                "create_masked_store",
+                lambda s, p, v, m, *r, **k: store(s, p, v, watch._access("store", p, m), *r, **k),
+            )
+            self._patch(
+                b,
+                "create_atomic_rmw",
+                lambda s, o, p, v, m, *r, **k: rmw(s, o, p, v, watch._access("store", p, m), *r, **k),
+            )
+
+            def atomic_cas(s, p, *r, **k):
+                if watch._access("store", p, None) is not None:
+                    raise RuntimeError("an atomic_cas outside the checker's buffers (not run)")
+                return cas(s, p, *r, **k)
+
+            self._patch(b, "create_atomic_cas", atomic_cas)
+        return self
+
+    def _patch(self, owner, name, new):
+        self._patches.append((owner, name, owner.__dict__[name]))
+        setattr(owner, name, new)
+
+    def __exit__(self, *exc):
+        for owner, name, old in reversed(self._patches):
+            setattr(owner, name, old)
+        for g, name, v in reversed(self._swaps):
+            g[name] = v
+        return False
+
+    def record(self) -> dict:
+        """What was seen, as plain data (it crosses from the child process in JSON)."""
+        unread = {}
+        for name, r in self.read.items():
+            missed = np.flatnonzero(~r)
+            if missed.size:
+                unread[name] = [int(missed.size), int(missed[0])]
+        viol = [[*k, *v] for k, v in self.violations.items()]
+        return dict(launches=self.launches, violations=viol, unread=unread, last_digest=self.last_digest)
+
+
+def _int1():
+    import triton.language as tl
+
+    return tl.int1
+
+
+# ---- one case: pre-flight in a child, then (on a GPU) the run --------------------------------------------------
+
+
+def _call(fn, args) -> dict:
+    """Run the learner's launcher; an exception it raises (SystemExit too) becomes a message. KeyboardInterrupt
+    is passed on: the learner stops the check."""
+    try:
+        fn(*args)
+    except NotImplementedError:
+        return dict(raised="NotImplementedError", not_implemented=True)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # the learner's bug (SystemExit included), reported rather than raised
+        return dict(raised=clip(describe_error(e), 300))
+    return {}
+
+
+def _warm_interpreter(fn) -> None:
+    """Rewrite, here, the interpreted kernels the launcher names (its globals and closure), so that each forked
+    child finds them in ``InterpretedFunction``'s cache instead of rewriting them again. Best effort: a kernel
+    it misses is rewritten in the child. GPU kernels (``JITFunction``) are left alone: rewriting adds names to
+    their module."""
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        names = getattr(getattr(fn, "__code__", None), "co_names", ())
+        found = [getattr(fn, "__globals__", {}).get(k) for k in names]
+        found += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None]
+        for k in found:
+            if isinstance(k, InterpretedFunction):
+                k.rewrite()
+    except Exception:
+        pass
+
+
+def _preflight_here(fn, args, regions, out_name, out: Guarded) -> dict:
+    with _Watch(regions, out_name, check=True, out=out) as w:
+        res = _call(fn, args)
+    if w.aborted:  # the launch was stopped at a stray store: that, not the exception, is the news
+        res = {}
+    return {**w.record(), **res}
+
+
+def _preflight(fn, args, regions, out_name, out: Guarded, limit_s: float) -> dict:
+    """Run ``fn(*args)`` (CPU tensors in shared memory) under a checking ``_Watch`` in a forked child, stopped
+    after ``limit_s``; returns its record, or dict(timeout=True) / dict(died=signal number)."""
+    if not _CAN_FORK:
+        return {**_preflight_here(fn, args, regions, out_name, out), "no_fork": True}
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: CPU buffers only, never CUDA; it leaves by os._exit, running no cleanup of ours
+        try:
+            os.close(r)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt stops the child at once
+            sys.stdout = sys.stderr = io.StringIO()  # the learner's prints stay out of the parent's streams
+            torch.set_num_threads(1)
+            os.environ["TRITON_INTERPRET"] = "1"
+            with contextlib.suppress(Exception):
+                import triton
+
+                triton.knobs.runtime.interpret = True
+            try:
+                res = _preflight_here(fn, args, regions, out_name, out)
+            except KeyboardInterrupt:
+                res = dict(interrupted=True)
+            except BaseException as e:
+                res = dict(raised=clip(describe_error(e), 300))
+            data = json.dumps(res).encode()
+            while data:
+                data = data[os.write(w, data) :]
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks, timed_out = [], False
+    deadline = time.monotonic() + limit_s
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            ready, _, _ = select.select([r], [], [], left)
+            if ready:
+                chunk = os.read(r, 1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+    finally:
+        os.close(r)
+        if timed_out or sys.exc_info()[0] is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    if timed_out:
+        return dict(timeout=True)
+    if os.WIFSIGNALED(status):
+        return dict(died=os.WTERMSIG(status))
+    res = json.loads(b"".join(chunks) or b"{}")
+    if res.get("interrupted"):
+        raise KeyboardInterrupt
+    return res
+
+
+def _run_on_device(fn, args, out: Guarded) -> dict:
+    """The run on a GPU (after a clean pre-flight): launches recorded, nothing checked per address."""
+    with _Watch([], "out", check=False) as w:
+        res = _call(fn, args)
+    if not res and out.view.is_cuda:
+        try:
+            torch.cuda.synchronize()
+        except Exception as e:
+            res = dict(raised=clip(describe_error(e), 300))
+    return {"launches": w.launches, **res}
+
+
+# ---- the messages --------------------------------------------------------------------------------------------
+
+
+def _span(lo: int, hi: int) -> str:
+    return f"index {lo}" if lo == hi else f"indices {lo} to {hi}"
+
+
+def _violation_message(op, name, side, lanes, lo, hi, sizes) -> str:
+    n = sizes[name]
+    where = {
+        "after": f"past the end of {name} ({_span(lo, hi)}; n={n})",
+        "before": f"before the start of {name} ({_span(lo, hi)})",
+        "after_far": f"far past the end of {name} ({_span(lo, hi)}; n={n}), beyond its guard region",
+        "before_far": f"far before the start of {name} ({_span(lo, hi)}), beyond its guard region",
+        "into": f"into {name}, an input ({_span(lo, hi)})",
+    }[side]
+    verb = "stored" if op == "store" else "loaded"
+    fix = {
+        ("store", "after"): "mask the store, e.g. tl.store(out_ptr + offs, result, mask=offs < n)",
+        ("load", "after"): "mask the load too, e.g. tl.load(x_ptr + offs, mask=offs < n)",
+        ("store", "before"): "check the offsets (pid * BLOCK + tl.arange(0, BLOCK))",
+        ("load", "before"): "check the offsets (pid * BLOCK + tl.arange(0, BLOCK))",
+        ("store", "into"): "an input must stay as it is; write only into out",
+    }.get((op, side.replace("_far", "")), "check the grid, the offsets and the mask")
+    return f"{verb} {where}: {fix}"
+
+
+class _Case:
+    """One case's buffers and what was seen: ``diagnose`` turns it into (kind, message) or None."""
+
+    def __init__(self, inputs: dict[str, Guarded], out: Guarded, seen: dict, checked: bool):
+        self.inputs, self.out, self.seen, self.checked = inputs, out, seen, checked
+
+
+def _diagnose_case(c: _Case, ref64, mismatch, expect_launches, expect_grid, must_read) -> tuple[str, str] | None:
+    s, out = c.seen, c.out
+    if s.get("timeout"):
+        return "timeout", (
+            f"did not finish within {CASE_TIME_LIMIT_S:g} s in Triton's interpreter (stopped): an endless loop? "
+            "check each loop's bounds and step"
+        )
+    if "died" in s:
+        sig = s["died"]
+        sname = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        return "died", f"the process running the kernel died ({sname}); the notebook is unharmed"
+    if s.get("raised"):
+        return "raised:" + s["raised"][:40], f"raised {s['raised']}"
+    if s.get("violations"):
+        sizes = {**{k: g.n for k, g in c.inputs.items()}, "out": out.n}
+        viol = sorted(s["violations"], key=lambda v: (v[0] != "store", v[1], v[2]))
+        msgs = [_violation_message(*v, sizes) for v in viol[:3]]
+        return "bounds:" + ",".join(f"{v[0]}:{v[1]}:{v[2]}" for v in viol), "; ".join(msgs)
+    for name, g in c.inputs.items():
+        changed = g.changed()
+        if changed.any() or g.written_after() or g.written_before():
+            if changed.any():
+                k, first = int(changed.sum()), int(changed.nonzero()[0])
+                what = f"{k} of {g.n} elements of {name} changed (the first at flat index {first})"
+            else:
+                what = f"the memory next to {name} was written"
+            return f"input:{name}", f"{what}: an input must stay as it is; write only into out"
     after, before = out.written_after(), out.written_before()
     if after:
-        return (
+        return "bounds:store:out:after", (
             f"wrote {after} element{'s' * (after > 1)} past the end of out (n={out.n}): mask the store, "
             "e.g. tl.store(out_ptr + offs, result, mask=offs < n)"
         )
     if before:
-        return (
+        return "bounds:store:out:before", (
             f"wrote {before} element(s) before the start of out: check the offsets (pid * BLOCK + tl.arange(0, BLOCK))"
         )
-    for inp in inputs:
-        if inp.written_after() or inp.written_before():
-            return "wrote into memory next to an input: a store goes through the wrong pointer or offset"
+    launches = s.get("launches", [])
     unwritten = out.unwritten()
+    if not launches:
+        return "no_launch", (
+            "launched no Triton kernel: the exercise is to write one (@triton.jit) and launch it, kernel[grid](...)"
+            + ("; out was written another way (torch?)" if not unwritten.all() else "")
+        )
+    if expect_launches is not None and len(launches) != expect_launches:
+        names = ", ".join(sorted({rec["kernel"] for rec in launches}))
+        return "launch_count", (
+            f"launched {len(launches)} kernels ({names}); the exercise asks for exactly {expect_launches}: "
+            "do every step in one kernel"
+        )
+    if expect_grid is not None:
+        want = list(expect_grid)
+        got = [rec["grid"] for rec in launches]
+        if any(g is not None and (g + [1] * 3)[:3] != (want + [1] * 3)[:3] for g in got):
+            return "grid_shape", f"launched with grid {tuple(got[0])}; the exercise prescribes grid {tuple(want)}"
+    stored_out = any("out" in rec["stored"] for rec in launches)
+    if unwritten.all():
+        if c.checked:
+            into = sorted({b for rec in launches for b in rec["stored"]} - {"out"})
+            did = f"stored into {', '.join(into)}" if into else "stored nothing into the checker's buffers"
+            return "never_written", (
+                f"out was never written: your kernel {did}; store into the out the launcher is given (a tensor "
+                "the launcher returns or allocates is not read)"
+            )
+        return "never_written", (
+            "out was never written: store into the out the launcher is given (a tensor the launcher returns or "
+            "allocates is not read)"
+        )
+    if c.checked and not stored_out:
+        return "not_by_kernel", (
+            "out was written, but not by a tl.store of your kernel (torch code in the launcher?): the kernel "
+            "must write out"
+        )
+    if c.checked and s.get("changed_after"):
+        return "changed_after", (
+            "out changed after your kernel's last launch (torch code in the launcher?): out must hold what the "
+            "kernel stored"
+        )
     if unwritten.any():
         first = int(unwritten.nonzero()[0])
         count = int(unwritten.sum())
+        grids = [tuple(rec["grid"]) for rec in launches if rec["grid"] is not None]
+        grid = f" (the grid was {grids[-1]})" if grids else ""
         if count == out.n - first:
-            return (
-                f"elements {first} to {out.n - 1} of out were never written (n={out.n}): the grid is too "
-                "small; launch triton.cdiv(n, BLOCK) programs"
+            return "grid_small", (
+                f"elements {first} to {out.n - 1} of out were never written (n={out.n}): the grid is too small"
+                f"{grid}; launch triton.cdiv(n, BLOCK) programs"
             )
-        return f"{count} of {out.n} elements of out were never written, the first at flat index {first}"
+        return "partial", f"{count} of {out.n} elements of out were never written, the first at flat index {first}"
+    if c.checked:
+        for name in must_read if must_read is not None else c.inputs:
+            miss = s.get("unread", {}).get(name)
+            if miss:
+                return f"unread:{name}", (
+                    f"{miss[0]} of {c.inputs[name].n} elements of {name} were never loaded (the first at flat "
+                    f"index {miss[1]}): out must be computed from every element of {name}"
+                )
     got = out.view.detach().double().cpu()
     ref = ref64.double().cpu().reshape(got.shape)
     nan_in = torch.isnan(got) & ~torch.isnan(ref)
-    if nan_in.any() and inputs:
+    if nan_in.any():
         i = int(nan_in.flatten().nonzero()[0])
-        return (
-            f"out[{i}] (flat) is NaN where the reference is {ref.flatten()[i].item():.6g}: a load read past "
-            "the end of an input (its guard holds NaN); mask the load too"
-        )
+        head = f"out[{i}] (flat) is NaN where the reference is {ref.flatten()[i].item():.6g}"
+        if c.checked:
+            return "nan_arith", (
+                f"{head}: every load stayed inside its input, so the NaN comes from the kernel's arithmetic "
+                "(0/0, inf - inf, sqrt or log of a negative, ...)"
+            )
+        return "nan", f"{head}: a load past the end of an input (its guard holds NaN), or the kernel's arithmetic"
     msg = (mismatch or (lambda g, r: elementwise_mismatch(g, r, out.view.dtype)))(out.view, ref)
-    return None if msg is None else f"values differ: {msg}"
+    return None if msg is None else ("values", f"values differ: {msg}")
 
 
-def check_kernel(name: str, fn, cases: list[dict], *, out, reference, mismatch=None) -> Report:
-    """Run the learner's launcher on each case and diagnose each result; returns a ``Report``.
+# ---- the checker ---------------------------------------------------------------------------------------------------
+
+
+def check_kernel(
+    name: str,
+    fn,
+    cases: list[dict],
+    *,
+    out,
+    reference,
+    mismatch=None,
+    launches: int | None = None,
+    grid=None,
+    must_read=None,
+    notes: dict | None = None,
+) -> Report:
+    """Run the learner's launcher on each case (the module docstring says how) and name each mistake; returns a
+    ``Report`` with one line per distinct mistake and the number of cases it hit.
 
     cases: dicts of named arguments in call order; tensors are placed in guarded buffers, other values are
     passed as they are. out(case) -> (shape, dtype) of the output; reference(case) -> the float64 answer;
-    mismatch(got, ref64, case) -> None or a message comparing the values (default: ``diagnose``'s one ulp).
-    The call is ``fn(*case.values(), out)``. NotImplementedError on the first case means "not attempted";
-    any other exception is reported for that case, never raised.
+    mismatch(got, ref64, case) -> None or a message comparing the values (default: one ulp of out's dtype).
+    launches: the number of kernel launches the exercise prescribes (None: any, at least one); grid(case) ->
+    the grid it prescribes (None: any); must_read: the inputs every element of which must be loaded (default
+    all; ``()`` for none); notes: extra text per kind of mistake ("grid_small", "partial", "never_written",
+    "values", ...), appended to its line. The call is ``fn(*case.values(), out)``. NotImplementedError on the
+    first case means "not attempted"; whatever else the launcher raises is reported, never raised
+    (KeyboardInterrupt excepted: it stops the check).
     """
-
-    def launch(fn, case):
-        guarded_in = {
-            k: Guarded(v.shape, v.dtype, v.device, fill=v) for k, v in case.items() if isinstance(v, torch.Tensor)
-        }
-        args = [guarded_in[k].view if k in guarded_in else v for k, v in case.items()]
+    rep = Report(name, failed=0)
+    found: dict[str, list] = {}  # kind -> [message, cases hit, first case's arguments]
+    no_fork = False
+    for i, case in enumerate(cases):
+        rep.cases += 1
+        desc = ", ".join(f"{k}={_short(v)}" for k, v in case.items() if not k.startswith("_"))
         shape, dtype = out(case)
-        device = next((v.device for v in case.values() if isinstance(v, torch.Tensor)), "cpu")
-        o = Guarded(shape, dtype, device)
-        fn(*args, o.view)
-        if torch.cuda.is_available() and o.view.is_cuda:
-            torch.cuda.synchronize()
-        return o, list(guarded_in.values())
-
-    def compare(case, got):
-        o, guarded_in = got
-        values = None if mismatch is None else (lambda g, ref: mismatch(g, ref, case))
-        return diagnose(o, reference(case), guarded_in, values)
-
-    return run_cases(name, fn, cases, compare, call=launch)
+        tensors = {k: v for k, v in case.items() if isinstance(v, torch.Tensor)}
+        device = next((v.device for v in tensors.values()), torch.device("cpu"))
+        host = dict(device="cpu", shared=True, guard_bytes=PREFLIGHT_GUARD_BYTES)
+        host_in = {k: Guarded(v.shape, v.dtype, fill=v.cpu(), **host) for k, v in tensors.items()}
+        host_out = Guarded(shape, dtype, **host)
+        _warm_interpreter(fn)
+        regions = [g.region(k, "in") for k, g in host_in.items()] + [host_out.region("out", "out")]
+        args = [host_in[k].view if k in host_in else v for k, v in case.items()] + [host_out.view]
+        seen = _preflight(fn, args, regions, "out", host_out, CASE_TIME_LIMIT_S)
+        seen["changed_after"] = seen.get("last_digest") not in (None, host_out.digest())
+        no_fork |= bool(seen.get("no_fork"))
+        if seen.get("not_implemented"):
+            if i == 0:
+                return Report(name, attempted=False)
+            seen = dict(raised="NotImplementedError")
+        c = _Case(host_in, host_out, seen, checked=True)
+        clean = not any(seen.get(k) for k in ("timeout", "died", "raised", "violations"))
+        if device.type != "cpu" and clean:  # on a GPU: the same case again, on guarded device buffers
+            dev_in = {k: Guarded(v.shape, v.dtype, device, fill=v) for k, v in tensors.items()}
+            dev_out = Guarded(shape, dtype, device)
+            args = [dev_in[k].view if k in dev_in else v for k, v in case.items()] + [dev_out.view]
+            ran = _run_on_device(fn, args, dev_out)
+            if ran.get("not_implemented"):
+                ran = dict(raised="NotImplementedError")
+            seen = {**seen, **{k: v for k, v in ran.items() if k != "launches"}}
+            if not ran.get("launches"):  # the record of stores is the pre-flight's; the launches must happen here too
+                seen["launches"] = []
+            c = _Case(dev_in, dev_out, seen, checked=True)
+        try:
+            hit = _diagnose_case(
+                c,
+                reference(case),
+                mismatch and (lambda g, r, case=case: mismatch(g, r, case)),
+                launches,
+                grid and grid(case),
+                must_read,
+            )
+        except Exception as e:  # a result the comparison cannot read
+            hit = ("unreadable", f"could not read the result ({type(e).__name__}: {clip(str(e), 120)})")
+        if hit is not None:
+            rep.failed += 1
+            kind, msg = hit
+            entry = found.setdefault(kind, [msg, 0, desc])
+            entry[1] += 1
+        if seen.get("timeout"):  # an endless loop would take the limit again on every case: stop here
+            rep.cases = len(cases)
+            if i + 1 < len(cases):
+                found["timeout"][0] += f" (the remaining {len(cases) - i - 1} cases were not run)"
+            break
+    base = notes or {}
+    for kind, (msg, hits, desc) in found.items():
+        note = base.get(kind.split(":")[0], "")
+        rep.failures.append(clip(f"{msg}{note} [{hits} of {rep.cases} cases, e.g. {name}({desc})]", 400))
+    if no_fork:
+        rep.note = "no time limit here (this platform has no os.fork): an endless loop would hang the check"
+    return rep

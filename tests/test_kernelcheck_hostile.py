@@ -1,0 +1,326 @@
+"""The kernel checker against hostile launchers: one small wrong kernel per CLASS of mistake (an input written,
+no Triton launch, out written by torch, a constant stored, one program, unmasked loads, a far store, an endless
+loop, out never written, NaN from arithmetic, an exception of any kind, a huge message), each run through a
+lesson's real checker (add, scale_add, sincos_fused, transpose) and asserted on the message it must get. None
+may crash, hang or pass. ``kernelcheck.LONG_N`` is lowered here (the long case costs interpreter time) except
+in the test of one program with a large block, which needs the real length."""
+
+import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
+import time
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from gpulab.exercises import Report, ex00, ex01, ex04, ex06, kernelcheck
+
+pytestmark = pytest.mark.usefixtures("seed")
+
+
+REAL_LONG_N = kernelcheck.LONG_N
+helper = None  # a @triton.jit helper of the GPU-style kernel below, set by its test
+
+
+@pytest.fixture(autouse=True)
+def short_cases(monkeypatch):
+    monkeypatch.setattr(kernelcheck, "LONG_N", 4099)
+
+
+def failing(rep: Report) -> str:
+    text = str(rep)
+    assert rep.attempted and not rep.ok, text
+    assert len(text) < 3000 and all(len(line) <= 420 for line in text.splitlines()), text
+    return text
+
+
+@triton.jit
+def _add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if MODE == 5:  # unmasked loads, masked store
+        x = tl.load(x_ptr + offs)
+        y = tl.load(y_ptr + offs)
+    else:
+        x = tl.load(x_ptr + offs, mask=mask)
+        y = tl.load(y_ptr + offs, mask=mask)
+    if MODE == 0:  # right
+        tl.store(out_ptr + offs, x + y, mask=mask)
+    if MODE == 1:  # the sum stored into x, in place: out never written
+        tl.store(x_ptr + offs, x + y, mask=mask)
+    if MODE == 2:  # right, and y zeroed as scratch
+        tl.store(out_ptr + offs, x + y, mask=mask)
+        tl.store(y_ptr + offs, y * 0.0, mask=mask)
+    if MODE == 3:  # no mask at all
+        tl.store(out_ptr + offs, x + y)
+    if MODE == 4:  # a store 2^20 elements apart per lane: far beyond any guard
+        tl.store(out_ptr + offs * 1048576, x + y, mask=mask)
+    if MODE == 5:
+        tl.store(out_ptr + offs, x + y, mask=mask)
+    if MODE == 6:  # NaN of the kernel's own arithmetic
+        tl.store(out_ptr + offs, x + y + tl.sqrt(-1.0 - y * y), mask=mask)
+    if MODE == 7:  # an endless loop
+        i = 0
+        while i >= 0:
+            i += 1
+        tl.store(out_ptr + offs, x + y, mask=mask)
+    if MODE == 8:  # garbage, to be overwritten by torch
+        tl.store(out_ptr + offs, x * 0.0, mask=mask)
+
+
+def add_with(mode, block=128, grid=None):
+    def add(x, y, out):
+        n = x.numel()
+        g = grid(n) if grid else (triton.cdiv(n, block),)
+        _add[g](x, y, out, n, BLOCK=block, MODE=mode)
+
+    return add
+
+
+def test_right_kernel_passes_and_is_seen_to_launch():
+    rep = ex00.check_add(add_with(0))
+    assert rep.ok, str(rep)
+
+
+def test_input_written_in_place_is_named():
+    text = failing(ex00.check_add(add_with(1)))
+    assert "stored into x, an input" in text and "write only into out" in text, text
+
+
+def test_input_zeroed_as_scratch_is_named():
+    text = failing(ex00.check_add(add_with(2)))
+    assert "stored into y, an input" in text, text
+
+
+def test_input_written_by_torch_is_named():
+    def add(x, y, out):
+        add_with(0)(x, y, out)
+        y.zero_()
+
+    text = failing(ex00.check_add(add))
+    assert "elements of y changed" in text and "an input must stay as it is" in text, text
+
+
+def test_no_triton_launch_is_named():
+    text = failing(ex00.check_add(lambda x, y, out: out.copy_(x + y)))
+    assert "launched no Triton kernel" in text and "written another way" in text, text
+
+
+def test_out_written_by_torch_after_a_launch_is_named():
+    def add(x, y, out):
+        scratch = torch.empty_like(out)
+        add_with(0)(x, y, scratch)  # the kernel writes a tensor of the launcher's own
+        out.copy_(scratch)
+
+    text = failing(ex00.check_add(add))
+    assert "not by a tl.store of your kernel" in text, text
+
+
+def test_out_changed_after_the_last_launch_is_named():
+    def add(x, y, out):
+        add_with(8)(x, y, out)
+        out.copy_(x + y)
+
+    text = failing(ex00.check_add(add))
+    assert "out changed after your kernel's last launch" in text, text
+
+
+def test_new_tensor_returned_is_never_written():
+    def add(x, y, out):
+        new = torch.empty_like(out)
+        add_with(0)(x, y, new)
+        return new
+
+    text = failing(ex00.check_add(add))
+    assert "out was never written" in text and "stored nothing into the checker's buffers" in text, text
+    assert "grid is too small" not in text, text
+
+
+def test_one_program_with_a_large_block_fails_the_long_case(monkeypatch):
+    monkeypatch.setattr(kernelcheck, "LONG_N", REAL_LONG_N)
+    block = 2**17  # the largest power-of-two block assumed to compile; LONG_N is above it
+    rep = ex00.check_add(add_with(0, block=block, grid=lambda n: (1,)))
+    text = failing(rep)
+    assert "the grid is too small" in text and "(the grid was (1,))" in text, text
+    assert rep.failed == 1, text  # only the long case: every other length fits in one block
+
+
+@pytest.mark.parametrize("check", [ex00.check_add, ex04.check_sincos_fused], ids=["add", "sincos_fused"])
+def test_solutions_pass_the_real_long_case(monkeypatch, check):
+    monkeypatch.setattr(kernelcheck, "LONG_N", REAL_LONG_N)
+    assert check(check.solution).ok
+
+
+def test_unmasked_loads_with_a_masked_store_are_named():
+    text = failing(ex00.check_add(add_with(5)))
+    assert "loaded past the end of x" in text and "mask the load" in text, text
+    assert "n=1000" in text or "n=17" in text or "n=1)" in text, text
+
+
+@pytest.mark.parametrize("check", [ex00.check_add, ex01.check_scale_add], ids=["add", "scale_add"])
+def test_cuda_habit_grid_n_block_1024_no_mask_is_named_not_a_crash(check):
+    @triton.jit
+    def one_per_thread(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # grid=(n,): programs far past n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+
+    def launch(x, *rest):
+        out = rest[-1]
+        one_per_thread[(x.numel(),)](x, out, x.numel(), BLOCK=1024)
+
+    t = time.perf_counter()
+    text = failing(check(launch))
+    assert "stored past the end of out" in text and "mask the store" in text, text
+    assert time.perf_counter() - t < 60  # each launch stops at its first stray store
+
+
+def test_far_store_is_named_and_never_lands():
+    text = failing(ex00.check_add(add_with(4)))
+    assert "stored far past the end of out" in text and "beyond its guard region" in text, text
+    probe = torch.ones(4)
+    assert probe.sum().item() == 4.0  # the process and its memory are intact
+
+
+def test_endless_loop_gets_a_time_out(monkeypatch):
+    monkeypatch.setattr(kernelcheck, "CASE_TIME_LIMIT_S", 2.0)
+    t = time.perf_counter()
+    text = failing(ex00.check_add(add_with(7)))
+    assert "did not finish within 2 s" in text and "endless loop" in text, text
+    assert "cases were not run" in text and time.perf_counter() - t < 20, text
+
+
+def test_nan_from_arithmetic_is_not_blamed_on_a_load():
+    text = failing(ex00.check_add(add_with(6)))
+    assert "NaN comes from the kernel's arithmetic" in text and "mask the load" not in text, text
+
+
+@pytest.mark.parametrize("exc", [SystemExit(3), ValueError("9" * 10**6)], ids=["SystemExit", "huge"])
+def test_exceptions_are_reported_short(exc):
+    def add(x, y, out):
+        raise exc
+
+    text = failing(ex00.check_add(add))
+    assert f"raised {type(exc).__name__}" in text and len(text.splitlines()) == 2, text
+
+
+def test_keyboard_interrupt_still_interrupts():
+    def add(x, y, out):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ex00.check_add(add)
+
+
+def test_one_line_per_mistake_with_its_count():
+    rep = ex00.check_add(add_with(3))  # no mask: every length that is not a multiple of 128 fails the same way
+    text = failing(rep)
+    assert len(rep.failures) == 1 and f"[{rep.failed} of {rep.cases} cases" in text, text
+
+
+def test_huge_result_of_a_counting_exercise_stays_short():
+    text = failing(ex00.check_copy_time(lambda n_bytes, tbps: "7" * 10**6))
+    assert len(text) < 3000, len(text)
+
+
+@triton.jit
+def _sincos(x_ptr, out_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if MODE == 0:  # never loads x: stores the identity's value
+        tl.store(out_ptr + offs, tl.full([BLOCK], 1.0, tl.float32).to(out_ptr.dtype.element_ty), mask=mask)
+    else:  # loads x, and still stores the constant
+        x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+        tl.store(out_ptr + offs, (x * 0.0 + 1.0).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def test_sincos_constant_without_a_load_is_named():
+    text = failing(
+        ex04.check_sincos_fused(
+            lambda x, out: _sincos[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128, MODE=0)
+        )
+    )
+    assert "elements of x were never loaded" in text, text
+
+
+def test_sincos_constant_after_a_load_is_named():
+    text = failing(
+        ex04.check_sincos_fused(
+            lambda x, out: _sincos[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128, MODE=1)
+        )
+    )
+    assert "exactly 1.0 in all" in text, text
+
+
+def test_sincos_two_kernels_where_one_is_asked_for():
+    def two(x, out):
+        g = (triton.cdiv(x.numel(), 128),)
+        _sincos[g](x, out, x.numel(), BLOCK=128, MODE=1)
+        ex04.check_sincos_fused.solution(x, out)
+
+    text = failing(ex04.check_sincos_fused(two))
+    assert "launched 2 kernels" in text and "exactly 1" in text, text
+
+
+@triton.jit
+def _transpose(a_ptr, b_ptr, M, N, BLOCK: tl.constexpr, MASK_STORE: tl.constexpr):
+    offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs_n = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    tile = tl.load(a_ptr + offs_m[:, None] * N + offs_n[None, :], mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    ptrs = b_ptr + offs_n[:, None] * M + offs_m[None, :]
+    if MASK_STORE:
+        tl.store(ptrs, tl.trans(tile), mask=(offs_n[:, None] < N) & (offs_m[None, :] < M))
+    else:
+        tl.store(ptrs, tl.trans(tile))
+
+
+def transpose_with(mask_store=True, floor=False):
+    def transpose(a, out):
+        M, N = a.shape
+        tiles = (lambda k: k // 32) if floor else (lambda k: triton.cdiv(k, 32))
+        _transpose[(tiles(M), tiles(N))](a, out, M, N, BLOCK=32, MASK_STORE=mask_store)
+
+    return transpose
+
+
+def test_transpose_right_passes_and_2d_mistakes_are_named():
+    assert ex06.check_transpose(transpose_with()).ok
+    text = failing(ex06.check_transpose(transpose_with(mask_store=False)))
+    assert "stored past the end of out" in text or "stored far past the end of out" in text, text
+    text = failing(ex06.check_transpose(transpose_with(floor=True)))  # the edge tiles are never launched
+    assert "never written" in text and "partial tiles at the edges" in text, text
+
+
+def test_without_fork_the_checks_still_hold_and_the_report_says_what_is_missing(monkeypatch):
+    monkeypatch.setattr(kernelcheck, "_CAN_FORK", False)
+    assert ex00.check_add(add_with(0)).ok
+    text = failing(ex00.check_add(add_with(3)))
+    assert "mask the store" in text and "no time limit here" in text, text
+
+
+def test_a_gpu_style_jit_function_is_interpreted_in_the_pre_flight():
+    # on a GPU (Triton 3.6) @triton.jit gives a JITFunction: the pre-flight must run it, and a helper it
+    # calls, in the interpreter; here one is built by hand from the same Python functions
+    from triton.runtime.jit import JITFunction
+
+    def plus(a, b):
+        return a + b
+
+    def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, MASK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        y = tl.load(y_ptr + offs, mask=mask)
+        if MASK:
+            tl.store(out_ptr + offs, helper(x, y), mask=mask)
+        else:
+            tl.store(out_ptr + offs, helper(x, y))
+
+    add_kernel.__globals__["helper"] = JITFunction(plus)
+    kernel = JITFunction(add_kernel)
+
+    def launch(mask):
+        return lambda x, y, out: kernel[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK=128, MASK=mask)
+
+    assert ex00.check_add(launch(True)).ok
+    text = failing(ex00.check_add(launch(False)))
+    assert "stored past the end of out" in text, text
