@@ -17,8 +17,10 @@ Sources (vendor documents; the short keys in each entry's ``sources`` point here
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from . import dtypes
 
@@ -357,3 +359,81 @@ def tpu_rows() -> list[dict]:
         }
         for t in TPUS.values()
     ]
+
+
+# --- History: host-device links and CPUs ------------------------------------------------------------------
+# The seed lecture's history: single-thread speed flattened while transistors kept climbing, and the links
+# between chips improved slowly. Link rates are signalling rates times encoding efficiency, per direction.
+
+LINK_SOURCES = {
+    "pcie-specs": "PCI-SIG, PCI Express Base Specification revisions 1.0a (2003), 2.0 (2007), 3.0 (2010), 4.0 "
+    "(2017), 5.0 (2019), 6.0 (2022): 2.5, 5, 8, 16, 32 and 64 GT/s per lane; 8b/10b encoding up to 2.0, "
+    "128b/130b from 3.0 to 5.0, 6.0's FLIT mode carries 242 bytes of payload in each 256-byte FLIT",
+    "pascal-whitepaper": "NVIDIA Tesla P100 whitepaper (2016): four NVLink links of 40 GB/s (both directions) "
+    "each, 160 GB/s per GPU",
+    "nvlink-page": "NVIDIA, 'NVLink and NVLink Switch' (nvidia.com/en-us/data-center/nvlink): total bandwidth "
+    "per GPU 300 GB/s (2nd generation, Volta), 600 GB/s (3rd, Ampere), 900 GB/s (4th, Hopper), 1,800 GB/s "
+    "(5th, Blackwell); the V100, A100, H100 and B200 datasheets print the same totals",
+}
+SOURCES.update(LINK_SOURCES)
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One generation of a link between chips: ``gbps`` is GB/s (1e9 byte/s) per direction, x16 for PCIe,
+    all of one GPU's links for NVLink; ``year`` the year the specification or first GPU was published."""
+
+    name: str
+    kind: str
+    year: int
+    gbps: float
+    sources: tuple
+
+
+def _pcie(version: str, year: int, gt_per_s: float, efficiency: float) -> LinkSpec:
+    return LinkSpec(f"PCIe {version} x16", "PCIe", year, gt_per_s * 16 * efficiency / 8, ("pcie-specs",))
+
+
+def _nvlink(gen: int, gpu: str, year: int, total_gbps: float, source: str) -> LinkSpec:
+    return LinkSpec(f"NVLink {gen} ({gpu})", "NVLink", year, total_gbps / 2, (source,))
+
+
+LINKS: dict[str, LinkSpec] = {
+    s.name: s
+    for s in [
+        _pcie("1.0", 2003, 2.5, 8 / 10),
+        _pcie("2.0", 2007, 5.0, 8 / 10),
+        _pcie("3.0", 2010, 8.0, 128 / 130),
+        _pcie("4.0", 2017, 16.0, 128 / 130),
+        _pcie("5.0", 2019, 32.0, 128 / 130),
+        _pcie("6.0", 2022, 64.0, 242 / 256),
+        _nvlink(1, "P100", 2016, 160.0, "pascal-whitepaper"),
+        _nvlink(2, "V100", 2017, 300.0, "nvlink-page"),
+        _nvlink(3, "A100", 2020, 600.0, "nvlink-page"),
+        _nvlink(4, "H100", 2022, 900.0, "nvlink-page"),
+        _nvlink(5, "B200", 2024, 1800.0, "nvlink-page"),
+    ]
+}
+
+CPU_TRENDS_FILE = Path(__file__).parent / "data" / "history-cpus.json"
+CPU_SERIES = ("transistors", "frequency", "single_thread", "cores", "watts")
+
+
+def cpu_trends() -> dict:
+    """Rupp's microprocessor trend data (``gpulab/data/history-cpus.json``: its ``source`` and ``license``
+    say where from): ``series`` maps each of ``CPU_SERIES`` to [year, value] points, one per processor
+    (units in the file's ``what``)."""
+    return json.loads(CPU_TRENDS_FILE.read_text())
+
+
+def best_by_year(points: list, years: list, window: float = 1.0) -> list:
+    """For each year of ``years``, the largest value among ``points`` ([year, value] pairs) dated within
+    ``window`` years of it (inclusive), or None where there is none: the fastest chip of its time. Raises
+    ``ValueError`` naming ``window`` if it is negative."""
+    if window < 0:
+        raise ValueError(f"window must be >= 0 years, got {window!r}")
+    out = []
+    for y in years:
+        near = [v for t, v in points if abs(t - y) <= window]
+        out.append(max(near) if near else None)
+    return out

@@ -155,6 +155,8 @@ def test_junit_counts_and_failing_names():
 def test_only_picks_lessons():
     nbs = gc.notebooks(ROOT)
     assert gc.select(nbs, ["07"], "notebooks") == ["07_tiling", "07b_waves"]
+    assert gc.select(nbs, ["00"], "notebooks") == ["00_the_machine", "00b_first_kernel"]
+    assert gc.select(nbs, ["00b"], "notebooks") == ["00b_first_kernel"]
     assert gc.select(nbs, ["07b", "lesson09"], "notebooks") == ["07b_waves", "09_builder_test"]
     assert gc.select(nbs, None, "notebooks") == nbs
     suites = ["ceilings", "lesson00", "lesson07", "lesson08"]
@@ -403,7 +405,7 @@ def test_run_command_stops_a_child_at_its_limit(tmp_path):
 
 
 def test_emulated_runs_timing_comparisons_alone_after_the_rest():
-    names = ["T4 00_setup_and_ceilings", "T4 01_roofline", "L4 01_roofline", "L4 02_warp_divergence"]
+    names = ["T4 00_the_machine", "T4 01_roofline", "L4 01_roofline", "L4 02_warp_divergence"]
     together, alone = gc.split_alone(names)
-    assert together == ["T4 00_setup_and_ceilings", "L4 02_warp_divergence"]
+    assert together == ["T4 00_the_machine", "L4 02_warp_divergence"]
     assert alone == ["T4 01_roofline", "L4 01_roofline"]

@@ -157,3 +157,46 @@ def test_every_accepted_name_plans_and_the_error_lists_them():
     assert all(n in str(e.value) for n in hardware.ACCEPTED_NAMES)
     for pcie in ("Tesla V100-PCIE-16GB", "V100 PCIe", "A100 PCIe", "NVIDIA A100-PCIE-40GB"):
         assert hardware.find(pcie) is None, f"{pcie}: a PCIe board has other numbers than the SXM entry"
+
+
+# ---- history: links and CPUs (lesson 00) ---------------------------------------------------------------------
+
+
+def test_link_rates_by_hand_per_direction():
+    # PCIe 3.0: 8 GT/s x 16 lanes, 128b/130b, 8 bits a byte = 15.75 GB/s; 6.0: 64 x 16 x 242/256 / 8 = 121
+    assert hardware.LINKS["PCIe 3.0 x16"].gbps == pytest.approx(8 * 16 * 128 / 130 / 8)
+    assert hardware.LINKS["PCIe 1.0 x16"].gbps == pytest.approx(4.0)
+    assert hardware.LINKS["PCIe 6.0 x16"].gbps == pytest.approx(121.0)
+    # NVLink totals count both directions: the H100's 900 GB/s is 450 each way
+    assert hardware.LINKS["NVLink 4 (H100)"].gbps == pytest.approx(450.0)
+    for link in hardware.LINKS.values():
+        assert link.sources and all(k in hardware.SOURCES for k in link.sources), link.name
+    years = {k: [s.year for s in hardware.LINKS.values() if s.kind == k] for k in ("PCIe", "NVLink")}
+    assert all(y == sorted(y) for y in years.values()) and set(years) == {"PCIe", "NVLink"}
+
+
+def test_cpu_trends_carry_their_source_and_every_series():
+    data = hardware.cpu_trends()
+    assert "karlrupp/microprocessor-trend-data" in data["source"] and "CC BY 4.0" in data["license"]
+    assert set(data["series"]) == set(hardware.CPU_SERIES)
+    for name, points in data["series"].items():
+        assert len(points) > 50 and all(len(p) == 2 and p[1] > 0 for p in points), name
+        assert 1970 < min(p[0] for p in points) < max(p[0] for p in points) < 2023, name
+
+
+def test_best_by_year_takes_the_largest_within_the_window_inclusive():
+    points = [[1999.0, 5.0], [2000.5, 7.0], [2001.0, 3.0], [2003.0, 9.0], [2010.0, 1.0]]
+    assert hardware.best_by_year(points, [2000, 2002, 2006, 2010]) == [7.0, 9.0, None, 1.0]
+    assert hardware.best_by_year(points, [2000], window=0.0) == [None]
+    assert hardware.best_by_year(points, [2001], window=0.0) == [3.0]
+    with pytest.raises(ValueError, match="window"):
+        hardware.best_by_year(points, [2000], window=-1)
+
+
+def test_single_thread_flattened_while_transistors_kept_climbing():
+    # the seed's claim, read from the data: 1995-2005 against 2010-2020
+    s = hardware.cpu_trends()["series"]
+    (t95, t05, t10, t20), (p95, p05, p10, p20) = (
+        hardware.best_by_year(s[k], [1995, 2005, 2010, 2020]) for k in ("transistors", "single_thread")
+    )
+    assert p05 / p95 > 10 and p20 / p10 < 3 and t20 / t10 > 10

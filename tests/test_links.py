@@ -47,7 +47,7 @@ def test_readme_badges_follow_pyproject():
     badge, _ = sync_links.expected(url)
     text = README.read_text()
     first_screen = "\n".join(text.splitlines()[:10])
-    assert badge + "00_setup_and_ceilings.ipynb" in first_screen, "README: Colab badge for lesson 00 missing or stale"
+    assert badge + "00_the_machine.ipynb" in first_screen, "README: Colab badge for lesson 00 missing or stale"
     assert sync_links.binder_url(url) in first_screen, "README: Binder badge for lesson 00 missing or stale"
     assert "mybinder.org/badge_logo.svg" in first_screen
 

@@ -219,7 +219,7 @@ def no_show(monkeypatch):
 @pytest.mark.parametrize(
     "notebook, cell_id, module, name, tiny, reads",
     [
-        ("00_setup_and_ceilings", "461b4fcc", lesson00, "LIVE", dict(TINY_ARGS["lesson00"]), "mem"),
+        ("00_the_machine", "461b4fcc", lesson00, "LIVE", dict(TINY_ARGS["lesson00"]), "mem"),
         (
             "01_roofline",
             "779fdb2a",

@@ -233,7 +233,7 @@ def test_page_leaves_out_colabs_install_cell():
 def test_pages_and_index_link_to_binder(tmp_path):
     binder = sync_links.binder_url(sync_links.repo_url(), "lesson.ipynb")
     assert html.escape(binder) in _page()
-    build_site.write_index(tmp_path, [{"stem": "00_setup_and_ceilings", "title": "00", "ok": True}])
+    build_site.write_index(tmp_path, [{"stem": "00_the_machine", "title": "00", "ok": True}])
     index = (tmp_path / "index.html").read_text()
     assert html.escape(sync_links.binder_url(sync_links.repo_url())) in index
 

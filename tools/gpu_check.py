@@ -10,8 +10,8 @@ that runs this file (every child process is ``sys.executable``; nothing here bui
     python tools/gpu_check.py status      # the stamp in at most 15 lines (no GPU needed)
     python tools/gpu_check.py all         # the four parts in order, then status
 
-Options: ``--only 08,09`` (lessons: notebooks and suites of those lessons only; ``07`` is 07 and 07b, ``00`` also
-the ceilings suite), ``--rest`` (only the notebooks or suites with no entry on the current tree), ``--budget S``
+Options: ``--only 08,09`` (lessons: notebooks and suites of those lessons only; ``07`` is 07 and 07b, ``00`` is 00 and
+00b and the ceilings suite), ``--rest`` (only the notebooks or suites with no entry on the current tree), ``--budget S``
 (a part starts nothing it cannot finish in S seconds and stops what runs at S, recording what it did not reach),
 ``--out DIR`` (also copy the stamp and the logs there; default ``$OUT`` when set), ``--jobs N`` (emulated runs at
 once), ``--workers N`` (pytest-xdist workers of the tests part; 0: none), ``--as T4,L4`` (the emulated GPUs).
@@ -472,8 +472,9 @@ def _hits(token: str, name: str, kind: str) -> bool:
 
 def select(names: list[str], only: list[str] | None, kind: str) -> list[str]:
     """The notebook stems (``kind`` "notebooks") or suite keys ("suites") that ``--only`` picks: a token ``07`` is
-    lesson 07 (notebooks 07 and 07b, suite lesson07), ``07b`` the notebook 07b (and suite lesson07), ``00`` also
-    the ceilings; ``lesson08`` is ``08``; ``ceilings`` the ceilings suite alone."""
+    lesson 07 (notebooks 07 and 07b, suite lesson07), ``07b`` the notebook 07b (and suite lesson07), ``00`` lesson
+    00 (notebooks 00 and 00b, suites lesson00 and the ceilings); ``lesson08`` is ``08``; ``ceilings`` the ceilings
+    suite alone."""
     if not only:
         return list(names)
     return [n for n in names if any(_hits(t, n, kind) for t in only)]

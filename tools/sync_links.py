@@ -52,7 +52,7 @@ def expected(url: str) -> tuple[str, str]:
     return f"https://colab.research.google.com/github/{m.group(1)}/blob/main/notebooks/", f"gpulab @ git+{url}"
 
 
-def binder_url(url: str, notebook: str = "00_setup_and_ceilings.ipynb") -> str:
+def binder_url(url: str, notebook: str = "00_the_machine.ipynb") -> str:
     """mybinder.org's link that builds binder/ for repository ``url`` and opens ``notebook`` in JupyterLab."""
     m = re.match(r"https://github\.com/([^/]+/[^/]+)$", url)
     if not m:
