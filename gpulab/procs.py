@@ -14,6 +14,7 @@ runs in the children without being importable; a forked child must not touch CUD
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing as mp
 import os
 import queue
@@ -51,6 +52,7 @@ def _child(fn, rank, p, backend, store_path, timeout_s, args, out, err_path):
     fd = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 2)  # native aborts (gloo's enforce failures) land here, read back by the caller, not in a notebook
     os.close(fd)
+    faulthandler.disable()  # a parent's handler (pytest's) writes to the parent's stderr, not to the file above
     import torch
     import torch.distributed as dist
 

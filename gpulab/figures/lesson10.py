@@ -76,16 +76,19 @@ class CollectiveExplorer:
 
     def _change(self):
         p, a, b = self.p.value, self.alpha.value * 1e-6, self.beta.value * 1e9
-        meas = [r for r in self.rows if r["p"] == p]
+        measured = sorted({r["p"] for r in self.rows})
+        q = min(measured, key=lambda m: (abs(m - p), m))  # the measured p nearest the slider's
+        meas = [r for r in self.rows if r["p"] == q]
 
         def change(fig):
             for i, c in enumerate(comm.COLLECTIVES):
                 pts = [r for r in meas if r["collective"] == c]
-                fig.data[2 * i].x = [r["n_bytes"] for r in pts] or [self.sizes[0]]
-                fig.data[2 * i].y = [r["t_s"] for r in pts] or [None]
+                fig.data[2 * i].x = [r["n_bytes"] for r in pts]
+                fig.data[2 * i].y = [r["t_s"] for r in pts]
+                fig.data[2 * i].name = f"{c} measured (p = {q})"
                 fig.data[2 * i + 1].x = list(self.sizes)
                 fig.data[2 * i + 1].y = [comm.ring_time_s(c, p, s, a, b) for s in self.sizes]
-            what = self.where if meas else f"no measurement at p = {p}: the model only"
+            what = self.where if q == p else f"no measurement at p = {p}: the points are p = {q}'s"
             fig.layout.title = f"p = {p}, α = {a * 1e6:.3g} µs, β = {b / 1e9:.3g} GB/s ({what})"
 
         return change
