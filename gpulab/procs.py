@@ -26,6 +26,11 @@ import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+import torch
+import torch.distributed as dist
+
+from . import validate as V
+
 BACKENDS = ("gloo", "nccl")
 
 
@@ -53,9 +58,6 @@ def _child(fn, rank, p, backend, store_path, timeout_s, args, out, err_path):
     os.dup2(fd, 2)  # native aborts (gloo's enforce failures) land here, read back by the caller, not in a notebook
     os.close(fd)
     faulthandler.disable()  # a parent's handler (pytest's) writes to the parent's stderr, not to the file above
-    import torch
-    import torch.distributed as dist
-
     torch.set_num_threads(1)
     try:
         store = dist.FileStore(store_path, p)
@@ -77,8 +79,6 @@ def run_group(fn, p: int, *, args: tuple = (), backend: str = "gloo", timeout_s:
     waits (> 0), also given to ``init_process_group`` so a rank blocked in a collective gives up; ``start``:
     "fork" or "spawn" (default: fork for gloo, spawn for NCCL). Raises ValueError on a bad argument; never
     leaves a process running."""
-    from . import validate as V
-
     p = V.positive_int("p", p)
     V.one_of("backend", backend, BACKENDS)
     timeout_s = V.positive("timeout_s", timeout_s)

@@ -21,6 +21,7 @@ import contextlib
 import time
 
 import torch
+import torch.distributed as dist
 
 import gpulab
 
@@ -42,8 +43,6 @@ LIVE_COLLECTIVES = dict(ps=(2, 4), sizes=COLLECTIVE_SIZES, reps=5)
 def _collective_call(name: str, n_bytes: int, p: int, dev: str):
     """A function of no arguments running one ``name`` collective over an array of ``n_bytes`` (nccl-tests'
     S: the whole array, output of all-gather, input of reduce-scatter), float32 on ``dev``."""
-    import torch.distributed as dist
-
     n = max(n_bytes // 4 // p * p, p)  # a multiple of p elements: the tensor collectives need equal chunks
     full = torch.ones(n, device=dev)
     part = torch.ones(n // p, device=dev)
@@ -59,8 +58,6 @@ def _collective_call(name: str, n_bytes: int, p: int, dev: str):
 def _collective_rank(rank: int, p: int, backend: str, sizes, reps: int, names) -> list[dict]:
     """One rank of ``collectives``: per (collective, size) a warm-up call, a barrier, ``reps`` calls timed on
     the wall clock; returns this rank's mean seconds per call."""
-    import torch.distributed as dist
-
     dev = f"cuda:{rank}" if backend == "nccl" else "cpu"
     sync = torch.cuda.synchronize if backend == "nccl" else (lambda: None)
     out = []

@@ -15,6 +15,7 @@ import math
 import random
 
 import torch
+import torch.distributed as dist
 
 from .. import comm as C
 from .. import procs
@@ -78,8 +79,6 @@ class Comm:
     over ``torch.distributed`` that count the bytes this rank sends (``sent_bytes``)."""
 
     def __init__(self, rank: int, size: int):
-        import torch.distributed as dist
-
         self.rank, self.size, self.sent_bytes, self._dist = rank, size, 0, dist
 
     def _count(self, t: torch.Tensor, peer: int) -> None:
@@ -119,8 +118,6 @@ def _forbid_collectives(dist, used: list) -> None:
 def _rank_main(rank: int, p: int, fn, seed: int) -> list[dict]:
     """One rank of the checker: the tracer case, then the random cases; per case the result (float64 list)
     and the bytes this rank sent. Runs in a child process of ``procs.run_group``."""
-    import torch.distributed as dist
-
     used: list = []
     _forbid_collectives(dist, used)
     out = []

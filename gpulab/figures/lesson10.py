@@ -12,7 +12,7 @@ import math
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from .. import comm, plots, reference, widgets
+from .. import comm, hardware, plots, reference, widgets
 
 NO_LINK_RECORDING = "no recording of lesson 10's host-device link exists yet (python -m gpulab.bench --only lesson10)"
 NO_MULTI_GPU = "no recording of NCCL collectives on several GPUs exists yet: gloo on this CPU only"
@@ -177,8 +177,6 @@ class TensorParallelExplorer:
     D_MODELS = [2**k for k in range(8, 15)]
 
     def __init__(self, t: int = 8, gpu: str = "H200"):
-        from .. import hardware
-
         self.peak = hardware.get(gpu).peak_tflops["bf16"] * 1e12
         self.t = widgets.slider(W.IntSlider, value=t, min=2, max=16, description="t (GPUs)")
         fig = go.Figure()
