@@ -43,3 +43,9 @@ def test_collectives_on_gloo_processes():
         factor = {"all_reduce": 2 * (r["p"] - 1) / r["p"], "broadcast": 1.0}.get(r["collective"], (r["p"] - 1) / r["p"])
         assert r["busbw"] == pytest.approx(r["n_bytes"] / r["t_s"] * factor)
         assert r["model_bytes_per_rank"] == comm.bytes_per_rank(r["collective"], r["p"], r["n_bytes"])
+
+
+def test_the_notebooks_live_call_under_the_test_clock():
+    with timing.test_clock(ms=1.0):
+        rec = lesson10.run(progress=False, **{**lesson10.LIVE, "link_sizes": (1024,), "overlap_bytes": 1024})
+    assert "collectives" not in rec and len(rec["link"]) == 4
