@@ -57,6 +57,8 @@ NOTEBOOKS: list[BrowserCase] = [
     BrowserCase(path="08_flash_attention.ipynb", timeout_s=300, skip_if_missing=True),
     # the model-size explorer: its "layers" slider (the rung and d_model dropdowns sit beside it)
     BrowserCase(path="09_builder_test.ipynb", timeout_s=300, skip_if_missing=True),
+    # the collectives explorer: its "p (ranks)" slider (gloo on 2 and 4 CPU processes first)
+    BrowserCase(path="10_beyond_one_gpu.ipynb", timeout_s=300, skip_if_missing=True),
 ]
 
 

@@ -47,6 +47,7 @@ MODELS = {
         "formats",
         "precision",
         "memory",
+        "comm",
     )
 }
 MEASURING = {"gpulab.device", "gpulab.ncu", "gpulab.counter_cases", "gpulab.counters"}

@@ -95,6 +95,7 @@ LESSON_SUITES = [
     "gpulab.bench.lesson07",
     "gpulab.bench.lesson08",
     "gpulab.bench.lesson09",
+    "gpulab.bench.lesson10",
 ]  # module names, e.g. "gpulab.bench.lesson02"; see the module docstring
 CORE = "ceilings"  # the device profile, roofline points and vendor ratios
 

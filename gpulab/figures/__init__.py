@@ -7,4 +7,16 @@ figures`` and call ``figures.lesson07.WaveExplorer(...)``: the names never colli
 (``gpulab.bench.lessonNN``) or the exercises (``gpulab.exercises.exNN``).
 """
 
-from . import lesson00, lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07, lesson08, lesson09  # noqa: F401
+from . import (  # noqa: F401
+    lesson00,
+    lesson01,
+    lesson02,
+    lesson03,
+    lesson04,
+    lesson05,
+    lesson06,
+    lesson07,
+    lesson08,
+    lesson09,
+    lesson10,
+)

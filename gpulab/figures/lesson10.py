@@ -1,0 +1,209 @@
+"""Lesson 10's figures: collectives measured against message size beside the α-β ring model (sliders for p, α
+and β), the host-device link against size (measured on a GPU or recorded; where nothing is recorded the figure
+says so), the links across generations beside HBM with their ridge points, the per-GPU memory of ZeRO's stages
+and FSDP (a slider for the GPU count), and the tensor-parallel MLP's intensity against the links' ridges. Each
+is one call; the models are ``gpulab.comm``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from .. import comm, hardware, plots, reference, widgets
+
+NO_LINK_RECORDING = "no recording of lesson 10's host-device link exists yet (python -m gpulab.bench --only lesson10)"
+NO_MULTI_GPU = "no recording of NCCL collectives on several GPUs exists yet: gloo on this CPU only"
+COLL_COLORS = dict(zip(comm.COLLECTIVES, plots.COLORS))
+
+
+def recorded(gpu: str = reference.DEFAULT_GPU) -> tuple[dict | None, str]:
+    """(lesson 10's recorded suite data or None, a label saying where it came from or that none exists)."""
+    if gpu not in reference.available():
+        return None, NO_LINK_RECORDING
+    data = reference.load(gpu)
+    if "lesson10" not in data:
+        return None, NO_LINK_RECORDING
+    return data["lesson10"], reference.label(data, "lesson10")
+
+
+def _log_layout(fig, title, xt, yt, height=420):
+    fig.update_layout(
+        title=title,
+        template="plotly_white",
+        height=height,
+        xaxis=dict(type="log", title=xt),
+        yaxis=dict(type="log", title=yt),
+        title_font_size=14,
+        legend=dict(orientation="h", yanchor="top", y=-0.2, x=0),
+        margin=dict(b=110),
+    )
+    return fig
+
+
+class CollectiveExplorer:
+    """Measured collective times against message size (``rows`` of ``bench.lesson10.collectives``) and the ring
+    model t = steps · α + bytes_per_rank / β drawn over them; sliders for p, α (µs) and β (GB/s), starting at
+    the least-squares fit of the all-reduce at the first p measured. ``.widget``; ``.fig``; ``.fit``: (α s,
+    β B/s). ``multi_gpu``: the NCCL record on several GPUs, or None (the figure says none exists)."""
+
+    def __init__(self, data: dict, multi_gpu: dict | None = None):
+        self.rows, self.where = data["rows"], data["where"]
+        ps = sorted({r["p"] for r in self.rows})
+        ar = [r for r in self.rows if r["collective"] == "all_reduce" and r["p"] == ps[0]]
+        self.fit = comm.fit_alpha_beta([r["n_bytes"] for r in ar], [r["t_s"] for r in ar], "all_reduce", ps[0])
+        a_us = min(max(self.fit[0] * 1e6, 1.0), 1e4)
+        b_gbps = min(max(self.fit[1] / 1e9, 0.01), 1000.0)
+        self.p = widgets.slider(W.IntSlider, value=ps[0], min=2, max=8, description="p (ranks)")
+        self.alpha = widgets.slider(W.FloatLogSlider, value=a_us, base=10, min=0, max=4, description="α (µs)")
+        self.beta = widgets.slider(W.FloatLogSlider, value=b_gbps, base=10, min=-2, max=3, description="β (GB/s)")
+        self.sizes = sorted({r["n_bytes"] for r in self.rows})
+        fig = go.Figure()
+        for c in comm.COLLECTIVES:
+            fig.add_scatter(x=[], y=[], mode="markers", name=f"{c} measured", marker_color=COLL_COLORS[c])
+            fig.add_scatter(x=[], y=[], mode="lines", name=f"{c} model", line=dict(color=COLL_COLORS[c], dash="dot"))
+        _log_layout(fig, "", "message size S (bytes)", "time per call (s)")
+        note = NO_MULTI_GPU if multi_gpu is None else f"NCCL recorded: {multi_gpu.get('where', '')}"
+        fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=1.0, showarrow=False, font_size=11)
+        self._change()(fig)
+        self.live = widgets.LiveFigure(fig)
+        self.fig = self.live.fig
+        for w in (self.p, self.alpha, self.beta):
+            w.observe(lambda _: self.live.update(self._change()), names="value")
+        self.widget = widgets.container(self.p, self.alpha, self.beta, self.live.widget)
+
+    def _change(self):
+        p, a, b = self.p.value, self.alpha.value * 1e-6, self.beta.value * 1e9
+        measured = sorted({r["p"] for r in self.rows})
+        q = min(measured, key=lambda m: (abs(m - p), m))  # the measured p nearest the slider's
+        meas = [r for r in self.rows if r["p"] == q]
+
+        def change(fig):
+            for i, c in enumerate(comm.COLLECTIVES):
+                pts = [r for r in meas if r["collective"] == c]
+                fig.data[2 * i].x = [r["n_bytes"] for r in pts]
+                fig.data[2 * i].y = [r["t_s"] for r in pts]
+                fig.data[2 * i].name = f"{c} measured (p = {q})"
+                fig.data[2 * i + 1].x = list(self.sizes)
+                fig.data[2 * i + 1].y = [comm.ring_time_s(c, p, s, a, b) for s in self.sizes]
+            what = self.where if q == p else f"no measurement at p = {p}: the points are p = {q}'s"
+            fig.layout.title = f"p = {p}, α = {a * 1e6:.3g} µs, β = {b / 1e9:.3g} GB/s ({what})"
+
+        return change
+
+
+def link_figure(record: dict | None, label: str) -> go.Figure:
+    """Host-to-device and device-to-host bandwidth (GB/s) against copy size, pinned and pageable, from a record
+    of ``bench.lesson10.run`` (its ``link`` rows), beside the PCIe generations each way; without a record the
+    datasheet lines alone and ``label`` saying none exists."""
+    fig = go.Figure()
+    sizes = [2**10, 2**30]
+    if record:
+        sizes = sorted({r["n_bytes"] for r in record["link"]})
+        for direction in ("H2D", "D2H"):
+            for pinned in (True, False):
+                pts = [r for r in record["link"] if r["direction"] == direction and r["pinned"] == pinned]
+                kind = "pinned" if pinned else "pageable"
+                fig.add_scatter(x=[r["n_bytes"] for r in pts], y=[r["gbps"] for r in pts], mode="lines+markers",
+                                name=f"{direction} {kind}", line=dict(dash="solid" if pinned else "dash"))  # fmt: skip
+    for link in comm.LINKS[:3]:
+        fig.add_scatter(x=[sizes[0], sizes[-1]], y=[link.gbps_each_way] * 2, mode="lines", name=link.name,
+                        line=dict(color="#999", width=1))  # fmt: skip
+    return _log_layout(fig, f"host-device copies ({label})", "bytes copied", "GB/s")
+
+
+def links_figure() -> go.Figure:
+    """Each link of ``gpulab.comm.LINKS`` by year: its bandwidth each way beside its GPU's HBM (GB/s), and the
+    ridge point (FLOP per byte) of link and HBM against the GPU's bf16 peak (fp16 on V100)."""
+    rows = comm.link_rows()
+    fig = go.Figure()
+    for kind, sym in (("PCIe", "circle"), ("NVLink", "diamond")):
+        pts = [r for r in rows if r["link"].startswith(kind)]
+        fig.add_scatter(x=[r["year"] for r in pts], y=[r["link_ridge"] for r in pts], mode="markers+lines",
+                        name=f"{kind} ridge (FLOP per byte crossing it)", marker_symbol=sym,
+                        text=[r["link"] for r in pts])  # fmt: skip
+    hbm = sorted({(r["year"], r["hbm_ridge"], r["gpu"]) for r in rows if r["link"].startswith("NVLink")})
+    fig.add_scatter(x=[h[0] for h in hbm], y=[h[1] for h in hbm], mode="markers+lines", name="HBM ridge",
+                    text=[h[2] for h in hbm])  # fmt: skip
+    fig.update_layout(title="ridge points: a link needs many more FLOPs per byte than HBM", template="plotly_white",
+                      height=420, yaxis=dict(type="log", title="FLOP per byte"), xaxis_title="year",
+                      legend=dict(orientation="h", y=-0.2))  # fmt: skip
+    return fig
+
+
+class ZeroExplorer:
+    """Per-GPU memory (GB) of each ZeRO stage and FSDP (``comm.zero_memory_bytes``) for a model of ``n_params``
+    with ``activation_bytes`` per GPU, stacked by parameters, gradients, optimizer states and activations; a
+    slider for the GPU count. ``.widget``; ``.rows``."""
+
+    PARTS = ("params", "grads", "optim", "activations")
+
+    def __init__(self, n_params: int, activation_bytes: float = 0.0, p: int = 8):
+        self.n, self.act = n_params, activation_bytes
+        self.p = widgets.slider(W.IntSlider, value=p, min=1, max=64, description="GPUs")
+        fig = go.Figure()
+        stages = list(comm.ZERO_STAGES)
+        for part, color in zip(self.PARTS, plots.COLORS):
+            fig.add_bar(name=part, x=stages, y=[0.0] * len(stages), marker_color=color)
+        fig.update_layout(barmode="stack", template="plotly_white", height=420, yaxis_title="GB per GPU",
+                          legend=dict(orientation="h", y=-0.2), title_font_size=14)  # fmt: skip
+        self._change()(fig)
+        self.live = widgets.LiveFigure(fig)
+        self.fig = self.live.fig
+        self.p.observe(lambda _: self.live.update(self._change()), names="value")
+        self.widget = widgets.container(self.p, self.live.widget)
+
+    def _change(self):
+        self.rows = comm.zero_memory_bytes(self.n, self.p.value, activation_bytes=self.act)
+
+        def change(fig):
+            for i, part in enumerate(self.PARTS):
+                fig.data[i].y = [r[part] / 1e9 for r in self.rows]
+            fig.layout.title = (
+                f"{self.n / 1e9:.3g}B parameters on {self.p.value} GPUs: {self.rows[0]['total'] / 1e9:.3g} GB (DDP) "
+                f"to {self.rows[-1]['total'] / 1e9:.3g} GB (ZeRO-3); activations are not sharded"
+            )
+
+        return change
+
+
+class TensorParallelExplorer:
+    """The tensor-parallel MLP's FLOPs per communicated byte (``comm.tp_mlp_counts``) against d_model, beside
+    the ridge C/β of NVLink 4 and PCIe 5 for the H200's bf16 peak; a slider for the tensor-parallel degree t.
+    ``.widget``; ``.fig``."""
+
+    D_MODELS = [2**k for k in range(8, 15)]
+
+    def __init__(self, t: int = 8, gpu: str = "H200"):
+        self.peak = hardware.get(gpu).peak_tflops["bf16"] * 1e12
+        self.t = widgets.slider(W.IntSlider, value=t, min=2, max=16, description="t (GPUs)")
+        fig = go.Figure()
+        fig.add_scatter(x=self.D_MODELS, y=[1.0] * len(self.D_MODELS), mode="lines+markers", name="TP MLP, bf16")
+        for name in ("NVLink 4", "PCIe 5"):
+            r = comm.ridge(self.peak, comm.get_link(name).gbps_each_way * 1e9)
+            fig.add_scatter(x=[self.D_MODELS[0], self.D_MODELS[-1]], y=[r, r], mode="lines", name=f"{name} ridge",
+                            line=dict(dash="dot"))  # fmt: skip
+        _log_layout(fig, "", "d_model", "FLOP per byte communicated")
+        self._change()(fig)
+        self.live = widgets.LiveFigure(fig)
+        self.fig = self.live.fig
+        self.t.observe(lambda _: self.live.update(self._change()), names="value")
+        self.widget = widgets.container(self.t, self.live.widget)
+
+    def _change(self):
+        t = self.t.value
+        ys = [comm.tp_mlp_counts(1, d, t)["intensity"] for d in self.D_MODELS]
+        nv = comm.ridge(self.peak, comm.get_link("NVLink 4").gbps_each_way * 1e9)
+        cross = next((d for d, y in zip(self.D_MODELS, ys) if y >= nv), None)
+
+        def change(fig):
+            fig.data[0].y = ys
+            fig.layout.title = f"t = {t}: 8d / ((t-1)·2) FLOP/B; " + (
+                f"above NVLink 4's ridge from d_model {cross}" if cross else "below NVLink 4's ridge at every d_model"
+            )
+            lo = min(min(ys), nv / 10)
+            fig.layout.yaxis.range = [math.log10(lo) - 0.2, math.log10(max(max(ys), fig.data[2].y[0])) + 0.2]
+
+        return change

@@ -1,0 +1,51 @@
+"""Lesson 10's suite: the one-GPU paths (link, overlap, run, report) on the CPU under the labelled test clock;
+the collectives measured for real on gloo CPU processes, their bandwidths by nccl-tests' formulas; NCCL refused
+without GPUs."""
+
+import pytest
+
+import gpulab
+from gpulab import comm, timing
+from gpulab.bench import lesson10
+
+pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the test clock runs only without a GPU")
+
+
+def test_run_under_the_test_clock():
+    with timing.test_clock(ms=0.5) as clock:
+        rec = lesson10.run(progress=False, link_sizes=(1024, 4096), overlap_bytes=4096, nccl=False)
+    assert rec["clock"] == timing.FAKE_LABEL and timing.is_fake_record(rec)
+    assert len(rec["link"]) == 2 * 2 * 2  # sizes x pinned/pageable x H2D/D2H
+    assert {(r["direction"], r["pinned"]) for r in rec["link"]} == {(d, p) for d in ("H2D", "D2H") for p in (1, 0)}
+    big = [r for r in rec["link"] if r["n_bytes"] == 4096]
+    assert all(r["gbps"] == pytest.approx(4096 / 0.5e-3 / 1e9) for r in big)
+    o = rec["overlap"]
+    assert o["serial_ms"] == 1.0 and o["both_ms"] == 0.5 and o["hidden"] == pytest.approx(1.0)
+    assert clock.calls == 8 + 3
+    text = lesson10.report(rec)
+    assert "H2D pinned" in text and "overlap" in text and len(text.splitlines()) <= 15
+
+
+def test_the_gpu_paths_refuse_without_a_gpu_or_clock():
+    with pytest.raises(timing.NoGPUTimingError):
+        lesson10.link((1024,))
+    with pytest.raises(RuntimeError, match="nccl"):
+        lesson10.collectives(ps=(2,), backend="nccl")
+
+
+def test_collectives_on_gloo_processes():
+    data = lesson10.collectives(ps=(2, 3), sizes=(4096, 65536), reps=2)
+    assert "gloo" in data["where"]
+    rows = data["rows"]
+    assert len(rows) == 2 * 4 * 2
+    for r in rows:
+        assert r["t_s"] > 0 and r["n_bytes"] % (4 * r["p"]) == 0
+        factor = {"all_reduce": 2 * (r["p"] - 1) / r["p"], "broadcast": 1.0}.get(r["collective"], (r["p"] - 1) / r["p"])
+        assert r["busbw"] == pytest.approx(r["n_bytes"] / r["t_s"] * factor)
+        assert r["model_bytes_per_rank"] == comm.bytes_per_rank(r["collective"], r["p"], r["n_bytes"])
+
+
+def test_the_notebooks_live_call_under_the_test_clock():
+    with timing.test_clock(ms=1.0):
+        rec = lesson10.run(progress=False, **{**lesson10.LIVE, "link_sizes": (1024,), "overlap_bytes": 1024})
+    assert "collectives" not in rec and len(rec["link"]) == 4

@@ -1,0 +1,169 @@
+"""Lesson 10's checkers: the ring all-reduce on gloo processes with the right solution and with each named
+mistake (an off-by-one chunk, a chunk index off by one, a missing final all-gather, a chunk added twice, a
+deadlock from matching blocking sends, a collective instead of sends, too many bytes); the deadlock ends within
+the time limit; no process outlives a check, also after an interrupt; the byte-counting exercise."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from gpulab import procs
+from gpulab.exercises import ex10, ex10_kernels
+from tests.exercise_checks import check_hints_then_solution, check_stub_not_attempted
+
+LIMIT_S = 2.0
+
+
+def _ring(x, comm, chunks_of, rs_recv_index, all_gather=True, add_twice=False):
+    """A ring all-reduce with its parts replaceable by the usual mistakes."""
+    p, r = comm.size, comm.rank
+    chunks = chunks_of(x, p)
+    right, left = (r + 1) % p, (r - 1) % p
+    for s in range(p - 1):
+        send, recv = chunks[(r - s) % p], chunks[rs_recv_index(r, s, p)]
+        buf = torch.empty_like(recv)
+        for q in (comm.isend(send, right), comm.irecv(buf, left)):
+            q.wait()
+        recv += buf
+        if add_twice:
+            recv += buf
+    for s in range(p - 1 if all_gather else 0):
+        for q in (comm.isend(chunks[(r + 1 - s) % p], right), comm.irecv(chunks[(r - s) % p], left)):
+            q.wait()
+    return x
+
+
+def _floor_chunks(x, p):
+    q = x.numel() // p
+    return [x[i * q : (i + 1) * q] for i in range(p)]
+
+
+def _right_index(r, s, p):
+    return (r - s - 1) % p
+
+
+def off_by_one_chunk(x, comm):
+    return _ring(x, comm, _floor_chunks, _right_index)
+
+
+def chunk_index_off_by_one(x, comm):
+    return _ring(x, comm, torch.tensor_split, lambda r, s, p: (r - s) % p)
+
+
+def missing_all_gather(x, comm):
+    return _ring(x, comm, torch.tensor_split, _right_index, all_gather=False)
+
+
+def added_twice(x, comm):
+    return _ring(x, comm, torch.tensor_split, _right_index, add_twice=True)
+
+
+def blocking_sends(x, comm):
+    buf = torch.empty_like(x)
+    if comm.size > 1:
+        comm.send(x, (comm.rank + 1) % comm.size)
+        comm.recv(buf, (comm.rank - 1) % comm.size)
+    return x
+
+
+def uses_all_reduce(x, comm):
+    dist.all_reduce(x)
+    return x
+
+
+def sends_everything(x, comm):
+    total = x.clone()
+    for k in range(1, comm.size):
+        buf = torch.empty_like(x)
+        for q in (comm.isend(x, (comm.rank + k) % comm.size), comm.irecv(buf, (comm.rank - k) % comm.size)):
+            q.wait()
+        total += buf
+    return total
+
+
+def _check(fn, ps=ex10.PS):
+    return ex10.check_ring_all_reduce(fn, ps=ps, timeout_s=LIMIT_S)
+
+
+def test_the_solution_passes_on_1_to_4_ranks():
+    rep = _check(ex10_kernels.ring_all_reduce)
+    assert rep.ok and rep.cases == 4, str(rep)
+
+
+@pytest.mark.parametrize(
+    "fn, ps, words",
+    [
+        (off_by_one_chunk, (3,), ["off-by-one chunk", "n % p = 1"]),
+        (chunk_index_off_by_one, (3,), ["off-by-one chunk index"]),
+        (missing_all_gather, (4,), ["missing final all-gather"]),
+        (added_twice, (2,), ["added twice"]),
+        (uses_all_reduce, (2,), ["all_reduce", "comm.isend"]),
+        (sends_everything, (4,), ["2(p-1)/p * n * 4", "sent"]),
+    ],
+    ids=["remainder", "chunk-index", "no-all-gather", "added-twice", "collective", "too-many-bytes"],
+)
+def test_each_mistake_is_named(fn, ps, words):
+    rep = _check(fn, ps)
+    assert not rep.ok
+    for w in words:
+        assert w in str(rep), str(rep)
+
+
+def test_a_deadlock_ends_within_the_limit_with_a_message():
+    t0 = time.perf_counter()
+    rep = _check(blocking_sends, ps=(2, 3))
+    assert time.perf_counter() - t0 < LIMIT_S + 3
+    assert "deadlock" in str(rep) and "isend" in str(rep), str(rep)
+    assert "not run after the deadlock" in str(rep)
+
+
+def _children():
+    import multiprocessing as mp
+
+    return [c for c in mp.active_children() if c.is_alive()]
+
+
+def _hang(rank, p):
+    time.sleep(60)
+
+
+def test_no_process_outlives_an_interrupt():
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        procs.run_group(_hang, 3, timeout_s=30)
+    timer.cancel()
+    assert time.perf_counter() - t0 < 5
+    assert not _children()
+
+
+def _boom(rank, p):
+    if rank == 1:
+        raise ValueError("rank one fails")
+    dist.barrier()
+
+
+def test_a_rank_error_is_reported_and_every_process_ends():
+    res = procs.run_group(_boom, 3, timeout_s=10)
+    assert not res.ok and "ValueError: rank one fails" in res.errors[1]
+    assert not _children()
+    with pytest.raises(ValueError, match="backend"):
+        procs.run_group(_boom, 2, backend="mpi")
+
+
+def test_stub_and_hints(capsys):
+    check_stub_not_attempted(lambda f: _check(f, ps=(1,)), 2)
+    check_hints_then_solution(ex10.check_ring_all_reduce, capsys)
+
+
+def test_ring_bytes_checker():
+    assert ex10.check_ring_bytes(ex10.check_ring_bytes.solution).ok
+    rep = ex10.check_ring_bytes(lambda c, p, n: 2 * (p - 1) * n)  # the total over ranks, not one rank's
+    assert not rep.ok and "expected" in str(rep)
+    check_stub_not_attempted(ex10.check_ring_bytes, 3)
