@@ -25,10 +25,10 @@ Lessons call ``current()`` and pass its choices to the launchers (``plan.matmul_
 ``plan.keep_fitting(configs, ...)``, ``plan.sizes_that_fit(...)``).
 
 The kernels' automatic choices follow the plan too: the path, the TMA loads and the autotuning candidates
-(``kernels.matmul.planned_path`` and ``planned_configs``; ``kernels.flash_attention.planned_tma``,
+(``kernels.matmul.planned_path`` and ``candidates``; ``kernels.flash_attention.planned_tma``,
 ``fwd_candidates`` and ``bwd_candidates``). Each is a pure function of a plan and a dtype, and takes the plan as
 ``plan_`` (default ``current()``), so a test or a figure asks what another GPU would choose without setting
-GPULAB_AS_GPU: ``planned_configs("pointer", torch.float16, plan_=for_gpu(hardware.get("T4")))``. The launchers
+GPULAB_AS_GPU: ``candidates("pointer", torch.float16, plan_=for_gpu(hardware.get("T4")))``. The launchers
 (``matmul``, ``flash_attention``) always take ``current()``, and only on a GPU that can run the path
 (``kernels._hopper.tma_available()``); the interpreter keeps its own small fixed configs.
 """

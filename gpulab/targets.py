@@ -120,12 +120,12 @@ def _triton_configs(module: str, attr: str):
 
 
 def _matmul(path: str):
-    """Launches of ``matmul``'s ``path`` as the plan tunes it (``kernels.matmul.planned_configs``)."""
+    """Launches of ``matmul``'s ``path`` as the plan tunes it (``kernels.matmul.candidates``)."""
 
     def launches(p, dtype):
         m = _kernel_module("matmul")
         out = []
-        for c in m.planned_configs(path, dtypes.torch_dtype(dtype), p):
+        for c in m.candidates(path, dtypes.torch_dtype(dtype), p):
             ce = {"BLOCK_M": c.BLOCK_M, "BLOCK_N": c.BLOCK_N, "BLOCK_K": c.BLOCK_K, "GROUP_M": c.GROUP_M}
             if path == "tma":
                 ce.update(FLATTEN=c.flatten, WARP_SPECIALIZE=c.warp_specialize)

@@ -474,7 +474,7 @@ def bwd_config(
     )
 
 
-def config_short(config: triton.Config) -> str:
+def config_label(config: triton.Config) -> str:
     """A config in one line: ``"128x64 w4 s2"`` (forward blocks) or ``"32x128 128x32 w4 s3"`` (backward)."""
     kw = config.kwargs
     blocks = (
@@ -887,15 +887,15 @@ untuned = _autotune.untimed
 
 
 def tuned_configs() -> dict:
-    """What autotuning chose so far: ``{"part dtype d=.. causal=.. tma=.. L<=bucket": config_short(config)}``,
+    """What autotuning chose so far: ``{"part dtype d=.. causal=.. tma=.. L<=bucket": config_label(config)}``,
     part "fwd" or a key of ``BWD_PARTS``."""
     return {
-        f"{p} {str(dt).replace('torch.', '')} d={d} causal={c} tma={t} L<={lb}": config_short(cfg)
+        f"{p} {str(dt).replace('torch.', '')} d={d} causal={c} tma={t} L<={lb}": config_label(cfg)
         for (p, dt, d, c, t, lb), cfg in _autotune.chosen("flash_attention").items()
     }
 
 
-def default_configs(q, k, v, causal: bool = False, bwd_mode: str | None = None, use_tma: bool | None = None) -> dict:
+def chosen_configs(q, k, v, causal: bool = False, bwd_mode: str | None = None, use_tma: bool | None = None) -> dict:
     """The configs that launches without a config take on these inputs: ``{"fwd": config, part: config, ...}``
     for the forward and each launch of ``bwd_mode`` (default ``DEFAULT_BWD_MODE``), ``use_tma`` as passed to
     them; on a GPU the autotuner's cached choices (None for a launch not tuned yet), in the interpreter
