@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 from .. import hardware, widgets
 from ..bench import lesson07
 from ..tiling import fits, footprint_bytes, input_loads, shared_memory_bytes, tile_intensity
-from ..waves import SEED_SMS, SEED_TILE, WavePlan, plan, sweep
+from ..waves import SEED_SMS, SEED_TILE, WavePlan, sweep, wave_plan
 
 
 class TileExplorer:
@@ -191,7 +191,7 @@ class WaveExplorer:
 
     @property
     def plan(self) -> WavePlan:
-        return plan(self.n.value, self.n.value, self.tile, sms=self.sms.value)
+        return wave_plan(self.n.value, self.n.value, self.tile, sms=self.sms.value)
 
     def _apply(self, fig) -> None:
         p, tile, sms = self.plan, self.tile, self.sms.value
