@@ -54,14 +54,11 @@ input dtype before their matmuls, as FlashAttention does), and fp32 (``input_pre
 Triton 3.9's interpreter bf16 ``tl.dot`` multiplies raw bits (``matmul_precision.bf16_dot_is_exact``), so
 there bf16 tiles are upcast to fp32 before every dot.
 
-The GPU plan (``gpulab.plan.current()``, or the ``plan_`` argument of the choosing functions) decides the
-defaults. On a GPU the forward loads Q, K, V tiles through TMA tensor descriptors where the plan has
-``attention_tma`` (compute capability >= 9.0, ``planned_tma``) and ``tma_available()`` (``kernels._hopper``,
-``USE_TMA``); everywhere else, and in the interpreter unless asked, through pointers with masks. On a GPU each
-launch without a given config is autotuned by the shared autotuner (``kernels._autotune``, keyed by
-``_tune_key``) over ``fwd_candidates`` or ``bwd_candidates``: the plan's lists (the small tiles of the fp32
-lists where ``plan.small_tiles``), the forward's less the configs whose shared memory
-(``plan.attention_fwd_smem_bytes``) does not fit one block on the planned GPU.
+Which loads and configs a launch takes on each GPU generation is the plan policy, described once in
+``gpulab.plan``'s module docstring (``planned_tma``, ``fwd_candidates``, ``bwd_candidates``). TMA loads need
+``tma_available()`` (``kernels._hopper``) besides the plan, and run only where Lq and Lk are multiples of
+``TMA_ROW_MULTIPLE`` on 16-byte aligned tensors. On a GPU each launch without a given config is autotuned by the
+shared autotuner (``kernels._autotune``, keyed by ``_tune_key``: part, dtype, d, causal, TMA, ``l_bucket(L)``).
 
 The file reads top to bottom: constants, helpers, the forward kernel, the backward kernels, configurations,
 launchers, autograd, the float64 reference.
@@ -511,7 +508,7 @@ BWD_CONFIGS = {  # by launch (a key of BWD_PARTS)
 # fp32 (4-byte tiles, dot in "ieee"): small tiles and 2 stages, so that d = 128 fits in shared memory
 FP32_FWD_CONFIGS = [fwd_config(64, 32, 4, 2), fwd_config(32, 32, 4, 2)]
 FP32_BWD_CONFIGS = [bwd_config(16, 32, 32, 16, 4, 2), bwd_config(32, 64, 64, 32, 4, 1)]
-DEFAULT_BWD_MODE = "split"  # the mode tools/tune_flash.py found best, or within a few percent, at every setting
+DEFAULT_BWD_MODE = "split"  # tools/tune_flash.py's pick; lesson 08's reference data holds each mode's time
 DEFAULT_FWD_TMA = True  # the forward loads through TMA by default where the plan and the GPU have it
 DEFAULT_BWD_TMA = False
 

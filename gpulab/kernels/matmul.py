@@ -24,15 +24,12 @@ Triton's tutorials 03-matrix-multiplication and 09-persistent-matmul):
 - ``matmul_noreuse_kernel``: each output element reads its own row of A and column of B (``2 M N K``
   loads); nothing is shared on chip, so only the caches can help.
 
-``matmul(a, b)`` picks the path the GPU plan takes (``gpulab.plan``; ``planned_path``): ``"tma"`` for
-fp16/bf16 where the plan's ``matmul_path`` is "tma" (compute capability >= 9.0) and, on a GPU,
-``tma_available()`` (``kernels._hopper``); ``"pointer"`` otherwise. ``config=None`` autotunes on a GPU with the
-shared autotuner (``kernels._autotune``): the first call in a size bucket (each dimension rounded up to a power
-of two) times ``candidates(path, dtype)`` and keeps the fastest; ``config="heuristic"`` takes the first of them
-without timing (the dense sweeps use it, so nothing is tuned per size); a ``MatmulConfig`` fixes it.
-``candidates`` is the plan's list (``CONFIGS["pointer_small"]`` where ``plan.small_tiles``) less the configs
-whose shared memory (``plan.matmul_smem_bytes``) does not fit one block on the planned GPU. Each choosing
-function takes ``plan_`` (a ``gpulab.plan.Plan``; default ``plan.current()``).
+``matmul(a, b)`` takes the path and the configs of the GPU plan: which ones on each GPU generation is the plan
+policy, described once in ``gpulab.plan``'s module docstring (``planned_path``, ``candidates``,
+``heuristic_config``). ``config=None`` autotunes on a GPU with the shared autotuner (``kernels._autotune``), once
+per size bucket (each dimension rounded up to a power of two); ``config="heuristic"`` takes the first candidate
+untimed (the dense sweeps use it, so nothing is tuned per size); a ``MatmulConfig`` fixes it. The grouped launch
+order is ``matmul_steps.launch_order``, the one lesson 07 builds.
 
 fp32 inputs: ``input_precision="tf32"`` (tensor cores, inputs rounded to 10 mantissa bits) or ``"ieee"``
 (exact fp32 products). Triton's interpreter computes exact fp32 whatever you ask. Its bf16 ``tl.dot``
@@ -248,9 +245,9 @@ CONFIGS = {
     # fp32: no 128x128x32 tile with 4 warps, which spills registers in "ieee"
     "pointer_fp32": [C(128, 128, 32, 8, 8, 3), C(64, 128, 32, 8, 4, 4), C(128, 64, 32, 8, 4, 4)],
     # compute capability < 8.0 (plan.small_tiles), every dtype: tl.dot runs as FP32 FMA on the CUDA cores, and
-    # the big tiles above spill registers there (128x128x32 w4: 36 KB of spills in fp16). These compile for
-    # sm_75 without spills in fp16 and fp32 (python -m gpulab.targets --cc 75 --only matmul --all-configs);
-    # none is timed on a T4 yet, so the first (the heuristic's) is the one with the fewest registers.
+    # the big tiles above spill registers there. These compile for sm_75 without spills in fp16 and fp32
+    # (python -m gpulab.targets --cc 75 --only matmul --all-configs shows registers and spills); none is timed
+    # on a T4 yet, so the first (the heuristic's) is the one with the fewest registers.
     "pointer_small": [
         C(64, 64, 16, 8, 8, 2),
         C(64, 128, 16, 8, 8, 2),
