@@ -24,13 +24,29 @@ Features by compute capability (``FEATURES``; sources in each entry):
 Lessons call ``current()`` and pass its choices to the launchers (``plan.matmul_path``, ``plan.dtype("bf16")``,
 ``plan.keep_fitting(configs, ...)``, ``plan.sizes_that_fit(...)``).
 
-The kernels' automatic choices follow the plan too: the path, the TMA loads and the autotuning candidates
-(``kernels.matmul.planned_path`` and ``planned_configs``; ``kernels.flash_attention.planned_tma``,
-``fwd_candidates`` and ``bwd_candidates``). Each is a pure function of a plan and a dtype, and takes the plan as
-``plan_`` (default ``current()``), so a test or a figure asks what another GPU would choose without setting
-GPULAB_AS_GPU: ``planned_configs("pointer", torch.float16, plan_=for_gpu(hardware.get("T4")))``. The launchers
-(``matmul``, ``flash_attention``) always take ``current()``, and only on a GPU that can run the path
-(``kernels._hopper.tma_available()``); the interpreter keeps its own small fixed configs.
+The kernels' policy: what a launch without a given path or config takes, per GPU generation (this is the one
+description; the kernel modules point here). Every choosing function is pure, a function of a plan and a dtype,
+and takes the plan as ``plan_`` (default ``current()``), so a test or a figure asks what another GPU would choose
+without setting GPULAB_AS_GPU: ``matmul.candidates("pointer", torch.float16, for_gpu(hardware.get("T4")))``.
+
+| choice (function) | compute capability >= 9.0 | 8.0 to 8.9 | 7.5 (``Plan.small_tiles``) |
+|---|---|---|---|
+| matmul path (``matmul.planned_path``) | "tma" (fp16, bf16); "pointer" (fp32) | "pointer" | "pointer" |
+| matmul candidates (``matmul.candidates``) | ``CONFIGS[path]`` (fp32: "pointer_fp32") | same | "pointer_small" |
+| attention TMA loads (``planned_tma``) | forward (``DEFAULT_FWD_TMA``), not backward | none | none |
+| attention candidates (``fwd_candidates``) | ``FWD_CONFIGS``, ``BWD_CONFIGS`` (fp32: ``FP32_*``) | same | ``FP32_*`` |
+| teaching tiles (``planned_blocks``) | the GPU tiles (fp32: smaller) | same | ``FMA_TILES``, ``SMALL_BLOCKS`` |
+
+Each candidate list keeps only the configs whose shared-memory estimate (``matmul_smem_bytes``,
+``attention_fwd_smem_bytes``) fits one block on the planned GPU (``Plan.keep_fitting``), in their order; causal
+attention also keeps only tiles whose diagonal band starts on a tile edge. The names are the same in both fast
+kernels: *candidates* are the lists the autotuner times (on a GPU the first launch of a tuning key times them
+and keeps the fastest, ``kernels._autotune``); the *heuristic* config is the first candidate, taken untimed
+(``matmul.heuristic_config``, ``config="heuristic"``, ``GPULAB_AUTOTUNE=first``); the *chosen* configs are those
+the autotuner kept (``tuned_configs``; ``flash_attention.chosen_configs`` for given inputs); ``config_label``
+writes a config in one line. The launchers (``matmul``, ``flash_attention``) always take ``current()``, and TMA
+only on a GPU that can run it (``kernels._hopper.tma_available()``); the interpreter takes its own small fixed
+configs (``INTERPRETER_CONFIG``, ``INTERPRETER_FWD``, ``INTERPRETER_BWD``) and pointer loads unless asked.
 """
 
 from __future__ import annotations

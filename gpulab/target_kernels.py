@@ -84,11 +84,11 @@ def _configs(module, attr: str, **extra):
 
 
 def _matmul(path: str):
-    """Launches of ``matmul``'s ``path`` as the plan tunes it (``kernels.matmul.planned_configs``)."""
+    """Launches of ``matmul``'s ``path`` as the plan tunes it (``kernels.matmul.candidates``)."""
 
     def launches(p, dtype):
         out = []
-        for c in matmul.planned_configs(path, dtypes.torch_dtype(dtype), p):
+        for c in matmul.candidates(path, dtypes.torch_dtype(dtype), p):
             ce = {"BLOCK_M": c.BLOCK_M, "BLOCK_N": c.BLOCK_N, "BLOCK_K": c.BLOCK_K, "GROUP_M": c.GROUP_M}
             if path == "tma":
                 ce.update(FLATTEN=c.flatten, WARP_SPECIALIZE=c.warp_specialize)

@@ -125,7 +125,7 @@ class WavePlan:
         )
 
 
-def plan(
+def wave_plan(
     M: int, N: int | None = None, tile=SEED_TILE, *, sms: int | None = None, gpu=None, blocks_per_sm: int = 1
 ) -> WavePlan:
     """The ``WavePlan`` of an ``M x N`` output (``N`` defaults to ``M``) in ``tile = (tile_m, tile_n)`` tiles.
@@ -162,7 +162,7 @@ def sweep(
     outputs ``n x n``, one per ``n`` in ``ns``, as a plain list (for plotly). Raises ValueError naming ``what``
     for anything else (a method such as "summary" too)."""
     validate.one_of("what", what, QUANTITIES)
-    return [getattr(plan(n, n, tile, sms=sms, gpu=gpu, blocks_per_sm=blocks_per_sm), what) for n in ns]
+    return [getattr(wave_plan(n, n, tile, sms=sms, gpu=gpu, blocks_per_sm=blocks_per_sm), what) for n in ns]
 
 
 def predicted_tflops(
@@ -172,11 +172,11 @@ def predicted_tflops(
 
     ``full_rate_tflops`` is the rate of a full, aligned run of the same kernel (measured, e.g. at a large
     aligned size), positive and finite. ``K`` does not change the efficiency; it is here so the call reads like
-    the matmul. Raises as ``plan``, and ValueError naming ``full_rate_tflops`` or ``K``.
+    the matmul. Raises as ``wave_plan``, and ValueError naming ``full_rate_tflops`` or ``K``.
     """
     validate.positive_int("K", K)
     full_rate_tflops = validate.positive("full_rate_tflops", full_rate_tflops)
-    return full_rate_tflops * plan(M, N, tile, sms=sms, gpu=gpu, blocks_per_sm=blocks_per_sm).efficiency
+    return full_rate_tflops * wave_plan(M, N, tile, sms=sms, gpu=gpu, blocks_per_sm=blocks_per_sm).efficiency
 
 
 # ---- a measured sweep beside the model (``measured``: a lesson07 record's ``sweep``) ---------------------

@@ -26,7 +26,7 @@ def test_solutions_agree_with_the_models(seed):
     for _ in range(200):
         M, N = rng.randrange(1, 9000), rng.randrange(1, 9000)
         tile, sms = (2 ** rng.randrange(4, 9), 2 ** rng.randrange(4, 9)), rng.randrange(1, 200)
-        p = waves.plan(M, N, tile, sms=sms)
+        p = waves.wave_plan(M, N, tile, sms=sms)
         assert L.check_tile_count.solution(M, N, *tile) == p.tiles
         assert L.check_waves.solution(p.tiles, sms) == (p.waves, p.last_wave_tiles)
     for s in (1, 2, 4):

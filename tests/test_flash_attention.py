@@ -453,10 +453,10 @@ def test_autotune_through_the_shared_autotuner(monkeypatch):
     assert launched[-1] == _key(F.BWD_CONFIGS["atomic"][1])
     _check_all(q, k, v, do, False, out, lse, grads, what="after autotuning")
     assert F.tuned_configs() == {
-        "fwd float16 d=16 causal=False tma=False L<=256": F.config_short(F.FWD_CONFIGS[2]),
-        "atomic float16 d=16 causal=False tma=False L<=256": F.config_short(F.BWD_CONFIGS["atomic"][1]),
+        "fwd float16 d=16 causal=False tma=False L<=256": F.config_label(F.FWD_CONFIGS[2]),
+        "atomic float16 d=16 causal=False tma=False L<=256": F.config_label(F.BWD_CONFIGS["atomic"][1]),
     }
-    assert F.default_configs(q, k, v, bwd_mode="atomic", use_tma=False) == {
+    assert F.chosen_configs(q, k, v, bwd_mode="atomic", use_tma=False) == {
         "fwd": F.FWD_CONFIGS[2],
         "atomic": F.BWD_CONFIGS["atomic"][1],
     }

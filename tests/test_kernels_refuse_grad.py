@@ -95,12 +95,12 @@ def test_differentiable_launchers_accept_inputs_that_require_grad(seed):
     assert g.shape == q.shape and torch.isfinite(g).all()
 
 
-def test_flash_default_configs_accept_inputs_that_require_grad(seed):
+def test_flash_chosen_configs_accept_inputs_that_require_grad(seed):
     # lesson08's headline asks which configs its differentiable flash_attention(q, k, v) took, on the same q
     q = torch.randn(1, 1, 3, 16, device=DEV).requires_grad_()
     out = flash_attention.flash_attention(q, q.detach(), q.detach())
-    chosen = flash_attention.default_configs(q, q.detach(), q.detach(), False)
+    chosen = flash_attention.chosen_configs(q, q.detach(), q.detach(), False)
     assert set(chosen) == {"fwd", *flash_attention.MODE_PARTS[flash_attention.DEFAULT_BWD_MODE]}
     assert out.grad_fn is not None
     with pytest.raises(ValueError, match="must have 4 dimension"):  # the other checks still hold
-        flash_attention.default_configs(q[0], q[0].detach(), q[0].detach())
+        flash_attention.chosen_configs(q[0], q[0].detach(), q[0].detach())

@@ -103,7 +103,7 @@ def test_the_live_sweep_is_short_and_straddles_the_h200_wave_step():
     rec = live.recall(lesson07.KEY).data["sweep"]
     ns = lesson07.LIVE["sweep_ns"]
     assert len(ns) <= 4 and lesson07.LIVE["steps"] == ("sweep",)
-    w = {n: waves.plan(n, tile=tuple(rec["tile"]), sms=rec["sms"]).waves for n in ns}
+    w = {n: waves.wave_plan(n, tile=tuple(rec["tile"]), sms=rec["sms"]).waves for n in ns}
     assert w[2048] == 1 and w[2056] == 2
     fig = figures.lesson07.sweep_figure(
         rec, "recorded", live=rec | {"ns": ns, "torch_ms": [1.0] * 4, "gpulab_ms": [1.0] * 4}

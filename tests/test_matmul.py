@@ -350,7 +350,7 @@ def test_autotune_ranks_by_graph_replay_and_falls_back_to_eager(monkeypatch):
 
     monkeypatch.setattr(mm, "launch", fake_launch)
     monkeypatch.setattr(timing, "time_ms", fake_time_ms)
-    assert mm.autotune(a, b, "tma", candidates=cands) == cands[1] and set(seen) == {True}
+    assert mm.autotune(a, b, "tma", configs=cands) == cands[1] and set(seen) == {True}
 
     def no_graph(fn, warmup_ms=0, rep_ms=0, graph=False):
         if graph:
@@ -358,7 +358,7 @@ def test_autotune_ranks_by_graph_replay_and_falls_back_to_eager(monkeypatch):
         return fake_time_ms(fn, warmup_ms, rep_ms, graph)
 
     monkeypatch.setattr(timing, "time_ms", no_graph)
-    assert mm.autotune(a, b, "tma", candidates=cands) == cands[0]
+    assert mm.autotune(a, b, "tma", configs=cands) == cands[0]
 
     def graph_fails_for_one(fn, warmup_ms=0, rep_ms=0, graph=False):  # one ranking never mixes the two clocks
         fn()
@@ -367,13 +367,13 @@ def test_autotune_ranks_by_graph_replay_and_falls_back_to_eager(monkeypatch):
         return fake_time_ms(fn, warmup_ms, rep_ms, graph)
 
     monkeypatch.setattr(timing, "time_ms", graph_fails_for_one)
-    assert mm.autotune(a, b, "tma", candidates=cands) == cands[0]
+    assert mm.autotune(a, b, "tma", configs=cands) == cands[0]
     with pytest.raises(RuntimeError, match="no tma config .* could run"):
-        mm.autotune(a, b, "tma", candidates=[])
+        mm.autotune(a, b, "tma", configs=[])
     with pytest.raises(RuntimeError, match="no tma config .* could run"):
-        mm.autotune(a, b, "tma", candidates=[bad])
+        mm.autotune(a, b, "tma", configs=[bad])
     monkeypatch.setattr(timing, "time_ms", fake_time_ms)
-    assert mm.autotune(a, b, "tma", candidates=[bad] + cands) == cands[1]  # the fastest on the graph clock fails
+    assert mm.autotune(a, b, "tma", configs=[bad] + cands) == cands[1]  # the fastest on the graph clock fails
 
 
 def test_tuned_config_caches_per_bucket_and_first_takes_the_first_candidate(monkeypatch):
@@ -399,7 +399,7 @@ def test_tuned_config_caches_per_bucket_and_first_takes_the_first_candidate(monk
     assert mm.tuned_config(a, b, "tma") is fast and len(timed) == len(mm.CONFIGS["tma"])
     a2, b2 = _rand(60, 20, dtype=torch.float16), _rand(20, 50, dtype=torch.float16)  # same buckets 64x64x32
     assert mm.tuned_config(a2, b2, "tma") is fast and len(timed) == len(mm.CONFIGS["tma"])  # not timed again
-    assert mm.tuned_configs() == {"tma float16 tf32 64x64x32 aligned=False": fast.short()}
+    assert mm.tuned_configs() == {"tma float16 tf32 64x64x32 aligned=False": mm.config_label(fast)}
     monkeypatch.setattr(settings, "SETTINGS", settings.read({"GPULAB_AUTOTUNE": "first"}))
     a3 = _rand(200, 24, dtype=torch.float16)  # a new bucket: 256x64x32
     assert mm.tuned_config(a3, b, "tma") is mm.CONFIGS["tma"][0] and len(timed) == len(mm.CONFIGS["tma"])

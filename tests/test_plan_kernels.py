@@ -68,7 +68,7 @@ def test_matmul_candidates_fit_the_gpu(name, dtype):
     p = _plan(name)
     path = mm.planned_path(dtype, p)
     key = "pointer_small" if name == "T4" else ("pointer_fp32" if dtype == torch.float32 else path)
-    got = mm.planned_configs(path, dtype, p)
+    got = mm.candidates(path, dtype, p)
     limit = SMEM_KIB[name] * 1024
     assert got == [c for c in mm.CONFIGS[key] if _mm_bytes(c, dtype) <= limit] and got
     assert mm.heuristic_config(64, 64, 64, dtype, path, p) == (got[0] if gpulab.ON_GPU else mm.INTERPRETER_CONFIG)
@@ -76,23 +76,23 @@ def test_matmul_candidates_fit_the_gpu(name, dtype):
 
 def test_matmul_lists_by_hand():
     """(128 + 256) * 64 * 3 * 2 B = 144 KiB does not fit the L4's 99 KiB; (128 + 128) * 64 * 3 * 2 B = 96 KiB does."""
-    assert mm.planned_configs("pointer", torch.bfloat16, _plan("L4")) == mm.CONFIGS["pointer"][1:]
-    assert mm.planned_configs("pointer", torch.bfloat16, _plan("A100")) == mm.CONFIGS["pointer"]
+    assert mm.candidates("pointer", torch.bfloat16, _plan("L4")) == mm.CONFIGS["pointer"][1:]
+    assert mm.candidates("pointer", torch.bfloat16, _plan("A100")) == mm.CONFIGS["pointer"]
     for dtype in DTYPES:
-        assert mm.planned_configs("pointer", dtype, _plan("T4")) == mm.CONFIGS["pointer_small"]
+        assert mm.candidates("pointer", dtype, _plan("T4")) == mm.CONFIGS["pointer_small"]
     # the T4's small tiles: at most 64 x 128 outputs per program (the FMA accumulator lives in registers)
     assert all(c.BLOCK_M * c.BLOCK_N <= 64 * 128 for c in mm.CONFIGS["pointer_small"])
     with pytest.raises(ValueError, match="path must be"):
-        mm.planned_configs("auto", torch.float16, _plan("T4"))
+        mm.candidates("auto", torch.float16, _plan("T4"))
 
 
 def test_h200_matmul_choices_are_unchanged():
     h200 = _plan("H200")
     for dtype in HALF:
         assert mm.planned_path(dtype, h200) == "tma"
-        assert mm.planned_configs("tma", dtype, h200) == mm.CONFIGS["tma"]
-        assert mm.planned_configs("pointer", dtype, h200) == mm.CONFIGS["pointer"]
-    assert mm.planned_configs("pointer", torch.float32, h200) == mm.CONFIGS["pointer_fp32"]
+        assert mm.candidates("tma", dtype, h200) == mm.CONFIGS["tma"]
+        assert mm.candidates("pointer", dtype, h200) == mm.CONFIGS["pointer"]
+    assert mm.candidates("pointer", torch.float32, h200) == mm.CONFIGS["pointer_fp32"]
 
 
 @pytest.mark.parametrize("name", GPUS)
@@ -192,7 +192,7 @@ def test_launcher_defaults_take_the_current_plan(name, monkeypatch):
     assert mm.choose_path(torch.bfloat16) == path and mm.choose_path(torch.float32) == "pointer"
     first = mm.CONFIGS["tma" if name == "H200" else "pointer_small"][0]
     assert mm.heuristic_config(4096, 4096, 4096, torch.bfloat16, path) == first
-    assert mm.planned_configs("pointer", torch.float16) == mm.CONFIGS["pointer_small" if name == "T4" else "pointer"]
+    assert mm.candidates("pointer", torch.float16) == mm.CONFIGS["pointer_small" if name == "T4" else "pointer"]
     q = torch.zeros(1, 1, 128, 64, dtype=torch.float16)
     assert F._use_tma(None, F.DEFAULT_FWD_TMA, (q, q, q), 128, 128) is (name == "H200")
     assert F.fwd_candidates(torch.float16, False, 64) == (F.FWD_CONFIGS if name == "H200" else F.FP32_FWD_CONFIGS)
@@ -215,11 +215,11 @@ def test_t4_matmul_candidates_compute_correctly(dtype):
     b = torch.randn(45, 99, dtype=torch.float64).to(dtype).to(gpulab.DEVICE)
     ref = mm.matmul_ref(a, b).cpu()
     t4 = _plan("T4")
-    for cfg in mm.planned_configs(mm.planned_path(dtype, t4), dtype, t4):
+    for cfg in mm.candidates(mm.planned_path(dtype, t4), dtype, t4):
         prec = t4.input_precision("tf32")  # "ieee": a T4 has no TF32 tensor cores
         c = mm.matmul(a, b, path="pointer", config=cfg, input_precision=prec)
         msg = matmul_mismatch(c, a, b, ref, declares_tf32(dtype, prec))
-        assert msg is None, f"{cfg.short()}: {msg}"
+        assert msg is None, f"{mm.config_label(cfg)}: {msg}"
 
 
 def test_t4_flash_candidates_compute_correctly():
@@ -237,7 +237,7 @@ def test_t4_flash_candidates_compute_correctly():
         r_out, _ = F.flash_attention_ref(q64, k64, v64, causal)
         r_grads = torch.autograd.grad(r_out, (q64, k64, v64), do.double())
         err = max_rel_error(out, r_out.detach())
-        assert err <= ATTENTION_REL[dt], f"out: {err:.3g} causal={causal} {F.config_short(fwd)}"
+        assert err <= ATTENTION_REL[dt], f"out: {err:.3g} causal={causal} {F.config_label(fwd)}"
         for name, g, r in zip(("dq", "dk", "dv"), grads, r_grads):
             err = max_rel_error(g, r)
             assert err <= ATTENTION_GRAD_REL[dt] and not math.isnan(err), f"{name}: {err:.3g} causal={causal}"
@@ -247,7 +247,7 @@ def test_as_gpu_t4_reaches_the_kernels():
     """GPULAB_AS_GPU=T4 (no GPU: the interpreter) makes the kernels' default choices the T4's."""
     code = (
         "import torch; from gpulab.kernels import matmul as mm, flash_attention as F;"
-        "print(mm.planned_path(torch.bfloat16), mm.planned_configs('pointer', torch.float16) == "
+        "print(mm.planned_path(torch.bfloat16), mm.candidates('pointer', torch.float16) == "
         "mm.CONFIGS['pointer_small'], F.planned_tma(True), F.bwd_candidates('fused', torch.float16) == "
         "F.FP32_BWD_CONFIGS)"
     )

@@ -99,8 +99,8 @@ def test_rows_compile_what_the_kernels_choose():
     assert got["matmul bf16 (pointer)", 75] == [short(c) for c in mm.CONFIGS["pointer_small"]]
     l4 = plan.for_gpu(plan.as_gpu_spec("L4"))
     assert got["matmul bf16 (pointer)", 89] == [short(c) for c in mm.CONFIGS["pointer"][1:]]
-    assert [short(c) for c in mm.planned_configs("pointer", torch.bfloat16, l4)] == got["matmul bf16 (pointer)", 89]
-    assert got["attention forward (pointer)", 75] == [fa.config_short(c) for c in fa.FP32_FWD_CONFIGS]
+    assert [short(c) for c in mm.candidates("pointer", torch.bfloat16, l4)] == got["matmul bf16 (pointer)", 89]
+    assert got["attention forward (pointer)", 75] == [fa.config_label(c) for c in fa.FP32_FWD_CONFIGS]
 
 
 def test_bad_target_is_refused():

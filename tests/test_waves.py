@@ -12,14 +12,14 @@ pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, t
 
 
 def test_seed_1792_is_98_tiles_in_one_wave():
-    p = waves.plan(1792, tile=(256, 128), sms=108)
+    p = waves.wave_plan(1792, tile=(256, 128), sms=108)
     assert (p.tiles_m, p.tiles_n, p.tiles) == (7, 14, 98)
     assert p.waves == 1 and p.last_wave_tiles == 98
     assert p.tile_efficiency == 1.0 and p.wave_efficiency == pytest.approx(98 / 108)
 
 
 def test_seed_1793_is_120_tiles_in_two_waves_the_second_with_12_busy():
-    p = waves.plan(1793, tile=(256, 128), sms=108)
+    p = waves.wave_plan(1793, tile=(256, 128), sms=108)
     assert (p.tiles_m, p.tiles_n, p.tiles) == (8, 15, 120)
     assert p.waves == 2 and p.busy_per_wave() == [108, 12]
     assert p.last_wave_tiles == 12 and p.last_wave_occupancy == pytest.approx(12 / 108)
@@ -29,8 +29,8 @@ def test_seed_1793_is_120_tiles_in_two_waves_the_second_with_12_busy():
 
 def test_seed_defaults_and_a100_from_the_table():
     assert waves.SEED_TILE == (256, 128) and waves.SEED_SMS == 108
-    assert waves.plan(1793, gpu="A100 80GB SXM").slots == 108
-    assert waves.plan(1793, gpu=hardware.get("H200")).sms == 132
+    assert waves.wave_plan(1793, gpu="A100 80GB SXM").slots == 108
+    assert waves.wave_plan(1793, gpu=hardware.get("H200")).sms == 132
 
 
 def test_invariants_on_random_shapes(seed):
@@ -39,7 +39,7 @@ def test_invariants_on_random_shapes(seed):
         M, N = rng.randrange(1, 20000), rng.randrange(1, 20000)
         tile = (2 ** rng.randrange(4, 9), 2 ** rng.randrange(4, 9))
         sms, bps = rng.randrange(1, 200), rng.randrange(1, 4)
-        p = waves.plan(M, N, tile, sms=sms, blocks_per_sm=bps)
+        p = waves.wave_plan(M, N, tile, sms=sms, blocks_per_sm=bps)
         # the fewest tiles that cover the output: one fewer would leave rows or columns out
         assert (p.tiles_m - 1) * tile[0] < M <= p.tiles_m * tile[0] and (p.tiles_n - 1) * tile[
             1
@@ -49,12 +49,12 @@ def test_invariants_on_random_shapes(seed):
         assert 0 < p.last_wave_occupancy <= 1 and 0 < p.wave_efficiency <= 1 and 0 < p.tile_efficiency <= 1
         assert p.efficiency == pytest.approx(p.tile_efficiency * p.wave_efficiency)
         # an output that is a whole number of full waves of full tiles wastes nothing
-        q = waves.plan(tile[0] * p.slots, tile[1], tile, sms=sms, blocks_per_sm=bps)
+        q = waves.wave_plan(tile[0] * p.slots, tile[1], tile, sms=sms, blocks_per_sm=bps)
         assert q.efficiency == 1.0 and q.waves == 1
 
 
 def test_blocks_per_sm_widens_a_wave():
-    assert waves.plan(1793, tile=(256, 128), sms=108, blocks_per_sm=2).waves == 1
+    assert waves.wave_plan(1793, tile=(256, 128), sms=108, blocks_per_sm=2).waves == 1
 
 
 def test_sweep_and_predicted_rate():
@@ -72,16 +72,16 @@ def test_sweep_and_predicted_rate():
 @pytest.mark.parametrize(
     "call, word",
     [
-        (lambda: waves.plan(0, tile=(256, 128), sms=108), "M"),
-        (lambda: waves.plan(1793, -1, sms=108), "N"),
-        (lambda: waves.plan(1793, tile=(0, 128), sms=108), "tile_m"),
-        (lambda: waves.plan(1793, tile=(256,), sms=108), "tile"),
-        (lambda: waves.plan(1793, tile=(256, 128)), "sms"),
-        (lambda: waves.plan(1793, sms=108, gpu="H200"), "sms"),
-        (lambda: waves.plan(1793, sms=1.5), "sms"),
-        (lambda: waves.plan(1793, sms=108, blocks_per_sm=0), "blocks_per_sm"),
-        (lambda: waves.plan(1793.0, sms=108), "M"),
-        (lambda: waves.plan(1793, gpu="Seed accelerator"), "gpu"),
+        (lambda: waves.wave_plan(0, tile=(256, 128), sms=108), "M"),
+        (lambda: waves.wave_plan(1793, -1, sms=108), "N"),
+        (lambda: waves.wave_plan(1793, tile=(0, 128), sms=108), "tile_m"),
+        (lambda: waves.wave_plan(1793, tile=(256,), sms=108), "tile"),
+        (lambda: waves.wave_plan(1793, tile=(256, 128)), "sms"),
+        (lambda: waves.wave_plan(1793, sms=108, gpu="H200"), "sms"),
+        (lambda: waves.wave_plan(1793, sms=1.5), "sms"),
+        (lambda: waves.wave_plan(1793, sms=108, blocks_per_sm=0), "blocks_per_sm"),
+        (lambda: waves.wave_plan(1793.0, sms=108), "M"),
+        (lambda: waves.wave_plan(1793, gpu="Seed accelerator"), "gpu"),
         (lambda: waves.sweep([1792], sms=108, what="nope"), "what"),
         (lambda: waves.predicted_tflops(1, 1, 0, 1.0, (16, 16), sms=1), "K"),
         (lambda: waves.predicted_tflops(1, 1, 1, -1.0, (16, 16), sms=1), "full_rate_tflops"),
@@ -98,8 +98,8 @@ def test_bad_input_names_the_argument(call, word):
 
 
 def test_numpy_ints_are_ints():
-    p = waves.plan(np.int64(1793), tile=(np.int32(256), np.int64(128)), sms=np.int64(108))
-    assert p == waves.plan(1793, tile=(256, 128), sms=108) and type(p.M) is int and type(p.sms) is int
+    p = waves.wave_plan(np.int64(1793), tile=(np.int32(256), np.int64(128)), sms=np.int64(108))
+    assert p == waves.wave_plan(1793, tile=(256, 128), sms=108) and type(p.M) is int and type(p.sms) is int
     assert waves.predicted_tflops(np.int64(1792), 1792, np.int16(64), 100.0, (256, 128), sms=108) == pytest.approx(
         100.0 * 98 / 108
     )  # one full-area wave of 98 tiles on 108 SMs
@@ -113,7 +113,7 @@ def test_sweep_reads_fields_and_properties():
 
 def test_unknown_gpu_raises_key_error():
     with pytest.raises(KeyError):
-        waves.plan(1793, gpu="Voodoo 3")
+        waves.wave_plan(1793, gpu="Voodoo 3")
 
 
 def test_wave_explorer_slider_changes_the_figure():

@@ -87,7 +87,7 @@ def main(argv=None) -> int:
         for cfg in mm.CONFIGS["tma"]:
             fn = functools.partial(mm.matmul, a, b, config=cfg)
             fn()
-            row(f"matmul 1793 {cfg.short()}", fn, args.calls)
+            row(f"matmul 1793 {mm.config_label(cfg)}", fn, args.calls)
         fns = {
             "pad_rows_many([a, b]) 1793": lambda: mm.pad_rows_many([a, b]),
             "torch.empty(n, n)": lambda: torch.empty(n, n, device="cuda", dtype=torch.bfloat16),

@@ -76,8 +76,8 @@ def candidates(with_ws: bool = False):
 
 
 def _parse_configs(spec: str, with_ws: bool):
-    """'path:short name;path:short name' (short names as MatmulConfig.short() prints them) -> (path, config)."""
-    known = {f"{p}:{c.short()}": (p, c) for p, c in candidates(with_ws=True)}
+    """'path:short name;path:short name' (short names as mm.config_label prints them) -> (path, config)."""
+    known = {f"{p}:{mm.config_label(c)}": (p, c) for p, c in candidates(with_ws=True)}
     out = []
     for item in [x.strip() for x in spec.replace(";", ",").split(",") if x.strip()]:
         if item not in known:
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
     def measure(path, cfg, n, dname, rep=100):
         a, b, ref = get(n, dname)
         c = torch.empty(n, n, device=dev, dtype=a.dtype)
-        row = {"path": path, "config": cfg.short(), "n": n, "dtype": dname}
+        row = {"path": path, "config": mm.config_label(cfg), "n": n, "dtype": dname}
         t0 = time.time()
         try:
             k = mm.launch(a, b, c, cfg, path)
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
     for path, cfg in (chosen or candidates(args.with_ws)) if "A" in stages else []:
         for n in sizes_a:
             if over_budget():
-                rec["notes"].append(f"stage A stopped at the time budget before {path} {cfg.short()} n={n}")
+                rec["notes"].append(f"stage A stopped at the time budget before {path} {mm.config_label(cfg)} n={n}")
                 break
             row = measure(path, cfg, n, "bf16", rep=100 if n == sizes_a[0] else 200)
             show(row)
@@ -206,7 +206,7 @@ def main(argv=None) -> int:
             score.setdefault(r["config"], []).append(r["ratio"])
         ranked = sorted((sum(v) / len(v), name) for name, v in score.items() if len(v) == 2)
         names = [name for _, name in ranked[::-1][:k]]
-        return [cfg for p, cfg in candidates(with_ws=True) if p == path and cfg.short() in names]
+        return [cfg for p, cfg in candidates(with_ws=True) if p == path and mm.config_label(cfg) in names]
 
     if "A" in stages:
         top = [("tma", c) for c in best("tma", args.top)] + [("pointer", c) for c in best("pointer", 1)]
@@ -214,7 +214,7 @@ def main(argv=None) -> int:
         top = chosen or DEFAULT_B
     else:
         top = []
-    rec["stage_b_configs"] = [f"{p} {c.short()}" for p, c in top]
+    rec["stage_b_configs"] = [f"{p} {mm.config_label(c)}" for p, c in top]
     if "B" in stages:
         print(
             "Stage B: " + "; ".join(rec["stage_b_configs"]) + " on fp16 4096/8192 and on awkward sizes "

@@ -150,7 +150,9 @@ def headline(ns=HEADLINE_NS, dtypes=("bf16", "fp16")) -> list[dict]:
             tg = timing.time_ms(lambda: mm.matmul(a, b), warmup_ms=25, rep_ms=200)
             rows.append(_row("torch", n, tt, dtype=d))
             rows.append(
-                _row("gpulab", n, tg, dtype=d, path=path, config=cfg.short(), ratio=tt.median_ms / tg.median_ms)
+                _row(
+                    "gpulab", n, tg, dtype=d, path=path, config=mm.config_label(cfg), ratio=tt.median_ms / tg.median_ms
+                )
             )
             if d == dtypes[0] and path != "pointer":
                 mm.matmul(a, b, path="pointer", config="heuristic")
@@ -164,7 +166,7 @@ def headline(ns=HEADLINE_NS, dtypes=("bf16", "fp16")) -> list[dict]:
                         tp,
                         dtype=d,
                         path="pointer",
-                        config=mm.heuristic_config(n, n, n, a.dtype, "pointer").short(),
+                        config=mm.config_label(mm.heuristic_config(n, n, n, a.dtype, "pointer")),
                         ratio=tt.median_ms / tp.median_ms,
                     )
                 )
@@ -265,7 +267,7 @@ def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
                 )
             if name == "gpulab":
                 extra.update(
-                    path=mm.choose_path(a.dtype), config=mm.tuned_config(a, b, mm.choose_path(a.dtype)).short()
+                    path=mm.choose_path(a.dtype), config=mm.config_label(mm.tuned_config(a, b, mm.choose_path(a.dtype)))
                 )
             rows.append(_row(name, n, t, **extra))
     return rows
@@ -303,7 +305,7 @@ def fp32_rates(n=FP32_N) -> list[dict]:
                 tg,
                 precision=prec,
                 error=relative_error(ref, gfn(), "norm"),
-                config=mm.tuned_config(a, b, "pointer", prec).short(),
+                config=mm.config_label(mm.tuned_config(a, b, "pointer", prec)),
                 ratio=tt.median_ms / tg.median_ms,
             )
         )
@@ -403,7 +405,7 @@ def build_steps(n=BUILD_N, dtype=BUILD_DTYPE, config=None) -> list[dict]:
                 config=f"{config.BLOCK_M}x{config.BLOCK_N}x{config.BLOCK_K} w{config.num_warps}",
             )
         elif step == "fast path":
-            row["config"] = mm.tuned_config(a, b, mm.choose_path(d)).short()
+            row["config"] = mm.config_label(mm.tuned_config(a, b, mm.choose_path(d)))
         rows.append(row)
     _empty_cache()
     return rows
@@ -445,7 +447,7 @@ def alignment(ns=ALIGNMENT_NS, dtype="bf16") -> list[dict]:
         cfg = mm.heuristic_config(n, n, n, a.dtype, "pointer")
         k = mm.launch(a, b, c, cfg, "pointer")  # None in the interpreter
         loads = ptx_loads(k.asm["ptx"]) if k is not None else {"ptx": None}
-        rows.append({"n": n, "dtype": dtype, "config": cfg.short(), **loads})
+        rows.append({"n": n, "dtype": dtype, "config": mm.config_label(cfg), **loads})
         a = b = c = None  # free the buffers before the next size (the lambdas above hold the names)
         _empty_cache()
     return rows
@@ -474,7 +476,7 @@ def dense_sweep(
     out = {
         "dtype": dtype,
         "path": path,
-        "config": cfg.short(),
+        "config": mm.config_label(cfg),
         "tile": list(cfg.tile),
         "sms": mm.num_sms(),
         "warmup_ms": warmup_ms,

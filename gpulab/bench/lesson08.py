@@ -223,8 +223,8 @@ def headline(
                 n: float((a.float() - b.float()).abs().max() / b.float().abs().max())
                 for n, a, b in zip(("out", "dq", "dk", "dv"), grads["ours"], grads["flash"])
             }
-        configs = F.default_configs(q, k, v, causal)
-        chosen = {part: F.config_short(c) if c else None for part, c in configs.items()}
+        configs = F.chosen_configs(q, k, v, causal)
+        chosen = {part: F.config_label(c) if c else None for part, c in configs.items()}
         row["config_fwd"] = chosen.pop("fwd")
         row["config_bwd"] = f"{F.DEFAULT_BWD_MODE}: " + ", ".join(f"{p} {c}" for p, c in chosen.items())
         rows.append(row)
@@ -522,13 +522,13 @@ def autotune_report(settings=AUTOTUNE_SETTINGS, progress: bool = True) -> list[d
                     t = timing.time_ms(
                         lambda: F.flash_attention_forward(q, k, v, causal, config=cfg), warmup_ms=25, rep_ms=100
                     )
-                    row["fixed_tflops"][F.config_short(cfg)] = t.rate(flops)
+                    row["fixed_tflops"][F.config_label(cfg)] = t.rate(flops)
                 except Exception as e:  # noqa: BLE001  (a candidate that cannot run here is a result)
-                    row["fixed_tflops"][F.config_short(cfg)] = f"{type(e).__name__}: {str(e)[:120]}"
+                    row["fixed_tflops"][F.config_label(cfg)] = f"{type(e).__name__}: {str(e)[:120]}"
             t = timing.time_ms(lambda: F.flash_attention_forward(q, k, v, causal), warmup_ms=25, rep_ms=100)
             row["autotuned_tflops"] = t.rate(flops)
-            chosen = F.default_configs(q, k, v, causal)["fwd"]
-            row["autotuned_config"] = F.config_short(chosen) if chosen else None
+            chosen = F.chosen_configs(q, k, v, causal)["fwd"]
+            row["autotuned_config"] = F.config_label(chosen) if chosen else None
             sdpa = sdpa_fn("FLASH_ATTENTION", causal)
             row["sdpa_flash_tflops"] = timing.time_ms(lambda: sdpa(q, k, v), warmup_ms=25, rep_ms=100).rate(flops)
             rows.append(row)

@@ -17,7 +17,7 @@ from ..kernels import matmul_steps
 from ..kernels.matmul import counts
 from ..plots import roof_xy
 from ..tiling import fits, footprint_bytes, input_loads, shared_memory_bytes, tile_intensity
-from ..waves import SEED_SMS, SEED_TILE, WavePlan, plan, sweep
+from ..waves import SEED_SMS, SEED_TILE, WavePlan, sweep, wave_plan
 
 
 class TileExplorer:
@@ -193,7 +193,7 @@ class WaveExplorer:
 
     @property
     def plan(self) -> WavePlan:
-        return plan(self.n.value, self.n.value, self.tile, sms=self.sms.value)
+        return wave_plan(self.n.value, self.n.value, self.tile, sms=self.sms.value)
 
     def _apply(self, fig) -> None:
         p, tile, sms = self.plan, self.tile, self.sms.value

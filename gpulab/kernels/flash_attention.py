@@ -54,14 +54,11 @@ input dtype before their matmuls, as FlashAttention does), and fp32 (``input_pre
 Triton 3.9's interpreter bf16 ``tl.dot`` multiplies raw bits (``matmul_precision.bf16_dot_is_exact``), so
 there bf16 tiles are upcast to fp32 before every dot.
 
-The GPU plan (``gpulab.plan.current()``, or the ``plan_`` argument of the choosing functions) decides the
-defaults. On a GPU the forward loads Q, K, V tiles through TMA tensor descriptors where the plan has
-``attention_tma`` (compute capability >= 9.0, ``planned_tma``) and ``tma_available()`` (``kernels._hopper``,
-``USE_TMA``); everywhere else, and in the interpreter unless asked, through pointers with masks. On a GPU each
-launch without a given config is autotuned by the shared autotuner (``kernels._autotune``, keyed by
-``_tune_key``) over ``fwd_candidates`` or ``bwd_candidates``: the plan's lists (the small tiles of the fp32
-lists where ``plan.small_tiles``), the forward's less the configs whose shared memory
-(``plan.attention_fwd_smem_bytes``) does not fit one block on the planned GPU.
+Which loads and configs a launch takes on each GPU generation is the plan policy, described once in
+``gpulab.plan``'s module docstring (``planned_tma``, ``fwd_candidates``, ``bwd_candidates``). TMA loads need
+``tma_available()`` (``kernels._hopper``) besides the plan, and run only where Lq and Lk are multiples of
+``TMA_ROW_MULTIPLE`` on 16-byte aligned tensors. On a GPU each launch without a given config is autotuned by the
+shared autotuner (``kernels._autotune``, keyed by ``_tune_key``: part, dtype, d, causal, TMA, ``l_bucket(L)``).
 
 The file reads top to bottom: constants, helpers, the forward kernel, the backward kernels, configurations,
 launchers, autograd, the float64 reference.
@@ -121,23 +118,16 @@ def _load_rows(ptr, offs_r, offs_d, n_rows, HEAD_DIM: tl.constexpr, MASKED: tl.c
 
 @triton.jit
 def _load_tile(
-    desc,
-    ptr,
-    flat_row,
-    offs_r,
-    offs_d,
-    n_rows,
-    HEAD_DIM: tl.constexpr,
-    MASKED: tl.constexpr,
-    USE_TMA: tl.constexpr,
-    UPCAST: tl.constexpr,
-):
+    desc, ptr, flat_row, offs_r, offs_d, n_rows,
+    HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, USE_TMA: tl.constexpr, UPCAST: tl.constexpr,
+):  # fmt: skip
     """One (rows, d) tile of this head: through the TMA descriptor at row ``flat_row`` of the flattened
-    (B*H*L, d) tensor, or by masked pointer loads from ``ptr`` (this head) at rows ``offs_r``; fp32 if UPCAST."""
+    (B*H*L, d) tensor, or by masked pointer loads from ``ptr`` (this head) at rows ``offs_r``; fp32 if UPCAST.
+    The descriptor path has no mask: the launcher takes it only where no tile crosses a head's end."""
     if USE_TMA:
         t = desc.load([flat_row.to(tl.int32), 0])
     else:
-        t = _load_rows(ptr, offs_r, offs_d, n_rows, HEAD_DIM, MASKED)
+        t = _load_rows(ptr, offs_r, offs_d, n_rows, HEAD_DIM=HEAD_DIM, MASKED=MASKED)
     if UPCAST:
         t = t.to(tl.float32)
     return t
@@ -148,35 +138,26 @@ def _load_tile(
 
 @triton.jit
 def _fwd_tiles(
-    acc,
-    l_i,
-    m_i,
-    q,
-    Kh,
-    Vh,
-    desc_k,
-    desc_v,
-    kv_base,
-    lo,
-    hi,
-    offs_m,
-    Lk,
-    qk_scale,
-    BLOCK_N: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    MASKED: tl.constexpr,
-    CAUSAL: tl.constexpr,
-    USE_TMA: tl.constexpr,
-    UPCAST: tl.constexpr,
-    DOT_PREC: tl.constexpr,
-):
-    """Fold key tiles [lo, hi) into the running state: m_i (row max, log2 units), l_i (row sum of
-    exp2(s - m_i)), acc (the unnormalised output, sum of exp2(s - m_i) * v). Masks only if MASKED."""
+    acc, l_i, m_i, q, offs_m,  # the running state of one query block, its Q tile and query indices
+    kv, lo, hi, Lk, qk_scale,  # this head's (K, V, desc_k, desc_v, first flat row); key tiles [lo, hi)
+    BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+    USE_TMA: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
+):  # fmt: skip
+    """Fold key tiles [lo, hi) into the running state of the online softmax (FlashAttention-2, Algorithm 1,
+    lines 8-10), in log2 units (``s`` is already scaled by ``scale * log2(e)``):
+
+        m_new = max(m_i, rowmax(s)),  p = exp2(s - m_new),  alpha = exp2(m_i - m_new)
+        l_i = alpha * l_i + rowsum(p),  acc = alpha * acc + p V
+
+    ``acc`` is the unnormalised output (the caller divides by ``l_i`` once, at the end). Masks only if MASKED:
+    keys ``n >= Lk`` and, if CAUSAL, keys ``n > m`` get ``s = -inf``, so ``p = 0``."""
+    Kh, Vh, desc_k, desc_v, kv_base = kv
     offs_d = tl.arange(0, HEAD_DIM)
     for start_n in tl.range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = _load_tile(desc_k, Kh, kv_base + start_n, offs_n, offs_d, Lk, HEAD_DIM, MASKED, USE_TMA, UPCAST)
+        k = _load_tile(desc_k, Kh, kv_base + start_n, offs_n, offs_d, Lk,
+                       HEAD_DIM=HEAD_DIM, MASKED=MASKED, USE_TMA=USE_TMA, UPCAST=UPCAST)  # fmt: skip
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)  # (BLOCK_M, BLOCK_N)
         if MASKED:
             valid = offs_n[None, :] < Lk
@@ -192,7 +173,8 @@ def _fwd_tiles(
         alpha = tl.math.exp2(m_i - m_new)  # rescales the old state to the new maximum
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        v = _load_tile(desc_v, Vh, kv_base + start_n, offs_n, offs_d, Lk, HEAD_DIM, MASKED, USE_TMA, UPCAST)
+        v = _load_tile(desc_v, Vh, kv_base + start_n, offs_n, offs_d, Lk,
+                       HEAD_DIM=HEAD_DIM, MASKED=MASKED, USE_TMA=USE_TMA, UPCAST=UPCAST)  # fmt: skip
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PREC)
         m_i = m_new
     return acc, l_i, m_i
@@ -200,28 +182,17 @@ def _fwd_tiles(
 
 @triton.jit(do_not_specialize=["Lq", "Lk"])  # one binary for every length
 def flash_attention_fwd_kernel(
-    Q,
-    K,
-    V,
-    O,
-    LSE,
-    desc_q,
-    desc_k,
-    desc_v,
-    qk_scale,
-    Lq,
-    Lk,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr,
-    USE_TMA: tl.constexpr,
-    UPCAST: tl.constexpr,
-    DOT_PREC: tl.constexpr,
-):
-    """One program: BLOCK_M query rows of one (batch, head). Q, O: (B*H*Lq, d), K, V: (B*H*Lk, d)
-    contiguous; LSE: (B*H*Lq,) fp32, natural log. Causal programs take
-    their query blocks last first, so the longest rows start first and the short ones fill the tail."""
+    Q, K, V, O, LSE,  # Q, O: (B*H*Lq, d), K, V: (B*H*Lk, d), contiguous; LSE: (B*H*Lq,) fp32, natural log
+    desc_q, desc_k, desc_v,  # TMA descriptors over the same flattened Q, K, V (None without USE_TMA)
+    qk_scale, Lq, Lk,  # sm_scale * log2(e); queries and keys per head
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr, USE_TMA: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
+):  # fmt: skip
+    """One program: BLOCK_M query rows of one (batch, head), grid ``(cdiv(Lq, BLOCK_M), B * H)``. Writes
+    ``O = acc / l`` and ``LSE = (m + log2 l) * ln 2`` for its rows (rows past Lq are not stored). The keys
+    are visited in two stages (the module docstring): the full tiles without a mask, then the masked ones.
+    Causal programs take their query blocks last first, so the longest rows start first and the short ones
+    fill the tail."""
     pid_m = tl.program_id(0)
     if CAUSAL:
         pid_m = tl.num_programs(0) - 1 - pid_m
@@ -233,9 +204,9 @@ def flash_attention_fwd_kernel(
     Vh = V + kv_base * HEAD_DIM
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-    q = _load_tile(
-        desc_q, Q + q_base * HEAD_DIM, q_base + start_m, offs_m, offs_d, Lq, HEAD_DIM, True, USE_TMA, UPCAST
-    )  # (BLOCK_M, d)
+    q = _load_tile(desc_q, Q + q_base * HEAD_DIM, q_base + start_m, offs_m, offs_d, Lq,
+                   HEAD_DIM=HEAD_DIM, MASKED=True, USE_TMA=USE_TMA, UPCAST=UPCAST)  # fmt: skip
+    # q: (BLOCK_M, d)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
@@ -246,52 +217,17 @@ def flash_attention_fwd_kernel(
     else:
         hi_full = lk_full
         hi = Lk
+    kv = (Kh, Vh, desc_k, desc_v, kv_base)
     acc, l_i, m_i = _fwd_tiles(
-        acc,
-        l_i,
-        m_i,
-        q,
-        Kh,
-        Vh,
-        desc_k,
-        desc_v,
-        kv_base,
-        0,
-        hi_full,
-        offs_m,
-        Lk,
-        qk_scale,
-        BLOCK_N,
-        HEAD_DIM,
-        False,
-        CAUSAL,
-        USE_TMA,
-        UPCAST,
-        DOT_PREC,
-    )
+        acc, l_i, m_i, q, offs_m, kv, 0, hi_full, Lk, qk_scale,
+        BLOCK_N=BLOCK_N, HEAD_DIM=HEAD_DIM, MASKED=False, CAUSAL=CAUSAL,
+        USE_TMA=USE_TMA, UPCAST=UPCAST, DOT_PREC=DOT_PREC,
+    )  # fmt: skip
     acc, l_i, m_i = _fwd_tiles(
-        acc,
-        l_i,
-        m_i,
-        q,
-        Kh,
-        Vh,
-        desc_k,
-        desc_v,
-        kv_base,
-        hi_full,
-        hi,
-        offs_m,
-        Lk,
-        qk_scale,
-        BLOCK_N,
-        HEAD_DIM,
-        True,
-        CAUSAL,
-        USE_TMA,
-        UPCAST,
-        DOT_PREC,
-    )
+        acc, l_i, m_i, q, offs_m, kv, hi_full, hi, Lk, qk_scale,
+        BLOCK_N=BLOCK_N, HEAD_DIM=HEAD_DIM, MASKED=True, CAUSAL=CAUSAL,
+        USE_TMA=USE_TMA, UPCAST=UPCAST, DOT_PREC=DOT_PREC,
+    )  # fmt: skip
     acc = acc / l_i[:, None]
     row_ok = offs_m < Lq
     tl.store(LSE + q_base + offs_m, (m_i + tl.math.log2(l_i)) * _LN2, mask=row_ok)
@@ -305,55 +241,46 @@ def flash_attention_fwd_kernel(
 
 @triton.jit(do_not_specialize=["n_rows"])
 def flash_attention_bwd_preprocess_kernel(O, DO, DELTA, n_rows, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
-    """delta_i = sum_d dO_id * O_id in fp32 over rows of the (n_rows, d) contiguous O and dO."""
+    """delta_i = sum_d dO_id * O_id in fp32 over rows of the (n_rows, d) contiguous O and dO (FlashAttention-2,
+    Algorithm 2, line 4): ``rowsum(dP * P) = rowsum(dO * O)``, so dS needs no second pass over the keys."""
     offs_r = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     offs_d = tl.arange(0, HEAD_DIM)
-    o = _load_rows(O, offs_r, offs_d, n_rows, HEAD_DIM, True).to(tl.float32)
-    do = _load_rows(DO, offs_r, offs_d, n_rows, HEAD_DIM, True).to(tl.float32)
+    o = _load_rows(O, offs_r, offs_d, n_rows, HEAD_DIM=HEAD_DIM, MASKED=True).to(tl.float32)
+    do = _load_rows(DO, offs_r, offs_d, n_rows, HEAD_DIM=HEAD_DIM, MASKED=True).to(tl.float32)
     tl.store(DELTA + offs_r, tl.sum(o * do, 1), mask=offs_r < n_rows)
 
 
 @triton.jit
 def _bwd_dkdv_tiles(
-    dk,
-    dv,
-    k,
-    v,
-    Qh,
-    DOh,
-    LSEh,
-    DELTAh,
-    DQh,
-    desc_q,
-    desc_do,
-    q_base,
-    lo,
-    hi,
-    offs_n,
-    Lq,
-    Lk,
-    qk_scale,
-    sm_scale,
-    BLOCK_M1: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    MASKED: tl.constexpr,
-    CAUSAL: tl.constexpr,
-    ATOMIC_DQ: tl.constexpr,
-    USE_TMA: tl.constexpr,
-    UPCAST: tl.constexpr,
-    DOT_PREC: tl.constexpr,
-):
-    """For one block of keys (k, v: (BLOCK_N1, d)), fold query blocks [lo, hi) into dk and dv; with
-    ATOMIC_DQ also add this block's share of dQ into the fp32 buffer DQh. Works on transposed tiles
-    (keys along rows) so no tile is transposed in registers. The *h pointers point at this head; with
-    USE_TMA, q and dO tiles come through descriptors (only when Lq and Lk are multiples of TMA_ROW_MULTIPLE,
-    so no tile reaches another head)."""
+    dk, dv, k, v, offs_n,  # the accumulators and tiles (BLOCK_N1, d) of one key block, its key indices
+    q_side, lo, hi, lengths, scales,  # this head's query side (see the kernel); query tiles [lo, hi)
+    BLOCK_M1: tl.constexpr, HEAD_DIM: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr,
+    USE_TMA: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
+):  # fmt: skip
+    """For one block of keys, fold query blocks [lo, hi) into dk and dv (FlashAttention-2, Algorithm 2, lines
+    8-14, on transposed tiles: keys along rows, so no tile is transposed in registers):
+
+        P^T = exp2(K Q^T * scale * log2(e) - lse2),  dV += P^T dO,  dP^T = V dO^T,
+        dS^T = P^T * (dP^T - delta),  dK += dS^T Q   (the caller multiplies dK by scale once)
+
+    Masks only if MASKED: queries ``m >= Lq`` and, if CAUSAL, queries ``m < n`` get ``P = 0``. With ATOMIC_DQ
+    also add this block's share ``scale * dS K`` of dQ into the fp32 buffer ``DQh`` (keys past Lk are zeroed
+    first: their zero scores could give exp2 overflow). ``q_side = (Qh, DOh, LSEh, DELTAh, DQh, desc_q,
+    desc_do, q_base)``: this head's pointers, the TMA descriptors of Q and dO (used only with USE_TMA, where
+    Lq and Lk are multiples of TMA_ROW_MULTIPLE, so no tile reaches another head) and its first flat row;
+    ``lengths = (Lq, Lk)``, ``scales = (qk_scale, sm_scale)``."""
+    Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q_base = q_side
+    Lq, Lk = lengths
+    qk_scale, sm_scale = scales
     offs_d = tl.arange(0, HEAD_DIM)
     for start_m in tl.range(lo, hi, BLOCK_M1):
         start_m = tl.multiple_of(start_m, BLOCK_M1)
         offs_m = start_m + tl.arange(0, BLOCK_M1)
-        q = _load_tile(desc_q, Qh, q_base + start_m, offs_m, offs_d, Lq, HEAD_DIM, MASKED, USE_TMA, UPCAST)
-        do = _load_tile(desc_do, DOh, q_base + start_m, offs_m, offs_d, Lq, HEAD_DIM, MASKED, USE_TMA, UPCAST)
+        q = _load_tile(desc_q, Qh, q_base + start_m, offs_m, offs_d, Lq,
+                       HEAD_DIM=HEAD_DIM, MASKED=MASKED, USE_TMA=USE_TMA, UPCAST=UPCAST)  # fmt: skip
+        do = _load_tile(desc_do, DOh, q_base + start_m, offs_m, offs_d, Lq,
+                        HEAD_DIM=HEAD_DIM, MASKED=MASKED, USE_TMA=USE_TMA, UPCAST=UPCAST)  # fmt: skip
         if MASKED:
             lse2 = tl.load(LSEh + offs_m, mask=offs_m < Lq, other=0.0) * _LOG2E
             delta = tl.load(DELTAh + offs_m, mask=offs_m < Lq, other=0.0)
@@ -386,36 +313,27 @@ def _bwd_dkdv_tiles(
 
 @triton.jit
 def _bwd_dq_tiles(
-    dq,
-    q,
-    do,
-    lse2,
-    delta,
-    Kh,
-    Vh,
-    desc_k,
-    desc_v,
-    kv_base,
-    lo,
-    hi,
-    offs_m,
-    Lk,
-    qk_scale,
-    BLOCK_N2: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    MASKED: tl.constexpr,
-    CAUSAL: tl.constexpr,
-    USE_TMA: tl.constexpr,
-    UPCAST: tl.constexpr,
-    DOT_PREC: tl.constexpr,
-):
-    """For one block of queries, fold key tiles [lo, hi) into dq (unscaled: the caller multiplies by scale)."""
+    dq, q, do, lse2, delta, offs_m,  # the accumulator and tiles of one query block, its lse (log2), delta, rows
+    kv, lo, hi, Lk, qk_scale,  # this head's (K, V, desc_k, desc_v, first flat row); key tiles [lo, hi)
+    BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+    USE_TMA: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
+):  # fmt: skip
+    """For one block of queries, fold key tiles [lo, hi) into dq (FlashAttention-2, Algorithm 2, lines 9-13
+    seen from the query side):
+
+        P = exp2(Q K^T * scale * log2(e) - lse2),  dP = dO V^T,  dS = P * (dP - delta),  dQ += dS K
+
+    unscaled (the caller multiplies by scale once). Masks only if MASKED: keys ``n >= Lk`` and, if CAUSAL,
+    keys ``n > m`` get ``P = 0``."""
+    Kh, Vh, desc_k, desc_v, kv_base = kv
     offs_d = tl.arange(0, HEAD_DIM)
     for start_n in tl.range(lo, hi, BLOCK_N2):
         start_n = tl.multiple_of(start_n, BLOCK_N2)
         offs_n = start_n + tl.arange(0, BLOCK_N2)
-        k = _load_tile(desc_k, Kh, kv_base + start_n, offs_n, offs_d, Lk, HEAD_DIM, MASKED, USE_TMA, UPCAST)
-        v = _load_tile(desc_v, Vh, kv_base + start_n, offs_n, offs_d, Lk, HEAD_DIM, MASKED, USE_TMA, UPCAST)
+        k = _load_tile(desc_k, Kh, kv_base + start_n, offs_n, offs_d, Lk,
+                       HEAD_DIM=HEAD_DIM, MASKED=MASKED, USE_TMA=USE_TMA, UPCAST=UPCAST)  # fmt: skip
+        v = _load_tile(desc_v, Vh, kv_base + start_n, offs_n, offs_d, Lk,
+                       HEAD_DIM=HEAD_DIM, MASKED=MASKED, USE_TMA=USE_TMA, UPCAST=UPCAST)  # fmt: skip
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)  # (BLOCK_M2, BLOCK_N2)
         p = tl.math.exp2(s * qk_scale - lse2[:, None])
         if MASKED:
@@ -431,40 +349,23 @@ def _bwd_dq_tiles(
 
 @triton.jit(do_not_specialize=["Lq", "Lk"])
 def flash_attention_bwd_kernel(
-    Q,
-    K,
-    V,
-    DO,
-    LSE,
-    DELTA,
-    DQ,
-    DK,
-    DV,
-    desc_q,
-    desc_k,
-    desc_v,
-    desc_do,
-    qk_scale,
-    sm_scale,
-    Lq,
-    Lk,
+    Q, K, V, DO, LSE, DELTA,  # as in the forward (DO like Q); LSE, DELTA: (B*H*Lq,) fp32
+    DQ, DK, DV,  # outputs like Q, K, V; DQ is an fp32 buffer of zeros for DQ_MODE 2
+    desc_q, desc_k, desc_v, desc_do,  # TMA descriptors (None without USE_TMA)
+    qk_scale, sm_scale, Lq, Lk,  # sm_scale * log2(e), sm_scale; queries and keys per head
     HEAD_DIM: tl.constexpr,
-    BLOCK_M1: tl.constexpr,
-    BLOCK_N1: tl.constexpr,
-    BLOCK_M2: tl.constexpr,
-    BLOCK_N2: tl.constexpr,
-    CAUSAL: tl.constexpr,
-    DKDV: tl.constexpr,
-    DQ_MODE: tl.constexpr,
-    USE_TMA: tl.constexpr,
-    UPCAST: tl.constexpr,
-    DOT_PREC: tl.constexpr,
-):
-    """Program (pid, bh): if DKDV, dK and dV of keys [pid*BLOCK_N1, +BLOCK_N1); DQ_MODE 1: then dQ of queries
-    [pid*BLOCK_M2, +BLOCK_M2) (recomputing the scores); DQ_MODE 2: dQ by atomic adds into the fp32 DQ from
-    the key-side loop (needs DKDV); DQ_MODE 0: no dQ. Layouts as in the forward; DELTA, LSE: (B*H*Lq,) fp32.
-    USE_TMA: the loop tiles (q, dO in the key-side loop, k, v in the query-side loop) come through the
-    descriptors (blocks BLOCK_M1 and BLOCK_N2 rows)."""
+    BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr,
+    CAUSAL: tl.constexpr, DKDV: tl.constexpr, DQ_MODE: tl.constexpr,
+    USE_TMA: tl.constexpr, UPCAST: tl.constexpr, DOT_PREC: tl.constexpr,
+):  # fmt: skip
+    """Program (pid, bh), grid ``(max(cdiv(Lk, BLOCK_N1) if DKDV, cdiv(Lq, BLOCK_M2) if DQ_MODE 1), B * H)``.
+
+    If DKDV: dK and dV of keys [pid*BLOCK_N1, +BLOCK_N1), looping over query blocks of BLOCK_M1 rows in up to
+    three stages: the causal diagonal band (masked), the full query tiles (no mask), the partial last tile
+    (masked). DQ_MODE 1: then dQ of queries [pid*BLOCK_M2, +BLOCK_M2), looping over key blocks of BLOCK_N2
+    (recomputing the scores); DQ_MODE 2: dQ by atomic adds into the fp32 DQ from the key-side loop (needs
+    DKDV); DQ_MODE 0: no dQ. USE_TMA: the loop tiles (q, dO in the key-side loop, k, v in the query-side loop)
+    come through the descriptors (blocks BLOCK_M1 and BLOCK_N2 rows)."""
     pid = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     q_base = bh * Lq
@@ -472,110 +373,40 @@ def flash_attention_bwd_kernel(
     Qh, DOh, LSEh, DELTAh = Q + q_base * HEAD_DIM, DO + q_base * HEAD_DIM, LSE + q_base, DELTA + q_base
     Kh, Vh = K + kv_base * HEAD_DIM, V + kv_base * HEAD_DIM
     offs_d = tl.arange(0, HEAD_DIM)
+    lengths, scales = (Lq, Lk), (qk_scale, sm_scale)
     if DKDV:
         start_n = pid * BLOCK_N1
         if start_n < Lk:
             offs_n = start_n + tl.arange(0, BLOCK_N1)
-            k = _load_rows(Kh, offs_n, offs_d, Lk, HEAD_DIM, True)  # stays on chip
-            v = _load_rows(Vh, offs_n, offs_d, Lk, HEAD_DIM, True)
+            k = _load_rows(Kh, offs_n, offs_d, Lk, HEAD_DIM=HEAD_DIM, MASKED=True)  # stays on chip
+            v = _load_rows(Vh, offs_n, offs_d, Lk, HEAD_DIM=HEAD_DIM, MASKED=True)
             if UPCAST:
                 k = k.to(tl.float32)
                 v = v.to(tl.float32)
             dk = tl.zeros([BLOCK_N1, HEAD_DIM], dtype=tl.float32)
             dv = tl.zeros([BLOCK_N1, HEAD_DIM], dtype=tl.float32)
             DQh = DQ + q_base * HEAD_DIM
+            q_side = (Qh, DOh, LSEh, DELTAh, DQh, desc_q, desc_do, q_base)  # this head's query side
             lq_full = (Lq // BLOCK_M1) * BLOCK_M1
             if CAUSAL:  # queries m >= n see key n: the band [start_n, start_n + BLOCK_N1) is masked
                 dk, dv = _bwd_dkdv_tiles(
-                    dk,
-                    dv,
-                    k,
-                    v,
-                    Qh,
-                    DOh,
-                    LSEh,
-                    DELTAh,
-                    DQh,
-                    desc_q,
-                    desc_do,
-                    q_base,
-                    start_n,
-                    tl.minimum(start_n + BLOCK_N1, Lq),
-                    offs_n,
-                    Lq,
-                    Lk,
-                    qk_scale,
-                    sm_scale,
-                    BLOCK_M1,
-                    HEAD_DIM,
-                    True,
-                    True,
-                    DQ_MODE == 2,
-                    USE_TMA,
-                    UPCAST,
-                    DOT_PREC,
-                )
+                    dk, dv, k, v, offs_n, q_side, start_n, tl.minimum(start_n + BLOCK_N1, Lq), lengths, scales,
+                    BLOCK_M1=BLOCK_M1, HEAD_DIM=HEAD_DIM, MASKED=True, CAUSAL=True, ATOMIC_DQ=DQ_MODE == 2,
+                    USE_TMA=USE_TMA, UPCAST=UPCAST, DOT_PREC=DOT_PREC,
+                )  # fmt: skip
                 lo = start_n + BLOCK_N1
             else:
                 lo = 0
-            dk, dv = _bwd_dkdv_tiles(
-                dk,
-                dv,
-                k,
-                v,
-                Qh,
-                DOh,
-                LSEh,
-                DELTAh,
-                DQh,
-                desc_q,
-                desc_do,
-                q_base,
-                lo,
-                lq_full,
-                offs_n,
-                Lq,
-                Lk,
-                qk_scale,
-                sm_scale,
-                BLOCK_M1,
-                HEAD_DIM,
-                False,
-                CAUSAL,
-                DQ_MODE == 2,
-                USE_TMA,
-                UPCAST,
-                DOT_PREC,
-            )
-            dk, dv = _bwd_dkdv_tiles(
-                dk,
-                dv,
-                k,
-                v,
-                Qh,
-                DOh,
-                LSEh,
-                DELTAh,
-                DQh,
-                desc_q,
-                desc_do,
-                q_base,
-                tl.maximum(lo, lq_full),
-                Lq,
-                offs_n,
-                Lq,
-                Lk,
-                qk_scale,
-                sm_scale,
-                BLOCK_M1,
-                HEAD_DIM,
-                True,
-                CAUSAL,
-                DQ_MODE == 2,
-                USE_TMA,
-                UPCAST,
-                DOT_PREC,
-            )
+            dk, dv = _bwd_dkdv_tiles(  # the full query tiles
+                dk, dv, k, v, offs_n, q_side, lo, lq_full, lengths, scales,
+                BLOCK_M1=BLOCK_M1, HEAD_DIM=HEAD_DIM, MASKED=False, CAUSAL=CAUSAL, ATOMIC_DQ=DQ_MODE == 2,
+                USE_TMA=USE_TMA, UPCAST=UPCAST, DOT_PREC=DOT_PREC,
+            )  # fmt: skip
+            dk, dv = _bwd_dkdv_tiles(  # the partial last query tile
+                dk, dv, k, v, offs_n, q_side, tl.maximum(lo, lq_full), Lq, lengths, scales,
+                BLOCK_M1=BLOCK_M1, HEAD_DIM=HEAD_DIM, MASKED=True, CAUSAL=CAUSAL, ATOMIC_DQ=DQ_MODE == 2,
+                USE_TMA=USE_TMA, UPCAST=UPCAST, DOT_PREC=DOT_PREC,
+            )  # fmt: skip
             row_ok = offs_n[:, None] < Lk
             rows = offs_n[:, None] * HEAD_DIM + offs_d[None, :]
             tl.store(DK + kv_base * HEAD_DIM + rows, (dk * sm_scale).to(DK.dtype.element_ty), mask=row_ok)
@@ -587,8 +418,8 @@ def flash_attention_bwd_kernel(
         start_m = pid_m * BLOCK_M2
         if start_m < Lq:
             offs_m = start_m + tl.arange(0, BLOCK_M2)
-            q = _load_rows(Qh, offs_m, offs_d, Lq, HEAD_DIM, True)
-            do = _load_rows(DOh, offs_m, offs_d, Lq, HEAD_DIM, True)
+            q = _load_rows(Qh, offs_m, offs_d, Lq, HEAD_DIM=HEAD_DIM, MASKED=True)
+            do = _load_rows(DOh, offs_m, offs_d, Lq, HEAD_DIM=HEAD_DIM, MASKED=True)
             if UPCAST:
                 q = q.to(tl.float32)
                 do = do.to(tl.float32)
@@ -596,60 +427,23 @@ def flash_attention_bwd_kernel(
             delta = tl.load(DELTAh + offs_m, mask=offs_m < Lq, other=0.0)
             dq = tl.zeros([BLOCK_M2, HEAD_DIM], dtype=tl.float32)
             lk_full = (Lk // BLOCK_N2) * BLOCK_N2
-            if CAUSAL:
+            if CAUSAL:  # as in the forward: full tiles left of the diagonal, the band masked, the rest skipped
                 hi_full = tl.minimum(start_m, lk_full)
                 hi = tl.minimum(start_m + BLOCK_M2, Lk)
             else:
                 hi_full = lk_full
                 hi = Lk
+            kv = (Kh, Vh, desc_k, desc_v, kv_base)
             dq = _bwd_dq_tiles(
-                dq,
-                q,
-                do,
-                lse2,
-                delta,
-                Kh,
-                Vh,
-                desc_k,
-                desc_v,
-                kv_base,
-                0,
-                hi_full,
-                offs_m,
-                Lk,
-                qk_scale,
-                BLOCK_N2,
-                HEAD_DIM,
-                False,
-                CAUSAL,
-                USE_TMA,
-                UPCAST,
-                DOT_PREC,
-            )
+                dq, q, do, lse2, delta, offs_m, kv, 0, hi_full, Lk, qk_scale,
+                BLOCK_N2=BLOCK_N2, HEAD_DIM=HEAD_DIM, MASKED=False, CAUSAL=CAUSAL,
+                USE_TMA=USE_TMA, UPCAST=UPCAST, DOT_PREC=DOT_PREC,
+            )  # fmt: skip
             dq = _bwd_dq_tiles(
-                dq,
-                q,
-                do,
-                lse2,
-                delta,
-                Kh,
-                Vh,
-                desc_k,
-                desc_v,
-                kv_base,
-                hi_full,
-                hi,
-                offs_m,
-                Lk,
-                qk_scale,
-                BLOCK_N2,
-                HEAD_DIM,
-                True,
-                CAUSAL,
-                USE_TMA,
-                UPCAST,
-                DOT_PREC,
-            )
+                dq, q, do, lse2, delta, offs_m, kv, hi_full, hi, Lk, qk_scale,
+                BLOCK_N2=BLOCK_N2, HEAD_DIM=HEAD_DIM, MASKED=True, CAUSAL=CAUSAL,
+                USE_TMA=USE_TMA, UPCAST=UPCAST, DOT_PREC=DOT_PREC,
+            )  # fmt: skip
             tl.store(
                 DQ + q_base * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
                 (dq * sm_scale).to(DQ.dtype.element_ty),
@@ -677,7 +471,7 @@ def bwd_config(
     )
 
 
-def config_short(config: triton.Config) -> str:
+def config_label(config: triton.Config) -> str:
     """A config in one line: ``"128x64 w4 s2"`` (forward blocks) or ``"32x128 128x32 w4 s3"`` (backward)."""
     kw = config.kwargs
     blocks = (
@@ -714,7 +508,7 @@ BWD_CONFIGS = {  # by launch (a key of BWD_PARTS)
 # fp32 (4-byte tiles, dot in "ieee"): small tiles and 2 stages, so that d = 128 fits in shared memory
 FP32_FWD_CONFIGS = [fwd_config(64, 32, 4, 2), fwd_config(32, 32, 4, 2)]
 FP32_BWD_CONFIGS = [bwd_config(16, 32, 32, 16, 4, 2), bwd_config(32, 64, 64, 32, 4, 1)]
-DEFAULT_BWD_MODE = "split"  # the mode tools/tune_flash.py found best, or within a few percent, at every setting
+DEFAULT_BWD_MODE = "split"  # tools/tune_flash.py's pick; lesson 08's reference data holds each mode's time
 DEFAULT_FWD_TMA = True  # the forward loads through TMA by default where the plan and the GPU have it
 DEFAULT_BWD_TMA = False
 
@@ -1090,15 +884,15 @@ untuned = _autotune.untimed
 
 
 def tuned_configs() -> dict:
-    """What autotuning chose so far: ``{"part dtype d=.. causal=.. tma=.. L<=bucket": config_short(config)}``,
+    """What autotuning chose so far: ``{"part dtype d=.. causal=.. tma=.. L<=bucket": config_label(config)}``,
     part "fwd" or a key of ``BWD_PARTS``."""
     return {
-        f"{p} {str(dt).replace('torch.', '')} d={d} causal={c} tma={t} L<={lb}": config_short(cfg)
+        f"{p} {str(dt).replace('torch.', '')} d={d} causal={c} tma={t} L<={lb}": config_label(cfg)
         for (p, dt, d, c, t, lb), cfg in _autotune.chosen("flash_attention").items()
     }
 
 
-def default_configs(q, k, v, causal: bool = False, bwd_mode: str | None = None, use_tma: bool | None = None) -> dict:
+def chosen_configs(q, k, v, causal: bool = False, bwd_mode: str | None = None, use_tma: bool | None = None) -> dict:
     """The configs that launches without a config take on these inputs: ``{"fwd": config, part: config, ...}``
     for the forward and each launch of ``bwd_mode`` (default ``DEFAULT_BWD_MODE``), ``use_tma`` as passed to
     them; on a GPU the autotuner's cached choices (None for a launch not tuned yet), in the interpreter

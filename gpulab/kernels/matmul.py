@@ -24,15 +24,12 @@ Triton's tutorials 03-matrix-multiplication and 09-persistent-matmul):
 - ``matmul_noreuse_kernel``: each output element reads its own row of A and column of B (``2 M N K``
   loads); nothing is shared on chip, so only the caches can help.
 
-``matmul(a, b)`` picks the path the GPU plan takes (``gpulab.plan``; ``planned_path``): ``"tma"`` for
-fp16/bf16 where the plan's ``matmul_path`` is "tma" (compute capability >= 9.0) and, on a GPU,
-``tma_available()`` (``kernels._hopper``); ``"pointer"`` otherwise. ``config=None`` autotunes on a GPU with the
-shared autotuner (``kernels._autotune``): the first call in a size bucket (each dimension rounded up to a power
-of two) times ``planned_configs(path, dtype)`` and keeps the fastest; ``config="heuristic"`` takes the first of them
-without timing (the dense sweeps use it, so nothing is tuned per size); a ``MatmulConfig`` fixes it.
-``planned_configs`` is the plan's list (``CONFIGS["pointer_small"]`` where ``plan.small_tiles``) less the configs
-whose shared memory (``plan.matmul_smem_bytes``) does not fit one block on the planned GPU. Each choosing
-function takes ``plan_`` (a ``gpulab.plan.Plan``; default ``plan.current()``).
+``matmul(a, b)`` takes the path and the configs of the GPU plan: which ones on each GPU generation is the plan
+policy, described once in ``gpulab.plan``'s module docstring (``planned_path``, ``candidates``,
+``heuristic_config``). ``config=None`` autotunes on a GPU with the shared autotuner (``kernels._autotune``), once
+per size bucket (each dimension rounded up to a power of two); ``config="heuristic"`` takes the first candidate
+untimed (the dense sweeps use it, so nothing is tuned per size); a ``MatmulConfig`` fixes it. The grouped launch
+order is ``matmul_steps.launch_order``, the one lesson 07 builds.
 
 fp32 inputs: ``input_precision="tf32"`` (tensor cores, inputs rounded to 10 mantissa bits) or ``"ieee"``
 (exact fp32 products). Triton's interpreter computes exact fp32 whatever you ask. Its bf16 ``tl.dot``
@@ -54,25 +51,13 @@ from . import _autotune
 from ._checks import check_matmul_operands, check_power_of_two
 from ._hopper import TensorDescriptor, num_sms, tma_available
 from .matmul_precision import bf16_dot_is_exact
+from .matmul_steps import launch_order  # the grouped order (GROUP_M tile rows at a time): lesson 07's step 3
 from .pad import copy_rows, pad_rows, pad_rows_many  # noqa: F401  (pad_rows: part of this module's API, lesson 07)
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INPUT_PRECISIONS = ("tf32", "ieee")
 PATHS = ("auto", "pointer", "tma")
 TMA_DTYPES = (torch.float16, torch.bfloat16)
-
-
-@triton.jit
-def _tile_coords(tile_id, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    """(pid_m, pid_n) of linear tile ``tile_id``, visiting GROUP_M tile rows column by column (L2 reuse)."""
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (tile_id // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (tile_id % num_pid_in_group) % group_size_m
-    pid_n = (tile_id % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
 
 
 @triton.jit
@@ -96,7 +81,7 @@ def matmul_kernel(
     INPUT_PRECISION: tl.constexpr,
     UPCAST: tl.constexpr,
 ):
-    pid_m, pid_n = _tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = launch_order(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     # int64 offsets wherever one is multiplied by a stride: offs * stride must not wrap past 2^31 elements
     # (a (64, 2^25) fp16 B is 4 GiB, and BLOCK_K * N = 2^31 already). The masks keep int32 offsets.
     offs_m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
@@ -147,7 +132,7 @@ def matmul_tma_kernel(
     for tile_id in tl.range(
         tl.program_id(0), num_tiles, num_programs, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE
     ):
-        pid_m, pid_n = _tile_coords(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = launch_order(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_tiles):
             a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])  # (BLOCK_M, BLOCK_K), zero past the edges
@@ -157,7 +142,7 @@ def matmul_tma_kernel(
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc)
         tile_id_c += num_programs
-        pid_m, pid_n = _tile_coords(tile_id_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = launch_order(tile_id_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         offs_m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
         c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
@@ -235,9 +220,13 @@ class MatmulConfig:
     def tile(self) -> tuple[int, int]:
         return self.BLOCK_M, self.BLOCK_N
 
-    def short(self) -> str:
-        s = f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K} g{self.GROUP_M} w{self.num_warps} s{self.num_stages}"
-        return s + "".join(f" {k}" for k in ("persistent", "flatten", "warp_specialize") if getattr(self, k))
+
+def config_label(config: MatmulConfig) -> str:
+    """A config in one line, the label tables and recordings use: ``"128x256x64 g8 w8 s3 persistent flatten"``
+    (blocks M x N x K, GROUP_M, warps, stages, then the TMA path's flags that are set)."""
+    c = config
+    s = f"{c.BLOCK_M}x{c.BLOCK_N}x{c.BLOCK_K} g{c.GROUP_M} w{c.num_warps} s{c.num_stages}"
+    return s + "".join(f" {k}" for k in ("persistent", "flatten", "warp_specialize") if getattr(c, k))
 
 
 C = MatmulConfig
@@ -256,9 +245,9 @@ CONFIGS = {
     # fp32: no 128x128x32 tile with 4 warps, which spills registers in "ieee"
     "pointer_fp32": [C(128, 128, 32, 8, 8, 3), C(64, 128, 32, 8, 4, 4), C(128, 64, 32, 8, 4, 4)],
     # compute capability < 8.0 (plan.small_tiles), every dtype: tl.dot runs as FP32 FMA on the CUDA cores, and
-    # the big tiles above spill registers there (128x128x32 w4: 36 KB of spills in fp16). These compile for
-    # sm_75 without spills in fp16 and fp32 (python -m gpulab.targets --cc 75 --only matmul --all-configs);
-    # none is timed on a T4 yet, so the first (the heuristic's) is the one with the fewest registers.
+    # the big tiles above spill registers there. These compile for sm_75 without spills in fp16 and fp32
+    # (python -m gpulab.targets --cc 75 --only matmul --all-configs shows registers and spills); none is timed
+    # on a T4 yet, so the first (the heuristic's) is the one with the fewest registers.
     "pointer_small": [
         C(64, 64, 16, 8, 8, 2),
         C(64, 128, 16, 8, 8, 2),
@@ -295,7 +284,7 @@ def config_list(path: str, dtype: torch.dtype, plan_: plan.Plan | None = None) -
     return "pointer_fp32" if path == "pointer" and dtype == torch.float32 else path
 
 
-def planned_configs(path: str, dtype: torch.dtype, plan_: plan.Plan | None = None) -> list[MatmulConfig]:
+def candidates(path: str, dtype: torch.dtype, plan_: plan.Plan | None = None) -> list[MatmulConfig]:
     """The autotuning candidates of ``path`` for ``dtype`` (any torch dtype; its itemsize counts) on the planned
     GPU: ``CONFIGS[config_list(...)]`` in order, keeping those whose ``plan.matmul_smem_bytes`` fits one block's
     shared memory (``Plan.keep_fitting``: the smallest one if none does). Pure; ``plan_`` defaults to
@@ -312,10 +301,10 @@ def heuristic_config(
     M: int, N: int, K: int, dtype: torch.dtype, path: str, plan_: plan.Plan | None = None
 ) -> MatmulConfig:
     """A fixed config, no timing: the interpreter's small tiles, or the first of
-    ``planned_configs(path, dtype, plan_)`` on a GPU."""
+    ``candidates(path, dtype, plan_)`` on a GPU."""
     if not gpulab.ON_GPU:
         return INTERPRETER_CONFIG
-    return planned_configs(path, dtype, plan_)[0]
+    return candidates(path, dtype, plan_)[0]
 
 
 def _bucket(x: int) -> int:
@@ -411,16 +400,14 @@ def _store_aligned(c: torch.Tensor) -> bool:
     return c.stride(1) == 1 and c.stride(0) % 16 == 0 and c.shape[1] % 16 == 0 and c.data_ptr() % 16 == 0
 
 
-def autotune(a, b, path: str, input_precision: str = "tf32", candidates=None, rep_ms: float = 40) -> MatmulConfig:
-    """Time every candidate config (default ``planned_configs(path, a.dtype)``) on these inputs and return the
+def autotune(a, b, path: str, input_precision: str = "tf32", configs=None, rep_ms: float = 40) -> MatmulConfig:
+    """Time every candidate config (default ``candidates(path, a.dtype)``) on these inputs and return the
     fastest, by the shared autotuner's rules (``gpulab.kernels._autotune.fastest``: candidates that cannot
     launch are skipped; all are timed by CUDA-graph replay, or all eagerly if any capture fails). GPU only.
     Raises RuntimeError if no candidate can run."""
-    if candidates is None:
-        candidates = planned_configs(path, a.dtype)
-    return _autotune.fastest(
-        candidates, _scratch_run(a, b, path, input_precision), rep_ms=rep_ms, what=_what(a, b, path)
-    )
+    if configs is None:
+        configs = candidates(path, a.dtype)
+    return _autotune.fastest(configs, _scratch_run(a, b, path, input_precision), rep_ms=rep_ms, what=_what(a, b, path))
 
 
 def _scratch_run(a, b, path: str, input_precision: str):
@@ -454,16 +441,16 @@ def tuned_config(a, b, path: str, input_precision: str = "tf32") -> MatmulConfig
     the path's first candidate, untimed."""
     return _autotune.pick(
         _tune_key(a, b, path, input_precision),
-        planned_configs(path, a.dtype),
+        candidates(path, a.dtype),
         lambda: _scratch_run(a, b, path, input_precision),
         what=_what(a, b, path),
     )
 
 
 def tuned_configs() -> dict:
-    """What autotuning chose so far: ``{"path dtype precision MxNxK-bucket aligned": config.short()}``."""
+    """What autotuning chose so far: ``{"path dtype precision MxNxK-bucket aligned": config_label(config)}``."""
     return {
-        f"{k[0]} {str(k[1]).replace('torch.', '')} {k[2]} {k[3]}x{k[4]}x{k[5]} aligned={k[6]}": v.short()
+        f"{k[0]} {str(k[1]).replace('torch.', '')} {k[2]} {k[3]}x{k[4]}x{k[5]} aligned={k[6]}": config_label(v)
         for k, v in _autotune.chosen("matmul").items()
     }
 
