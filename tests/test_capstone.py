@@ -193,8 +193,8 @@ def _unmasked():
 
 def test_bias_gelu_checker_right_wrong_and_unmasked():
     assert ex09.check_bias_gelu(ex09.check_bias_gelu.solution).ok
-    rep = ex09.check_bias_gelu(lambda x, b, out: out.copy_(F.gelu(x + b)))  # erf GELU, not tanh
-    assert not rep.ok and "expected" in str(rep)
+    rep = ex09.check_bias_gelu(lambda x, b, out: out.copy_(F.gelu(x + b)))  # torch writes out: no Triton kernel
+    assert not rep.ok and "launched no Triton kernel" in str(rep)
     rep = ex09.check_bias_gelu(_unmasked())
     assert not rep.ok and "mask the store" in str(rep)
     rep = ex09.check_bias_gelu(lambda x, b, out: 1 / 0)

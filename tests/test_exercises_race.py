@@ -76,7 +76,8 @@ def test_under_the_test_clock_the_gpu_path_runs_the_learners_kernel_and_says_fak
     assert [e.ms for e in r.entries] == [0.5, 0.5, 0.5] and [e.who for e in r.entries] == ["yours", "gpulab", "torch"]
     assert r.model_ms == pytest.approx(0.5)  # copy-bound models: 8n / (8n / t); the loop model: t0 = tfull
     assert clock.calls == calls  # yours, gpulab's, torch's, and the model's copy (02: its zero- and full-trip loops)
-    assert race.FAKE_N in launched and len(launched) > 2  # the checker's cases, then the race's own
+    # the checker runs its cases in a child process where it can fork; the race's own calls run here, at FAKE_N
+    assert race.FAKE_N in launched
     assert timing.is_fake_record(r.asdict()) and "FAKE" in str(r)
 
 

@@ -48,8 +48,9 @@ def test_fused_counts_distinct_inputs_and_outputs(ops, inputs, outputs):
 def test_bad_arguments():
     with pytest.raises(ValueError, match="dtype"):
         fusion.bytes_moved(10, "fp33", True)
+    assert fusion.bytes_moved(10, 4, True) == fusion.bytes_moved(10, "fp32", True)  # dtypes.itemsize: bytes as they are
     with pytest.raises(ValueError, match="dtype"):
-        fusion.bytes_moved(10, 4, True)
+        fusion.bytes_moved(10, 0, True)
     with pytest.raises(ValueError, match="n must"):
         fusion.bytes_moved(-1, "fp32", True)
     with pytest.raises(ValueError, match="overhead_us"):
