@@ -1,5 +1,5 @@
-"""Every lesson figure as a learner without a GPU sees it: built from the H200 reference recording, each explorer
-at both ends of every slider (its ``gpulab-slider`` widgets, found on the explorer, so a new slider is covered).
+"""Every lesson figure as a learner without a GPU sees it: built from the H200 reference recording with the
+notebooks' own labels (``live.recall``'s "no GPU here: recorded on ..."), each explorer at both ends of every slider (its ``gpulab-slider`` widgets, found on the explorer, so a new slider is covered).
 
 ``lesson_figures(lessons)`` yields ``(name, figure)``; the layout checks (``tests/figure_checks.py``) and the
 in-browser geometry check (``tests/test_figure_geometry.py``) both walk it.
@@ -11,7 +11,7 @@ import ipywidgets as W
 
 import gpulab  # noqa: F401  (first: it picks the mode)
 from gpulab import figures, hardware, reference, simt
-from gpulab.bench import lesson08
+from gpulab.bench import lesson07, lesson08, live
 from gpulab.roofline import KernelPoint
 
 RECORDED = reference.load("h200")
@@ -33,28 +33,33 @@ def sliders(explorer) -> dict:
 
 
 def explorer_states(name: str, make):
-    """``(name at slider=end, figure)`` for a fresh explorer from ``make()``, at both ends of each slider in turn
-    (the others at their start values); the figure is a copy, so later moves leave it as it was."""
+    """``(name at slider=end, figure)`` for the explorer ``make()`` builds, at its start and at both ends of each
+    slider in turn (the slider then back to its start value, the others at theirs); each figure is a copy, so
+    later moves leave it as it was."""
     import plotly.graph_objects as go
 
-    probe = make()
-    yield f"{name} (start)", go.Figure(probe.live.fig)
-    for attr, s in sliders(probe).items():
+    e = make()
+    yield f"{name} (start)", go.Figure(e.live.fig)
+    for attr, s in sliders(e).items():
+        start = s.value
         for end in slider_ends(s):
-            e = make()
-            getattr(e, attr).value = end
+            s.value = end
             yield (
                 f"{name} at {attr}={end:g}" if isinstance(end, (int, float)) else f"{name} at {attr}={end}",
                 (go.Figure(e.live.fig)),
             )
+        s.value = start
 
 
 def _lesson07():
-    rec, profile = RECORDED["lesson07"], RECORDED["profile"]
-    yield "07 tiles_figure", figures.lesson07.tiles_figure(rec, "recorded")
-    yield "07 build_figure", figures.lesson07.build_figure(rec, profile, "recorded", l2_tbps=8.0)
-    yield "07 build_figure (no recording)", figures.lesson07.build_figure(None, profile, "no GPU", l2_tbps=8.0)
-    yield "07 sweep_figure", figures.lesson07.sweep_figure(rec["sweep"], "recorded")
+    rec, where = live.recall(lesson07.KEY)
+    roofs = lesson07.recorded_roofs()
+    profile, l2 = roofs.data["profile"], roofs.data["l2_tbps"]
+    build, build_where = lesson07.build_now_or_recorded()
+    yield "07 tiles_figure", figures.lesson07.tiles_figure(rec, where)
+    yield "07 build_figure", figures.lesson07.build_figure(build, profile, build_where, l2_tbps=l2)
+    yield "07 build_figure (no recording)", figures.lesson07.build_figure(None, profile, "no GPU", l2_tbps=l2)
+    yield "07 sweep_figure", figures.lesson07.sweep_figure(rec["sweep"], where)
     yield "07 wave_model_figure", figures.lesson07.wave_model_figure(range(1024, 4353, 8), (256, 128))
     yield from explorer_states("07 TileExplorer", lambda: figures.lesson07.TileExplorer(T=32, dtype="fp32", gpu="H200"))
     yield from explorer_states(
@@ -63,15 +68,16 @@ def _lesson07():
 
 
 def _lesson08():
-    rec, profile = RECORDED["lesson08"], RECORDED["profile"]
-    yield "08 naive_flash_figure", figures.lesson08.naive_flash_figure(rec["sweep"], "recorded")
+    rec, where = live.recall(lesson08.KEY)
+    profile = RECORDED["profile"]
+    yield "08 naive_flash_figure", figures.lesson08.naive_flash_figure(rec["sweep"], where)
     yield "08 naive_flash_figure (model)", figures.lesson08.naive_flash_figure(None)
-    yield "08 headline_figure", figures.lesson08.headline_figure(rec["headline"], "recorded")
-    yield "08 roofline_figure", figures.lesson08.roofline_figure(lesson08.roofline_points(rec), profile, "recorded")
+    yield "08 headline_figure", figures.lesson08.headline_figure(rec["headline"], where)
+    yield "08 roofline_figure", figures.lesson08.roofline_figure(lesson08.roofline_points(rec), profile, where)
     yield from explorer_states("08 RowWalkExplorer", lambda: figures.lesson08.RowWalkExplorer(tile=4))
     yield from explorer_states(
         "08 NaiveVsFlashExplorer",
-        lambda: figures.lesson08.NaiveVsFlashExplorer(rec["sweep"], where="recorded", log2_l=14),
+        lambda: figures.lesson08.NaiveVsFlashExplorer(rec["sweep"], where=where, log2_l=14),
     )
     yield from explorer_states("08 NaiveVsFlashExplorer (model)", lambda: figures.lesson08.NaiveVsFlashExplorer(None))
 

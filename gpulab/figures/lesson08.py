@@ -167,7 +167,7 @@ class NaiveVsFlashExplorer:
             template="plotly_white",
             barmode="group",
             bargap=0.15,
-            margin=dict(t=125, b=90, l=60, r=20),
+            margin=dict(t=80, b=90, l=60, r=20),
             title_font_size=12,
             legend=dict(orientation="h", yanchor="top", y=-0.16, xanchor="left", x=0),
         )
@@ -215,10 +215,12 @@ class NaiveVsFlashExplorer:
             if self.data:
                 fig.data[1].y, fig.data[1].text = peak, label(peak, "GiB")
                 fig.data[2].y, fig.data[2].text = ms, label(ms, "ms")
+            sub = plots.wrap(note, 110)
             fig.layout.title = (
                 f"L = 2**{self.k.value} = {L:,}; B={self.B}, H={self.H}, d={self.d}, "
-                f"{self.itemsize}-byte elements<br><sup>{plots.wrap(note, 90)}</sup>"
+                f"{self.itemsize}-byte elements<br><sup>{sub}</sup>"
             )
+            fig.layout.margin.t = 100 + 28 * sub.count("<br>")  # the title is centred in the margin: room each side
 
         return change
 
