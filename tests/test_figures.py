@@ -454,6 +454,9 @@ def test_lesson02_summary_is_short_and_reads_the_record():
 
 
 def test_figurewidget_takes_the_cells_width_once_drawn():
+    from pathlib import Path
+
+    import plotly
     import plotly.graph_objects as go
 
     from gpulab import widgets
@@ -463,11 +466,15 @@ def test_figurewidget_takes_the_cells_width_once_drawn():
         pytest.skip("figures are static here: no FigureWidget to size")
     sent = []
     lf.fig.observe(lambda c: sent.append(c["new"]), names="_py2js_relayout")
-    # the front end drew the figure (at plotly.js's default 700 px) and reports its layout: one autosize relayout
-    lf.fig._js2py_layoutDelta = {"layout_delta": {"width": 700}, "layout_edit_id": 0}
-    lf.fig._js2py_layoutDelta = {"layout_delta": {"width": 968}, "layout_edit_id": 1}  # the relayout's echo
+    # the front end drew the figure (at plotly.js's default 700 px) and reports its traces: one autosize relayout
+    for edit in (0, 1):  # the first draw, then the echo of the relayout
+        deltas = [{"uid": tr.uid, "visible": True} for tr in lf.fig.data]  # as plotly.js reports them
+        lf.fig._js2py_traceDeltas = {"trace_deltas": deltas, "trace_edit_id": edit}
     relayouts = [m["relayout_data"] for m in sent if m]
     assert relayouts == [{"autosize": True}]
+    # the message the observer waits for is one that plotly's front end sends after its first draw
+    bundle = (Path(plotly.__file__).parent / "package_data" / "widgetbundle.js").read_text(errors="replace")
+    assert '"_js2py_traceDeltas"' in bundle
 
 
 def test_row_walk_draws_the_masked_scores_and_shades_the_skipped_tiles():
