@@ -18,6 +18,16 @@ LOG_TICKS = [k * 10.0**e for e in range(-3, 4) for k in (1, 2, 5)]
 DTYPE_COLORS = {"fp32": "#1f77b4", "tf32": "#17becf", "bf16": "#d62728", "fp16": "#ff7f0e", "fp8": "#9467bd"}
 
 
+def wrap(text: str, width: int = 90) -> str:
+    """``text`` (plotly's HTML, lines split at ``<br>``) with every line longer than ``width`` characters broken
+    at spaces into lines of at most ``width``, joined by ``<br>``: a subtitle that a narrow figure does not cut."""
+    import textwrap
+
+    return "<br>".join(
+        "<br>".join(textwrap.wrap(line, width, break_long_words=False) or [""]) for line in text.split("<br>")
+    )
+
+
 def roof_xy(peak_tflops: float, hbm_tbps: float, n: int = 200, log_range=None):
     """x (FLOP/byte, log-spaced over ``log_range``, default ``INTENSITY_RANGE``) and y = min(C, B * I)."""
     lo, hi = log_range or np.log10(INTENSITY_RANGE)

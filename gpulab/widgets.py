@@ -71,6 +71,18 @@ class LiveFigure:
         else:
             self.fig = go.FigureWidget(fig)
             self.widget = self.fig
+            self._fitted = False
+            self.fig.observe(self._fit_width, names="_js2py_traceDeltas")
+
+    def _fit_width(self, change) -> None:
+        """The first trace deltas say a view has drawn the figure (plotly 7's view sends them after its first
+        draw; its layout delta goes to a trait name the Python side lacks). plotly.js drew it before the view
+        was on the page, at its default 700 px, and never looks again (plotly/plotly.py#5208); setting
+        ``autosize`` sends a relayout after which plotly.js takes the cell's width."""
+        if change["new"] is None or self._fitted:
+            return
+        self._fitted = True
+        self.fig.layout.autosize = True
 
     def _draw(self) -> None:
         self.widget.clear_output(wait=True)

@@ -341,15 +341,15 @@ def test_lesson07_wave_explorer_follows_its_slider():
 @pytest.mark.parametrize("end", ["min", "max"])
 def test_lesson07_explorers_at_both_ends_of_every_slider(end):
     tiles = figures.lesson07.TileExplorer()
-    for w in (tiles.log2_t, tiles.stages):
-        w.value = getattr(w, end)
+    for w in (tiles.T, tiles.stages):
+        w.value = w.options[0 if end == "min" else -1] if w is tiles.T else getattr(w, end)
         assert_readable(tiles.live.fig)  # per axis: these figures have two panels (check_figure reads one)
     for dtype in tiles.dtype.options:
         tiles.dtype.value = dtype
         assert_readable(tiles.live.fig)
     # the intensity line has its own panel: it never shares an axis with the footprint line
     assert tiles.live.fig.data[2].yaxis != tiles.live.fig.data[0].yaxis
-    T = 2**tiles.log2_t.value
+    T = tiles.T.value
     assert tiles.live.fig.data[4].y[0] == pytest.approx(T / {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}[dtype])
     waves = figures.lesson07.WaveExplorer()
     for w in (waves.n, waves.tile_m, waves.tile_n, waves.sms):
@@ -451,3 +451,45 @@ def test_lesson02_summary_is_short_and_reads_the_record():
     assert len(text.splitlines()) <= 15
     t_a, t_b = rec["path_a"]["median_ms"], rec["path_b"]["median_ms"]
     assert f"model t_A + t_B = {t_a + t_b:.4g} ms" in text and f"{rec['loop']['sort_ms']:.4g} ms" in text
+
+
+def test_figurewidget_takes_the_cells_width_once_drawn():
+    from pathlib import Path
+
+    import plotly
+    import plotly.graph_objects as go
+
+    from gpulab import widgets
+
+    lf = widgets.LiveFigure(go.Figure(go.Scatter(x=[1, 2], y=[1, 2])))
+    if lf.static:
+        pytest.skip("figures are static here: no FigureWidget to size")
+    sent = []
+    lf.fig.observe(lambda c: sent.append(c["new"]), names="_py2js_relayout")
+    # the front end drew the figure (at plotly.js's default 700 px) and reports its traces: one autosize relayout
+    for edit in (0, 1):  # the first draw, then the echo of the relayout
+        deltas = [{"uid": tr.uid, "visible": True} for tr in lf.fig.data]  # as plotly.js reports them
+        lf.fig._js2py_traceDeltas = {"trace_deltas": deltas, "trace_edit_id": edit}
+    relayouts = [m["relayout_data"] for m in sent if m]
+    assert relayouts == [{"autosize": True}]
+    # the message the observer waits for is one that plotly's front end sends after its first draw
+    bundle = (Path(plotly.__file__).parent / "package_data" / "widgetbundle.js").read_text(errors="replace")
+    assert '"_js2py_traceDeltas"' in bundle
+
+
+def test_row_walk_draws_the_masked_scores_and_shades_the_skipped_tiles():
+    walk = figures.lesson08.RowWalkExplorer(tile=4)  # the default row: its first 4 keys masked
+    masked = [j for j, s in enumerate(walk.scores) if not math.isfinite(s)]
+    crosses = next(tr for tr in walk.live.fig.data if tr.name == "masked score (-inf)")
+    assert list(crosses.x) == masked == [0, 1, 2, 3]
+    skipped = [(st.start - 0.5, st.stop - 0.5) for st in walk.steps if st.skipped]
+    assert [(s.x0, s.x1) for s in walk.live.fig.layout.shapes] == skipped == [(-0.5, 3.5)]
+    walk.tile.value = 3  # keys 0-2 a skipped tile; key 3 masked inside a tile that runs
+    assert [(s.x0, s.x1) for s in walk.live.fig.layout.shapes] == [(-0.5, 2.5)]
+
+
+def test_tile_explorer_slider_reads_the_tile_side():
+    e = figures.lesson07.TileExplorer(T=32)
+    assert e.T.description == "T" and list(e.T.options) == [2**k for k in range(10)] and e.T.value == 32
+    with pytest.raises(ValueError, match="T must be one of"):
+        figures.lesson07.TileExplorer(T=48)

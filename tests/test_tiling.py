@@ -106,6 +106,6 @@ def test_tile_explorer_slider_changes_the_figure():
     ex = figures.lesson07.TileExplorer(T=32, dtype="fp32", gpu="H200")
     title = ex.live.fig.layout.title.text
     assert "fits" in title and "NOT" not in title
-    ex.log2_t.value = 8  # 256: 512 KiB of fp32 tiles
+    ex.T.value = 256  # 512 KiB of fp32 tiles
     assert ex.live.fig.layout.title.text != title and "does NOT fit" in ex.live.fig.layout.title.text
     assert list(ex.live.fig.data[3].x) == [256]

@@ -22,86 +22,73 @@ from ..waves import SEED_SMS, SEED_TILE, WavePlan, sweep, wave_plan
 
 class TileExplorer:
     """Tile size ``T`` against the footprint ``2 T^2 s`` (times stages) with one SM's shared memory as a line
-    (left), and against the intensity ``T / s`` (right). Sliders: log2 T, pipeline stages; dropdowns: dtype, GPU.
-    ``.widget`` to display."""
+    (left), and against the intensity ``T / s`` (right); the slider's T is the black dot on each curve. Sliders:
+    T (1 to 512, powers of two), pipeline stages; dropdowns: dtype, GPU. ``.widget`` to display."""
+
+    TS = tuple(2**e for e in range(0, 10))  # the slider's tile sides
 
     def __init__(self, T: int = 32, dtype: str = "fp32", gpu: str = "H200", stages: int = 1, n: int = 4096):
+        if T not in self.TS:
+            raise ValueError(f"T must be one of {list(self.TS)}, got {T!r}")
         self.n = n
-        self.log2_t = widgets.slider(W.IntSlider, value=T.bit_length() - 1, min=0, max=9, description="log2 T")
+        self.T = widgets.slider(W.SelectionSlider, options=list(self.TS), value=T, description="T")
         self.stages = widgets.slider(W.IntSlider, value=stages, min=1, max=6, description="pipeline stages")
         self.dtype = W.Dropdown(options=["fp32", "bf16", "fp16", "fp8"], value=dtype, description="dtype")
         self.gpu = W.Dropdown(
             options=[g for g, s in hardware.GPUS.items() if s.smem_per_sm_kib], value=gpu, description="GPU"
         )
         self.readout = W.HTML()
-        self.ts = [2**e for e in range(0, 10)]
+        self.ts = list(self.TS)
         fig = make_subplots(
             rows=1,
             cols=2,
-            horizontal_spacing=0.14,
+            horizontal_spacing=0.12,
             subplot_titles=("footprint 2T²s x stages (KiB)", "intensity T/s (FLOP/byte)"),
         )
-        fig.add_scatter(
-            x=self.ts,
-            y=[1.0] * len(self.ts),
-            mode="lines+markers",
-            name="footprint of the input tiles",
-            line=dict(color="#1f77b4"),
-            row=1,
-            col=1,
+        curves = (
+            ("footprint of the input tiles", dict(color="#1f77b4"), 1),
+            ("shared memory per SM", dict(dash="dash", color="gray"), 1),
+            ("intensity T/s", dict(color="#d62728"), 2),
         )
-        fig.add_scatter(
-            x=self.ts,
-            y=[1.0] * len(self.ts),
-            mode="lines",
-            name="shared memory per SM",
-            line=dict(dash="dash", color="gray"),
-            row=1,
-            col=1,
+        for name, line, col in curves:  # lines: the slider's dot is the one marker on them
+            fig.add_scatter(x=self.ts, y=[1.0] * len(self.ts), mode="lines", name=name, line=line, row=1, col=col)
+        for col in (1, 2):
+            fig.add_scatter(
+                x=[1],
+                y=[1.0],
+                mode="markers",
+                name="slider T",
+                showlegend=col == 1,
+                marker=dict(size=14, color="black"),
+                row=1,
+                col=col,
+            )
+        # every T ticked, every other one labelled: ten labels do not fit a half-width panel unrotated
+        ticks = dict(
+            type="log",
+            tickvals=self.ts,
+            ticktext=[str(t) if i % 2 == 0 else "" for i, t in enumerate(self.ts)],
+            tickangle=0,
+            title_text="T (square tile side)",
         )
-        fig.add_scatter(
-            x=self.ts,
-            y=[1.0] * len(self.ts),
-            mode="lines+markers",
-            name="intensity T/s",
-            line=dict(color="#d62728"),
-            row=1,
-            col=2,
-        )
-        fig.add_scatter(
-            x=[1], y=[1.0], mode="markers", name="slider T", marker=dict(size=14, color="black"), row=1, col=1
-        )
-        fig.add_scatter(
-            x=[1],
-            y=[1.0],
-            mode="markers",
-            name="slider T",
-            showlegend=False,
-            marker=dict(size=14, color="black"),
-            row=1,
-            col=2,
-        )
-        log2_ticks = dict(
-            type="log", tickvals=self.ts, ticktext=[str(t) for t in self.ts], title_text="T (square tile side)"
-        )
-        fig.update_xaxes(**log2_ticks, row=1, col=1)
-        fig.update_xaxes(**log2_ticks, row=1, col=2)
+        fig.update_xaxes(**ticks, row=1, col=1)
+        fig.update_xaxes(**ticks, row=1, col=2)
         fig.update_yaxes(type="log", dtick=1, title_text="KiB", row=1, col=1)
         fig.update_yaxes(type="log", dtick=1, title_text="FLOP/byte", row=1, col=2)
         fig.update_layout(
             template="plotly_white",
             height=440,
-            margin=dict(t=100, b=110),
+            margin=dict(t=100, b=110, l=60, r=20),
             legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
         )
         self._apply(fig)
         self.live = widgets.LiveFigure(fig)
-        for w in (self.log2_t, self.stages, self.dtype, self.gpu):
+        for w in (self.T, self.stages, self.dtype, self.gpu):
             w.observe(lambda _: self.refresh(), names="value")
-        self.widget = widgets.container(self.log2_t, self.stages, self.dtype, self.gpu, self.readout, self.live.widget)
+        self.widget = widgets.container(self.T, self.stages, self.dtype, self.gpu, self.readout, self.live.widget)
 
     def _apply(self, fig) -> None:
-        T, d, st, gpu = 2**self.log2_t.value, self.dtype.value, self.stages.value, self.gpu.value
+        T, d, st, gpu = self.T.value, self.dtype.value, self.stages.value, self.gpu.value
         smem_kib = shared_memory_bytes(gpu) / 1024
         fig.data[0].y = [footprint_bytes(t, d, stages=st) / 1024 for t in self.ts]
         fig.data[1].y = [smem_kib] * len(self.ts)
@@ -112,7 +99,7 @@ class TileExplorer:
         verdict = "fits" if fits(fp, gpu) else "does NOT fit"
         fig.update_layout(
             title=dict(
-                text=f"T = {T}, {d}, {st} stage(s): input tiles {fp / 1024:.3g} KiB, {verdict} "
+                text=f"T = {T}, {d}, {st} stage(s): input tiles {fp / 1024:.3g} KiB,<br>{verdict} "
                 f"in {smem_kib:.0f} KiB of shared memory on {gpu}",
                 font_size=13,
             )
@@ -231,7 +218,7 @@ class WaveExplorer:
 def tiles_figure(data: dict, where: str = ""):
     """The tile study of a ``gpulab.bench.lesson07`` record: measured TFLOP/s against the square tile side T per
     dtype (left axis), the model intensity T/s (FLOP/B, right axis, dashed), one note per tile side too big to
-    run, and the no-reuse kernel at T = 1."""
+    run, and the no-reuse kernel (no tile) as a dotted level across the plot: the x axis spans the tiles run."""
     fig = go.Figure()
     skipped: dict = {}
     half = next((r["dtype"] for r in data["tiles"] if r["dtype"] != "fp32"), "bf16")  # fp16 on a T4's plan
@@ -259,24 +246,27 @@ def tiles_figure(data: dict, where: str = ""):
     for T, what in skipped.items():  # on a log axis plotly places annotations in log10 units
         fig.add_annotation(
             x=math.log10(T),
-            y=0.02,
+            y=0.03,
             yref="paper",
             xanchor="right",
             yanchor="bottom",
             showarrow=False,
-            text=f"T={T}: not run<br>2T²s too big:<br>" + "<br>".join(what),
-            font=dict(size=10),
+            align="right",
+            text=f"T={T}: not run,<br>2T²s too big:<br>" + "<br>".join(what),
+            font=dict(size=12),
+            bgcolor="rgba(255,255,255,0.8)",
         )
+    ts = sorted({r["T"] for r in data["tiles"]})
     nr = data["noreuse"]
     fig.add_scatter(
-        x=[1],
-        y=[nr["tflops"]],
-        mode="markers",
-        marker=dict(symbol="x", size=12, color="black"),
-        name=f"no reuse, fp32 {nr['n']}³ (TFLOP/s)",
+        x=[ts[0], ts[-1]],
+        y=[nr["tflops"]] * 2,
+        mode="lines",
+        line=dict(color="black", dash="dot"),
+        name=f"no reuse (no tile), fp32 {nr['n']}³ (TFLOP/s)",
     )
-    ts = [r["T"] for r in data["tiles"]] + [1]
     n = data["tiles"][0]["n"]
+    pad = 0.08  # decades of room beyond the first and last tile side
     fig.update_layout(
         title=dict(text=f"tiled matmul against tile size T, {n}³<br><sup>{where}</sup>", font_size=13),
         template="plotly_white",
@@ -285,14 +275,24 @@ def tiles_figure(data: dict, where: str = ""):
         legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0),
         xaxis=dict(
             type="log",
-            title="T (tile side; 1 = no reuse)",
-            tickvals=sorted(set(ts)),
-            range=[-0.1, math.log10(max(ts)) + 0.1],
+            title="T (tile side)",
+            tickvals=ts,
+            range=[math.log10(ts[0]) - pad, math.log10(ts[-1]) + pad],
         ),
         yaxis=dict(type="log", dtick=1, title="TFLOP/s"),
         yaxis2=dict(type="log", dtick=1, overlaying="y", side="right", title="FLOP/byte", showgrid=False),
     )
     return fig
+
+
+DODGE = 0.12  # decades between the points of one intensity on the build's roofline
+
+
+def _side_by_side(xs: list[float]) -> list[float]:
+    """Positions on a log axis for ``xs`` (> 0): equal values spread ``DODGE`` decades apart around their value,
+    in order of appearance; the rest unchanged."""
+    ties = {x: [i for i, y in enumerate(xs) if y == x] for x in xs}
+    return [x * 10 ** (DODGE * (ties[x].index(i) - (len(ties[x]) - 1) / 2)) for i, x in enumerate(xs)]
 
 
 def build_figure(data: dict | None, profile: dict | None = None, where: str = "", l2_tbps: float | None = None):
@@ -304,7 +304,9 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
     step's bound is the roof at its intensity: the L2 roof for the steps (the bytes they request are re-reads
     that L2 serves: lesson 07's counters), the copy roof for the fast path and torch (their least bytes come
     from HBM). Without a build record the steps sit at their model bounds and the title says
-    "no recording yet"."""
+    "no recording yet"; with one, the measured steps are drawn and the roofs give their bounds. Steps of one
+    model intensity (tiled, grouped and pipelined; the fast path and torch) are drawn side by side, ``DODGE``
+    decades apart, so that equal rates do not hide each other; hovering shows the exact intensity."""
     spec = hardware.get("H200")
     roofs = [("datasheet H200 fp16", spec.peak_tflops["fp16"], spec.hbm_tbps, "dash")]
     rows = (data or {}).get("build")
@@ -335,7 +337,10 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
         cols=2,
         column_widths=[0.58, 0.42],
         horizontal_spacing=0.1,
-        subplot_titles=("on the roofline", "TFLOP/s per step" if rows else "model bound per step"),
+        subplot_titles=(
+            "on the roofline (equal intensities side by side)",
+            "TFLOP/s per step" if rows else "model bound per step",
+        ),
     )
     for (label, peak, bw, dash), color in zip(roofs, ("#444444", "#666666", "#999999")):
         x, y = roof_xy(peak, bw, log_range=(math.log10(lo), math.log10(hi)))
@@ -345,22 +350,29 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
     peak, hbm = roofs[0][1], roofs[0][2]
     bw_of = {st: (l2_tbps or hbm) if st in matmul_steps.STEPS else hbm for st in steps}  # requested bytes: from L2
     bounds = [min(peak, bw_of[st] * intensity[st]) for st in steps]
-    fig.add_scatter(
-        x=[intensity[st] for st in steps],
-        y=bounds,
-        mode="markers",
-        name="model bound of each step (the roof at its intensity" + (": L2's for the steps)" if l2_tbps else ")"),
-        marker=dict(symbol="circle-open", size=13, color="#444444"),
-        row=1,
-        col=1,
-    )
     colors = dict(zip(steps, ("#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e", "#d62728", "#9467bd")))
     symbols = dict(zip(steps, ("circle", "square", "diamond", "triangle-up", "star", "x")))
+    hover = "%{customdata:.4g} FLOP/B, %{y:.3g} TFLOP/s"
+    if not rows:
+        fig.add_scatter(
+            x=_side_by_side([intensity[st] for st in steps]),
+            y=bounds,
+            customdata=[intensity[st] for st in steps],
+            hovertemplate=hover,
+            mode="markers",
+            name="model bound of each step (the roof at its intensity" + (": L2's for the steps)" if l2_tbps else ")"),
+            marker=dict(symbol="circle-open", size=13, color="#444444"),
+            row=1,
+            col=1,
+        )
     if rows:
-        for r in rows:
+        xs = _side_by_side([intensity[r["step"]] for r in rows])
+        for r, x in zip(rows, xs):
             fig.add_scatter(
-                x=[intensity[r["step"]]],
+                x=[x],
                 y=[r["tflops"]],
+                customdata=[intensity[r["step"]]],
+                hovertemplate=hover,
                 mode="markers",
                 name=r["step"],
                 marker=dict(size=12, color=colors[r["step"]], symbol=symbols[r["step"]]),

@@ -17,10 +17,10 @@ from .. import online_softmax as osm
 
 
 class RowWalkExplorer:
-    """Lesson 08's online-softmax slider: choose the tile width; see the row's scores coloured by tile (grey:
-    skipped, fully masked) and the running m, l and output u/l after each tile, with the exact
-    softmax-weighted sum as a dashed line. ``.widget`` is the container, ``.live.fig`` the figure, ``.tile``
-    the slider, ``.steps`` the current walk."""
+    """Lesson 08's online-softmax slider: choose the tile width; see the row's scores coloured by tile, each
+    masked score (-inf, no bar) as a grey cross on the zero line and each skipped tile (all masked) shaded grey,
+    and the running m, l and output u/l after each tile, with the exact softmax-weighted sum as a dashed line.
+    ``.widget`` is the container, ``.live.fig`` the figure, ``.tile`` the slider, ``.steps`` the current walk."""
 
     def __init__(self, scores=None, values=None, tile: int = 4):
         if scores is None:
@@ -37,7 +37,7 @@ class RowWalkExplorer:
             cols=1,
             shared_xaxes=True,
             vertical_spacing=0.12,
-            subplot_titles=("scores s_j (grey: masked, in a skipped tile)", "running state after each tile"),
+            subplot_titles=("scores s_j (x: masked, -inf; shaded: a skipped tile)", "running state after each tile"),
         )
         finite = [float(s) if s > osm.NEG_INF else None for s in self.scores]
         fig.add_bar(x=list(range(n)), y=finite, name="score", marker_color=["#9e9e9e"] * n, row=1, col=1)
@@ -58,6 +58,17 @@ class RowWalkExplorer:
             row=2,
             col=1,
         )
+        masked = [j for j, v in enumerate(finite) if v is None]
+        if masked:  # last, so data[1:4] stay m, l, u/l; -inf has no bar: a cross on the zero line stands for it
+            fig.add_scatter(
+                x=masked,
+                y=[0.0] * len(masked),
+                mode="markers",
+                name="masked score (-inf)",
+                marker=dict(symbol="x-thin", size=10, line=dict(width=2, color="#757575")),
+                row=1,
+                col=1,
+            )
         fig.update_layout(
             height=520, template="plotly_white", margin=dict(t=90), title_font_size=13, xaxis2=dict(title="key index j")
         )
@@ -77,11 +88,30 @@ class RowWalkExplorer:
         xs = [st.stop - 1 for st in live]
         out = self.steps[-1].state.output()[0]
 
+        shaded = [
+            dict(
+                type="rect",
+                xref="x",
+                yref="y domain",
+                x0=st.start - 0.5,
+                x1=st.stop - 0.5,
+                y0=0,
+                y1=1,
+                fillcolor="#9e9e9e",
+                opacity=0.2,
+                line_width=0,
+                layer="below",
+            )
+            for st in self.steps
+            if st.skipped
+        ]
+
         def change(fig):
             fig.data[0].marker.color = colors
             fig.data[1].x, fig.data[1].y = xs, [st.state.m for st in live]
             fig.data[2].x, fig.data[2].y = xs, [st.state.l for st in live]
             fig.data[3].x, fig.data[3].y = xs, [float(st.state.output()[0]) for st in live]
+            fig.layout.shapes = shaded
             skipped = sum(st.skipped for st in self.steps)
             fig.layout.title = (
                 f"tile width {t}: {len(self.steps)} tiles ({skipped} skipped), output {out:.6f}; exact {self.exact:.6f}"
@@ -127,14 +157,25 @@ class NaiveVsFlashExplorer:
             if data
             else ("extra memory above q, k, v (GiB), model only",)
         )
-        fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles)
+        fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.12)
         fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="model (by hand)", marker_color="#9e9e9e", row=1, col=1)
         if data:
             fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="measured peak", marker_color="#1f77b4", row=1, col=1)
             fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="measured time", marker_color="#d62728", row=1, col=2)
-        fig.update_layout(height=420, template="plotly_white", barmode="group", margin=dict(t=100), title_font_size=12)
-        fig.update_yaxes(type="log", dtick=1, row=1, col=1)  # naive's L^2 and flash's L differ by orders of magnitude
-        fig.update_traces(textposition="outside", cliponaxis=False, textfont_size=10)
+        fig.update_layout(
+            height=460,
+            template="plotly_white",
+            barmode="group",
+            bargap=0.15,
+            margin=dict(t=80, b=90, l=60, r=20),
+            title_font_size=12,
+            legend=dict(orientation="h", yanchor="top", y=-0.16, xanchor="left", x=0),
+        )
+        # naive's L^2 and flash's L differ by orders of magnitude: a log axis, labelled 1-2-5 so that a range of
+        # under two decades (L = 1024) still reads
+        fig.update_yaxes(type="log", tickvals=plots.LOG_TICKS, row=1, col=1)
+        # the values in the labels, the units in the panel titles: two labels fit side by side on narrow bars
+        fig.update_traces(textposition="outside", cliponaxis=False, textfont_size=11, constraintext="none")
         self._change()(fig)
         self.live = widgets.LiveFigure(fig)
         self.k.observe(lambda _: self.live.update(self._change()), names="value")
@@ -156,14 +197,14 @@ class NaiveVsFlashExplorer:
         ms = [rows[m]["ms"] if m in rows else None for m in self.METHODS]
         ooms = [m for m in self.METHODS if rows.get(m, {}).get("oom")]
         if ooms:
-            note = f"{', '.join(ooms)}: out of memory at this L (caught, not a crash); {self.where}"
+            note = f"{', '.join(ooms)}: out of memory at this L (caught, not a crash)<br>{self.where}"
         elif rows:
             note = self.where
         else:
             note = "no recording yet: the model only"
 
-        def label(values, unit):
-            return [f"{v:.3g} {unit}" if v is not None else "" for v in values]
+        def label(values, unit):  # the unit is in the panel's title
+            return [f"{v:.3g}" if v is not None else "" for v in values]
 
         names = [f"{m}<br>(out of memory)" if m in ooms else m for m in self.METHODS]  # no bare empty slot
 
@@ -174,10 +215,12 @@ class NaiveVsFlashExplorer:
             if self.data:
                 fig.data[1].y, fig.data[1].text = peak, label(peak, "GiB")
                 fig.data[2].y, fig.data[2].text = ms, label(ms, "ms")
+            sub = plots.wrap(note, 110)
             fig.layout.title = (
                 f"L = 2**{self.k.value} = {L:,}; B={self.B}, H={self.H}, d={self.d}, "
-                f"{self.itemsize}-byte elements<br><sup>{note}</sup>"
+                f"{self.itemsize}-byte elements<br><sup>{sub}</sup>"
             )
+            fig.layout.margin.t = 100 + 28 * sub.count("<br>")  # the title is centred in the margin: room each side
 
         return change
 

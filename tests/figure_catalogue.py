@@ -1,0 +1,131 @@
+"""Every lesson figure as a learner without a GPU sees it: built from the H200 reference recording with the
+notebooks' own labels (``live.recall``'s "no GPU here: recorded on ..."), each explorer at both ends of every slider (its ``gpulab-slider`` widgets, found on the explorer, so a new slider is covered).
+
+``lesson_figures(lessons)`` yields ``(name, figure)``; the layout checks (``tests/figure_checks.py``) and the
+in-browser geometry check (``tests/test_figure_geometry.py``) both walk it.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as W
+
+import gpulab  # noqa: F401  (first: it picks the mode)
+from gpulab import figures, hardware, reference, simt
+from gpulab.bench import lesson07, lesson08, live
+from gpulab.roofline import KernelPoint
+
+RECORDED = reference.load("h200")
+
+
+def slider_ends(slider) -> list:
+    """The values at the two ends of an ipywidgets slider (an option for a selection slider, base**exponent for
+    a log slider)."""
+    if hasattr(slider, "options"):
+        return [slider.options[0], slider.options[-1]]
+    if hasattr(slider, "base"):
+        return [slider.base**slider.min, slider.base**slider.max]
+    return [slider.min, slider.max]
+
+
+def sliders(explorer) -> dict:
+    """The explorer's sliders by attribute name: its widgets tagged ``gpulab-slider``."""
+    return {k: v for k, v in vars(explorer).items() if isinstance(v, W.DOMWidget) and "gpulab-slider" in v._dom_classes}
+
+
+def explorer_states(name: str, make):
+    """``(name at slider=end, figure)`` for the explorer ``make()`` builds, at its start and at both ends of each
+    slider in turn (the slider then back to its start value, the others at theirs); each figure is a copy, so
+    later moves leave it as it was."""
+    import plotly.graph_objects as go
+
+    e = make()
+    yield f"{name} (start)", go.Figure(e.live.fig)
+    for attr, s in sliders(e).items():
+        start = s.value
+        for end in slider_ends(s):
+            s.value = end
+            yield (
+                f"{name} at {attr}={end:g}" if isinstance(end, (int, float)) else f"{name} at {attr}={end}",
+                (go.Figure(e.live.fig)),
+            )
+        s.value = start
+
+
+def _lesson07():
+    rec, where = live.recall(lesson07.KEY)
+    roofs = lesson07.recorded_roofs()
+    profile, l2 = roofs.data["profile"], roofs.data["l2_tbps"]
+    build, build_where = lesson07.build_now_or_recorded()
+    yield "07 tiles_figure", figures.lesson07.tiles_figure(rec, where)
+    yield "07 build_figure", figures.lesson07.build_figure(build, profile, build_where, l2_tbps=l2)
+    yield "07 build_figure (no recording)", figures.lesson07.build_figure(None, profile, "no GPU", l2_tbps=l2)
+    yield "07 sweep_figure", figures.lesson07.sweep_figure(rec["sweep"], where)
+    yield "07 wave_model_figure", figures.lesson07.wave_model_figure(range(1024, 4353, 8), (256, 128))
+    yield from explorer_states("07 TileExplorer", lambda: figures.lesson07.TileExplorer(T=32, dtype="fp32", gpu="H200"))
+    yield from explorer_states(
+        "07 WaveExplorer", lambda: figures.lesson07.WaveExplorer(n=1793, tile=(256, 128), sms=108, title="t")
+    )
+
+
+def _lesson08():
+    rec, where = live.recall(lesson08.KEY)
+    profile = RECORDED["profile"]
+    yield "08 naive_flash_figure", figures.lesson08.naive_flash_figure(rec["sweep"], where)
+    yield "08 naive_flash_figure (model)", figures.lesson08.naive_flash_figure(None)
+    yield "08 headline_figure", figures.lesson08.headline_figure(rec["headline"], where)
+    yield "08 roofline_figure", figures.lesson08.roofline_figure(lesson08.roofline_points(rec), profile, where)
+    yield from explorer_states("08 RowWalkExplorer", lambda: figures.lesson08.RowWalkExplorer(tile=4))
+    yield from explorer_states(
+        "08 NaiveVsFlashExplorer",
+        lambda: figures.lesson08.NaiveVsFlashExplorer(rec["sweep"], where=where, log2_l=14),
+    )
+    yield from explorer_states("08 NaiveVsFlashExplorer (model)", lambda: figures.lesson08.NaiveVsFlashExplorer(None))
+
+
+def _lesson01():
+    points = [KernelPoint(**p) for p in RECORDED["roofline_points"]]
+    yield "01 measured_roofline_figure", figures.lesson01.measured_roofline_figure(RECORDED["profile"], points, "r")
+    yield from explorer_states(
+        "01 InteractiveRoofline", lambda: figures.lesson01.InteractiveRoofline(flops=1e12, bytes_moved=100e9)
+    )
+
+
+def _lesson02():
+    yield "02 branch_figure", figures.lesson02.branch_figure(simt.branch(lambda t: t < 4, 3, 2), title="t < 4")
+    yield "02 variants_figure", figures.lesson02.variants_figure(RECORDED["lesson02"], "recorded")
+    yield from explorer_states("02 BoundaryExplorer", lambda: figures.lesson02.BoundaryExplorer(4, 3, 2))
+    yield from explorer_states(
+        "02 LoopSweepExplorer", lambda: figures.lesson02.LoopSweepExplorer(RECORDED["lesson02"], group=32)
+    )
+
+
+def _lesson05():
+    rec = RECORDED["lesson05"]
+    yield "05 memory_steps_figure", figures.lesson05.memory_steps_figure(n=2**28, itemsize=4)
+    yield "05 time_figure", figures.lesson05.time_figure(rec, RECORDED["profile"]["copy_tbps"], "recorded")
+    yield from explorer_states("05 SizeExplorer", lambda: figures.lesson05.SizeExplorer(rec, where="recorded"))
+
+
+def _lesson06():
+    rec = RECORDED["lesson06"]
+    yield "06 stride_figure", figures.lesson06.stride_figure((1, 2, 4, 8, 16, 32, 64), 4.3, rec, "recorded")
+    bounds = {"by rows": (1.0, 1.0), "by columns": (0.125, 1.0), "torch": (None, 1.0)}
+    yield "06 traversal_figure", figures.lesson06.traversal_figure(rec, bounds, 4.0, "recorded")
+    yield from explorer_states("06 SectorExplorer", lambda: figures.lesson06.SectorExplorer(1, 0, 4, copy_tbps=4.3))
+
+
+def _lesson00():
+    spec = hardware.get("H200")
+    yield "00 hierarchy_figure", figures.lesson00.hierarchy_figure(spec)
+    yield "00 ridge_generations_figure", figures.lesson00.ridge_generations_figure()
+    yield "00 ceilings_figure", figures.lesson00.ceilings_figure(RECORDED["profile"], spec, "recorded")
+
+
+LESSONS = {"00": _lesson00, "01": _lesson01, "02": _lesson02, "05": _lesson05, "06": _lesson06, "07": _lesson07}
+LESSONS["08"] = _lesson08
+
+
+def lesson_figures(lessons=tuple(LESSONS)):
+    """``(name, figure)`` for every figure of the given lessons (see the module docstring)."""
+    for k in lessons:
+        yield from LESSONS[k]()

@@ -1,0 +1,40 @@
+"""Every lesson figure (tests/figure_catalogue.py: each explorer at both ends of every slider) passes the layout
+checks estimated from its spec at 1400 and 1000 px wide: no marker hidden under another series' marker, log axes
+with a scale to read and evenly spread ticks, titles that fit, notes large enough.
+The same figures drawn in Chromium: tests/test_figure_geometry.py (browser)."""
+
+import functools
+
+import pytest
+
+from tests.figure_catalogue import LESSONS, lesson_figures
+from tests.figure_checks import check_layout
+
+WIDTHS = (1400, 1000)  # px: the figure's width in a wide and a narrow notebook
+# Lessons whose figures still fail (outside lesson 07/08's fix); strict: the mark goes when they are fixed.
+KNOWN = {
+    "02": "LoopSweepExplorer: kernel (c)'s measured cases sit on the model's markers",
+    "06": "stride_figure: gpulab's and torch's markers coincide at every stride",
+}
+
+
+@functools.cache
+def _figures(lesson: str) -> tuple:
+    return tuple(lesson_figures([lesson]))
+
+
+def _param(lesson):
+    marks = [pytest.mark.xfail(reason=KNOWN[lesson], strict=True)] if lesson in KNOWN else []
+    return pytest.param(lesson, id=f"lesson{lesson}", marks=marks)
+
+
+@pytest.mark.parametrize("lesson", [_param(k) for k in LESSONS])
+def test_lesson_figures_layout(lesson):
+    failures = []
+    for name, fig in _figures(lesson):
+        for width in WIDTHS:
+            try:
+                check_layout(fig, f"{name} at {width} px", width)
+            except AssertionError as e:
+                failures.append(str(e))
+    assert not failures, "\n".join(failures)
