@@ -593,6 +593,12 @@ def _diagnose_case(c: _Case, ref64, mismatch, expect_launches, expect_grid, must
         count = int(unwritten.sum())
         grids = [tuple(rec["grid"]) for rec in launches if rec["grid"] is not None]
         grid = f" (the grid was {grids[-1]})" if grids else ""
+        if count == out.n - first and expect_grid is not None:
+            # the grid is the one prescribed (checked above): the programs stopped short, the grid did not
+            return "partial", (
+                f"elements {first} to {out.n - 1} of out were never written (n={out.n}) by the grid the exercise "
+                f"prescribes{grid}"
+            )
         if count == out.n - first:
             return "grid_small", (
                 f"elements {first} to {out.n - 1} of out were never written (n={out.n}): the grid is too small"
