@@ -133,12 +133,17 @@ def _hang(rank, p):
 
 
 def test_no_process_outlives_an_interrupt():
+    # Python's own SIGINT handler, as in a notebook kernel (a pytest-xdist worker ignores SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     t0 = time.perf_counter()
-    with pytest.raises(KeyboardInterrupt):
-        procs.run_group(_hang, 3, timeout_s=30)
-    timer.cancel()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            procs.run_group(_hang, 3, timeout_s=30)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert time.perf_counter() - t0 < 5
     assert not _children()
 

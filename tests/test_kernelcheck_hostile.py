@@ -324,3 +324,31 @@ def test_a_gpu_style_jit_function_is_interpreted_in_the_pre_flight():
     assert ex00.check_add(launch(True)).ok
     text = failing(ex00.check_add(launch(False)))
     assert "stored past the end of out" in text, text
+
+
+def test_jit_helpers_reached_by_attribute_and_through_helpers_are_interpreted_too():
+    # on a GPU every @triton.jit function is a JITFunction, triton.language's own (tl.cdiv, tl.sum) among them:
+    # a helper reached as a module's attribute, and the helper it calls, must run interpreted in the pre-flight
+    import types
+
+    from triton.runtime.jit import JITFunction
+
+    def inner(a, b):
+        return a + b
+
+    def outer(a, b):
+        return deep(a, b)  # noqa: F821  (set below, in this module's globals as the helper's own)
+
+    def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        y = tl.load(y_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, helpers.outer(x, y), mask=mask)  # noqa: F821
+
+    outer.__globals__["deep"] = JITFunction(inner)
+    add_kernel.__globals__["helpers"] = types.SimpleNamespace(outer=JITFunction(outer))
+    kernel = JITFunction(add_kernel)
+    launch = lambda x, y, out: kernel[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK=128)  # noqa: E731
+    rep = ex00.check_add(launch)
+    assert rep.ok, str(rep)

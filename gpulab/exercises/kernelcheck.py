@@ -68,6 +68,9 @@ _INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
 _CAN_FORK = hasattr(os, "fork") and sys.platform.startswith("linux")
 
 
+_INHERITED = object()  # an attribute a patch shadows on a class that only inherits it
+
+
 class Guarded:
     """A tensor of ``shape`` and ``dtype`` on ``device`` (``.view``), set in the middle of a buffer whose
     guard regions, ``GUARD_BYTES`` before and after, hold poison. ``fill`` is None to poison the view too
@@ -212,6 +215,14 @@ class _Watch:
                     g[name] = InterpretedFunction(v.fn)
         return self._interpreted[key]
 
+    def _interpreted_helper(self, fn):
+        from triton.runtime.interpreter import InterpretedFunction
+
+        key = ("helper", id(fn))
+        if key not in self._interpreted:
+            self._interpreted[key] = InterpretedFunction(fn.fn)
+        return self._interpreted[key]
+
     # loads and stores, in the interpreter
     def _access(self, op: str, ptrs, mask):
         from triton.runtime.interpreter import TensorHandle
@@ -306,6 +317,14 @@ class _Watch:
         self._patch(JITFunction, "run", wrap(orig_jit, self.check))
         self._patch(interpreter.InterpretedFunction, "run", wrap(orig_interp, False))
         if self.check:
+            # every @triton.jit function a kernel reaches (its helpers however named, their helpers, and
+            # triton.language's own: tl.cdiv, tl.max, tl.sum are @jit functions too) runs interpreted: where
+            # @triton.jit gave a JITFunction (a GPU), calling one raises "Cannot call @triton.jit'd outside of
+            # the scope of a kernel"
+            def call_interpreted(fn, *args, **kwargs):
+                return watch._interpreted_helper(fn)(*args, **kwargs)
+
+            self._patch(JITFunction, "__call__", call_interpreted)
             b = interpreter.InterpreterBuilder
             load, store = b.create_masked_load, b.create_masked_store
             rmw, cas = b.create_atomic_rmw, b.create_atomic_cas
@@ -332,12 +351,15 @@ class _Watch:
         return self
 
     def _patch(self, owner, name, new):
-        self._patches.append((owner, name, owner.__dict__[name]))
+        self._patches.append((owner, name, owner.__dict__.get(name, _INHERITED)))
         setattr(owner, name, new)
 
     def __exit__(self, *exc):
         for owner, name, old in reversed(self._patches):
-            setattr(owner, name, old)
+            if old is _INHERITED:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, old)
         for g, name, v in reversed(self._swaps):
             g[name] = v
         return False
