@@ -133,3 +133,19 @@ def test_stub_reports_not_attempted():
 
 def test_hints_then_solution(capsys):
     check_hints_then_solution(ex03.check_quantize_fp8, capsys)
+
+
+def test_quant_bytes_by_hand_and_its_mistakes():
+    check, sol = ex03.check_quant_bytes, ex03.check_quant_bytes.solution
+    # by hand: 1000 bf16 values in blocks of 32: read 2000, write 1000 values and 32 scales (the last block has 8
+    # values) of 4 bytes: 3128
+    assert sol(1000, torch.bfloat16, 32) == 3128
+    assert check(sol).ok
+    for wrong, said in (
+        (lambda n, d, b: n * d.itemsize + n, "scales are written too"),
+        (lambda n, d, b: n * d.itemsize + n + n // b * 4, "partial last block"),
+        (lambda n, d, b: n * d.itemsize + n + -(-n // b), "4 bytes"),
+        (lambda n, d, b: 2 * n * d.itemsize + -(-n // b) * 4, "one byte each"),
+    ):
+        rep = check(wrong)
+        assert not rep.ok and said in str(rep), str(rep)

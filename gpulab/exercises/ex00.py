@@ -39,9 +39,9 @@ def check_add(fn) -> Report:
 check_add.solution = ex00_kernels.add
 check_add.solution_module = ex00_kernels
 check_add.hints = [
-    "start from the copy kernel above: one more pointer argument (y_ptr) and one more tl.load, then store x + y",
-    "every load and the store take mask=offs < n, and the launcher runs triton.cdiv(n, BLOCK) programs: "
-    "add_kernel[(triton.cdiv(n, BLOCK),)](x, y, out, n, BLOCK=BLOCK)",
+    "start from the copy kernel above: what does a second input need, in the kernel's arguments and in its body?",
+    "the last block runs past n for every array the kernel touches, not only for out; and the grid must "
+    "cover n with programs of BLOCK elements, rounding up",
 ]
 
 
@@ -103,6 +103,12 @@ def check_ridge(fn) -> Report:
 
 
 check_ridge.solution = _ridge_solution
+check_ridge.hints = [
+    "the ridge divides a peak by a bandwidth: which of the GPU's peaks does a matmul in this dtype run at, and in "
+    "which units are the two numbers given?",
+    "gpulab.hardware.get(gpu) gives the datasheet entry; look at what it holds for a dtype the GPU lacks, and "
+    "return None there instead of raising",
+]
 
 
 def check_reverse(fn) -> Report:

@@ -132,7 +132,8 @@ def check_switch_efficiency(fn) -> Report:
 check_switch_efficiency.solution = _switch_efficiency_solution
 check_switch_efficiency.hints = [
     "the warp pays every case that at least one lane takes, one after the other; the others cost nothing",
-    "steps = sum(costs[c] for c in set(case)); useful = sum(costs[c] for c in case); useful / (steps * 32)",
+    "two sums: the steps the warp issues (each distinct case once) and the useful lane-steps (each lane its own "
+    "case); every issued step occupies all 32 lanes",
 ]
 
 
@@ -264,9 +265,8 @@ check_loop_grouped.solution_module = ex02_kernels
 check_loop_grouped.hints = [
     "program p fills slots p * BLOCK ... p * BLOCK + BLOCK - 1 of out; the work item in slot j is order[j]: "
     "load the items first, then x and trips at those items (a gather)",
-    "idx = tl.load(order_ptr + offs, mask=mask, other=0); x = tl.load(x_ptr + idx, mask=mask); trips likewise; "
-    "loop for i in range(tl.max(trips, axis=0)) with x = tl.where(i < trips, step(x), x); "
-    "tl.store(y_ptr + offs, x, mask=mask)",
+    "the loop runs as many times as the block's largest trip count; a lane whose own count is used up must "
+    "keep its value unchanged (select, do not branch); store into the slots, not at the items",
 ]
 
 

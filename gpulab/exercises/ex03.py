@@ -195,10 +195,9 @@ def check_relu_cast(fn) -> Report:
 check_relu_cast.solution = ex03_kernels.relu_cast
 check_relu_cast.solution_module = ex03_kernels
 check_relu_cast.hints = [
-    "one program handles BLOCK elements: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK), mask = offs < n on "
-    "the load and the store; launch triton.cdiv(n, BLOCK) programs",
-    "x = tl.load(x_ptr + offs, mask=mask).to(tl.float32); y = tl.where(x < 0.0, 0.0, x); "
-    "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)",
+    "the skeleton is the copy kernel's; what changes is the value stored and the dtype it is stored in",
+    "compute in fp32 whatever x's dtype, and round once, on the store: a pointer knows the dtype it points to "
+    "(out_ptr.dtype.element_ty)",
 ]
 
 
@@ -384,4 +383,52 @@ check_quantize_fp8.hints = [
     "value, loaded there, is harmless to a max of magnitudes?)",
     "the scale multiplies back (x ~ q * scale) and is 0 for a block of zeros: divide only where it is not, and "
     "let the store's cast into q's dtype do the rounding",
+]
+
+
+def _quant_bytes_solution(n: int, dtype: torch.dtype, block: int) -> int:
+    """HBM bytes of the block quantizer (``check_quantize_fp8``, any block size): read n values of ``dtype``,
+    write n one-byte e4m3 values and one 4-byte fp32 scale per block of ``block`` (the last block may be
+    partial, and has its scale too)."""
+    return n * dtype.itemsize + n + -(-n // block) * 4
+
+
+def check_quant_bytes(fn) -> Report:
+    """fn(n, dtype, block) -> int: the bytes the block quantizer of exercise 4 moves through HBM on n values of
+    torch dtype ``dtype`` (fp32, bf16 or fp16 in), one fp32 scale per ``block`` values, e4m3 values out."""
+    rng = random.Random()
+    cases = [dict(n=1, dtype=torch.float32, block=32), dict(n=1000, dtype=torch.bfloat16, block=32)]
+    cases += [
+        dict(
+            n=rng.choice(AWKWARD + [rng.randrange(1, 2**31)]),
+            dtype=rng.choice(RELU_DTYPES[:3]),
+            block=rng.choice([16, 32, 128]),
+        )
+        for _ in range(20)
+    ]
+
+    def compare(case, got):
+        n, d, b = case["n"], case["dtype"], case["block"]
+        exp = _quant_bytes_solution(n, d, b)
+        if not is_int(got):
+            return f"expected an int number of bytes, got {_short(got)}"
+        if got == exp:
+            return None
+        head = f"expected {exp}, got {got}"
+        if got == n * d.itemsize + n:
+            return head + ": the scales are written too, one fp32 per block"
+        if got == n * d.itemsize + n + (n // b) * 4:
+            return head + ": a partial last block has a scale too: ceil(n / block) scales"
+        if got == n * d.itemsize + n + -(-n // b):
+            return head + ": each scale here is fp32, 4 bytes (MXFP8's E8M0 scale would be 1)"
+        if got == 2 * n * d.itemsize + -(-n // b) * 4 or got == 2 * n * d.itemsize:
+            return head + ": the values are written as e4m3, one byte each, whatever the input dtype"
+        return head
+
+    return run_cases("quant_bytes", fn, cases, compare)
+
+
+check_quant_bytes.solution = _quant_bytes_solution
+check_quant_bytes.hints = [
+    "list every array the kernel reads or writes, with its length and its bytes per element; one of them is not n long",
 ]

@@ -193,9 +193,8 @@ check_sincos_fused.solution = ex04_kernels.sincos_fused
 check_sincos_fused.solution_module = ex04_kernels
 check_sincos_fused.hints = [
     "one kernel does all five operations: load x once (masked), keep sin, cos and the squares in local variables, "
-    "store y once (masked); launch triton.cdiv(n, BLOCK) programs",
-    "x = tl.load(x_ptr + offs, mask=mask).to(tl.float32); s = tl.sin(x); c = tl.cos(x); "
-    "tl.store(out_ptr + offs, (s * s + c * c).to(out_ptr.dtype.element_ty), mask=mask)",
+    "store the result once (masked)",
+    "Triton's sin and cos take fp32 or fp64 only: convert after the load, and convert back to out's dtype on the store",
 ]
 
 
