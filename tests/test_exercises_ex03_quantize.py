@@ -1,7 +1,7 @@
 """Lesson 03's quantizer exercise (block-scaled fp8: one fp32 scale per block of 32 values, e4m3 elements): the
 solution passes, and each class of wrong kernel gets the message that names it (none crashes)."""
 
-import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
+import gpulab  # noqa: F401  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import pytest
 import torch
 import triton
