@@ -108,3 +108,77 @@ def test_hints_come_one_at_a_time_then_point_to_the_solution(capsys):
     hint(check)
     assert "show_solution(ex00.check_add)" in capsys.readouterr().out
     check._hints_shown = 0
+
+
+# ---- the transfer exercises: a reversal kernel, and Little's law per thread ---------------------------------------
+
+
+@triton.jit
+def _reverse(x_ptr, out_ptr, n, BLOCK: tl.constexpr, MASK: tl.constexpr, SHIFT: tl.constexpr, FLIP: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    src = n - SHIFT - offs if FLIP else offs  # SHIFT 1 is right; 0 is off by one
+    if MASK:
+        tl.store(out_ptr + offs, tl.load(x_ptr + src, mask=mask), mask=mask)
+    else:
+        tl.store(out_ptr + offs, tl.load(x_ptr + src))
+
+
+def reverser(block=128, mask=True, shift=1, flip=True, grid=None):
+    def reverse(x, out):
+        n = x.numel()
+        g = grid(n, block) if grid else triton.cdiv(n, block)
+        _reverse[(g,)](x, out, n, BLOCK=block, MASK=mask, SHIFT=shift, FLIP=flip)
+
+    return reverse
+
+
+def test_reverse_right_kernels_pass():
+    for block in (16, 1024):
+        rep = ex00.check_reverse(reverser(block=block))
+        assert rep.ok and rep.cases == 8, (block, str(rep))
+    assert ex00.check_reverse(ex00.check_reverse.solution).ok
+
+
+def test_reverse_off_by_one_is_named_as_a_load_past_the_end():
+    rep = ex00.check_reverse(reverser(shift=0))  # x[n - i]: lane 0 reads x[n]
+    assert not rep.ok and "loaded past the end of x" in str(rep), str(rep)
+
+
+def test_reverse_copy_unmasked_and_small_grid_are_named():
+    rep = ex00.check_reverse(reverser(flip=False))
+    assert not rep.ok and "a copy of x, not reversed" in str(rep), str(rep)
+    rep = ex00.check_reverse(reverser(mask=False))
+    assert not rep.ok and "mask the store" in str(rep), str(rep)
+    rep = ex00.check_reverse(reverser(grid=lambda n, b: n // b))
+    assert not rep.ok and "grid is too small" in str(rep), str(rep)
+
+
+def test_reverse_stub_and_hints(capsys):
+    from tests.exercise_checks import check_hints_then_solution, check_stub_not_attempted
+
+    check_stub_not_attempted(ex00.check_reverse, 2)
+    check_hints_then_solution(ex00.check_reverse, capsys)
+
+
+def test_loads_in_flight_by_hand_and_its_mistakes():
+    import math
+
+    from gpulab import hardware
+
+    check, sol = ex00.check_loads_in_flight, ex00.check_loads_in_flight.solution
+    # by hand: H200, 4.8 TB/s x 600 ns = 2.88e6 bytes over 132 x 64 x 32 = 270,336 threads = 10.7 bytes: 3 fp32 loads
+    assert sol("H200", 600.0, 64, 4) == 3 and sol("H200", 600.0, 64, 16) == 1
+    assert check(sol).ok
+
+    def need(g, lat):
+        return hardware.get(g).hbm_tbps * lat * 1e3
+
+    for wrong, said in (
+        (lambda g, lat, w, s: max(1, sol(g, lat, w, s) - 1) if sol(g, lat, w, s) > 1 else 0, "round up"),
+        (lambda g, lat, w, s: max(1, math.ceil(need(g, lat) / (hardware.get(g).sms * w * s))), "32 threads"),
+        (lambda g, lat, w, s: max(1, math.ceil(need(g, lat) / (w * 32 * s))), "shared by all"),
+        (lambda g, lat, w, s: float(sol(g, lat, w, s)), "expected an int"),
+    ):
+        rep = check(wrong)
+        assert not rep.ok and said in str(rep), str(rep)

@@ -140,3 +140,37 @@ def test_switch_efficiency_by_hand_and_its_mistakes():
         rep = check(wrong)
         assert not rep.ok and said in str(rep), str(rep)
     assert not check(lambda case, costs: (_ for _ in ()).throw(NotImplementedError)).attempted
+
+
+# ---- the transfer exercise: the fewest and the most steps any order pays ---------------------------------------
+
+
+def test_order_steps_matches_every_order_of_small_cases():
+    import itertools
+
+    import numpy as np
+
+    from gpulab import simt
+
+    rng = np.random.default_rng(0)
+    for n, group in ((5, 2), (7, 3), (6, 4), (1, 8)):
+        trips = rng.integers(0, 20, n)
+        steps = [simt.loop(trips[list(p)], group).steps for p in itertools.permutations(range(n))]
+        assert ex02.check_order_steps.solution(trips, group) == (min(steps), max(steps)), (trips, group)
+
+
+def test_order_steps_mistakes_are_named():
+    import numpy as np
+
+    from gpulab import simt
+
+    check, sol = ex02.check_order_steps, ex02.check_order_steps.solution
+    assert check(sol).ok
+    for wrong, said in (
+        (lambda t, g: (simt.loop(np.sort(t), g).steps, sol(t, g)[1]), "last, partial group"),
+        (lambda t, g: (sol(t, g)[0], simt.loop(np.sort(t), g).steps), "an order can do worse"),
+        (lambda t, g: (sol(t, g)[0], int(t.max()) * -(-t.size // g)), "only one element"),
+        (lambda t, g: list(map(float, sol(t, g))), "pair of ints"),
+    ):
+        rep = check(wrong)
+        assert not rep.ok and said in str(rep), str(rep)

@@ -111,3 +111,110 @@ def test_counting_checkers_accept_the_solutions_and_refuse_wrong_answers():
     assert ex04.check_model_time_ms(ex04.check_model_time_ms.solution).ok
     rep = ex04.check_model_time_ms(lambda n, L, b, o, B: L * o + n * b / (B * 1e12) * 1e3)
     assert not rep.ok and "1 µs = 1e-3 ms" in str(rep)
+
+
+# ---- the transfer exercises: LayerNorm counted, and a fused chain of three inputs --------------------------------
+
+
+def test_layernorm_bytes_by_hand_and_its_mistakes():
+    sol = ex04.check_layernorm_bytes.solution
+    # by hand, rows = 2, d = 3, fp32: unfused 8 * 6 + 4 * 2 + 2 * 3 = 62 elements; fused 2 * 6 + 2 * 3 = 18
+    assert sol(2, 3, torch.float32, False) == 62 * 4 and sol(2, 3, torch.float32, True) == 18 * 4
+    assert ex04.check_layernorm_bytes(sol).ok
+    for wrong, said in (
+        (lambda R, d, t, f: sol(R, d, t, not f), "swapped"),
+        (lambda R, d, t, f: sol(R, d, t, f) // t.itemsize, "itemsize"),
+        (lambda R, d, t, f: (2 * R * d if f else 8 * R * d + 4 * R + 2 * d) * t.itemsize, "reads w and b"),
+        (lambda R, d, t, f: (2 * R * d + 2 * d if f else 8 * R * d + 2 * d) * t.itemsize, "mean and var are arrays"),
+        (lambda R, d, t, f: (2 * R * d + 2 * d + 2 * R if f else 8 * R * d + 4 * R + 2 * d) * t.itemsize, "registers"),
+    ):
+        rep = ex04.check_layernorm_bytes(wrong)
+        assert not rep.ok and said in str(rep), str(rep)
+
+
+def test_layernorm_speedup_and_its_mistakes():
+    sol, nb = ex04.check_layernorm_speedup.solution, ex04.check_layernorm_bytes.solution
+    # launches dominate at one row: the ratio tends to 5 kernels / 1; bytes dominate at many rows: to 8 / 2 = 4
+    assert 4.9 < sol(1, 128, torch.float32, 5.0, 4.0) < 5.0
+    assert 3.9 < sol(2**20, 8192, torch.float32, 5.0, 4.0) < 4.1
+    assert ex04.check_layernorm_speedup(sol).ok
+    for wrong, said in (
+        (lambda R, d, t, o, B: 1 / sol(R, d, t, o, B), "inverted"),
+        (lambda R, d, t, o, B: nb(R, d, t, False) / nb(R, d, t, True), "ratio of the bytes"),
+        (
+            lambda R, d, t, o, B: (
+                (o * 1e-3 + nb(R, d, t, False) / (B * 1e9)) / (o * 1e-3 + nb(R, d, t, True) / (B * 1e9))
+            ),
+            "five times",
+        ),
+    ):
+        rep = ex04.check_layernorm_speedup(wrong)
+        assert not rep.ok and said in str(rep), str(rep)
+
+
+@triton.jit
+def _chain(
+    x_ptr, g_ptr, r_ptr, out_ptr, n, BLOCK: tl.constexpr, MASK: tl.constexpr, SKIP: tl.constexpr, GATE: tl.constexpr
+):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = (tl.load(x_ptr + offs, mask=mask) if MASK else tl.load(x_ptr + offs)).to(tl.float32)
+    g = tl.load(g_ptr + offs, mask=mask).to(tl.float32)
+    if SKIP == 1:  # r never loaded
+        r = tl.zeros_like(x)
+    else:
+        r = tl.load(r_ptr + offs, mask=mask).to(tl.float32)
+    if SKIP == 2:  # x loaded and not used
+        x = tl.zeros_like(x) + 1.0
+    gate = 1.0 / (1.0 + tl.exp(-g)) if GATE else g
+    y = (r + x * gate).to(out_ptr.dtype.element_ty)
+    if MASK:
+        tl.store(out_ptr + offs, y, mask=mask)
+    else:
+        tl.store(out_ptr + offs, y)
+
+
+def chain(block=128, mask=True, skip=0, gate=True, grid=None):
+    def gated_residual(x, g, r, out):
+        n = x.numel()
+        k = grid(n, block) if grid else triton.cdiv(n, block)
+        _chain[(k,)](x, g, r, out, n, BLOCK=block, MASK=mask, SKIP=skip, GATE=gate)
+
+    return gated_residual
+
+
+def test_gated_residual_right_kernels_pass():
+    rep = ex04.check_gated_residual(chain())
+    assert rep.ok and rep.cases == 11, str(rep)
+    assert ex04.check_gated_residual(ex04.check_gated_residual.solution).ok
+
+
+def test_gated_residual_skipped_load_fails():
+    rep = ex04.check_gated_residual(chain(skip=1))
+    assert not rep.ok and "elements of r were never loaded" in str(rep), str(rep)
+    rep = ex04.check_gated_residual(chain(skip=2))  # loaded, then not used: the values say which part is missing
+    assert not rep.ok and "x does not multiply the gate" in str(rep), str(rep)
+
+
+def test_gated_residual_wrong_gate_unmasked_and_small_grid_are_named():
+    rep = ex04.check_gated_residual(chain(gate=False))
+    assert not rep.ok and "not sigmoid(g)" in str(rep), str(rep)
+    rep = ex04.check_gated_residual(chain(mask=False))
+    assert not rep.ok and "mask the" in str(rep), str(rep)
+    rep = ex04.check_gated_residual(chain(grid=lambda n, b: max(n // b, 1) - (n > b)))
+    assert not rep.ok and "grid is too" in str(rep), str(rep)
+
+
+def test_gated_residual_in_two_kernels_is_named():
+    def two(x, g, r, out):
+        gate = torch.empty_like(out)
+        chain(gate=False)(torch.zeros_like(x), x, g, gate)  # a first kernel writes a copy of x ...
+        chain()(gate, g, r, out)  # ... the second computes from it
+
+    rep = ex04.check_gated_residual(two)
+    assert not rep.ok and "exactly 1" in str(rep), str(rep)
+
+
+def test_gated_residual_stub_and_hints(capsys):
+    check_stub_not_attempted(ex04.check_gated_residual, 4)
+    check_hints_then_solution(ex04.check_gated_residual, capsys)

@@ -153,7 +153,8 @@ check_crossing_n.solution = _crossing_n_solution
 check_crossing_n.hints = [
     "write the intensity of an N x N x N matmul as a function of N (FLOPs over least bytes), then ask when it "
     "reaches C / B",
-    "2N^3 / (3 N^2 itemsize) >= C / B gives N >= 1.5 itemsize C / B: the smallest int is its ceiling",
+    "the intensity grows in proportion to N: solve for N, and remember that N is a whole number and that the "
+    "matmul must reach the ridge, not stop just short of it",
 ]
 
 
@@ -194,7 +195,89 @@ def check_scale_add(fn) -> Report:
 check_scale_add.solution = ex01_kernels.scale_add
 check_scale_add.solution_module = ex01_kernels
 check_scale_add.hints = [
-    "one program handles BLOCK elements: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
-    "the last program runs past n: mask = offs < n, on the load and on the store; launch triton.cdiv(n, BLOCK) "
-    "programs",
+    "a and b are plain Python floats: pass them to the kernel as scalar arguments, beside the pointers and n; "
+    "each program reads its block of x and writes the same block of out",
+    "the last program runs past n: both its load and its store need the guard; count the programs so that they cover n",
+]
+
+
+def _batch_to_ridge_solution(K: int, N: int, itemsize: int, peak_tflops: float, hbm_tbps: float) -> int | None:
+    """The smallest batch B at which a linear layer y = x @ W, x: (B, K), W: (K, N), reaches the ridge C / B_hbm,
+    counting the least traffic ((B K + K N + B N) itemsize bytes for 2 B K N FLOPs); None where no batch does:
+    the intensity rises with B towards 2 K N / ((K + N) itemsize), the weights' intensity when x and y are free.
+    2 B K N >= r s (B K + K N + B N), r = C / B_hbm, gives B (2 K N - r s (K + N)) >= r s K N."""
+    r = peak_tflops / hbm_tbps
+    s = itemsize
+    denom = 2 * K * N - r * s * (K + N)
+    if denom <= 0:
+        return None
+
+    def reaches(b):
+        return 2 * b * K * N >= r * s * (b * K + K * N + b * N)
+
+    b = max(1, math.ceil(r * s * K * N / denom))
+    while b > 1 and reaches(b - 1):  # guard against float rounding
+        b -= 1
+    while not reaches(b):
+        b += 1
+    return b
+
+
+def check_batch_to_ridge(fn) -> Report:
+    """fn(K, N, itemsize, peak_tflops, hbm_tbps) -> int or None: the smallest batch B at which y = x @ W (x: (B,
+    K), W: (K, N), y: (B, N), each read or written once) is no longer memory-bound, its intensity reaching the
+    ridge peak_tflops / hbm_tbps; None where no batch reaches it. Transformer-sized layers on the seed
+    accelerator, the H200's datasheet, and random machines, some so narrow that no batch suffices."""
+    rng = random.Random()
+    cases = [
+        dict(K=4096, N=4096, itemsize=2, peak_tflops=989.5, hbm_tbps=4.8),
+        dict(K=8192, N=28672, itemsize=1, peak_tflops=1979.0, hbm_tbps=4.8),
+        dict(K=64, N=64, itemsize=2, peak_tflops=989.5, hbm_tbps=4.8),  # no batch: at most 32 FLOP/B
+        dict(K=1000, N=1, itemsize=4, peak_tflops=100.0, hbm_tbps=1.0),
+    ]
+    cases += [
+        dict(
+            K=rng.choice([64, 256, 768, 1024, 4096, 8192, rng.randrange(1, 20000)]),
+            N=rng.choice([64, 768, 3072, 4096, 14336, rng.randrange(1, 20000)]),
+            itemsize=rng.choice([1, 2, 4]),
+            peak_tflops=10 ** rng.uniform(1, 3.5),
+            hbm_tbps=rng.uniform(0.3, 8),
+        )
+        for _ in range(25)
+    ]
+
+    def compare(case, got):
+        exp = _batch_to_ridge_solution(**case)
+        K, N, s, C, B = case.values()
+        if exp is None:
+            if got is None:
+                return None
+            return (
+                f"expected None, got {_short(got)}: as B grows the intensity tends to 2KN / ((K + N) itemsize) = "
+                f"{2 * K * N / ((K + N) * s):.4g} FLOP/B, below the ridge {C / B:.4g}: no batch reaches it"
+            )
+        if got is None:
+            return f"expected B = {exp}, got None"
+        if not is_int(got):
+            return f"expected an int batch (or None), got {_short(got)}"
+        if got == exp:
+            return None
+        head = f"expected B = {exp}, got {got}"
+        if got == exp - 1:
+            return head + ": at B - 1 the intensity is still below the ridge; round up"
+        if got == max(1, math.ceil(s * C / B / 2)):
+            return head + ": that counts only the weights' bytes; x and y move too (B K + B N elements)"
+        if got == _batch_to_ridge_solution(K, N, 1, C, B) and s != 1:
+            return head + ": the bytes are elements x itemsize"
+        return head
+
+    return run_cases("batch_to_ridge", fn, cases, compare)
+
+
+check_batch_to_ridge.solution = _batch_to_ridge_solution
+check_batch_to_ridge.hints = [
+    "write the intensity of the layer as a function of B, FLOPs over the least bytes; it grows with B, but "
+    "towards a limit: what is it as B becomes very large, and what if the ridge lies above it?",
+    "the condition intensity(B) >= C / B_hbm is linear in B once you multiply out the denominator: collect the "
+    "terms in B and the answer is a ceiling, or there is none",
 ]

@@ -132,7 +132,8 @@ def check_switch_efficiency(fn) -> Report:
 check_switch_efficiency.solution = _switch_efficiency_solution
 check_switch_efficiency.hints = [
     "the warp pays every case that at least one lane takes, one after the other; the others cost nothing",
-    "steps = sum(costs[c] for c in set(case)); useful = sum(costs[c] for c in case); useful / (steps * 32)",
+    "two sums: the steps the warp issues (each distinct case once) and the useful lane-steps (each lane its own "
+    "case); every issued step occupies all 32 lanes",
 ]
 
 
@@ -264,7 +265,63 @@ check_loop_grouped.solution_module = ex02_kernels
 check_loop_grouped.hints = [
     "program p fills slots p * BLOCK ... p * BLOCK + BLOCK - 1 of out; the work item in slot j is order[j]: "
     "load the items first, then x and trips at those items (a gather)",
-    "idx = tl.load(order_ptr + offs, mask=mask, other=0); x = tl.load(x_ptr + idx, mask=mask); trips likewise; "
-    "loop for i in range(tl.max(trips, axis=0)) with x = tl.where(i < trips, step(x), x); "
-    "tl.store(y_ptr + offs, x, mask=mask)",
+    "the loop runs as many times as the block's largest trip count; a lane whose own count is used up must "
+    "keep its value unchanged (select, do not branch); store into the slots, not at the items",
+]
+
+
+def _order_steps_solution(trips, group: int) -> tuple[int, int]:
+    """(fewest, most) issue steps any order of ``trips`` can pay, run by groups of ``group`` lanes (each group pays
+    its largest trip count; ceil(n / group) groups, the last partial). Fewest: descending order, so that group k
+    pays the ((k - 1) group + 1)-th largest count. Most: the ceil(n / group) largest counts, one in each group,
+    each then its group's max: no order pays more, since k group maxima sum to at most the k largest counts."""
+    t = np.sort(np.asarray(trips, dtype=np.int64))[::-1]
+    k = -(-t.size // group)
+    return int(t[::group].sum()), int(t[:k].sum())
+
+
+def check_order_steps(fn) -> Report:
+    """fn(trips, group) -> (fewest, most): the fewest and the most issue steps that any order of the elements pays
+    for ``for i in range(trips[lane])``, ``group`` consecutive elements stepping together (each group pays its
+    max). trips: (n,) NumPy int array (any n); group: 8, 32 or 128. Cases: awkward n (1, 17, 1000, 1793,
+    random), a few expensive elements among cheap ones, or random costs."""
+    rng = np.random.default_rng()
+    cases = [dict(trips=np.array([1, 9, 2, 8, 3]), group=2)]
+    for n in AWKWARD + [int(rng.integers(2, 3000)) for _ in range(6)]:
+        group = int(rng.choice([8, 32, 128]))
+        trips = np.where(rng.random(n) < 0.05, 64, 4) if rng.random() < 0.5 else rng.integers(0, 50, n)
+        cases.append(dict(trips=trips, group=group))
+
+    def compare(case, got):
+        trips, group = case["trips"], case["group"]
+        best, worst = _order_steps_solution(trips, group)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2 and all(is_int(v) for v in got)):
+            return f"expected a pair of ints (fewest, most), got {_short(got)}"
+        gb, gw = int(got[0]), int(got[1])
+        msgs = []
+        if gb != best:
+            hint = ""
+            if gb == simt.loop(np.sort(trips), group).steps:
+                hint = ": ascending order leaves the most expensive elements in the last, partial group"
+            elif gb == simt.loop(trips, group).steps:
+                hint = ": that is the order given; the fewest is over every order"
+            msgs.append(f"fewest expected {best}, got {gb}{hint}")
+        if gw != worst:
+            hint = ""
+            if gw == simt.loop(np.sort(trips), group).steps or gw == simt.loop(trips, group).steps:
+                hint = ": an order can do worse: give each group one of the most expensive elements"
+            elif gw == int(np.asarray(trips).max()) * -(-trips.size // group):
+                hint = ": only one element can hold the largest count; each group's max is a different element"
+            msgs.append(f"most expected {worst}, got {gw}{hint}")
+        return "; ".join(msgs) or None
+
+    return run_cases("order_steps", fn, cases, compare)
+
+
+check_order_steps.solution = _order_steps_solution
+check_order_steps.hints = [
+    "each group pays one number, its largest trip count, and there are ceil(n / group) groups whatever the order: "
+    "which elements can be the groups' maxima?",
+    "for the fewest, the expensive elements should share groups; for the most, each group should get its own "
+    "expensive element. Try both on trips = [1, 9, 2, 8, 3] with group = 2 by hand",
 ]

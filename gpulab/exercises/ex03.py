@@ -6,9 +6,12 @@ import math
 import random
 
 import torch
+import triton
+import triton.language as tl
 
 import gpulab
 
+from .. import formats
 from . import Report, _short, close, ex03_kernels, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
@@ -192,8 +195,240 @@ def check_relu_cast(fn) -> Report:
 check_relu_cast.solution = ex03_kernels.relu_cast
 check_relu_cast.solution_module = ex03_kernels
 check_relu_cast.hints = [
-    "one program handles BLOCK elements: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK), mask = offs < n on "
-    "the load and the store; launch triton.cdiv(n, BLOCK) programs",
-    "x = tl.load(x_ptr + offs, mask=mask).to(tl.float32); y = tl.where(x < 0.0, 0.0, x); "
-    "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)",
+    "the skeleton is the copy kernel's; what changes is the value stored and the dtype it is stored in",
+    "compute in fp32 whatever x's dtype, and round once, on the store: a pointer knows the dtype it points to "
+    "(out_ptr.dtype.element_ty)",
+]
+
+
+# ---- the block-scaled fp8 quantizer --------------------------------------------------------------------------
+
+#: Values per scale of the quantizer exercise: the MX block size (OCP MX v1.0), ``formats.MX_BLOCK``.
+QUANT_BLOCK = formats.MX_BLOCK
+#: Slack on the quotient x / scale, in fp32 ulps: a kernel divides (or multiplies by 448 / amax) in fp32, a
+#: few roundings away from the float64 quotient; its e4m3 rounding may land on either side only there.
+_QUOTIENT_ULPS = 4
+
+
+def _quant_cases(rng: random.Random) -> list[dict]:
+    """Fresh inputs on which no shortcut passes: each block of 32 has its own magnitude (10^-3 to 10^3, so one
+    scale for the whole tensor fails), signs mixed (a block's largest magnitude is often negative, so max(x)
+    instead of max(|x|) fails), one block all zeros (its scale is 0: a kernel that divides by it makes NaN),
+    lengths that end in a partial block (1, 31, 33, 1000, 1793, random) and ``kernelcheck.LONG_N``."""
+    cases = []
+    for n in [1, 31, 32, 33, 1000, 1793, kernelcheck.LONG_N, rng.randrange(2, 5000)]:
+        g = torch.Generator().manual_seed(rng.randrange(2**31))
+        nb = -(-n // QUANT_BLOCK)
+        mag = 10.0 ** (torch.rand(nb, generator=g, dtype=torch.float64) * 6 - 3)
+        x = torch.randn(nb * QUANT_BLOCK, generator=g, dtype=torch.float64) * mag.repeat_interleave(QUANT_BLOCK)
+        if nb > 2:
+            x[QUANT_BLOCK : 2 * QUANT_BLOCK] = 0.0
+        cases.append(dict(x=x[:n].float().to(gpulab.DEVICE)))
+    return cases
+
+
+def _quant_amax(x: torch.Tensor) -> torch.Tensor:
+    """Per block of ``QUANT_BLOCK``: the largest |x| (float64, CPU, (cdiv(n, 32),)), the last block partial."""
+    x64 = x.detach().double().cpu()
+    nb = -(-x64.numel() // QUANT_BLOCK)
+    padded = torch.zeros(nb * QUANT_BLOCK, dtype=torch.float64)
+    padded[: x64.numel()] = x64.abs()
+    return padded.view(nb, QUANT_BLOCK).amax(dim=1)
+
+
+def _quant_quotient(x: torch.Tensor) -> torch.Tensor:
+    """x / scale per element, float64 (0 in a block of zeros), scale = amax / 448."""
+    amax = _quant_amax(x).repeat_interleave(QUANT_BLOCK)[: x.numel()]
+    scale = amax / formats.E4M3_MAX
+    return torch.where(amax > 0, x.detach().double().cpu() / torch.where(amax > 0, scale, 1.0), 0.0)
+
+
+@triton.jit
+def _cast_e4m3_kernel(v_ptr, q_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(q_ptr + offs, tl.load(v_ptr + offs, mask=mask).to(tl.float8e4nv), mask=mask)
+
+
+def _interpreter_e4m3(v32: torch.Tensor) -> torch.Tensor:
+    """fp32 values cast to e4m3 by Triton's interpreter (float64, CPU). Triton 3.9's interpreter rounds ties
+    away from zero and truncates below e4m3's smallest normal (2^-6); a GPU rounds to nearest even (PTX
+    cvt.rn.satfinite). A learner's cast judged on the CPU is allowed the interpreter's rounding."""
+    q = torch.empty(v32.numel(), dtype=torch.float8_e4m3fn)
+    _cast_e4m3_kernel[(triton.cdiv(v32.numel(), 1024),)](v32.contiguous(), q, v32.numel(), BLOCK=1024)
+    return q.double()
+
+
+def _quant_values_mismatch(got, ref, case, interpreted: bool | None = None):
+    """None when each stored e4m3 value is the rounding to nearest even (saturating at 448, formats.quantize_e4m3)
+    of x / scale, allowing the quotient a few fp32 ulps (``_QUOTIENT_ULPS``); in the interpreter, its own cast
+    of those quotients too (``_interpreter_e4m3``). interpreted: whether got was stored by the interpreter (None:
+    where got lives on the CPU)."""
+    v64 = _quant_quotient(case["x"])
+    v32 = v64.float()
+    lo, hi = v32, v32
+    for _ in range(_QUOTIENT_ULPS):
+        lo, hi = torch.nextafter(lo, torch.tensor(-math.inf)), torch.nextafter(hi, torch.tensor(math.inf))
+    cands = [formats.quantize_e4m3(t.double()) for t in (lo, v32, hi)]
+    if got.device.type == "cpu" if interpreted is None else interpreted:
+        cands += [_interpreter_e4m3(t) for t in (lo, v32, hi)]
+    cands = torch.stack(cands)
+    g = got.detach().double().cpu()
+    bad = ~((g >= cands.min(0).values) & (g <= cands.max(0).values))
+    if not bad.any():
+        return None
+    i = int(bad.nonzero()[0])
+    head = (
+        f"{int(bad.sum())} of {g.numel()} values differ from x / scale rounded to nearest e4m3; first at index {i}: "
+        f"x = {case['x'][i].item():.6g}, x / scale = {v64[i].item():.6g}, expected {ref[i].item():.6g}, got "
+        f"{g[i].item():.6g}"
+    )
+    grid = formats.e4m3_values(nonnegative=True)  # sorted magnitudes, 0 to 448
+    down = grid[(torch.searchsorted(grid, v64.abs().clamp(max=formats.E4M3_MAX), right=True) - 1).clamp(min=0)]
+    zero_block = (_quant_amax(case["x"]) == 0).repeat_interleave(QUANT_BLOCK)[: g.numel()]
+    if bool((bad & zero_block).any()):
+        j = int((bad & zero_block).nonzero()[0])
+        head += (
+            f"; index {j} lies in a block of zeros, whose scale is 0: x / 0 is NaN (0/0), and a NaN cast to e4m3 is "
+            "NaN on a GPU, garbage in the interpreter; divide only where amax > 0"
+        )
+    elif torch.equal(g[bad], torch.copysign(down, v64)[bad]):
+        head += ": every miss is rounded toward zero; round to nearest (the cast .to(tl.float8e4nv) does)"
+    elif bool((g.abs() > formats.E4M3_MAX).any() | torch.isinf(g).any()):
+        head += ": a value beyond 448, e4m3's largest finite value: the scale makes each block's amax land on 448"
+    return head
+
+
+def _quant_scales_mismatch(got, ref, case):
+    """None when each scale is amax / 448 within a few fp32 roundings (2^-21 relative); else the first that differs,
+    and what a wrong scale most often is."""
+    g = got.detach().double().cpu()
+    bad = ~((g - ref).abs() <= 2.0**-21 * ref.abs())
+    if not bad.any():
+        return None
+    i = int(bad.nonzero()[0])
+    head = (
+        f"{int(bad.sum())} of {g.numel()} scales differ; first block {i} (amax {ref[i].item() * 448:.6g}): expected "
+        f"amax / 448 = {ref[i].item():.6g}, got {g[i].item():.6g}"
+    )
+    live = ref > 0
+    ratio = g[live] / ref[live]
+    if live.sum() > 1 and bool((g[live] == g[live][0]).all()):
+        return head + ": one scale for the whole tensor; each block of 32 values has its own"
+    if live.any() and torch.allclose(g[live] * ref[live], torch.ones_like(ratio), rtol=1e-5):
+        return (
+            head + ": that is 448 / amax, what x is multiplied by; store the scale that multiplies back, x ~ q * scale"
+        )
+    if live.any() and torch.allclose(ratio, ratio[0].expand_as(ratio), rtol=1e-5):
+        return head + f": off by a constant factor ({ratio[0].item():.4g}); e4m3's largest finite value is 448"
+    return head
+
+
+def check_quantize_fp8(fn) -> Report:
+    """fn(x, q, scales) launches a Triton kernel that quantizes x block by block: for each block of
+    ``QUANT_BLOCK`` (32) consecutive values (the last block may be shorter), scale = amax / 448 (amax the
+    block's largest |x|; 448 e4m3's largest finite value), q = x / scale rounded to nearest e4m3 (0 in a
+    block of zeros, whose scale is 0), so that x ~ q * scale. x: (n,) float32; q: (n,) torch.float8_e4m3fn;
+    scales: (cdiv(n, 32),) float32; all on gpulab.DEVICE.
+
+    The checker owns the buffers (guarded, see ``kernelcheck``) and runs each case twice, once judging q and
+    once judging scales (the other output is a plain tensor of the launcher's, so that each run has one guarded
+    output), on the inputs of ``_quant_cases``, against float64 (``_quant_values_mismatch``,
+    ``_quant_scales_mismatch``); it names the mistake: a missing mask, too small a grid, a NaN from dividing by a
+    zero scale, one scale for the tensor, the reciprocal scale, rounding toward zero. The rounding rules are
+    ``formats.quantize_e4m3``'s (OCP 8-bit floating point, e4m3fn)."""
+    cases = _quant_cases(random.Random())
+    nblocks = lambda c: -(-c["x"].numel() // QUANT_BLOCK)  # noqa: E731
+    q_of = lambda c: torch.empty(c["x"].shape, dtype=torch.float8_e4m3fn, device=c["x"].device)  # noqa: E731
+    s_of = lambda x: torch.empty(-(-x.numel() // QUANT_BLOCK), dtype=torch.float32, device=x.device)  # noqa: E731
+    total = Report("quantize_fp8")
+    runs = [
+        (
+            "quantize_fp8 q",
+            lambda x, q: fn(x, q, s_of(x)),
+            lambda c: (c["x"].shape, torch.float8_e4m3fn),
+            lambda c: formats.quantize_e4m3(_quant_quotient(c["x"])),
+            _quant_values_mismatch,
+        ),
+        (
+            "quantize_fp8 scales",
+            lambda x, s: fn(x, q_of(dict(x=x)), s),
+            lambda c: ((nblocks(c),), torch.float32),
+            lambda c: _quant_amax(c["x"]) / formats.E4M3_MAX,
+            _quant_scales_mismatch,
+        ),
+    ]
+    for name, call, out, reference, mismatch in runs:
+        rep = check_kernel(
+            name,
+            call,
+            cases,
+            out=out,
+            reference=reference,
+            mismatch=mismatch,
+            notes={"nan_arith": "; a block of zeros has scale 0: divide only where amax > 0"},
+        )
+        if not rep.attempted:
+            return Report("quantize_fp8", attempted=False)
+        total.extend(rep)
+    return total
+
+
+check_quantize_fp8.solution = ex03_kernels.quantize_fp8
+check_quantize_fp8.solution_module = ex03_kernels
+check_quantize_fp8.hints = [
+    "a program can own whole blocks: lay its elements out as a 2-D tile, one block of 32 per row, so that the "
+    "amax of every block is one reduction along the row axis",
+    "the mask works on the flat index of each element; a masked-off lane must not raise a block's amax (which "
+    "value, loaded there, is harmless to a max of magnitudes?)",
+    "the scale multiplies back (x ~ q * scale) and is 0 for a block of zeros: divide only where it is not, and "
+    "let the store's cast into q's dtype do the rounding",
+]
+
+
+def _quant_bytes_solution(n: int, dtype: torch.dtype, block: int) -> int:
+    """HBM bytes of the block quantizer (``check_quantize_fp8``, any block size): read n values of ``dtype``,
+    write n one-byte e4m3 values and one 4-byte fp32 scale per block of ``block`` (the last block may be
+    partial, and has its scale too)."""
+    return n * dtype.itemsize + n + -(-n // block) * 4
+
+
+def check_quant_bytes(fn) -> Report:
+    """fn(n, dtype, block) -> int: the bytes the block quantizer of exercise 4 moves through HBM on n values of
+    torch dtype ``dtype`` (fp32, bf16 or fp16 in), one fp32 scale per ``block`` values, e4m3 values out."""
+    rng = random.Random()
+    cases = [dict(n=1, dtype=torch.float32, block=32), dict(n=1000, dtype=torch.bfloat16, block=32)]
+    cases += [
+        dict(
+            n=rng.choice(AWKWARD + [rng.randrange(1, 2**31)]),
+            dtype=rng.choice(RELU_DTYPES[:3]),
+            block=rng.choice([16, 32, 128]),
+        )
+        for _ in range(20)
+    ]
+
+    def compare(case, got):
+        n, d, b = case["n"], case["dtype"], case["block"]
+        exp = _quant_bytes_solution(n, d, b)
+        if not is_int(got):
+            return f"expected an int number of bytes, got {_short(got)}"
+        if got == exp:
+            return None
+        head = f"expected {exp}, got {got}"
+        if got == n * d.itemsize + n:
+            return head + ": the scales are written too, one fp32 per block"
+        if got == n * d.itemsize + n + (n // b) * 4:
+            return head + ": a partial last block has a scale too: ceil(n / block) scales"
+        if got == n * d.itemsize + n + -(-n // b):
+            return head + ": each scale here is fp32, 4 bytes (MXFP8's E8M0 scale would be 1)"
+        if got == 2 * n * d.itemsize + -(-n // b) * 4 or got == 2 * n * d.itemsize:
+            return head + ": the values are written as e4m3, one byte each, whatever the input dtype"
+        return head
+
+    return run_cases("quant_bytes", fn, cases, compare)
+
+
+check_quant_bytes.solution = _quant_bytes_solution
+check_quant_bytes.hints = [
+    "list every array the kernel reads or writes, with its length and its bytes per element; one of them is not n long",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import random
 
 import torch
@@ -192,7 +193,216 @@ check_sincos_fused.solution = ex04_kernels.sincos_fused
 check_sincos_fused.solution_module = ex04_kernels
 check_sincos_fused.hints = [
     "one kernel does all five operations: load x once (masked), keep sin, cos and the squares in local variables, "
-    "store y once (masked); launch triton.cdiv(n, BLOCK) programs",
-    "x = tl.load(x_ptr + offs, mask=mask).to(tl.float32); s = tl.sin(x); c = tl.cos(x); "
-    "tl.store(out_ptr + offs, (s * s + c * c).to(out_ptr.dtype.element_ty), mask=mask)",
+    "store the result once (masked)",
+    "Triton's sin and cos take fp32 or fp64 only: convert after the load, and convert back to out's dtype on the store",
+]
+
+
+# ---- LayerNorm, counted -------------------------------------------------------------------------------------
+
+#: The unfused LayerNorm of the exercise, one kernel a line: (what it computes, arrays read, array written);
+#: x, xc, y, out: (rows, d); mean, var: (rows,); w, b: (d,). Every array in the one dtype.
+LAYERNORM_OPS = (
+    ("mean = x.mean(-1)", ("x",), "mean"),
+    ("xc = x - mean", ("x", "mean"), "xc"),
+    ("var = (xc * xc).mean(-1)", ("xc",), "var"),
+    ("y = xc * rsqrt(var + eps)", ("xc", "var"), "y"),
+    ("out = y * w + b", ("y", "w", "b"), "out"),
+)
+
+
+def _layernorm_bytes_solution(rows: int, d: int, dtype: torch.dtype, fused: bool) -> int:
+    """HBM bytes of LayerNorm over the last dim of x: (rows, d) with weight w and bias b: (d,). Unfused
+    (``LAYERNORM_OPS``, five kernels): the (rows, d) arrays cross HBM 8 times (x read twice; xc written once and
+    read twice; y written and read; out written), the statistics mean and var 4 times (each written and read),
+    w and b once: 8 rows d + 4 rows + 2 d elements. Fused: x, w and b read once, out written once: 2 rows d +
+    2 d. Times itemsize."""
+    elements = 2 * rows * d + 2 * d if fused else 8 * rows * d + 4 * rows + 2 * d
+    return elements * dtype.itemsize
+
+
+def check_layernorm_bytes(fn) -> Report:
+    """fn(rows, d, dtype, fused) -> int: the HBM bytes of LayerNorm of x: (rows, d) in torch dtype ``dtype``
+    with w and b: (d,), as the five kernels of ``LAYERNORM_OPS`` (fused=False) or one (fused=True)."""
+    rng = random.Random()
+    cases = [
+        dict(rows=1, d=1, dtype=torch.float32, fused=False),
+        dict(rows=1, d=1, dtype=torch.float32, fused=True),
+        dict(rows=4096, d=768, dtype=torch.bfloat16, fused=False),
+    ]
+    cases += [
+        dict(rows=rng.randrange(1, 70000), d=rng.randrange(1, 9000), dtype=rng.choice(DTYPES), fused=rng.random() < 0.5)
+        for _ in range(20)
+    ]
+
+    def compare(case, got):
+        rows, d, dt, fused = case["rows"], case["d"], case["dtype"], case["fused"]
+        exp = _layernorm_bytes_solution(rows, d, dt, fused)
+        if not is_int(got):
+            return f"expected an int number of bytes, got {_short(got)}"
+        if got == exp:
+            return None
+        s, head = dt.itemsize, f"expected {exp}, got {got}"
+        if got == _layernorm_bytes_solution(rows, d, dt, not fused):
+            return head + ": fused and unfused are swapped"
+        if got * s == exp:
+            return head + f": multiply the elements by dtype.itemsize ({dt} has {s})"
+        if fused and got == 2 * rows * d * s:
+            return head + ": the fused kernel still reads w and b"
+        if fused and got > exp:
+            return head + ": in the fused kernel mean, var, xc and y stay in registers: they never reach HBM"
+        if not fused and got == (8 * rows * d + 4 * rows) * s:
+            return head + ": the last kernel reads w and b too"
+        if not fused and got == (8 * rows * d + 2 * d) * s:
+            return head + ": mean and var are arrays too: each is written once and read once"
+        if not fused and got < exp:
+            return head + ": count each kernel's reads and writes, and x is read by two of them"
+        return head
+
+    return run_cases("layernorm_bytes", fn, cases, compare)
+
+
+check_layernorm_bytes.solution = _layernorm_bytes_solution
+check_layernorm_bytes.hints = [
+    "go down the five kernels one by one: every array a kernel reads or writes crosses HBM once; note its "
+    "shape, (rows, d), (rows,) or (d,)",
+    "fused, only what comes from outside the kernel and what leaves it is counted; the statistics stay on chip",
+]
+
+
+def _layernorm_speedup_solution(rows: int, d: int, dtype: torch.dtype, overhead_us: float, tbps: float) -> float:
+    """The model time of the five LayerNorm kernels over that of one fused kernel: each time is launches x
+    overhead + bytes / bandwidth (``_layernorm_bytes_solution``; overhead in µs, bandwidth in TB/s)."""
+
+    def ms(fused):
+        launches = 1 if fused else len(LAYERNORM_OPS)
+        return launches * overhead_us * 1e-3 + _layernorm_bytes_solution(rows, d, dtype, fused) / (tbps * 1e12) * 1e3
+
+    return ms(False) / ms(True)
+
+
+def check_layernorm_speedup(fn) -> Report:
+    """fn(rows, d, dtype, overhead_us, tbps) -> float: how many times faster the fused LayerNorm is than the five
+    kernels, in the model launches x overhead + bytes / bandwidth. Small and large shapes: where launches
+    dominate the answer tends to 5, where bytes do to the ratio of the bytes."""
+    rng = random.Random()
+    cases = [
+        dict(rows=8, d=768, dtype=torch.float32, overhead_us=5.0, tbps=4.0),
+        dict(rows=65536, d=8192, dtype=torch.bfloat16, overhead_us=5.0, tbps=4.0),
+    ]
+    cases += [
+        dict(
+            rows=2 ** rng.randrange(0, 17),
+            d=rng.choice([128, 768, 1024, 4096, 8192, 12288]),
+            dtype=rng.choice(DTYPES[:3]),
+            overhead_us=round(rng.uniform(1, 20), 2),
+            tbps=round(rng.uniform(0.5, 8), 2),
+        )
+        for _ in range(20)
+    ]
+
+    def compare(case, got):
+        exp = _layernorm_speedup_solution(**case)
+        if isinstance(got, bool) or not isinstance(got, numbers.Real):
+            return f"expected a number (a ratio), got {_short(got)}"
+        if close(got, exp, 1e-6):
+            return None
+        rows, d, dt, o, B = case.values()
+        unf, fus = _layernorm_bytes_solution(rows, d, dt, False), _layernorm_bytes_solution(rows, d, dt, True)
+        head = f"expected {exp:.6g}, got {float(got):.6g}"
+        if close(got, 1 / exp, 1e-6):
+            return head + ": inverted; unfused time over fused time is above 1"
+        if close(got, unf / fus, 1e-6):
+            return head + ": that is the ratio of the bytes alone; each kernel launch costs the overhead too"
+        if close(got, (o * 1e-3 + unf / (B * 1e12) * 1e3) / (o * 1e-3 + fus / (B * 1e12) * 1e3), 1e-6):
+            return head + ": the unfused path pays the overhead five times, once per kernel"
+        if close(got, (5 * o + unf / (B * 1e12) * 1e3) / (o + fus / (B * 1e12) * 1e3), 1e-6):
+            return head + ": the overhead is in µs; 1 µs = 1e-3 ms"
+        return head
+
+    return run_cases("layernorm_speedup", fn, cases, compare)
+
+
+check_layernorm_speedup.solution = _layernorm_speedup_solution
+check_layernorm_speedup.hints = [
+    "time each path with the model of section 6, launches x overhead + bytes / bandwidth, with your "
+    "layernorm_bytes for the bytes; keep every term in one unit",
+]
+
+
+# ---- a fused chain of three inputs ----------------------------------------------------------------------------
+
+#: Largest error against float64 of the fused chain, per dtype: relative to |ref| one ulp of out's dtype (the
+#: rounding on the store; Triton 3.9's interpreter truncates to bf16, a full ulp), and relative to |r| + |x| a
+#: few fp32 roundings of the exp, the reciprocal, the product and the sum.
+CHAIN_TOL = {torch.float32: 2.0**-22, torch.bfloat16: 2.0**-7}
+
+
+def _chain_mismatch(got, ref, case):
+    g64 = got.detach().double().cpu()
+    scale = case["r"].double().abs().cpu() + case["x"].double().abs().cpu()
+    tol = CHAIN_TOL[got.dtype] * ref.abs() + 2.0**-20 * scale + 1e-30
+    bad = ~((g64 - ref).abs() <= tol)  # NaN counts as bad
+    if not bad.any():
+        return None
+    i = int(bad.nonzero()[0])
+    x, g, r = (case[k].double().cpu()[i].item() for k in ("x", "g", "r"))
+    head = (
+        f"{int(bad.sum())} of {ref.numel()} elements differ; first at index {i} (x = {x:.4g}, g = {g:.4g}, "
+        f"r = {r:.4g}): expected {ref[i].item():.7g}, got {g64[i].item():.7g}"
+    )
+    sig = 1 / (1 + torch.exp(-case["g"].double().cpu()))
+    for wrong, why in (
+        (case["x"].double().cpu() * sig, "r is not added"),
+        (case["r"].double().cpu() + sig, "x does not multiply the gate"),
+        (
+            case["r"].double().cpu() + case["x"].double().cpu() * case["g"].double().cpu(),
+            "the gate is g, not sigmoid(g)",
+        ),
+    ):
+        if bool(((g64 - wrong).abs() <= tol + 1e-6 * wrong.abs())[bad].all()):
+            return head + f": {why}"
+    return head
+
+
+def check_gated_residual(fn) -> Report:
+    """fn(x, g, r, out) launches ONE Triton kernel that writes out = r + x * sigmoid(g); x, g, r and out: 1-D of one
+    length and one dtype (fp32 or bf16) on gpulab.DEVICE. The result depends on every element of all three inputs:
+    a kernel that skips a load is named ("never loaded"); the inputs are independent N(0, 1) draws, so that no
+    input stands in for another. The checker owns every buffer (guarded, see ``kernelcheck``), runs awkward
+    lengths (1, 17, 1000, 1793, random; fp32 also ``kernelcheck.LONG_N``), and names the mistake: a missing
+    mask, too small a grid, an input written or never loaded, more than one launch, values further than
+    ``CHAIN_TOL`` from float64 (and which part of the chain is missing)."""
+    rng = random.Random()
+    sizes = AWKWARD + [rng.randrange(2, 5000)]
+    total = Report("gated_residual")
+    for dt in (torch.float32, torch.bfloat16):
+        lengths = sizes + [kernelcheck.LONG_N] * (dt == torch.float32)
+        cases = [
+            {k: torch.randn(n, dtype=torch.float64).to(dt).to(gpulab.DEVICE) for k in ("x", "g", "r")} for n in lengths
+        ]
+        rep = check_kernel(
+            f"gated_residual {_SHORT[dt]}",
+            fn,
+            cases,
+            out=lambda c: (c["x"].shape, c["x"].dtype),
+            reference=lambda c: c["r"].double() + c["x"].double() * torch.sigmoid(c["g"].double()),
+            mismatch=_chain_mismatch,
+            launches=1,
+        )
+        if not rep.attempted:
+            return Report("gated_residual", attempted=False)
+        total.extend(rep)
+    if total.failures and all(f.startswith("gated_residual bf16") for f in total.failures):
+        total.failures[0] += "\n    -> " + _BF16_NOTE
+    return total
+
+
+check_gated_residual.solution = ex04_kernels.gated_residual
+check_gated_residual.solution_module = ex04_kernels
+check_gated_residual.hints = [
+    "count first: torch runs sigmoid, the product and the sum as three kernels; fused, each input crosses HBM "
+    "once and the output once, and the gate never leaves the registers",
+    "Triton has tl.exp but no sigmoid: write the sigmoid from its definition; work in fp32 whatever the inputs' "
+    "dtype, and round once, when storing into out's dtype",
 ]

@@ -1,0 +1,123 @@
+"""Hints guide without giving the code: no hint of any checker in ex00-ex09 holds a statement of that checker's
+solution (the source ``show_solution`` prints), nor the right-hand side of one of its assignments. Compared after
+``ast.unparse`` (and as written) with all whitespace removed, so that spacing or line breaks do not hide a copied
+line. Statements every kernel shares with the code on screen are not counted: imports, ``def`` lines, docstrings,
+a bare ``return``/``pass``, the copy kernel's skeleton that lesson 00b prints (``SKELETON``); a right-hand side
+that is a bare call of an API with plain arguments (``tl.program_id(0)``) names a function, which a hint may."""
+
+import ast
+import importlib
+import inspect
+import re
+import textwrap
+
+import pytest
+
+LESSONS = ("ex00", "ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07", "ex08", "ex09")
+#: The copy kernel's lines (lesson 00b prints them before any exercise), squashed: a hint may use them.
+SKELETON = {
+    "pid=tl.program_id(0)",
+    "offs=pid*block+tl.arange(0,block)",
+    "pid*block+tl.arange(0,block)",
+    "mask=offs<n",
+    "offs<n",
+    "n=x.numel()",
+}
+#: Shorter fragments are names, not code (``x = y``).
+MIN_CHARS = 6
+#: Checkers of lessons 05-09 whose hints still hold solution code (their files are rewritten elsewhere): each
+#: entry must fail this test (strict), so that the list shrinks as they are fixed.
+KNOWN_LEAKS = {
+    "ex05.check_sigmoid3_fwd",
+    "ex05.check_sigmoid3_bwd",
+    "ex06.check_strided_copy",
+    "ex07.check_tiled_matmul",
+    "ex07.check_persistent_matmul",
+    "ex08.check_flash_forward",
+}
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text).lower()  # BLOCK or block: the same code
+
+
+def _bare_call(node) -> bool:
+    """A call such as tl.program_id(0) or tl.arange(0, BLOCK): a function named with plain arguments."""
+    return isinstance(node, ast.Call) and all(isinstance(a, (ast.Name, ast.Constant)) for a in node.args)
+
+
+def solution_fragments(checker) -> set[str]:
+    """The squashed statements (compound ones by their header) and assignment right-hand sides of the source that
+    ``show_solution(checker)`` prints, less the shared skeleton (module docstring)."""
+    mod = getattr(checker, "solution_module", None)
+    src = textwrap.dedent(inspect.getsource(mod if mod is not None else checker.solution))
+    tree = ast.parse(src)
+    out = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt) or isinstance(
+            node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.Pass, ast.ClassDef)
+        ):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # a docstring
+        if isinstance(node, ast.Return) and (node.value is None or isinstance(node.value, (ast.Name, ast.Constant))):
+            continue
+        compound = isinstance(node, (ast.For, ast.While, ast.If, ast.With))
+        for text in (ast.unparse(node), ast.get_source_segment(src, node) or ""):
+            out.add(_squash(text.splitlines()[0] if compound else text))  # a compound statement: its header only
+        value = getattr(node, "value", None)
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and value is not None and not _bare_call(value):
+            out.add(_squash(ast.unparse(value)))
+            out.add(_squash(ast.get_source_segment(src, value) or ""))
+    return {f for f in out if len(f) >= MIN_CHARS and f not in SKELETON}
+
+
+def leaked(checker) -> list[tuple[int, str]]:
+    """(hint number, fragment) for each solution fragment found in a hint."""
+    return [
+        (i + 1, f)
+        for i, h in enumerate(getattr(checker, "hints", ()))
+        for f in sorted(solution_fragments(checker))
+        if f in _squash(h)
+    ]
+
+
+def _checkers():
+    for lesson in LESSONS:
+        mod = importlib.import_module(f"gpulab.exercises.{lesson}")
+        for name, obj in sorted(vars(mod).items()):
+            if name.startswith("check_") and callable(obj) and hasattr(obj, "solution"):
+                qual = f"{lesson}.{name}"
+                marks = [pytest.mark.xfail(strict=True, reason="hints rewritten elsewhere")] * (qual in KNOWN_LEAKS)
+                yield pytest.param(obj, id=qual, marks=marks)
+
+
+@pytest.mark.parametrize("checker", list(_checkers()))
+def test_no_hint_holds_the_solutions_code(checker):
+    found = leaked(checker)
+    assert not found, f"{checker.__module__}.{checker.__name__}: hints hold solution code: {found}"
+
+
+def test_the_detector_sees_a_copied_line_and_a_copied_expression():
+    from gpulab.exercises import ex03, ex04
+
+    sol = ex04.check_sincos_fused
+    frags = solution_fragments(sol)
+    assert "y=s*s+c*c" in frags and "s*s+c*c" in frags  # an assignment, and its right-hand side
+    assert not any(f.startswith(("import", "def", "@")) for f in frags)
+    assert "s=tl.sin(x)" in frags and "tl.sin(x)" not in frags  # a statement counts; naming tl.sin does not
+    assert "mask=offs<n" not in frags  # the copy kernel's skeleton
+    old = sol.hints
+    try:
+        sol.hints = ["keep the squares in registers and return s * s  +  c * c"]  # an expression, respaced
+        assert leaked(sol) == [(1, "s*s+c*c")]
+        sol.hints = ["for each block: amax = tl.max(tl.abs(x),\n axis=1)"]
+        assert leaked(sol) == []  # not this checker's solution ...
+        assert leaked(ex03.check_quantize_fp8) == []
+        ex03.check_quantize_fp8.hints, q_old = sol.hints, ex03.check_quantize_fp8.hints
+        try:
+            assert (1, "tl.max(tl.abs(x),axis=1)") in leaked(ex03.check_quantize_fp8)  # ... but this one's
+        finally:
+            ex03.check_quantize_fp8.hints = q_old
+    finally:
+        sol.hints = old
