@@ -39,9 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "gpulab" / "data" / "sass-sm90.json"
 COMMAND = "python tools/count_sass.py --write"
 # (variant, SHARED, FAST) and the launch shapes (BLOCK, num_warps): one, two and eight elements per thread; 512
-# with 2 warps is the recorded autotuner's choice (gpulab/data reference-h200.json, lesson04 best_config).
+# with 2 and 4 warps are the recorded autotuner's choices (gpulab/data/reference-h200.json, lesson04 best_config*).
 VARIANTS = (("precise", False, False), ("shared", True, False), ("fast", False, True))
-SHAPES = ((128, 4), (256, 4), (1024, 4), (512, 2))
+SHAPES = ((128, 4), (256, 4), (1024, 4), (512, 2), (512, 4))
 
 _LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
 _SLOW = ("LDG.E.CONSTANT", "CALL")
