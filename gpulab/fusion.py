@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from . import dtypes, validate
+from . import dtypes, hardware, validate
 
 # A chain of elementwise operations: (operation, names of the arrays it reads, names of the arrays it writes),
 # in program order. The seed's chain, y = sin(x)^2 + cos(x)^2:
@@ -29,6 +29,12 @@ REGISTERS_PER_SM = 65536
 MAX_WARPS_PER_SM = 64
 MAX_REGISTERS_PER_THREAD = 255
 MAX_WARPS_PER_BLOCK = 32  # 1024 threads per block (same table)
+MAX_BLOCKS_PER_SM = 32  # resident blocks per SM (same table)
+# Shared memory: the SM's capacity is gpulab.hardware's (228 KiB on the H200); the CUDA runtime reserves 1 KiB of
+# it per resident block from compute capability 8.0 on (CUDA C++ Programming Guide, "Technical Specifications
+# per Compute Capability": 227 KB per block of 228 KB per SM on 9.0; gpulab.plan.smem_per_block_bytes).
+SHARED_PER_SM_BYTES = hardware.get("H200").smem_per_sm_kib * 1024
+SHARED_RESERVED_PER_BLOCK_BYTES = 1024
 
 #: The launch-overhead model's default cost of one kernel launch, in µs: a round value of the order a launch
 #: from Python costs (a few µs: lesson 04's measurement of this GPU, and the H200's recorded one under
@@ -155,4 +161,18 @@ def resident_warps(n_regs: int, num_warps: int) -> int:
     n_regs = validate.integer("n_regs", n_regs, low=1, high=MAX_REGISTERS_PER_THREAD)
     num_warps = validate.integer("num_warps", num_warps, low=1, high=MAX_WARPS_PER_BLOCK)
     blocks = REGISTERS_PER_SM // (n_regs * 32 * num_warps)
+    return min(blocks * num_warps, MAX_WARPS_PER_SM // num_warps * num_warps)
+
+
+def resident_warps_shared(shared_bytes: int, num_warps: int) -> int:
+    """Warps per SM that shared memory allows for blocks of ``num_warps`` warps each using ``shared_bytes`` of
+    shared memory (plus the SHARED_RESERVED_PER_BLOCK_BYTES the runtime reserves per block), on an H200's
+    SHARED_PER_SM_BYTES: whole blocks only, at most MAX_BLOCKS_PER_SM blocks and MAX_WARPS_PER_SM warps. The
+    shared-memory twin of ``resident_warps``: a kernel's residency is the smaller of the two (and of the warp
+    and block caps). shared_bytes: 0 .. one block's limit (SHARED_PER_SM_BYTES - SHARED_RESERVED_PER_BLOCK_BYTES);
+    num_warps: 1..MAX_WARPS_PER_BLOCK. Raises TypeError/ValueError naming the argument."""
+    limit = SHARED_PER_SM_BYTES - SHARED_RESERVED_PER_BLOCK_BYTES
+    shared_bytes = validate.integer("shared_bytes", shared_bytes, low=0, high=limit)
+    num_warps = validate.integer("num_warps", num_warps, low=1, high=MAX_WARPS_PER_BLOCK)
+    blocks = min(SHARED_PER_SM_BYTES // (shared_bytes + SHARED_RESERVED_PER_BLOCK_BYTES), MAX_BLOCKS_PER_SM)
     return min(blocks * num_warps, MAX_WARPS_PER_SM // num_warps * num_warps)

@@ -78,6 +78,10 @@ def test_bad_arguments():
         (lambda: fusion.resident_warps(256, 4), "n_regs"),  # above the 255-register cap
         (lambda: fusion.resident_warps(0, 4), "n_regs"),
         (lambda: fusion.resident_warps(32, 33), "num_warps"),  # a block holds at most 1024 threads
+        (lambda: fusion.resident_warps_shared(227 * 1024 + 1, 4), "shared_bytes"),  # above one block's limit
+        (lambda: fusion.resident_warps_shared(-1, 4), "shared_bytes"),
+        (lambda: fusion.resident_warps_shared(1024.0, 4), "shared_bytes"),
+        (lambda: fusion.resident_warps_shared(1024, 33), "num_warps"),
         (lambda: fusion.elements_per_thread(0, 4), "block"),
         (lambda: fusion.elements_per_thread(1024, 0), "num_warps"),
     ],
@@ -115,6 +119,17 @@ def test_resource_helpers():
     assert fusion.resident_warps(32, 4) == 64  # register file not the limit
     assert fusion.resident_warps(128, 4) == 16  # 65536 / (128 * 128) = 4 blocks of 4 warps
     assert fusion.resident_warps(255, 8) == 8
+
+
+def test_shared_memory_limits_residency_as_registers_do():
+    # H200: 228 KiB = 233472 bytes per SM, 1 KiB reserved per block; counted by hand
+    assert fusion.SHARED_PER_SM_BYTES == 233472
+    assert fusion.resident_warps_shared(0, 4) == 64  # shared memory not the limit: the 64-warp cap
+    assert fusion.resident_warps_shared(1024, 1) == 32  # 233472 // 2048 = 114 blocks, capped at 32 blocks
+    assert fusion.resident_warps_shared(64 * 1024, 8) == 24  # 233472 // 66560 = 3 blocks of 8 warps
+    assert fusion.resident_warps_shared(57 * 1024, 4) == 12  # 233472 // 59392 = 3 (4 without the reserved KiB)
+    assert fusion.resident_warps_shared(128 * 1024, 8) == 8  # one block
+    assert fusion.resident_warps_shared(227 * 1024, 1) == 1  # the most one block may use
 
 
 def test_explorer_first_slider_changes_figure():
