@@ -5,7 +5,7 @@ lesson's real checker (add, scale_add, sincos_fused, transpose) and asserted on 
 may crash, hang or pass. ``kernelcheck.LONG_N`` is lowered here (the long case costs interpreter time) except
 in the test of one program with a large block, which needs the real length."""
 
-import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
+import gpulab  # (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
 import time
 
 import pytest
@@ -326,6 +326,17 @@ def test_a_gpu_style_jit_function_is_interpreted_in_the_pre_flight():
     assert "stored past the end of out" in text, text
 
 
+def test_on_a_gpu_only_an_interpreter_failure_runs_unguarded():
+    run = kernelcheck._run_unguarded
+    assert run({"raised": "InterpreterError: TypeError(...)"}, "cuda")
+    assert not run({"raised": "InterpreterError: TypeError(...)"}, "cpu")  # the interpreter is the only run here
+    assert not run({}, "cuda")  # a clean pre-flight runs guarded
+    for bad in ({"timeout": True}, {"died": "SIGSEGV"}, {"violations": {("store", "out", "after"): [1, 0, 0]}}):
+        assert not run({"raised": "x", **bad}, "cuda"), bad  # a far store or a hang never reaches the GPU
+    assert not run({"raised": "NotImplementedError", "not_implemented": True}, "cuda")
+
+
+@pytest.mark.skipif(gpulab.ON_GPU, reason="stands for a GPU's JITFunctions by hand; a GPU compiles the real ones")
 def test_jit_helpers_reached_by_attribute_and_through_helpers_are_interpreted_too():
     # on a GPU every @triton.jit function is a JITFunction, triton.language's own (tl.cdiv, tl.sum) among them:
     # a helper reached as a module's attribute, and the helper it calls, must run interpreted in the pre-flight
