@@ -83,6 +83,9 @@ def test_gaps_explain_a_slower_rung_by_its_flops_or_its_spread():
     slower = dict(ms=20.0, p20_ms=19.5, p80_ms=20.5)
     rows = explain.gaps(_record({rec: slower}))
     assert "TFLOP by design" in rows[rec]["slower"] and rows[rec - 1]["slower"] == ""
+    # busy 9.5 -> 12.0 ms, wall 10 -> 20 ms: the GPU's work +2.5 ms, the CPU's wait 0.5 -> 8.0 ms (+7.5)
+    rows = explain.gaps(_record({rec: dict(slower, gpu_busy_ms=12.0)}))
+    assert "GPU busy +2.5 ms, CPU wait +7.5 ms" in rows[rec]["slower"]
     rows = explain.gaps(_record({rec: dict(ms=10.05, p20_ms=10.0, p80_ms=10.2)}))
     assert "within the spread" in rows[rec]["slower"]
 

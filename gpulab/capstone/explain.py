@@ -126,16 +126,23 @@ def _busy(row: dict, data: dict) -> tuple[float | None, str]:
     return (sum(groups.values()), "profiled groups") if groups else (None, "")
 
 
-def _slower(row, prev, pred, prev_pred) -> str:
-    """Why ``row`` measured slower than ``prev``: within the spread, more FLOPs by design, more launches."""
+def _slower(row, prev, pred, prev_pred, busy, prev_busy) -> str:
+    """Why ``row`` measured slower than ``prev``: within the spread; else what the counts add (more FLOPs by
+    design, more kernels) in ms, and the rest split into GPU work and CPU wait where both GPU-busy times exist."""
+    dt = row["ms"] - prev["ms"]
     if row.get("p20_ms", row["ms"]) <= prev.get("p80_ms", prev["ms"]):
-        return f"slower by {row['ms'] - prev['ms']:.1f} ms, within the spread (p20 {row['p20_ms']:.1f} <= p80 before)"
+        return f"slower by {dt:.1f} ms, within the spread (p20 {row['p20_ms']:.1f} <= p80 before): no difference"
     why = []
     if pred["flops"] > prev_pred["flops"] * 1.01:
-        why.append(f"+{(pred['flops'] - prev_pred['flops']) / 1e12:.2f} TFLOP by design (forward run again)")
+        why.append(f"+{(pred['flops'] - prev_pred['flops']) / 1e12:.2f} TFLOP by design")
     if pred["kernels"] > prev_pred["kernels"]:
-        why.append(f"+{pred['kernels'] - prev_pred['kernels']} kernels, each a launch")
-    return f"slower by {row['ms'] - prev['ms']:.1f} ms: " + ("; ".join(why) or "not in the counts: measure it")
+        why.append(f"+{pred['kernels'] - prev_pred['kernels']} kernels")
+    counted = f"the counts add {pred['ms'] - prev_pred['ms']:.1f} ms" + (f" ({', '.join(why)})" if why else "")
+    if busy is not None and prev_busy is not None:
+        rest = f"GPU busy {busy - prev_busy:+.1f} ms, CPU wait {(row['ms'] - busy) - (prev['ms'] - prev_busy):+.1f} ms"
+    else:
+        rest = "the rest awaits GPU-busy times"
+    return f"slower by {dt:.1f} ms: {counted}; {rest}"
 
 
 def gaps(data: dict | None, cfg=None, spec: hardware.GPUSpec | None = None, overhead_us: float | None = None) -> list:
@@ -154,7 +161,7 @@ def gaps(data: dict | None, cfg=None, spec: hardware.GPUSpec | None = None, over
     overhead_us = launch_us()[0] if overhead_us is None else overhead_us
     peak = hardware.get(data.get("spec", "H200")).peak("bf16")
     opts = {r.name: r.options for r in ladder.RUNGS}
-    out, prev, prev_pred = [], None, None
+    out, prev, prev_pred, prev_busy = [], None, None, None
     for row in data["ladder"]:
         if "skipped" in row or row["rung"] not in opts:
             continue
@@ -174,10 +181,11 @@ def gaps(data: dict | None, cfg=None, spec: hardware.GPUSpec | None = None, over
             g["verdict"] += f"; most in {name} ({groups[name] - pred['group_ms'].get(name, 0.0):+.1f} ms)"
         g["mfu"] = mfu(cfg, row["ms"], peak)
         g["ratio_2x"] = row["ms_2x"] / row["ms"] if row.get("ms_2x") else None
-        g["slower"] = _slower(row, prev, pred, prev_pred) if prev and row["ms"] > prev["ms"] else ""
+        slower = prev and row["ms"] > prev["ms"]
+        g["slower"] = _slower(row, prev, pred, prev_pred, busy, prev_busy) if slower else ""
         g["missing"] = [k for k in NEW_FIELDS if row.get(k) is None]
         out.append(g)
-        prev, prev_pred = row, pred
+        prev, prev_pred, prev_busy = row, pred, busy
     return out
 
 
