@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
+import torch.nn.functional as F
 from torch import profiler
 from torch.autograd import DeviceType
 from tqdm.auto import tqdm
@@ -32,6 +34,7 @@ import gpulab
 from .. import hardware, plan, timing
 from ..capstone import explain, ladder
 from ..capstone.gpt import GPT2_SMALL
+from ..exercises import ex09_kernels
 
 KEY = "lesson09"
 PROFILED_STEPS = 3
@@ -133,11 +136,6 @@ def bias_gelu_times(M: int = 8192, N: int = 3072, rep_ms: float = 100) -> dict:
     """gpulab's fused bias + GELU (``ex09_kernels.bias_gelu``) and torch's eager ``gelu(x + b)`` on (M, N) fp32,
     and the copy bandwidth (``out.copy_(x)``, 8 M N bytes) on the same buffers: ``M``, ``N``, ``gpulab_ms``,
     ``torch_ms``, ``copy_tbps``. GPU only (or the test clock)."""
-    import torch
-    import torch.nn.functional as F
-
-    from ..exercises import ex09_kernels
-
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(M, N, generator=gen).to(timing.device())
     b = torch.randn(N, generator=gen).to(timing.device())
