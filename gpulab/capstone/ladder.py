@@ -232,10 +232,12 @@ def predict_ladder(spec: hardware.GPUSpec, cfg: GPTConfig = GPT2_SMALL, **kw) ->
     return rows
 
 
-def measure(cfg: GPTConfig, opts: Options, *, rep_ms: float = 300) -> dict:
-    """Measured step of ``GPT(cfg, opts)`` on this GPU: median ``ms`` (``gpulab.timing.time_ms``; graph replay
-    with ``opts.graphs``), ``peak_mem_gib`` (``timing.max_memory_allocated`` over the timed steps) and the
-    final loss. Raises ``gpulab.timing.NoGPUTimingError`` without a GPU."""
+def measure(cfg: GPTConfig, opts: Options, *, rep_ms: float = 300, probe=None) -> dict:
+    """Measured step of ``GPT(cfg, opts)`` on this GPU: median ``ms`` (``gpulab.timing.time_ms``; with
+    ``opts.graphs`` the replay of one step captured by ``timing.capture_graph``), ``p20_ms``, ``p80_ms``,
+    ``peak_mem_gib`` (``timing.max_memory_allocated`` over the timed steps) and the final loss; with ``probe``
+    (a function of the timed step function, e.g. ``gpulab.bench.lesson09.profile_step``) its result as
+    ``probe``. Raises ``gpulab.timing.NoGPUTimingError`` without a GPU."""
     from .. import timing
     from ..timing import require_gpu, time_ms
 
@@ -243,13 +245,17 @@ def measure(cfg: GPTConfig, opts: Options, *, rep_ms: float = 300) -> dict:
     trainer = Trainer(cfg, opts, device=timing.device())
     trainer.step()  # compiles, autotunes, creates AdamW's state outside the timing
     timing.synchronize()
+    fn = timing.capture_graph(trainer.step).replay if opts.graphs else trainer.step
     timing.reset_peak_memory()
-    t = time_ms(trainer.step, warmup_ms=25, rep_ms=rep_ms, graph=opts.graphs)
+    t = time_ms(fn, warmup_ms=25, rep_ms=rep_ms)
     peak = timing.max_memory_allocated()
-    loss = float(trainer.step())
-    del trainer
+    out = dict(ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms, peak_mem_gib=peak / 2**30)
+    if probe is not None:
+        out["probe"] = probe(fn)
+    out["loss"] = float(trainer.step())
+    del trainer, fn
     timing.empty_cache()
-    return dict(ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms, peak_mem_gib=peak / 2**30, loss=loss)
+    return out
 
 
 def predict_split(cfg: GPTConfig, opts: Options, spec: hardware.GPUSpec, **kw) -> dict:

@@ -2,7 +2,9 @@
 
 - ``check_builder_test``: the lecture's Builder Test on operations of the GPT-2-small step: divide FLOPs by
   bytes, name the habit that moves the bound most ("precision", "fusion", "flash" or "none") and by what
-  factor; the checker compares with the counted bound (``gpulab.capstone.placement``).
+  factor; the checker compares with the counted bound (``gpulab.capstone.placement``), each kernel at least
+  the measured launch cost ``op["launch_us"]`` (``LAUNCH_US``).
+- ``check_named_habit``: the Builder Test's first step, before any code: name the habit a kernel applies.
 - ``check_bias_gelu``: a fused bias + GELU Triton kernel, run on awkward shapes inside guarded buffers against
   a float64 reference; ``swap_in`` then trains the model one rung with your kernel in the MLP.
 """
@@ -17,20 +19,24 @@ import torch
 import gpulab
 
 from .. import attention, hardware
-from ..capstone import placement
+from ..capstone import explain, placement
 from . import Report, _short, close, ex09_kernels, run_cases
 from .kernelcheck import check_kernel
 
 HABITS = ("precision", "fusion", "flash", "none")
 GPU = "H200"
 T, D, B, H, L = 8192, 768, 8, 12, 1024  # GPT-2 small: tokens, d_model, batch, heads, sequence
+#: µs: the least time of one eager kernel, lesson 04's measured launch cost (``explain.launch_us``); each op
+#: carries it as ``op["launch_us"]``.
+LAUNCH_US = explain.launch_us()[0]
 
 
 def builder_ops() -> list[dict]:
     """Operations of the GPT-2-small step (fp32 eager unless named), counted by hand: FLOPs, bytes, dtype,
     whether they are matrix products, and the bytes after fusion (``fused_bytes``) or FlashAttention
     (``flash_bytes``) where that habit applies (None where it does not); ``fp32_only``: precision does not
-    apply (AdamW's state stays fp32)."""
+    apply (AdamW's state stays fp32; autocast runs layer norm in fp32 on the fp32 residual stream, as the
+    ladder's bf16 rung keeps it); ``launch_us``: ``LAUNCH_US``, the least time of one eager kernel."""
     d = D // H
     naive = attention.naive_bytes(B, H, L, d, 4, causal=True)
     flash = attention.flash_bytes(B, H, L, d, 4, causal=True)
@@ -63,6 +69,7 @@ def builder_ops() -> list[dict]:
             fused_bytes=4 * (3 * T * D + 2 * D) + 8 * T,
             dtype="fp32",
             matmul=False,
+            fp32_only=True,
         ),
         dict(
             name="bias add + GELU as two kernels, (8192, 3072)",
@@ -109,17 +116,19 @@ def builder_ops() -> list[dict]:
         op.setdefault("flash_bytes", None)
         op.setdefault("fp32_only", False)
         op["gpu"] = GPU
+        op["launch_us"] = LAUNCH_US
     return ops
 
 
 def _time_ms(op: dict, flops: float, nbytes: float, dtype: str) -> float:
-    """Eager time of one kernel: its bound, and at least the launch overhead."""
-    p = placement.place_one(op["name"], "", flops, nbytes, dtype, hardware.get(op["gpu"]))
-    return max(p.time_ms, placement.LAUNCH_OVERHEAD_US * 1e-3)
+    """Eager time of one kernel: its bound, and at least the launch cost ``op["launch_us"]``."""
+    p = placement.place_one(op["name"], "", flops, nbytes, dtype, hardware.get(op["gpu"]), overhead_us=op["launch_us"])
+    return max(p.time_ms, op["launch_us"] * 1e-3)
 
 
 def habit_factors(op: dict) -> dict:
-    """The counted speed-up of each habit on ``op``: t(before) / t(after), t = max(bound, launch overhead)."""
+    """The counted speed-up of each habit on ``op`` (a ``builder_ops`` dict): t(before) / t(after), with
+    t = max(bound on ``hardware.get(op["gpu"])``, ``op["launch_us"]``)."""
     t0 = _time_ms(op, op["flops"], op["bytes"], op["dtype"])
     out = {"none": 1.0, "precision": 1.0, "fusion": 1.0, "flash": 1.0}
     if op["dtype"] == "fp32" and not op["fp32_only"]:
@@ -140,8 +149,8 @@ def _builder_solution(op: dict):
 
 def check_builder_test(fn) -> Report:
     """fn(op) -> (habit, factor): for an operation ``op`` of ``builder_ops()`` (a dict: name, flops, bytes,
-    dtype, matmul, fused_bytes, flash_bytes, fp32_only, gpu), the habit in ``HABITS`` that cuts its time bound
-    t = max(F/C, D/B, launch overhead) most, and the factor t_before / t_after. Precision: bytes halved and,
+    dtype, matmul, fused_bytes, flash_bytes, fp32_only, gpu, launch_us), the habit in ``HABITS`` that cuts its
+    time bound t = max(F/C, D/B, launch_us) most, and the factor t_before / t_after. Precision: bytes halved and,
     for a matmul, the bf16 tensor-core peak; fusion: ``fused_bytes``; flash: ``flash_bytes`` and half the
     FLOPs (causal tiles skipped); "none" with 1.0 when no habit gains 10%. A habit within 5% of the best counts
     as right; the factor must be within 10% of the counted one for the habit you name."""
@@ -172,6 +181,43 @@ def check_builder_test(fn) -> Report:
 
 
 check_builder_test.solution = _builder_solution
+check_builder_test.hints = [
+    "Write one helper first: the time of a kernel is the largest of F / C, D / B and the launch cost "
+    "op['launch_us'], with C and B from hardware.get(op['gpu']) (roofline.peak_for picks C: the tensor cores "
+    "only for a matmul). Each habit's factor is that time before over that time after, one input changed.",
+    "Precision halves the bytes and, for a matmul, moves C to the bf16 tensor cores; it does not apply where "
+    "op['fp32_only'] is set. Fusion swaps in op['fused_bytes'], flash op['flash_bytes'] and half the FLOPs "
+    "(causal tiles skipped); a habit whose field is None gives 1.0.",
+    "An operation under the launch cost gains nothing from fewer bytes: that is the 'none' case (no habit "
+    "gains 10%). Compare your factors with ex09.habit_factors(op) for one op to find the term that differs.",
+]
+
+
+def check_named_habit(habit, op_name: str = "bias add + GELU") -> Report:
+    """The Builder Test's first step, before writing a kernel: ``habit`` (one of ``HABITS``) is the one that moves
+    the bound of the operation of ``builder_ops()`` whose name starts with ``op_name`` most (``habit_factors``;
+    within 5% of the best counts, as in ``check_builder_test``). ``None`` fails with a line asking for a
+    habit. Raises ValueError for an ``op_name`` no operation has."""
+    op = next((o for o in builder_ops() if o["name"].startswith(op_name)), None)
+    if op is None:
+        raise ValueError(f"op_name must start the name of one of builder_ops(), got {op_name!r}")
+    rep = Report("named habit", cases=1)
+    best, factor = _builder_solution(op)
+    f = habit_factors(op)
+    if habit is None:
+        rep.failures.append(f"no habit named yet for {op['name']}: set my_habit to one of {HABITS}")
+    elif habit not in HABITS:
+        rep.failures.append(f"habit must be one of {HABITS}, got {habit!r}")
+    elif f[habit] < 0.95 * factor or (best == "none") != (habit == "none"):
+        rep.failures.append(f"{op['name']}: {habit} gives {f[habit]:.3g}x, {best} gives {factor:.3g}x")
+    return rep
+    best, factor = _builder_solution(op)
+    f = habit_factors(op)
+    if habit not in HABITS:
+        rep.failures.append(f"habit must be one of {HABITS}, got {habit!r}")
+    elif habit != best:
+        rep.failures.append(f"{op['name']}: {habit} gives {f.get(habit, 1.0):.3g}x, {best} gives {factor:.3g}x")
+    return rep
 
 
 # ---- your own fused kernel ---------------------------------------------------------------------------------
@@ -224,6 +270,14 @@ def check_bias_gelu(fn) -> Report:
 
 check_bias_gelu.solution = ex09_kernels.bias_gelu
 check_bias_gelu.solution_module = ex09_kernels
+check_bias_gelu.hints = [
+    "Treat x as one flat array of M x N elements, as lesson 01's kernels do: each program takes one block of "
+    "them, and a mask on the load and on the store stops the last block at the end.",
+    "The element at flat position k sits in column k mod N, so that is the bias it needs; load the bias under "
+    "the same mask, add it in registers and never store the sum.",
+    "GELU_tanh(h) is half of h times (1 + tanh(sqrt(2 / pi) (h + 0.044715 h cubed))); where your Triton has no "
+    "tanh, tanh(z) equals 2 sigmoid(2z) - 1. Launch enough programs to cover M x N.",
+]
 
 
 def swap_in(kernel, steps: int = 3, seed: int = 0) -> dict:

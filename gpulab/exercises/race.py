@@ -408,3 +408,59 @@ def race(mine, lesson: str | int | None = None, n: int | None = None, show: bool
         print(r)
         fig.show()
     return r
+
+
+# ---- lesson 09: the learner's fused bias + GELU (its own block: other lessons add theirs above) -------------
+_MLP_WIDTH = 3072  # the columns of x: GPT-2 small's MLP width, 4 x d_model
+
+
+def _bench09(n, dev):
+    """x: (n / 3072, 3072) fp32 (fewer columns when n is smaller), bias (3072,); the model: x read, out
+    written, 8 bytes an element (the bias, 4 bytes a column, is left out) over the copy bandwidth."""
+    import torch.nn.functional as F
+
+    from . import ex09_kernels
+
+    cols = min(_MLP_WIDTH, n)
+    rows = max(1, n // cols)
+    gen = torch.Generator(dev).manual_seed(0)
+    x = torch.randn(rows, cols, device=dev, generator=gen) * 3
+    bias = torch.randn(cols, device=dev, generator=gen)
+    out = torch.empty_like(x)
+    return _Bench(
+        call=lambda mine: (mine(x, bias, out), out)[1],
+        gpulab=lambda: ex09_kernels.bias_gelu(x, bias, out),
+        torch=lambda: F.gelu(x + bias, approximate="tanh"),
+        model_ms=_copy_model(8, rows * cols, x, torch.empty_like(x)),
+        tol=1e-4,
+    )
+
+
+def _recorded09(rec):
+    r9 = (rec.get("lesson09") or {}).get("bias_gelu")
+    if r9 is None:
+        return None
+    n = r9["M"] * r9["N"]
+    model = 8 * n / (r9["copy_tbps"] * 1e9)
+    return _rec(
+        LESSONS["09"].op, n, r9["gpulab_ms"], LESSONS["09"].what[0], r9["torch_ms"], LESSONS["09"].what[1], model
+    )
+
+
+def _check09(fn):
+    from . import ex09
+
+    return ex09.check_bias_gelu(fn)
+
+
+LESSONS["09"] = _Lesson(
+    "bias_gelu",
+    _check09,
+    8192 * _MLP_WIDTH,
+    "tanh-GELU(x + bias), fp32, the MLP's (8192, 3072)",
+    ("gpulab's bias_gelu (ex09_kernels)", "torch eager: gelu(x + bias), two kernels"),
+    COPY_MODEL,
+    _bench09,
+    _recorded09,
+)
+_KEYS["09"] = "lesson09"

@@ -42,17 +42,20 @@ def _elements(r) -> int:
     return max(sum(math.prod(s) for s, _ in r.inputs), sum(math.prod(s) for s, _ in r.outputs))
 
 
-def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
+def op_roofline(
+    records, spec="H200", title: str | None = None, overhead_us: float = placement.LAUNCH_OVERHEAD_US
+) -> go.Figure:
     """Every kernel of ``records`` (``OpRecord``s) at its bound on ``spec``'s roofline: x = FLOP/byte, y = the
     rate at the bound, one color per group, marker area by share of the predicted step time. Operations
     without matmul FLOPs are drawn at one FLOP per element read or written, whichever are more (a floor on
     their elementwise work: a sum adds every element it reads, an in-place update touches every element it
     writes back) and marked as such on hover; their bound is their bytes either way. Both axes span every
-    kernel drawn."""
+    kernel drawn. ``spec``: a GPU name or a ``GPUSpec`` (``explain.ceilings()``: the measured ceilings);
+    ``overhead_us``: the launch cost that classes a kernel overhead-bound."""
     spec = _spec(spec)
-    ps = placement.place(records, spec)
+    ps = placement.place(records, spec, overhead_us=overhead_us)
     kernels = [r for r in records if r.is_kernel and r.bytes > 0]
-    total = placement.step_ms(ps)
+    total = placement.step_ms(ps, overhead_us=overhead_us)
     fig = plots.roofline_figure(
         plots.ceilings_from_spec(spec),
         title=title or f"{len(ps)} kernels of one training step on the {spec.name} roofline (predicted)",
@@ -67,7 +70,7 @@ def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
             t = max(p.time_ms, 1e-9)
             xs.append(f / p.bytes)
             ys.append(f / (t * 1e-3) / 1e12)
-            sizes.append(7 + 36 * math.sqrt(max(p.time_ms, placement.LAUNCH_OVERHEAD_US * 1e-3) / total))
+            sizes.append(7 + 36 * math.sqrt(max(p.time_ms, overhead_us * 1e-3) / total))
             text.append(
                 f"{r.name.removeprefix('aten.')} ({r.phase})<br>{p.kind}-bound, {p.time_ms * 1e3:.3g} µs"
                 + ("" if p.flops else "<br>no matmul FLOPs: x at 1 FLOP/element")
@@ -92,13 +95,15 @@ def op_roofline(records, spec="H200", title: str | None = None) -> go.Figure:
     return fig
 
 
-def breakdown(cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0) -> go.Figure:
+def breakdown(
+    cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0, overhead_us: float = placement.LAUNCH_OVERHEAD_US
+) -> go.Figure:
     """Where the step's time goes, by group: predicted ms on ``spec`` (split into compute-, memory- and
     overhead-bound), beside the measured profiler times per group where lesson 09 is recorded (the
     baseline rung and the last eager one); otherwise the title says no recording exists yet."""
     spec = _spec(spec)
     r = ladder.RUNGS[rung]
-    p = ladder.predict(cfg, r.options, spec)
+    p = ladder.predict(cfg, r.options, spec, overhead_us=overhead_us)
     groups = list(p["groups"])
     fig = go.Figure()
     for k in placement.KINDS:
@@ -141,21 +146,26 @@ def breakdown(cfg: GPTConfig = GPT2_SMALL, spec="H200", rung: int = 0) -> go.Fig
     return fig
 
 
-def ladder_figure(cfg: GPTConfig = GPT2_SMALL, spec="H200") -> go.Figure:
-    """The ladder: each rung's predicted step time on ``spec`` beside its measured time where lesson 09 is
-    recorded (else the title says no recording exists yet), with the lesson each rung comes from."""
+def ladder_figure(
+    cfg: GPTConfig = GPT2_SMALL, spec="H200", overhead_us: float = placement.LAUNCH_OVERHEAD_US
+) -> go.Figure:
+    """The ladder: each rung's predicted step time on ``spec`` (with ``overhead_us`` a kernel) beside its
+    measured time and, where the record has it, its GPU-busy time (lesson 09 recorded; else the title says no
+    recording exists yet), with the lesson each rung comes from."""
     spec = _spec(spec)
-    rows = ladder.predict_ladder(spec, cfg)
+    rows = ladder.predict_ladder(spec, cfg, overhead_us=overhead_us)
     names = [f"{r['rung']}<br>(lesson {r['lesson']})" for r in rows]
     fig = go.Figure()
-    fig.add_bar(
-        name=f"predicted ({spec.name} datasheet)", x=names, y=[r["predicted_ms"] for r in rows], marker_color="#1f77b4"
-    )
+    fig.add_bar(name=f"predicted ({spec.name})", x=names, y=[r["predicted_ms"] for r in rows], marker_color="#1f77b4")
     data, label = recorded()
     values = [r["predicted_ms"] for r in rows]
     if data:
         fig.add_bar(name="measured", x=names, y=[r["ms"] for r in data["ladder"]], marker_color="#d62728")
         values += [r["ms"] for r in data["ladder"]]
+        busy = [r.get("gpu_busy_ms") for r in data["ladder"]]
+        if any(b is not None for b in busy):
+            fig.add_bar(name="GPU busy (torch.profiler)", x=names, y=busy, marker_color="#7f7f7f")
+            values += [b for b in busy if b]
     # bars on a log axis rise from its bottom: half a decade under the shortest keeps every bar in sight
     y_range = [math.log10(min(values)) - 0.5, math.log10(max(values)) + 0.15]
     fig.update_layout(
