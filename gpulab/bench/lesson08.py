@@ -26,6 +26,8 @@ forward kernels on the roofline.
 
 from __future__ import annotations
 
+import re
+
 import torch
 import torch.nn.functional as TF
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -471,26 +473,34 @@ def _pack(items: list[str], indent: str, width: int = 110) -> list[str]:
     return lines + ([indent + line] if line else [])
 
 
-def roofline_points(data: dict | None) -> list:
-    """``roofline.KernelPoint``s of a record: ours, forward, non-causal, per headline setting (FLOPs by
-    ``attention.attention_flops``, bytes by ``attention.flash_bytes``), and naive attention's forward at each L
-    of the sweep that did not run out of memory (bytes by ``attention.naive_bytes``). [] for None."""
+def _block_m(config: str | None, default: int = 128) -> int:
+    """BLOCK_M of an autotuner's choice as the record holds it ("BLOCK_M: 64, BLOCK_N: 128, ..."), else
+    ``default``."""
+    m = re.search(r"BLOCK_M: (\d+)", config or "")
+    return int(m.group(1)) if m else default
+
+
+def roofline_points(data: dict | None, l2_bytes: int | None = None) -> list:
+    """``roofline.KernelPoint``s of a record. Ours, forward, non-causal, per headline setting, at each boundary
+    of its bytes: "flash L2" with the bytes its SMs request from L2 (``attention.flash_l2_bytes`` at the
+    autotuner's BLOCK_M, 128 when the record does not say), read against the L2 roof, and "flash DRAM" with the
+    bytes that reach DRAM (``attention.flash_dram_bytes``, each tensor once while a head's K and V fit in
+    ``l2_bytes``; None: assume they fit), read against the HBM roof. Then naive attention's forward at each L of
+    the sweep that did not run out of memory (``attention.naive_bytes``, no reuse). FLOPs by
+    ``attention.attention_flops``. [] for None."""
     points = []
     if not data:
         return points
+    dt = data.get("dtype", DTYPE)
     for r in data["headline"]:
         if "fwd_ms" in r.get("ours", {}) and not r["causal"]:
-            nb = attention.flash_bytes(r["B"], r["H"], r["L"], r["d"], 2)
-            points.append(
-                KernelPoint(
-                    f"flash fwd d={r['d']} L={r['L']}",
-                    r["fwd_flops"],
-                    nb,
-                    r["ours"]["fwd_ms"],
-                    dtype=data.get("dtype", DTYPE),
-                    op_kind="matmul",
-                )
-            )
+            shape = (r["B"], r["H"], r["L"], r["d"], 2)
+            for where, nb in (
+                ("L2", attention.flash_l2_bytes(*shape, block_m=_block_m(r.get("config_fwd")))),
+                ("DRAM", attention.flash_dram_bytes(*shape, l2_bytes=l2_bytes)),
+            ):
+                name = f"flash {where} d={r['d']} L={r['L']}"
+                points.append(KernelPoint(name, r["fwd_flops"], nb, r["ours"]["fwd_ms"], dtype=dt, op_kind="matmul"))
     sw = data["sweep"]
     for r in sw["rows"]:
         if r["method"] == "naive" and not r["oom"]:
@@ -500,7 +510,7 @@ def roofline_points(data: dict | None) -> list:
                     r["flops"],
                     attention.naive_bytes(sw["B"], sw["H"], r["L"], sw["d"], 2),
                     r["ms"],
-                    dtype=data.get("dtype", DTYPE),
+                    dtype=dt,
                     op_kind="matmul",
                 )
             )
