@@ -336,7 +336,7 @@ def roofline_figure(points, profile: dict, where: str = "", l2_tbps: float | Non
     """Attention's forward kernels (``points``: ``roofline.KernelPoint``s, e.g. from
     ``gpulab.bench.lesson08.roofline_points``) on the bf16 roofline measured in ``profile``: log axes whose ranges
     come from the points and the ridges, one series per kernel, boundary and head dimension, the shortest and
-    longest L labelled (every point on hover). ``l2_tbps`` (TB/s, lesson 00's L2 plateau): a second memory roof,
+    longest L labelled, the longest alone where the two sit close (every point on hover). ``l2_tbps`` (TB/s, lesson 00's L2 plateau): a second memory roof,
     dashed, for the points whose bytes are counted at L2 ("flash L2 ...")."""
     half = "bf16" if profile["matmul_tflops"].get("bf16") else "fp16"  # no bf16 tensor cores (a T4): fp16
     peak, bw = profile["matmul_tflops"][half], profile["copy_tbps"]
@@ -370,7 +370,9 @@ def roofline_figure(points, profile: dict, where: str = "", l2_tbps: float | Non
         groups.setdefault(p.name.rsplit(" ", 1)[0], []).append(p)  # "flash fwd d=64 L=1024" -> "flash fwd d=64"
     for j, (g, ps) in enumerate(groups.items()):
         ps = sorted(ps, key=lambda p: int(p.name.rsplit("=", 1)[1]))
-        text = [p.name.rsplit(" ", 1)[1] if i in (0, len(ps) - 1) else "" for i, p in enumerate(ps)]
+        spread = ps[-1].intensity / ps[0].intensity if len(ps) > 1 else 1.0
+        ends = (0, len(ps) - 1) if not 1 / 1.5 < spread < 1.5 else (len(ps) - 1,)  # close together: one label
+        text = [p.name.rsplit(" ", 1)[1] if i in ends else "" for i, p in enumerate(ps)]
         fig.add_scatter(
             x=[p.intensity for p in ps],
             y=[p.tflops for p in ps],
