@@ -336,8 +336,9 @@ def roofline_figure(points, profile: dict, where: str = "", l2_tbps: float | Non
     """Attention's forward kernels (``points``: ``roofline.KernelPoint``s, e.g. from
     ``gpulab.bench.lesson08.roofline_points``) on the bf16 roofline measured in ``profile``: log axes whose ranges
     come from the points and the ridges, one series per kernel, boundary and head dimension, the shortest and
-    longest L labelled, the longest alone where the two sit close (every point on hover). ``l2_tbps`` (TB/s, lesson 00's L2 plateau): a second memory roof,
-    dashed, for the points whose bytes are counted at L2 ("flash L2 ...")."""
+    longest L labelled, the longest alone where the two sit close (every point on hover). ``l2_tbps`` (TB/s,
+    lesson 00's L2 plateau): a second memory roof, dashed, for the points whose bytes are counted at L2
+    ("flash L2 ...")."""
     half = "bf16" if profile["matmul_tflops"].get("bf16") else "fp16"  # no bf16 tensor cores (a T4): fp16
     peak, bw = profile["matmul_tflops"][half], profile["copy_tbps"]
     ridge = peak / bw  # FLOP/byte where the two roofs meet
