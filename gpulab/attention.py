@@ -13,8 +13,12 @@ Counts are by hand:
   when causal (for Lq = Lk; for Lq != Lk the pairs the top-left mask keeps), backward 2.5x the forward (five matmuls: the rebuilt S, dV, dP, dQ, dK). This is the
   convention of the FlashAttention papers' and Triton's benchmarks; softmax's exponentials are not counted.
 - HBM bytes of the naive forward (``naive_bytes``): each torch op reads its inputs and writes its output.
-- HBM bytes of the flash forward (``flash_bytes``): Q read once, K and V once per query block that visits
-  them (causal blocks skip the tiles right of the diagonal), O and the fp32 logsumexp written once.
+- Bytes of the flash forward at two boundaries. What the SMs request from L2 (``flash_l2_bytes``): Q read
+  once, K and V once per query block that visits them (causal blocks skip the tiles right of the diagonal), O
+  and the fp32 logsumexp written once: (L / BLOCK_M) * L * d elements of K and V, Theta(L^2 d^2 / M) for an
+  on-chip memory of M elements holding BLOCK_M ~ M / d rows (Dao et al. 2022, Theorem 2). What reaches DRAM
+  (``flash_dram_bytes``): when one head's K and V fit in L2, the query blocks of a head re-read them from L2,
+  and DRAM sees each tensor once: O(L).
 - Extra memory (``memory_model``): naive holds S and P at once (``2*B*H*Lq*Lk`` elements): O(L^2); flash holds
   O and lse: O(L). For training, flash keeps O and lse for backward, which adds delta (one fp32 per row).
 
@@ -122,6 +126,31 @@ def flash_bytes(B: int, H: int, L: int, d: int, itemsize: int, causal: bool = Fa
     # causal: blocks 0..n_m-2 read (i+1)*block_m keys, the last one L: block_m * (n_m-1) n_m / 2 + L
     keys = (block_m * (n_m - 1) * n_m // 2 + L if n_m else 0) if causal else n_m * L
     return B * H * ((2 * L * d + 2 * keys * d) * itemsize + 4 * L)
+
+
+def flash_l2_bytes(B: int, H: int, L: int, d: int, itemsize: int, causal: bool = False, block_m: int = 128) -> int:
+    """Bytes the SMs request from L2 in the FlashAttention forward (``flash_bytes`` with ``block_m``): K and V
+    once per query block, so they grow as L^2 / block_m (Dao et al. 2022, Theorem 2: Theta(L^2 d^2 / M) for
+    block_m ~ M / d). Raises as ``flash_bytes``."""
+    return flash_bytes(B, H, L, d, itemsize, causal, block_m)
+
+
+def flash_dram_bytes(
+    B: int, H: int, L: int, d: int, itemsize: int, causal: bool = False, l2_bytes: int | None = None
+) -> int:
+    """Bytes that reach DRAM in the FlashAttention forward: each of Q, K, V, O once and the fp32 logsumexp
+    (``flash_bytes`` with one query block), O(L), when one head's K and V (2 L d itemsize bytes) fit in
+    ``l2_bytes`` (the L2 size, ``hardware`` or lesson 00's profile; None: assume they fit). When they do not,
+    nothing of them survives in L2 between query blocks and DRAM sees the L2 requests (``flash_l2_bytes`` at
+    128-row blocks). Raises TypeError/ValueError naming the argument (``l2_bytes`` an int >= 0 or None)."""
+    if l2_bytes is not None:
+        l2_bytes = validate.integer("l2_bytes", l2_bytes)
+    fits = l2_bytes is None or 2 * L * d * itemsize <= l2_bytes
+    return (
+        flash_bytes(B, H, L, d, itemsize, causal, block_m=max(L, 1))
+        if fits
+        else flash_l2_bytes(B, H, L, d, itemsize, causal)
+    )
 
 
 def memory_model(B: int, H: int, L: int, d: int, itemsize: int, method: str) -> dict:

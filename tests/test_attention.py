@@ -232,3 +232,19 @@ def test_training_memory_model_is_linear_in_L():
     assert a["held_bytes"] == 2 * 4 * 1000 * (64 * 2 + 4)
     at = A.flash_training_memory(2, 4, 1000, 64, 2, "atomic")
     assert at["peak_bytes"] - a["peak_bytes"] == 2 * 4 * 1000 * 64 * 4  # the fp32 dQ buffer
+
+
+def test_flash_bytes_at_two_boundaries_by_hand():
+    # B = H = 1, L = 1024, d = 64, 2 bytes: Q and O 2 * 1024 * 64 * 2 = 262144; lse 4096
+    # L2: 8 query blocks of 128 rows each read all of K and V: 8 * 2 * 1024 * 64 * 2 = 2097152
+    assert A.flash_l2_bytes(1, 1, 1024, 64, 2) == 262144 + 2097152 + 4096
+    # DRAM, K and V (256 KiB) fit in a 50 MB L2: each tensor once
+    assert A.flash_dram_bytes(1, 1, 1024, 64, 2, l2_bytes=50 * 10**6) == 262144 + 262144 + 4096
+    # K and V larger than L2: DRAM sees the L2 requests
+    assert A.flash_dram_bytes(1, 1, 1024, 64, 2, l2_bytes=2**17) == A.flash_l2_bytes(1, 1, 1024, 64, 2)
+    # doubling L: the L2 requests grow about 4x (L^2), DRAM exactly 2x (L)
+    l2 = [A.flash_l2_bytes(1, 16, L, 128, 2) for L in (4096, 8192)]
+    dram = [A.flash_dram_bytes(1, 16, L, 128, 2) for L in (4096, 8192)]
+    assert 3.7 < l2[1] / l2[0] < 4 and dram[1] == 2 * dram[0]
+    with pytest.raises(ValueError, match="l2_bytes"):
+        A.flash_dram_bytes(1, 1, 16, 16, 2, l2_bytes=-1)

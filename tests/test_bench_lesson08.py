@@ -152,3 +152,16 @@ def test_recorded_teaching_steps_read():
     t8 = lesson08.teaching_report(ref["lesson08"]["teaching"])
     assert "teaching" in t8 and "no recording" not in t8
     assert "no recording" in lesson05.teaching_report(None)
+
+
+def test_launch_report_by_hand_and_without_graph_times():
+    rows = [
+        dict(L=1024, method="flash", oom=False, ms=0.192, graph_ms=0.062),
+        dict(L=2048, method="flash", oom=False, ms=0.160, graph_ms=0.150),
+        dict(L=1024, method="naive", oom=False, ms=0.1, graph_ms=0.09),
+    ]
+    text = lesson08.launch_report({"rows": rows})
+    assert "L =   1024: eager 0.192 ms, graph 0.062 ms, launch +0.130 ms" in text and "naive" not in text
+    for r in rows:
+        del r["graph_ms"]
+    assert "L = 1024, 2048: no graph replay in this record" in lesson08.launch_report({"rows": rows})

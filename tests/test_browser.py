@@ -55,6 +55,7 @@ NOTEBOOKS: list[BrowserCase] = [
     BrowserCase(path="07_tiling.ipynb", timeout_s=300, skip_if_missing=True),
     BrowserCase(path="07b_waves.ipynb", timeout_s=300, skip_if_missing=True),
     BrowserCase(path="08_flash_attention.ipynb", timeout_s=300, skip_if_missing=True),
+    # 08b_flash_backward has no slider (its figures are static), so it has no row here
     # the model-size explorer: its "layers" slider (the rung and d_model dropdowns sit beside it)
     BrowserCase(path="09_builder_test.ipynb", timeout_s=300, skip_if_missing=True),
     # the collectives explorer: its "p (ranks)" slider (gloo on 2 and 4 CPU processes first)

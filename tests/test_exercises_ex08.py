@@ -5,10 +5,13 @@ online-softmax exercises' solutions against wrong answers."""
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
 import math
 
+import pytest
+import torch
 import triton
 import triton.language as tl
 
 from gpulab.exercises import ex08, hint
+from gpulab.kernels.flash_attention import flash_attention_ref
 
 
 @triton.jit
@@ -18,6 +21,7 @@ def _flash(
     V,
     O,
     L,
+    H,
     scale,
     CAUSAL: tl.constexpr,
     D: tl.constexpr,
@@ -26,9 +30,15 @@ def _flash(
     MASK: tl.constexpr,
     RESCALE: tl.constexpr,
     CAUSAL_MASK: tl.constexpr,
+    OFFSET: tl.constexpr,
+    DIVIDE: tl.constexpr,
+    TAIL: tl.constexpr,
+    STRIDE: tl.constexpr,
 ):
     pid_m, bh = tl.program_id(0), tl.program_id(1)
-    Q, K, V, O = Q + bh * L * D, K + bh * L * D, V + bh * L * D, O + bh * L * D
+    base = bh * (L - 1) * D if STRIDE == 1 else bh * L * D  # 1: heads L - 1 rows apart
+    kv = (bh // H) * H * L * D if STRIDE == 2 else base  # 2: k and v of head 0 of the batch
+    Q, K, V, O = Q + base, K + kv, V + kv, O + base
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, D)
     rows = offs_m[:, None] * D + offs_d[None, :]
@@ -46,9 +56,9 @@ def _flash(
             k = tl.load(K + keys)
             v = tl.load(V + keys)
         s = tl.dot(q, tl.trans(k)) * scale
-        valid = offs_n[None, :] < L
+        valid = offs_n[None, :] < L if TAIL else offs_n[None, :] >= 0
         if CAUSAL and CAUSAL_MASK:
-            valid = valid & (offs_n[None, :] <= offs_m[:, None])
+            valid = valid & (offs_n[None, :] <= offs_m[:, None] + OFFSET)
         s = tl.where(valid, s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, 1))
         alpha = tl.exp(m - m_new) if RESCALE else tl.full([BLOCK_M], 1.0, tl.float32)
@@ -56,60 +66,97 @@ def _flash(
         l = alpha * l + tl.sum(p, 1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m = m_new
-    y = (acc / l[:, None]).to(O.dtype.element_ty)
+    y = (acc / l[:, None]).to(O.dtype.element_ty) if DIVIDE else acc.to(O.dtype.element_ty)
     if MASK:
         tl.store(O + rows, y, mask=offs_m[:, None] < L)
     else:
         tl.store(O + rows, y)
 
 
-def launcher(mask=True, rescale=True, causal_mask=True, grid=None, block=16):
+def launcher(
+    mask=True, rescale=True, causal_mask=True, grid=None, block=32, offset=0, divide=True, tail=True, stride=0
+):
+    """A flash forward launcher with each usual mistake as a switch; ``stride``: 1 heads L - 1 rows apart, 2 k and v
+    read from head 0 of each batch."""
+
     def flash_forward(q, k, v, causal, out):
         B, H, L, d = q.shape
         g = grid(L, block) if grid else triton.cdiv(L, block)
         _flash[(g, B * H)](
-            q,
-            k,
-            v,
-            out,
-            L,
-            1 / math.sqrt(d),
-            CAUSAL=causal,
-            D=d,
-            BLOCK_M=block,
-            BLOCK_N=block,
-            MASK=mask,
-            RESCALE=rescale,
-            CAUSAL_MASK=causal_mask,
-        )
+            q, k, v, out, L, H, 1 / math.sqrt(d),
+            CAUSAL=causal, D=d, BLOCK_M=block, BLOCK_N=block,
+            MASK=mask, RESCALE=rescale, CAUSAL_MASK=causal_mask, OFFSET=offset, DIVIDE=divide, TAIL=tail,
+            STRIDE=stride,
+        )  # fmt: skip
 
     return flash_forward
 
 
 def test_right_kernels_pass():
-    rep = ex08.check_flash_forward(launcher())  # no causal tile skipping: slower, still right
-    assert rep.ok and rep.cases == 2 * (len(ex08.FLASH_LENGTHS) + 1), str(rep)
+    rep = ex08.check_flash_forward(launcher(block=64))  # no causal tile skipping: slower, still right
+    assert rep.ok and rep.cases == 2 * (len(ex08.FLASH_CASES) + 1), str(rep)
     assert ex08.check_flash_forward(ex08.check_flash_forward.solution).ok
 
 
-def test_a_forgotten_rescale_is_a_value_error_with_index_expected_and_got():
-    rep = ex08.check_flash_forward(launcher(rescale=False))
-    text = str(rep)
-    assert not rep.ok and "values differ" in text and "expected" in text and "got" in text, text
+@pytest.fixture
+def short_cases(monkeypatch):
+    """The forward's cases without the long one: for the mistakes that show at any length (quicker)."""
+    monkeypatch.setattr(ex08, "FLASH_CASES", tuple(c for c in ex08.FLASH_CASES if c[2] < 100))
 
 
-def test_a_forgotten_causal_mask_is_named():
+def test_the_cases_cross_several_tiles_of_256_and_have_several_heads():
+    assert max(L for _, _, L in ex08.FLASH_CASES) > 2 * max(ex08.TILES) and max(ex08.TILES) == 256
+    assert any(B > 1 and H > 1 and B != H for B, H, _ in ex08.FLASH_CASES)
+
+
+@pytest.mark.parametrize("block", [32, 128])
+def test_a_forgotten_rescale_is_named_at_any_tile(block):
+    rep = ex08.check_flash_forward(launcher(rescale=False, block=block))
+    assert not rep.ok and "never rescaled" in str(rep), str(rep)
+
+
+@pytest.mark.parametrize(
+    ("kw", "named"),
+    [
+        (dict(offset=-1), "drops the diagonal"),
+        (dict(offset=1), "see key i + 1"),
+        (dict(divide=False), "not acc / l"),
+        (dict(tail=False), "keys past L are not masked"),
+    ],
+)
+def test_each_usual_mistake_is_named(kw, named, short_cases):
+    rep = ex08.check_flash_forward(launcher(**kw))
+    assert not rep.ok and named in str(rep), str(rep)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_wrong_head_stride_is_named(stride, short_cases):
+    rep = ex08.check_flash_forward(launcher(stride=stride))
+    assert not rep.ok and "bh * L * D" in str(rep), str(rep)
+
+
+def test_the_diagnosis_names_each_signature_and_nothing_for_the_right_answer():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 70, 16, dtype=torch.float64) for _ in range(3))
+    for causal in (False, True):
+        case = dict(q=q, k=k, v=v, causal=causal)
+        assert ex08._diagnose(flash_attention_ref(q, k, v, causal)[0], case, 1e-9) is None
+        for msg, fn, tiles in ex08._signatures(case):
+            assert ex08._diagnose(fn(tiles[-1]), case, 1e-9) is not None, msg
+
+
+def test_a_forgotten_causal_mask_is_named(short_cases):
     rep = ex08.check_flash_forward(launcher(causal_mask=False))
     assert not rep.ok and "this is the non-causal answer" in str(rep), str(rep)
     assert all("causal=True" in f for f in rep.failures), str(rep)  # the non-causal cases pass
 
 
-def test_unmasked_kernel_is_named_and_does_not_crash():
+def test_unmasked_kernel_is_named_and_does_not_crash(short_cases):
     rep = ex08.check_flash_forward(launcher(mask=False))
     assert not rep.ok and "past the end of out" in str(rep) and "mask the store" in str(rep), str(rep)
 
 
-def test_grid_too_small_is_named():
+def test_grid_too_small_is_named(short_cases):
     rep = ex08.check_flash_forward(launcher(grid=lambda L, b: max(L // b, 1)))
     assert not rep.ok and "grid is too" in str(rep), str(rep)
 
@@ -119,7 +166,8 @@ def test_stub_reports_not_attempted_and_hints_come_first():
         raise NotImplementedError
 
     assert not ex08.check_flash_forward(stub).attempted
-    assert len(ex08.check_flash_forward.hints) == 2 and "show_solution" not in ex08.check_flash_forward.hints[0]
+    hints = ex08.check_flash_forward.hints
+    assert len(hints) == 3 and not any("tl.exp(m - m_new)" in h or "show_solution" in h for h in hints)
     hint(ex08.check_flash_forward)
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 import gpulab  # noqa: F401  (first: it picks the mode)
-from gpulab import figures, hardware, reference, simt
+from gpulab import attention, figures, hardware, reference, simt
 from gpulab.bench import lesson08
 from gpulab.roofline import KernelPoint
 from tests.figure_checks import check_figure
@@ -401,6 +401,9 @@ def test_lesson08_roofline_axes_span_the_points_not_ten_decades():
     assert fig.layout.yaxis.range == pytest.approx([math.log10(100 / 1.5), math.log10(600 * 1.3)])
     assert [tr.name for tr in fig.data[1:]] == ["naive fwd d=128", "flash fwd d=128"]  # one series each
     check_figure(fig, "made-up roofline")
+    fig = figures.lesson08.roofline_figure(pts, {"matmul_tflops": {"bf16": 600.0}, "copy_tbps": 4.0}, l2_tbps=10.0)
+    roof = next(tr for tr in fig.data if tr.name.startswith("L2 roof"))  # dashed, meeting the peak at 60 FLOP/B
+    assert roof.line.dash == "dash" and list(roof.x)[-1] == pytest.approx(60) and list(roof.y)[-1] == 600
 
 
 def test_lesson08_explorers_at_both_ends_of_each_slider():
@@ -441,8 +444,12 @@ def test_roofline_points_leave_out_causal_rows_and_oom():
         ),
     )
     points = lesson08.roofline_points(made_up)
-    assert [p.name for p in points] == ["flash fwd d=64 L=1024", "naive fwd d=128 L=1024"]
+    assert [p.name for p in points] == ["flash L2 d=64 L=1024", "flash DRAM d=64 L=1024", "naive fwd d=128 L=1024"]
     assert points[0].tflops == pytest.approx(1e12 / 2e-3 / 1e12)  # 1e12 FLOPs in 2 ms = 500 TFLOP/s
+    assert points[0].bytes_moved == attention.flash_l2_bytes(
+        16, 32, 1024, 64, 2, block_m=128
+    )  # no config recorded: 128
+    assert points[1].bytes_moved == attention.flash_dram_bytes(16, 32, 1024, 64, 2)
 
 
 def test_lesson02_summary_is_short_and_reads_the_record():

@@ -155,6 +155,7 @@ def test_junit_counts_and_failing_names():
 def test_only_picks_lessons():
     nbs = gc.notebooks(ROOT)
     assert gc.select(nbs, ["07"], "notebooks") == ["07_tiling", "07b_waves"]
+    assert gc.select(nbs, ["08"], "notebooks") == ["08_flash_attention", "08b_flash_backward"]
     assert gc.select(nbs, ["00"], "notebooks") == ["00_the_machine", "00b_first_kernel"]
     assert gc.select(nbs, ["00b"], "notebooks") == ["00b_first_kernel"]
     assert gc.select(nbs, ["07b", "lesson09"], "notebooks") == ["07b_waves", "09_builder_test"]

@@ -132,6 +132,8 @@ def test_lesson08_run_under_the_clock(monkeypatch):
         (L, m) for L in (16, 32) for m in ("naive", "flash")
     }
     assert [r["L"] for r in data["memory"]["rows"]] == [16, 32]
+    assert all(r["graph_ms"] == MS for r in data["sweep"]["rows"])  # eager beside CUDA-graph replay
+    assert "graph 2.500 ms" in lesson08.launch_report(data["sweep"])
     assert set(data["teaching"][0]["fwd_ms"]) == {k for k, _ in lesson08.TEACHING_STEPS["fwd"]}
     assert "naive" in lesson08.report(data, full=True)
     figures.lesson08.naive_flash_figure(data["sweep"], timing.FAKE_LABEL)

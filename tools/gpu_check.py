@@ -10,7 +10,7 @@ that runs this file (every child process is ``sys.executable``; nothing here bui
     python tools/gpu_check.py status      # the stamp in at most 15 lines (no GPU needed)
     python tools/gpu_check.py all         # the four parts in order, then status
 
-Options: ``--only 08,09`` (lessons: notebooks and suites of those lessons only; ``07`` is 07 and 07b, ``00`` is 00 and
+Options: ``--only 08,09`` (lessons: notebooks and suites of those lessons only; ``07`` is 07 and 07b, ``08`` 08 and 08b, ``00`` is 00 and
 00b and the ceilings suite), ``--rest`` (only the notebooks or suites with no entry on the current tree), ``--budget S``
 (a part starts nothing it cannot finish in S seconds and stops what runs at S, recording what it did not reach),
 ``--out DIR`` (also copy the stamp and the logs there; default ``$OUT`` when set), ``--jobs N`` (emulated runs at

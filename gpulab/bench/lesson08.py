@@ -9,7 +9,8 @@ GPU only. bf16 throughout (fp16 where the GPU planned for has no bf16 tensor cor
   as ms and TFLOP/s (forward 4*B*H*L^2*d, halved when causal; backward 2.5x forward); the max difference of
   ours from SDPA flash (out, dq, dk, dv) relative to its largest entry; the autotuner's choice.
 - ``sweep``: naive attention (S and P in HBM) against ours, forward, B=1, H=16, d=128, non-causal, L = 2^10 ..
-  2^16: ms and extra peak memory beside ``gpulab.attention.memory_model``; naive's out-of-memory is caught and
+  2^16: ms eager and ``graph_ms`` replayed from a CUDA graph (their difference is the launch cost) and extra peak
+  memory beside ``gpulab.attention.memory_model``; naive's out-of-memory is caught and
   recorded as ``oom``, and a length whose model bytes do not fit the plan (``choices``) is not run: recorded as
   ``oom`` with the reason under ``skipped``.
 - ``memory``: ours, extra memory held after forward and the peak over forward + backward, L = 2^10 .. 2^16
@@ -24,6 +25,8 @@ forward kernels on the roofline.
 """
 
 from __future__ import annotations
+
+import re
 
 import torch
 import torch.nn.functional as TF
@@ -108,9 +111,11 @@ def run_catching_oom(fn):
     return None, True
 
 
-def measure(fn, warmup_ms: float = 10, rep_ms: float = 60) -> dict:
+def measure(fn, warmup_ms: float = 10, rep_ms: float = 60, graph: bool = False) -> dict:
     """Peak memory above what is allocated before the call (bytes) and time (ms, ``gpulab.timing.time_ms``) of
-    ``fn()`` on the GPU. Out of memory gives ``{"oom": True, "ms": None, "peak_bytes": None}``, not an error.
+    ``fn()`` on the GPU; with ``graph``, also ``graph_ms``: the same call captured in a CUDA graph and replayed
+    (``time_ms(graph=True)``), so that eager ms minus graph ms is what launching from Python costs (lesson 04).
+    Out of memory gives ``{"oom": True, "ms": None, "peak_bytes": None}`` (and ``graph_ms`` None), not an error.
     Raises NoGPUTimingError in interpreter mode."""
     timing.require_gpu("an attention measurement")
 
@@ -124,13 +129,17 @@ def measure(fn, warmup_ms: float = 10, rep_ms: float = 60) -> dict:
         del out
         return peak
 
+    extra = {"graph_ms": None} if graph else {}
     peak, oom = run_catching_oom(once)
     if oom:
-        return {"oom": True, "ms": None, "peak_bytes": None}
+        return {"oom": True, "ms": None, "peak_bytes": None, **extra}
     t, oom = run_catching_oom(lambda: timing.time_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms))
     if oom:
-        return {"oom": True, "ms": None, "peak_bytes": int(peak)}
-    return {"oom": False, "ms": t.median_ms, "peak_bytes": int(peak)}
+        return {"oom": True, "ms": None, "peak_bytes": int(peak), **extra}
+    if graph:
+        g, oom = run_catching_oom(lambda: timing.time_ms(fn, warmup_ms=warmup_ms, rep_ms=rep_ms, graph=True))
+        extra["graph_ms"] = None if oom else g.median_ms
+    return {"oom": False, "ms": t.median_ms, "peak_bytes": int(peak), **extra}
 
 
 def setting_shape(L: int, d: int, tokens: int = TOKENS, hidden: int = HIDDEN) -> tuple[int, int, int, int]:
@@ -244,9 +253,9 @@ def sweep(lengths=SWEEP, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["
         fns = {"naive": lambda: attention.naive_attention(q, k, v), "flash": lambda: F.flash_attention(q, k, v)}
         for method, fn in fns.items():
             if method == "naive" and L in skipped:  # out of memory on the GPU planned for: not run
-                m = {"oom": True, "ms": None, "peak_bytes": None, "skipped": skipped[L]}
+                m = {"oom": True, "ms": None, "peak_bytes": None, "graph_ms": None, "skipped": skipped[L]}
             else:
-                m = measure(fn)
+                m = measure(fn, graph=True)
             model = attention.memory_model(B, H, L, d, 2, method)
             nbytes = attention.naive_bytes(B, H, L, d, 2) if method == "naive" else attention.flash_bytes(B, H, L, d, 2)
             rows.append(
@@ -464,26 +473,34 @@ def _pack(items: list[str], indent: str, width: int = 110) -> list[str]:
     return lines + ([indent + line] if line else [])
 
 
-def roofline_points(data: dict | None) -> list:
-    """``roofline.KernelPoint``s of a record: ours, forward, non-causal, per headline setting (FLOPs by
-    ``attention.attention_flops``, bytes by ``attention.flash_bytes``), and naive attention's forward at each L
-    of the sweep that did not run out of memory (bytes by ``attention.naive_bytes``). [] for None."""
+def _block_m(config: str | None, default: int = 128) -> int:
+    """BLOCK_M of an autotuner's choice as the record holds it ("BLOCK_M: 64, BLOCK_N: 128, ..."), else
+    ``default``."""
+    m = re.search(r"BLOCK_M: (\d+)", config or "")
+    return int(m.group(1)) if m else default
+
+
+def roofline_points(data: dict | None, l2_bytes: int | None = None) -> list:
+    """``roofline.KernelPoint``s of a record. Ours, forward, non-causal, per headline setting, at each boundary
+    of its bytes: "flash L2" with the bytes its SMs request from L2 (``attention.flash_l2_bytes`` at the
+    autotuner's BLOCK_M, 128 when the record does not say), read against the L2 roof, and "flash DRAM" with the
+    bytes that reach DRAM (``attention.flash_dram_bytes``, each tensor once while a head's K and V fit in
+    ``l2_bytes``; None: assume they fit), read against the HBM roof. Then naive attention's forward at each L of
+    the sweep that did not run out of memory (``attention.naive_bytes``, no reuse). FLOPs by
+    ``attention.attention_flops``. [] for None."""
     points = []
     if not data:
         return points
+    dt = data.get("dtype", DTYPE)
     for r in data["headline"]:
         if "fwd_ms" in r.get("ours", {}) and not r["causal"]:
-            nb = attention.flash_bytes(r["B"], r["H"], r["L"], r["d"], 2)
-            points.append(
-                KernelPoint(
-                    f"flash fwd d={r['d']} L={r['L']}",
-                    r["fwd_flops"],
-                    nb,
-                    r["ours"]["fwd_ms"],
-                    dtype=data.get("dtype", DTYPE),
-                    op_kind="matmul",
-                )
-            )
+            shape = (r["B"], r["H"], r["L"], r["d"], 2)
+            for where, nb in (
+                ("L2", attention.flash_l2_bytes(*shape, block_m=_block_m(r.get("config_fwd")))),
+                ("DRAM", attention.flash_dram_bytes(*shape, l2_bytes=l2_bytes)),
+            ):
+                name = f"flash {where} d={r['d']} L={r['L']}"
+                points.append(KernelPoint(name, r["fwd_flops"], nb, r["ours"]["fwd_ms"], dtype=dt, op_kind="matmul"))
     sw = data["sweep"]
     for r in sw["rows"]:
         if r["method"] == "naive" and not r["oom"]:
@@ -493,7 +510,7 @@ def roofline_points(data: dict | None) -> list:
                     r["flops"],
                     attention.naive_bytes(sw["B"], sw["H"], r["L"], sw["d"], 2),
                     r["ms"],
-                    dtype=data.get("dtype", DTYPE),
+                    dtype=dt,
                     op_kind="matmul",
                 )
             )
@@ -594,11 +611,12 @@ def cudnn_leads(headline: list[dict]) -> dict:
 
 
 def sweep_report(sweep: dict) -> str:
-    """Naive against flash forward over L: ms, measured extra peak memory and the model's (GiB)."""
+    """Naive against flash forward over L: ms, flash's CUDA-graph replay ms ("-" where the record has none:
+    recorded before the suite measured it), measured extra peak memory and the model's (GiB)."""
     s = sweep
     lines = [
         f"naive (S, P in HBM) against flash, forward, B={s['B']}, H={s['H']}, d={s['d']}, {s['dtype']}:",
-        f"  {'L':>6} | {'naive ms':>9} {'GiB':>7} {'model':>7} | {'flash ms':>9} {'GiB':>7} {'model':>7}",
+        f"  {'L':>6} | {'naive ms':>9} {'GiB':>7} {'model':>7} | {'flash ms':>9} {'graph':>7} {'GiB':>7} {'model':>7}",
     ]
     for L in sorted({r["L"] for r in s["rows"]}):
         by = {r["method"]: r for r in s["rows"] if r["L"] == L}
@@ -608,8 +626,9 @@ def sweep_report(sweep: dict) -> str:
             if r.get("oom"):
                 cells.append(f"{'out of memory':>17} {r['model_peak_bytes'] / 2**30:7.2f}")
             else:
+                graph = f" {_f(r.get('graph_ms'), '7.3f')}" if m == "flash" else ""
                 cells.append(
-                    f"{_f(r.get('ms'), '9.3f')} {_f((r.get('peak_bytes') or 0) / 2**30, '7.3f')} "
+                    f"{_f(r.get('ms'), '9.3f')}{graph} {_f((r.get('peak_bytes') or 0) / 2**30, '7.3f')} "
                     f"{r.get('model_peak_bytes', 0) / 2**30:7.3f}"
                 )
         lines.append(f"  {L:6d} | {cells[0]} | {cells[1]}")
@@ -661,3 +680,23 @@ def report(data: dict, full: bool = False) -> str:
     if "teaching" in data and not parts:  # a teaching-only run: its table is the report
         parts.append(teaching_report(data["teaching"]))
     return "\n".join(parts)
+
+
+def launch_report(sweep: dict) -> str:
+    """Flash's forward per L of the sweep, eager against CUDA-graph replay: eager ms, graph ms and the difference
+    (what launching from Python costs, lesson 04), one line per L. Where the record has no ``graph_ms`` (it was
+    recorded before the suite measured it) the line says so and names the command that records it."""
+    lines = ["flash forward, eager against CUDA-graph replay (eager - graph = the launch cost):"]
+    missing = []
+    for r in sorted((r for r in sweep["rows"] if r["method"] == "flash" and not r.get("oom")), key=lambda r: r["L"]):
+        g = r.get("graph_ms")
+        if g is None:
+            missing.append(r["L"])
+            continue
+        lines.append(f"  L = {r['L']:6d}: eager {r['ms']:.3f} ms, graph {g:.3f} ms, launch {r['ms'] - g:+.3f} ms")
+    if missing:
+        lines.append(
+            f"  L = {', '.join(map(str, missing))}: no graph replay in this record (it awaits a GPU re-record: "
+            "python -m gpulab.bench --only lesson08 --record)"
+        )
+    return "\n".join(lines)

@@ -134,19 +134,130 @@ check_causal_tiles.solution = _causal_tiles_solution
 
 # ---- the kernel exercise: the FlashAttention forward -------------------------------------------------------------
 
-#: Lengths that are multiples of no tile of 16 or more, one that is, and L = 1.
-FLASH_LENGTHS = (1, 17, 45, 64)
-FLASH_SHAPE = dict(B=1, H=2, d=16)
+#: (B, H, L) of the forward's cases: B and H above 1 and unequal (a wrong batch or head stride, or B and H
+#: swapped, lands on another head's rows), L = 1, lengths that are multiples of no tile of 16 or more, one
+#: that is, and 531 = 2 * 256 + 19: three key tiles of 256, so that a forward without the online-softmax rescale
+#: fails whatever tile up to 256 it picks (with one tile, no rescale is ever needed).
+FLASH_CASES = ((1, 1, 1), (2, 3, 17), (3, 2, 45), (1, 2, 64), (1, 1, 531))
+#: The head dimension of every case.
+FLASH_D = 16
+#: The tile widths the diagnosis tries for the mistakes whose answer depends on the tile (``_signatures``).
+TILES = (16, 32, 64, 128, 256)
+
+
+def _tiled64(q, k, v, causal, block_n, *, rescale_l=True, rescale_acc=True, divide=True, mask_tail=True,
+             scaled=True, offset=0, key_local=False, query_block=None):  # fmt: skip
+    """The flash forward's loop over key tiles of ``block_n``, in float64, with each usual mistake as a switch:
+    (B, H, L, d) in, (B, H, L, d) out. ``rescale_l``/``rescale_acc``: multiply l/acc by alpha; ``divide``: out =
+    acc / l (else acc); ``mask_tail``: keys past L score -inf (else 0, as a load with other=0.0 gives);
+    ``scaled``: scores times 1/sqrt(d); causal: key n is seen by row m when n <= m + ``offset``, with n the key's
+    index in its tile when ``key_local`` and m the row's index in its query block of ``query_block`` rows when
+    that is set. Rows with no key seen give NaN, as the kernel would."""
+    q, k, v = (t.detach().double().cpu() for t in (q, k, v))
+    L, d = q.shape[2], q.shape[3]
+    tiles = -(-L // block_n)
+    pad = tiles * block_n - L
+    k = torch.nn.functional.pad(k, (0, 0, 0, pad))
+    v = torch.nn.functional.pad(v, (0, 0, 0, pad))
+    s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(d) if scaled else 1.0)  # (B, H, L, tiles * block_n)
+    n = torch.arange(tiles * block_n)[None, :]
+    m_row = torch.arange(L)[:, None]
+    valid = n < L if mask_tail else torch.ones(1, tiles * block_n, dtype=torch.bool)
+    if causal:
+        key = n % block_n if key_local else n
+        row = m_row % query_block if query_block else m_row
+        valid = valid & (key <= row + offset)
+    s = s.masked_fill(~valid, NEG_INF)
+    m = torch.full(s.shape[:-1], NEG_INF, dtype=torch.float64)
+    l = torch.zeros_like(m)
+    acc = torch.zeros(*s.shape[:-1], v.shape[-1], dtype=torch.float64)
+    for t in range(tiles):
+        st = s[..., t * block_n : (t + 1) * block_n]
+        m_new = torch.maximum(m, st.amax(-1))
+        alpha = torch.exp(m - m_new)
+        p = torch.exp(st - m_new[..., None])
+        l = (alpha * l if rescale_l else l) + p.sum(-1)
+        acc = (acc * alpha[..., None] if rescale_acc else acc) + p @ v[..., t * block_n : (t + 1) * block_n, :]
+        m = m_new
+    return acc / l[..., None] if divide else acc
+
+
+def _signatures(case):
+    """(message, float64 answer) of each usual mistake of a flash forward on ``case``, the answer computed the
+    wrong way (``_tiled64``); the tile-dependent ones at every width of ``TILES`` below L."""
+    q, k, v, causal = case["q"], case["k"], case["v"], case["causal"]
+    L = q.shape[2]
+    multi = [t for t in TILES if t < L]  # with one tile, no rescale changes nothing
+    f = lambda **kw: lambda bn: _tiled64(q, k, v, causal, bn, **kw)  # noqa: E731
+    rescale = "; it passes while all keys fit in one tile, and fails as soon as a later tile raises the row maximum"
+    yield from (
+        ("the running state is never rescaled: when a tile raises the maximum, multiply l and acc by alpha = "
+         "exp(m - m_new) before adding the tile's terms" + rescale, f(rescale_l=False, rescale_acc=False), multi),
+        ("acc is not rescaled (l is): multiply acc by alpha[:, None] before adding p @ v" + rescale,
+         f(rescale_acc=False), multi),
+        ("l is not rescaled (acc is): l = alpha * l + sum(p)" + rescale, f(rescale_l=False), multi),
+        ("the output is acc, not acc / l: divide by l once, after the loop", f(divide=False), TILES[:1]),
+        ("the scores are not scaled: s = q k^T * scale with scale = 1/sqrt(d)", f(scaled=False), TILES[:1]),
+    )  # fmt: skip
+    if not causal:
+        yield (
+            "keys past L are not masked in the scores: a masked load gives k = 0, a score of 0, which still "
+            "counts in l; set s to -inf where offs_n >= L",
+            f(mask_tail=False),
+            [t for t in TILES if L % t],
+        )
+        return
+    yield from (
+        ("the causal mask lets query i see key i + 1: keep offs_n <= offs_m", f(offset=1), TILES[:1]),
+        ("the causal mask compares the key's index within its tile (tl.arange(0, BLOCK_N)) with the row: use the "
+         "key's position offs_n = start + tl.arange(0, BLOCK_N)", f(key_local=True), multi),
+    )  # fmt: skip
+    for bm in (t for t in TILES if t < L):
+        yield (
+            "the causal mask compares keys with the row's index within its query block (tl.arange(0, BLOCK_M)): "
+            "use the row's position offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+            lambda bn, bm=bm: _tiled64(q, k, v, causal, bn, query_block=bm),
+            TILES[:1],
+        )
+
+
+def _matches(g: torch.Tensor, wrong: torch.Tensor, rel: float) -> bool:
+    """True when ``g`` is ``wrong`` within ``rel`` of its largest finite entry, non-finite exactly where it is."""
+    bad = ~torch.isfinite(wrong)
+    if bool((~torch.isfinite(g) != bad).any()) or bool(bad.all()):
+        return False
+    scale = max(wrong[~bad].abs().max().item(), 1e-3)
+    return (g[~bad] - wrong[~bad]).abs().max().item() <= rel * scale
+
+
+def _diagnose(g, case, rel) -> str | None:
+    """The first usual mistake whose answer ``g`` is (``_signatures``), else None."""
+    for msg, fn, tiles in _signatures(case):
+        if any(_matches(g, fn(bn), rel) for bn in tiles):
+            return msg
+    return None
 
 
 def _flash_mismatch(got, ref, case):
     """None if got is within ``tolerances.ATTENTION_REL`` of the float64 reference (max |error| / max |ref|),
-    else a message; when the result is the other causal flag's answer, says which mask is wrong."""
+    else a message: which usual mistake gives this answer (``_signatures``), the other causal flag's answer,
+    NaN from a row that saw no key, or where the values differ."""
     rel = tolerances.ATTENTION_REL[case["q"].dtype]
     g = got.double().cpu()
     err = tolerances.max_rel_error(g, ref)
     if err <= rel:
         return None
+    B, H, L, _ = case["q"].shape
+    other, _ = flash_attention_ref(case["q"], case["k"], case["v"], not case["causal"])
+    if L > 1 and tolerances.max_rel_error(g, other.cpu()) <= rel:
+        return (
+            "this is the non-causal answer; mask keys n > m (and skip the tiles right of the diagonal)"
+            if case["causal"]
+            else "this is the causal answer; mask only when CAUSAL"
+        )
+    named = _diagnose(g, case, 4 * rel)
+    if named:
+        return named
     if not torch.isfinite(g).all():
         i = int((~torch.isfinite(g)).flatten().nonzero()[0])
         return (
@@ -155,39 +266,54 @@ def _flash_mismatch(got, ref, case):
             "and divide by l only after the loop"
         )
     i = int((g - ref).abs().flatten().argmax())
-    msg = (
-        f"max |error| / max |reference| = {err:.2e} > {rel:.1e}; worst at flat index {i}: expected "
-        f"{ref.flatten()[i].item():.6g}, got {g.flatten()[i].item():.6g}"
-    )
-    other, _ = flash_attention_ref(case["q"], case["k"], case["v"], not case["causal"])
-    if case["q"].shape[2] > 1 and tolerances.max_rel_error(g, other.cpu()) <= rel:
-        return msg + (
-            ": this is the non-causal answer; mask keys n > m (and skip the tiles right of the diagonal)"
-            if case["causal"]
-            else ": this is the causal answer; mask only when CAUSAL"
+    b, h, r, c = (int(x) for x in torch.unravel_index(torch.tensor(i), g.shape))
+    where = f"out[{b}, {h}, {r}, {c}]"
+    heads = ""
+    per_head = (g - ref).abs().amax(dim=(2, 3)) > rel * max(ref.abs().max().item(), 1e-3)
+    if B * H > 1 and not bool(per_head.flatten()[0]) and bool(per_head.any()):
+        heads = (
+            ": head (0, 0) is right and another is not: the offset of program (pid_m, bh) is bh * L * D "
+            "(bh = b * H + h on grid axis 1)"
         )
-    return msg
+    return (
+        f"max |error| / max |reference| = {err:.2e} > {rel:.1e}; worst at {where}: expected "
+        f"{ref.flatten()[i].item():.6g}, got {g.flatten()[i].item():.6g}{heads}"
+    )
+
+
+#: Said beside NaN from the kernel's arithmetic: in a flash forward it comes from a row that saw no key.
+NAN_NOTE = (
+    "; in a flash forward, NaN is a row that saw no key (m stays -inf, exp(-inf - (-inf))): a causal mask that "
+    "drops the diagonal (keep offs_n <= offs_m: query i sees key i, so row 0 sees key 0), or a loop that starts "
+    "after key 0"
+)
+
+
+#: Said beside an input element never loaded: with B and H above 1, most often a wrong head offset.
+UNREAD_NOTE = "; program (pid_m, bh) reads head bh of q, k and v, which starts at bh * L * D"
 
 
 def check_flash_forward(fn) -> Report:
     """fn(q, k, v, causal, out) launches a Triton kernel that writes out = softmax(q k^T / sqrt(d) [causal]) v.
     q, k, v, out: contiguous (B, H, L, d), fp32 in the interpreter and fp16 on a GPU, on gpulab.DEVICE;
     ``causal``: query i sees keys 0..i. The checker owns every buffer (guard regions, ``kernelcheck``), runs
-    L in ``FLASH_LENGTHS`` and a random L with both causal flags on fresh random inputs, and compares with
-    float64 (``flash_attention_ref``) within ``tolerances.ATTENTION_REL``; it names a missing mask, too small a
-    grid, or the other causal flag's answer."""
+    (B, H, L) in ``FLASH_CASES`` and a random one, both causal flags, on fresh random inputs, and compares with
+    float64 (``flash_attention_ref``) within ``tolerances.ATTENTION_REL``. Beside the checker's own diagnoses
+    (a missing mask, too small a grid, ...), it names a usual FlashAttention mistake by its answer: the output
+    is compared in float64 with the answers of each mistake (no rescale, a causal mask one key too wide or in tile
+    coordinates, no division by l, unmasked keys past L, no scale: ``_signatures``) at every tile up to 256,
+    and with the other causal flag's answer."""
     rng = random.Random()
     dtype = torch.float16 if gpulab.ON_GPU else torch.float32
-    B, H, d = FLASH_SHAPE["B"], FLASH_SHAPE["H"], FLASH_SHAPE["d"]
-    lengths = [*FLASH_LENGTHS, rng.randrange(2, 80)]
+    shapes = [*FLASH_CASES, (rng.randint(1, 3), rng.randint(2, 3), rng.randrange(2, 80))]
 
-    def qkv(L):
-        return [torch.randn(B, H, L, d, dtype=torch.float64).to(dtype).to(gpulab.DEVICE) for _ in range(3)]
+    def qkv(B, H, L):
+        return [torch.randn(B, H, L, FLASH_D, dtype=torch.float64).to(dtype).to(gpulab.DEVICE) for _ in range(3)]
 
-    cases = [dict(zip("qkv", qkv(L)), causal=c) for L in lengths for c in (False, True)]
+    cases = [dict(zip("qkv", qkv(*s)), causal=c) for s in shapes for c in (False, True)]
     grid = (
-        "; either the grid is too small (launch triton.cdiv(L, BLOCK_M) programs on axis 0 and B * H on axis 1) "
-        "or the store mask is too strict"
+        "; either the grid is too small (launch triton.cdiv(L, BLOCK_M) programs on axis 0 and B * H on axis 1), "
+        "head bh does not start at bh * L * D (B and H above 1 show it), or the store mask is too strict"
     )
     return check_kernel(
         "flash_forward",
@@ -196,17 +322,18 @@ def check_flash_forward(fn) -> Report:
         out=lambda c: (c["q"].shape, c["q"].dtype),
         reference=lambda c: flash_attention_ref(c["q"], c["k"], c["v"], c["causal"])[0].cpu(),
         mismatch=_flash_mismatch,
-        notes={"grid_small": grid, "partial": grid},
+        notes={"grid_small": grid, "partial": grid, "nan_arith": NAN_NOTE, "unread": UNREAD_NOTE},
     )
 
 
 check_flash_forward.solution = ex08_kernels.flash_forward
 check_flash_forward.solution_module = ex08_kernels
 check_flash_forward.hints = [
-    "one program per (block of BLOCK_M queries, batch*head): grid (triton.cdiv(L, BLOCK_M), B * H); keep q, m, l "
-    "and acc for the block, loop over keys BLOCK_N at a time (causal: stop at min((pid_m + 1) * BLOCK_M, L)); "
-    "mask every load with row < L (other=0.0) and the store too",
-    "in the loop: s = tl.where(valid, tl.dot(q, tl.trans(k)) * scale, -inf); m_new = tl.maximum(m, tl.max(s, 1)); "
-    "alpha = tl.exp(m - m_new); p = tl.exp(s - m_new[:, None]); l = alpha * l + tl.sum(p, 1); "
-    "acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v); m = m_new; after it store acc / l[:, None]",
+    "one program per (block of BLOCK_M queries, one batch and head): grid (triton.cdiv(L, BLOCK_M), B * H); "
+    "program (pid_m, bh) starts at bh * L * D in q, k, v and out. Keep q and the block's state m, l, acc in "
+    "registers and loop over the keys BLOCK_N at a time; mask every load and the store with row < L",
+    "the state is section 3's (m, l, u) with one entry per row: each tile gives scores s (-inf where masked), "
+    "a new maximum per row, the factor alpha that moves the old l and acc to it, and its own terms exp(s - m_new); "
+    "the division by l comes once, after the loop. Causal: stop the loop after the block's last row",
+    "the three steps of section 4 are the kernel's body in order; step 2 is the state update, line for line",
 ]

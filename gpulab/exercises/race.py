@@ -32,6 +32,7 @@ from ..kernels import sincos as S
 from . import describe_error, ex01, ex01_kernels, ex02, ex03, ex04
 
 FAKE_N = 4096  # the size under the test clock: the kernels run in the interpreter
+_FAKE: dict[str, int] = {}  # a lesson's own size under the test clock, where FAKE_N is too long for it
 _LOOP = dict(frac=1 / 64, cheap=4, expensive=64, block=1024)  # lesson 02's loop study (gpulab.bench.lesson02)
 
 
@@ -398,7 +399,7 @@ def race(mine, lesson: str | int | None = None, n: int | None = None, show: bool
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ValueError(f"n must be a positive int (elements), got {n!r}")
     if timing.live():
-        size = n or (spec.live_n if gpulab.ON_GPU else FAKE_N)
+        size = n or (spec.live_n if gpulab.ON_GPU else _FAKE.get(key, FAKE_N))
         r = _live_race(key, spec, mine, size)
     else:
         r = _recorded_race(key, spec)
@@ -408,6 +409,70 @@ def race(mine, lesson: str | int | None = None, n: int | None = None, show: bool
         print(r)
         fig.show()
     return r
+
+
+# ---- lesson 08: the learner's FlashAttention forward --------------------------------------------------------------
+# (A block of its own: the other lessons' entries are added to LESSONS and _KEYS the same way.)
+
+_SHAPE08 = dict(B=4, H=16, d=128)  # the headline shape at L = 4096 (bench.lesson08.setting_shape): B*L = 16384
+FAKE_L08 = 32  # the length under the test clock: the kernels run in the interpreter
+
+
+def _bench08(L, dev):
+    from ..kernels import flash_attention as fa
+
+    B, H, d = _SHAPE08.values() if gpulab.ON_GPU else (1, 2, 16)
+    dt = torch.float16 if gpulab.ON_GPU else torch.float32
+    gen = torch.Generator(dev).manual_seed(0)
+    q, k, v = (torch.randn(B, H, L, d, device=dev, dtype=dt, generator=gen) for _ in range(3))
+    out = torch.empty_like(q)
+    flops = 4.0 * B * H * L * L * d
+
+    def model(time_ms):  # the compute bound: the FLOPs at the rate of an fp16 matmul measured now
+        n = 4096 if gpulab.ON_GPU else 64
+        a = torch.randn(n, n, device=dev, dtype=dt, generator=gen)
+        t = time_ms(lambda: a @ a).median_ms
+        return flops / (2.0 * n**3 / t)
+
+    return _Bench(
+        call=lambda mine: (mine(q, k, v, False, out), out)[1],
+        gpulab=lambda: fa.flash_attention(q, k, v),
+        torch=lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v),
+        model_ms=model,
+        tol=2e-2 if gpulab.ON_GPU else 1e-4,
+    )
+
+
+def _recorded08(rec):
+    r8 = rec.get("lesson08")
+    row = next((r for r in (r8 or {}).get("headline", []) if (r["d"], r["L"], r["causal"]) == (128, 4096, False)), None)
+    if row is None or "fwd_ms" not in row.get("ours", {}):
+        return None
+    model = None  # no matmul rate at this shape is recorded beside it: the model needs the GPU
+    sdpa = row.get("flash", {}).get("fwd_ms")
+    return _rec(
+        LESSONS["08"].op, 4096, row["ours"]["fwd_ms"], LESSONS["08"].what[0], sdpa, LESSONS["08"].what[1], model
+    )
+
+
+def _checker08(mine):
+    from . import ex08
+
+    return ex08.check_flash_forward(mine)
+
+
+LESSONS["08"] = _Lesson(
+    "flash_forward",
+    _checker08,
+    4096,
+    "attention forward, B=4, H=16, L (n) tokens, d=128, fp16, non-causal",
+    ("gpulab's flash_attention (autotuned)", "SDPA (torch's fastest backend here)"),
+    "4BHL²d FLOPs at the rate of an fp16 4096² matmul measured now (the compute bound)",
+    _bench08,
+    _recorded08,
+)
+_KEYS["08"] = "lesson08"
+_FAKE["08"] = FAKE_L08
 
 
 # ---- lesson 09: the learner's fused bias + GELU (its own block: other lessons add theirs above) -------------

@@ -332,15 +332,18 @@ def headline_figure(headline: list[dict], where: str = ""):
     return fig
 
 
-def roofline_figure(points, profile: dict, where: str = ""):
+def roofline_figure(points, profile: dict, where: str = "", l2_tbps: float | None = None):
     """Attention's forward kernels (``points``: ``roofline.KernelPoint``s, e.g. from
     ``gpulab.bench.lesson08.roofline_points``) on the bf16 roofline measured in ``profile``: log axes whose ranges
-    come from the points and the ridge, one series per kernel and head dimension, the shortest and longest L
-    labelled (every point on hover)."""
+    come from the points and the ridges, one series per kernel, boundary and head dimension, the shortest and
+    longest L labelled, the longest alone where the two sit close (every point on hover). ``l2_tbps`` (TB/s,
+    lesson 00's L2 plateau): a second memory roof, dashed, for the points whose bytes are counted at L2
+    ("flash L2 ...")."""
     half = "bf16" if profile["matmul_tflops"].get("bf16") else "fp16"  # no bf16 tensor cores (a T4): fp16
     peak, bw = profile["matmul_tflops"][half], profile["copy_tbps"]
     ridge = peak / bw  # FLOP/byte where the two roofs meet
-    xs, ys = [p.intensity for p in points] + [ridge], [p.tflops for p in points] + [peak]
+    ridges = [ridge] + ([peak / l2_tbps] if l2_tbps else [])
+    xs, ys = [p.intensity for p in points] + ridges, [p.tflops for p in points] + [peak]
     if not points:  # the roofs alone: a decade each side of the ridge
         xs, ys = [ridge / 10, ridge * 10], [peak / 10, peak]
     x_lo, x_hi = min(xs) / 1.5, max(xs) * 1.5
@@ -352,14 +355,25 @@ def roofline_figure(points, profile: dict, where: str = ""):
         y=[bw * x0, peak, peak],
         mode="lines",
         line=dict(color="#555"),
-        name=f"measured {half} roof: {peak:.0f} TFLOP/s, {bw:.2f} TB/s (ridge {ridge:.0f} FLOP/B)",
+        name=f"measured {half} roof: {peak:.0f} TFLOP/s, HBM {bw:.2f} TB/s (ridge {ridge:.0f} FLOP/B)",
     )
+    if l2_tbps:
+        x2 = max(x_lo, y_lo / l2_tbps)
+        fig.add_scatter(
+            x=[x2, peak / l2_tbps],
+            y=[l2_tbps * x2, peak],
+            mode="lines",
+            line=dict(color="#555", dash="dash"),
+            name=f"L2 roof: {l2_tbps:.2f} TB/s, lesson 00 (ridge {peak / l2_tbps:.0f} FLOP/B)",
+        )
     groups: dict[str, list] = {}
     for p in points:
         groups.setdefault(p.name.rsplit(" ", 1)[0], []).append(p)  # "flash fwd d=64 L=1024" -> "flash fwd d=64"
     for j, (g, ps) in enumerate(groups.items()):
         ps = sorted(ps, key=lambda p: int(p.name.rsplit("=", 1)[1]))
-        text = [p.name.rsplit(" ", 1)[1] if i in (0, len(ps) - 1) else "" for i, p in enumerate(ps)]
+        spread = ps[-1].intensity / ps[0].intensity if len(ps) > 1 else 1.0
+        ends = (0, len(ps) - 1) if not 1 / 1.5 < spread < 1.5 else (len(ps) - 1,)  # close together: one label
+        text = [p.name.rsplit(" ", 1)[1] if i in ends else "" for i, p in enumerate(ps)]
         fig.add_scatter(
             x=[p.intensity for p in ps],
             y=[p.tflops for p in ps],

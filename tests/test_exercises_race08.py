@@ -1,0 +1,44 @@
+"""Lesson 08's race (gpulab.exercises.race, its lesson-08 block): without a GPU the recorded headline point of
+gpulab's forward and SDPA's; under the test clock the learner's flash forward checked, then timed."""
+
+import pytest
+
+import gpulab
+from gpulab import reference, timing
+from gpulab.exercises import ex08_kernels, race
+
+pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the CPU paths: on a GPU the real clock times these")
+
+ROW = next(
+    r for r in reference.load("h200")["lesson08"]["headline"] if (r["d"], r["L"], r["causal"]) == (128, 4096, False)
+)
+
+
+def flash_forward(q, k, v, causal, out):
+    ex08_kernels.flash_forward(q, k, v, causal, out, 64, 64)
+
+
+def test_without_a_gpu_lesson_08_shows_the_recorded_headline_point():
+    def never(*a):
+        pytest.fail("race launched the learner's kernel without a GPU")
+
+    never.__name__ = "flash_forward"
+    r = race.race(never, show=False)
+    assert r.lesson == "08" and not r.live and r.n == 4096 and r.message.startswith("timing needs a GPU")
+    assert r.ms("gpulab") == ROW["ours"]["fwd_ms"] and r.ms("torch") == ROW["flash"]["fwd_ms"]
+    assert r.model_ms is None and len(str(r).splitlines()) <= 8
+
+
+def test_under_the_test_clock_lesson_08_checks_then_times_the_learners_forward():
+    launched = []
+
+    def mine(q, k, v, causal, out):
+        launched.append(q.shape[2])
+        flash_forward(q, k, v, causal, out)
+
+    mine.__name__ = "flash_forward"
+    with timing.test_clock(ms=0.5):
+        r = race.race(mine, show=False)
+    assert r.live and r.n == race.FAKE_L08 and not r.message, str(r)
+    assert [e.ms for e in r.entries] == [0.5, 0.5, 0.5] and race.FAKE_L08 in launched
+    assert r.model_ms > 0 and timing.is_fake_record(r.asdict())
