@@ -182,10 +182,10 @@ def check_strided_copy(fn) -> Report:
 check_strided_copy.solution = ex06_kernels.strided_copy
 check_strided_copy.solution_module = ex06_kernels
 check_strided_copy.hints = [
-    "one program per BLOCK outputs: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK); the mask is "
-    "offs < (the number of outputs), not < n",
-    "x = tl.load(x_ptr + offs * stride, mask=mask); tl.store(y_ptr + offs, x, mask=mask); launch "
-    "triton.cdiv(out.numel(), BLOCK) programs",
+    "one program per BLOCK outputs, its offsets the program's id times BLOCK plus 0 .. BLOCK - 1, as in lesson "
+    "01; the mask compares them with the number of outputs, not with n",
+    "the output index k is where the store goes; the input index is k times the stride, so only the load's "
+    "address is scaled, and the same mask guards both; the grid counts outputs, not inputs",
 ]
 
 
@@ -222,9 +222,9 @@ def check_transpose(fn) -> Report:
 check_transpose.solution = ex06_kernels.transpose
 check_transpose.solution_module = ex06_kernels
 check_transpose.hints = [
-    "a 2-D grid of BLOCK x BLOCK tiles: load a tile of a along its rows (offs_m[:, None] * N + offs_n[None, :]), "
-    "store tl.trans(tile) along the rows of out (offs_n[:, None] * M + offs_m[None, :]); mask both with the "
-    "row and column bounds",
-    "grid = (triton.cdiv(M, BLOCK), triton.cdiv(N, BLOCK)); the store's mask is "
-    "(offs_n[:, None] < N) & (offs_m[None, :] < M)",
+    "a 2-D grid of BLOCK x BLOCK tiles: load a tile of a along its rows (row i of a starts at i * N), "
+    "store tl.trans(tile) along the rows of out; mask both with the row and column bounds",
+    "out is (N, M): its row j starts at j * M, so the store's row stride is M, a's is N; the grid needs "
+    "enough tiles for the partial ones at both edges, and the store's mask is the load's with the roles of "
+    "the two index vectors swapped",
 ]
