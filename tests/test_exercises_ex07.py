@@ -333,3 +333,13 @@ def test_persistent_matmul_a_non_persistent_launcher_is_named():
     rep = L.check_persistent_matmul(_wave_by_wave)
     assert not rep.ok and "launched" in str(rep) and "one launch per wave" in str(rep), str(rep)
     assert "values differ" not in str(rep) and "grid" not in str(rep).split("persistent kernel is")[0]
+
+
+def test_persistent_matmul_never_advises_a_larger_grid(monkeypatch):
+    """Two programs on 56 x 41 (two tiles a row): one tile each leaves the tail of out unwritten, which kernelcheck
+    reads as too small a grid; the grid is prescribed here, so the loop is named instead."""
+    monkeypatch.setattr(L, "PERSISTENT_CASES", [(56, 41, 16, 2)])
+    rep = L.check_persistent_matmul(_persistent(loop=False))
+    text = str(rep)
+    assert not rep.ok and "each program must loop over the tiles" in text and "grid is too small" not in text, text
+    assert "were never written" in text

@@ -60,10 +60,10 @@ def check_tile_sectors(fn) -> Report:
         msg = f"expected {exp}, got {got}"
         if got == rows * cols and exp < got:
             return msg + ": elements that share a sector share its transaction; count distinct sectors"
+        if got == rows * math.ceil(cols * s / 32) and rb % 32:
+            return msg + ": count each row at its own address: a row that starts mid-sector spills into one more"
         if got == math.ceil(rows * cols * s / 32):
             return msg + ": the tile's rows are row_bytes apart, not back to back; each row touches its own sectors"
-        if got == rows * math.ceil(cols * s / 32):
-            return msg + ": count each row at its own address: a row that starts mid-sector spills into one more"
         if got == cols * math.ceil(rows * s / 32):
             return msg + ": the tile has `rows` rows of `cols` contiguous elements, not the other way round"
         return msg

@@ -4,6 +4,7 @@ largest tile that fits."""
 from __future__ import annotations
 
 import random
+import re
 
 import torch
 
@@ -264,8 +265,14 @@ def check_persistent_matmul(fn) -> Report:
             ),
         },
     )
+    # the grid is prescribed, so kernelcheck's "launch more programs" does not apply: the loop is the fix
+    rep.failures = [_GRID_ADVICE.sub(":", f) for f in rep.failures]
     return rep
 
+
+_GRID_ADVICE = re.compile(
+    r": the grid is too small(?: \(the grid was \([^)]*\)\))?; launch triton\.cdiv\(n, BLOCK\) programs"
+)
 
 check_persistent_matmul.solution = ex07b_kernels.persistent_matmul
 check_persistent_matmul.solution_module = ex07b_kernels
