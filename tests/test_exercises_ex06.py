@@ -103,3 +103,32 @@ def test_stubs_report_not_attempted_and_hints_come_before_the_solution(capsys):
         hint(check)
         assert f"show_solution(ex06.{check.__name__})" in capsys.readouterr().out
         check._hints_shown = 0
+
+
+@triton.jit
+def _transpose_a_stride(a_ptr, b_ptr, M, N, BLOCK: tl.constexpr):
+    offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs_n = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    tile = tl.load(a_ptr + offs_m[:, None] * N + offs_n[None, :], mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    # the mistake: out's row stride taken as N (a's), with the right mask
+    tl.store(
+        b_ptr + offs_n[:, None] * N + offs_m[None, :],
+        tl.trans(tile),
+        mask=(offs_n[:, None] < N) & (offs_m[None, :] < M),
+    )
+
+
+def test_a_store_with_as_row_stride_is_named_not_told_to_mask():
+    """Masked, yet its stores land past the end of out (N > M) or on the wrong elements (N < M): the checker
+    says which stride is wrong, never "mask the store" (issue 25, item 1)."""
+
+    def transpose_(a, out):
+        M, N = a.shape
+        _transpose_a_stride[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, out, M, N, BLOCK=32)
+
+    rep = ex06.check_transpose(transpose_)
+    text = str(rep)
+    assert not rep.ok and "out[j, i] lives at j * M + i, not j * N + i" in text, text
+    assert "mask the store" not in text and "grid is too small" not in text, text
+    assert not ex06._wrong_row_stride(transpose())  # a right kernel is not suspected
+    assert not ex06._wrong_row_stride(transpose(mask=False))  # nor an unmasked one with the right stride

@@ -299,3 +299,47 @@ def test_persistent_matmul_accumulator_kept_across_tiles_is_wrong_values():
 def test_persistent_matmul_unmasked_kernel_is_named():
     rep = L.check_persistent_matmul(_persistent(masked=False))
     assert not rep.ok and "mask" in str(rep), str(rep)
+
+
+@triton.jit
+def _one_wave_kernel(a_ptr, b_ptr, c_ptr, M, N, K, first, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    num_n = tl.cdiv(N, BN)
+    tile = first + tl.program_id(0)  # one tile per program: the launcher covers the tiles wave by wave
+    if tile < tl.cdiv(M, BM) * num_n:
+        offs_m = (tile // num_n) * BM + tl.arange(0, BM)
+        offs_n = (tile % num_n) * BN + tl.arange(0, BN)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, K, BK):
+            ks = k0 + tl.arange(0, BK)
+            a = tl.load(a_ptr + offs_m[:, None] * K + ks[None, :], mask=(offs_m[:, None] < M) & (ks[None, :] < K))
+            b = tl.load(b_ptr + ks[:, None] * N + offs_n[None, :], mask=(ks[:, None] < K) & (offs_n[None, :] < N))
+            acc = tl.dot(a, b, acc)
+        mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(tl.float16), mask=mask)
+
+
+def _wave_by_wave(a, b, programs, out):
+    """Not persistent: right values, each launch on grid (programs,), but one launch per wave of tiles."""
+    M, K = a.shape
+    N = b.shape[1]
+    tiles = -(-M // 32) * -(-N // 32)
+    for first in range(0, tiles, programs):
+        _one_wave_kernel[(programs,)](a, b, out, M, N, K, first, BM=32, BN=32, BK=32)
+
+
+def test_persistent_matmul_a_non_persistent_launcher_is_named():
+    """Every grid is the prescribed (programs,) and every value right, yet the tiles are covered in several
+    launches: the checker counts the launches (issue 25, item 1)."""
+    rep = L.check_persistent_matmul(_wave_by_wave)
+    assert not rep.ok and "launched" in str(rep) and "one launch per wave" in str(rep), str(rep)
+    assert "values differ" not in str(rep) and "grid" not in str(rep).split("persistent kernel is")[0]
+
+
+def test_persistent_matmul_never_advises_a_larger_grid(monkeypatch):
+    """Two programs on 56 x 41 (two tiles a row): one tile each leaves the tail of out unwritten, which kernelcheck
+    reads as too small a grid; the grid is prescribed here, so the loop is named instead."""
+    monkeypatch.setattr(L, "PERSISTENT_CASES", [(56, 41, 16, 2)])
+    rep = L.check_persistent_matmul(_persistent(loop=False))
+    text = str(rep)
+    assert not rep.ok and "each program must loop over the tiles" in text and "grid is too small" not in text, text
+    assert "were never written" in text

@@ -12,10 +12,7 @@ from tests.figure_checks import check_layout
 
 WIDTHS = (1400, 1000)  # px: the figure's width in a wide and a narrow notebook
 # Lessons whose figures still fail (outside lesson 07/08's fix); strict: the mark goes when they are fixed.
-KNOWN = {
-    "02": "LoopSweepExplorer: kernel (c)'s measured cases sit on the model's markers",
-    "06": "stride_figure: gpulab's and torch's markers coincide at every stride",
-}
+KNOWN: dict[str, str] = {}
 
 
 @functools.cache

@@ -227,15 +227,21 @@ def test_suite_runs_small_on_the_gpu():
 
 
 def test_bytes_saved_solution_passes_and_mistakes_fail_with_hints():
+    """The exercise asks for any depth of stacked sigmoids, a count the lesson prints only for depth 3."""
     assert ex.check_bytes_saved(ex.check_bytes_saved.solution).ok
-    assert ex.check_bytes_saved.solution(7, 4) == recompute.bytes_saved_by_recompute(7, 4)
-    rep = ex.check_bytes_saved(lambda n, itemsize: 10 * n)
+    assert ex.check_bytes_saved.solution(7, 4, 3) == recompute.bytes_saved_by_recompute(7, 4)
+    assert ex.check_bytes_saved.solution(7, 4, 1) == 0  # one sigmoid: eager already moves 5n
+    printed = ex.check_bytes_saved(lambda n, itemsize, depth: recompute.bytes_saved_by_recompute(n, itemsize))
+    assert not printed.ok and "count per sigmoid" in str(printed), str(printed)
+    rep = ex.check_bytes_saved(lambda n, itemsize, depth: (5 * depth - 5) * n)
     assert not rep.ok and "itemsize" in str(rep)
-    rep = ex.check_bytes_saved(lambda n, itemsize: 15 * n * itemsize)
+    rep = ex.check_bytes_saved(lambda n, itemsize, depth: 5 * depth * n * itemsize)
     assert not rep.ok and "subtract" in str(rep)
-    rep = ex.check_bytes_saved(lambda n, itemsize: float(10 * n * itemsize))
+    rep = ex.check_bytes_saved(lambda n, itemsize, depth: (2 * depth - 2) * n * itemsize)
+    assert not rep.ok and "count the backward too" in str(rep)
+    rep = ex.check_bytes_saved(lambda n, itemsize, depth: float((5 * depth - 5) * n * itemsize))
     assert not rep.ok and "expected an int" in str(rep)
-    assert not ex.check_bytes_saved(lambda n, itemsize: (_ for _ in ()).throw(NotImplementedError)).attempted
+    assert not ex.check_bytes_saved(lambda *a: (_ for _ in ()).throw(NotImplementedError)).attempted
 
 
 def test_memory_window_is_closed_to_the_garbage_collector(monkeypatch):

@@ -237,20 +237,32 @@ def test_report_and_model_rows():
 
 
 def test_exercise_checkers():
-    assert ex.check_sectors_touched(ex.check_sectors_touched.solution).ok
-    assert not ex.check_sectors_touched(lambda s, st, o: 32).ok
-    assert not ex.check_sectors_touched(lambda s, st, o: ex._sectors_touched_solution(s, st, 0)).ok
-    assert not ex.check_sectors_touched(lambda s, st, o: -(-(32 * st * s) // 32)).ok
-    assert ex.check_strided_copy_tbps(ex.check_strided_copy_tbps.solution).ok
-    assert not ex.check_strided_copy_tbps(lambda st, s, B: B * sec.warp_request(s, st).efficiency).ok
-    assert not ex.check_strided_copy_tbps(lambda st, s, B: B * 2 / (st + 1)).ok
+    """Lesson 06's counting exercises ask what no printed function answers: the sectors of a tile load and the
+    sector model of a tiled transpose (issue 25); the solutions agree with the package's request count."""
+    assert ex.check_tile_sectors(ex.check_tile_sectors.solution).ok
+    one_per_element = ex.check_tile_sectors(lambda r, c, s, rb: r * c)
+    assert not one_per_element.ok and "count distinct sectors" in str(one_per_element)
+    contiguous = ex.check_tile_sectors(lambda r, c, s, rb: -(-(r * c * s) // 32))
+    assert not contiguous.ok and "row_bytes apart" in str(contiguous)
+    per_row = ex.check_tile_sectors(lambda r, c, s, rb: r * -(-(c * s) // 32))
+    assert not per_row.ok and "mid-sector" in str(per_row), str(per_row)
+    assert ex.check_tile_transpose_tbps(ex.check_tile_transpose_tbps.solution).ok
+    dense = ex.check_tile_transpose_tbps(lambda bm, bn, s, B: B)
+    assert not dense.ok and "whole 32-byte sector" in str(dense)
+    e = ex._row_efficiency
+    read_only = ex.check_tile_transpose_tbps(lambda bm, bn, s, B: B * 2 / (1 / e(bn, s) + 1))
+    assert not read_only.ok and "both sides count" in str(read_only)
+    worst = ex.check_tile_transpose_tbps(lambda bm, bn, s, B: B * min(e(bn, s), e(bm, s)))
+    assert not worst.ok and "add up in the time" in str(worst)
 
     def stub(*a):
         raise NotImplementedError
 
-    for check in (ex.check_sectors_touched, ex.check_strided_copy_tbps):
+    for check in (ex.check_tile_sectors, ex.check_tile_transpose_tbps):
         assert not check(stub).attempted
-    # the solutions agree with the package's model
-    for s, st, o in [(4, 1, 0), (4, 1, 4), (2, 3, 6), (16, 1, 16), (1, 100, 7)]:
-        assert ex._sectors_touched_solution(s, st, o) == sec.warp_request(s, st, o).n_sectors
-    assert math.isclose(ex._strided_copy_tbps_solution(64, 4, 4.0), sec.predicted_tbps(64, 4, 4.0))
+    # a one-row tile is the lane-per-element request the lesson counts; hand counts for the rest
+    for s in (1, 2, 4, 8, 16):
+        assert ex._tile_sectors_solution(1, 32, s, 10**6) == sec.warp_request(s, 1, 0).n_sectors
+    # a column is a lane per sector; rows 36 bytes apart share sectors: 0-31, 36-67, 72-103, 108-139 -> 0..4
+    assert ex._tile_sectors_solution(32, 1, 4, 65536) == 32 and ex._tile_sectors_solution(4, 8, 4, 36) == 5
+    assert math.isclose(ex._tile_transpose_tbps_solution(4, 64, 4, 3.0), 3.0 * 2 / (1 + 2))  # a 16-byte store row

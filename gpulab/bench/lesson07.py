@@ -46,7 +46,7 @@ from ..kernels.matmul import MatmulConfig
 from ..kernels.resources import kernel_resources
 from ..precision import _with_precision
 from ..tolerances import relative_error
-from ..waves import alignment_split, model_correlation, sweep_rates, sweep_timing
+from ..waves import alignment_split, model_correlation, sweep_rates, sweep_timing, wave_plan
 from ..waves import matmul_tflops as tflops  # every rate of this suite (tools/tune_matmul.py imports it here)
 from . import live, planned
 
@@ -880,3 +880,32 @@ def sweep_lines(data: dict, n: int = 1793) -> str:
             f"{model_correlation(s, method):.2f}"
         )
     return "\n".join(lines)
+
+
+def build_lines(data: dict) -> str:
+    """The build's table from a record (at most 7 lines): per step its time (ms), its rate (TFLOP/s) and its
+    model intensity (2N^3 / requested bytes, FLOP/B); the fast path and cuBLAS beside them. "" without a build."""
+    rows = data.get("build") or []
+    if not rows:
+        return ""
+    lines = [f"the build, {rows[0]['dtype']} {rows[0]['n']}^3 (model intensity = 2N^3 / requested bytes):"]
+    for r in rows:
+        model = f", model {r['intensity']:6.1f} FLOP/B" if "intensity" in r else ""
+        lines.append(f"  {r['step']:10} {r['ms']:9.3f} ms {r['tflops']:7.1f} TFLOP/s{model}")
+    return "\n".join(lines)
+
+
+def wave_step(data: dict, ns=(2048, 2056)) -> list[dict]:
+    """The wave step in the dense sweep: for each N of ``ns`` in the record, the tiles of the sweep's tile on its
+    SMs (``waves.wave_plan``), the waves, the busy SMs of the last wave, and gpulab's and cuBLAS's measured rate
+    (TFLOP/s, 2N^3 over the recorded ms). Raises KeyError when the record has no sweep."""
+    s = data["sweep"]
+    out = []
+    for n in ns:
+        if n not in s["ns"]:
+            continue
+        i = s["ns"].index(n)
+        p = wave_plan(n, tile=tuple(s["tile"]), sms=s["sms"])
+        rates = {m: tflops(n, s[f"{m}_ms"][i]) for m in ("gpulab", "torch")}
+        out.append(dict(n=n, tiles=p.tiles, waves=p.waves, last_busy=p.busy_per_wave()[-1], **rates))
+    return out

@@ -90,8 +90,8 @@ check_sigmoid3_fwd.solution_module = ex05_kernels
 check_sigmoid3_fwd.hints = [
     "one program handles BLOCK elements: load x (masked), apply s(z) = 1 / (1 + tl.exp(-z)) three times in "
     "registers, store once (masked); launch triton.cdiv(n, BLOCK) programs",
-    "s1 = 1.0 / (1.0 + tl.exp(-x)); s2 = 1.0 / (1.0 + tl.exp(-s1)); s3 = 1.0 / (1.0 + tl.exp(-s2)); "
-    "tl.store(y_ptr + offs, s3, mask=mask)",
+    "each sigmoid takes the previous one's output as its input (s1 from x, s2 from s1, s3 from s2), and only "
+    "the last one is stored: the mask of the load is the mask of the store (the offsets below n)",
 ]
 
 
@@ -140,44 +140,55 @@ check_sigmoid3_bwd.solution_module = ex05_kernels
 check_sigmoid3_bwd.hints = [
     "load x and dy (masked), rebuild s1, s2, s3 exactly as the forward does, multiply dy by the three slopes "
     "s(1 - s), store dx (masked)",
-    "dx = dy * (s3 * (1.0 - s3)) * (s2 * (1.0 - s2)) * (s1 * (1.0 - s1)); tl.store(dx_ptr + offs, dx, mask=mask)",
+    "the chain rule takes each sigmoid's slope at its own output: the outer one's from s3, the middle one's "
+    "from s2, the inner one's from s1 (never all three from x); dy multiplies the product once",
 ]
 
 
-def _bytes_saved_solution(n: int, itemsize: int) -> int:
-    """HBM bytes the fused way avoids against eager autograd over forward + backward: eager moves 15n
-    elements (forward 6n, backward 9n), fused 5n (forward 2n, backward 3n), so 10n elements."""
-    return (15 * n - 5 * n) * itemsize
+def _bytes_saved_solution(n: int, itemsize: int, depth: int) -> int:
+    """HBM bytes the fused pair avoids against eager autograd over forward + backward for ``depth`` stacked
+    sigmoids: eager moves 5 depth n elements (each forward kernel reads 1 and writes 1; each backward kernel
+    reads the upstream gradient and its saved output and writes a gradient), fused 5n (x, y; x, dy, dx)."""
+    return (5 * depth - 5) * n * itemsize
 
 
 def check_bytes_saved(fn) -> Report:
-    """fn(n, itemsize) -> int: the bytes that recomputing in a fused kernel saves against eager autograd for
-    y = s(s(s(x))) on n elements of ``itemsize`` bytes, forward + backward, counting every array each kernel
-    reads or writes (no cache reuse)."""
+    """fn(n, itemsize, depth) -> int: the bytes that recomputing in a fused kernel pair saves against eager
+    autograd for y = s(s(...s(x))) with ``depth`` stacked sigmoids (depth >= 1) on n elements of ``itemsize``
+    bytes, forward + backward, counting every array each kernel reads or writes (no cache reuse). The lesson
+    prints the answer for depth 3 only (``recompute.bytes_saved_by_recompute``)."""
     rng = random.Random()
-    cases = [dict(n=n, itemsize=s) for n, s in [(1, 4), (1000, 2), (1793, 4), (2**28, 4)]]
+    cases = [dict(n=n, itemsize=s, depth=d) for n, s, d in [(1, 4, 1), (1000, 2, 3), (1793, 4, 2), (2**28, 4, 5)]]
     cases += [
-        dict(n=rng.choice(AWKWARD + [rng.randrange(1, 2**31)]), itemsize=rng.choice([1, 2, 4, 8])) for _ in range(16)
+        dict(
+            n=rng.choice(AWKWARD + [rng.randrange(1, 2**31)]),
+            itemsize=rng.choice([1, 2, 4, 8]),
+            depth=rng.randrange(1, 13),
+        )
+        for _ in range(16)
     ]
 
     def compare(case, got):
-        n, s = case["n"], case["itemsize"]
-        exp = _bytes_saved_solution(n, s)
+        n, s, d = case["n"], case["itemsize"], case["depth"]
+        exp = _bytes_saved_solution(n, s, d)
         if not is_int(got):
             return f"expected an int number of bytes, got {_short(got)}"
         if got == exp:
             return None
         hints = {
-            10 * n: "multiply elements by itemsize to get bytes",
-            15 * n * s: "that is everything eager moves; subtract what the fused way still moves (5n elements)",
-            6 * n * s: "count every read and write of both passes, not only the saved tensors s1, s2, s3 "
-            "(eager moves 15n elements, fused 5n)",
-            3 * n * s: "count every read and write of both passes, not only the saved tensors "
-            "(eager moves 15n elements, fused 5n)",
-            4 * n * s: "count every read and write of both passes, not only the saved tensors "
-            "(eager moves 15n elements, fused 5n)",
+            (5 * d - 5) * n: "multiply elements by itemsize to get bytes",
+            5 * d * n * s: "that is everything eager moves; subtract what the fused pair still moves (5n elements, "
+            "whatever the depth)",
+            10 * n * s: "that is the lesson's three sigmoids; count per sigmoid: each adds a forward kernel (2n) "
+            "and a backward kernel (3n) to eager, and nothing to the fused pair",
+            (2 * d - 2) * n * s: "count the backward too: each eager backward kernel reads a gradient and a saved "
+            "output and writes a gradient (3n)",
+            (3 * d - 3) * n * s: "count the forward too: each eager forward kernel reads 1 and writes 1 (2n)",
+            (d - 1) * n * s: "count every read and write of both passes, not only the saved outputs",
         }
-        hint = hints.get(got)
+        hint = hints.get(got) if exp else None
+        if exp == 0 and got:
+            hint = "with one sigmoid, eager already moves 5n elements (2n forward, 3n backward): nothing is saved"
         return f"expected {exp}, got {got}" + (f": {hint}" if hint else "")
 
     return run_cases("bytes_saved", fn, cases, compare)

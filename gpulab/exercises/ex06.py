@@ -1,5 +1,6 @@
-"""Exercises of lesson 06 (coalescing): counting sectors, the strided-copy model, and two kernels on
-kernelcheck's guarded buffers: a strided read and a transpose coalesced on both sides."""
+"""Exercises of lesson 06 (coalescing): counting the sectors of a tile load, the sector model of a tiled
+transpose, and two kernels on kernelcheck's guarded buffers: a strided read and a transpose coalesced on both
+sides."""
 
 from __future__ import annotations
 
@@ -14,88 +15,97 @@ from . import Report, _short, close, ex06_kernels, is_int, kernelcheck, run_case
 from .kernelcheck import check_kernel
 
 
-def _sectors_touched_solution(itemsize: int, stride: int, offset: int) -> int:
-    """Distinct 32-byte sectors that hold a byte some lane reads; lane k reads at offset + k * stride * itemsize."""
-    sectors = set()
-    for k in range(32):
-        start = offset + k * stride * itemsize
-        for byte in range(start, start + itemsize):
-            sectors.add(byte // 32)
-    return len(sectors)
+def _tile_sectors_solution(rows: int, cols: int, itemsize: int, row_bytes: int) -> int:
+    """Distinct 32-byte sectors holding a byte of a rows x cols tile whose element (r, c) is at byte
+    r * row_bytes + c * itemsize from a 128-byte-aligned base."""
+    return len(
+        {(r * row_bytes + c * itemsize + b) // 32 for r in range(rows) for c in range(cols) for b in range(itemsize)}
+    )
 
 
-def check_sectors_touched(fn) -> Report:
-    """fn(itemsize, stride, offset) -> int: how many 32-byte sectors a warp's 32 lanes touch when lane k reads
-    ``itemsize`` bytes at byte address ``offset + k * stride * itemsize`` (offset a multiple of itemsize, from
-    a 128-byte-aligned base). Seed: (4, 1, 0) -> 4, the CUDA Best Practices Guide's four 32-byte transactions."""
+def check_tile_sectors(fn) -> Report:
+    """fn(rows, cols, itemsize, row_bytes) -> int: how many 32-byte sectors one load of a rows x cols tile
+    touches, the tile taken from a row-major matrix whose rows are ``row_bytes`` apart (element (r, c) at byte
+    ``r * row_bytes + c * itemsize`` from a 128-byte-aligned base). The lesson's ``sectors.warp_request`` counts
+    one lane per element along a line; a tile is how a Triton program loads (lessons 06 and 07). Seed: a
+    1 x 32 fp32 tile is the four 32-byte transactions; a 32 x 1 tile (a column) is 32."""
     rng = random.Random()
     cases = [
-        dict(itemsize=4, stride=1, offset=0),
-        dict(itemsize=4, stride=1, offset=4),
-        dict(itemsize=4, stride=2, offset=0),
-        dict(itemsize=4, stride=64, offset=0),
-        dict(itemsize=2, stride=3, offset=6),
-        dict(itemsize=16, stride=1, offset=16),
+        dict(rows=1, cols=32, itemsize=4, row_bytes=65536),
+        dict(rows=32, cols=1, itemsize=4, row_bytes=65536),
+        dict(rows=4, cols=8, itemsize=4, row_bytes=65536),
+        dict(rows=8, cols=4, itemsize=4, row_bytes=65536),
+        dict(rows=4, cols=8, itemsize=4, row_bytes=32),  # rows back to back: one contiguous run
+        dict(rows=4, cols=8, itemsize=4, row_bytes=36),  # rows start mid-sector
+        dict(rows=16, cols=16, itemsize=2, row_bytes=4096),
     ]
     for _ in range(16):
-        s = rng.choice([1, 2, 4, 8, 16])
+        s = rng.choice([1, 2, 4, 8])
         cases.append(
-            dict(itemsize=s, stride=rng.choice([1, 2, 3, 4, 5, 8, 16, 33, 64]), offset=s * rng.randrange(0, 32))
+            dict(
+                rows=rng.choice([1, 2, 4, 8, 16, 32]),
+                cols=rng.choice([1, 2, 4, 8, 16, 32, 64]),
+                itemsize=s,
+                row_bytes=rng.choice([s * rng.randrange(64, 4096), 32 * rng.randrange(1, 8), 4 * rng.randrange(9, 40)]),
+            )
         )
 
     def compare(case, got):
-        s, st, o = case["itemsize"], case["stride"], case["offset"]
-        exp = _sectors_touched_solution(s, st, o)
+        rows, cols, s, rb = case.values()
+        exp = _tile_sectors_solution(rows, cols, s, rb)
         if not is_int(got):
             return f"expected an int number of sectors, got {_short(got)}"
         if got == exp:
             return None
         msg = f"expected {exp}, got {got}"
-        if got == 32 and exp < 32:
-            return msg + ": lanes whose bytes share a sector share its transaction; count distinct sectors, not lanes"
-        if got == _sectors_touched_solution(s, st, 0) and o:
-            return (
-                msg + ": the offset shifts every lane's address; a warp that starts mid-sector can spill into one more"
-            )
-        if got == len({(o + k * st * s) // 128 for k in range(32)}):
-            return msg + ": a sector is 32 bytes; that is the count of 128-byte lines"
-        if got == math.ceil((31 * st * s + s) / 32):
-            return (
-                msg
-                + ": count only the sectors that hold a byte some lane reads, not the span between the first and last"
-            )
-        if got == _sectors_touched_solution(s, 1, o):
-            return msg + ": lane k reads at offset + k * stride * itemsize; the stride spreads the lanes out"
+        if got == rows * cols and exp < got:
+            return msg + ": elements that share a sector share its transaction; count distinct sectors"
+        if got == rows * math.ceil(cols * s / 32) and rb % 32:
+            return msg + ": count each row at its own address: a row that starts mid-sector spills into one more"
+        if got == math.ceil(rows * cols * s / 32):
+            return msg + ": the tile's rows are row_bytes apart, not back to back; each row touches its own sectors"
+        if got == cols * math.ceil(rows * s / 32):
+            return msg + ": the tile has `rows` rows of `cols` contiguous elements, not the other way round"
         return msg
 
-    return run_cases("sectors_touched", fn, cases, compare)
+    return run_cases("tile_sectors", fn, cases, compare)
 
 
-check_sectors_touched.solution = _sectors_touched_solution
+check_tile_sectors.solution = _tile_sectors_solution
 
 
-def _strided_copy_tbps_solution(stride: int, itemsize: int, copy_tbps: float) -> float:
-    """y[k] = x[k * stride]: a warp's read moves (distinct sectors) x 32 bytes for 32 * itemsize useful ones; the
-    write is dense. Per element, itemsize / e_read bytes are read and itemsize written, for 2 * itemsize useful."""
-    sectors = len({(k * stride * itemsize + b) // 32 for k in range(32) for b in range(itemsize)})
-    e_read = 32 * itemsize / (32 * sectors)  # useful bytes / bytes moved, one warp's read
-    return copy_tbps * 2 * itemsize / (itemsize / e_read + itemsize)
+def _row_efficiency(width: int, itemsize: int) -> float:
+    """Useful / moved bytes of one aligned row segment of ``width`` elements: whole 32-byte sectors are moved."""
+    return width * itemsize / (32 * math.ceil(width * itemsize / 32))
 
 
-def check_strided_copy_tbps(fn) -> Report:
-    """fn(stride, itemsize, copy_tbps) -> float: the sector model's effective bandwidth in TB/s (useful bytes:
-    n read + n written, over the time) of y[k] = x[k * stride], aligned, for a GPU that copies at copy_tbps.
-    The read is strided; the write is dense."""
+def _tile_transpose_tbps_solution(block_m: int, block_n: int, itemsize: int, copy_tbps: float) -> float:
+    """The sector model of a tiled transpose: A's tile is block_m rows of block_n contiguous elements, B's is
+    block_n rows of block_m; each row segment is aligned and moves whole sectors. Time = (n s / e_read + n s /
+    e_write) / B for 2 n s useful bytes."""
+    e_r, e_w = _row_efficiency(block_n, itemsize), _row_efficiency(block_m, itemsize)
+    return copy_tbps * 2 / (1 / e_r + 1 / e_w)
+
+
+def check_tile_transpose_tbps(fn) -> Report:
+    """fn(block_m, block_n, itemsize, copy_tbps) -> float: the sector model's effective bandwidth in TB/s
+    (useful bytes: n read + n written, over the time) of a tiled transpose B = A^T whose programs load a
+    block_m x block_n tile of A (block_m rows of block_n contiguous elements) and store its transpose as
+    block_n rows of block_m contiguous elements of B; every row segment starts on a 32-byte boundary and the
+    matrices' rows are far apart, so each segment moves whole sectors of its own. copy_tbps: the copy
+    bandwidth (every byte useful). No printed function answers it: the lesson's model is the strided copy."""
     rng = random.Random()
     cases = [
-        dict(stride=1, itemsize=4, copy_tbps=4.0),
-        dict(stride=2, itemsize=4, copy_tbps=4.0),
-        dict(stride=64, itemsize=4, copy_tbps=4.0),
-        dict(stride=3, itemsize=2, copy_tbps=3.0),
+        dict(block_m=32, block_n=32, itemsize=4, copy_tbps=4.0),
+        dict(block_m=4, block_n=64, itemsize=4, copy_tbps=4.0),
+        dict(block_m=64, block_n=2, itemsize=4, copy_tbps=4.0),
+        dict(block_m=8, block_n=8, itemsize=2, copy_tbps=3.0),
+        dict(block_m=1, block_n=1, itemsize=4, copy_tbps=4.0),
     ]
     cases += [
         dict(
-            stride=rng.choice([1, 2, 3, 4, 8, 16, 32, 64, 100]),
+            block_m=2 ** rng.randrange(0, 8),
+            block_n=2 ** rng.randrange(0, 8),
             itemsize=rng.choice([1, 2, 4, 8]),
             copy_tbps=round(rng.uniform(0.5, 8), 2),
         )
@@ -103,30 +113,26 @@ def check_strided_copy_tbps(fn) -> Report:
     ]
 
     def compare(case, got):
-        st, s, B = case["stride"], case["itemsize"], case["copy_tbps"]
-        exp = _strided_copy_tbps_solution(st, s, B)
+        bm, bn, s, B = case.values()
+        exp = _tile_transpose_tbps_solution(bm, bn, s, B)
         if close(got, exp, 1e-9):
             return None
         msg = f"expected {exp:.6g} TB/s, got {_short(got)}"
-        e = 32 * s / (_sectors_touched_solution(s, st, 0) * 32)
-        if close(got, B * e, 1e-9):
-            return (
-                msg
-                + ": only the read is strided; the dense write moves exactly its useful bytes (time = n*s/e + n*s over B)"
-            )
-        if close(got, B / st, 1e-9) or close(got, B * 2 / (st + 1), 1e-9):
-            return msg + (
-                ": once stride * itemsize >= 32 each element already costs a whole sector; it cannot get "
-                "worse than itemsize / 32"
-            )
-        if close(got, B * e / 2, 1e-9) or close(got, B / (1 / e + 1), 1e-9):
-            return msg + ": count useful bytes of both the read and the write (2 n itemsize)"
+        e_r, e_w = _row_efficiency(bn, s), _row_efficiency(bm, s)
+        if close(got, B, 1e-9):
+            return msg + ": a tile row narrower than a sector still moves the whole 32-byte sector"
+        if close(got, B * 2 / (1 / e_r + 1), 1e-9) or close(got, B * 2 / (1 + 1 / e_w), 1e-9):
+            return msg + ": both sides count: the load's rows are block_n wide, the store's block_m wide"
+        if close(got, B * min(e_r, e_w), 1e-9) or close(got, B * e_r * e_w, 1e-9):
+            return msg + ": the read's bytes and the write's bytes add up in the time: B * 2 / (1/e_read + 1/e_write)"
+        if close(got, B * 2 / (32 / (bn * s) + 32 / (bm * s)), 1e-9):
+            return msg + ": whole sectors are moved: a row of 48 bytes moves 64, so e = useful / (32 ceil(bytes / 32))"
         return msg
 
-    return run_cases("strided_copy_tbps", fn, cases, compare)
+    return run_cases("tile_transpose_tbps", fn, cases, compare)
 
 
-check_strided_copy_tbps.solution = _strided_copy_tbps_solution
+check_tile_transpose_tbps.solution = _tile_transpose_tbps_solution
 
 
 def _exact(what: str):
@@ -182,11 +188,40 @@ def check_strided_copy(fn) -> Report:
 check_strided_copy.solution = ex06_kernels.strided_copy
 check_strided_copy.solution_module = ex06_kernels
 check_strided_copy.hints = [
-    "one program per BLOCK outputs: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK); the mask is "
-    "offs < (the number of outputs), not < n",
-    "x = tl.load(x_ptr + offs * stride, mask=mask); tl.store(y_ptr + offs, x, mask=mask); launch "
-    "triton.cdiv(out.numel(), BLOCK) programs",
+    "one program per BLOCK outputs, its offsets the program's id times BLOCK plus 0 .. BLOCK - 1, as in lesson "
+    "01; the mask compares them with the number of outputs, not with n",
+    "the output index k is where the store goes; the input index is k times the stride, so only the load's "
+    "address is scaled, and the same mask guards both; the grid counts outputs, not inputs",
 ]
+
+
+#: The probe's shape for a store with the wrong row stride: taller than wide, so that out[j, i] stored at
+#: j * N + i (a's row stride, N, for out's, M) stays inside out and a kernel's stores land where they can be read.
+PROBE_SHAPE = (40, 5)
+_STRIDE_EFFECTS = ("past the end of out", "never written", "values differ")
+
+
+def _wrong_row_stride(fn) -> bool:
+    """Whether ``fn`` stores out[j, i] at j * N + i: run once in kernelcheck's pre-flight (a forked child,
+    guarded buffers) on a ``PROBE_SHAPE`` a of distinct values; True when something landed, every landed
+    element is an a[i, j] whose (i, j) the wrong stride maps there, and one at least is not where it belongs."""
+    M, N = PROBE_SHAPE
+    a = torch.arange(M * N, dtype=torch.float32).reshape(M, N)  # a[i, j] = i N + j: each value names its place
+    host = dict(device="cpu", shared=True, guard_bytes=kernelcheck.PREFLIGHT_GUARD_BYTES)
+    g_in, g_out = kernelcheck.Guarded(a.shape, a.dtype, fill=a, **host), kernelcheck.Guarded((N, M), a.dtype, **host)
+    regions = [g_in.region("a", "in"), g_out.region("out", "out")]
+    seen = kernelcheck._preflight(fn, [g_in.view, g_out.view], regions, "out", g_out, kernelcheck.CASE_TIME_LIMIT_S)
+    landed = ~g_out.unwritten()
+    if any(seen.get(k) for k in ("timeout", "died", "raised")) or not landed.any():
+        return False
+    i, j = torch.meshgrid(torch.arange(M), torch.arange(N), indexing="ij")
+    wrong_at = (j * N + i).flatten()  # where the wrong stride puts a[i, j]
+    value = (i * N + j).flatten().double()
+    got = g_out.view.flatten().double()
+    pos = landed.nonzero().flatten()
+    fits = [bool(((wrong_at == p) & (value == got[p])).any()) for p in pos.tolist()]
+    misplaced = (got[pos] != ((pos % M) * N + pos // M).double()).any()
+    return all(fits) and bool(misplaced)
 
 
 def check_transpose(fn) -> Report:
@@ -194,7 +229,8 @@ def check_transpose(fn) -> Report:
     bf16 on gpulab.DEVICE; out: (N, M) row-major, same dtype. The checker owns a and out (guarded buffers, see
     ``kernelcheck``): shapes 1 x 1, thin ones, one wider than any tile (3 x 1100) and non-multiples of any tile; a transpose moves bits, so the
     comparison is exact. Names a missing mask (a store past the end of out gets a message, not a crash), a
-    grid that misses tiles, a wrong element."""
+    grid that misses tiles, a store with a's row stride (found by a probe on a ``PROBE_SHAPE`` input, whose
+    line replaces the stores past the end and the elements missed that the stride explains), a wrong element."""
     rng = random.Random()
     shapes = [(1, 1), (1, 17), (17, 1), (33, 65), (64, 64), (3, 1100), (rng.randrange(2, 130), rng.randrange(2, 130))]
     dtypes = [
@@ -208,7 +244,7 @@ def check_transpose(fn) -> Report:
     ]
     cases = [dict(a=torch.randn(*s, device=gpulab.DEVICE).to(d)) for s, d in zip(shapes, dtypes)]
     edges = ": does the grid cover the partial tiles at the edges? (triton.cdiv(M, BLOCK), triton.cdiv(N, BLOCK))"
-    return check_kernel(
+    rep = check_kernel(
         "transpose",
         fn,
         cases,
@@ -217,14 +253,24 @@ def check_transpose(fn) -> Report:
         mismatch=_exact("out"),
         notes={"partial": edges, "grid_small": edges},
     )
+    hit = [f for f in rep.failures if any(e in f for e in _STRIDE_EFFECTS)]
+    if hit and _wrong_row_stride(fn):  # one mistake behind the stores past the end and the elements missed
+        rest = [f for f in rep.failures if f not in hit]
+        rep.failures = [
+            "the store uses a's row stride: out is (N, M), so out[j, i] lives at j * M + i, not j * N + i; "
+            f"a store at j * N + i lands past the end of out when N > M and on the wrong elements when N < M (a "
+            f"mask hides the first, it fixes neither) [seen in {len(hit)} kind(s) of failure, and on a "
+            f"{PROBE_SHAPE[0]} x {PROBE_SHAPE[1]} probe]"
+        ] + rest
+    return rep
 
 
 check_transpose.solution = ex06_kernels.transpose
 check_transpose.solution_module = ex06_kernels
 check_transpose.hints = [
-    "a 2-D grid of BLOCK x BLOCK tiles: load a tile of a along its rows (offs_m[:, None] * N + offs_n[None, :]), "
-    "store tl.trans(tile) along the rows of out (offs_n[:, None] * M + offs_m[None, :]); mask both with the "
-    "row and column bounds",
-    "grid = (triton.cdiv(M, BLOCK), triton.cdiv(N, BLOCK)); the store's mask is "
-    "(offs_n[:, None] < N) & (offs_m[None, :] < M)",
+    "a 2-D grid of BLOCK x BLOCK tiles: load a tile of a along its rows (row i of a starts at i * N), "
+    "store tl.trans(tile) along the rows of out; mask both with the row and column bounds",
+    "out is (N, M): its row j starts at j * M, so the store's row stride is M, a's is N; the grid needs "
+    "enough tiles for the partial ones at both edges, and the store's mask is the load's with the roles of "
+    "the two index vectors swapped",
 ]

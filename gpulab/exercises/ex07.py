@@ -4,6 +4,7 @@ largest tile that fits."""
 from __future__ import annotations
 
 import random
+import re
 
 import torch
 
@@ -204,9 +205,9 @@ check_tiled_matmul.solution_module = ex07_kernels
 check_tiled_matmul.hints = [
     "one program per BLOCK_M x BLOCK_N tile of C: pid_m = pid // cdiv(N, BLOCK_N), pid_n = pid % cdiv(N, BLOCK_N); "
     "launch cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs",
-    "for k0 in range(0, K, BLOCK_K): load A's (BLOCK_M, BLOCK_K) tile with mask (offs_m[:, None] < M) & "
-    "(ks[None, :] < K) and B's (BLOCK_K, BLOCK_N) tile likewise (other=0.0), then acc = tl.dot(a, b, acc); "
-    "store with mask (offs_m[:, None] < M) & (offs_n[None, :] < N)",
+    "walk K in steps of BLOCK_K: each step loads a (BLOCK_M, BLOCK_K) tile of A and a (BLOCK_K, BLOCK_N) tile of "
+    "B, masked on every edge they cross with 0 for what lies outside (a 0 adds nothing to a dot), and adds their "
+    "tl.dot into an fp32 accumulator; the store is masked on M and N only",
 ]
 
 
@@ -220,7 +221,9 @@ def check_persistent_matmul(fn) -> Report:
     each program looping over the output tiles ``pid, pid + programs, ...`` (a persistent kernel); a: (M, K),
     b: (K, N), out: (M, N), fp16 on gpulab.DEVICE. Shapes and programs in ``PERSISTENT_CASES`` (fewer programs
     than tiles, so a kernel that computes one tile per program leaves tiles unwritten) and one random case;
-    guarded buffers and the float64 product as in ``check_tiled_matmul``."""
+    guarded buffers and the float64 product as in ``check_tiled_matmul``. The launch shape is checked: one
+    launch (``launches=1``: a launcher that covers the tiles in several launches of ``programs`` programs is
+    not persistent) on grid ``(programs,)``."""
     rng = random.Random()
     shapes = PERSISTENT_CASES + [
         (rng.randrange(40, 130), rng.randrange(40, 130), rng.randrange(2, 130), rng.randrange(1, 5))
@@ -252,16 +255,31 @@ def check_persistent_matmul(fn) -> Report:
         reference=lambda c: c["a"].double() @ c["b"].double(),
         mismatch=mismatch,
         grid=lambda c: (c["programs"],),
-        notes={"grid_small": loop, "partial": loop},
+        launches=1,
+        notes={
+            "grid_small": loop,
+            "partial": loop,
+            "launch_count": (
+                ". A persistent kernel is one launch of `programs` programs that loop over the tiles; one launch "
+                "per wave of `programs` tiles is the non-persistent kernel, each wave paying a launch and a tail"
+            ),
+        },
     )
+    # the grid is prescribed, so kernelcheck's "launch more programs" does not apply: the loop is the fix
+    rep.failures = [_GRID_ADVICE.sub(":", f) for f in rep.failures]
     return rep
 
+
+_GRID_ADVICE = re.compile(
+    r": the grid is too small(?: \(the grid was \([^)]*\)\))?; launch triton\.cdiv\(n, BLOCK\) programs"
+)
 
 check_persistent_matmul.solution = ex07b_kernels.persistent_matmul
 check_persistent_matmul.solution_module = ex07b_kernels
 check_persistent_matmul.hints = [
     "launch grid (programs,); in the kernel, num_tiles = cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), and each program "
     "computes tiles tl.program_id(0), + num_programs, + 2 num_programs, ...",
-    "for tile in range(tl.program_id(0), num_tiles, num_programs): pid_m, pid_n = tile // cdiv(N, BLOCK_N), "
-    "tile % cdiv(N, BLOCK_N), then the body of your tiled kernel (acc zeroed for each tile)",
+    "an outer loop over this program's tiles, stepping by the number of programs, around the body of your tiled "
+    "kernel: the tile's row and column of tiles come from the tile number as pid_m and pid_n did, and the "
+    "accumulator starts from zero for every tile",
 ]

@@ -12,10 +12,14 @@ was recorded on). Under the test clock the live path runs on the CPU at a small 
 The models are the lessons' own: 01, 03 and 04 are memory-bound elementwise kernels whose bound is their HBM bytes
 over the copy bandwidth (measured now on the same GPU, or recorded); 02's loop is ``divergence.predict_loop_ms``
 from the times of gpulab's loop at zero trips and at every element expensive (lesson 02, section 4).
+Lessons 05 to 07 (their own block): 05's recomputing backward is bound by its 12n bytes over the copy bandwidth,
+06's transpose by 8n bytes, 07's matmul by 2N^3 over the fp16 rate torch.matmul reaches now at twice the side
+(lesson 00's profile ceiling where recorded); there ``n`` is the output's elements (06 and 07: a square).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,9 +31,12 @@ import gpulab
 from .. import simt, timing
 from ..bench import live
 from ..kernels import divergence as dv
+from ..kernels import matmul as mm
 from ..kernels import relu as relu_mod
+from ..kernels import sigmoid3 as sig3
 from ..kernels import sincos as S
-from . import describe_error, ex01, ex01_kernels, ex02, ex03, ex04
+from ..kernels import transpose as tr
+from . import describe_error, ex01, ex01_kernels, ex02, ex03, ex04, ex05, ex06, ex07
 
 FAKE_N = 4096  # the size under the test clock: the kernels run in the interpreter
 _FAKE: dict[str, int] = {}  # a lesson's own size under the test clock, where FAKE_N is too long for it
@@ -289,13 +296,165 @@ LESSONS = {
 _KEYS = {"01": None, "02": "lesson02", "03": "lesson03", "04": "lesson04"}  # the recording each one recalls
 
 
+# ---- lessons 05 to 07: the recomputing backward, the tiled transpose, the tiled matmul --------------------------
+# n is the elements of the output: 05's dx, 06's (N, M) out and 07's C (square, side isqrt(n)).
+
+
+def _side(n: int) -> int:
+    side = math.isqrt(n)
+    if side * side != n:
+        raise ValueError(f"n must be a square number of elements (side x side) for this lesson, got {n:,}")
+    return side
+
+
+def _bench05(n, dev):
+    gen = torch.Generator(dev).manual_seed(0)
+    x = torch.randn(n, device=dev, generator=gen) * 3
+    dy, out = torch.randn(n, device=dev, generator=gen), torch.empty_like(x)
+    s1 = torch.sigmoid(x)
+    s2 = torch.sigmoid(s1)
+    s3 = torch.sigmoid(s2)  # what eager autograd saved in forward
+
+    def eager_backward():  # autograd's three sigmoid-backward kernels: 9n elements
+        g = torch.ops.aten.sigmoid_backward(dy, s3)
+        return torch.ops.aten.sigmoid_backward(torch.ops.aten.sigmoid_backward(g, s2), s1)
+
+    return _Bench(
+        call=lambda mine: (mine(x, dy, out), out)[1],
+        gpulab=lambda: sig3.sigmoid3_backward(x, dy),
+        torch=eager_backward,
+        model_ms=_copy_model(12, n, x, torch.empty_like(x)),
+        tol=1e-6,
+    )
+
+
+def _bench06(n, dev):
+    side = _side(n)
+    a = torch.randn(side, side, device=dev, generator=torch.Generator(dev).manual_seed(0))
+    out = torch.empty_like(a)
+    return _Bench(
+        call=lambda mine: (mine(a, out), out)[1],
+        gpulab=lambda: tr.transpose(a),
+        torch=lambda: tr.transpose_torch(a),
+        model_ms=_copy_model(8, n, a.reshape(-1), torch.empty(n, device=dev)),
+        tol=0.0,
+    )
+
+
+def _matmul_model(side: int, a: torch.Tensor, b: torch.Tensor):
+    """The compute bound 2 N^3 / C, with C the rate torch.matmul reaches now at twice the side (fp16, the same
+    GPU): at 8192 it is lesson 00's profile ceiling; the bytes (3 N^2 fp16) are far below at these sizes."""
+
+    def model(time_ms):
+        big = 2 * side
+        gen = torch.Generator(a.device).manual_seed(1)
+        x = torch.randn(big, big, device=a.device, generator=gen).half()
+        t = time_ms(lambda: torch.matmul(x, x)).median_ms
+        return t * (side / big) ** 3
+
+    return model
+
+
+def _bench07(n, dev):
+    side = _side(n)
+    gen = torch.Generator(dev).manual_seed(0)
+    a = torch.randn(side, side, device=dev, generator=gen).half()
+    b = torch.randn(side, side, device=dev, generator=gen).half()
+    out = torch.empty_like(a)
+    return _Bench(
+        call=lambda mine: (mine(a, b, out), out)[1],
+        gpulab=lambda: mm.matmul(a, b),
+        torch=lambda: torch.matmul(a, b),
+        model_ms=_matmul_model(side, a, b),
+        tol=0.05 * math.sqrt(side),  # fp16 C of a K-long fp32 sum: a few fp16 units at |C| ~ sqrt(K)
+    )
+
+
+def _recorded05(rec):
+    r5 = rec.get("lesson05") or {}
+    row = next((r for r in r5.get("teaching") or [] if r["pas"] == "backward" and r["kernel"] == "production"), None)
+    if row is None:
+        return None
+    model = 12 * row["n"] / (rec["profile"]["copy_tbps"] * 1e9)
+    return _rec(LESSONS["05"].op, row["n"], row["ms"], LESSONS["05"].what[0], None, "torch", model)
+
+
+def _recorded06(rec):
+    t6 = (rec.get("lesson06") or {}).get("transpose") or {}
+    ms = {r["method"]: r["ms"] for r in t6.get("rows", []) if r["dtype"] == "fp32"}
+    if "tiled" not in ms:
+        return None
+    n = t6["m"] * t6["n"]
+    model = 8 * n / (rec["lesson06"]["copy_tbps"] * 1e9)
+    what = LESSONS["06"].what
+    return _rec(f"B = A^T, {t6['m']} x {t6['n']} fp32", n, ms["tiled"], what[0], ms.get("torch"), what[1], model)
+
+
+def _recorded07(rec):
+    build = (rec.get("lesson07") or {}).get("build") or []
+    ms = {r["step"]: r for r in build}
+    if "fast path" not in ms:
+        return None
+    side = ms["fast path"]["n"]
+    model = 2 * side**3 / (rec["profile"]["matmul_tflops"]["fp16"] * 1e9)
+    t = ms.get("torch")
+    return _rec(
+        f"C = A @ B, {side} x {side} fp16",
+        side * side,
+        ms["fast path"]["ms"],
+        "gpulab's fast path (lesson 07's build, last step)",
+        t and t["ms"],
+        "torch.matmul (cuBLAS)",
+        model,
+    )
+
+
+LESSONS.update(
+    {
+        "05": _Lesson(
+            "sigmoid3_bwd",
+            ex05.check_sigmoid3_bwd,
+            2**28,
+            "dx of s(s(s(x))), recomputing s1, s2, s3, fp32",
+            ("gpulab's sigmoid3_backward (BLOCK 1024)", "torch eager: three sigmoid_backward kernels"),
+            "12n bytes (x, dy, dx) / copy bandwidth (the memory bound)",
+            _bench05,
+            _recorded05,
+        ),
+        "06": _Lesson(
+            "transpose",
+            ex06.check_transpose,
+            2**28,
+            "B = A^T, square fp32",
+            ("gpulab's tiled transpose (autotuned)", "torch: a.t().contiguous()"),
+            COPY_MODEL,
+            _bench06,
+            _recorded06,
+        ),
+        "07": _Lesson(
+            "tiled_matmul",
+            ex07.check_tiled_matmul,
+            2**24,
+            "C = A @ B, square fp16",
+            ("gpulab's matmul (autotuned, the build's fast path)", "torch.matmul (cuBLAS)"),
+            "2N^3 / the fp16 rate torch.matmul reaches at 2N (the compute bound)",
+            _bench07,
+            _recorded07,
+        ),
+    }
+)
+_KEYS.update({"05": "lesson05", "06": "lesson06", "07": "lesson07"})
+
+
 def _lesson_of(mine, lesson) -> str:
     if lesson is None:
         name = getattr(mine, "__name__", "")
         found = [k for k, v in LESSONS.items() if v.exercise == name]
         if not found:
             names = ", ".join(f"{v.exercise} (lesson {k})" for k, v in LESSONS.items())
-            raise ValueError(f"race: {name or mine!r} is no exercise it knows ({names}); pass lesson='01'..'04'")
+            raise ValueError(
+                f"race: {name or mine!r} is no exercise it knows ({names}); pass lesson= one of {sorted(LESSONS)}"
+            )
         return found[0]
     key = f"{lesson:02d}" if isinstance(lesson, int) and not isinstance(lesson, bool) else str(lesson)[:2]
     if key not in LESSONS:
@@ -387,7 +546,9 @@ def race(mine, lesson: str | int | None = None, n: int | None = None, show: bool
     the same inputs, and draw the three against the lesson's model (the report printed and one figure shown when ``show``).
 
     ``mine``: the launcher the exercise asks for (01 ``scale_add(x, a, b, out)``, 02 ``loop_grouped(x, trips,
-    order, out)``, 03 ``relu_cast(x, out)``, 04 ``sincos_fused(x, out)``); ``lesson``: "01".."04" or 1..4 (None:
+    order, out)``, 03 ``relu_cast(x, out)``, 04 ``sincos_fused(x, out)``, 05 ``sigmoid3_bwd(x, dy, out)``, 06
+    ``transpose(a, out)``, 07 ``tiled_matmul(a, b, out)``; for 06 and 07 ``n`` is the output's elements, a
+    square); ``lesson``: "01".."07" or 1..7 (None:
     found from ``mine.__name__``); ``n``: elements (default: the lesson's size on a GPU, 2^28 or 2^24 fp32;
     ``FAKE_N`` under the test clock). On a GPU the lesson's checker runs first: a kernel that does not pass is
     not timed (gpulab's and torch's still are). Without a GPU nothing is timed: the result says that timing needs

@@ -136,7 +136,7 @@ class LoopSweepExplorer:
             fig.add_scatter(
                 x=list(self.FRACS),
                 y=[0.0] * len(self.FRACS),
-                mode="lines+markers",
+                mode="lines",  # a line: kernel (c)'s crosses sit on it, and no marker of its own hides them
                 name=f"model, {name}",
                 line=dict(color=color),
             )

@@ -192,10 +192,15 @@ class SectorExplorer:
         self._update_readout()
 
 
+#: The factor by which ``stride_figure`` sets gpulab's and torch's measured points apart on its log stride axis.
+DODGE = 1.07
+
+
 def stride_figure(strides, copy_tbps: float, data: dict | None = None, where: str = ""):
     """y[k] = x[k * stride] in fp32: the model's effective bandwidth (TB/s, useful bytes / time) against stride
     for 32-, 64- and 128-byte granules at copy bandwidth ``copy_tbps``, and, when ``data`` (a
-    ``gpulab.bench.lesson06`` record) is given, gpulab's strided copy and torch's measured beside it."""
+    ``gpulab.bench.lesson06`` record) is given, gpulab's strided copy and torch's measured beside it (drawn
+    ``DODGE`` left and right of their stride, so that equal rates stay two visible markers)."""
     strides = list(strides)
     fig = go.Figure()
     for g, dash in ((32, "solid"), (64, "dash"), (128, "dot")):
@@ -208,20 +213,21 @@ def stride_figure(strides, copy_tbps: float, data: dict | None = None, where: st
         )
     if data:
         rows = data["stride"]["rows"]
-        fig.add_scatter(
-            x=[r["stride"] for r in rows],
-            y=[r["ours_tbps"] for r in rows],
-            mode="markers+lines",
-            name="gpulab strided_copy",
-            marker=dict(size=9),
-        )
-        fig.add_scatter(
-            x=[r["stride"] for r in rows],
-            y=[r["torch_tbps"] for r in rows],
-            mode="markers",
-            name="torch y.copy_(x[::stride])",
-            marker=dict(symbol="x", size=9),
-        )
+        # gpulab's and torch's points sit side by side around their stride (a dodge on the log axis: both stay
+        # visible where they coincide); the hover gives the stride itself
+        for key, shift, name, marker, mode in (
+            ("ours_tbps", 1 / DODGE, "gpulab strided_copy", dict(size=9), "markers+lines"),
+            ("torch_tbps", DODGE, "torch y.copy_(x[::stride])", dict(symbol="x", size=9), "markers"),
+        ):
+            fig.add_scatter(
+                x=[r["stride"] * shift for r in rows],
+                y=[r[key] for r in rows],
+                customdata=[r["stride"] for r in rows],
+                hovertemplate="stride %{customdata}: %{y:.3f} TB/s",
+                mode=mode,
+                name=name,
+                marker=marker,
+            )
         for r in data["stride"].get("skipped", []):  # strides whose input does not fit this GPU's memory
             fig.add_vline(x=r["stride"], line=dict(color="firebrick", dash="dot"))
             fig.add_annotation(  # left of its line: the last stride's note stays inside the plot
