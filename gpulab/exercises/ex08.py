@@ -329,7 +329,8 @@ def check_flash_forward(fn) -> Report:
 check_flash_forward.solution = ex08_kernels.flash_forward
 check_flash_forward.solution_module = ex08_kernels
 check_flash_forward.hints = [
-    "one program per (block of BLOCK_M queries, one batch and head): grid (triton.cdiv(L, BLOCK_M), B * H); "
+    "one program per (block of BLOCK_M queries, one batch and head): blocks of queries on the grid's first "
+    "axis, batch-heads on its second; "
     "program (pid_m, bh) starts at bh * L * D in q, k, v and out. Keep q and the block's state m, l, acc in "
     "registers and loop over the keys BLOCK_N at a time; mask every load and the store with row < L",
     "the state is section 3's (m, l, u) with one entry per row: each tile gives scores s (-inf where masked), "
