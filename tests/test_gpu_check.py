@@ -410,3 +410,13 @@ def test_emulated_runs_timing_comparisons_alone_after_the_rest():
     together, alone = gc.split_alone(names)
     assert together == ["T4 00_the_machine", "L4 02_warp_divergence"]
     assert alone == ["T4 01_roofline", "L4 01_roofline"]
+
+
+def test_merge_drops_the_entries_of_items_the_part_no_longer_has():
+    old = {"00_setup_and_ceilings": _entry("t0", True, 30.0), "01_roofline": _entry("t0", True, 20.0)}
+    s = gc.merge(None, "notebooks", {"items": old, "last_run": _run("t0")}, gpu="g", slug="h200")
+    names = ["00_the_machine", "01_roofline"]
+    new = {"00_the_machine": _entry("t1", True, 25.0)}
+    s = gc.merge(s, "notebooks", {"items": new, "last_run": _run("t1")}, gpu="g", slug="h200", expected=names)
+    p = s["parts"]["notebooks"]
+    assert list(p["items"]) == names and p["missing"] == [] and p["total_seconds"] == 45.0 and p["ok"]

@@ -290,7 +290,8 @@ def merge(
 ) -> dict:
     """The stamp after one part's run. ``result`` for "tests": that part's whole record; for an itemized part:
     ``{"items": {name: entry}, "last_run": {...}}``, whose entries replace those of the same name and leave the
-    others, each with its own tree. ``expected``: every item name the part has (for ``missing`` and ``ok``)."""
+    others, each with its own tree. ``expected``: every item name the part has (for ``missing`` and ``ok``); an
+    entry of a name not in it (a notebook that no longer exists) is dropped."""
     if part not in PARTS:
         raise GPUCheckError(f"part must be one of {PARTS}, got {part!r}")
     new = json.loads(json.dumps(stamp)) if stamp else {"schema": SCHEMA, "parts": {}}
@@ -305,7 +306,10 @@ def merge(
         old = new["parts"].get(part, {"items": {}})
         items = {**old.get("items", {}), **result["items"]}
         names = list(expected) if expected is not None else sorted(items)
-        order = [n for n in names if n in items] + sorted(n for n in items if n not in names)
+        # an entry of an item the part no longer has (a notebook renamed or split) is dropped with it
+        order = [n for n in names if n in items] + (
+            sorted(n for n in items if n not in names) if expected is None else []
+        )
         items = {n: items[n] for n in order}
         p = {"items": items, "last_run": result["last_run"]}
         new["parts"][part] = _part_ok(part, p, names)
