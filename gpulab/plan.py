@@ -293,12 +293,16 @@ class Plan:
 
 
 def as_gpu_spec(name: str) -> hardware.GPUSpec:
-    """The GPU of ``gpulab.hardware`` named by GPULAB_AS_GPU. Raises ValueError naming the variable and the GPUs
-    it takes (every table entry with a compute capability)."""
+    """The GPU of ``gpulab.hardware`` named by GPULAB_AS_GPU. Raises ValueError naming the variable and the names
+    it takes: every name of ``hardware.ACCEPTED_NAMES`` (table names and short names, any case) whose entry has a
+    compute capability and a memory size."""
     plannable = [n for n, s in hardware.GPUS.items() if s.compute_capability and s.hbm_gb]
     spec = hardware.find(name) if isinstance(name, str) else None
     if spec is None or spec.name not in plannable:
-        raise ValueError(f"GPULAB_AS_GPU must name a GPU of gpulab.hardware ({', '.join(plannable)}), got {name!r}")
+        taken = [n for n in hardware.ACCEPTED_NAMES if hardware.find(n) and hardware.find(n).name in plannable]
+        raise ValueError(
+            f"GPULAB_AS_GPU must name a GPU of gpulab.hardware (one of: {', '.join(taken)}; any case), got {name!r}"
+        )
     return spec
 
 

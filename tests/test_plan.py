@@ -86,8 +86,11 @@ def test_choose_order_and_refusals():
             hardware.get("L4").__class__(**{**hardware.get("L4").__dict__, "compute_capability": (9, 0)}),
         )
     for bad in ("P100", "Tesla V100-PCIE-16GB", "Seed accelerator", "", None):
-        with pytest.raises(ValueError, match="GPULAB_AS_GPU must name a GPU"):
+        with pytest.raises(ValueError, match="GPULAB_AS_GPU must name a GPU") as err:
             plan.as_gpu_spec(bad)
+    listed = str(err.value).split("(one of: ", 1)[1].split("; any case)", 1)[0].split(", ")
+    taken = [n for n in hardware.ACCEPTED_NAMES if _as_gpu_takes(n)]
+    assert "H100" in taken and "A100" in taken and listed == taken, (listed, taken)
     with pytest.raises(ValueError, match="feature must be"):
         plan.has(t4, "nvlink")
     with pytest.raises(ValueError, match="wanted must be"):
@@ -116,3 +119,10 @@ def test_budget_skip_reason_and_feature_skip_by_hand():
     assert t4.budget_bytes == int(0.5 * 16e9) and t4.fits(8e9) and not t4.fits(8e9 + 1)
     assert t4.skip_reason(int(8.6e9)) == "needs 8.6 GB; the T4 plan allows 8.0 GB (50% of its 16 GB)"
     assert t4.feature_skip("tma").startswith("skipped on the T4: TMA") and h200.feature_skip("tma") is None
+
+
+def _as_gpu_takes(name: str) -> bool:
+    try:
+        return plan.as_gpu_spec(name) is not None
+    except ValueError:
+        return False
