@@ -232,8 +232,8 @@ def _teaching_attention_kernels() -> list[LessonKernel]:
 # One row a kernel, its arguments by keyword on a few lines: the formatter would give each argument a line.
 # fmt: off
 LESSON_KERNELS: list[LessonKernel] = [
-    # 00: the first kernel
-    LessonKernel(lesson="00", name="vector add",
+    # 00b: the first kernel
+    LessonKernel(lesson="00b", name="vector add",
                  module="vector_add", kernel="vector_add_kernel", dtype="fp32",
                  launches=_one(BLOCK=E_BLOCK)),
     # 02: warp divergence

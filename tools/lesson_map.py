@@ -1,6 +1,7 @@
 """Write the map from each lesson to its code into docs/lessons.md (between the two markers), read from what the
 notebook imports: the models and helpers it uses, its kernels, its benchmark suite, its figures, its exercises and
-their hidden solutions (``exNN_kernels.py``). ``python tools/lesson_map.py``; tests/test_links.py checks that the
+their hidden solutions (``exNN_kernels.py``); then, from each ``lesson`` field, its counter cases
+(``gpulab.counter_cases.CASES``) and its rows of ``gpulab.target_kernels.LESSON_KERNELS``. ``python tools/lesson_map.py``; tests/test_links.py checks that the
 committed map is the one this writes."""
 
 from __future__ import annotations
@@ -74,9 +75,44 @@ def table() -> str:
     return "\n".join([head, *(row(nb) for nb in sorted((ROOT / "notebooks").glob("*.ipynb")))])
 
 
+def _lesson(notebook: Path) -> str:
+    return notebook.stem.split("_")[0]
+
+
+def by_lesson() -> dict[str, tuple[list[str], list[str]]]:
+    """Lesson number ("06", "00b": a notebook's name before its first ``_``) -> (its counter case names, its
+    targets row names), from the ``lesson`` field of each. Raises ValueError naming a case or row whose lesson
+    names no notebook."""
+    from gpulab.counter_cases import CASES
+    from gpulab.target_kernels import LESSON_KERNELS
+
+    found = {_lesson(nb): ([], []) for nb in sorted((ROOT / "notebooks").glob("*.ipynb"))}
+    for i, items in enumerate((CASES.values(), LESSON_KERNELS)):
+        for item in items:
+            if item.lesson not in found:
+                raise ValueError(f"{item.name!r} has lesson {item.lesson!r}, which names no notebook ({sorted(found)})")
+            found[item.lesson][i].append(item.name)
+    return found
+
+
+def runs_table() -> str:
+    """A row per lesson with a counter case or a targets row: lesson | counter cases | targets rows."""
+    head = (
+        "| lesson | counter cases (`gpulab/counter_cases.py`, `python -m gpulab.counters`) | targets rows "
+        "(`gpulab/target_kernels.py`, `python -m gpulab.targets`) |\n|---|---|---|"
+    )
+    stems = {_lesson(nb): nb.stem for nb in (ROOT / "notebooks").glob("*.ipynb")}
+    rows = [
+        f"| `{stems[n]}` | {', '.join(f'`{c}`' for c in cases) or '-'} | {', '.join(f'`{r}`' for r in rows) or '-'} |"
+        for n, (cases, rows) in sorted(by_lesson().items())
+        if cases or rows
+    ]
+    return "\n".join([head, *rows])
+
+
 def rendered(doc: str) -> str:
     """``doc`` with the map between the markers replaced (appended under a heading if the markers are absent)."""
-    block = f"{BEGIN}\n{table()}\n{END}"
+    block = f"{BEGIN}\n{table()}\n\nWhat each lesson runs on a GPU: its counter cases and its compiled kernels.\n\n{runs_table()}\n{END}"
     if BEGIN in doc and END in doc:
         return doc[: doc.index(BEGIN)] + block + doc[doc.index(END) + len(END) :]
     return doc.rstrip("\n") + "\n\n## Where each lesson's code lives\n\n" + block + "\n"
