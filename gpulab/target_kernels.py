@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from . import dtypes
 from .bench.lesson07 import BUILD_DTYPE
 from .bench.lesson08 import HEAD_DIMS, TEACHING_SETTINGS
+from .counter_cases import COALESCING_LAUNCH
 from .kernels import flash_attention, flash_teaching, matmul, matmul_precision, matmul_steps, sincos, strided, transpose
 
 #: The head dimension of the production attention rows: the smaller of lesson 08's headline head dimensions.
@@ -183,6 +184,14 @@ _BWD_TYPES = {
 }
 _QKVO = ("Q", "K", "V", "O")
 _BWD_POINTERS = ("Q", "K", "V", "DO", "DQ", "DK", "DV")
+
+
+#: (BLOCK, num_warps, dtype, CONTIGUOUS) of the strided copy whose layout ``gpulab.targets.strided_layouts``
+#: compiles: lesson 06's coalescing counter case's launch (``counter_cases.COALESCING_LAUNCH``, its one home), in
+#: fp32, at stride 1 (contiguous) and above.
+STRIDED_VARIANTS = tuple(
+    (COALESCING_LAUNCH["block"], COALESCING_LAUNCH["num_warps"], "fp32", contiguous) for contiguous in (True, False)
+)
 
 
 # ---- the rows, by lesson ---------------------------------------------------------------------------------------

@@ -286,8 +286,6 @@ def _run_workers(jobs: dict, n_workers: int) -> dict:
 
 # ---- the strided copy's layout (lesson 06) -------------------------------------------------------------------
 
-# (BLOCK, num_warps, dtype, CONTIGUOUS): the launch of gpulab.counter_cases.coalescing_case, at stride 1 and above
-STRIDED_VARIANTS = ((1024, 4, "fp32", True), (1024, 4, "fp32", False))
 _SIZE_PER_THREAD = re.compile(r"#blocked\d* = #ttg\.blocked<\{sizePerThread = \[(\d+)\]")
 _GLOBAL_OPS = re.compile(r"\b((?:ld|st)\.global[\w.]*)")
 
@@ -339,10 +337,13 @@ def _layout_worker(variants_json: str, out_path: str) -> None:
     Path(out_path).write_text(json.dumps(results))
 
 
-def strided_layouts(variants=STRIDED_VARIANTS, cc: int = 90) -> list[dict]:
+def strided_layouts(variants=None, cc: int = 90) -> list[dict]:
     """What Triton compiles ``gpulab.kernels.strided.strided_copy_kernel`` to for each variant
-    ``(BLOCK, num_warps, dtype, CONTIGUOUS)``, ahead of time for compute capability ``cc`` (one worker process,
-    a few seconds): a list of ``compile_strided_layout`` dicts. Raises RuntimeError when the worker fails."""
+    ``(BLOCK, num_warps, dtype, CONTIGUOUS)`` (default ``gpulab.target_kernels.STRIDED_VARIANTS``), ahead of time
+    for compute capability ``cc`` (one worker process, a few seconds): a list of ``compile_strided_layout`` dicts.
+    Raises RuntimeError when the worker fails."""
+    if variants is None:
+        from .target_kernels import STRIDED_VARIANTS as variants  # imports kernel modules: never in a worker
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(GPULAB_MODE="interpreter", TRITON_DEFAULT_FP_FUSION="1")
     todo = json.dumps([[int(b), int(w), str(d), bool(c), int(cc)] for b, w, d, c in variants])

@@ -281,3 +281,21 @@ def test_cli_refuses_a_kernel_name_that_matches_nothing_listing_the_names(capsys
     err = capsys.readouterr().err
     assert f"['{only.split(',')[-1]}'] match no kernel" in err
     assert all(repr(name) in err for name in target_kernels.names())
+
+
+def test_strided_layouts_compile_the_coalescing_cases_launch(monkeypatch):
+    """The strided layout compiled by default is lesson 06's coalescing case's launch, contiguous and strided."""
+    from gpulab.counter_cases import COALESCING_LAUNCH
+
+    launch = (COALESCING_LAUNCH["block"], COALESCING_LAUNCH["num_warps"])
+    assert sorted(target_kernels.STRIDED_VARIANTS) == [(*launch, "fp32", False), (*launch, "fp32", True)]
+    seen = []
+
+    def fake_run(cmd, **kw):
+        seen.append(json.loads(cmd[cmd.index("--layout-worker") + 1]))
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(targets.subprocess, "run", fake_run)
+    with pytest.raises(RuntimeError, match="stop"):
+        targets.strided_layouts(cc=80)
+    assert seen == [[[*launch, "fp32", c, 80] for c in (True, False)]]
