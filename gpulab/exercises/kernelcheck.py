@@ -719,30 +719,24 @@ def check_kernel(
         c = _Case(host_in, host_out, seen, checked=True)
         clean = not any(seen.get(k) for k in ("timeout", "died", "raised", "violations"))
         interpreter_failed = _run_unguarded(seen, device.type)
-        if interpreter_failed:
-            # Triton's interpreter cannot run every kernel the GPU compiles (Triton 3.6 on a GPU: reductions,
-            # loops over loaded bounds): the case runs on the GPU without the address checks, and the GPU's own
-            # error, if any, is the one reported
+        if device.type != "cpu" and (clean or interpreter_failed):  # on a GPU: the case again, on device buffers
             dev_in = {k: Guarded(v.shape, v.dtype, device, fill=v) for k, v in tensors.items()}
             dev_out = Guarded(shape, dtype, device)
             args = [dev_in[k].view if k in dev_in else v for k, v in case.items()] + [dev_out.view]
             ran = _run_on_device(fn, args, dev_out)
             if ran.get("not_implemented"):
                 ran = dict(raised="NotImplementedError")
-            unguarded.append(seen["raised"])
-            seen = {k: v for k, v in ran.items()}
-            c = _Case(dev_in, dev_out, seen, checked=False)
-        elif device.type != "cpu" and clean:  # on a GPU: the same case again, on guarded device buffers
-            dev_in = {k: Guarded(v.shape, v.dtype, device, fill=v) for k, v in tensors.items()}
-            dev_out = Guarded(shape, dtype, device)
-            args = [dev_in[k].view if k in dev_in else v for k, v in case.items()] + [dev_out.view]
-            ran = _run_on_device(fn, args, dev_out)
-            if ran.get("not_implemented"):
-                ran = dict(raised="NotImplementedError")
-            seen = {**seen, **{k: v for k, v in ran.items() if k != "launches"}}
-            if not ran.get("launches"):  # the record of stores is the pre-flight's; the launches must happen here too
-                seen["launches"] = []
-            c = _Case(dev_in, dev_out, seen, checked=True)
+            if interpreter_failed:
+                # Triton's interpreter cannot run every kernel the GPU compiles (Triton 3.6 on a GPU: reductions,
+                # loops over loaded bounds): this run has no address checks, and the GPU's own error, if any, is
+                # the one reported
+                unguarded.append(seen["raised"])
+                seen = dict(ran)
+            else:
+                seen = {**seen, **{k: v for k, v in ran.items() if k != "launches"}}
+                if not ran.get("launches"):  # the stores' record is the pre-flight's; the launches must happen here too
+                    seen["launches"] = []
+            c = _Case(dev_in, dev_out, seen, checked=not interpreter_failed)
         try:
             hit = _diagnose_case(
                 c,
