@@ -41,10 +41,9 @@ def _quant(
         amax = tl.zeros_like(amax) + gmax
     scale = amax / DIV
     q = x / (tl.where(amax > 0.0, scale, 1.0) if GUARD else scale)[:, None]
-    if RTZ:
-        tl.store(q_ptr + offs, q.to(tl.float8e4nv, fp_downcast_rounding="rtz"), mask=mask)
-    else:
-        tl.store(q_ptr + offs, q.to(tl.float8e4nv), mask=mask)
+    if RTZ:  # toward zero: keep e4m3's 3 mantissa bits of the fp32 quotient (Hopper has no rtz cast to fp8)
+        q = (q.to(tl.int32, bitcast=True) & -0x100000).to(tl.float32, bitcast=True)
+    tl.store(q_ptr + offs, q.to(tl.float8e4nv), mask=mask)
     tl.store(s_ptr + blocks, 1.0 / scale if RECIP else scale, mask=blocks * 32 < n)
 
 
@@ -117,11 +116,13 @@ def test_interpreter_rounding_is_allowed_only_in_the_interpreter():
     x[0], x[1] = 448.0, tiny  # amax 448: scale 1, x / scale = x
     ref = torch.zeros(32, dtype=torch.float64)
     ref[0], ref[1] = 448.0, 2.0**-9
-    truncated = ref.clone()
-    truncated[1] = ex03._interpreter_e4m3(torch.tensor([tiny])).item()
     q = lambda t: t.to(torch.float8_e4m3fn)  # noqa: E731
     for interpreted in (True, False):
         assert ex03._quant_values_mismatch(q(ref), ref, dict(x=x), interpreted) is None
+    if gpulab.ON_GPU:  # no interpreter cast to compare with: a GPU's stores are never allowed it
+        return
+    truncated = ref.clone()
+    truncated[1] = ex03._interpreter_e4m3(torch.tensor([tiny])).item()
     if truncated[1] != ref[1]:  # the interpreter's rounding differs here (Triton 3.9)
         assert ex03._quant_values_mismatch(q(truncated), ref, dict(x=x), interpreted=True) is None
         assert "1 of 32 values differ" in ex03._quant_values_mismatch(q(truncated), ref, dict(x=x), interpreted=False)

@@ -328,12 +328,29 @@ def test_a_gpu_style_jit_function_is_interpreted_in_the_pre_flight():
 
 def test_on_a_gpu_only_an_interpreter_failure_runs_unguarded():
     run = kernelcheck._run_unguarded
-    assert run({"raised": "InterpreterError: TypeError(...)"}, "cuda")
-    assert not run({"raised": "InterpreterError: TypeError(...)"}, "cpu")  # the interpreter is the only run here
+    failed = {"raised": "InterpreterError: TypeError(...)", "interpreter_error": True}
+    assert run(failed, "cuda")
+    assert not run(failed, "cpu")  # the interpreter is the only run here
     assert not run({}, "cuda")  # a clean pre-flight runs guarded
     for bad in ({"timeout": True}, {"died": "SIGSEGV"}, {"violations": {("store", "out", "after"): [1, 0, 0]}}):
-        assert not run({"raised": "x", **bad}, "cuda"), bad  # a far store or a hang never reaches the GPU
+        assert not run({**failed, **bad}, "cuda"), bad  # a far store or a hang never reaches the GPU
     assert not run({"raised": "NotImplementedError", "not_implemented": True}, "cuda")
+    assert not run({"raised": "SystemExit: 3", "interpreter_error": False}, "cuda")  # the launcher's own raise
+
+
+def test_only_an_error_inside_the_interpreters_run_of_a_kernel_counts_as_the_interpreters():
+    from triton.runtime.errors import InterpreterError
+
+    def raises(e):
+        def fn():
+            raise e
+
+        return fn
+
+    assert kernelcheck._call(raises(InterpreterError("TypeError('x')")), [])["interpreter_error"]
+    for e in (SystemExit(3), ValueError("bad grid"), TypeError("x")):
+        seen = kernelcheck._call(raises(e), [])
+        assert seen["raised"].startswith(type(e).__name__) and not seen["interpreter_error"], seen
 
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="stands for a GPU's JITFunctions by hand; a GPU compiles the real ones")
@@ -363,3 +380,19 @@ def test_jit_helpers_reached_by_attribute_and_through_helpers_are_interpreted_to
     launch = lambda x, y, out: kernel[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK=128)  # noqa: E731
     rep = ex00.check_add(launch)
     assert rep.ok, str(rep)
+
+
+def test_a_stored_nan_equal_to_one_runs_poison_is_still_seen_stored():
+    # on a GPU out is poisoned twice, with the sign bit flipped between the pre-flight and the run: an e4m3 NaN is
+    # 0x7F or 0xFF, so a kernel storing NaN there matches one run's poison, never both
+    host = kernelcheck.Guarded((4,), torch.float8_e4m3fn, "cpu")
+    dev = kernelcheck.Guarded((4,), torch.float8_e4m3fn, "cpu", sign_flipped=True)
+    assert (host.poison, dev.poison) == (0x7F, -1)  # 0x7F and 0xFF: e4m3fn's two NaNs
+    wide = kernelcheck.Guarded((1,), torch.float32, "cpu", sign_flipped=True)
+    assert wide.poison & 0xFFFFFFFF == 0xFFC0DEAD and torch.isnan(wide.view).all()
+    host.view.view(torch.int8)[:2] = torch.tensor([-1, 0x38], dtype=torch.int8)  # the interpreter stored -NaN, 1.0
+    dev.view.view(torch.int8)[:2] = torch.tensor([-1, 0x38], dtype=torch.int8)  # the GPU stored the same
+    case = kernelcheck._Case({}, dev, {}, checked=True, preflight_out=host)
+    assert dev.unwritten().tolist() == [True, False, True, True]  # the run alone mistakes the -NaN for its poison
+    assert case.unwritten().tolist() == [False, False, True, True]
+    assert kernelcheck._Case({}, dev, {}, checked=False).unwritten().tolist() == [True, False, True, True]

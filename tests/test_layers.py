@@ -24,6 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "gpulab"
 CORE = {
     "gpulab",
     "gpulab.settings",
+    "gpulab.triton_compat",
     "gpulab.dtypes",
     "gpulab.validate",
     "gpulab.tolerances",

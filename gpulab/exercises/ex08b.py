@@ -189,5 +189,7 @@ check_flash_backward_kernel.hints = [
     "dK and dV over the query blocks; one per block of queries (grid (cdiv(L, BLOCK_M), B * H)) sums dQ over the "
     "key blocks. Each rebuilds its P tile from lse, as your torch version does",
     "lse and delta are (B, H, L): row r of head bh is at bh * L + r. Causal: the key block's loop starts at the "
-    "query block holding its first key; the query block's loop stops after its last row",
+    "query block holding its first key; the query block's loop stops after its last row. tl.dot takes two "
+    "operands of one dtype: P and dS are fp32, so cast them to q's dtype before the dots that use them (a GPU "
+    "refuses the mix at compile time; the interpreter lets it pass)",
 ]

@@ -40,9 +40,9 @@ def dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, L, scale, CAUSAL: tl.constexpr,
         lse = tl.load(LSE + bh * L + offs_m, mask=offs_m < L, other=0.0)
         delta = tl.load(DELTA + bh * L + offs_m, mask=offs_m < L, other=0.0)
         p = _p_tile(q, k, lse, offs_m, offs_n, L, scale, CAUSAL)
-        dv += tl.dot(tl.trans(p), do)  # dV = P^T dO
+        dv += tl.dot(tl.trans(p.to(do.dtype)), do)  # dV = P^T dO (tl.dot takes operands of one dtype)
         ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])  # dS = P o (dP - delta)
-        dk += tl.dot(tl.trans(ds), q)  # dK = scale dS^T Q
+        dk += tl.dot(tl.trans(ds.to(q.dtype)), q)  # dK = scale dS^T Q
     tl.store(DK + kv, dk * scale, mask=offs_n[:, None] < L)
     tl.store(DV + kv, dv, mask=offs_n[:, None] < L)
 
@@ -68,7 +68,7 @@ def dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, L, scale, CAUSAL: tl.constexpr, D: tl
         v = tl.load(V + kv, mask=offs_n[:, None] < L, other=0.0)
         p = _p_tile(q, k, lse, offs_m, offs_n, L, scale, CAUSAL)
         ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
-        dq += tl.dot(ds, k)  # dQ = scale dS K
+        dq += tl.dot(ds.to(k.dtype), k)  # dQ = scale dS K
     tl.store(DQ + qo, dq * scale, mask=offs_m[:, None] < L)
 
 

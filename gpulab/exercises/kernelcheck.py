@@ -76,7 +76,8 @@ class Guarded:
     guard regions, ``GUARD_BYTES`` before and after, hold poison. ``fill`` is None to poison the view too
     (an output), or a tensor to copy into it (an input; its bits are kept to see later writes). ``shared``
     puts a CPU buffer in shared memory, so that a forked child's writes are seen here; ``guard_bytes`` is the
-    size of each guard region."""
+    size of each guard region; ``sign_flipped`` uses the poison with its sign bit set (an output's second run:
+    ``unwritten`` of the two runs together cannot mistake a stored NaN that equals one poison for no store)."""
 
     def __init__(
         self,
@@ -86,11 +87,14 @@ class Guarded:
         fill: torch.Tensor | None = None,
         shared: bool = False,
         guard_bytes: int = GUARD_BYTES,
+        sign_flipped: bool = False,
     ):
         self.itemsize = torch.empty((), dtype=dtype).element_size()
         self.n = math.prod(shape)
         self.g = guard_bytes // self.itemsize
         self.poison = (_POISON_BITS if fill is None else _INPUT_POISON_BITS)[self.itemsize]
+        if sign_flipped:  # the same pattern with the sign bit set, as the signed integer the view holds
+            self.poison -= 1 << (8 * self.itemsize - 1)
         ints = _INT_VIEW[self.itemsize]
         total = self.g + self.n + self.g
         if shared and torch.device(device).type == "cpu":
@@ -293,6 +297,10 @@ class _Watch:
 
     def __enter__(self):
         from triton.runtime import interpreter
+
+        from ..triton_compat import patch_interpreter
+
+        patch_interpreter()  # the pre-flight runs in the interpreter on a GPU machine too
         from triton.runtime.jit import JITFunction
 
         self._patches, self._swaps = [], []
@@ -388,11 +396,12 @@ def _run_unguarded(seen: dict, device_type: str) -> bool:
     """Whether a case whose pre-flight ended as ``seen`` runs on the GPU without the address checks: on a GPU,
     when the interpreter raised and nothing else went wrong (no time-out, no crash, no access outside the
     buffers): the interpreter does not run every kernel the GPU compiles, and the GPU's own error, if any, is
-    the true one. A learner's NotImplementedError is never run again."""
+    the true one. Only an error raised inside the interpreter's run of a kernel counts (``interpreter_error``);
+    what the launcher's own Python raises (SystemExit, a ValueError, NotImplementedError) is the learner's, and is
+    reported without a run on the GPU."""
     return (
         device_type != "cpu"
-        and bool(seen.get("raised"))
-        and not seen.get("not_implemented")
+        and bool(seen.get("interpreter_error"))
         and not any(seen.get(k) for k in ("timeout", "died", "violations"))
     )
 
@@ -407,8 +416,17 @@ def _call(fn, args) -> dict:
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # the learner's bug (SystemExit included), reported rather than raised
-        return dict(raised=clip(describe_error(e), 300))
+        return dict(raised=clip(describe_error(e), 300), interpreter_error=_is_interpreter_error(e))
     return {}
+
+
+def _is_interpreter_error(e: BaseException) -> bool:
+    """Whether ``e`` was raised inside Triton's interpreter while it ran a kernel (``InterpreterError``)."""
+    try:
+        from triton.runtime.errors import InterpreterError
+    except ImportError:  # pragma: no cover - a Triton without the interpreter's error class
+        return False
+    return isinstance(e, InterpreterError)
 
 
 def _warm_interpreter(fn) -> None:
@@ -541,8 +559,17 @@ def _violation_message(op, name, side, lanes, lo, hi, sizes) -> str:
 class _Case:
     """One case's buffers and what was seen: ``diagnose`` turns it into (kind, message) or None."""
 
-    def __init__(self, inputs: dict[str, Guarded], out: Guarded, seen: dict, checked: bool):
+    def __init__(
+        self, inputs: dict[str, Guarded], out: Guarded, seen: dict, checked: bool, preflight_out: Guarded | None = None
+    ):
         self.inputs, self.out, self.seen, self.checked = inputs, out, seen, checked
+        self.preflight_out = preflight_out  # on a GPU, the pre-flight's out (its poison differs from out's)
+
+    def unwritten(self) -> torch.Tensor:
+        """Elements of out holding poison after the run, and after the pre-flight too where there was one: a
+        kernel that stores a NaN equal to one run's poison (an e4m3 NaN is 0x7F or 0xFF) is seen storing it."""
+        mask = self.out.unwritten()
+        return mask & self.preflight_out.unwritten() if self.preflight_out is not None else mask
 
 
 def _diagnose_case(c: _Case, ref64, mismatch, expect_launches, expect_grid, must_read) -> tuple[str, str] | None:
@@ -583,7 +610,7 @@ def _diagnose_case(c: _Case, ref64, mismatch, expect_launches, expect_grid, must
             f"wrote {before} element(s) before the start of out: check the offsets (pid * BLOCK + tl.arange(0, BLOCK))"
         )
     launches = s.get("launches", [])
-    unwritten = out.unwritten()
+    unwritten = c.unwritten()
     if not launches:
         return "no_launch", (
             "launched no Triton kernel: the exercise is to write one (@triton.jit) and launch it, kernel[grid](...)"
@@ -721,7 +748,7 @@ def check_kernel(
         interpreter_failed = _run_unguarded(seen, device.type)
         if device.type != "cpu" and (clean or interpreter_failed):  # on a GPU: the case again, on device buffers
             dev_in = {k: Guarded(v.shape, v.dtype, device, fill=v) for k, v in tensors.items()}
-            dev_out = Guarded(shape, dtype, device)
+            dev_out = Guarded(shape, dtype, device, sign_flipped=True)
             args = [dev_in[k].view if k in dev_in else v for k, v in case.items()] + [dev_out.view]
             ran = _run_on_device(fn, args, dev_out)
             if ran.get("not_implemented"):
@@ -736,7 +763,13 @@ def check_kernel(
                 seen = {**seen, **{k: v for k, v in ran.items() if k != "launches"}}
                 if not ran.get("launches"):  # the stores' record is the pre-flight's; the launches must happen here too
                     seen["launches"] = []
-            c = _Case(dev_in, dev_out, seen, checked=not interpreter_failed)
+            c = _Case(
+                dev_in,
+                dev_out,
+                seen,
+                checked=not interpreter_failed,
+                preflight_out=None if interpreter_failed else host_out,
+            )
         try:
             hit = _diagnose_case(
                 c,
