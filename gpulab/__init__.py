@@ -144,10 +144,6 @@ if _triton_before and mode_info.name == "interpreter":
     )
 MODE: str = mode_info.name
 DEVICE: str = mode_info.device
-if MODE == "interpreter" and _installed_triton():
-    from .triton_compat import patch_interpreter
-
-    patch_interpreter()
 ON_GPU: bool = MODE == "gpu"
 
 

@@ -116,6 +116,26 @@ def test_out_of_memory_is_caught_and_other_errors_are_not():
         lesson08.run_catching_oom(lambda: (_ for _ in ()).throw(ValueError("not an OOM")))
 
 
+@pytest.mark.skipif(gpulab.ON_GPU, reason="the test clock is for the CPU")
+def test_measured_peak_is_of_a_call_after_the_first(monkeypatch):
+    """A new shape's first call autotunes, and its trial buffers are not the method's memory: the peak recorded
+    is a later call's. The allocator is played by counters (the test clock reads no device memory)."""
+    from gpulab import timing
+
+    state = {"calls": 0, "peak": 0}
+
+    def fn():
+        state["calls"] += 1
+        state["peak"] = max(state["peak"], 1000 if state["calls"] == 1 else 10)
+
+    monkeypatch.setattr(timing, "reset_peak_memory", lambda: state.update(peak=0))
+    monkeypatch.setattr(timing, "max_memory_allocated", lambda: state["peak"])
+    monkeypatch.setattr(timing, "memory_allocated", lambda: 0)
+    with timing.test_clock():
+        m = lesson08.measure(fn)
+    assert m["peak_bytes"] == 10 and state["calls"] >= 2 and m["oom"] is False
+
+
 @pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter behaviour")
 def test_no_measurement_in_the_interpreter():
     with pytest.raises(NoGPUTimingError):

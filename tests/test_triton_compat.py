@@ -9,6 +9,7 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter
 
+import gpulab.kernels  # noqa: F401  (in the interpreter it installs the patch for every launch below)
 from gpulab import triton_compat
 
 

@@ -112,7 +112,8 @@ def run_catching_oom(fn):
 
 
 def measure(fn, warmup_ms: float = 10, rep_ms: float = 60, graph: bool = False) -> dict:
-    """Peak memory above what is allocated before the call (bytes) and time (ms, ``gpulab.timing.time_ms``) of
+    """Peak memory above what is allocated before the call (bytes; of a second call, after the first has compiled
+    and autotuned) and time (ms, ``gpulab.timing.time_ms``) of
     ``fn()`` on the GPU; with ``graph``, also ``graph_ms``: the same call captured in a CUDA graph and replayed
     (``time_ms(graph=True)``), so that eager ms minus graph ms is what launching from Python costs (lesson 04).
     Out of memory gives ``{"oom": True, "ms": None, "peak_bytes": None}`` (and ``graph_ms`` None), not an error.
@@ -120,6 +121,7 @@ def measure(fn, warmup_ms: float = 10, rep_ms: float = 60, graph: bool = False) 
     timing.require_gpu("an attention measurement")
 
     def once():
+        fn()  # a first call apart: the autotuner's trial buffers of a new shape are not the method's memory
         timing.synchronize()
         base = timing.memory_allocated()
         timing.reset_peak_memory()
