@@ -253,7 +253,10 @@ def _cast_e4m3_kernel(v_ptr, q_ptr, n, BLOCK: tl.constexpr):
 def _interpreter_e4m3(v32: torch.Tensor) -> torch.Tensor:
     """fp32 values cast to e4m3 by Triton's interpreter (float64, CPU). Triton 3.9's interpreter rounds ties
     away from zero and truncates below e4m3's smallest normal (2^-6); a GPU rounds to nearest even (PTX
-    cvt.rn.satfinite). A learner's cast judged on the CPU is allowed the interpreter's rounding."""
+    cvt.rn.satfinite). A learner's cast judged on the CPU is allowed the interpreter's rounding. Raises
+    RuntimeError on a GPU, where the cast kernel compiles for the GPU and no interpreter cast exists to compare."""
+    if gpulab.ON_GPU:
+        raise RuntimeError("_interpreter_e4m3: gpulab runs on a GPU here; only the GPU's stores are judged")
     q = torch.empty(v32.numel(), dtype=torch.float8_e4m3fn)
     _cast_e4m3_kernel[(triton.cdiv(v32.numel(), 1024),)](v32.contiguous(), q, v32.numel(), BLOCK=1024)
     return q.double()
