@@ -150,6 +150,11 @@ def test_junit_counts_and_failing_names():
     ]
     assert j["reasons"][j["failures"][0]] == "AssertionError: LSE off by 2.6e-04 > 1e-05"
     assert gc.cell_names(j["failures"][2:]) == ["Cell 12"]
+    assert j["slowest"] == [
+        ["Cell 12", 2.0],
+        ["test_forward_and_backward_match_float64[fp32-causal]", 0.5],
+        ["TestMemory::test_measured_memory_matches_the_model_on_the_gpu", 0.1],
+    ]
 
 
 def test_only_picks_lessons():
@@ -276,7 +281,7 @@ class FakeMachine:
         xml = next((a.split("=", 1)[1] for a in cmd if a.startswith("--junitxml=")), None)
         if xml and not stopped:
             cases = "".join(
-                f'<testcase classname="n" name="Cell {i}" file="notebooks/{key}.ipynb">'
+                f'<testcase classname="n" name="Cell {i}" file="notebooks/{key}.ipynb" time="{i}.0">'
                 + ('<failure message="boom"/>' if i in failing else "")
                 + "</testcase>"
                 for i in range(4)
@@ -307,6 +312,7 @@ def test_notebooks_part_applies_the_90_second_rule_and_the_budget(tmp_path):
     s = gc.run_part("notebooks", _ctx(tmp_path, m, budget_s=1000))
     items = s["parts"]["notebooks"]["items"]
     assert items["00_a"]["ok"] and items["00_a"]["seconds"] == 80
+    assert items["00_a"]["slowest_cells"] == [["Cell 3", 3.0], ["Cell 2", 2.0], ["Cell 1", 1.0]]
     assert not items["01_b"]["ok"] and items["01_b"]["over_limit"] and items["01_b"]["failures"] == ["over 90 s"]
     assert items["02_c"]["failures"] == ["Cell 2"]
     assert m.calls[0][1][:2] == [sys.executable, "-m"] and "--nbval-lax" in m.calls[0][1]

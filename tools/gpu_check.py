@@ -21,12 +21,12 @@ e.g. ``h200``), gathers every part's results; each part merges its own into it a
 
     schema: 1; gpu: the CUDA device name; slug; updated: UTC ISO time of the last write; tree_rule: how trees hash
     parts.tests: {tree, date, versions, ok, passed, failed, errors, skipped, failures: [test ids],
-                  reasons: {test id: first line}, seconds, stopped, command}
+                  reasons: {test id: first line}, slowest: [[test id, s]], seconds, stopped, command}
     parts.<notebooks|emulated|suites>: {ok, items: {name: entry}, missing: [names], last_run: {tree, date,
                   versions, only, seconds, unreached: [names], budget_s}} plus, for notebooks, limit_s,
                   total_seconds, total_limit_s, total_trees
-    an entry: {tree, date, ok, seconds, failures: [cells or reasons], stopped} (+ over_limit for notebooks,
-              + steps for suites); a notebook is named by its file stem, an emulated run by "T4 <stem>"
+    an entry: {tree, date, ok, seconds, failures: [cells or reasons], stopped} (+ over_limit and slowest_cells:
+              [[cell, s]] for notebooks, + steps for suites); a notebook is named by its file stem, an emulated run by "T4 <stem>"
 
 An entry names the tree it was checked on, so a run with ``--only`` keeps the other lessons' entries, each with its
 own tree. A part is ``ok`` when every item it expects has an entry and every entry passes (notebooks: each within
@@ -77,6 +77,7 @@ NOTEBOOK_LIMIT_S = 90.0  # one notebook alone, cold caches, full autotuning (iss
 COLLECTION_LIMIT_S = 600.0  # the whole collection, one notebook after another
 EMULATED_GPUS = ("T4", "L4", "A100")
 DEFAULT_BUDGET_S = 540.0  # each part fits one 10-minute run with a minute to spare for start-up and copying
+SLOWEST = 3  # the longest test cases (notebook cells) an entry names
 MIN_START_S = 30.0  # an untimed child (a suite, an emulated notebook) starts only with this much budget left
 STOP_GRACE_S = 30.0  # after SIGINT at the budget, how long a child gets to write its report before SIGKILL
 TEST_MARKERS = "not browser and not slow"
@@ -322,10 +323,11 @@ def merge(
 def parse_junit(path: Path) -> dict:
     """Counts and failing ids from a pytest ``--junitxml`` file (either junit family): passed, failed, errors,
     skipped, failures (``file::name`` where the file is given, else ``classname::name``) and reasons (each failure's
-    first message line, at most 200 characters)."""
+    first message line, at most 200 characters) and slowest (the ``SLOWEST`` longest cases as ``[name, seconds]``,
+    longest first: for a notebook, the cells to shorten when it runs past its limit)."""
     root = ET.parse(path).getroot()
     counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
-    failures, reasons = [], {}
+    failures, reasons, times = [], {}, []
     for case in root.iter("testcase"):
         name = case.get("name", "?")
         where = case.get("file") or case.get("classname") or ""
@@ -335,6 +337,7 @@ def parse_junit(path: Path) -> dict:
             if mod and cls.startswith(mod + "."):
                 name = f"{cls[len(mod) + 1 :]}::{name}"
         tid = f"{where}::{name}" if where else name
+        times.append((float(case.get("time") or 0.0), name))
         bad = case.find("failure")
         if bad is None:
             bad = case.find("error")
@@ -350,7 +353,8 @@ def parse_junit(path: Path) -> dict:
             counts["skipped"] += 1
         else:
             counts["passed"] += 1
-    return {**counts, "failures": failures, "reasons": reasons}
+    slowest = [[name, round(t, 1)] for t, name in sorted(times, key=lambda x: -x[0])[:SLOWEST]]
+    return {**counts, "failures": failures, "reasons": reasons, "slowest": slowest}
 
 
 def cell_names(failures: list[str]) -> list[str]:
@@ -586,12 +590,21 @@ def part_notebooks(ctx: Context) -> dict:
         if over:
             fails.append(f"over {NOTEBOOK_LIMIT_S:.0f} s")
         ok = ran.rc == 0 and not ran.stopped and not over and not fails
+        slowest = junit["slowest"] if junit else []
         items[stem] = _entry(
-            ctx, ok=ok, seconds=round(ran.seconds, 1), over_limit=over, failures=fails, stopped=ran.stopped
+            ctx,
+            ok=ok,
+            seconds=round(ran.seconds, 1),
+            over_limit=over,
+            failures=fails,
+            stopped=ran.stopped,
+            slowest_cells=slowest,
         )
         if not ok:
             (ctx.logs / f"nb-{stem}.tail.txt").write_text(tail(ran.output))
-        print(f"  {stem:28} {ran.seconds:6.1f} s  {'ok' if ok else 'FAIL ' + ', '.join(fails[:6])}", flush=True)
+        cells = ", ".join(f"{name} {t:.0f} s" for name, t in slowest)
+        verdict = "ok" if ok else "FAIL " + ", ".join(fails[:6])
+        print(f"  {stem:28} {ran.seconds:6.1f} s  {verdict}  (slowest: {cells})", flush=True)
     return {"items": items, "last_run": _last_run(ctx, t0, unreached)}
 
 
