@@ -148,3 +148,10 @@ def test_lesson08_stays_short_and_asks_for_two_predictions(stem):
     stubs = [c for c in cells if c["cell_type"] == "code" and "= None  # your number" in _src(c)]
     reveals = [c for c in cells if c["cell_type"] == "code" and "reveal(my_guess" in _src(c)]
     assert len(stubs) >= 2 and len(reveals) >= len(stubs), f"{stem}: {len(stubs)} predictions, {len(reveals)} reveals"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_lesson_stays_within_its_prose_words(path):
+    """Every lesson within about 2,000 prose words (issues 22 and 24, item 5): a longer one is cut or split."""
+    total = sum(map(_prose_words, _load(path)["cells"]))
+    assert total <= PROSE_WORDS_MAX, f"{path.stem}: {total} prose words, more than {PROSE_WORDS_MAX}: split or cut"
