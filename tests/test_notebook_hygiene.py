@@ -117,8 +117,9 @@ def test_tidy_moves_every_marker_to_its_tag_and_gives_stable_unique_ids():
 
 
 # Lesson 00 split in two to stay within about 2,000 prose words each, with the learner writing early (issue 24,
-# item 5): prose words are the markdown cells' words, HTML tags left out; a learner's cell is a code cell with a
-# "# your" stub (a number to predict, a function to write).
+# item 5): prose words are the markdown cells' words, HTML tags left out (every lesson's limit:
+# test_every_lesson_stays_within_its_prose_words); a learner's cell is a code cell with a "# your" stub (a number
+# to predict, a function to write).
 LESSON00 = ["00_the_machine", "00b_first_kernel"]
 PROSE_WORDS_MAX, WORDS_BEFORE_LEARNER_MAX = 2050, 600
 
@@ -130,8 +131,6 @@ def _prose_words(cell: dict) -> int:
 @pytest.mark.parametrize("stem", LESSON00)
 def test_lesson00_stays_short_and_the_learner_writes_early(stem):
     cells = _load(ROOT / "notebooks" / f"{stem}.ipynb")["cells"]
-    total = sum(map(_prose_words, cells))
-    assert total <= PROSE_WORDS_MAX, f"{stem}: {total} prose words, more than {PROSE_WORDS_MAX}: split or cut"
     first = next(i for i, c in enumerate(cells) if c["cell_type"] == "code" and "# your" in _src(c))
     before = sum(_prose_words(c) for c in cells[:first])
     assert before <= WORDS_BEFORE_LEARNER_MAX, f"{stem}: the learner first writes after {before} words (cell {first})"
@@ -140,11 +139,16 @@ def test_lesson00_stays_short_and_the_learner_writes_early(stem):
 
 
 @pytest.mark.parametrize("stem", ["08_flash_attention", "08b_flash_backward"])
-def test_lesson08_stays_short_and_asks_for_two_predictions(stem):
-    """Lesson 08 split in two (issue 25, item 4): each within about 2,000 prose words, each with two predictions."""
+def test_lesson08_asks_for_two_predictions_each_revealed(stem):
+    """Lesson 08 split in two (issue 25, item 4), each with two predictions (its prose words: the test below)."""
     cells = _load(ROOT / "notebooks" / f"{stem}.ipynb")["cells"]
-    total = sum(map(_prose_words, cells))
-    assert total <= PROSE_WORDS_MAX, f"{stem}: {total} prose words, more than {PROSE_WORDS_MAX}: split or cut"
     stubs = [c for c in cells if c["cell_type"] == "code" and "= None  # your number" in _src(c)]
     reveals = [c for c in cells if c["cell_type"] == "code" and "reveal(my_guess" in _src(c)]
     assert len(stubs) >= 2 and len(reveals) >= len(stubs), f"{stem}: {len(stubs)} predictions, {len(reveals)} reveals"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_lesson_stays_within_its_prose_words(path):
+    """Every lesson within about 2,000 prose words (issues 22 and 24, item 5): a longer one is cut or split."""
+    total = sum(map(_prose_words, _load(path)["cells"]))
+    assert total <= PROSE_WORDS_MAX, f"{path.stem}: {total} prose words, more than {PROSE_WORDS_MAX}: split or cut"
