@@ -152,3 +152,11 @@ def test_every_lesson_stays_within_its_prose_words(path):
     """Every lesson within about 2,000 prose words (issues 22 and 24, item 5): a longer one is cut or split."""
     total = sum(map(_prose_words, _load(path)["cells"]))
     assert total <= PROSE_WORDS_MAX, f"{path.stem}: {total} prose words, more than {PROSE_WORDS_MAX}: split or cut"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_predictions_are_revealed_by_gpulab_reveal(path):
+    """One home for the reveal (gpulab.exercises.predict.reveal): no lesson defines its own."""
+    cells = [c for c in _load(path)["cells"] if c["cell_type"] == "code"]
+    own = [c.get("id") for c in cells if re.search(r"^\s*def reveal\b", _src(c), re.M)]
+    assert not own, f"{path.stem}: cells {own} define their own reveal; import gpulab.exercises.predict.reveal"
