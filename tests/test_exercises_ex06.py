@@ -132,3 +132,60 @@ def test_a_store_with_as_row_stride_is_named_not_told_to_mask():
     assert "mask the store" not in text and "grid is too small" not in text, text
     assert not ex06._wrong_row_stride(transpose())  # a right kernel is not suspected
     assert not ex06._wrong_row_stride(transpose(mask=False))  # nor an unmasked one with the right stride
+
+
+@triton.jit
+def _transpose_load_stride(a_ptr, b_ptr, M, N, stride_am, BLOCK: tl.constexpr):
+    offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs_n = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    # the mistake: a's row stride taken as stride_am, which the launcher gives as M (out's), with the right masks
+    tile = tl.load(
+        a_ptr + offs_m[:, None] * stride_am + offs_n[None, :], mask=(offs_m[:, None] < M) & (offs_n[None, :] < N)
+    )
+    tl.store(
+        b_ptr + offs_n[:, None] * M + offs_m[None, :],
+        tl.trans(tile),
+        mask=(offs_n[:, None] < N) & (offs_m[None, :] < M),
+    )
+
+
+def transpose_load_stride(stride):
+    def transpose_(a, out):
+        M, N = a.shape
+        _transpose_load_stride[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, out, M, N, stride(a, out), BLOCK=32)
+
+    return transpose_
+
+
+@pytest.mark.parametrize(
+    "stride", [lambda a, out: a.shape[0], lambda a, out: out.stride(0)], ids=["M", "out.stride(0)"]
+)
+def test_a_load_with_outs_row_stride_is_named_not_told_to_mask(stride):
+    """Masked, yet its loads run past the end of a (M > N) or leave elements of a unread (M < N): the checker
+    says the load's row stride is wrong, never "mask the load" or "never loaded" (issue 25, item 1)."""
+    rep = ex06.check_transpose(transpose_load_stride(stride))
+    text = str(rep)
+    assert not rep.ok and "the load steps from one row of a to the next by M, out's row length" in text, text
+    assert "mask the load" not in text and "never loaded" not in text and "the store uses" not in text, text
+    assert ex06._load_with_out_stride(transpose_load_stride(stride))
+
+
+def test_the_load_probe_suspects_no_other_kernel():
+    """A right kernel, an unmasked one, a copy and the store-stride mistake are not taken for a load-stride one,
+    and the store-stride mistake keeps its own message."""
+    assert ex06.check_transpose(transpose()).ok
+    for fn in (
+        transpose(),
+        transpose(mask=False),
+        transpose(wrong=True),
+        transpose_load_stride(lambda a, out: a.shape[1]),
+    ):
+        assert not ex06._load_with_out_stride(fn)
+
+    def store_stride(a, out):
+        M, N = a.shape
+        _transpose_a_stride[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, out, M, N, BLOCK=32)
+
+    assert not ex06._load_with_out_stride(store_stride)
+    text = str(ex06.check_transpose(store_stride))
+    assert "out[j, i] lives at j * M + i, not j * N + i" in text and "the load steps" not in text, text

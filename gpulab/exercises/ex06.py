@@ -198,21 +198,39 @@ check_strided_copy.hints = [
 #: The probe's shape for a store with the wrong row stride: taller than wide, so that out[j, i] stored at
 #: j * N + i (a's row stride, N, for out's, M) stays inside out and a kernel's stores land where they can be read.
 PROBE_SHAPE = (40, 5)
+#: The probe's shape for a load with the wrong row stride: wider than tall, so that a[i, j] loaded from i * M + j
+#: (out's row stride, M, for a's, N) stays inside a and every element of out holds what that load read.
+LOAD_PROBE_SHAPE = (5, 40)
 _STRIDE_EFFECTS = ("past the end of out", "never written", "values differ")
+_LOAD_STRIDE_EFFECTS = ("loaded past the end of a", "elements of a were never loaded", "values differ")
 
 
-def _wrong_row_stride(fn) -> bool:
-    """Whether ``fn`` stores out[j, i] at j * N + i: run once in kernelcheck's pre-flight (a forked child,
-    guarded buffers) on a ``PROBE_SHAPE`` a of distinct values; True when something landed, every landed
-    element is an a[i, j] whose (i, j) the wrong stride maps there, and one at least is not where it belongs."""
-    M, N = PROBE_SHAPE
-    a = torch.arange(M * N, dtype=torch.float32).reshape(M, N)  # a[i, j] = i N + j: each value names its place
+def _probe(fn, shape):
+    """Run ``fn`` once in kernelcheck's pre-flight (a forked child, guarded buffers) on an a of ``shape`` whose
+    values name their places (a[i, j] = i N + j, exact in fp32); returns (what was seen, out's Guarded), or None
+    when the run timed out, died or raised."""
+    M, N = shape
+    a = torch.arange(M * N, dtype=torch.float32).reshape(M, N)
     host = dict(device="cpu", shared=True, guard_bytes=kernelcheck.PREFLIGHT_GUARD_BYTES)
     g_in, g_out = kernelcheck.Guarded(a.shape, a.dtype, fill=a, **host), kernelcheck.Guarded((N, M), a.dtype, **host)
     regions = [g_in.region("a", "in"), g_out.region("out", "out")]
     seen = kernelcheck._preflight(fn, [g_in.view, g_out.view], regions, "out", g_out, kernelcheck.CASE_TIME_LIMIT_S)
+    if any(seen.get(k) for k in ("timeout", "died", "raised")):
+        return None
+    return seen, g_out
+
+
+def _wrong_row_stride(fn) -> bool:
+    """Whether ``fn`` stores out[j, i] at j * N + i, on a ``PROBE_SHAPE`` probe (``_probe``): True when something
+    landed, every landed element is an a[i, j] whose (i, j) the wrong stride maps there, and one at least is not
+    where it belongs."""
+    M, N = PROBE_SHAPE
+    probed = _probe(fn, PROBE_SHAPE)
+    if probed is None:
+        return False
+    _, g_out = probed
     landed = ~g_out.unwritten()
-    if any(seen.get(k) for k in ("timeout", "died", "raised")) or not landed.any():
+    if not landed.any():
         return False
     i, j = torch.meshgrid(torch.arange(M), torch.arange(N), indexing="ij")
     wrong_at = (j * N + i).flatten()  # where the wrong stride puts a[i, j]
@@ -224,13 +242,32 @@ def _wrong_row_stride(fn) -> bool:
     return all(fits) and bool(misplaced)
 
 
+def _load_with_out_stride(fn) -> bool:
+    """Whether ``fn`` loads a[i, j] from i * M + j (out's row stride for a's), on a ``LOAD_PROBE_SHAPE`` probe
+    (``_probe``): True when every load stayed inside a, every element of out was written, and out[j, i] holds
+    the value at flat index i * M + j of a for every (i, j), which differs from a transpose since M != N."""
+    M, N = LOAD_PROBE_SHAPE
+    probed = _probe(fn, LOAD_PROBE_SHAPE)
+    if probed is None:
+        return False
+    seen, g_out = probed
+    if seen.get("violations") or g_out.unwritten().any():
+        return False
+    i, j = torch.meshgrid(torch.arange(M), torch.arange(N), indexing="ij")
+    signature = torch.zeros(N, M, dtype=torch.float64)
+    signature[j, i] = (i * M + j).double()  # out[j, i] = a.flatten()[i * M + j], and a's values are their indices
+    return torch.equal(g_out.view.double(), signature)
+
+
 def check_transpose(fn) -> Report:
     """fn(a, out) launches a Triton kernel that writes out[j, i] = a[i, j]. a: (M, N) row-major fp32, fp16 or
     bf16 on gpulab.DEVICE; out: (N, M) row-major, same dtype. The checker owns a and out (guarded buffers, see
     ``kernelcheck``): shapes 1 x 1, thin ones, one wider than any tile (3 x 1100) and non-multiples of any tile; a transpose moves bits, so the
     comparison is exact. Names a missing mask (a store past the end of out gets a message, not a crash), a
     grid that misses tiles, a store with a's row stride (found by a probe on a ``PROBE_SHAPE`` input, whose
-    line replaces the stores past the end and the elements missed that the stride explains), a wrong element."""
+    line replaces the stores past the end and the elements missed that the stride explains), a load with out's
+    row stride (a probe on a ``LOAD_PROBE_SHAPE`` input; its line replaces the loads past the end of a and the
+    elements never loaded), a wrong element."""
     rng = random.Random()
     shapes = [(1, 1), (1, 17), (17, 1), (33, 65), (64, 64), (3, 1100), (rng.randrange(2, 130), rng.randrange(2, 130))]
     dtypes = [
@@ -261,6 +298,17 @@ def check_transpose(fn) -> Report:
             f"a store at j * N + i lands past the end of out when N > M and on the wrong elements when N < M (a "
             f"mask hides the first, it fixes neither) [seen in {len(hit)} kind(s) of failure, and on a "
             f"{PROBE_SHAPE[0]} x {PROBE_SHAPE[1]} probe]"
+        ] + rest
+        return rep
+    hit = [f for f in rep.failures if any(e in f for e in _LOAD_STRIDE_EFFECTS)]
+    if hit and _load_with_out_stride(fn):  # one mistake behind the loads past the end and the elements never loaded
+        rest = [f for f in rep.failures if f not in hit]
+        rep.failures = [
+            "the load steps from one row of a to the next by M, out's row length: a is (M, N), so how many "
+            "elements lie between a[i, j] and a[i + 1, j]? With M the load runs past the end of a when M > N, and "
+            "when M < N it reads the wrong elements and never loads some (a mask hides the first, it fixes "
+            f"neither) [seen in {len(hit)} kind(s) of failure, and on a {LOAD_PROBE_SHAPE[0]} x "
+            f"{LOAD_PROBE_SHAPE[1]} probe]"
         ] + rest
     return rep
 
