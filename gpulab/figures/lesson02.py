@@ -264,7 +264,7 @@ def lane_branch_figure(lane: dict | None, where: str = "", trips: int = 256):
     threads per warp instruction / 32) and the time against b = 0, the lane-mask model
     (``simt.boundary_sweep``) as lines, the measured points of ``lane`` (a lesson02 ``lane_branch`` record) as
     crosses. ``lane`` None draws the model alone with the note "no recording yet on this GPU". ``where``: the
-    provenance for the title; ``trips``: the model's path length when there is no record."""
+    record's provenance, shown under the title beside a record; ``trips``: the model's path length when there is no record."""
     steps = max(lane["trips"] if lane is not None else trips, 1)
     model = simt.boundary_sweep(steps, steps)
     bs = [r["b"] for r in model]
@@ -320,7 +320,7 @@ def lane_branch_figure(lane: dict | None, where: str = "", trips: int = 256):
     fig.update_yaxes(title_text="time / time at b = 0", range=_padded(y_time), row=2, col=1)
     title = "CUDA if (lane < b): both paths paid for every 0 < b < 32"
     fig.update_layout(
-        title=dict(text=title + (f"<br><sup>{where}</sup>" if where else ""), font=dict(size=15)),
+        title=dict(text=title + (f"<br><sup>{where}</sup>" if where and lane is not None else ""), font=dict(size=15)),
         template="plotly_white",
         height=560,
         margin=dict(t=80, b=120),

@@ -120,7 +120,7 @@ def lane_branch(x: torch.Tensor, b: int, trips: int = 256, block: int = 256) -> 
             "lane_branch is a CUDA C++ kernel (built with nvcc) and needs a GPU; gpulab runs in interpreter mode "
             "here. lane_branch_ref(x, b, trips) computes the same arithmetic in float64"
         )
-    y = torch.empty_like(x)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.numel():
         _module().lane_branch_launch(x, y, b, trips, block)
     return y
