@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 import gpulab
 
-from .. import ncu, simt, timing
+from .. import counters, ncu, simt, timing
 from ..kernels import divergence as dv
 from ..kernels import lane_branch as lb
 from ..simt import group_by_cost, loop
@@ -100,8 +100,6 @@ def _lane_kernel():
 def _lane_counters() -> tuple[dict | None, str]:
     """``(record, note)``: the counter case ``lane_branch`` measured with ncu (``gpulab.counters.measure``), or None
     and why not (no GPU, no ncu, no permission, or ncu failed)."""
-    from .. import counters
-
     ok, why = ncu.available()
     if not ok:
         return None, f"counters not read: {why}"
