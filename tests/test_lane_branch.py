@@ -243,7 +243,7 @@ def test_step_keeps_what_ncu_counted(monkeypatch):
     eff = simt.lane_branch_points(lane)["efficiency"]
     assert sorted(eff) == list(range(33))
     assert eff[0] == 33000 / 1000 / 32 and eff[5] == 32000 / 2000 / 32
-    assert "16.0" in lesson02.lane_report(lane)  # b = 1: 32000 / 2000 threads per instruction
+    assert "1: 16.0 (16)" in lesson02.lane_report(lane)  # b = 1: 32000 / 2000 threads per instruction
 
 
 def test_step_keeps_the_times_when_ncu_fails(monkeypatch):

@@ -210,22 +210,24 @@ def _run(time_ms, device, progress, n, k_a, k_b, block, cheap, expensive, fracti
 
 
 def lane_report(lane: dict) -> str:
-    """The lane_branch step as a few lines: time ratio and active lanes against the model, at a few b."""
+    """The lane_branch step in three lines: time against b = 0 and active lanes per instruction, measured (model),
+    at a few b."""
     eff = simt.lane_branch_points(lane)["efficiency"]
-    lines = [
-        f"  CUDA if (lane < b): n = {lane['n']:,}, {lane['trips']} FMAs per path, block {lane['block']}; "
-        f"{lane['counters_note']}",
-        f"  {'b':>4} {'ms':>9} {'t / t(b=0)':>11} {'model':>6} {'lanes/inst':>11} {'model':>6}",
-    ]
-    for r in lane["rows"]:
-        if r["b"] in (0, 1, 8, 16, 31, 32):
-            e = eff.get(r["b"])
-            lanes = "-" if e is None else f"{32 * e:.1f}"
-            lines.append(
-                f"  {r['b']:4d} {r['median_ms']:9.4f} {r['time_ratio']:11.2f} {r['model_time_ratio']:6.2f} "
-                f"{lanes:>11} {32 * r['model_efficiency']:6.1f}"
-            )
-    return "\n".join(lines)
+    rows = [r for r in lane["rows"] if r["b"] in (0, 1, 16, 31, 32)]
+    times = ", ".join(f"{r['b']}: {r['time_ratio']:.2f} ({r['model_time_ratio']:.0f})" for r in rows)
+
+    def lanes_at(b):
+        return "-" if eff.get(b) is None else f"{32 * eff[b]:.1f}"
+
+    lanes = ", ".join(f"{r['b']}: {lanes_at(r['b'])} ({32 * r['model_efficiency']:.0f})" for r in rows)
+    return "\n".join(
+        [
+            f"  CUDA if (lane < b): n = {lane['n']:,}, {lane['trips']} FMAs per path, block {lane['block']}; "
+            f"{lane['counters_note']}",
+            f"    time / time at b = 0, measured (model), by b: {times}",
+            f"    active lanes per warp instruction (model), by b: {lanes}",
+        ]
+    )
 
 
 def report(data: dict) -> str:
