@@ -339,3 +339,9 @@ def test_built_kernel_with_other_blocks_and_no_trips(poisoned):
     for block in (32, 96, 1024):
         assert torch.allclose(lb.lane_branch(x, 9, 16, block).double(), lb.lane_branch_ref(x, 9, 16), atol=1e-5)
     assert torch.equal(lb.lane_branch(x, 9, 0), x)
+
+
+def test_launcher_refuses_an_input_that_requires_grad():
+    x = _x(64).requires_grad_()
+    with pytest.raises(ValueError, match="x requires grad.*lane_branch_ref"):
+        lb.lane_branch(x, 4, 8)
