@@ -69,6 +69,18 @@ def compare(case, rows: list[dict]) -> list[dict]:
     return case.model(case, per_range)
 
 
+def row(comparison: list[dict] | dict, label: str, quantity: str) -> dict:
+    """The row of ``comparison`` (``compare``'s list, or a record holding it under "comparison") for ``label`` (a
+    range's label, e.g. "noreuse") and ``quantity`` (e.g. "DRAM read bytes"). Raises KeyError naming the pair and
+    the pairs there are."""
+    rows = comparison["comparison"] if isinstance(comparison, dict) else comparison
+    for r in rows:
+        if r["label"] == label and r["quantity"] == quantity:
+            return r
+    have = sorted({(r["label"], r["quantity"]) for r in rows})
+    raise KeyError(f"no counter row for label {label!r} and quantity {quantity!r}; there are {have}")
+
+
 # ---- report --------------------------------------------------------------------------------------------------
 
 

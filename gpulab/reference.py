@@ -42,6 +42,17 @@ def load(gpu: str = DEFAULT_GPU) -> dict:
     return data
 
 
+def sass(target: str = "sm90") -> dict:
+    """The instructions counted in lesson 04's compiled kernels for ``target`` (``gpulab/data/sass-<target>.json``,
+    written by ``python tools/count_sass.py --write``; no GPU needed): ``target``, ``triton`` and ``rows``, one per
+    (variant, block, num_warps) with ``per_element``, ``elements_per_thread`` and ``by_opcode``. Raises
+    FileNotFoundError naming the command that writes it."""
+    p = DATA_DIR / f"sass-{target}.json"
+    if not p.exists():
+        raise FileNotFoundError(f"no SASS counts at {p}: write them with `python tools/count_sass.py --write`")
+    return json.loads(p.read_text())
+
+
 def label(data: dict, key: str | None = None) -> str:
     """A one-line provenance label for plot titles: 'recorded on NVIDIA H200 (2026-11-29; driver ...)'.
     ``data``: a loaded reference file; ``key``: a lesson's key (e.g. "lesson07"), whose own provenance is used

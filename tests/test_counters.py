@@ -524,3 +524,15 @@ def test_cli_records_each_case_into_the_reference_file(fake_ncu, tmp_path, monke
     assert set(data["counters"]["cases"]) == {"precision", "fusion"}
     assert data["counters"]["cases"]["fusion"]["provenance"]["ncu"].startswith("Version 2025.1.0.0")
     assert set(json.loads(out_json.read_text())) == {"fusion"}
+
+
+def test_row_finds_a_label_and_quantity_and_names_what_is_missing():
+    comparison = [
+        {"label": "noreuse", "quantity": "DRAM read bytes", "counter": 3.0},
+        {"label": "noreuse", "quantity": "L2 hit rate", "counter": 99.0},
+        {"label": "tiled", "quantity": "DRAM read bytes", "counter": 1.0},
+    ]
+    assert C.row(comparison, "tiled", "DRAM read bytes")["counter"] == 1.0
+    assert C.row({"comparison": comparison}, "noreuse", "L2 hit rate")["counter"] == 99.0
+    with pytest.raises(KeyError, match="'tiled' and quantity 'L2 hit rate'.*'noreuse', 'DRAM read bytes'"):
+        C.row(comparison, "tiled", "L2 hit rate")

@@ -8,23 +8,26 @@ import pytest
 import gpulab
 from gpulab import reference, timing
 from gpulab.bench import live
-from gpulab.exercises import ex01_kernels, ex02_kernels, ex03_kernels, ex04_kernels, race
+from gpulab.exercises import ex00_kernels, ex01_kernels, ex02_kernels, ex03_kernels, ex04_kernels, race
 
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the CPU paths: on a GPU the real clock times these")
 
 REC = reference.load("h200")
 SOLUTIONS = {
+    "00b": ex00_kernels.add,
     "01": ex01_kernels.scale_add,
     "02": ex02_kernels.loop_grouped,
     "03": ex03_kernels.relu_cast,
     "04": ex04_kernels.sincos_fused,
 }
 # gpulab's and torch's recorded ms per lesson, and the model's, read from the reference file here (the suite's keys)
+_ADD00 = next(r for r in REC["vendor_ratios"] if r["name"] == "vector add fp32")
 _RELU01 = next(r for r in REC["vendor_ratios"] if r["name"] == "relu fp32")
 _LOOP02 = next(r for r in REC["lesson02"]["loop"]["rows"] if r["frac_expensive"] == 1 / 64 and r["layout"] == "sorted")
 _RELU03 = next(r for r in REC["lesson03"]["relu"] if r["dtype"] == "fp32")
 _MS04 = {r["method"]: r["ms"] for r in REC["lesson04"]["headline"]}
 RECORDED = {
+    "00b": (_ADD00["gpulab_ms"], _ADD00["torch_ms"], 12 * 2**28 / (REC["profile"]["copy_tbps"] * 1e9)),
     "01": (_RELU01["gpulab_ms"], _RELU01["torch_ms"], 2**31 / (REC["profile"]["copy_tbps"] * 1e9)),
     "02": (_LOOP02["measured_ms"], None, _LOOP02["predicted_ms"]),
     "03": (_RELU03["gpulab_ms"], _RELU03["torch_ms"], 2**31 / (REC["profile"]["copy_tbps"] * 1e9)),
@@ -62,7 +65,7 @@ def test_without_a_recording_it_says_so(monkeypatch):
     assert [e.who for e in r.entries] == ["yours"] and r.model_ms is None
 
 
-@pytest.mark.parametrize("lesson, calls", [("01", 4), ("02", 5), ("03", 4), ("04", 4)])
+@pytest.mark.parametrize("lesson, calls", [("00b", 4), ("01", 4), ("02", 5), ("03", 4), ("04", 4)])
 def test_under_the_test_clock_the_gpu_path_runs_the_learners_kernel_and_says_fake(lesson, calls):
     launched = []
 
@@ -74,7 +77,8 @@ def test_under_the_test_clock_the_gpu_path_runs_the_learners_kernel_and_says_fak
         r = race.race(_named(SOLUTIONS[lesson].__name__, mine), show=False)
     assert r.live and r.where == timing.FAKE_LABEL and r.n == race.FAKE_N and not r.message
     assert [e.ms for e in r.entries] == [0.5, 0.5, 0.5] and [e.who for e in r.entries] == ["yours", "gpulab", "torch"]
-    assert r.model_ms == pytest.approx(0.5)  # copy-bound models: 8n / (8n / t); the loop model: t0 = tfull
+    # copy-bound models: bytes / (8n / t), 12n for 00b's add, 8n for the others; the loop model: t0 = tfull
+    assert r.model_ms == pytest.approx(0.75 if lesson == "00b" else 0.5)
     assert clock.calls == calls  # yours, gpulab's, torch's, and the model's copy (02: its zero- and full-trip loops)
     # the checker runs its cases in a child process where it can fork; the race's own calls run here, at FAKE_N
     assert race.FAKE_N in launched

@@ -283,3 +283,59 @@ def test_lesson04_steps_table_against_the_copy_bound():
     assert len(lines) == 2 + len(lesson04.STEPS) and lines[-1].split()[-1] == "1.000"
     fused = next(line for line in lines if line.startswith("+ autotuned"))
     assert fused.split()[-4:] == ["2.000", "1.00", "0.50", "1.0e-07"]  # compile/ours 2/2, copy/ours 1/2
+
+
+def test_lesson01_reads_lesson04s_record_and_sass_counts_by_hand():
+    """01's second roof from a lesson04 record: the room a time leaves (FP32 instructions per element) and the
+    instructions issued at the autotuner's shape, counted by hand on a record of two elements' worth."""
+    from gpulab import reference
+
+    rec = {
+        "n": 1000,
+        "copy_tbps": 2.0,  # 8000 bytes at 2 TB/s: 4e-6 ms
+        "headline": [
+            {"method": "fused", "ms": 8e-6},
+            {"method": "fused shared", "ms": 4e-6},
+            {"method": "fused fast", "ms": 2e-6},
+            {"method": "compile", "ms": 1.0},
+        ],
+        "best_config": {"BLOCK": 512, "num_warps": 2},
+        "best_config_shared": {"BLOCK": 512, "num_warps": 2},
+        "best_config_fast": {"BLOCK": 1024, "num_warps": 4},
+    }
+    room = lesson04.instruction_room(rec, fp32_tflops=10.0)  # 1e13/s x 8e-9 s / 1000 elements = 80
+    assert room["copy_ms"] == pytest.approx(4e-6) and [r["method"] for r in room["rows"]] == [
+        "fused",
+        "fused shared",
+        "fused fast",
+    ]
+    assert [r["room"] for r in room["rows"]] == pytest.approx([80.0, 40.0, 20.0])
+    assert [r["of_copy"] for r in room["rows"]] == pytest.approx([0.5, 1.0, 2.0])
+    row = lambda v, b, w, per, mufu, ept: dict(
+        variant=v,
+        block=b,
+        num_warps=w,
+        per_element=per,  # noqa: E731
+        by_opcode={"MUFU": mufu},
+        elements_per_thread=ept,
+    )
+    sass = {
+        "rows": [
+            row("precise", 512, 2, 58.0, 0, 4),
+            row("precise", 1024, 4, 99.0, 0, 8),
+            row("shared", 512, 2, 38.0, 0, 4),
+            row("fast", 1024, 4, 11.0, 16, 8),
+        ]
+    }
+    got = lesson04.issued_per_element(rec, sass)
+    assert [(r["variant"], r["per_element"], r["sfu_per_element"]) for r in got] == [
+        ("precise", 58.0, 0.0),
+        ("shared", 38.0, 0.0),
+        ("fast", 11.0, 2.0),
+    ]
+    rec["best_config_fast"] = {"BLOCK": 256, "num_warps": 1}
+    with pytest.raises(KeyError, match="fast at BLOCK 256, 1 warps"):
+        lesson04.issued_per_element(rec, sass)
+    assert reference.sass("sm90")["rows"]  # the shipped counts load
+    with pytest.raises(FileNotFoundError, match="count_sass.py --write"):
+        reference.sass("sm_nope")

@@ -306,6 +306,59 @@ STEPS = (
 )
 
 
+#: The fused forms of the headline: its method, the variant tools/count_sass.py counts, and the record's key holding
+#: the autotuner's choice (BLOCK, num_warps) for it.
+FUSED_FORMS = (
+    ("fused", "precise", "best_config"),
+    ("fused shared", "shared", "best_config_shared"),
+    ("fused fast", "fast", "best_config_fast"),
+)
+
+
+def instruction_room(data: dict, fp32_tflops: float) -> dict:
+    """What each fused form's measured time leaves room for (lesson 01's second roof): ``n``, ``copy_ms`` (the
+    8n bytes at the copy bandwidth of the same run) and ``rows``, per form of ``FUSED_FORMS``: ``method``, ``ms``,
+    ``of_copy`` (copy_ms / ms) and ``room``, the FP32 instructions per element ``fp32_tflops`` (the FP32
+    instruction rate, 1e12/s) issues in that time."""
+    n = data["n"]
+    copy_ms = fusion.bytes_moved(n, "fp32", True) / (data["copy_tbps"] * 1e12) * 1e3
+    forms = [m for m, _, _ in FUSED_FORMS]
+    rows = [
+        {"method": r["method"], "ms": r["ms"], "of_copy": copy_ms / r["ms"], "room": fp32_tflops * r["ms"] * 1e9 / n}
+        for r in data["headline"]
+        if r["method"] in forms
+    ]
+    return {"n": n, "copy_ms": copy_ms, "rows": rows}
+
+
+def issued_per_element(data: dict, sass: dict) -> list[dict]:
+    """Instructions a thread issues per element in each fused form at the launch shape the autotuner chose in the
+    record ``data`` (``FUSED_FORMS``), from ``sass`` (``gpulab.reference.sass()``): ``method``, ``variant``,
+    ``block``, ``num_warps``, ``per_element`` and ``sfu_per_element`` (MUFU instructions). Raises KeyError naming
+    a shape the SASS counts lack."""
+    out = []
+    for method, variant, key in FUSED_FORMS:
+        block, warps = data[key]["BLOCK"], data[key]["num_warps"]
+        rows = [r for r in sass["rows"] if r["variant"] == variant and (r["block"], r["num_warps"]) == (block, warps)]
+        if not rows:
+            raise KeyError(
+                f"no SASS count for {variant} at BLOCK {block}, {warps} warps: run tools/count_sass.py --write"
+            )
+        r = rows[0]
+        sfu = r["by_opcode"].get("MUFU", 0) / r["elements_per_thread"]
+        out.append(
+            dict(
+                method=method,
+                variant=variant,
+                block=block,
+                num_warps=warps,
+                per_element=r["per_element"],
+                sfu_per_element=sfu,
+            )
+        )
+    return out
+
+
 def launch_and_copy(data: dict) -> tuple[float, float]:
     """The launch-overhead model's inputs from a lesson04 record: Triton's launch cost (us) and the copy
     bandwidth (TB/s) measured in the same run."""

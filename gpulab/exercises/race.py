@@ -9,7 +9,7 @@ needs one and shows gpulab's recorded point and torch's (``live.recall``: gpulab
 was recorded on). Under the test clock the live path runs on the CPU at a small size, every time fake and labelled
 ``timing.FAKE_LABEL`` (``Race.asdict`` is a fake record, which ``--record`` refuses).
 
-The models are the lessons' own: 01, 03 and 04 are memory-bound elementwise kernels whose bound is their HBM bytes
+The models are the lessons' own: 00b's add (12 bytes per element), 01, 03 and 04 are memory-bound elementwise kernels whose bound is their HBM bytes
 over the copy bandwidth (measured now on the same GPU, or recorded); 02's loop is ``divergence.predict_loop_ms``
 from the times of gpulab's loop at zero trips and at every element expensive (lesson 02, section 4).
 Lessons 05 to 07 (their own block): 05's recomputing backward is bound by its 12n bytes over the copy bandwidth,
@@ -36,7 +36,8 @@ from ..kernels import relu as relu_mod
 from ..kernels import sigmoid3 as sig3
 from ..kernels import sincos as S
 from ..kernels import transpose as tr
-from . import describe_error, ex01, ex01_kernels, ex02, ex03, ex04, ex05, ex06, ex07
+from ..kernels import vector_add as va
+from . import describe_error, ex00, ex01, ex01_kernels, ex02, ex03, ex04, ex05, ex06, ex07
 
 FAKE_N = 4096  # the size under the test clock: the kernels run in the interpreter
 _FAKE: dict[str, int] = {}  # a lesson's own size under the test clock, where FAKE_N is too long for it
@@ -132,6 +133,19 @@ def _copy_model(nbytes_per_element: int, n: int, x: torch.Tensor, out: torch.Ten
     return model
 
 
+def _bench00b(n, dev):
+    gen = torch.Generator(dev).manual_seed(0)
+    x, y = (torch.randn(n, device=dev, generator=gen) for _ in range(2))
+    out = torch.empty_like(x)
+    return _Bench(
+        call=lambda mine: (mine(x, y, out), out)[1],
+        gpulab=lambda: va.vector_add(x, y),
+        torch=lambda: torch.add(x, y, out=out),
+        model_ms=_copy_model(12, n, x, torch.empty_like(x)),
+        tol=0.0,
+    )
+
+
 def _bench01(n, dev):
     gen = torch.Generator(dev).manual_seed(0)
     x = torch.randn(n, device=dev, generator=gen)
@@ -207,6 +221,15 @@ def _rec(op, n, gpulab_ms, gpulab_what, torch_ms, torch_what, model_ms) -> dict:
     return dict(op=op, n=n, gpulab=(gpulab_ms, gpulab_what), torch=(torch_ms, torch_what), model_ms=model_ms)
 
 
+def _recorded00b(rec):
+    add = next((r for r in rec.get("vendor_ratios", []) if r["name"] == "vector add fp32"), None)
+    if add is None:
+        return None
+    model = 12 * add["n"] / (rec["profile"]["copy_tbps"] * 1e9)
+    what = "gpulab's vector_add (kernels/vector_add.py)"
+    return _rec(LESSONS["00b"].op, add["n"], add["gpulab_ms"], what, add["torch_ms"], "torch.add", model)
+
+
 def _recorded01(rec):
     relu = next((r for r in rec.get("vendor_ratios", []) if r["name"] == "relu fp32"), None)
     if relu is None:
@@ -252,6 +275,16 @@ def _recorded04(rec):
 
 COPY_MODEL = "8n bytes / copy bandwidth (the memory bound)"
 LESSONS = {
+    "00b": _Lesson(
+        "add",
+        ex00.check_add,
+        2**28,
+        "x + y, fp32",
+        ("gpulab's vector_add (kernels/vector_add.py)", "torch.add"),
+        "12n bytes / copy bandwidth (the memory bound)",
+        _bench00b,
+        _recorded00b,
+    ),
     "01": _Lesson(
         "scale_add",
         ex01.check_scale_add,
@@ -293,7 +326,13 @@ LESSONS = {
         _recorded04,
     ),
 }
-_KEYS = {"01": None, "02": "lesson02", "03": "lesson03", "04": "lesson04"}  # the recording each one recalls
+_KEYS = {
+    "00b": None,
+    "01": None,
+    "02": "lesson02",
+    "03": "lesson03",
+    "04": "lesson04",
+}  # the recording each one recalls
 
 
 # ---- lessons 05 to 07: the recomputing backward, the tiled transpose, the tiled matmul --------------------------
@@ -456,7 +495,8 @@ def _lesson_of(mine, lesson) -> str:
                 f"race: {name or mine!r} is no exercise it knows ({names}); pass lesson= one of {sorted(LESSONS)}"
             )
         return found[0]
-    key = f"{lesson:02d}" if isinstance(lesson, int) and not isinstance(lesson, bool) else str(lesson)[:2]
+    key = f"{lesson:02d}" if isinstance(lesson, int) and not isinstance(lesson, bool) else str(lesson)
+    key = key if key in LESSONS else key[:2]  # "00b" names its lesson; "01_roofline" is lesson 01
     if key not in LESSONS:
         raise ValueError(f"lesson must be one of {sorted(LESSONS)} (a str or int), got {lesson!r}")
     return key
@@ -500,7 +540,8 @@ def _live_race(key: str, spec: _Lesson, mine, n: int) -> Race:
     else:
         first = str(rep).splitlines()[0]
         note = "not timed"
-        msg = f"your kernel does not pass ex{key}.check_{spec.exercise} yet ({first}): it is not timed"
+        checker = f"{spec.checker.__module__.rsplit('.', 1)[-1]}.{spec.checker.__name__}"
+        msg = f"your kernel does not pass {checker} yet ({first}): it is not timed"
     entries = (
         Entry("yours", spec.exercise, yours, note),
         Entry("gpulab", spec.what[0], timing.time_ms(bench.gpulab).median_ms),
@@ -545,10 +586,10 @@ def race(mine, lesson: str | int | None = None, n: int | None = None, show: bool
     """Time ``mine``, the learner's launcher of a lesson's kernel exercise, beside gpulab's kernel and torch's on
     the same inputs, and draw the three against the lesson's model (the report printed and one figure shown when ``show``).
 
-    ``mine``: the launcher the exercise asks for (01 ``scale_add(x, a, b, out)``, 02 ``loop_grouped(x, trips,
+    ``mine``: the launcher the exercise asks for (00b ``add(x, y, out)``, 01 ``scale_add(x, a, b, out)``, 02 ``loop_grouped(x, trips,
     order, out)``, 03 ``relu_cast(x, out)``, 04 ``sincos_fused(x, out)``, 05 ``sigmoid3_bwd(x, dy, out)``, 06
     ``transpose(a, out)``, 07 ``tiled_matmul(a, b, out)``; for 06 and 07 ``n`` is the output's elements, a
-    square); ``lesson``: "01".."07" or 1..7 (None:
+    square); ``lesson``: "00b", "01".."09" or 1..9 (None:
     found from ``mine.__name__``); ``n``: elements (default: the lesson's size on a GPU, 2^28 or 2^24 fp32;
     ``FAKE_N`` under the test clock). On a GPU the lesson's checker runs first: a kernel that does not pass is
     not timed (gpulab's and torch's still are). Without a GPU nothing is timed: the result says that timing needs

@@ -31,6 +31,11 @@ per size bucket (each dimension rounded up to a power of two); ``config="heurist
 untimed (the dense sweeps use it, so nothing is tuned per size); a ``MatmulConfig`` fixes it. The grouped launch
 order is ``matmul_steps.launch_order``, the one lesson 07 builds.
 
+An eager call of a small or awkward size is bound by the CPU. ``matmul`` keeps what does not change between calls
+of one shape, a *launch plan* (the path's config, the grid, the row-padded scratch buffers and their TMA
+descriptors), in ``PLANS``, under a key of everything that changes the launch; the rules (bounds, CUDA graph
+capture, scratch never returned) are ``kernels._call_cache``'s. ``launch`` keeps nothing: a new plan each call.
+
 fp32 inputs: ``input_precision="tf32"`` (tensor cores, inputs rounded to 10 mantissa bits) or ``"ieee"``
 (exact fp32 products). Triton's interpreter computes exact fp32 whatever you ask. Its bf16 ``tl.dot``
 multiplies raw bits (Triton 3.9, see ``matmul_precision``); there bf16 tiles are upcast to fp32 first.
@@ -46,13 +51,13 @@ import triton.language as tl
 
 import gpulab
 
-from .. import plan
-from . import _autotune
+from .. import plan, settings
+from . import _autotune, _call_cache
 from ._checks import check_matmul_operands, check_power_of_two
 from ._hopper import TensorDescriptor, num_sms, tma_available
 from .matmul_precision import bf16_dot_is_exact
 from .matmul_steps import launch_order  # the grouped order (GROUP_M tile rows at a time): lesson 07's step 3
-from .pad import copy_rows, pad_rows, pad_rows_many  # noqa: F401  (pad_rows: part of this module's API, lesson 07)
+from .pad import aligned16, copy_pairs, pad_rows, pad_rows_many, row_padded_empty  # noqa: F401  (pad_rows*: API)
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INPUT_PRECISIONS = ("tf32", "ieee")
@@ -335,15 +340,76 @@ def _upcast(dtype) -> bool:
 def launch(
     a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: MatmulConfig, path: str, input_precision: str = "tf32"
 ):
-    """Launch one path with one config into ``c`` (no checks, no tuning); returns the compiled kernel
-    (``None`` in the interpreter). ``a``, ``b``, ``c`` as in ``matmul``; for "tma", 16-bit inputs."""
+    """Launch one path with one config into ``c`` (no checks, no tuning, no cache: scratch buffers are new on
+    every call); returns the compiled kernel (``None`` in the interpreter). ``a``, ``b``, ``c`` as in
+    ``matmul``; for "tma", 16-bit inputs."""
+    return _run(_new_plan(a, b, c, config, path, input_precision), a, b, c)
+
+
+# ---- host plans: what every call of one shape reuses (kept per shape by ``matmul``, in ``PLANS``) ----------
+
+
+@dataclass(eq=False)
+class _LaunchPlan:
+    """Everything a launch needs that depends on the call's shape, not its data: path, config, grid and, on the
+    TMA path, the scratch buffers and their descriptors. ``a_pad``/``b_pad``: (rows, cols) views of row-padded
+    scratch that A/B are copied into, None where TMA reads the operand as it is (its descriptor is then built
+    per call, on the caller's tensor); ``c_pad``: a row-padded (M, N rounded up to 16) scratch output, None
+    where the kernel stores into ``c``. ``tune_key``: set where the config came from the autotuner;
+    ``gpu_plan``: the ``plan.Plan`` it was made under, held so that its id in the cache key stays unique."""
+
+    path: str
+    config: MatmulConfig
+    input_precision: str
+    grid: tuple
+    upcast: bool
+    tune_key: tuple | None = None
+    a_pad: torch.Tensor | None = None
+    b_pad: torch.Tensor | None = None
+    c_pad: torch.Tensor | None = None
+    a_desc: object = None
+    b_desc: object = None
+    gpu_plan: object = None
+
+    @property
+    def scratch_bytes(self) -> int:
+        bufs = (t for t in (self.a_pad, self.b_pad, self.c_pad) if t is not None)
+        return sum(t.untyped_storage().nbytes() for t in bufs)
+
+
+def _new_plan(a, b, c, config: MatmulConfig, path: str, input_precision: str, tune_key=None) -> _LaunchPlan:
+    """The plan of a launch of ``path`` with ``config`` for these operands' shapes, strides and alignments,
+    with new scratch buffers."""
     M, K = a.shape
     N = b.shape[1]
     bm, bn, bk = config.BLOCK_M, config.BLOCK_N, config.BLOCK_K
-    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    opts = dict(num_warps=config.num_warps, num_stages=config.num_stages)
+    tiles = -(-M // bm) * -(-N // bn)  # integer arithmetic: triton.cdiv is a JIT function in the interpreter
+    p = _LaunchPlan(path, config, input_precision, (tiles,), _upcast(a.dtype), tune_key)
     if path == "pointer":
-        return matmul_kernel[(tiles,)](
+        return p
+    p.grid = (min(tiles, num_sms()) if config.persistent else tiles,)
+    # an operand TMA cannot read as it is (rows not 16-byte aligned, or not row-major) is copied into scratch
+    p.a_pad = None if aligned16(a) else row_padded_empty(M, K, a.dtype, a.device)
+    p.b_pad = None if aligned16(b) else row_padded_empty(K, N, b.dtype, b.device)
+    if p.a_pad is not None:
+        p.a_desc = TensorDescriptor(p.a_pad, [M, K], [p.a_pad.stride(0), 1], [bm, bk])
+    if p.b_pad is not None:
+        p.b_desc = TensorDescriptor(p.b_pad, [K, N], [p.b_pad.stride(0), 1], [bk, bn])
+    if not _store_aligned(c):
+        p.c_pad = torch.empty((M, -(-N // 16) * 16), device=c.device, dtype=c.dtype)
+    return p
+
+
+def _run(p: _LaunchPlan, a, b, c):
+    """Launch plan ``p`` on these operands (of the shapes, strides and alignments ``p`` was made for) into
+    ``c``; returns the compiled kernel (``None`` in the interpreter)."""
+    M, K = a.shape
+    N = b.shape[1]
+    cfg = p.config
+    bm, bn, bk = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K
+    opts = dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    if p.path == "pointer":
+        return matmul_kernel[p.grid](
             a,
             b,
             c,
@@ -359,17 +425,16 @@ def launch(
             BLOCK_M=bm,
             BLOCK_N=bn,
             BLOCK_K=bk,
-            GROUP_M=config.GROUP_M,
-            INPUT_PRECISION=input_precision,
-            UPCAST=_upcast(a.dtype),
+            GROUP_M=cfg.GROUP_M,
+            INPUT_PRECISION=p.input_precision,
+            UPCAST=p.upcast,
             **opts,
         )
-    a, b = pad_rows_many([a, b])  # one launch copies whichever of A and B has unaligned rows
-    a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk])
-    b_desc = TensorDescriptor(b, [K, N], [b.stride(0), 1], [bk, bn])
-    programs = min(tiles, num_sms()) if config.persistent else tiles
-    out = c if _store_aligned(c) else torch.empty((M, -(-N // 16) * 16), device=c.device, dtype=c.dtype)
-    k = matmul_tma_kernel[(programs,)](
+    _fill_scratch([(a, p.a_pad), (b, p.b_pad)])
+    a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk]) if p.a_desc is None else p.a_desc
+    b_desc = TensorDescriptor(b, [K, N], [b.stride(0), 1], [bk, bn]) if p.b_desc is None else p.b_desc
+    out = c if p.c_pad is None else p.c_pad
+    k = matmul_tma_kernel[p.grid](
         a_desc,
         b_desc,
         out,
@@ -378,20 +443,82 @@ def launch(
         K,
         out.stride(0),
         out.stride(1),
-        programs,
+        p.grid[0],
         out.shape[1],
         BLOCK_M=bm,
         BLOCK_N=bn,
         BLOCK_K=bk,
-        GROUP_M=config.GROUP_M,
-        FLATTEN=config.flatten,
-        WARP_SPECIALIZE=config.warp_specialize,
-        UPCAST=_upcast(a.dtype),
+        GROUP_M=cfg.GROUP_M,
+        FLATTEN=cfg.flatten,
+        WARP_SPECIALIZE=cfg.warp_specialize,
+        UPCAST=p.upcast,
         **opts,
     )
     if out is not c:
-        copy_rows(out.narrow(1, 0, N), c)
+        copy_pairs([(out.narrow(1, 0, N), c)])
     return k
+
+
+def _fill_scratch(pairs) -> None:
+    """Copy each operand into its scratch buffer (pairs ``(t, pad)``; ``pad`` None: nothing to copy): those
+    with contiguous columns (or one column) in one ``pad_rows_kernel`` launch, others by torch's copy."""
+    by_kernel = []
+    for t, pad in pairs:
+        if pad is None:
+            continue
+        if t.shape[1] == 1 or t.stride(1) == 1:
+            by_kernel.append((t, pad))
+        else:
+            pad.copy_(t)
+    copy_pairs(by_kernel)
+
+
+PLANS = _call_cache.PlanCache("matmul")  # matmul's launch plans, one per call shape (rules: kernels._call_cache)
+
+
+def _plan_key(a, b, c, path: str, input_precision: str, config) -> tuple:
+    """Everything that changes a call's plan: path, precision, the config argument, dtype, device, shapes,
+    strides and alignments of the operands and of the new output, the GPU plan (by identity: a kept plan holds
+    it, so its id is not reused), the autotune mode, the current stream and thread."""
+    return (
+        path,
+        input_precision,
+        config,
+        a.dtype,
+        a.device,
+        a.shape,
+        a.stride(),
+        a.data_ptr() % 16,
+        b.shape,
+        b.stride(),
+        b.data_ptr() % 16,
+        c.data_ptr() % 16,
+        id(plan.current()),
+        settings.SETTINGS.autotune,
+    ) + _call_cache.launch_context(a.device)
+
+
+def _plan_of_call(a, b, c, path: str, input_precision: str, config) -> _LaunchPlan:
+    """A new plan for one call of ``matmul``: its config resolved (given, heuristic or autotuned)."""
+    M, K = a.shape
+    N = b.shape[1]
+    tune_key = None
+    if isinstance(config, MatmulConfig):
+        cfg = config
+    elif config == "heuristic" or not gpulab.ON_GPU:
+        cfg = heuristic_config(M, N, K, a.dtype, path)
+    else:
+        cfg = tuned_config(a, b, path, input_precision)
+        tune_key = _tune_key(a, b, path, input_precision)
+    p = _new_plan(a, b, c, cfg, path, input_precision, tune_key)
+    p.gpu_plan = plan.current()
+    return p
+
+
+def _still_chosen(p: _LaunchPlan) -> bool:
+    """A plan with an autotuned config holds while the autotuner still chooses that config (after
+    ``_autotune.clear()``, or inside ``_autotune.untimed()`` before a key is tuned, it does not)."""
+    return p.tune_key is None or _autotune.cached(p.tune_key) is p.config
 
 
 def _store_aligned(c: torch.Tensor) -> bool:
@@ -473,6 +600,7 @@ def matmul(
     (``heuristic_config``, never timed) or a ``MatmulConfig``.
     Not differentiable: raises ValueError if ``a`` or ``b`` requires grad while grad mode is on (use
     ``torch.matmul`` for autograd, or ``.detach()``). Raises TypeError/ValueError naming the argument.
+    The launch plan of each call shape is kept in ``PLANS`` (see the module docstring); ``c`` is always new.
     """
     _check_inputs(a, b, input_precision, path)
     path = choose_path(a.dtype) if path == "auto" else path
@@ -484,14 +612,12 @@ def matmul(
     if K == 0:
         return c.zero_()
     if isinstance(config, MatmulConfig):
-        cfg = config.check()
-    elif config == "heuristic" or (config is None and not gpulab.ON_GPU):
-        cfg = heuristic_config(M, N, K, a.dtype, path)
-    elif config is None:
-        cfg = tuned_config(a, b, path, input_precision)
-    else:
+        config.check()
+    elif not (config is None or config == "heuristic"):
         raise ValueError(f"config must be None, 'heuristic' or a MatmulConfig, got {config!r}")
-    launch(a, b, c, cfg, path, input_precision)
+    key = _plan_key(a, b, c, path, input_precision, config)
+    p = PLANS.get(key, lambda: _plan_of_call(a, b, c, path, input_precision, config), _still_chosen)
+    _run(p, a, b, c)  # c is new: never a view of the plan's scratch
     return c
 
 

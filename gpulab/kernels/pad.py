@@ -106,13 +106,17 @@ def _pad_rows_many(ts, single: bool) -> list:
             if aligned16(t):
                 out.append(t)
                 continue
-        rows, cols = t.shape
-        per16 = 16 // t.element_size()
-        buf = torch.empty((rows, -(-cols // per16) * per16), device=t.device, dtype=t.dtype)
-        out.append(buf.narrow(1, 0, cols))
+        out.append(row_padded_empty(t.shape[0], t.shape[1], t.dtype, t.device))
         pairs.append((t, out[-1]))
-    _copy_pairs(pairs)
+    copy_pairs(pairs)
     return out
+
+
+def row_padded_empty(rows: int, cols: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """An uninitialised (rows, cols) view of a new (rows, cols rounded up to 16 bytes) buffer: rows that TMA can
+    read (``aligned16``). The padding columns are never written here."""
+    per16 = 16 // dtype.itemsize
+    return torch.empty((rows, -(-cols // per16) * per16), device=device, dtype=dtype).narrow(1, 0, cols)
 
 
 def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -142,7 +146,7 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
             f"strides {dst.stride()}"
         )
     check_disjoint("src", src, "dst", dst)  # tiles run in no fixed order: a row could be read after it is overwritten
-    _copy_pairs([(src, dst)])
+    copy_pairs([(src, dst)])
 
 
 def _words(t: torch.Tensor) -> torch.Tensor:
@@ -154,9 +158,11 @@ def _words(t: torch.Tensor) -> torch.Tensor:
     return t.view(_WORDS[t.element_size()])
 
 
-def _copy_pairs(pairs) -> None:
-    """Launch ``pad_rows_kernel`` over (src, dst) pairs (checked 2D, one shape and unit column stride per pair;
-    dst never a negative or conjugate view), two pairs of one element size per launch."""
+def copy_pairs(pairs) -> None:
+    """dst[:, :] = src for each (src, dst) pair, by ``pad_rows_kernel``, two pairs of one element size per launch.
+    Unchecked (``copy_rows`` is the checked copy): the caller guarantees 2D, one shape and element size and unit
+    column stride (or one column) per pair, disjoint memory, dst's rows apart and never a negative or conjugate
+    view."""
     jobs = []
     for src, dst in pairs:
         if src.numel():
