@@ -5,6 +5,7 @@ it sets beside each counter. One ``CounterCase`` per lesson idea (``CASES``):
 - ``precision`` (03): DRAM bytes of ReLU per dtype, 2n x itemsize;
 - ``coalescing`` (06): sectors per request of strided copies and of both transposes, the sector model;
 - ``divergence`` (02): threads per warp instruction and warp instructions of each branch variant;
+- ``lane_branch`` (02): the same counters for a CUDA kernel with a per-lane ``if (lane < b)``, b swept;
 - ``occupancy`` (04, 00): registers and resident warps of the fused kernel, the register-file model;
 - ``tiling`` (07): DRAM and L2 read bytes of no reuse, tiled, grouped on and off, 2N^3 s and 2N^3 s / T;
 - ``flash`` (08): DRAM bytes of naive against flash attention, O(L^2) and O(L).
@@ -29,11 +30,12 @@ import torch
 
 import gpulab
 
-from . import attention, fusion, sectors, tiling
+from . import attention, fusion, sectors, simt, tiling, validate
 from .attention import naive_attention
 from .dtypes import itemsize, torch_dtype
 from .kernels import divergence as dv
 from .kernels import flash_attention as fa
+from .kernels import lane_branch as lb
 from .kernels import matmul as mm
 from .kernels import sincos
 from .kernels.divergence import mixed_trips
@@ -54,6 +56,7 @@ from .ncu import (
     ST_REQUESTS,
     ST_SECTORS,
     THEORETICAL_OCCUPANCY,
+    THREAD_INST,
     THREADS_PER_INST,
     TIME,
     WARP_INST,
@@ -431,6 +434,53 @@ def divergence_case(
     )
 
 
+LANE_BOUNDARIES = tuple(range(WARP_SIZE + 1))  # b of ``if (lane < b)``: every boundary, 0 and 32 uniform
+
+
+def lane_branch_case(n: int = 2**20, trips: int = 256, block: int = 256, boundaries=LANE_BOUNDARIES) -> CounterCase:
+    """``gpulab.kernels.lane_branch`` (CUDA C++, ``if (lane < b)``) on n fp32 elements in [-1, 1], once per b.
+
+    Model (``gpulab.simt.boundary_sweep(trips, trips)``): active threads per warp instruction = 32 x the branch's
+    efficiency (32 at b = 0 and 32, 16 in between: each path runs with its own lanes only), from the pair
+    ``smsp__thread_inst_executed.sum / smsp__inst_executed.sum``; warp instructions = those of b = 0 times the
+    model's time ratio (2 when divergent). The instructions outside the branch (index, load, store) run with
+    every lane and pull the counter a little above the model: a few instructions against ~2 x trips."""
+    name = "lane_branch"
+    bs = tuple(validate.integer("boundary", b, low=0, high=WARP_SIZE) for b in boundaries)
+    if 0 not in bs:
+        raise ValueError(f"boundaries must include 0 (the warp instructions' calibration), got {bs}")
+    ranges = tuple(Range(name, f"b{b}", {"b": b}) for b in bs)
+    model_rows = {r["b"]: r for r in simt.boundary_sweep(max(trips, 1), max(trips, 1), bs)}
+
+    def setup(case):
+        gen = torch.Generator(device=gpulab.DEVICE).manual_seed(0)
+        x = torch.rand(n, device=gpulab.DEVICE, generator=gen) * 2 - 1
+        return [(r, lambda b=r.params["b"]: lb.lane_branch(x, b, trips, block)) for r in case.ranges]
+
+    def model(case, per_range):
+        base = per_range[case.range("b0").name][0].get(WARP_INST)
+        out = []
+        for r in case.ranges:
+            m, kernels = per_range[r.name]
+            t, mr = m.get(TIME), model_rows[r.params["b"]]
+            per_inst = _div(m.get(THREAD_INST), m.get(WARP_INST))
+            out.append(_row(r, "threads/inst", "thread", WARP_SIZE * mr["efficiency"], per_inst, t, kernels))
+            p = None if base is None else base * mr["time_ratio"]
+            out.append(_row(r, "warp inst", "inst", p, m.get(WARP_INST), t, kernels, "" if p is None else "x b0"))
+        return out
+
+    return CounterCase(
+        name,
+        "02",
+        "active threads per warp instruction of a CUDA if (lane < b), b swept, against the lane-mask model",
+        (THREAD_INST, WARP_INST, TIME),
+        ranges,
+        setup,
+        model,
+        {"n": n, "trips": trips, "block": block, "boundaries": list(bs)},
+    )
+
+
 # resource pressure and occupancy (lessons 04 and 00) ------------------------------------------------------
 
 
@@ -622,6 +672,7 @@ CASES: dict[str, CounterCase] = {
         precision_case(),
         coalescing_case(),
         divergence_case(),
+        lane_branch_case(),
         occupancy_case(),
         tiling_case(),
         flash_case(),

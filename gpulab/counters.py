@@ -14,7 +14,7 @@ why in one line and ``report(case)`` shows the recording instead, labelled as su
 exit 2 and write nothing (nothing was measured).
 
 Three modules, in the order they build on each other: ``gpulab.ncu`` runs ncu and parses its CSV (the metric
-names, how a case is measured); ``gpulab.counter_cases`` holds the seven lesson cases (what runs in each NVTX
+names, how a case is measured); ``gpulab.counter_cases`` holds the eight lesson cases (what runs in each NVTX
 range, and the model beside each counter); this module compares, reports, records and is the command line.
 ``compare`` sums each range's kernels and sets each model value beside its counter; ``report`` prints it as a
 short table.

@@ -129,14 +129,10 @@ def _driver_version() -> str:
 
 
 def cache_dir() -> Path:
-    """The user's cache directory for gpulab (``GPULAB_CACHE_DIR`` overrides it)."""
+    """The user's cache directory for gpulab: ``gpulab.settings.cache_dir()`` (``GPULAB_CACHE_DIR`` overrides it)."""
     from . import settings
 
-    if settings.SETTINGS.cache_dir:
-        return Path(settings.SETTINGS.cache_dir).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("gpulab", appauthor=False))
+    return settings.cache_dir()
 
 
 def _slug(name: str) -> str:

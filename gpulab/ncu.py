@@ -50,6 +50,7 @@ L2_READ_SECTORS = "lts__t_sectors_srcunit_tex_op_read.sum"  # sectors the SMs' L
 L2_WRITE_SECTORS = "lts__t_sectors_srcunit_tex_op_write.sum"  # sectors the SMs' L1/TEX units write to L2
 THREADS_PER_INST = "smsp__thread_inst_executed_per_inst_executed.ratio"  # active threads per warp instruction
 WARP_INST = "smsp__inst_executed.sum"
+THREAD_INST = "smsp__thread_inst_executed.sum"  # active threads summed over warp instructions (/ WARP_INST: per inst)
 REGISTERS = "launch__registers_per_thread"
 BLOCK_LIMIT_REGISTERS = "launch__occupancy_limit_registers"
 THEORETICAL_OCCUPANCY = "sm__maximum_warps_per_active_cycle_pct"

@@ -9,7 +9,7 @@ choice without touching the process environment.
 | GPULAB_MODE | gpu, interpreter, unset | force a mode (``gpulab.__init__`` chooses otherwise) |
 | GPULAB_AUTOTUNE | full (default), first | time every candidate config, or take each list's first untimed |
 | GPULAB_STATIC_FIGURES | 1 | draw static plotly figures instead of FigureWidget |
-| GPULAB_CACHE_DIR | a path | where the device profile is saved (default: the user cache directory) |
+| GPULAB_CACHE_DIR | a path | where the device profile, compile results and CUDA builds go (default: the user cache directory; ``cache_dir()``) |
 | GPULAB_AS_GPU | a GPU name of ``gpulab.hardware`` (T4, L4, A100, H200, ...) | choose sizes, dtypes and paths as on that GPU |
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -57,3 +58,12 @@ def read(env: Mapping[str, str] | None = None) -> Settings:
 
 
 SETTINGS: Settings = read()
+
+
+def cache_dir() -> Path:
+    """gpulab's cache directory: ``GPULAB_CACHE_DIR`` when set, else the user cache directory (platformdirs)."""
+    if SETTINGS.cache_dir:
+        return Path(SETTINGS.cache_dir).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("gpulab", appauthor=False))

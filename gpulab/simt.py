@@ -195,6 +195,35 @@ def branch(condition, cost_a: int = 1, cost_b: int = 1, warp_size: int = WARP_SI
     return BranchTrace(cond, cost_a, cost_b)
 
 
+def boundary_sweep(cost_a: int, cost_b: int, boundaries=None, warp_size: int = WARP_SIZE) -> list[dict]:
+    """``if (lane < b) A else B`` for each boundary b (default 0..warp_size): what one warp pays against b.
+
+    cost_a, cost_b: issue steps of path A and B, ints with cost_b >= 1 (the b = 0 warp, path B alone, is the unit
+    of time). Returns one dict per b: ``b``, ``divergent``, ``steps_paid``, ``efficiency`` (average active lanes per
+    issued step / warp_size, what Nsight Compute's threads per warp instruction / 32 reads for the branch) and
+    ``time_ratio`` = steps_paid / cost_b, the time against the b = 0 warp when the warp's time is its issue steps.
+    At b = 0 and b = warp_size the branch is uniform (one path); in between the warp pays both, whatever b is.
+    Raises ``TypeError``/``ValueError`` naming the bad argument. Source: as ``branch``; the CUDA kernel that
+    measures it is ``gpulab.kernels.lane_branch``."""
+    warp_size = validate.positive_int("warp_size", warp_size)
+    cost_a, cost_b = validate.integer("cost_a", cost_a), validate.integer("cost_b", cost_b, low=1)
+    bs = range(warp_size + 1) if boundaries is None else boundaries
+    rows = []
+    for b in bs:
+        b = validate.integer("boundary", b, low=0, high=warp_size)
+        t = branch(lambda lane, b=b: lane < b, cost_a, cost_b, warp_size)
+        rows.append(
+            dict(
+                b=b,
+                divergent=t.divergent,
+                steps_paid=t.steps_paid,
+                efficiency=t.efficiency,
+                time_ratio=t.steps_paid / cost_b,
+            )
+        )
+    return rows
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Data-dependent loops: a group of lanes that steps together runs until its slowest lane is done.
 
@@ -313,3 +342,17 @@ def measured_rows(data: dict) -> list[dict]:
     out += [dict(r, name=f"(b) uniform if, {r['fraction_a']:.0%} blocks A") for r in data["uniform"]]
     out += [dict(r, name=f"(c) loop, {r['frac_expensive']:.1%} exp., {r['layout']}") for r in data["loop"]["rows"]]
     return out
+
+
+def lane_branch_points(lane: dict) -> dict:
+    """The measured points of a lesson02 ``lane_branch`` record (``gpulab.bench.lesson02.lane_branch_step``):
+    ``{"b": [...], "time_ratio": [...], "efficiency": {b: active threads per warp instruction / 32}}``; the
+    efficiencies come from the record's counters (empty when ncu did not read them)."""
+    rows = lane["rows"]
+    counted = (lane.get("counters") or {}).get("comparison", [])
+    eff = {
+        int(r["label"][1:]): r["counter"] / WARP_SIZE
+        for r in counted
+        if r["quantity"] == "threads/inst" and r["counter"] is not None
+    }
+    return {"b": [r["b"] for r in rows], "time_ratio": [r["time_ratio"] for r in rows], "efficiency": eff}

@@ -90,8 +90,23 @@ def _lesson01():
     )
 
 
+def _lane_stand_in(trips: int = 256) -> dict:
+    """A lesson02 ``lane_branch`` record shaped as the H200's is expected to be (a divergent warp a little under
+    twice the time, a little over 16 active lanes): the figure's layout with points, until the recording exists."""
+    model = simt.boundary_sweep(trips, trips)
+    rows = [dict(b=r["b"], time_ratio=0.98 * r["time_ratio"] if r["divergent"] else 1.0) for r in model]
+    comparison = [dict(label=f"b{r['b']}", quantity="threads/inst", counter=32 * r["efficiency"] + 0.3) for r in model]
+    return dict(trips=trips, rows=rows, counters=dict(comparison=comparison), counters_note="read with Nsight Compute")
+
+
 def _lesson02():
     yield "02 branch_figure", figures.lesson02.branch_figure(simt.branch(lambda t: t < 4, 3, 2), title="t < 4")
+    rec02, where02 = live.recall("lesson02")
+    lane = rec02.get("lane_branch")
+    yield "02 lane_branch_figure (no recording)", figures.lesson02.lane_branch_figure(None, where02)
+    if lane is not None:
+        yield "02 lane_branch_figure", figures.lesson02.lane_branch_figure(lane, where02)
+    yield "02 lane_branch_figure (stand-in record)", figures.lesson02.lane_branch_figure(_lane_stand_in(), where02)
     yield "02 variants_figure", figures.lesson02.variants_figure(RECORDED["lesson02"], "recorded")
     yield from explorer_states("02 BoundaryExplorer", lambda: figures.lesson02.BoundaryExplorer(4, 3, 2))
     yield from explorer_states(

@@ -36,8 +36,10 @@ def test_cli_steps_need_one_suite_with_steps():
     assert r.returncode != 0 and "--steps needs --only naming one lesson suite" in r.stderr
     r = _run("--only", "lesson07", "--steps", "headline,nope")
     assert r.returncode != 0 and "unknown step(s) ['nope']" in r.stderr and "'sweep'" in r.stderr
-    r = _run("--only", "lesson02", "--steps", "x")
+    r = _run("--only", "lesson06", "--steps", "x")
     assert r.returncode != 0 and "--steps needs --only" in r.stderr
+    r = _run("--only", "lesson02", "--steps", "x")
+    assert r.returncode != 0 and "unknown step(s) ['x']" in r.stderr and "'lane_branch'" in r.stderr
 
 
 def test_cli_autotune_report_needs_a_gpu_and_a_suite_that_has_one():

@@ -467,6 +467,7 @@ SMALL = {
     "precision": lambda: CC.precision_case(n=100),
     "coalescing": lambda: CC.coalescing_case(n=64, strides=(1, 3), matrix=40),
     "divergence": lambda: CC.divergence_case(n=48, block=16, k_a=2, k_b=1, cheap=1, expensive=3),
+    "lane_branch": lambda: CC.lane_branch_case(n=100, trips=2, block=32, boundaries=(0, 5, 32)),
     "occupancy": lambda: CC.occupancy_case(n=2000, blocks=(1024,)),
     "tiling": lambda: CC.tiling_case(n_noreuse=20, n_tiled=40),
     "flash": lambda: CC.flash_case(B=1, H=1, L=40, d=16),
@@ -488,7 +489,18 @@ def test_every_case_has_a_small_twin():
         assert small.metrics == full.metrics and small.model.__qualname__ == full.model.__qualname__
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
+CUDA_CPP = {"lane_branch"}  # CUDA C++ kernels: nvcc and a GPU, no interpreter (tests/test_lane_branch.py on a CPU)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.skipif(not gpulab.ON_GPU, reason="a CUDA C++ kernel needs a GPU"))
+        if n in CUDA_CPP
+        else n
+        for n in sorted(SMALL)
+    ],
+)
 def test_the_childs_launch_calls_run_small_in_the_interpreter(name):
     """The launch calls the child makes, run small in the interpreter (the same code, tiny inputs): every range
     gets a callable that returns a result and the ranges come in the case's order."""

@@ -1,7 +1,15 @@
-"""Lesson 02's benchmark suite (warp divergence): path A alone, path B alone, and each branch variant of
-``gpulab.kernels.divergence``, with the time the model predicts from the paths' own times beside each.
+"""Lesson 02's benchmark suite (warp divergence), in two steps (``STEPS``):
 
-    python -m gpulab.bench --only lesson02          # once registered in LESSON_SUITES
+- ``variants``: path A alone, path B alone, and each branch variant of ``gpulab.kernels.divergence`` (Triton),
+  with the time the model predicts from the paths' own times beside each;
+- ``lane_branch``: the CUDA kernel ``gpulab.kernels.lane_branch`` (``if (lane < b)``) timed for b = 0..32, and its
+  active threads per warp instruction read with Nsight Compute (the counter case ``lane_branch``) where ncu can.
+
+    python -m gpulab.bench --only lesson02                            # both steps
+    python -m gpulab.bench --only lesson02 --steps lane_branch --record   # one step, merged into the record
+
+Under the test clock the CUDA kernel (which needs nvcc and a GPU) is replaced by its float64 reference, cast to
+float32, so the step runs end to end on a CPU with every time marked fake.
 
 GPU only (``time_ms`` raises in interpreter mode). The paths are chains of sin/cos steps, meant to make
 every kernel's time arithmetic rather than memory traffic (8 bytes per element); the model assumes so.
@@ -12,15 +20,22 @@ from __future__ import annotations
 import torch
 from tqdm.auto import tqdm
 
-from .. import timing
+import gpulab
+
+from .. import counters, ncu, simt, timing
 from ..kernels import divergence as dv
+from ..kernels import lane_branch as lb
 from ..simt import group_by_cost, loop
 
 KEY = "lesson02"
 FRACTIONS_A = (0.0, 0.25, 0.5, 0.75, 1.0)  # fraction of elements (a) or blocks (b) taking path A
 FRACS_EXPENSIVE = (1 / 256, 1 / 64, 1 / 16, 1 / 4)  # (c): fraction of elements with the expensive trip count
-# What notebook 02 measures live: every variant at n = 2^24, at three fractions taking A and two expensive ones.
-LIVE = dict(progress=False, fractions_a=(0.0, 0.5, 1.0), fracs_expensive=(1 / 256, 1 / 16))
+STEPS = ("variants", "lane_branch")
+LANE_N, LANE_TRIPS, LANE_BLOCK = 2**24, 256, 256  # the lane_branch step: threads, FMAs per path, threads per block
+LANE_CHECK_N = 4099  # elements of the check against float64 before timing (not a multiple of the block)
+# What notebook 02 measures live: every variant at n = 2^24, at three fractions taking A and two expensive ones
+# (the lane_branch step builds CUDA code with nvcc, tens of seconds: the notebook shows its recording).
+LIVE = dict(progress=False, fractions_a=(0.0, 0.5, 1.0), fracs_expensive=(1 / 256, 1 / 16), steps=("variants",))
 
 
 def _row(t, predicted_ms: float, **kw) -> dict:
@@ -37,8 +52,13 @@ def run(
     expensive: int = 64,
     fractions_a=FRACTIONS_A,
     fracs_expensive=FRACS_EXPENSIVE,
+    steps=None,
+    lane_n: int = LANE_N,
+    lane_trips: int = LANE_TRIPS,
 ) -> dict:
     """Measure on the GPU; returns a JSON-able dict (times in ms, medians and 20th/80th percentiles).
+    ``steps``: a subset of ``STEPS`` (default both); the ``lane_branch`` step's entry is ``lane_branch``, measured
+    with ``lane_n`` threads of ``lane_trips`` FMAs per path (``lane_branch_step``).
 
     n: elements (float32); k_a, k_b: chain lengths of paths A and B (default divergence.K_A, K_B); block:
     elements per program; cheap/expensive: trip counts of (c). Predictions: (a) t_A + t_B; (b) f t_A +
@@ -47,10 +67,84 @@ def run(
     (``sort_ms``), since grouping work by cost is not free when the data does not arrive grouped.
     """
     timing.require_gpu("lesson02's suite")
-    data = _run(
-        timing.time_ms, timing.device(), progress, n, k_a, k_b, block, cheap, expensive, fractions_a, fracs_expensive
-    )
+    unknown = set(steps or ()) - set(STEPS)
+    if unknown:
+        raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
+    data = {}
+    if steps is None or "variants" in steps:
+        data = _run(
+            timing.time_ms,
+            timing.device(),
+            progress,
+            n,
+            k_a,
+            k_b,
+            block,
+            cheap,
+            expensive,
+            fractions_a,
+            fracs_expensive,
+        )
+    if steps is None or "lane_branch" in steps:
+        data["lane_branch"] = lane_branch_step(lane_n, lane_trips, progress=progress)
     return timing.stamp(data)
+
+
+def _lane_kernel():
+    """The kernel the step times: the CUDA build on a GPU; under the test clock its float64 reference in float32."""
+    if gpulab.ON_GPU:
+        return lb.lane_branch
+    return lambda x, b, trips, block: lb.lane_branch_ref(x, b, trips).float()
+
+
+def _lane_counters() -> tuple[dict | None, str]:
+    """``(record, note)``: the counter case ``lane_branch`` measured with ncu (``gpulab.counters.measure``), or None
+    and why not (no GPU, no ncu, no permission, or ncu failed)."""
+    ok, why = ncu.available()
+    if not ok:
+        return None, f"counters not read: {why}"
+    try:
+        return counters.measure("lane_branch"), "read with Nsight Compute"
+    except (ncu.CountersUnavailable, RuntimeError, ValueError, OSError) as e:  # the times are kept without counters
+        return None, f"counters not read: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+
+
+def lane_branch_step(n: int = LANE_N, trips: int = LANE_TRIPS, block: int = LANE_BLOCK, progress: bool = False) -> dict:
+    """The ``lane_branch`` step: the kernel checked against float64 at b = 0, 1, 17, 31, 32 on ``LANE_CHECK_N``
+    elements, then timed for every b in 0..32 on n elements in [-1, 1]; the counters after. Returns ``n``,
+    ``trips``, ``block``, ``max_abs_err``, ``rows`` (one per b: ``b``, ``median_ms``, ``p20_ms``, ``p80_ms``,
+    ``time_ratio`` = median / median at b = 0, ``model_time_ratio``, ``model_efficiency``), ``counters`` (the
+    counter case's record, or None) and ``counters_note``. Raises RuntimeError if the kernel is wrong."""
+    timing.require_gpu("lesson02's lane_branch step")
+    run = _lane_kernel()
+    device = timing.device()
+    gen = torch.Generator(device=device).manual_seed(0)
+    small = torch.rand(LANE_CHECK_N, device=device, generator=gen) * 2 - 1
+    err = 0.0
+    for b in (0, 1, 17, 31, 32):
+        e = (run(small, b, trips, block).double() - lb.lane_branch_ref(small, b, trips)).abs().max().item()
+        if not e <= 1e-4:
+            raise RuntimeError(f"lane_branch differs from its float64 reference at b = {b}: max |error| {e:.3g}")
+        err = max(err, e)
+    x = torch.rand(n, device=device, generator=gen) * 2 - 1
+    model = {r["b"]: r for r in simt.boundary_sweep(max(trips, 1), max(trips, 1))}
+    rows = []
+    for b in tqdm(range(simt.WARP_SIZE + 1), desc="lesson02 lane_branch", disable=not progress):
+        t = timing.time_ms(lambda b=b: run(x, b, trips, block))
+        rows.append(
+            dict(
+                b=b,
+                median_ms=t.median_ms,
+                p20_ms=t.p20_ms,
+                p80_ms=t.p80_ms,
+                model_time_ratio=model[b]["time_ratio"],
+                model_efficiency=model[b]["efficiency"],
+            )
+        )
+    for r in rows:
+        r["time_ratio"] = r["median_ms"] / rows[0]["median_ms"]
+    record, note = _lane_counters()
+    return dict(n=n, trips=trips, block=block, max_abs_err=err, rows=rows, counters=record, counters_note=note)
 
 
 def _run(time_ms, device, progress, n, k_a, k_b, block, cheap, expensive, fractions_a, fracs_expensive) -> dict:
@@ -115,8 +209,32 @@ def _run(time_ms, device, progress, n, k_a, k_b, block, cheap, expensive, fracti
     return out
 
 
+def lane_report(lane: dict) -> str:
+    """The lane_branch step in three lines: time against b = 0 and active lanes per instruction, measured (model),
+    at a few b."""
+    eff = simt.lane_branch_points(lane)["efficiency"]
+    rows = [r for r in lane["rows"] if r["b"] in (0, 1, 16, 31, 32)]
+    times = ", ".join(f"{r['b']}: {r['time_ratio']:.2f} ({r['model_time_ratio']:.0f})" for r in rows)
+
+    def lanes_at(b):
+        return "-" if eff.get(b) is None else f"{32 * eff[b]:.1f}"
+
+    lanes = ", ".join(f"{r['b']}: {lanes_at(r['b'])} ({32 * r['model_efficiency']:.0f})" for r in rows)
+    return "\n".join(
+        [
+            f"  CUDA if (lane < b): n = {lane['n']:,}, {lane['trips']} FMAs per path, block {lane['block']}; "
+            f"{lane['counters_note']}",
+            f"    time / time at b = 0, measured (model), by b: {times}",
+            f"    active lanes per warp instruction (model), by b: {lanes}",
+        ]
+    )
+
+
 def report(data: dict) -> str:
-    """A short table: measured median against the model's prediction for each variant."""
+    """A short table: measured median against the model's prediction for each variant (and the lane_branch
+    step's digest, when the record has it)."""
+    if "path_a" not in data:
+        return lane_report(data["lane_branch"])
     lines = [
         f"n = {data['n']:,} float32, block {data['block']}, path A = {data['k_a']} sin steps, "
         f"path B = {data['k_b']} cos steps",
@@ -139,4 +257,6 @@ def report(data: dict) -> str:
         fmt(f"(c) {r['frac_expensive']:.2%} expensive, {r['layout']}", r) + f"   eff {r['efficiency']:.0%}"
         for r in lp["rows"]
     ]
+    if "lane_branch" in data:
+        lines.append(lane_report(data["lane_branch"]))
     return "\n".join(lines)

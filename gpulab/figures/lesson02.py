@@ -1,5 +1,6 @@
 """Lesson 02's figures (warp divergence): one warp's lanes x issue steps, a slider for the branch boundary, the
-loop model against the fraction of expensive elements, and the suite's variants beside their predictions.
+loop model against the fraction of expensive elements, the suite's variants beside their predictions, and the
+CUDA ``if (lane < b)`` kernel's time and active lanes against b beside the lane-mask model.
 
 Models: ``gpulab.simt``; records: ``gpulab.bench.lesson02``. Figures hold plain lists (see ``gpulab.plots``).
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import ipywidgets as W
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from .. import simt, validate, widgets
 from ..kernels import divergence
@@ -248,3 +250,91 @@ def summary(data: dict) -> str:
             cells.append(f"{r['measured_ms']:.4f} ({r['predicted_ms']:.4f}) {loop[frac, layout]['efficiency']:4.0%}")
         lines.append(f"    {frac:9.2%} |       " + " |   ".join(cells))
     return "\n".join(lines)
+
+
+def _padded(values, pad: float = 0.1) -> list[float]:
+    """[lo, hi] around ``values`` with ``pad`` of their span (at least 0.05) on each side."""
+    lo, hi = min(values), max(values)
+    m = pad * max(hi - lo, 0.5)
+    return [lo - m, hi + m]
+
+
+def lane_branch_figure(lane: dict | None, where: str = "", trips: int = 256):
+    """The CUDA ``if (lane < b)`` kernel against b = 0..32, in two panels: the warp execution efficiency (active
+    threads per warp instruction / 32) and the time against b = 0, the lane-mask model
+    (``simt.boundary_sweep``) as lines, the measured points of ``lane`` (a lesson02 ``lane_branch`` record) as
+    crosses. ``lane`` None draws the model alone with the note "no recording yet on this GPU". ``where``: the
+    record's provenance, shown under the title beside a record; ``trips``: the model's path length when there is no record."""
+    steps = max(lane["trips"] if lane is not None else trips, 1)
+    model = simt.boundary_sweep(steps, steps)
+    bs = [r["b"] for r in model]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1)
+    fig.add_scatter(
+        x=bs,
+        y=[r["efficiency"] for r in model],
+        mode="lines",
+        name="model: efficiency",
+        line=dict(color="#1f77b4"),
+        row=1,
+        col=1,
+    )
+    fig.add_scatter(
+        x=bs,
+        y=[r["time_ratio"] for r in model],
+        mode="lines",
+        name="model: time / time at b = 0",
+        line=dict(color="#ff7f0e"),
+        row=2,
+        col=1,
+    )
+    y_eff, y_time = [r["efficiency"] for r in model], [r["time_ratio"] for r in model]
+    if lane is not None:
+        pts = simt.lane_branch_points(lane)
+        eff = pts["efficiency"]
+        if eff:
+            fig.add_scatter(
+                x=sorted(eff),
+                y=[eff[b] for b in sorted(eff)],
+                mode="markers",
+                name="measured: Nsight Compute",
+                marker=dict(color="#1f77b4", symbol="x", size=9),
+                row=1,
+                col=1,
+            )
+        fig.add_scatter(
+            x=pts["b"],
+            y=pts["time_ratio"],
+            mode="markers",
+            name="measured: median time",
+            marker=dict(color="#ff7f0e", symbol="x", size=9),
+            row=2,
+            col=1,
+        )
+        y_time += pts["time_ratio"]
+        y_eff += list(eff.values())
+        note = lane.get("counters_note", "") if not eff else ""
+    else:
+        note = "no recording yet on this GPU: the model alone"
+    fig.update_xaxes(title_text="b in if (lane < b): lanes 0..b-1 take path A", dtick=4, row=2, col=1)
+    fig.update_yaxes(title_text="active lanes / 32", range=_padded(y_eff), row=1, col=1)
+    fig.update_yaxes(title_text="time / time at b = 0", range=_padded(y_time), row=2, col=1)
+    title = "CUDA if (lane < b): both paths paid for every 0 < b < 32"
+    fig.update_layout(
+        title=dict(text=title + (f"<br><sup>{where}</sup>" if where and lane is not None else ""), font=dict(size=15)),
+        template="plotly_white",
+        height=560,
+        margin=dict(t=80, b=120),
+        legend=dict(orientation="h", yanchor="top", y=-0.16, xanchor="left", x=0, font=dict(size=11)),
+    )
+    if note:
+        fig.add_annotation(
+            text=note,
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.5,
+            showarrow=False,
+            font=dict(size=13),
+            bgcolor="rgba(255,255,255,0.8)",
+        )
+    return fig
