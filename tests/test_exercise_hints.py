@@ -114,3 +114,38 @@ def test_the_detector_sees_a_copied_line_and_a_copied_expression():
             ex03.check_quantize_fp8.hints = q_old
     finally:
         sol.hints = old
+
+
+def _own_functions_called(checker) -> set[str]:
+    """The functions of the checker's lesson module that the source ``show_solution`` prints calls (by name): a
+    hint naming one hands over a call that computes the answer."""
+    mod = importlib.import_module(checker.__module__)
+    src = textwrap.dedent(inspect.getsource(getattr(checker, "solution_module", None) or checker.solution))
+    names = {n.id for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Name)}
+    names |= {n.attr for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Attribute)}
+    return {
+        n
+        for n in names
+        if callable(getattr(mod, n, None)) and getattr(getattr(mod, n), "__module__", "") == mod.__name__
+    }
+
+
+@pytest.mark.parametrize("checker", list(_checkers()))
+def test_no_hint_names_a_function_the_solution_calls(checker):
+    named = [
+        (i + 1, f)
+        for i, h in enumerate(getattr(checker, "hints", ()))
+        for f in _own_functions_called(checker)
+        if f in h
+    ]
+    assert not named, f"{checker.__module__}.{checker.__name__}: hints name the answer's own functions: {named}"
+
+
+#: Words that send a learner to copy a listing rather than to think through it.
+COPY_WORDS = re.compile(r"line for line|line by line|verbatim|copy (it|them|the (code|listing|lines?))", re.I)
+
+
+@pytest.mark.parametrize("checker", list(_checkers()))
+def test_no_hint_asks_to_copy_a_listing(checker):
+    said = [(i + 1, m.group(0)) for i, h in enumerate(getattr(checker, "hints", ())) if (m := COPY_WORDS.search(h))]
+    assert not said, f"{checker.__module__}.{checker.__name__}: hints ask to copy: {said}"

@@ -34,9 +34,14 @@ def _flash(
     DIVIDE: tl.constexpr,
     TAIL: tl.constexpr,
     STRIDE: tl.constexpr,
+    SKIP: tl.constexpr,
 ):
     pid_m, bh = tl.program_id(0), tl.program_id(1)
     base = bh * (L - 1) * D if STRIDE == 1 else bh * L * D  # 1: heads L - 1 rows apart
+    if STRIDE == 3:  # 3: heads one row apart (bh * D)
+        base = bh * D
+    if STRIDE == 4:  # 4: no head offset
+        base = bh * 0
     kv = (bh // H) * H * L * D if STRIDE == 2 else base  # 2: k and v of head 0 of the batch
     Q, K, V, O = Q + base, K + kv, V + kv, O + base
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -46,7 +51,10 @@ def _flash(
     m = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D], tl.float32)
-    for start in range(0, L, BLOCK_N):
+    hi = L
+    if CAUSAL and SKIP:  # the solution's causal tile skip: no key tile past the block's last row
+        hi = tl.minimum((pid_m + 1) * BLOCK_M, L)
+    for start in range(0, hi, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         keys = offs_n[:, None] * D + offs_d[None, :]
         if MASK:
@@ -74,19 +82,21 @@ def _flash(
 
 
 def launcher(
-    mask=True, rescale=True, causal_mask=True, grid=None, block=32, offset=0, divide=True, tail=True, stride=0
-):
+    mask=True, rescale=True, causal_mask=True, grid=None, block=32, offset=0, divide=True, tail=True, stride=0,
+    skip=False, block_n=None,
+):  # fmt: skip
     """A flash forward launcher with each usual mistake as a switch; ``stride``: 1 heads L - 1 rows apart, 2 k and v
-    read from head 0 of each batch."""
+    read from head 0 of each batch, 3 heads one row apart (bh * D), 4 every head at head 0; ``skip``: the solution's
+    causal tile skip; ``block_n``: the key tile (default ``block``)."""
 
     def flash_forward(q, k, v, causal, out):
         B, H, L, d = q.shape
         g = grid(L, block) if grid else triton.cdiv(L, block)
         _flash[(g, B * H)](
             q, k, v, out, L, H, 1 / math.sqrt(d),
-            CAUSAL=causal, D=d, BLOCK_M=block, BLOCK_N=block,
+            CAUSAL=causal, D=d, BLOCK_M=block, BLOCK_N=block_n or block,
             MASK=mask, RESCALE=rescale, CAUSAL_MASK=causal_mask, OFFSET=offset, DIVIDE=divide, TAIL=tail,
-            STRIDE=stride,
+            STRIDE=stride, SKIP=skip,
         )  # fmt: skip
 
     return flash_forward
@@ -176,3 +186,54 @@ def test_merge_and_causal_tiles_solutions_pass_and_wrong_answers_fail():
     assert not ex08.check_merge(lambda ma, la, ua, mb, lb, ub: (max(ma, mb), la + lb, ua + ub)).ok
     assert ex08.check_causal_tiles(ex08.check_causal_tiles.solution).ok
     assert not ex08.check_causal_tiles(lambda L, bm, bn: -(-L // bm) * -(-L // bn)).ok
+
+
+@pytest.mark.parametrize("stride", [3, 4])
+def test_a_wrong_head_offset_on_the_prescribed_grid_is_not_blamed_on_the_grid(stride, short_cases):
+    # 3: heads one row apart (bh * D); 4: every head at head 0 (no offset): the grid is right, the rows overlap
+    rep = ex08.check_flash_forward(launcher(stride=stride))
+    text = str(rep)
+    assert not rep.ok and "grid is too small" not in text and "is the prescribed" in text, text
+    assert "rows written by several programs" in text and "bh * L * D" in text, text
+
+
+def test_the_head_offset_message_is_kept_for_the_prescribed_grid():
+    # a grid of one block too few is not the prescribed one: the generic grid message stays
+    case = dict(q=torch.zeros(2, 3, 17, 16))
+    unwritten = torch.zeros(2 * 3 * 17 * 16, dtype=torch.bool)
+    unwritten[16 * 16 :] = True
+    launch = dict(grid=[1, 6], ints=dict(BLOCK_M=16))
+    assert ex08._flash_unwritten(case, unwritten, None, [launch]) is None  # cdiv(17, 16) = 2 blocks
+    launch["ints"]["BLOCK_M"] = 32
+    assert "store mask" in ex08._flash_unwritten(case, unwritten, None, [launch])
+
+
+@pytest.fixture
+def hundred_rows(monkeypatch):
+    """One case of L = 100: several query blocks of 32 and 64 (the causal tile skip shows), quicker than L = 531."""
+    monkeypatch.setattr(ex08, "FLASH_CASES", ((2, 3, 100),))
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(offset=1, skip=True),
+        dict(offset=1, skip=True, block=64, block_n=32),
+        dict(offset=2, skip=True),
+        dict(offset=32, skip=True, block=64, block_n=16),
+    ],
+)
+def test_a_shifted_causal_mask_with_the_tile_skip_is_named(kw, hundred_rows):
+    rep = ex08.check_flash_forward(launcher(**kw))
+    text = str(rep)
+    assert not rep.ok and f"causal offset of +{kw['offset']}" in text and "max |error|" not in text, text
+
+
+def test_the_offset_signatures_tell_the_offset():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 100, 16, dtype=torch.float64) for _ in range(3))
+    case = dict(q=q, k=k, v=v, causal=True)
+    for o in (1, 2, 32, -32):
+        for skip in (None, 32) if o > 0 else (None,):
+            g = ex08._tiled64(q, k, v, True, 16, offset=o, skip_block=skip)
+            assert f"causal offset of {o:+d}" in ex08._diagnose(g, case, 1e-9), (o, skip)

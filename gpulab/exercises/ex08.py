@@ -146,13 +146,15 @@ TILES = (16, 32, 64, 128, 256)
 
 
 def _tiled64(q, k, v, causal, block_n, *, rescale_l=True, rescale_acc=True, divide=True, mask_tail=True,
-             scaled=True, offset=0, key_local=False, query_block=None):  # fmt: skip
+             scaled=True, offset=0, key_local=False, query_block=None, skip_block=None):  # fmt: skip
     """The flash forward's loop over key tiles of ``block_n``, in float64, with each usual mistake as a switch:
     (B, H, L, d) in, (B, H, L, d) out. ``rescale_l``/``rescale_acc``: multiply l/acc by alpha; ``divide``: out =
     acc / l (else acc); ``mask_tail``: keys past L score -inf (else 0, as a load with other=0.0 gives);
     ``scaled``: scores times 1/sqrt(d); causal: key n is seen by row m when n <= m + ``offset``, with n the key's
     index in its tile when ``key_local`` and m the row's index in its query block of ``query_block`` rows when
-    that is set. Rows with no key seen give NaN, as the kernel would."""
+    that is set; ``skip_block``: the causal tile skip of query blocks of that many rows (the loop stops at the
+    first key tile past the block's last row, so a key beyond it is never seen whatever the mask). Rows with no key
+    seen give NaN, as the kernel would."""
     q, k, v = (t.detach().double().cpu() for t in (q, k, v))
     L, d = q.shape[2], q.shape[3]
     tiles = -(-L // block_n)
@@ -167,6 +169,9 @@ def _tiled64(q, k, v, causal, block_n, *, rescale_l=True, rescale_acc=True, divi
         key = n % block_n if key_local else n
         row = m_row % query_block if query_block else m_row
         valid = valid & (key <= row + offset)
+        if skip_block:  # keys of the tiles the loop visits: up to the block's last row, rounded up to a tile
+            hi = torch.clamp((m_row // skip_block + 1) * skip_block, max=L)
+            valid = valid & (n < -(-hi // block_n) * block_n)
     s = s.masked_fill(~valid, NEG_INF)
     m = torch.full(s.shape[:-1], NEG_INF, dtype=torch.float64)
     l = torch.zeros_like(m)
@@ -207,8 +212,8 @@ def _signatures(case):
             [t for t in TILES if L % t],
         )
         return
+    yield from _offset_signatures(q, k, v, L)
     yield from (
-        ("the causal mask lets query i see key i + 1: keep offs_n <= offs_m", f(offset=1), TILES[:1]),
         ("the causal mask compares the key's index within its tile (tl.arange(0, BLOCK_N)) with the row: use the "
          "key's position offs_n = start + tl.arange(0, BLOCK_N)", f(key_local=True), multi),
     )  # fmt: skip
@@ -219,6 +224,49 @@ def _signatures(case):
             lambda bn, bm=bm: _tiled64(q, k, v, causal, bn, query_block=bm),
             TILES[:1],
         )
+
+
+def _offset_signatures(q, k, v, L):
+    """The causal mask shifted by a small offset o (query i sees keys up to i + o: o = +-1, +-2, and +-t for the
+    tiles t of ``TILES`` below L), without and (o > 0) with the causal tile skip at every query block below L (its
+    loop stops at the first key tile of ``block_n`` past the block's last row, as ``_tiled64``'s ``skip_block``).
+    Each answer is the float64 softmax over the keys the mask shows, in one pass (the tile loop's answer to
+    float64 rounding; NaN where a row sees no key, as the kernel's would be), computed once per distinct mask."""
+    small = [t for t in TILES if t < L]
+    n, m = torch.arange(L)[None, :], torch.arange(L)[:, None]
+    q, k, v = (t.detach().double().cpu() for t in (q, k, v))
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, L, L)
+    seen = {}
+
+    def shifted(o, bm=None):
+        def answer(bn):
+            visible = n <= m + o
+            if bm:
+                hi = torch.clamp((m // bm + 1) * bm, max=L)
+                visible = visible & (n < -(-hi // bn) * bn)
+            key = visible.numpy().tobytes()
+            if key not in seen:
+                seen[key] = torch.softmax(s.masked_fill(~visible, NEG_INF), -1) @ v
+            return seen[key]
+
+        return answer
+
+    for o in (1, -1, 2, -2, *(s * t for t in small for s in (1, -1))):
+        if o > 0:
+            msg = f"the causal mask lets query i see key{'s up to' if o > 1 else ''} i + {o}: keep offs_n <= offs_m"
+        else:
+            msg = (
+                f"the causal mask hides key{'s' if o < -1 else ''} i{f' - {-o - 1} to i' if o < -1 else ''} from "
+                "query i: keep offs_n <= offs_m (query i sees key i)"
+            )
+        yield msg + f" (a causal offset of {o:+d})", shifted(o), TILES[:1]
+        for bm in small if o > 0 else ():
+            yield (
+                msg + f" (a causal offset of {o:+d}; with the tile skip, only rows whose key i + {o} is in a tile the "
+                "loop visits see it)",
+                shifted(o, bm),
+                [TILES[0], *(t for t in small if t > bm)],  # at key tiles up to BLOCK_M the skip ends at the block
+            )
 
 
 def _matches(g: torch.Tensor, wrong: torch.Tensor, rel: float) -> bool:
@@ -281,6 +329,48 @@ def _flash_mismatch(got, ref, case):
     )
 
 
+def _head_runs(counts, B: int, H: int, L: int) -> str:
+    """The heads whose entry of ``counts`` (B * H,) rows is nonzero, consecutive ones of one count together:
+    "(0, 1)-(1, 2)" where each has all L rows, "(0, 0): 5 rows" otherwise."""
+    runs, heads = [], [(b, h) for b in range(B) for h in range(H)]
+    for i, c in enumerate(counts):
+        if c and runs and runs[-1][2] == c and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        elif c:
+            runs.append([i, i, c])
+    name = lambda a, b: f"{heads[a]}" if a == b else f"{heads[a]}-{heads[b]}"  # noqa: E731
+    return ", ".join(name(a, b) + ("" if c == L else f": {c} rows") for a, b, c in runs)
+
+
+def _flash_unwritten(case, unwritten, stores, launches) -> str | None:
+    """For an out with elements never written by one launch on the grid the exercise prescribes,
+    (cdiv(L, BLOCK_M), B * H) with the launch's own ``BLOCK_M``: the programs covered every row, so the rows they
+    missed are a head offset's mistake, named with the heads whose rows were never written and written more than
+    once (``stores``, the pre-flight's count per element). None for any other grid (the generic messages say it)."""
+    B, H, L, D = case["q"].shape
+    if len(launches) != 1 or launches[0]["grid"] is None:
+        return None
+    grid = tuple((list(launches[0]["grid"]) + [1, 1])[:3])
+    bm = next((v for k, v in launches[0].get("ints", {}).items() if k.upper() == "BLOCK_M" and v > 0), None)
+    if bm is None or grid != (-(-L // bm), B * H, 1):
+        return None
+    never = unwritten.reshape(B * H, L, D).any(-1).sum(-1).tolist()  # rows of each head with an element never stored
+    head = (
+        f"out has rows never written (heads {_head_runs(never, B, H, L)}) although the grid {grid[:2]} is the "
+        "prescribed (cdiv(L, BLOCK_M), B * H)"
+    )
+    fix = "program (pid_m, bh) starts at bh * L * D in q, k, v and out"
+    if stores is not None:
+        twice = stores.reshape(B * H, L, D).max(-1)
+        if (twice > 1).any():
+            again = _head_runs((twice > 1).sum(-1).tolist(), B, H, L)
+            return (
+                f"{head}, and rows written by several programs (heads {again}; up to {int(twice.max())} times): "
+                f"heads overlap, so the head offset is wrong: {fix}"
+            )
+    return f"{head}: check the head offset ({fix}) and the store mask"
+
+
 #: Said beside NaN from the kernel's arithmetic: in a flash forward it comes from a row that saw no key.
 NAN_NOTE = (
     "; in a flash forward, NaN is a row that saw no key (m stays -inf, exp(-inf - (-inf))): a causal mask that "
@@ -302,7 +392,9 @@ def check_flash_forward(fn) -> Report:
     (a missing mask, too small a grid, ...), it names a usual FlashAttention mistake by its answer: the output
     is compared in float64 with the answers of each mistake (no rescale, a causal mask one key too wide or in tile
     coordinates, no division by l, unmasked keys past L, no scale: ``_signatures``) at every tile up to 256,
-    and with the other causal flag's answer."""
+    and with the other causal flag's answer; a causal mask shifted by +-1, +-2 or +-a tile, with or without the
+    causal tile skip (``_offset_signatures``). Rows never written on the prescribed grid are named as a head
+    offset's mistake (``_flash_unwritten``), not as too small a grid."""
     rng = random.Random()
     dtype = torch.float16 if gpulab.ON_GPU else torch.float32
     shapes = [*FLASH_CASES, (rng.randint(1, 3), rng.randint(2, 3), rng.randrange(2, 80))]
@@ -323,6 +415,7 @@ def check_flash_forward(fn) -> Report:
         reference=lambda c: flash_attention_ref(c["q"], c["k"], c["v"], c["causal"])[0].cpu(),
         mismatch=_flash_mismatch,
         notes={"grid_small": grid, "partial": grid, "nan_arith": NAN_NOTE, "unread": UNREAD_NOTE},
+        unwritten=_flash_unwritten,
     )
 
 
@@ -336,5 +429,8 @@ check_flash_forward.hints = [
     "the state is section 3's (m, l, u) with one entry per row: each tile gives scores s (-inf where masked), "
     "a new maximum per row, the factor alpha that moves the old l and acc to it, and its own terms exp(s - m_new); "
     "the division by l comes once, after the loop. Causal: stop the loop after the block's last row",
-    "the three steps of section 4 are the kernel's body in order; step 2 is the state update, line for line",
+    "the body of the loop has three jobs, in this order: score the tile and mask it (-inf where a key is past L "
+    "or, causal, after the row); move the state to the tile's new maximum (m_new, then alpha rescales the old l "
+    "and acc, and the tile's exp(s - m_new) is added to both); keep m_new as m for the next tile. After the loop, "
+    "out = acc / l, stored under the row mask",
 ]

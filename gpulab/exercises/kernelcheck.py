@@ -31,8 +31,10 @@ interpreter (triton/runtime/interpreter.py, whose loads and stores all go throug
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
+import inspect
 import io
 import json
 import math
@@ -161,10 +163,14 @@ class _Watch:
     and autotuners both go through it, Triton 3.6 to 3.9). With ``check``, the launches run in Triton's
     interpreter (a ``JITFunction`` is interpreted through ``InterpretedFunction(jit_fn.fn)``), and every
     load and store address is checked against ``regions`` before it happens: an access outside them is
-    recorded in ``violations`` and masked off; the input elements loaded are marked in ``read``."""
+    recorded in ``violations`` and masked off; the input elements loaded are marked in ``read``, and the stores
+    into each element of ``out_name`` are counted in ``stores``. Each launch's record holds its integer arguments
+    by parameter name (``ints``: ``BLOCK_M`` and the like)."""
 
     def __init__(self, regions: list[tuple], out_name: str, check: bool, out: Guarded | None = None):
         self.regions, self.out_name, self.check, self.out = regions, out_name, check, out
+        n_out = next((r[7] for r in regions if r[0] == out_name), 0)
+        self.stores = np.zeros(n_out, dtype=np.int64) if check else None
         self.launches: list[dict] = []
         self.violations: dict[tuple, list] = {}  # (op, name, side) -> [lanes, lowest index, highest index]
         self.read = {r[0]: np.zeros(r[7], dtype=bool) for r in regions if r[1] == "in"} if check else {}
@@ -177,7 +183,9 @@ class _Watch:
     # launches
     def _begin(self, kernel, args, kwargs) -> dict:
         fn = getattr(kernel, "fn", kernel)
-        rec = dict(kernel=getattr(fn, "__name__", type(kernel).__name__), grid=None, stored=[])
+        rec = dict(
+            kernel=getattr(fn, "__name__", type(kernel).__name__), grid=None, stored=[], ints=_ints(fn, args, kwargs)
+        )
         ours = [(r[4], r[5]) for r in self.regions]
         for a in list(args) + list(kwargs.values()):
             if isinstance(a, torch.Tensor) and a.device.type == "cpu":
@@ -252,6 +260,8 @@ class _Watch:
                 self.read[name][(addr[inside] - lo) // item] = True
             if op == "store" and self._current is not None and name not in self._current["stored"]:
                 self._current["stored"].append(name)
+            if op == "store" and name == self.out_name and self.stores is not None:
+                np.add.at(self.stores, (addr[inside] - lo) // item, 1)
         for lo, hi in self.allowed:
             ok |= m & (addr >= lo) & (addr + size <= hi)
         bad = m & ~ok
@@ -380,7 +390,26 @@ class _Watch:
             if missed.size:
                 unread[name] = [int(missed.size), int(missed[0])]
         viol = [[*k, *v] for k, v in self.violations.items()]
-        return dict(launches=self.launches, violations=viol, unread=unread, last_digest=self.last_digest)
+        rec = dict(launches=self.launches, violations=viol, unread=unread, last_digest=self.last_digest)
+        if self.stores is not None:  # one byte an element, at most 255
+            rec["stores"] = base64.b64encode(np.minimum(self.stores, 255).astype(np.uint8).tobytes()).decode()
+        return rec
+
+
+def _ints(fn, args, kwargs) -> dict:
+    """The integer arguments of a launch of the kernel whose Python function is ``fn``, by parameter name."""
+    try:
+        params = inspect.signature(fn).parameters
+        bound = inspect.signature(fn).bind_partial(*args, **{k: v for k, v in kwargs.items() if k in params})
+    except (TypeError, ValueError):
+        return {}
+    return {k: int(v) for k, v in bound.arguments.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def stores_of(seen: dict) -> np.ndarray | None:
+    """How many times the pre-flight stored into each element of out (flat, at most 255), or None unseen."""
+    s = seen.get("stores")
+    return None if s is None else np.frombuffer(base64.b64decode(s), dtype=np.uint8)
 
 
 def _int1():
@@ -572,7 +601,9 @@ class _Case:
         return mask & self.preflight_out.unwritten() if self.preflight_out is not None else mask
 
 
-def _diagnose_case(c: _Case, ref64, mismatch, expect_launches, expect_grid, must_read) -> tuple[str, str] | None:
+def _diagnose_case(
+    c: _Case, ref64, mismatch, expect_launches, expect_grid, must_read, unwritten_hint=None
+) -> tuple[str, str] | None:
     s, out = c.seen, c.out
     if s.get("timeout"):
         return "timeout", (
@@ -651,6 +682,9 @@ def _diagnose_case(c: _Case, ref64, mismatch, expect_launches, expect_grid, must
             "kernel stored"
         )
     if unwritten.any():
+        named = unwritten_hint and unwritten_hint(unwritten, stores_of(s) if c.checked else None, launches)
+        if named:
+            return "unwritten", named
         first = int(unwritten.nonzero()[0])
         count = int(unwritten.sum())
         grids = [tuple(rec["grid"]) for rec in launches if rec["grid"] is not None]
@@ -706,6 +740,7 @@ def check_kernel(
     grid=None,
     must_read=None,
     notes: dict | None = None,
+    unwritten=None,
 ) -> Report:
     """Run the learner's launcher on each case (the module docstring says how) and name each mistake; returns a
     ``Report`` with one line per distinct mistake and the number of cases it hit.
@@ -716,7 +751,10 @@ def check_kernel(
     launches: the number of kernel launches the exercise prescribes (None: any, at least one); grid(case) ->
     the grid it prescribes (None: any); must_read: the inputs every element of which must be loaded (default
     all; ``()`` for none); notes: extra text per kind of mistake ("grid_small", "partial", "never_written",
-    "values", ...), appended to its line. The call is ``fn(*case.values(), out)``. NotImplementedError on the
+    "values", ...), appended to its line; unwritten(case, mask, stores, launches) -> None or the message for a
+    partly written out, said before the generic ones (mask: bool, flat, True where out was never written;
+    stores: uint8 counts of the pre-flight's stores into each element of out, None where unseen; launches: the
+    records, with ``grid`` and ``ints``). The call is ``fn(*case.values(), out)``. NotImplementedError on the
     first case means "not attempted"; whatever else the launcher raises is reported, never raised
     (KeyboardInterrupt excepted: it stops the check).
     """
@@ -778,6 +816,7 @@ def check_kernel(
                 launches,
                 grid and grid(case),
                 must_read,
+                unwritten and (lambda u, st, ln, case=case: unwritten(case, u, st, ln)),
             )
         except Exception as e:  # a result the comparison cannot read
             hit = ("unreadable", f"could not read the result ({type(e).__name__}: {clip(str(e), 120)})")
