@@ -8,17 +8,23 @@ import pytest
 
 import gpulab
 from gpulab import reference, timing
-from gpulab.exercises import ex05_kernels, ex06_kernels, ex07_kernels, race
+from gpulab.exercises import ex05_kernels, ex06_kernels, ex07_kernels, ex07b_kernels, race
 
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the CPU paths: on a GPU the real clock times these")
 
 REC = reference.load("h200")
-SOLUTIONS = {"05": ex05_kernels.sigmoid3_bwd, "06": ex06_kernels.transpose, "07": ex07_kernels.tiled_matmul}
+SOLUTIONS = {
+    "05": ex05_kernels.sigmoid3_bwd,
+    "06": ex06_kernels.transpose,
+    "07": ex07_kernels.tiled_matmul,
+    "07b": ex07b_kernels.persistent_matmul,
+}
 _T5 = next(r for r in REC["lesson05"]["teaching"] if r["pas"] == "backward" and r["kernel"] == "production")
 _T6 = REC["lesson06"]["transpose"]
 _MS6 = {r["method"]: r["ms"] for r in _T6["rows"] if r["dtype"] == "fp32"}
 _B7 = {r["step"]: r for r in REC["lesson07"]["build"]}
 _N7 = _B7["fast path"]["n"]
+_H7 = {r["method"]: r for r in REC["lesson07"]["headline"] if r["n"] == 4096 and r["dtype"] == "fp16"}
 # (n, gpulab ms, torch ms, model ms): the model by hand from the lesson's count and the recorded ceilings
 RECORDED = {
     "05": (_T5["n"], _T5["ms"], None, 3 * 4 * _T5["n"] / (REC["profile"]["copy_tbps"] * 1e9)),
@@ -33,6 +39,12 @@ RECORDED = {
         _B7["fast path"]["ms"],
         _B7["torch"]["ms"],
         2 * _N7**3 / (REC["profile"]["matmul_tflops"]["fp16"] * 1e9),
+    ),
+    "07b": (
+        4096**2,
+        _H7["gpulab"]["ms"],
+        _H7["torch"]["ms"],
+        2 * 4096**3 / (REC["profile"]["matmul_tflops"]["fp16"] * 1e9),
     ),
 }
 
@@ -69,7 +81,7 @@ def test_under_the_test_clock_the_learners_kernel_runs_and_the_model_follows_its
     assert r.live and r.where == timing.FAKE_LABEL and r.n == race.FAKE_N and not r.message, str(r)
     assert [e.ms for e in r.entries] == [0.5, 0.5, 0.5] and clock.calls == 4
     # 05: 12n bytes over the copy's 8n (timed 0.5); 06: 8n over 8n; 07: (N / 2N)^3 of the matmul timed at 2N
-    assert r.model_ms == pytest.approx({"05": 0.75, "06": 0.5, "07": 0.5 / 8}[lesson])
+    assert r.model_ms == pytest.approx({"05": 0.75, "06": 0.5, "07": 0.5 / 8, "07b": 0.5 / 8}[lesson])
     side = math.isqrt(race.FAKE_N)
     assert launched[-1] == ((race.FAKE_N,) if lesson == "05" else (side, side))
     assert timing.is_fake_record(r.asdict())

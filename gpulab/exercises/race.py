@@ -409,6 +409,35 @@ def _bench07(n, dev):
     )
 
 
+def _bench07b(n, dev):
+    side = _side(n)
+    gen = torch.Generator(dev).manual_seed(0)
+    a = torch.randn(side, side, device=dev, generator=gen).half()
+    b = torch.randn(side, side, device=dev, generator=gen).half()
+    out = torch.empty_like(a)
+    # one program per SM: the persistent launch the exercise asks for (4 under the test clock, fewer than the tiles)
+    programs = torch.cuda.get_device_properties(dev).multi_processor_count if gpulab.ON_GPU else 4
+    return _Bench(
+        call=lambda mine: (mine(a, b, programs, out), out)[1],
+        gpulab=lambda: mm.matmul(a, b),
+        torch=lambda: torch.matmul(a, b),
+        model_ms=_matmul_model(side, a, b),
+        tol=0.05 * math.sqrt(side),  # as lesson 07's
+    )
+
+
+def _recorded07b(rec):
+    side = math.isqrt(LESSONS["07b"].live_n)  # the live race's shape and dtype: 4096, fp16
+    rows = (rec.get("lesson07") or {}).get("headline") or []
+    pick = {r["method"]: r for r in rows if r["n"] == side and r["dtype"] == "fp16"}
+    if "gpulab" not in pick:
+        return None
+    g, t = pick["gpulab"], pick.get("torch")
+    model = 2 * side**3 / (rec["profile"]["matmul_tflops"]["fp16"] * 1e9)
+    what = f"gpulab's matmul, lesson 07's headline ({g['config']})"
+    return _rec(LESSONS["07b"].op, side * side, g["ms"], what, t and t["ms"], "torch.matmul (cuBLAS)", model)
+
+
 def _recorded05(rec):
     r5 = rec.get("lesson05") or {}
     row = next((r for r in r5.get("teaching") or [] if r["pas"] == "backward" and r["kernel"] == "production"), None)
@@ -482,7 +511,17 @@ LESSONS.update(
         ),
     }
 )
-_KEYS.update({"05": "lesson05", "06": "lesson06", "07": "lesson07"})
+LESSONS["07b"] = _Lesson(
+    "persistent_matmul",
+    ex07.check_persistent_matmul,
+    2**24,
+    "C = A @ B, square fp16, one program per SM",
+    ("gpulab's matmul (autotuned; persistent where it pays)", "torch.matmul (cuBLAS)"),
+    "2N^3 / the fp16 rate torch.matmul reaches at 2N (the compute bound)",
+    _bench07b,
+    _recorded07b,
+)
+_KEYS.update({"05": "lesson05", "06": "lesson06", "07": "lesson07", "07b": "lesson07"})
 
 
 def _lesson_of(mine, lesson) -> str:
@@ -588,8 +627,8 @@ def race(mine, lesson: str | int | None = None, n: int | None = None, show: bool
 
     ``mine``: the launcher the exercise asks for (00b ``add(x, y, out)``, 01 ``scale_add(x, a, b, out)``, 02 ``loop_grouped(x, trips,
     order, out)``, 03 ``relu_cast(x, out)``, 04 ``sincos_fused(x, out)``, 05 ``sigmoid3_bwd(x, dy, out)``, 06
-    ``transpose(a, out)``, 07 ``tiled_matmul(a, b, out)``; for 06 and 07 ``n`` is the output's elements, a
-    square); ``lesson``: "00b", "01".."09" or 1..9 (None:
+    ``transpose(a, out)``, 07 ``tiled_matmul(a, b, out)``, 07b ``persistent_matmul(a, b, programs, out)``, one
+    program per SM; for 06 and 07 ``n`` is the output's elements, a square); ``lesson``: "00b", "01".."09" or 1..9 (None:
     found from ``mine.__name__``); ``n``: elements (default: the lesson's size on a GPU, 2^28 or 2^24 fp32;
     ``FAKE_N`` under the test clock). On a GPU the lesson's checker runs first: a kernel that does not pass is
     not timed (gpulab's and torch's still are). Without a GPU nothing is timed: the result says that timing needs
