@@ -5,7 +5,7 @@ import pytest
 
 import gpulab
 from gpulab import reference, timing
-from gpulab.exercises import ex08_kernels, race
+from gpulab.exercises import ex08_kernels, ex08b_kernels, race
 
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the CPU paths: on a GPU the real clock times these")
 
@@ -42,3 +42,39 @@ def test_under_the_test_clock_lesson_08_checks_then_times_the_learners_forward()
     assert r.live and r.n == race.FAKE_L08 and not r.message, str(r)
     assert [e.ms for e in r.entries] == [0.5, 0.5, 0.5] and race.FAKE_L08 in launched
     assert r.model_ms > 0 and timing.is_fake_record(r.asdict())
+
+
+def test_without_a_gpu_lesson_08b_shows_the_recorded_backward_point():
+    def never(*a):
+        pytest.fail("race launched the learner's kernel without a GPU")
+
+    never.__name__ = "flash_backward_kernel"
+    r = race.race(never, show=False)
+    assert r.lesson == "08b" and not r.live and r.n == 4096 and r.message.startswith("timing needs a GPU")
+    assert r.ms("gpulab") == ROW["ours"]["bwd_ms"] and r.ms("torch") == ROW["flash"]["bwd_ms"]
+    assert r.model_ms is None and len(str(r).splitlines()) <= 8
+
+
+def test_under_the_test_clock_lesson_08b_checks_then_times_the_learners_backward():
+    launched = []
+
+    def flash_backward_kernel(q, k, v, do, lse, delta, causal, out):
+        launched.append(q.shape[2])
+        ex08b_kernels.flash_backward_kernel(q, k, v, do, lse, delta, causal, out)
+
+    with timing.test_clock(ms=0.5):
+        r = race.race(flash_backward_kernel, show=False)
+    assert r.live and r.n == race.FAKE_L08 and not r.message, str(r)
+    assert [e.ms for e in r.entries] == [0.5, 0.5, 0.5] and race.FAKE_L08 in launched
+    assert r.model_ms > 0 and timing.is_fake_record(r.asdict())
+
+
+def test_a_backward_wrong_only_on_the_race_inputs_is_flagged():
+    def flash_backward_kernel(q, k, v, do, lse, delta, causal, out):
+        ex08b_kernels.flash_backward_kernel(q, k, v, do, lse, delta, causal, out)
+        if q.shape[2] == race.FAKE_L08:  # a length of no checker case
+            out[0] += 1.0
+
+    with timing.test_clock(ms=0.5):
+        r = race.race(flash_backward_kernel, show=False)
+    assert "differs from torch's" in r.message

@@ -716,6 +716,69 @@ _KEYS["08"] = "lesson08"
 _FAKE["08"] = FAKE_L08
 
 
+# ---- lesson 08b: the learner's FlashAttention backward in Triton (the lesson-08 shape) ---------------------------
+
+
+def _bench08b(L, dev):
+    from ..kernels import flash_attention as fa
+
+    B, H, d = _SHAPE08.values() if gpulab.ON_GPU else (1, 2, 16)
+    dt = torch.float16 if gpulab.ON_GPU else torch.float32
+    gen = torch.Generator(dev).manual_seed(0)
+    q, k, v, do = (torch.randn(B, H, L, d, device=dev, dtype=dt, generator=gen) for _ in range(4))
+    o, lse = fa.flash_attention_forward(q, k, v)
+    delta = (do.float() * o.float()).sum(-1)  # rowsum(dO o O), (B, H, L) float32, as the exercise hands it over
+    out = torch.empty(3, B, H, L, d, device=dev, dtype=dt)
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    sdpa = torch.nn.functional.scaled_dot_product_attention(qg, kg, vg)  # its graph kept: the backward alone is timed
+    flops = 2.5 * 4.0 * B * H * L * L * d  # the backward's FLOPs: 2.5 times the forward's (gpulab.attention)
+
+    def model(time_ms):  # the compute bound: the FLOPs at the rate of an fp16 matmul measured now
+        n = 4096 if gpulab.ON_GPU else 64
+        a = torch.randn(n, n, device=dev, dtype=dt, generator=gen)
+        t = time_ms(lambda: a @ a).median_ms
+        return flops / (2.0 * n**3 / t)
+
+    return _Bench(
+        call=lambda mine: (mine(q, k, v, do, lse, delta, False, out), out[0])[1],  # dq compared
+        gpulab=lambda: fa.flash_attention_backward(q, k, v, o, lse, do)[0],
+        torch=lambda: torch.autograd.grad(sdpa, (qg, kg, vg), do, retain_graph=True)[0],
+        model_ms=model,
+        tol=5e-2 if gpulab.ON_GPU else 1e-4,
+    )
+
+
+def _recorded08b(rec):
+    r8 = rec.get("lesson08")
+    row = next((r for r in (r8 or {}).get("headline", []) if (r["d"], r["L"], r["causal"]) == (128, 4096, False)), None)
+    if row is None or "bwd_ms" not in row.get("ours", {}):
+        return None
+    sdpa = row.get("flash", {}).get("bwd_ms")
+    return _rec(
+        LESSONS["08b"].op, 4096, row["ours"]["bwd_ms"], LESSONS["08b"].what[0], sdpa, LESSONS["08b"].what[1], None
+    )
+
+
+def _checker08b(mine):
+    from . import ex08b
+
+    return ex08b.check_flash_backward_kernel(mine)
+
+
+LESSONS["08b"] = _Lesson(
+    "flash_backward_kernel",
+    _checker08b,
+    4096,
+    "attention backward, B=4, H=16, L (n) tokens, d=128, fp16, non-causal",
+    ("gpulab's flash_attention_backward (autotuned)", "SDPA's backward (recorded: its flash backend)"),
+    "2.5 x 4BHL²d FLOPs at the rate of an fp16 4096² matmul measured now (the compute bound)",
+    _bench08b,
+    _recorded08b,
+)
+_KEYS["08b"] = "lesson08"
+_FAKE["08b"] = FAKE_L08
+
+
 # ---- lesson 09: the learner's fused bias + GELU (its own block: other lessons add theirs above) -------------
 _MLP_WIDTH = 3072  # the columns of x: GPT-2 small's MLP width, 4 x d_model
 
