@@ -659,21 +659,38 @@ _SHAPE08 = dict(B=4, H=16, d=128)  # the headline shape at L = 4096 (bench.lesso
 FAKE_L08 = 32  # the length under the test clock: the kernels run in the interpreter
 
 
-def _bench08(L, dev):
-    from ..kernels import flash_attention as fa
-
+def _attention_inputs(L, dev, count):
+    """``count`` random (B, H, L, d) tensors of lesson 08's races (the headline shape, fp16, on a GPU; (1, 2, L, 16)
+    fp32 under the test clock), their generator, and the compute-bound model of ``flops``: the FLOPs at the rate of
+    an fp16 4096² matmul measured now."""
     B, H, d = _SHAPE08.values() if gpulab.ON_GPU else (1, 2, 16)
     dt = torch.float16 if gpulab.ON_GPU else torch.float32
     gen = torch.Generator(dev).manual_seed(0)
-    q, k, v = (torch.randn(B, H, L, d, device=dev, dtype=dt, generator=gen) for _ in range(3))
-    out = torch.empty_like(q)
-    flops = 4.0 * B * H * L * L * d
+    tensors = [torch.randn(B, H, L, d, device=dev, dtype=dt, generator=gen) for _ in range(count)]
 
-    def model(time_ms):  # the compute bound: the FLOPs at the rate of an fp16 matmul measured now
-        n = 4096 if gpulab.ON_GPU else 64
-        a = torch.randn(n, n, device=dev, dtype=dt, generator=gen)
-        t = time_ms(lambda: a @ a).median_ms
-        return flops / (2.0 * n**3 / t)
+    def model_of(flops):
+        def model(time_ms):
+            n = 4096 if gpulab.ON_GPU else 64
+            a = torch.randn(n, n, device=dev, dtype=dt, generator=gen)
+            return flops / (2.0 * n**3 / time_ms(lambda: a @ a).median_ms)
+
+        return model
+
+    return tensors, 4.0 * B * H * L * L * d, model_of
+
+
+def _headline08(rec):
+    """The recorded lesson 08 headline row of the races' setting (d = 128, L = 4096, non-causal), or None."""
+    rows = (rec.get("lesson08") or {}).get("headline", [])
+    return next((r for r in rows if (r["d"], r["L"], r["causal"]) == (128, 4096, False)), None)
+
+
+def _bench08(L, dev):
+    from ..kernels import flash_attention as fa
+
+    (q, k, v), flops, model_of = _attention_inputs(L, dev, 3)
+    out = torch.empty_like(q)
+    model = model_of(flops)
 
     return _Bench(
         call=lambda mine: (mine(q, k, v, False, out), out)[1],
@@ -685,8 +702,7 @@ def _bench08(L, dev):
 
 
 def _recorded08(rec):
-    r8 = rec.get("lesson08")
-    row = next((r for r in (r8 or {}).get("headline", []) if (r["d"], r["L"], r["causal"]) == (128, 4096, False)), None)
+    row = _headline08(rec)
     if row is None or "fwd_ms" not in row.get("ours", {}):
         return None
     model = None  # no matmul rate at this shape is recorded beside it: the model needs the GPU
@@ -722,22 +738,13 @@ _FAKE["08"] = FAKE_L08
 def _bench08b(L, dev):
     from ..kernels import flash_attention as fa
 
-    B, H, d = _SHAPE08.values() if gpulab.ON_GPU else (1, 2, 16)
-    dt = torch.float16 if gpulab.ON_GPU else torch.float32
-    gen = torch.Generator(dev).manual_seed(0)
-    q, k, v, do = (torch.randn(B, H, L, d, device=dev, dtype=dt, generator=gen) for _ in range(4))
+    (q, k, v, do), fwd_flops, model_of = _attention_inputs(L, dev, 4)
     o, lse = fa.flash_attention_forward(q, k, v)
     delta = (do.float() * o.float()).sum(-1)  # rowsum(dO o O), (B, H, L) float32, as the exercise hands it over
-    out = torch.empty(3, B, H, L, d, device=dev, dtype=dt)
+    out = torch.empty(3, *q.shape, device=dev, dtype=q.dtype)
     qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
     sdpa = torch.nn.functional.scaled_dot_product_attention(qg, kg, vg)  # its graph kept: the backward alone is timed
-    flops = 2.5 * 4.0 * B * H * L * L * d  # the backward's FLOPs: 2.5 times the forward's (gpulab.attention)
-
-    def model(time_ms):  # the compute bound: the FLOPs at the rate of an fp16 matmul measured now
-        n = 4096 if gpulab.ON_GPU else 64
-        a = torch.randn(n, n, device=dev, dtype=dt, generator=gen)
-        t = time_ms(lambda: a @ a).median_ms
-        return flops / (2.0 * n**3 / t)
+    model = model_of(2.5 * fwd_flops)  # the backward's FLOPs: 2.5 times the forward's (gpulab.attention)
 
     return _Bench(
         call=lambda mine: (mine(q, k, v, do, lse, delta, False, out), out[0])[1],  # dq compared
@@ -749,8 +756,7 @@ def _bench08b(L, dev):
 
 
 def _recorded08b(rec):
-    r8 = rec.get("lesson08")
-    row = next((r for r in (r8 or {}).get("headline", []) if (r["d"], r["L"], r["causal"]) == (128, 4096, False)), None)
+    row = _headline08(rec)
     if row is None or "bwd_ms" not in row.get("ours", {}):
         return None
     sdpa = row.get("flash", {}).get("bwd_ms")
