@@ -315,8 +315,9 @@ def lane_branch_figure(lane: dict | None, where: str = "", trips: int = 256):
         note = lane.get("counters_note", "") if not eff else ""
     else:
         note = "no recording yet on this GPU: the model alone"
-    fig.update_xaxes(title_text="b in if (lane < b): lanes 0..b-1 take path A", dtick=4, row=2, col=1)
-    fig.update_yaxes(title_text="active lanes / 32", range=_padded(y_eff), row=1, col=1)
+    fig.update_xaxes(dtick=4)  # both panels: the top one's grid lines at the b the bottom one labels
+    fig.update_xaxes(title_text="b in if (lane < b): lanes 0..b-1 take path A", row=2, col=1)
+    fig.update_yaxes(title_text="active lanes / 32", range=_padded(y_eff), dtick=0.1, row=1, col=1)
     fig.update_yaxes(title_text="time / time at b = 0", range=_padded(y_time), row=2, col=1)
     title = "CUDA if (lane < b): both paths paid for every 0 < b < 32"
     fig.update_layout(
