@@ -94,15 +94,19 @@ def test_the_fake_clock_cannot_reach_a_notebook_so_a_notebook_never_races_fake(m
     assert not r.live and not timing.is_fake_record(r.asdict())
 
 
-def test_a_kernel_that_fails_its_checker_is_not_timed_but_gpulab_and_torch_are():
+def test_a_kernel_that_fails_its_checker_times_nothing_and_shows_the_recording():
     def scale_add(x, a, b, out):
         raise NotImplementedError
 
     with timing.test_clock(ms=0.5) as clock:
         r = race.race(scale_add, show=False)
-    assert r.ms("yours") is None and r.ms("gpulab") == 0.5 and r.ms("torch") == 0.5 and clock.calls == 3
+    recorded = race._recorded_race("01", race.LESSONS["01"])
+    assert clock.calls == 0 and not r.live and r.ms("yours") is None
+    assert r.ms("gpulab") == recorded.ms("gpulab") is not None and r.ms("torch") == recorded.ms("torch")
+    assert (r.op, r.n) == (recorded.op, recorded.n) and "recorded on" in r.where
     assert "does not pass ex01.check_scale_add" in r.message and "not attempted" in r.message
-    assert r.figure.data[0].text[0] == "not timed"
+    assert "nothing is timed until it does" in r.message and "needs a GPU" not in r.message
+    assert r.entries[0].note == "not timed" and r.figure.data[0].text[0] == "not timed"
 
 
 def test_a_kernel_wrong_or_raising_only_on_the_race_inputs_is_flagged():

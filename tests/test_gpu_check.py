@@ -172,8 +172,12 @@ def test_only_picks_lessons():
     gc.check_only(["08", "ceilings"], ROOT)
     with pytest.raises(gc.GPUCheckError, match="--only: '99'"):
         gc.check_only(["99"], ROOT)
-    assert gc.suite_args("lesson08", ("headline", "sweep")) == ["--only", "lesson08", "--steps", "headline"]
+    assert gc.suite_args("lesson08", ("headline",)) == ["--only", "lesson08", "--steps", "headline"]
+    assert gc.suite_args("lesson02", ("variants", "x")) == ["--only", "lesson02", "--steps", "variants,x"]
     assert gc.suite_args("lesson04", ()) == ["--only", "lesson04"]
+    heads = dict(gc.suite_list())
+    assert heads["lesson08"] == heads["lesson07"] == ("headline",) and heads["ceilings"] == heads["lesson04"] == ()
+    assert heads["lesson02"] == ("variants",)  # its lane_branch step builds CUDA code: recorded on its own
 
 
 # ------------------------------------------------------------------------------------------------ merging
@@ -360,7 +364,7 @@ def test_emulated_part_names_failing_cells_per_gpu(tmp_path):
 
 def test_suites_part_runs_each_headline_and_records_what_it_did_not_reach(tmp_path):
     m = FakeMachine({"ceilings": (20, []), "lesson04": (40, [1]), "lesson08": (500, [])})
-    suites = [("ceilings", ()), ("lesson04", ()), ("lesson08", ("headline", "sweep"))]
+    suites = [("ceilings", ()), ("lesson04", ()), ("lesson08", ("headline",))]
     s = gc.run_part("suites", _ctx(tmp_path, m, suites=suites, budget_s=300))
     p = s["parts"]["suites"]
     assert p["items"]["ceilings"]["ok"] and not p["items"]["lesson04"]["ok"]

@@ -4,6 +4,7 @@ argument, the CUDA source's branch, the counter case's model, the suite's ``lane
 clock (the CUDA build replaced by the reference), and the figure with and without a record. On a GPU: the built
 kernel against float64 on poisoned outputs."""
 
+import contextlib
 import re
 
 import pytest
@@ -19,6 +20,7 @@ from gpulab.kernels import lane_branch as lb
 
 pytestmark = pytest.mark.usefixtures("seed")
 CPU_ONLY = pytest.mark.skipif(gpulab.ON_GPU, reason="checks what gpulab does without a GPU")
+TEST_CLOCK = pytest.mark.skipif(gpulab.ON_GPU, reason="the test clock is for the CPU; on a GPU the real paths run")
 
 
 def _x(n):
@@ -217,6 +219,7 @@ def _step(**kw):
         return lesson02.run(progress=False, steps=("lane_branch",), lane_n=3 * 256 + 7, lane_trips=8, **kw)
 
 
+@TEST_CLOCK
 def test_step_runs_end_to_end_under_the_test_clock():
     data = _step()
     assert set(data) == {"lane_branch", "clock"} and data["clock"] == timing.FAKE_LABEL
@@ -233,6 +236,7 @@ def test_step_runs_end_to_end_under_the_test_clock():
     assert "CUDA if (lane < b)" in text and "counters not read" in text
 
 
+@TEST_CLOCK
 def test_step_keeps_what_ncu_counted(monkeypatch):
     case = CC.CASES["lane_branch"]
     rows = _ncu_rows(case, lambda b: 1000.0 if b in (0, 32) else 2000.0, lambda b: 32000.0 if b % 2 else 33000.0)
@@ -246,6 +250,7 @@ def test_step_keeps_what_ncu_counted(monkeypatch):
     assert "1: 16.0 (16)" in lesson02.lane_report(lane)  # b = 1: 32000 / 2000 threads per instruction
 
 
+@TEST_CLOCK
 def test_step_keeps_the_times_when_ncu_fails(monkeypatch):
     def fail(name):
         raise RuntimeError("ncu failed on case 'lane_branch' (exit 1): ==ERROR== boom")
@@ -257,6 +262,7 @@ def test_step_keeps_the_times_when_ncu_fails(monkeypatch):
     assert len(lane["rows"]) == 33
 
 
+@TEST_CLOCK
 def test_step_refuses_a_wrong_kernel(monkeypatch):
     monkeypatch.setattr(lesson02, "_lane_kernel", lambda: lambda x, b, trips, block: x.clone())
     with pytest.raises(RuntimeError, match="differs from its float64 reference at b = 0"):
@@ -266,8 +272,11 @@ def test_step_refuses_a_wrong_kernel(monkeypatch):
 def test_suite_steps_and_the_cli_know_lane_branch():
     assert lesson02.STEPS == ("variants", "lane_branch")
     assert lesson02.LIVE["steps"] == ("variants",)  # the notebook's live cell builds no CUDA code
-    with timing.test_clock(), pytest.raises(ValueError, match="unknown"):
-        lesson02.run(progress=False, steps=("lanes",))
+    with contextlib.ExitStack() as stack:
+        if not gpulab.ON_GPU:
+            stack.enter_context(timing.test_clock())
+        with pytest.raises(ValueError, match="unknown"):
+            lesson02.run(progress=False, steps=("lanes",))
     with pytest.raises(SystemExit, match="unknown step"):
         bench_cli.main(["--only", "lesson02", "--steps", "lanes"])
 
@@ -290,6 +299,7 @@ def test_figure_without_a_record_draws_the_model_and_says_so():
     assert "H200" not in fig.layout.title.text  # a provenance without a record would claim one
 
 
+@TEST_CLOCK
 def test_figure_with_a_record_draws_the_measured_points(monkeypatch):
     case = CC.CASES["lane_branch"]
     rows = _ncu_rows(case, lambda b: 1000.0 if b in (0, 32) else 2000.0, lambda b: 34000.0)
@@ -308,6 +318,7 @@ def test_figure_with_a_record_draws_the_measured_points(monkeypatch):
     assert lo < 34 / 64 and hi > 34 / 32  # the measured efficiencies inside the panel
 
 
+@TEST_CLOCK
 def test_figure_with_a_record_but_no_counters_says_why():
     lane = _step()["lane_branch"]
     fig = figures.lesson02.lane_branch_figure(lane, "fake")

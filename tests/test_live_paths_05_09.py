@@ -149,6 +149,22 @@ def test_lesson08_live_is_small():
     assert "teaching" not in lesson08.LIVE["steps"]
 
 
+def test_lesson08b_live_holds_what_notebook_08b_reads(monkeypatch):
+    """Notebook 08b's live cell: the headline setting its reveal reads (d = 128, L = 4096, non-causal), the memory
+    step at 16384 (its first reveal) and at two lengths from 4096 (its flatness check), no sweep; the roofline
+    of such a record has the flash points and no naive ones."""
+    live = lesson08.LIVE_BACKWARD
+    assert (live["head_dims"], live["lengths"], live["causals"]) == ((128,), (4096,), (False,))
+    assert set(live["steps"]) == {"headline", "memory"}
+    assert 16384 in live["memory_lengths"] and sum(L >= 4096 for L in live["memory_lengths"]) >= 2
+    _t4_plan(monkeypatch)
+    kw = dict(head_dims=(16,), lengths=(16,), memory_lengths=(16, 32), tokens=16, hidden=32, shape=dict(B=1, H=1, d=16))
+    data = _measured(lesson08.KEY, lambda: lesson08.run(progress=False, **{**live, **kw}))
+    assert set(data) >= {"headline", "memory"} and "sweep" not in data
+    names = [p.name for p in lesson08.roofline_points(data)]
+    assert names and all(n.startswith("flash ") for n in names)
+
+
 def test_lesson09_run_under_the_clock():
     from gpulab.capstone import ladder
     from gpulab.capstone.gpt import GPTConfig

@@ -6,7 +6,7 @@ that runs this file (every child process is ``sys.executable``; nothing here bui
     python tools/gpu_check.py tests       # pytest tests -m "not browser and not slow" -n 8, first configs
     python tools/gpu_check.py notebooks   # each notebook alone under nbval, full autotuning, cold caches, timed
     python tools/gpu_check.py emulated    # each notebook as a T4, an L4 and an A100 would, first configs
-    python tools/gpu_check.py suites      # each benchmark suite's headline step (python -m gpulab.bench)
+    python tools/gpu_check.py suites      # each benchmark suite's headline steps (python -m gpulab.bench)
     python tools/gpu_check.py status      # the stamp in at most 15 lines (no GPU needed)
     python tools/gpu_check.py all         # the four parts in order, then status
 
@@ -457,13 +457,16 @@ def lesson_of(stem: str) -> str:
 
 
 def suite_list() -> list[tuple[str, tuple[str, ...]]]:
-    """Every benchmark suite as (key, STEPS), the ceilings first (``python -m gpulab.bench``'s own list)."""
+    """Every benchmark suite as (key, its headline steps), the ceilings first (``python -m gpulab.bench``'s own
+    list): a suite's ``HEADLINE_STEPS`` where it names them, else ``("headline",)`` where its ``STEPS`` hold one,
+    else () (the whole suite)."""
     from gpulab.bench.__main__ import CORE, LESSON_SUITES
 
     out = [(CORE, ())]
     for m in LESSON_SUITES:
         mod = importlib.import_module(m)
-        out.append((mod.KEY, tuple(getattr(mod, "STEPS", ()))))
+        steps = tuple(getattr(mod, "STEPS", ()))
+        out.append((mod.KEY, tuple(getattr(mod, "HEADLINE_STEPS", ("headline",) if "headline" in steps else ()))))
     return out
 
 
@@ -663,9 +666,9 @@ def part_emulated(ctx: Context) -> dict:
 
 
 def suite_args(key: str, steps: tuple[str, ...]) -> list[str]:
-    """``python -m gpulab.bench`` arguments for a suite's headline: its ``headline`` step where it has one, else
-    the whole suite."""
-    return ["--only", key] + (["--steps", "headline"] if "headline" in steps else [])
+    """``python -m gpulab.bench`` arguments for a suite's headline: its headline ``steps`` (``suite_list``), or
+    the whole suite for ()."""
+    return ["--only", key] + (["--steps", ",".join(steps)] if steps else [])
 
 
 def part_suites(ctx: Context) -> dict:

@@ -31,6 +31,9 @@ KEY = "lesson02"
 FRACTIONS_A = (0.0, 0.25, 0.5, 0.75, 1.0)  # fraction of elements (a) or blocks (b) taking path A
 FRACS_EXPENSIVE = (1 / 256, 1 / 64, 1 / 16, 1 / 4)  # (c): fraction of elements with the expensive trip count
 STEPS = ("variants", "lane_branch")
+#: The steps ``make gpu-check`` runs as this suite's headline: lane_branch builds CUDA code with nvcc and reads
+#: counters, so it is recorded on its own (``--steps lane_branch --record``).
+HEADLINE_STEPS = ("variants",)
 LANE_N, LANE_TRIPS, LANE_BLOCK = 2**24, 256, 256  # the lane_branch step: threads, FMAs per path, threads per block
 LANE_CHECK_N = 4099  # elements of the check against float64 before timing (not a multiple of the block)
 # What notebook 02 measures live: every variant at n = 2^24, at three fractions taking A and two expensive ones

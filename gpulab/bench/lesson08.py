@@ -58,6 +58,15 @@ LIVE = dict(
     memory_lengths=(2**12, 2**14, 2**16),
     steps=("headline", "sweep", "memory"),
 )
+#: What notebook 08b runs live (``run(**LIVE_BACKWARD)``): what it draws from a record, the headline at lesson 08's
+#: live setting (the forward and backward timed) and the memory step at two lengths, no sweep.
+LIVE_BACKWARD = dict(
+    head_dims=(128,),
+    lengths=(4096,),
+    causals=(False,),
+    memory_lengths=(2**12, 2**14),
+    steps=("headline", "memory"),
+)
 
 
 def _sweep_bytes(L: int, B: int = SWEEP_SHAPE["B"], H: int = SWEEP_SHAPE["H"], d: int = SWEEP_SHAPE["d"]) -> int:
@@ -282,31 +291,10 @@ def memory(
     backward (adds delta and the gradients), above q, k, v and dO, per L; beside the model."""
     ch = choices(_plan(), memory_lengths=lengths)
     rows = []
-    for L in tqdm(ch["memory_kept"], desc="lesson08 memory", disable=not progress):
-        q, k, v, do = _qkv(B, H, L, d, requires_grad=True, seed=L)
-        torch.autograd.grad(F.flash_attention(q, k, v), (q, k, v), do)  # compile and tune outside the measurement
-        timing.synchronize()
-        base = timing.memory_allocated()
-        timing.reset_peak_memory()
-        out = F.flash_attention(q, k, v)
-        timing.synchronize()
-        held = timing.memory_allocated() - base
-        grads = torch.autograd.grad(out, (q, k, v), do)
-        timing.synchronize()
-        peak = timing.max_memory_allocated() - base
-        model = attention.flash_training_memory(B, H, L, d, 2, F.DEFAULT_BWD_MODE)
-        rows.append(
-            {
-                "L": L,
-                "held_bytes": int(held),
-                "peak_bytes": int(peak),
-                "model_held_bytes": model["held_bytes"],
-                "model_peak_bytes": model["peak_bytes"],
-            }
-        )
-        del grads
-        q = k = v = do = out = None  # free the buffers before the next size (the lambdas above hold the names)
-        timing.empty_cache()
+    with F.untuned():  # the bytes depend on the dq mode, never on the tiles: each list's first config, no autotuning
+        for L in tqdm(ch["memory_kept"], desc="lesson08 memory", disable=not progress):
+            rows.append(_memory_row(L, B, H, d))
+            timing.empty_cache()
     return {
         "B": B,
         "H": H,
@@ -315,6 +303,30 @@ def memory(
         "bwd_mode": F.DEFAULT_BWD_MODE,
         "rows": rows,
         "skipped": ch["memory_skipped"],
+    }
+
+
+def _memory_row(L: int, B: int, H: int, d: int) -> dict:
+    """One length of the memory step: held and peak bytes above the inputs, beside the model."""
+    q, k, v, do = _qkv(B, H, L, d, requires_grad=True, seed=L)
+    torch.autograd.grad(F.flash_attention(q, k, v), (q, k, v), do)  # compile outside the measurement
+    timing.synchronize()
+    base = timing.memory_allocated()
+    timing.reset_peak_memory()
+    out = F.flash_attention(q, k, v)
+    timing.synchronize()
+    held = timing.memory_allocated() - base
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    timing.synchronize()
+    peak = timing.max_memory_allocated() - base
+    model = attention.flash_training_memory(B, H, L, d, 2, F.DEFAULT_BWD_MODE)
+    del grads
+    return {
+        "L": L,
+        "held_bytes": int(held),
+        "peak_bytes": int(peak),
+        "model_held_bytes": model["held_bytes"],
+        "model_peak_bytes": model["peak_bytes"],
     }
 
 
@@ -488,7 +500,8 @@ def roofline_points(data: dict | None, l2_bytes: int | None = None) -> list:
     autotuner's BLOCK_M, 128 when the record does not say), read against the L2 roof, and "flash DRAM" with the
     bytes that reach DRAM (``attention.flash_dram_bytes``, each tensor once while a head's K and V fit in
     ``l2_bytes``; None: assume they fit), read against the HBM roof. Then naive attention's forward at each L of
-    the sweep that did not run out of memory (``attention.naive_bytes``, no reuse). FLOPs by
+    the sweep that did not run out of memory (``attention.naive_bytes``, no reuse; none when the record has no
+    sweep). FLOPs by
     ``attention.attention_flops``. [] for None."""
     points = []
     if not data:
@@ -503,7 +516,7 @@ def roofline_points(data: dict | None, l2_bytes: int | None = None) -> list:
             ):
                 name = f"flash {where} d={r['d']} L={r['L']}"
                 points.append(KernelPoint(name, r["fwd_flops"], nb, r["ours"]["fwd_ms"], dtype=dt, op_kind="matmul"))
-    sw = data["sweep"]
+    sw = data.get("sweep") or {"rows": []}  # a record without the sweep (notebook 08b's live run) has no naive points
     for r in sw["rows"]:
         if r["method"] == "naive" and not r["oom"]:
             points.append(

@@ -3,7 +3,8 @@
 One call, ``race(scale_add)`` (the launcher the learner wrote; ``lesson=`` picks the lesson when its name is not
 the exercise's), returns a ``Race`` and draws one figure: each kernel's median time on the same inputs, and the
 model's time as a dashed line. On a GPU (``timing.live()``) it runs the lesson's checker first (an unchecked kernel
-is never launched on the large inputs), times the three with ``timing.time_ms`` (do_bench medians, L2 flushed),
+is never launched on the large inputs, and while the checker fails nothing is timed: the recorded race is shown, so
+a notebook run top to bottom with the exercises still open spends no autotuning on races), times the three with ``timing.time_ms`` (do_bench medians, L2 flushed),
 and checks the learner's result on the large inputs against torch's. Without a GPU it says plainly that timing
 needs one and shows gpulab's recorded point and torch's (``live.recall``: gpulab/data, labelled with the GPU it
 was recorded on). Under the test clock the live path runs on the CPU at a small size, every time fake and labelled
@@ -541,11 +542,14 @@ def _lesson_of(mine, lesson) -> str:
     return key
 
 
-def _recorded_race(key: str, spec: _Lesson) -> Race:
+def _recorded_race(key: str, spec: _Lesson, reason: str | None = None, note: str = "needs a GPU") -> Race:
+    """The race from the recording: ``reason`` says why nothing is timed now (default: no GPU here), ``note`` labels
+    the learner's missing bar."""
     shown = live.recall(_KEYS[key])
     got = spec.recorded(live.recorded()) if shown.data is not None else None
-    reason = f"timing needs a GPU (gpulab runs in {gpulab.MODE} mode here), so yours is not timed; "
-    yours = Entry("yours", spec.exercise, None, "needs a GPU")
+    if reason is None:
+        reason = f"timing needs a GPU (gpulab runs in {gpulab.MODE} mode here), so yours is not timed; "
+    yours = Entry("yours", spec.exercise, None, note)
     if got is None:
         return Race(key, spec.op, 0, (yours,), None, spec.model, shown.where, False, reason + "nothing is recorded yet")
     (g_ms, g_what), (t_ms, t_what) = got["gpulab"], got["torch"]
@@ -567,20 +571,19 @@ def _timed(fn) -> tuple[float | None, str]:
 
 def _live_race(key: str, spec: _Lesson, mine, n: int) -> Race:
     rep = spec.checker(mine)
-    bench = spec.bench(n, timing.device())
-    yours, note, msg = None, "", ""
-    if rep.ok:
-        yours, note = _timed(lambda: bench.call(mine))
-        if yours is not None:
-            got, ref = bench.call(mine).double(), bench.torch().double()
-            err = (got - ref).abs().max().item() if got.shape == ref.shape else float("inf")
-            if not err <= bench.tol:
-                msg = f"your result at n = {n:,} differs from torch's by up to {err:.3g}: check it before you trust its time"
-    else:
+    if not rep.ok:  # nothing is timed: gpulab's and torch's times alone cost a compile and an autotuning sweep
         first = str(rep).splitlines()[0]
-        note = "not timed"
         checker = f"{spec.checker.__module__.rsplit('.', 1)[-1]}.{spec.checker.__name__}"
-        msg = f"your kernel does not pass {checker} yet ({first}): it is not timed"
+        reason = f"your kernel does not pass {checker} yet ({first}): nothing is timed until it does; "
+        return _recorded_race(key, spec, reason, note="not timed")
+    bench = spec.bench(n, timing.device())
+    msg = ""
+    yours, note = _timed(lambda: bench.call(mine))
+    if yours is not None:
+        got, ref = bench.call(mine).double(), bench.torch().double()
+        err = (got - ref).abs().max().item() if got.shape == ref.shape else float("inf")
+        if not err <= bench.tol:
+            msg = f"your result at n = {n:,} differs from torch's by up to {err:.3g}: check it before you trust its time"
     entries = (
         Entry("yours", spec.exercise, yours, note),
         Entry("gpulab", spec.what[0], timing.time_ms(bench.gpulab).median_ms),
@@ -630,8 +633,9 @@ def race(mine, lesson: str | int | None = None, n: int | None = None, show: bool
     ``transpose(a, out)``, 07 ``tiled_matmul(a, b, out)``, 07b ``persistent_matmul(a, b, programs, out)``, one
     program per SM; for 06 and 07 ``n`` is the output's elements, a square); ``lesson``: "00b", "01".."09" or 1..9 (None:
     found from ``mine.__name__``); ``n``: elements (default: the lesson's size on a GPU, 2^28 or 2^24 fp32;
-    ``FAKE_N`` under the test clock). On a GPU the lesson's checker runs first: a kernel that does not pass is
-    not timed (gpulab's and torch's still are). Without a GPU nothing is timed: the result says that timing needs
+    ``FAKE_N`` under the test clock). On a GPU the lesson's checker runs first: while the kernel does not
+    pass, nothing is timed and the recorded race is shown, the checker's first line in ``message``. Without a GPU
+    nothing is timed: the result says that timing needs
     a GPU and holds gpulab's and torch's recorded times. Returns a ``Race``; raises ValueError for an unknown
     lesson or a bad ``n``.
     """
