@@ -7,9 +7,10 @@
 # record (the suite, and it rewrites gpulab/data/reference-<gpu>.json), autotune-report (python -m gpulab.bench
 # --autotune-report lesson08), interp (the tests in forced interpreter mode), executed (every notebook run once,
 # its executed copy with outputs saved under $OUT/executed).
-# check-together: the tests, emulated and suites parts at once (16 cores; the suites in two groups), each within
+# check-together: the tests, emulated and suites parts at once (16 cores; the suites in three groups), each within
 # GPU_CHECK_BUDGET seconds (default 480), then the status; check-notebooks-first: the notebooks part with the
-# lessons of GPU_CHECK_FIRST (default 07,08,10) first, then the rest, within GPU_CHECK_BUDGET together. Both end by
+# lessons of GPU_CHECK_FIRST (default 07,08,10) first, then the rest, then the emulated runs and suites that are not
+# yet on this tree, all within GPU_CHECK_BUDGET (default 540) together. Both end by
 # packing every log into $OUT/logs-together.tgz or
 # $OUT/logs-notebooks.tgz (a call brings back at most 8 files) and copying the stamp to $OUT/stamp.json ($OUT/cache is left out:
 # a call brings back files from at most two folders down).
@@ -39,12 +40,14 @@ for step in $steps; do
              --json "$OUT/autotune_report.json" 2>&1 | tee "$OUT/autotune_report.log" || rc=1 ;;
     check-together)
            budget=${GPU_CHECK_BUDGET:-480}; mkdir -p "$OUT/logs"
-           python3 tools/gpu_check.py tests --workers 6 --budget "$budget" --out "$OUT/logs/t" > "$OUT/logs/tests.log" 2>&1 &
-           python3 tools/gpu_check.py emulated --rest --jobs 4 --budget "$budget" --out "$OUT/logs/e" > "$OUT/logs/emulated.log" 2>&1 &
-           python3 tools/gpu_check.py suites --rest --only 04,00,02,03,05,06 --budget "$budget" --out "$OUT/logs/s1" \
+           python3 tools/gpu_check.py tests --workers 7 --budget "$budget" --out "$OUT/logs/t" > "$OUT/logs/tests.log" 2>&1 &
+           python3 tools/gpu_check.py emulated --rest --jobs 6 --budget "$budget" --out "$OUT/logs/e" > "$OUT/logs/emulated.log" 2>&1 &
+           python3 tools/gpu_check.py suites --rest --only 04,05,06 --budget "$budget" --out "$OUT/logs/s1" \
              > "$OUT/logs/suites1.log" 2>&1 &
-           python3 tools/gpu_check.py suites --rest --only 08,09,07,10 --budget "$budget" --out "$OUT/logs/s2" \
+           python3 tools/gpu_check.py suites --rest --only 09,00,02,03 --budget "$budget" --out "$OUT/logs/s2" \
              > "$OUT/logs/suites2.log" 2>&1 &
+           python3 tools/gpu_check.py suites --rest --only 08,07,10 --budget "$budget" --out "$OUT/logs/s3" \
+             > "$OUT/logs/suites3.log" 2>&1 &
            wait || rc=1
            python3 tools/gpu_check.py status | tee "$OUT/status.txt"
            tar czf "$OUT/logs-together.tgz" -C "$OUT" logs && rm -rf "$OUT/logs" "$OUT/cache"; cp gpulab/data/gpu-check-*.json "$OUT/stamp.json" ;;
@@ -57,6 +60,13 @@ for step in $steps; do
              python3 tools/gpu_check.py notebooks --rest --budget "$left" --out "$OUT/logs/n2" 2>&1 \
                | tee "$OUT/logs/notebooks2.log" || rc=1
            fi
+           for part in emulated suites; do  # what check-together did not reach, with the time left
+             left=$(( ${GPU_CHECK_BUDGET:-540} - (SECONDS - t0) ))
+             if [ "$left" -ge 60 ]; then
+               python3 tools/gpu_check.py $part --rest --jobs 6 --budget "$left" --out "$OUT/logs/$part" 2>&1 \
+                 | tail -3 | tee "$OUT/logs/$part-rest.log"
+             fi
+           done
            python3 tools/gpu_check.py status | tee "$OUT/status.txt"
            tar czf "$OUT/logs-notebooks.tgz" -C "$OUT" logs && rm -rf "$OUT/logs" "$OUT/cache"; cp gpulab/data/gpu-check-*.json "$OUT/stamp.json" ;;
     check-*) python3 tools/gpu_check.py "${step#check-}" --out "$OUT" ${GPU_CHECK_ARGS:-} || rc=1 ;;
