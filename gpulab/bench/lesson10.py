@@ -46,10 +46,13 @@ def _collective_call(name: str, n_bytes: int, p: int, dev: str):
     n = max(n_bytes // 4 // p * p, p)  # a multiple of p elements: the tensor collectives need equal chunks
     full = torch.ones(n, device=dev)
     part = torch.ones(n // p, device=dev)
+    # torch 2.13 renames the tensor forms *_single (the old names warn); torch 2.11 has only the old names
+    reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     calls = {
         "all_reduce": lambda: dist.all_reduce(full),
-        "reduce_scatter": lambda: dist.reduce_scatter_tensor(part, full),
-        "all_gather": lambda: dist.all_gather_into_tensor(full, part),
+        "reduce_scatter": lambda: reduce_scatter(part, full),
+        "all_gather": lambda: all_gather(full, part),
         "broadcast": lambda: dist.broadcast(full, 0),
     }
     return calls[name], n * 4

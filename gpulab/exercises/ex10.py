@@ -53,8 +53,8 @@ check_ring_bytes.hints = [
 PS = (1, 2, 3, 4)
 ELEM = 4  # float32
 TIMEOUT_S = 10.0
-_COLLECTIVE_NAMES = ("all_reduce", "reduce_scatter", "reduce_scatter_tensor", "all_gather", "all_gather_into_tensor",
-                     "broadcast", "reduce", "all_to_all")  # fmt: skip
+_COLLECTIVE_NAMES = ("all_reduce", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single", "all_gather",
+                     "all_gather_into_tensor", "all_gather_single", "broadcast", "reduce", "all_to_all")  # fmt: skip
 
 
 def sizes(p: int) -> list[int]:
@@ -194,8 +194,8 @@ def diagnose_tracer(p: int, n: int, got: dict) -> str | None:
         r = next(iter(full))
         return (
             f"a missing final all-gather: rank {r} holds the whole sum only in elements {_ranges(full[r])}, one "
-            f"chunk; the reduce-scatter leaves each rank one reduced chunk, and p - 1 = {p - 1} more steps must "
-            "pass the reduced chunks around the ring"
+            f"chunk; the reduce-scatter leaves each rank one reduced chunk, and {p - 1} more "
+            f"step{'s' if p > 2 else ''} (p - 1) must pass the reduced chunks around the ring"
         )
     r, (d, bad) = next(iter(wrong.items()))
     j = bad[0]
