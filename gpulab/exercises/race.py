@@ -583,7 +583,9 @@ def _live_race(key: str, spec: _Lesson, mine, n: int) -> Race:
         got, ref = bench.call(mine).double(), bench.torch().double()
         err = (got - ref).abs().max().item() if got.shape == ref.shape else float("inf")
         if not err <= bench.tol:
-            msg = f"your result at n = {n:,} differs from torch's by up to {err:.3g}: check it before you trust its time"
+            msg = (
+                f"your result at n = {n:,} differs from torch's by up to {err:.3g}: check it before you trust its time"
+            )
     entries = (
         Entry("yours", spec.exercise, yours, note),
         Entry("gpulab", spec.what[0], timing.time_ms(bench.gpulab).median_ms),
