@@ -13,9 +13,9 @@ Sources (the short keys in ``LINK_SOURCES`` and the docstrings point here):
   20(3), 1994: t = α + n/β for one message of n bytes. Ring collectives: Patarasuk and Yuan, "Bandwidth optimal
   all-reduce algorithms for clusters of workstations", JPDC 69(2), 2009; Thakur, Rabenseifner and Gropp,
   "Optimization of collective communication operations in MPICH", IJHPCA 19(1), 2005.
-- Bus bandwidth: nccl-tests, doc/PERFORMANCE.md (https://github.com/NVIDIA/nccl-tests/blob/master/doc/
-  PERFORMANCE.md): busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for reduce-scatter and all-gather, x 1
-  for broadcast, with algbw = S/t.
+- Bus bandwidth: nccl-tests, doc/PERFORMANCE.md
+  (https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md): busbw = algbw x 2(n-1)/n for
+  all-reduce, x (n-1)/n for reduce-scatter and all-gather, x 1 for broadcast, with algbw = S/t.
 - ZeRO: Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models", SC 2020,
   sec. 5 and Figure 1 (mixed-precision Adam: 2Ψ + 2Ψ + KΨ bytes, K = 12; stage 3 moves 1.5x the data of
   data parallelism). FSDP's FULL_SHARD is stage 3 (Zhao et al., "PyTorch FSDP", VLDB 2023).

@@ -3,8 +3,8 @@ test clock that lets every GPU-only path run on a CPU.
 
 On a GPU, ``time_ms`` wraps ``triton.testing.do_bench``: it warms up, then times many launches with CUDA
 events and returns the median and the 20th/80th percentiles. Before every timed launch do_bench zeroes a
-buffer larger than the L2 cache, so each launch reads its inputs from HBM, not from a warm L2
-(METHOD.md: "if the inputs fit in the cache, repeated runs over one buffer measure the cache").
+buffer larger than the L2 cache, so each launch reads its inputs from HBM, not from a warm L2: when the inputs
+fit in the cache, repeated runs over one buffer measure the cache.
 
 In Triton's interpreter there is no GPU to time: ``time_ms`` raises ``NoGPUTimingError`` rather than
 return a CPU wall-clock time that could be mistaken for a GPU measurement. Lessons show recorded

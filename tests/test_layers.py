@@ -1,7 +1,7 @@
 """The import graph of gpulab: a lower layer never imports a higher one, and no module imports itself back
 through others. Every import counts, at module level or inside a function (a lazy import is still an arrow).
 
-Layers, bottom up (DESIGN.md, "The package, in layers"):
+Layers, bottom up (docs/package.md lists the modules of each):
 0 core: the mode and the switches, the GPU planned for (plan, with the hardware table it reads), the dtype
   table, validators, tolerances, the reference data, and timing (time_ms, CUDA graphs: the autotuners of
   layer 2 time their candidates with it)

@@ -62,6 +62,21 @@ def test_readme_links_to_files_that_exist():
     assert not missing, f"README links to missing files: {missing}"
 
 
+def test_every_markdown_file_the_code_cites_is_in_the_repository():
+    """A docstring or comment that cites a bare markdown file by name (a design note, a style guide) cites a file a
+    reader can open: one in the repository. A path into another project (nccl-tests' doc/...) is a citation of
+    that project's file, not of ours."""
+    present = {p.name for p in ROOT.rglob("*.md") if ".venv" not in p.parts}
+    cited = {}
+    for folder in ("gpulab", "tests", "tools"):
+        for py in (ROOT / folder).rglob("*.py"):
+            for name in re.findall(r"(?<![/\w.-])([A-Za-z][\w-]*\.md)\b", py.read_text()):
+                cited.setdefault(name, py.relative_to(ROOT).as_posix())
+    assert cited, "the docstrings cite docs pages"
+    missing = {n: where for n, where in cited.items() if n not in present}
+    assert not missing, f"cited but not in the repository: {missing}"
+
+
 def test_docs_lesson_map_is_what_the_notebooks_import():
     """docs/lessons.md's map from lesson to code is the one tools/lesson_map.py writes from the notebooks' imports
     (run it after a notebook imports a new module), and every file it names exists."""

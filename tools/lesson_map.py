@@ -1,5 +1,6 @@
 """Write the map from each lesson to its code into docs/lessons.md (between the two markers), read from what the
-notebook imports: the models and helpers it uses, its kernels, its benchmark suite, its figures, its exercises and
+notebook imports: the models and helpers it uses, its kernels (and those its benchmark suite imports), its
+benchmark suite, its figures, its exercises and
 their hidden solutions (``exNN_kernels.py``); then, from each ``lesson`` field, its counter cases
 (``gpulab.counter_cases.CASES``) and its rows of ``gpulab.target_kernels.LESSON_KERNELS``. ``python tools/lesson_map.py``; tests/test_links.py checks that the
 committed map is the one this writes."""
@@ -39,6 +40,23 @@ def imports(notebook: Path) -> set[str]:
     return found - {"gpulab"}
 
 
+_REL_KERNELS = re.compile(r"^\s*from \.\.kernels(?:\.(\w+))? import ([\w, ]+)", re.M)
+
+
+def suite_kernels(suite: str) -> set[str]:
+    """The ``gpulab.kernels`` modules a benchmark suite (``gpulab.bench.lessonNN``) imports: the kernels the lesson
+    times, beside those its notebook imports."""
+    found: set[str] = set()
+    for m in _REL_KERNELS.finditer(_module_file(suite).read_text()):
+        if m.group(1):
+            found.add(f"gpulab.kernels.{m.group(1)}")
+            continue
+        for name in (n.strip().split(" as ")[0] for n in m.group(2).split(",")):
+            if _module_file(f"gpulab.kernels.{name}"):
+                found.add(f"gpulab.kernels.{name}")
+    return found
+
+
 def _path(name: str) -> str:
     return f"`{_module_file(name).relative_to(ROOT)}`"
 
@@ -48,8 +66,8 @@ def row(notebook: Path) -> str:
     stem = notebook.stem
     num = stem.split("_")[0]
     mods = imports(notebook)
-    kernels = sorted(m for m in mods if m.startswith("gpulab.kernels."))
     suites = sorted(m for m in mods if m.startswith("gpulab.bench.") and m != "gpulab.bench.live")
+    kernels = sorted({m for m in mods if m.startswith("gpulab.kernels.")}.union(*map(suite_kernels, suites)))
     groups = ("gpulab.bench", "gpulab.figures", "gpulab.exercises", "gpulab.kernels")
     models = sorted(m for m in mods if not m.startswith(groups))
     fig = ROOT / "gpulab" / "figures" / f"lesson{num[:2]}.py"
