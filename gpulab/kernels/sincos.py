@@ -170,7 +170,7 @@ def sincos_kernel(
     mask = offs < n
     y = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)  # stays in registers from here to the store
     for _ in tl.static_range(REPEAT):  # REPEAT > 1 only to grow the fused work (the resource-pressure study)
-        s, c = _sin_cos(y, FAST, SHARED)
+        s, c = _sin_cos(y, FAST=FAST, SHARED=SHARED)
         y = s * s + c * c
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
@@ -182,7 +182,7 @@ def sin_cos_parts_kernel(x_ptr, s_ptr, c_ptr, n, BLOCK: tl.constexpr, SHARED: tl
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    s, c = _sin_cos(x, False, SHARED)
+    s, c = _sin_cos(x, FAST=False, SHARED=SHARED)
     tl.store(s_ptr + offs, s, mask=mask)
     tl.store(c_ptr + offs, c, mask=mask)
 
