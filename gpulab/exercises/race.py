@@ -20,6 +20,7 @@ Lessons 05 to 07 (their own block): 05's recomputing backward is bound by its 12
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -707,15 +708,14 @@ def _bench08(L, dev):
     )
 
 
-def _recorded08(rec):
+def _recorded_headline08(key: str, part: str, rec):
+    """Lesson ``key``'s ("08", "08b") recorded race: the headline row's ``part`` ("fwd_ms", "bwd_ms") of ours and
+    of SDPA's flash backend; no model (no matmul rate at this shape is recorded beside it: it needs the GPU)."""
     row = _headline08(rec)
-    if row is None or "fwd_ms" not in row.get("ours", {}):
+    if row is None or part not in row.get("ours", {}):
         return None
-    model = None  # no matmul rate at this shape is recorded beside it: the model needs the GPU
-    sdpa = row.get("flash", {}).get("fwd_ms")
-    return _rec(
-        LESSONS["08"].op, 4096, row["ours"]["fwd_ms"], LESSONS["08"].what[0], sdpa, LESSONS["08"].what[1], model
-    )
+    sdpa = row.get("flash", {}).get(part)
+    return _rec(LESSONS[key].op, 4096, row["ours"][part], LESSONS[key].what[0], sdpa, LESSONS[key].what[1], None)
 
 
 def _checker08(mine):
@@ -732,7 +732,7 @@ LESSONS["08"] = _Lesson(
     ("gpulab's flash_attention (autotuned)", "SDPA (torch's fastest backend here)"),
     "4BHL²d FLOPs at the rate of an fp16 4096² matmul measured now (the compute bound)",
     _bench08,
-    _recorded08,
+    functools.partial(_recorded_headline08, "08", "fwd_ms"),
 )
 _KEYS["08"] = "lesson08"
 _FAKE["08"] = FAKE_L08
@@ -761,16 +761,6 @@ def _bench08b(L, dev):
     )
 
 
-def _recorded08b(rec):
-    row = _headline08(rec)
-    if row is None or "bwd_ms" not in row.get("ours", {}):
-        return None
-    sdpa = row.get("flash", {}).get("bwd_ms")
-    return _rec(
-        LESSONS["08b"].op, 4096, row["ours"]["bwd_ms"], LESSONS["08b"].what[0], sdpa, LESSONS["08b"].what[1], None
-    )
-
-
 def _checker08b(mine):
     from . import ex08b
 
@@ -785,7 +775,7 @@ LESSONS["08b"] = _Lesson(
     ("gpulab's flash_attention_backward (autotuned)", "SDPA's backward (recorded: its flash backend)"),
     "2.5 x 4BHL²d FLOPs at the rate of an fp16 4096² matmul measured now (the compute bound)",
     _bench08b,
-    _recorded08b,
+    functools.partial(_recorded_headline08, "08b", "bwd_ms"),
 )
 _KEYS["08b"] = "lesson08"
 _FAKE["08b"] = FAKE_L08
