@@ -113,9 +113,10 @@ def test_strides_dtypes_alignment_and_context_get_their_own_plans(plans, monkeyp
         _close(mm.matmul(x, y, **({"path": "tma", "config": SMALL} | kw)), x, y)
     assert len(plans) == n and plans.hits == n
     other_plan = plan.for_gpu(plan.current().gpu)  # the same GPU's choices, another plan object
+    other_mode = {"full": "first", "first": "full"}[settings.SETTINGS.autotune]  # whichever this run is not in
     for name, target, attr, value in [
         ("stream", _call_cache, "launch_context", lambda device: (12345, 0)),
-        ("autotune mode", settings, "SETTINGS", settings.read({"GPULAB_AUTOTUNE": "first"})),
+        ("autotune mode", settings, "SETTINGS", settings.read({"GPULAB_AUTOTUNE": other_mode})),
         ("GPU plan", plan, "current", lambda: other_plan),
     ]:
         monkeypatch.setattr(target, attr, value)
