@@ -430,3 +430,37 @@ def test_merge_drops_the_entries_of_items_the_part_no_longer_has():
     s = gc.merge(s, "notebooks", {"items": new, "last_run": _run("t1")}, gpu="g", slug="h200", expected=names)
     p = s["parts"]["notebooks"]
     assert list(p["items"]) == names and p["missing"] == [] and p["total_seconds"] == 45.0 and p["ok"]
+
+
+def test_emulated_run_whose_kernel_ran_no_cell_runs_once_more_alone(tmp_path):
+    """Every cell failing (a kernel that died or never started) is tried again after the others; the entry keeps
+    the first try. A notebook failing only some cells, or failing all cells twice, is not forgiven."""
+    tries = {}
+
+    class Flaky(FakeMachine):
+        def __call__(self, cmd, env, timeout_s, log):
+            key = next(k for k in self.plan if any(k in a for a in cmd))
+            tag = (key, env["GPULAB_AS_GPU"])
+            tries[tag] = tries.get(tag, 0) + 1
+            if key == "00_a" and env["GPULAB_AS_GPU"] == "T4":
+                self.plan[key] = (10, [0, 1, 2, 3] if tries[tag] == 1 else [])
+            elif key == "00_a":
+                self.plan[key] = (10, [])
+            return super().__call__(cmd, env, timeout_s, log)
+
+    m = Flaky({"00_a": (10, []), "01_b": (10, [0, 1, 2, 3]), "02_c": (10, [2])})
+    s = gc.run_part("emulated", _ctx(tmp_path, m, notebooks=["00_a", "01_b", "02_c"], jobs=2))
+    items = s["parts"]["emulated"]["items"]
+    assert items["T4 00_a"]["ok"] and items["T4 00_a"]["first_try"]["failures"][0] == "Cell 0"
+    assert tries[("00_a", "T4")] == 2 and tries[("00_a", "L4")] == 1 and tries[("02_c", "T4")] == 1
+    assert not items["T4 01_b"]["ok"] and tries[("01_b", "T4")] == 2 and "first_try" in items["T4 01_b"]
+    assert items["T4 02_c"]["failures"] == ["Cell 2"] and "first_try" not in items["T4 02_c"]
+    assert [(c[0], c[2]["GPULAB_AS_GPU"]) for c in m.calls[-4:]] == [
+        ("00_a", "T4"),
+        ("01_b", "T4"),
+        ("01_b", "L4"),
+        ("01_b", "A100"),
+    ]
+    assert not s["parts"]["emulated"]["ok"]
+    envs = [c[2] for c in m.calls]  # each notebook and GPU has its own IPython and Jupyter runtime folders
+    assert len({e["IPYTHONDIR"] for e in envs}) == len({e["JUPYTER_RUNTIME_DIR"] for e in envs}) == 9

@@ -436,7 +436,7 @@ def base_env(**set_vars: str) -> dict:
 def cold_env(tmp: Path, **set_vars: str) -> dict:
     """A learner's first run: every cache folder fresh under ``tmp`` (gpulab's device profile and tables,
     Triton's kernels, torch.compile's, CUDA's JIT)."""
-    for d in ("gpulab", "triton", "inductor", "cuda"):
+    for d in ("gpulab", "triton", "inductor", "cuda", "ipython", "jupyter-runtime"):
         (tmp / d).mkdir(parents=True, exist_ok=True)
     return base_env(
         GPULAB_CACHE_DIR=str(tmp / "gpulab"),
@@ -444,6 +444,8 @@ def cold_env(tmp: Path, **set_vars: str) -> dict:
         TORCHINDUCTOR_CACHE_DIR=str(tmp / "inductor"),
         CUDA_CACHE_PATH=str(tmp / "cuda"),
         XDG_CACHE_HOME=str(tmp),
+        IPYTHONDIR=str(tmp / "ipython"),
+        JUPYTER_RUNTIME_DIR=str(tmp / "jupyter-runtime"),
         **set_vars,
     )
 
@@ -623,13 +625,20 @@ def split_alone(names: list[str]) -> tuple[list[str], list[str]]:
     return [n for n in names if n not in alone], alone
 
 
+def _every_cell_failed(junit: dict | None) -> bool:
+    """Whether a notebook's run failed in each of its cells: its kernel never ran a cell (it died or did not
+    start), which a notebook's own fault does not do (a failing cell leaves the next ones to run)."""
+    return bool(junit and junit["failed"] + junit["errors"] > 1 and junit["passed"] == junit["skipped"] == 0)
+
+
 def part_emulated(ctx: Context) -> dict:
     """Each notebook as each GPU of ``ctx.as_gpus`` would choose (GPULAB_AS_GPU), first configs, ``ctx.jobs`` at
-    once; each run with its own gpulab cache, Triton's cache shared by the part."""
+    once; each run with its own gpulab cache, Triton's cache shared by the part. A run that fails in every cell
+    (its kernel never ran one) runs once more, alone, after the others: its entry keeps that first try."""
     t0 = ctx.clock()
     names = [f"{g} {s}" for g in ctx.as_gpus for s in select(notebooks(ctx.root), ctx.only, "notebooks")]
     todo = _pending(names, ctx, "emulated")
-    items, unreached = {}, []
+    items, unreached, retry = {}, [], {}
     lock = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="gpu-check-emulated-") as tmp:
 
@@ -638,7 +647,16 @@ def part_emulated(ctx: Context) -> dict:
             left = ctx.budget_s - (ctx.clock() - t0)
             if left < MIN_START_S:
                 with lock:
-                    unreached.append(name)
+                    if name in retry:  # no time to try again: the first try stands
+                        items[name] = _entry(
+                            ctx,
+                            ok=False,
+                            seconds=retry[name]["seconds"],
+                            failures=retry[name]["failures"],
+                            stopped=False,
+                        )
+                    else:
+                        unreached.append(name)
                 return
             env = cold_env(Path(tmp) / name.replace(" ", "-"), GPULAB_AUTOTUNE="first", GPULAB_AS_GPU=gpu)
             env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")
@@ -649,17 +667,22 @@ def part_emulated(ctx: Context) -> dict:
                 return
             fails = _failures(ran, junit)
             ok = ran.rc == 0 and not fails
-            with lock:
-                items[name] = _entry(ctx, ok=ok, seconds=round(ran.seconds, 1), failures=fails, stopped=ran.stopped)
             if not ok:
                 (ctx.logs / f"as-{gpu}-{stem}.tail.txt").write_text(tail(ran.output))
+            with lock:
+                if not ok and name not in retry and _every_cell_failed(junit):
+                    retry[name] = {"failures": fails[:3] + ["..."], "seconds": round(ran.seconds, 1)}
+                    return
+                items[name] = _entry(ctx, ok=ok, seconds=round(ran.seconds, 1), failures=fails, stopped=ran.stopped)
+                if name in retry:
+                    items[name]["first_try"] = retry[name]
             print(f"  {name:32} {ran.seconds:6.1f} s  {'ok' if ok else 'FAIL ' + ', '.join(fails[:6])}", flush=True)
 
         (Path(tmp) / "triton").mkdir()
         together, alone = split_alone(todo)
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, ctx.jobs)) as pool:
             list(pool.map(one, together))
-        for name in alone:
+        for name in alone + list(retry):
             one(name)
     unreached.sort(key=todo.index)
     return {"items": items, "last_run": _last_run(ctx, t0, unreached)}
