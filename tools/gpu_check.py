@@ -549,7 +549,7 @@ def part_tests(ctx: Context) -> dict:
     xml = ctx.logs / "tests.xml"
     xml.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pytest", "tests", "-m", TEST_MARKERS, "-q", "-p", "no:cacheprovider"]
-    cmd += ["-o", "junit_family=xunit1", f"--junitxml={xml}"]
+    cmd += ["-o", "junit_family=xunit1", f"--junitxml={xml}", "--durations=25"]  # the slowest, in tests.log
     if ctx.workers > 0 and importlib.util.find_spec("xdist") is not None:
         cmd += ["-n", str(ctx.workers)]
     with tempfile.TemporaryDirectory(prefix="gpu-check-tests-") as tmp:
