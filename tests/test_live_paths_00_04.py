@@ -162,6 +162,29 @@ def test_lesson04_live_keeps_a_live_point_in_each_figure():
     assert all(n < S.TUNE_MIN_N for n in live_["sweep"][:-1]) and live_["accuracy_n"] < S.TUNE_MIN_N
 
 
+@pytest.mark.parametrize("tune", [True, False])
+def test_lesson04_variants_tune_their_own_shape_or_take_the_fused_kernels(monkeypatch, tune):
+    """Live (tune_variants=False) the shared and fast variants launch the fused kernel's tuned shape, never the
+    autotuner; the full suite tunes each. The record says which."""
+    calls, real = [], S.sincos
+
+    def spy(x, fast=False, block=None, num_warps=None, repeat=1, shared=False):
+        calls.append((fast or shared, block))
+        return real(x, fast=fast, block=block, num_warps=num_warps, repeat=repeat, shared=shared)
+
+    monkeypatch.setattr(lesson04.S, "sincos", spy)
+    with timing.test_clock():
+        data = lesson04.run(**{**TINY_ARGS["lesson04"], "tune_variants": tune})
+    variant_blocks = {b for is_variant, b in calls if is_variant}
+    assert data.get("variants_tuned", True) is tune and variant_blocks
+    if tune:
+        assert variant_blocks == {None}  # autotuned (the interpreter's BLOCK under the clock)
+    else:
+        assert None not in variant_blocks and data["best_config_shared"] == data["best_config"]
+        assert "not tuned here" in lesson04.report(data, full=True)
+    assert lesson04.LIVE["tune_variants"] is False
+
+
 def test_the_roofline_and_the_profile_are_the_measuring_gpus_and_never_saved():
     with timing.test_clock(ms=1.0):
         data = suite.roofline(progress=False, vector_sizes=(1024,), matmul_sizes=(32,), matmul_n=32)

@@ -39,20 +39,31 @@ NAIVE_BLOCK = 4096
 TARGET_VS_COMPILE = 1.0  # gpulab's targets for the fused kernels: torch.compile ms / ours ms, at least
 TARGET_VS_COPY = 0.9  # and ours TB/s / copy TB/s, at least
 METHODS = ("unfused", "fused", "fused shared", "fused fast", "eager", "compile")
-# What notebook 04 measures live: the headline at N (every method, autotuned), three sizes of the sweep (two below
+# What notebook 04 measures live: the headline at N (every method; the fused kernel autotuned, its shared and
+# fast variants at the fused kernel's tuned shape: tuning each costs a compile and benchmark of every config), three sizes of the sweep (two below
 # the autotuner's TUNE_MIN_N, which take its first config untimed, and N, tuned by the headline), the accuracy on
 # 2^15 inputs (below TUNE_MIN_N too: each autotuned key costs a benchmark of every config, and accuracy does not
 # depend on the config), two BLOCKs (the naive one is compiled by the headline) and two REPEATs. The full suite
 # (python -m gpulab.bench --only lesson04) is the recording.
-LIVE = dict(progress=False, sweep=(2**10, 2**14, N), accuracy_n=2**15, blocks=(1024, NAIVE_BLOCK), repeats=(1, 4))
+LIVE = dict(
+    progress=False,
+    sweep=(2**10, 2**14, N),
+    accuracy_n=2**15,
+    blocks=(1024, NAIVE_BLOCK),
+    repeats=(1, 4),
+    tune_variants=False,
+)
 
 
-def _methods(x, compiled_eager):
+def _methods(x, compiled_eager, variant_config=None):
+    """Each method of ``METHODS`` as a call on x. ``variant_config`` (BLOCK, num_warps): the shared and fast
+    variants launch that shape instead of autotuning their own."""
+    b, w = variant_config or (None, None)
     return {
         "unfused": lambda: S.sincos_unfused(x),
         "fused": lambda: S.sincos(x),
-        "fused shared": lambda: S.sincos(x, shared=True),
-        "fused fast": lambda: S.sincos(x, fast=True),
+        "fused shared": lambda: S.sincos(x, shared=True, block=b, num_warps=w),
+        "fused fast": lambda: S.sincos(x, fast=True, block=b, num_warps=w),
         "eager": lambda: S.sincos_eager(x),
         "compile": lambda: compiled_eager(x),
     }
@@ -75,13 +86,14 @@ def launch_costs(launches: int = 1000) -> dict:
     return {"triton_us": triton_us, "torch_us": torch_us, "triton_cpu_us": cpu_us}
 
 
-def accuracy(n: int = ACCURACY_N, compiled_eager=None) -> dict:
+def accuracy(n: int = ACCURACY_N, compiled_eager=None, variant_config=None) -> dict:
     """Max absolute error against the float64 reference on normal inputs (fp32), per method; and, per 16-bit
-    dtype, the fraction of elements where torch eager and the fused kernel differ."""
+    dtype, the fraction of elements where torch eager and the fused kernel differ. ``variant_config``: as
+    ``_methods``'s."""
     x = torch.randn(n, device=timing.device(), generator=torch.Generator(timing.device()).manual_seed(0))
     ref = S.sincos_ref(x)
     out = {"n": n, "fp32_max_abs_error": {}, "fast_math": S.FAST_MATH_AVAILABLE}
-    for name, fn in _methods(x, compiled_eager or S.sincos_eager).items():
+    for name, fn in _methods(x, compiled_eager or S.sincos_eager, variant_config).items():
         out["fp32_max_abs_error"][name] = float((fn().double() - ref).abs().max())
     for dname in ("fp16", "bf16"):
         xd = x.to(torch_dtype(dname))
@@ -159,18 +171,22 @@ def run(
     copy_bytes: int | None = None,
     launches: int = 1000,
     compile_backend: str = "inductor",
+    tune_variants: bool = True,
 ) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU (or test clock) only.
     ``copy_bytes``: one buffer of the copy (``device.measure_copy_tbps``'s default if None); ``launches``: of
     the CPU launch-cost loop; ``compile_backend``: torch.compile's (inductor's C++ build on a CPU takes longer
-    than a test, so the tests pass "eager")."""
+    than a test, so the tests pass "eager"); ``tune_variants=False``: the shared and fast variants run at the
+    fused kernel's tuned (BLOCK, num_warps) instead of autotuning their own (24 compiles and benchmarks fewer;
+    the record then holds ``variants_tuned: False``, and their ``best_config_*`` is that shape)."""
     timing.require_gpu("the lesson04 suite")
     compiled_eager = torch.compile(S.sincos_eager, backend=compile_backend)
     dev = timing.device()
     gen = torch.Generator(dev).manual_seed(0)
     steps = ["copy bandwidth", "launch cost", "headline", "accuracy", "sweep", "pressure"]
     bar = tqdm(steps, desc="lesson04", disable=not progress)
-    out = {"n": n, "dtype": "fp32"}
+    out = {"n": n, "dtype": "fp32"} | ({} if tune_variants else {"variants_tuned": False})
+    variant_config = None
     for step in bar:
         bar.set_postfix_str(step)
         if step == "copy bandwidth":
@@ -179,7 +195,10 @@ def run(
             out["launch"] = launch_costs(launches)
         elif step == "headline":
             x = torch.randn(n, device=dev, generator=gen)
-            fns = _methods(x, compiled_eager)
+            if not tune_variants:
+                S.sincos(x)  # tunes the fused kernel at n: its shape is the variants'
+                variant_config = _best(S.best_config(), S.INTERPRETER_BLOCK)
+            fns = _methods(x, compiled_eager, variant_config)
             fns["naive fused"] = lambda: S.sincos(x, block=NAIVE_BLOCK)
             rows = []
             for name, fn in fns.items():
@@ -201,18 +220,21 @@ def run(
                 ("best_config_fast", True, False),
                 ("best_config_shared", False, True),
             ):
-                S.sincos(x, fast=fast, shared=shared)  # cached: sets the autotuner's best_config for this key
-                b, w = _best(S.best_config(), S.INTERPRETER_BLOCK)
+                if variant_config is not None and (fast or shared):
+                    b, w = variant_config
+                else:
+                    S.sincos(x, fast=fast, shared=shared)  # cached: sets the autotuner's best_config for this key
+                    b, w = _best(S.best_config(), S.INTERPRETER_BLOCK)
                 out[key] = {"BLOCK": b, "num_warps": w}
             out["headline"] = rows
             del x
         elif step == "accuracy":
-            out["accuracy"] = accuracy(accuracy_n, compiled_eager)
+            out["accuracy"] = accuracy(accuracy_n, compiled_eager, variant_config)
         elif step == "sweep":
             out["sweep"] = []
             for m in sweep:
                 x = torch.randn(m, device=dev, generator=gen)
-                for name, fn in _methods(x, compiled_eager).items():
+                for name, fn in _methods(x, compiled_eager, variant_config).items():
                     fn()
                     out["sweep"].append(
                         {"n": m, "method": name, "ms": timing.time_ms(fn, warmup_ms=10, rep_ms=60).median_ms}
@@ -271,7 +293,10 @@ def report(data: dict, full: bool = False) -> str:
     )
     if not full:
         return "\n".join(lines)
-    lines.append(f"best configs: shared {data.get('best_config_shared')}, fast {data['best_config_fast']}")
+    lines.append(
+        f"best configs: shared {data.get('best_config_shared')}, fast {data['best_config_fast']}"
+        + ("" if data.get("variants_tuned", True) else " (the fused kernel's: the variants were not tuned here)")
+    )
     for d in ("fp16", "bf16"):
         lines.append(
             f"  {d}: eager and fused differ on {a[d]['eager_fused_differ']:.1%} of elements; max abs error "
