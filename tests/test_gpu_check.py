@@ -388,6 +388,8 @@ def test_tests_part_counts_and_falls_back_without_xdist(tmp_path, monkeypatch):
     t = s["parts"]["tests"]
     assert (t["passed"], t["failed"], t["errors"], not t["ok"]) == (2, 2, 1, True)
     assert runner.cmd[-2:] == ["-n", "8"] and runner.env["GPULAB_AUTOTUNE"] == "first"
+    if "OMP_NUM_THREADS" not in os.environ:  # the cores shared out among the workers
+        assert runner.env["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 8))
     assert "not browser and not slow" in runner.cmd and runner.cmd[0] == sys.executable
     monkeypatch.setattr(gc.importlib.util, "find_spec", lambda n: None if n == "xdist" else real(n))
     gc.run_part("tests", ctx)

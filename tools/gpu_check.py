@@ -426,6 +426,13 @@ class Context:
     suites: list[tuple[str, tuple[str, ...]]] | None = None  # (key, steps); None: read from gpulab.bench
 
 
+def threads_each(processes: int) -> str:
+    """OMP_NUM_THREADS for one of ``processes`` running at once: this machine's cores shared out (at least 1).
+    torch's CPU ops otherwise start one thread per core in every process, and 12 pytest workers on 16 cores
+    ran float64 references 10 times slower than one process does."""
+    return str(max(1, (os.cpu_count() or 1) // max(1, processes)))
+
+
 def base_env(**set_vars: str) -> dict:
     """This process's environment without the GPULAB_* switches a part sets itself, plus ``set_vars``."""
     env = {k: v for k, v in os.environ.items() if k not in ("GPULAB_MODE", "GPULAB_AS_GPU", "GPULAB_AUTOTUNE")}
@@ -554,6 +561,7 @@ def part_tests(ctx: Context) -> dict:
         cmd += ["-n", str(ctx.workers)]
     with tempfile.TemporaryDirectory(prefix="gpu-check-tests-") as tmp:
         env = base_env(GPULAB_AUTOTUNE="first", GPULAB_CACHE_DIR=tmp)
+        env.setdefault("OMP_NUM_THREADS", threads_each(ctx.workers if "-n" in cmd else 1))
         ran = ctx.runner(cmd, env, ctx.budget_s, ctx.logs / "tests.log")
     junit = parse_junit(xml) if xml.exists() else None
     res = {
@@ -660,6 +668,7 @@ def part_emulated(ctx: Context) -> dict:
                 return
             env = cold_env(Path(tmp) / name.replace(" ", "-"), GPULAB_AUTOTUNE="first", GPULAB_AS_GPU=gpu)
             env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")
+            env.setdefault("OMP_NUM_THREADS", threads_each(ctx.jobs))
             ran, junit = _nbval(ctx, stem, env, left, f"as-{gpu}-{stem}")
             if ran.stopped and not (junit and junit["failures"]):
                 with lock:
