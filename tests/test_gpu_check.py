@@ -37,7 +37,7 @@ def test_the_committed_stamp_proves_the_tree_now_or_warns():
     stamps = sorted(ROOT.glob(gc.STAMP_PATTERN))
     if not stamps:
         return
-    now = gc.tree_hash(ROOT)
+    now = gc.part_trees(ROOT)
     for path in stamps:
         stamp = gc.load_stamp(path)
         assert len(gc.status_lines(stamp, now, path.name)) <= 15
@@ -466,3 +466,37 @@ def test_emulated_run_whose_kernel_ran_no_cell_runs_once_more_alone(tmp_path):
     assert not s["parts"]["emulated"]["ok"]
     envs = [c[2] for c in m.calls]  # each notebook and GPU has its own IPython and Jupyter runtime folders
     assert len({e["IPYTHONDIR"] for e in envs}) == len({e["JUPYTER_RUNTIME_DIR"] for e in envs}) == 9
+
+
+def test_each_part_hashes_the_folders_it_depends_on(tmp_path):
+    """An edit to tests/ changes the tests' tree alone; to notebooks/ the notebooks', emulated runs' and tests';
+    to gpulab/ every part's. A stamp whose suites were checked before a test edit still proves them."""
+    root = _tree(tmp_path)
+    before = gc.part_trees(root, use_git=False)
+    assert before["notebooks"] == before["emulated"] != before["tests"] != before["suites"]
+    assert before["tests"] == gc.tree_hash(root, use_git=False)  # the tests' tree is the whole one
+    changed = {}
+    for rel in ("tests/test_x.py", "notebooks/00_x.ipynb", "gpulab/__init__.py"):
+        (root / rel).write_text((root / rel).read_text() + "\n")
+        now = gc.part_trees(root, use_git=False)
+        changed[rel.split("/")[0]] = sorted(p for p in gc.PARTS if now[p] != before[p])
+        before = now
+    assert changed == {
+        "tests": ["tests"],
+        "notebooks": ["emulated", "notebooks", "tests"],
+        "gpulab": ["emulated", "notebooks", "suites", "tests"],
+    }
+    with pytest.raises(gc.GPUCheckError, match="dirs must be some of"):
+        gc.tree_hash(root, use_git=False, dirs=("docs",))
+    s = gc.merge(
+        None,
+        "suites",
+        {"items": {"lesson04": _entry(before["suites"], True, 40.0)}, "last_run": _run("x")},
+        gpu="g",
+        slug="h200",
+        expected=["lesson04"],
+    )
+    (root / "tests/test_x.py").write_text("def test(): assert 2\n")
+    now = gc.part_trees(root, use_git=False)
+    assert not any("suites" in w for w in gc.stamp_warnings(s, now))
+    assert any("suites" in ln and "(now)" in ln for ln in gc.status_lines(s, now, "x.json"))

@@ -31,10 +31,13 @@ e.g. ``h200``), gathers every part's results; each part merges its own into it a
 An entry names the tree it was checked on, so a run with ``--only`` keeps the other lessons' entries, each with its
 own tree. A part is ``ok`` when every item it expects has an entry and every entry passes (notebooks: each within
 ``NOTEBOOK_LIMIT_S`` and their total within ``COLLECTION_LIMIT_S``); ``status`` says which trees those entries are
-on and whether the tree has changed since.
+on and whether the tree has changed since. Each part hashes only the folders its result depends on
+(``PART_DIRS``: the suites gpulab, the notebooks and emulated runs gpulab and notebooks, the tests all three), so
+an edit to tests/ leaves the suites' and notebooks' entries proving the tree.
 
 The tree hash (``tree_hash``) is git's own: the object id of a git tree whose entries are ``gpulab``,
-``notebooks`` and ``tests`` as they are on disk, every ``gpulab/data/gpu-check-*.json`` left out. On a clean
+``notebooks`` and ``tests`` (or those of them a part hashes) as they are on disk, every
+``gpulab/data/gpu-check-*.json`` left out. On a clean
 checkout without a stamp it equals ``git mktree`` over ``git ls-tree HEAD gpulab notebooks tests``. Which files
 count: where git works here, the files git would add (``git ls-files --cached --others --exclude-standard``);
 elsewhere (a copy of the tree without ``.git``: the GPU machine) every file on disk except those the root
@@ -70,6 +73,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HASHED_DIRS = ("gpulab", "notebooks", "tests")
+# What each part's result depends on, so what its entries' tree hashes: a suite runs gpulab alone, a notebook
+# gpulab and the notebooks, the tests all three. A change to tests/ leaves the suites' and notebooks' proof standing.
+PART_DIRS = {
+    "tests": HASHED_DIRS,
+    "notebooks": ("gpulab", "notebooks"),
+    "emulated": ("gpulab", "notebooks"),
+    "suites": ("gpulab",),
+}
 STAMP_PATTERN = "gpulab/data/gpu-check-*.json"
 SCHEMA = 1
 PARTS = ("tests", "notebooks", "emulated", "suites")
@@ -83,8 +94,9 @@ STOP_GRACE_S = 30.0  # after SIGINT at the budget, how long a child gets to writ
 TEST_MARKERS = "not browser and not slow"
 ALWAYS_IGNORED = ("__pycache__/", ".ipynb_checkpoints/", "*.pyc")
 TREE_RULE = (
-    "git tree id of {gpulab, notebooks, tests} on disk without gpulab/data/gpu-check-*.json; files: git ls-files "
-    "--cached --others --exclude-standard, or without git every file not ignored by the root .gitignore"
+    "git tree id, on disk without gpulab/data/gpu-check-*.json, of the folders a part depends on: tests {gpulab, "
+    "notebooks, tests}, notebooks and emulated {gpulab, notebooks}, suites {gpulab}; files: git ls-files --cached "
+    "--others --exclude-standard, or without git every file not ignored by the root .gitignore"
 )
 NO_GPU = "make gpu-check needs an NVIDIA GPU: torch.cuda.is_available() is False"
 
@@ -219,17 +231,26 @@ def _always_ignored(rel: str) -> bool:
     return any(_ignored(parts[: i + 1], i < len(parts) - 1, list(ALWAYS_IGNORED)) for i in range(len(parts)))
 
 
-def tree_hash(root: Path = ROOT, use_git: bool | None = None) -> str:
-    """The hex id of the git tree {gpulab, notebooks, tests} as on disk, without the stamps (module docstring)."""
+def tree_hash(root: Path = ROOT, use_git: bool | None = None, dirs: tuple[str, ...] = HASHED_DIRS) -> str:
+    """The hex id of the git tree of ``dirs`` (some of ``HASHED_DIRS``) as on disk, without the stamps (module
+    docstring)."""
+    if set(dirs) - set(HASHED_DIRS):
+        raise GPUCheckError(f"dirs must be some of {HASHED_DIRS}, got {dirs!r}")
     files, _ = hashed_files(root, use_git)
     top: dict = {}
-    for rel in files:
-        *dirs, name = rel.split("/")
+    for rel in (f for f in files if f.split("/", 1)[0] in dirs):
+        *folders, name = rel.split("/")
         node = top
-        for d in dirs:
+        for d in folders:
             node = node.setdefault(d, {})
         node[name] = _blob(root / rel)
     return _tree_id(top).hex()
+
+
+def part_trees(root: Path = ROOT, use_git: bool | None = None) -> dict[str, str]:
+    """Each part's tree hash now (``PART_DIRS``)."""
+    by_dirs = {d: tree_hash(root, use_git, d) for d in set(PART_DIRS.values())}
+    return {part: by_dirs[d] for part, d in PART_DIRS.items()}
 
 
 # ------------------------------------------------------------------------------------------------ the stamp
@@ -750,7 +771,7 @@ def expected_items(part: str, ctx: Context) -> list[str] | None:
 def run_part(part: str, ctx: Context) -> dict:
     """Run one part and merge its result into the stamp (written atomically). Returns the new stamp."""
     if not ctx.tree:
-        ctx.tree = tree_hash(ctx.root)
+        ctx.tree = tree_hash(ctx.root, dirs=PART_DIRS[part])
     ctx.logs.mkdir(parents=True, exist_ok=True)
     print(f"gpu-check {part} on {ctx.gpu}, tree {ctx.tree[:10]}, budget {ctx.budget_s:.0f} s", flush=True)
     result = PART_FUNCS[part](ctx)
@@ -774,6 +795,17 @@ def run_part(part: str, ctx: Context) -> dict:
 # ------------------------------------------------------------------------------------------------ status
 
 
+def _now(now: str | dict, part: str) -> str:
+    """``now``: one tree hash for every part, or ``part_trees``'s dict."""
+    return now[part] if isinstance(now, dict) else now
+
+
+def _now_line(now: str | dict) -> str:
+    if not isinstance(now, dict):
+        return f"tree now: {now[:10]}"
+    return "trees now: " + ", ".join(f"{part} {h[:10]}" for part, h in now.items())
+
+
 def _trees(entries, now: str) -> str:
     counts: dict[str, int] = {}
     for e in entries:
@@ -781,17 +813,20 @@ def _trees(entries, now: str) -> str:
     return ", ".join(f"{t[:10]}{' (now)' if t == now else ''} x{n}" for t, n in counts.items())
 
 
-def status_lines(stamp: dict, now: str, path: str = "") -> list[str]:
-    """The stamp in at most 15 lines: which parts passed on which tree, whether the tree changed since."""
+def status_lines(stamp: dict, now: str | dict, path: str = "") -> list[str]:
+    """The stamp in at most 15 lines: which parts passed on which tree, whether the tree changed since. ``now``:
+    the tree hash now, one for all parts or per part (``part_trees``)."""
     v = stamp.get("versions", {})
     lines = [
         f"gpu-check stamp {path}: {stamp.get('gpu')}, updated {stamp.get('updated')}",
         "versions: " + ", ".join(f"{k} {v[k]}" for k in ("python", "torch", "triton", "cuda", "driver") if k in v),
-        f"tree now: {now[:10]}",
+        _now_line(now),
     ]
     changed = []
     parts = stamp.get("parts", {})
+    trees_now = now
     for part in PARTS:
+        now = _now(trees_now, part)
         p = parts.get(part)
         if p is None:
             lines.append(f"{part:9} not run")
@@ -833,8 +868,9 @@ def status_lines(stamp: dict, now: str, path: str = "") -> list[str]:
     return [ln if len(ln) <= 200 else ln[:197] + "..." for ln in lines[:15]]
 
 
-def stamp_warnings(stamp: dict, now: str) -> list[str]:
-    """Why a committed stamp does not prove the tree now: an entry on another tree, or a failure."""
+def stamp_warnings(stamp: dict, now: str | dict) -> list[str]:
+    """Why a committed stamp does not prove the tree now (``now`` as ``status_lines`` takes it): an entry on
+    another tree, or a failure."""
     out = []
     for part in PARTS:
         p = stamp.get("parts", {}).get(part)
@@ -842,7 +878,7 @@ def stamp_warnings(stamp: dict, now: str) -> list[str]:
             out.append(f"part {part} has no result")
             continue
         entries = [p] if part == "tests" else list(p["items"].values())
-        if any(e["tree"] != now for e in entries):
+        if any(e["tree"] != _now(now, part) for e in entries):
             out.append(f"part {part} was checked on another tree (the tree has changed since)")
         if not p.get("ok"):
             out.append(f"part {part} holds a failure or a missing entry")
@@ -925,10 +961,10 @@ def main(argv: list[str] | None = None) -> int:
             jobs=args.jobs,
             workers=args.workers,
             as_gpus=as_gpus,
-            tree=tree_hash(),
         )
         parts = PARTS if args.part == "all" else (args.part,)
         for part in parts:
+            ctx.tree = tree_hash(dirs=PART_DIRS[part])
             run_part(part, ctx)
             if out:
                 shutil.copy2(stamp_path(slug), out / stamp_path(slug).name)
@@ -945,7 +981,7 @@ def _status() -> int:
     if not stamps:
         print(f"no gpu-check stamp yet ({STAMP_PATTERN}): run make gpu-check on a GPU machine")
         return 0
-    now = tree_hash()
+    now = part_trees()
     for p in stamps:
         print("\n".join(status_lines(load_stamp(p), now, str(p.relative_to(ROOT)))))
     return 0
