@@ -7,6 +7,8 @@
 # record (the suite, and it rewrites gpulab/data/reference-<gpu>.json), autotune-report (python -m gpulab.bench
 # --autotune-report lesson08), interp (the tests in forced interpreter mode), executed (every notebook run once,
 # its executed copy with outputs saved under $OUT/executed).
+# A whole check in three calls kept warm (copy $OUT/stamp.json to gpulab/data/ between them): check-tests-then-notebooks,
+# check-emulated-and-suites, then GPU_CHECK_FIRST=04,08,10 check-notebooks-first for the notebooks left.
 # check-together: the tests, emulated and suites parts at once (16 cores; the suites in three groups), each within
 # GPU_CHECK_BUDGET seconds (default 480), then the status; check-notebooks-first: the notebooks part with the
 # lessons of GPU_CHECK_FIRST (default 07,08,10) first, then the rest, then the emulated runs and suites that are not
@@ -69,6 +71,23 @@ for step in $steps; do
            done
            python3 tools/gpu_check.py status | tee "$OUT/status.txt"
            tar czf "$OUT/logs-notebooks.tgz" -C "$OUT" logs && rm -rf "$OUT/logs" "$OUT/cache"; cp gpulab/data/gpu-check-*.json "$OUT/stamp.json" ;;
+    check-tests-then-notebooks) # call 1 of 3: the tests alone, then the short notebooks with what is left
+           t0=$SECONDS; budget=${GPU_CHECK_BUDGET:-560}; mkdir -p "$OUT/logs"
+           python3 tools/gpu_check.py tests --workers 12 --budget $(( budget - 150 )) --out "$OUT/logs/t" 2>&1 | tail -4 || rc=1
+           left=$(( budget - (SECONDS - t0) ))
+           [ "$left" -ge 90 ] && python3 tools/gpu_check.py notebooks --rest --only "${GPU_CHECK_FIRST:-00,01,07,09}" \
+             --budget "$left" --out "$OUT/logs/n" 2>&1 | tail -9
+           python3 tools/gpu_check.py status | tee "$OUT/status.txt"
+           tar czf "$OUT/logs-tests.tgz" -C "$OUT" logs && rm -rf "$OUT/logs" "$OUT/cache"; cp gpulab/data/gpu-check-*.json "$OUT/stamp.json" ;;
+    check-emulated-and-suites) # call 2 of 3: the emulated runs (7 at once) beside the suites in three groups
+           budget=${GPU_CHECK_BUDGET:-455}; mkdir -p "$OUT/logs"
+           python3 tools/gpu_check.py emulated --rest --jobs 7 --budget "$budget" --out "$OUT/logs/e" > "$OUT/logs/emulated.log" 2>&1 &
+           for g in 04,05,06 09,00,02,03 08,07,10; do
+             python3 tools/gpu_check.py suites --rest --only $g --budget "$budget" --out "$OUT/logs/s$g" > "$OUT/logs/suites$g.log" 2>&1 &
+           done
+           wait || rc=1
+           python3 tools/gpu_check.py status | tee "$OUT/status.txt"
+           tar czf "$OUT/logs-together.tgz" -C "$OUT" logs && rm -rf "$OUT/logs" "$OUT/cache"; cp gpulab/data/gpu-check-*.json "$OUT/stamp.json" ;;
     check-*) python3 tools/gpu_check.py "${step#check-}" --out "$OUT" ${GPU_CHECK_ARGS:-} || rc=1 ;;
     executed) # executed copies, with their printed numbers, for the record
            mkdir -p "$OUT/executed"
