@@ -409,9 +409,16 @@ def test_parts_refuse_without_a_gpu(capsys):
 
 
 def test_run_command_stops_a_child_at_its_limit(tmp_path):
-    """The budget guard for real: SIGINT at the limit, so pytest can still write its report."""
+    """The budget guard for real: SIGINT at the limit, so pytest can still write its report; also when this
+    process was started ignoring SIGINT (a shell's background job), which its children would inherit."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     code = "import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n"
-    ran = gc.run_command([sys.executable, "-c", code], dict(os.environ), 1.0, tmp_path / "log")
+    try:
+        ran = gc.run_command([sys.executable, "-c", code], dict(os.environ), 1.0, tmp_path / "log")
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert ran.stopped and ran.rc is None and ran.seconds < 10 and "interrupted" in ran.output
     ran = gc.run_command([sys.executable, "-c", "print('hi')"], dict(os.environ), 30.0, tmp_path / "log")
     assert (ran.rc, ran.stopped, ran.output.splitlines()[-1]) == (0, False, "hi")

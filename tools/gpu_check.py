@@ -397,9 +397,19 @@ class Ran:
     stopped: bool = False
 
 
+def catch_sigint() -> None:
+    """Let children feel SIGINT. A job a shell starts in the background (``gpu_check.py ... &``) ignores SIGINT,
+    its children inherit that, and a Python child that starts with SIGINT ignored never raises
+    KeyboardInterrupt: pytest could not write its report at the budget. A handled signal is reset to the default
+    in a child, an ignored one is not, so this process handles it. Main thread only (Python's rule)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def run_command(cmd: list[str], env: dict, timeout_s: float, log: Path) -> Ran:
     """Run ``cmd`` from the project root, output to ``log``. At ``timeout_s`` it gets SIGINT (pytest then still
     writes its junit xml), and SIGKILL ``STOP_GRACE_S`` later."""
+    catch_sigint()
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     stopped = False
@@ -712,7 +722,7 @@ def part_emulated(ctx: Context) -> dict:
         together, alone = split_alone(todo)
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, ctx.jobs)) as pool:
             list(pool.map(one, together))
-        for name in alone + list(retry):
+        for name in alone + sorted(retry, key=todo.index):
             one(name)
     unreached.sort(key=todo.index)
     return {"items": items, "last_run": _last_run(ctx, t0, unreached)}
@@ -943,6 +953,7 @@ def main(argv: list[str] | None = None) -> int:
     as_gpus = tuple(g.strip() for g in args.as_gpus.split(",") if g.strip())
     if set(as_gpus) - set(EMULATED_GPUS) or not as_gpus:
         ap.error(f"--as must name some of {', '.join(EMULATED_GPUS)}, got {args.as_gpus!r}")
+    catch_sigint()  # before any thread starts a child
     try:
         if args.part == "status":
             return _status()
