@@ -14,7 +14,7 @@ from gpulab import fusion, reference, timing
 from gpulab.bench import lesson09, live
 from gpulab.capstone import explain, ladder
 from gpulab.capstone.gpt import GPT2_SMALL, GPTConfig
-from gpulab.exercises import ex09, ex09_kernels, race
+from gpulab.exercises import ex09, ex09_solutions, race
 
 SMALL = GPTConfig(n_layer=1, d_model=32, n_head=2, vocab_size=100, seq_len=16, batch=1)
 cpu_only = pytest.mark.skipif(gpulab.ON_GPU, reason="the test clock and the recorded paths are for the CPU")
@@ -157,7 +157,7 @@ def test_named_habit_and_the_hints():
 @cpu_only
 def test_race_times_the_learners_bias_gelu_under_the_clock_and_recalls_it_without():
     def bias_gelu(x, b, out):
-        return ex09_kernels.bias_gelu(x, b, out)
+        return ex09_solutions.bias_gelu(x, b, out)
 
     with timing.test_clock(ms=0.5):
         r = race.race(bias_gelu, show=False)

@@ -8,7 +8,7 @@ import pytest
 import torch
 import triton
 
-from gpulab.exercises import ex08b, ex08b_kernels, hint
+from gpulab.exercises import ex08b, ex08b_solutions, hint
 from gpulab.kernels.flash_attention import flash_attention_ref
 
 
@@ -96,9 +96,9 @@ def _kernels(flip=False, grid_m=None):
         sc = 1 / math.sqrt(d)
         bm = bn = 16
         kw = dict(CAUSAL=causal and not flip, D=d, BLOCK_M=bm, BLOCK_N=bn)
-        ex08b_kernels.dkdv_kernel[(triton.cdiv(L, bn), B * H)](q, k, v, do, lse, delta, out[1], out[2], L, sc, **kw)
+        ex08b_solutions.dkdv_kernel[(triton.cdiv(L, bn), B * H)](q, k, v, do, lse, delta, out[1], out[2], L, sc, **kw)
         g = grid_m(L, bm) if grid_m else triton.cdiv(L, bm)
-        ex08b_kernels.dq_kernel[(g, B * H)](q, k, v, do, lse, delta, out[0], L, sc, **kw)
+        ex08b_solutions.dq_kernel[(g, B * H)](q, k, v, do, lse, delta, out[0], L, sc, **kw)
 
     return launch
 

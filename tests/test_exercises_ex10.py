@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from gpulab import procs
-from gpulab.exercises import ex10, ex10_kernels
+from gpulab.exercises import ex10, ex10_solutions
 from tests.exercise_checks import check_hints_then_solution, check_stub_not_attempted
 
 LIMIT_S = 2.0
@@ -91,7 +91,7 @@ def _check(fn, ps=ex10.PS):
 
 
 def test_the_solution_passes_on_1_to_4_ranks():
-    rep = _check(ex10_kernels.ring_all_reduce)
+    rep = _check(ex10_solutions.ring_all_reduce)
     assert rep.ok and rep.cases == 4, str(rep)
 
 

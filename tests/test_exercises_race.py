@@ -8,17 +8,17 @@ import pytest
 import gpulab
 from gpulab import reference, timing
 from gpulab.bench import live
-from gpulab.exercises import ex00_kernels, ex01_kernels, ex02_kernels, ex03_kernels, ex04_kernels, race
+from gpulab.exercises import ex00_solutions, ex01_solutions, ex02_solutions, ex03_solutions, ex04_solutions, race
 
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the CPU paths: on a GPU the real clock times these")
 
 REC = reference.load("h200")
 SOLUTIONS = {
-    "00b": ex00_kernels.add,
-    "01": ex01_kernels.scale_add,
-    "02": ex02_kernels.loop_grouped,
-    "03": ex03_kernels.relu_cast,
-    "04": ex04_kernels.sincos_fused,
+    "00b": ex00_solutions.add,
+    "01": ex01_solutions.scale_add,
+    "02": ex02_solutions.loop_grouped,
+    "03": ex03_solutions.relu_cast,
+    "04": ex04_solutions.sincos_fused,
 }
 # gpulab's and torch's recorded ms per lesson, and the model's, read from the reference file here (the suite's keys)
 _ADD00 = next(r for r in REC["vendor_ratios"] if r["name"] == "vector add fp32")
@@ -113,12 +113,12 @@ def test_a_kernel_wrong_or_raising_only_on_the_race_inputs_is_flagged():
     n = 12345  # no size of the checker's
 
     def scale_add(x, a, b, out):  # right on the checker's sizes, a wrong a at n
-        ex01_kernels.scale_add(x, a + (x.numel() == n), b, out)
+        ex01_solutions.scale_add(x, a + (x.numel() == n), b, out)
 
     def sincos_fused(x, out):
         if x.numel() == n:
             raise MemoryError("out of memory")
-        ex04_kernels.sincos_fused(x, out)
+        ex04_solutions.sincos_fused(x, out)
 
     with timing.test_clock():
         wrong = race.race(scale_add, n=n, show=False)
@@ -130,8 +130,8 @@ def test_a_kernel_wrong_or_raising_only_on_the_race_inputs_is_flagged():
 
 def test_the_lesson_is_named_or_found_and_bad_arguments_are_refused():
     with timing.test_clock():
-        assert race.race(ex04_kernels.sincos_fused, lesson=4, n=1000, show=False).lesson == "04"
-        assert race.race(_named("anything", ex04_kernels.sincos_fused), lesson="04_fusion", show=False).lesson == "04"
+        assert race.race(ex04_solutions.sincos_fused, lesson=4, n=1000, show=False).lesson == "04"
+        assert race.race(_named("anything", ex04_solutions.sincos_fused), lesson="04_fusion", show=False).lesson == "04"
     with pytest.raises(ValueError, match="no exercise it knows.*scale_add \\(lesson 01\\).*pass lesson="):
         race.race(_named("my_kernel", _never_called))
     with pytest.raises(ValueError, match="lesson must be one of"):

@@ -5,7 +5,7 @@ import pytest
 
 import gpulab
 from gpulab import reference, timing
-from gpulab.exercises import ex08_kernels, ex08b_kernels, race
+from gpulab.exercises import ex08_solutions, ex08b_solutions, race
 
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the CPU paths: on a GPU the real clock times these")
 
@@ -15,7 +15,7 @@ ROW = next(
 
 
 def flash_forward(q, k, v, causal, out):
-    ex08_kernels.flash_forward(q, k, v, causal, out, 64, 64)
+    ex08_solutions.flash_forward(q, k, v, causal, out, 64, 64)
 
 
 def test_without_a_gpu_lesson_08_shows_the_recorded_headline_point():
@@ -60,7 +60,7 @@ def test_under_the_test_clock_lesson_08b_checks_then_times_the_learners_backward
 
     def flash_backward_kernel(q, k, v, do, lse, delta, causal, out):
         launched.append(q.shape[2])
-        ex08b_kernels.flash_backward_kernel(q, k, v, do, lse, delta, causal, out)
+        ex08b_solutions.flash_backward_kernel(q, k, v, do, lse, delta, causal, out)
 
     with timing.test_clock(ms=0.5):
         r = race.race(flash_backward_kernel, show=False)
@@ -71,7 +71,7 @@ def test_under_the_test_clock_lesson_08b_checks_then_times_the_learners_backward
 
 def test_a_backward_wrong_only_on_the_race_inputs_is_flagged():
     def flash_backward_kernel(q, k, v, do, lse, delta, causal, out):
-        ex08b_kernels.flash_backward_kernel(q, k, v, do, lse, delta, causal, out)
+        ex08b_solutions.flash_backward_kernel(q, k, v, do, lse, delta, causal, out)
         if q.shape[2] == race.FAKE_L08:  # a length of no checker case
             out[0] += 1.0
 

@@ -8,16 +8,16 @@ import pytest
 
 import gpulab
 from gpulab import reference, timing
-from gpulab.exercises import ex05_kernels, ex06_kernels, ex07_kernels, ex07b_kernels, race
+from gpulab.exercises import ex05_solutions, ex06_solutions, ex07_solutions, ex07b_solutions, race
 
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the CPU paths: on a GPU the real clock times these")
 
 REC = reference.load("h200")
 SOLUTIONS = {
-    "05": ex05_kernels.sigmoid3_bwd,
-    "06": ex06_kernels.transpose,
-    "07": ex07_kernels.tiled_matmul,
-    "07b": ex07b_kernels.persistent_matmul,
+    "05": ex05_solutions.sigmoid3_bwd,
+    "06": ex06_solutions.transpose,
+    "07": ex07_solutions.tiled_matmul,
+    "07b": ex07b_solutions.persistent_matmul,
 }
 _T5 = next(r for r in REC["lesson05"]["teaching"] if r["pas"] == "backward" and r["kernel"] == "production")
 _T6 = REC["lesson06"]["transpose"]
@@ -94,10 +94,10 @@ def test_a_kernel_wrong_only_on_the_race_inputs_is_flagged():
         if a.shape[0] == side:
             out.copy_(a)
         else:
-            ex06_kernels.transpose(a, out)
+            ex06_solutions.transpose(a, out)
 
     def tiled_matmul(a, b, out):
-        ex07_kernels.tiled_matmul(a, b, out)
+        ex07_solutions.tiled_matmul(a, b, out)
         if a.shape[0] == side:
             out[0, 0] += 100
 
@@ -109,8 +109,8 @@ def test_a_kernel_wrong_only_on_the_race_inputs_is_flagged():
 
 def test_the_lessons_are_found_by_name_and_a_size_that_is_no_square_is_refused():
     with timing.test_clock():
-        assert race.race(ex07_kernels.tiled_matmul, lesson=7, n=256, show=False).n == 256
+        assert race.race(ex07_solutions.tiled_matmul, lesson=7, n=256, show=False).n == 256
         with pytest.raises(ValueError, match="square number of elements"):
-            race.race(ex06_kernels.transpose, n=1000, show=False)
+            race.race(ex06_solutions.transpose, n=1000, show=False)
     with pytest.raises(ValueError, match="sigmoid3_bwd \\(lesson 05\\).*transpose \\(lesson 06\\)"):
         race.race(_named("my_kernel", _never_called))

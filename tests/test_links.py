@@ -94,3 +94,25 @@ def test_docs_lesson_map_is_what_the_notebooks_import():
         (line,) = [ln for ln in runs.split("\n") if ln.startswith(f"| `{item.lesson}_")]
         assert f"`{item.name}`" in line, (item.name, item.lesson, line)
     assert "`coalescing`" in runs.split("| `06_coalescing`", 1)[1].split("\n", 1)[0]
+
+
+def test_hidden_solutions_live_in_files_named_solutions():
+    """Each checker's solution module is an ``exNN_solutions.py`` and each such file is some checker's."""
+    import importlib
+    import pkgutil
+
+    import gpulab.exercises as pkg
+
+    names = [m.name for m in pkgutil.iter_modules(pkg.__path__)]
+    solution_files = {n for n in names if re.fullmatch(r"ex\d\d[a-z]?_solutions", n)}
+    checkers = [n for n in names if re.fullmatch(r"ex\d\d[a-z]?", n)]
+    assert not [n for n in names if n.startswith("ex") and n not in solution_files | set(checkers)]
+    used = set()
+    for n in checkers:
+        mod = importlib.import_module(f"gpulab.exercises.{n}")
+        for obj in vars(mod).values():
+            sol = getattr(obj, "solution_module", None)
+            if callable(obj) and sol is not None:
+                assert sol.__name__.rsplit(".", 1)[-1] in solution_files, (n, obj.__name__, sol.__name__)
+                used.add(sol.__name__.rsplit(".", 1)[-1])
+    assert used == solution_files, sorted(solution_files - used)

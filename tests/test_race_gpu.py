@@ -8,18 +8,18 @@ import pytest
 
 import gpulab
 from gpulab.exercises import (
-    ex00_kernels,
-    ex01_kernels,
-    ex02_kernels,
-    ex03_kernels,
-    ex04_kernels,
-    ex05_kernels,
-    ex06_kernels,
-    ex07_kernels,
-    ex07b_kernels,
-    ex08_kernels,
-    ex08b_kernels,
-    ex09_kernels,
+    ex00_solutions,
+    ex01_solutions,
+    ex02_solutions,
+    ex03_solutions,
+    ex04_solutions,
+    ex05_solutions,
+    ex06_solutions,
+    ex07_solutions,
+    ex07b_solutions,
+    ex08_solutions,
+    ex08b_solutions,
+    ex09_solutions,
     race,
 )
 
@@ -27,23 +27,23 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpulab.ON_GPU, reason="the
 
 
 def flash_forward(q, k, v, causal, out):
-    ex08_kernels.flash_forward(q, k, v, causal, out, 64, 64)
+    ex08_solutions.flash_forward(q, k, v, causal, out, 64, 64)
 
 
 # lesson: (the learner's launcher, n): elements; 06, 07 and 07b the output's elements (a square); 08 and 08b L
 SOLUTIONS = {
-    "00b": (ex00_kernels.add, 2**20 + 3),
-    "01": (ex01_kernels.scale_add, 2**20 + 3),
-    "02": (ex02_kernels.loop_grouped, 2**16 + 3),
-    "03": (ex03_kernels.relu_cast, 2**20 + 3),
-    "04": (ex04_kernels.sincos_fused, 2**20 + 3),
-    "05": (ex05_kernels.sigmoid3_bwd, 2**20 + 3),
-    "06": (ex06_kernels.transpose, 1000**2),
-    "07": (ex07_kernels.tiled_matmul, 1000**2),
-    "07b": (ex07b_kernels.persistent_matmul, 1024**2),
+    "00b": (ex00_solutions.add, 2**20 + 3),
+    "01": (ex01_solutions.scale_add, 2**20 + 3),
+    "02": (ex02_solutions.loop_grouped, 2**16 + 3),
+    "03": (ex03_solutions.relu_cast, 2**20 + 3),
+    "04": (ex04_solutions.sincos_fused, 2**20 + 3),
+    "05": (ex05_solutions.sigmoid3_bwd, 2**20 + 3),
+    "06": (ex06_solutions.transpose, 1000**2),
+    "07": (ex07_solutions.tiled_matmul, 1000**2),
+    "07b": (ex07b_solutions.persistent_matmul, 1024**2),
     "08": (flash_forward, 1000),
-    "08b": (ex08b_kernels.flash_backward_kernel, 1000),
-    "09": (ex09_kernels.bias_gelu, 4 * 3072),
+    "08b": (ex08b_solutions.flash_backward_kernel, 1000),
+    "09": (ex09_solutions.bias_gelu, 4 * 3072),
 }
 
 

@@ -1,7 +1,7 @@
 """Write the map from each lesson to its code into docs/lessons.md (between the two markers), read from what the
 notebook imports: the models and helpers it uses, its kernels (and those its benchmark suite imports), its
 benchmark suite, its figures, its exercises and
-their hidden solutions (``exNN_kernels.py``); then, from each ``lesson`` field, its counter cases
+their hidden solutions (``exNN_solutions.py``); then, from each ``lesson`` field, its counter cases
 (``gpulab.counter_cases.CASES``) and its rows of ``gpulab.target_kernels.LESSON_KERNELS``. ``python tools/lesson_map.py``; tests/test_links.py checks that the
 committed map is the one this writes."""
 
@@ -73,7 +73,7 @@ def row(notebook: Path) -> str:
     fig = ROOT / "gpulab" / "figures" / f"lesson{num[:2]}.py"
     exdir = ROOT / "gpulab" / "exercises"
     names = {m.rsplit(".", 1)[1] for m in mods if re.fullmatch(r"gpulab\.exercises\.ex\w+", m)} | {f"ex{num}"}
-    ex = [p for n in names for p in (exdir / f"{n}.py", exdir / f"{n}_kernels.py") if p.exists()]
+    ex = [p for n in names for p in (exdir / f"{n}.py", exdir / f"{n}_solutions.py") if p.exists()]
     cells = [
         f"`{stem}`",
         ", ".join(_path(m) for m in models) or "-",
@@ -87,7 +87,7 @@ def row(notebook: Path) -> str:
 
 def table() -> str:
     head = (
-        "| lesson | models and helpers | kernels | benchmark suite | figures | exercises (`*_kernels.py`: the hidden "
+        "| lesson | models and helpers | kernels | benchmark suite | figures | exercises (`*_solutions.py`: the hidden "
         "solutions) |\n|---|---|---|---|---|---|"
     )
     return "\n".join([head, *(row(nb) for nb in sorted((ROOT / "notebooks").glob("*.ipynb")))])

@@ -14,7 +14,7 @@ Function of ``gpulab.kernels.sigmoid3``), with x requiring grad so that gradient
 At the largest size it checks the three gradients against each other and reports the ratios set as
 targets: eager ms / fused ms (> 1) and fused extra peak memory / eager's (<= 1/3, in the "loss" setting; the
 "held" setting's ratio is reported beside it: there y and dx must coexist, so no way can go below 2/5 of eager).
-Step ``teaching``: the exercise's kernels (``gpulab.exercises.ex05_kernels``, the solution a learner writes)
+Step ``teaching``: the exercise's kernels (``gpulab.exercises.ex05_solutions``, the solution a learner writes)
 against the production pair (``kernels.sigmoid3``), forward and backward alone at ``TEACHING_N`` (fp32): ms and
 GB/s of the bytes each must move (8 B/element forward, 12 backward). The production pieces change no bytes.
 
@@ -29,7 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import dtypes, plan, recompute, timing
-from ..exercises import ex05_kernels as E
+from ..exercises import ex05_solutions as E
 from ..kernels import sigmoid3 as S
 from ..kernels.sigmoid3 import WAYS
 from . import planned

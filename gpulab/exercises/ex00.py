@@ -12,7 +12,7 @@ import torch
 import gpulab
 
 from .. import hardware, roofline
-from . import Report, _short, close, ex00_kernels, is_int, kernelcheck, run_cases
+from . import Report, _short, close, ex00_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 128, 1000, 1793]  # one element, less than a block, exactly one block, partial last blocks
@@ -36,8 +36,8 @@ def check_add(fn) -> Report:
     )
 
 
-check_add.solution = ex00_kernels.add
-check_add.solution_module = ex00_kernels
+check_add.solution = ex00_solutions.add
+check_add.solution_module = ex00_solutions
 check_add.hints = [
     "start from the copy kernel above: what does a second input need, in the kernel's arguments and in its body?",
     "the last block runs past n for every array the kernel touches, not only for out; and the grid must "
@@ -145,8 +145,8 @@ def check_reverse(fn) -> Report:
     )
 
 
-check_reverse.solution = ex00_kernels.reverse
-check_reverse.solution_module = ex00_kernels
+check_reverse.solution = ex00_solutions.reverse
+check_reverse.solution_module = ex00_solutions
 check_reverse.hints = [
     "keep the copy kernel's offsets for the store: program pid writes out's block pid; only the address the "
     "value comes from changes. Which index of x lands in out[0], and which in out[n - 1]?",

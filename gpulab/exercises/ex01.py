@@ -10,7 +10,7 @@ import torch
 import gpulab
 
 from .. import roofline
-from . import Report, _short, close, ex01_kernels, is_int, kernelcheck, run_cases
+from . import Report, _short, close, ex01_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
@@ -192,8 +192,8 @@ def check_scale_add(fn) -> Report:
     )
 
 
-check_scale_add.solution = ex01_kernels.scale_add
-check_scale_add.solution_module = ex01_kernels
+check_scale_add.solution = ex01_solutions.scale_add
+check_scale_add.solution_module = ex01_solutions
 check_scale_add.hints = [
     "a and b are plain Python floats: pass them to the kernel as scalar arguments, beside the pointers and n; "
     "each program reads its block of x and writes the same block of out",

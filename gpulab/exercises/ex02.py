@@ -12,7 +12,7 @@ import gpulab
 
 from .. import simt
 from ..kernels import divergence
-from . import Report, _short, close, ex02_kernels, is_int, kernelcheck, run_cases
+from . import Report, _short, close, ex02_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
@@ -260,8 +260,8 @@ def check_loop_grouped(fn) -> Report:
     )
 
 
-check_loop_grouped.solution = ex02_kernels.loop_grouped
-check_loop_grouped.solution_module = ex02_kernels
+check_loop_grouped.solution = ex02_solutions.loop_grouped
+check_loop_grouped.solution_module = ex02_solutions
 check_loop_grouped.hints = [
     "program p fills slots p * BLOCK ... p * BLOCK + BLOCK - 1 of out; the work item in slot j is order[j]: "
     "load the items first, then x and trips at those items (a gather)",

@@ -12,7 +12,7 @@ import triton.language as tl
 import gpulab
 
 from .. import formats
-from . import Report, _short, close, ex03_kernels, is_int, kernelcheck, run_cases
+from . import Report, _short, close, ex03_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 RELU_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float64)
@@ -192,8 +192,8 @@ def check_relu_cast(fn) -> Report:
     return total
 
 
-check_relu_cast.solution = ex03_kernels.relu_cast
-check_relu_cast.solution_module = ex03_kernels
+check_relu_cast.solution = ex03_solutions.relu_cast
+check_relu_cast.solution_module = ex03_solutions
 check_relu_cast.hints = [
     "the skeleton is the copy kernel's; what changes is the value stored and the dtype it is stored in",
     "compute in fp32 whatever x's dtype, and round once, on the store: a pointer knows the dtype it points to "
@@ -382,8 +382,8 @@ def check_quantize_fp8(fn) -> Report:
     return total
 
 
-check_quantize_fp8.solution = ex03_kernels.quantize_fp8
-check_quantize_fp8.solution_module = ex03_kernels
+check_quantize_fp8.solution = ex03_solutions.quantize_fp8
+check_quantize_fp8.solution_module = ex03_solutions
 check_quantize_fp8.hints = [
     "a program can own whole blocks: lay its elements out as a 2-D tile, one block of 32 per row, so that the "
     "amax of every block is one reduction along the row axis",

@@ -9,7 +9,7 @@ import torch
 
 import gpulab
 
-from . import MATH_FP32_ONLY, Report, _short, close, ex04_kernels, is_int, kernelcheck, run_cases
+from . import MATH_FP32_ONLY, Report, _short, close, ex04_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.float8_e4m3fn)
@@ -189,8 +189,8 @@ def check_sincos_fused(fn) -> Report:
     return total
 
 
-check_sincos_fused.solution = ex04_kernels.sincos_fused
-check_sincos_fused.solution_module = ex04_kernels
+check_sincos_fused.solution = ex04_solutions.sincos_fused
+check_sincos_fused.solution_module = ex04_solutions
 check_sincos_fused.hints = [
     "one kernel does all five operations: load x once (masked), keep sin, cos and the squares in local variables, "
     "store the result once (masked)",
@@ -398,8 +398,8 @@ def check_gated_residual(fn) -> Report:
     return total
 
 
-check_gated_residual.solution = ex04_kernels.gated_residual
-check_gated_residual.solution_module = ex04_kernels
+check_gated_residual.solution = ex04_solutions.gated_residual
+check_gated_residual.solution_module = ex04_solutions
 check_gated_residual.hints = [
     "count first: torch runs sigmoid, the product and the sum as three kernels; fused, each input crosses HBM "
     "once and the output once, and the gate never leaves the registers",

@@ -9,7 +9,7 @@ import torch
 
 import gpulab
 
-from . import Report, _short, ex05_kernels, is_int, kernelcheck, run_cases
+from . import Report, _short, ex05_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
@@ -85,8 +85,8 @@ def check_sigmoid3_fwd(fn) -> Report:
     )
 
 
-check_sigmoid3_fwd.solution = ex05_kernels.sigmoid3_fwd
-check_sigmoid3_fwd.solution_module = ex05_kernels
+check_sigmoid3_fwd.solution = ex05_solutions.sigmoid3_fwd
+check_sigmoid3_fwd.solution_module = ex05_solutions
 check_sigmoid3_fwd.hints = [
     "one program handles BLOCK elements: load x (masked), apply s(z) = 1 / (1 + tl.exp(-z)) three times in "
     "registers, store once (masked); launch triton.cdiv(n, BLOCK) programs",
@@ -135,8 +135,8 @@ def check_sigmoid3_bwd(fn) -> Report:
     )
 
 
-check_sigmoid3_bwd.solution = ex05_kernels.sigmoid3_bwd
-check_sigmoid3_bwd.solution_module = ex05_kernels
+check_sigmoid3_bwd.solution = ex05_solutions.sigmoid3_bwd
+check_sigmoid3_bwd.solution_module = ex05_solutions
 check_sigmoid3_bwd.hints = [
     "load x and dy (masked), rebuild s1, s2, s3 exactly as the forward does, multiply dy by the three slopes "
     "s(1 - s), store dx (masked)",

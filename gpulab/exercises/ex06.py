@@ -11,7 +11,7 @@ import torch
 
 import gpulab
 
-from . import Report, _short, close, ex06_kernels, is_int, kernelcheck, run_cases
+from . import Report, _short, close, ex06_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 
@@ -185,8 +185,8 @@ def check_strided_copy(fn) -> Report:
     )
 
 
-check_strided_copy.solution = ex06_kernels.strided_copy
-check_strided_copy.solution_module = ex06_kernels
+check_strided_copy.solution = ex06_solutions.strided_copy
+check_strided_copy.solution_module = ex06_solutions
 check_strided_copy.hints = [
     "one program per BLOCK outputs, its offsets the program's id times BLOCK plus 0 .. BLOCK - 1, as in lesson "
     "01; the mask compares them with the number of outputs, not with n",
@@ -313,8 +313,8 @@ def check_transpose(fn) -> Report:
     return rep
 
 
-check_transpose.solution = ex06_kernels.transpose
-check_transpose.solution_module = ex06_kernels
+check_transpose.solution = ex06_solutions.transpose
+check_transpose.solution_module = ex06_solutions
 check_transpose.hints = [
     "a 2-D grid of BLOCK x BLOCK tiles: load a tile of a along its rows (row i of a starts at i * N), "
     "store tl.trans(tile) along the rows of out; mask both with the row and column bounds",

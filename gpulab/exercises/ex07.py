@@ -12,7 +12,7 @@ import gpulab
 
 from ..tolerances import matmul_mismatch
 from ..waves import cdiv
-from . import Report, _short, ex07_kernels, ex07b_kernels, is_int, run_cases
+from . import Report, _short, ex07_solutions, ex07b_solutions, is_int, run_cases
 from .kernelcheck import check_kernel
 
 
@@ -200,8 +200,8 @@ def check_tiled_matmul(fn) -> Report:
     )
 
 
-check_tiled_matmul.solution = ex07_kernels.tiled_matmul
-check_tiled_matmul.solution_module = ex07_kernels
+check_tiled_matmul.solution = ex07_solutions.tiled_matmul
+check_tiled_matmul.solution_module = ex07_solutions
 check_tiled_matmul.hints = [
     "one program per BLOCK_M x BLOCK_N tile of C: pid_m = pid // cdiv(N, BLOCK_N), pid_n = pid % cdiv(N, BLOCK_N); "
     "launch cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs",
@@ -274,8 +274,8 @@ _GRID_ADVICE = re.compile(
     r": the grid is too small(?: \(the grid was \([^)]*\)\))?; launch triton\.cdiv\(n, BLOCK\) programs"
 )
 
-check_persistent_matmul.solution = ex07b_kernels.persistent_matmul
-check_persistent_matmul.solution_module = ex07b_kernels
+check_persistent_matmul.solution = ex07b_solutions.persistent_matmul
+check_persistent_matmul.solution_module = ex07b_solutions
 check_persistent_matmul.hints = [
     "launch grid (programs,); in the kernel, num_tiles = cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), and each program "
     "computes tiles tl.program_id(0), + num_programs, + 2 num_programs, ...",

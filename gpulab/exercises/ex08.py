@@ -11,7 +11,7 @@ import gpulab
 
 from .. import tolerances
 from ..kernels.flash_attention import flash_attention_ref
-from . import Report, _short, close, ex08_kernels, is_int, run_cases
+from . import Report, _short, close, ex08_solutions, is_int, run_cases
 from .kernelcheck import check_kernel
 
 NEG_INF = float("-inf")
@@ -419,8 +419,8 @@ def check_flash_forward(fn) -> Report:
     )
 
 
-check_flash_forward.solution = ex08_kernels.flash_forward
-check_flash_forward.solution_module = ex08_kernels
+check_flash_forward.solution = ex08_solutions.flash_forward
+check_flash_forward.solution_module = ex08_solutions
 check_flash_forward.hints = [
     "one program per (block of BLOCK_M queries, one batch and head): blocks of queries on the grid's first "
     "axis, batch-heads on its second; "

@@ -16,7 +16,7 @@ import gpulab
 
 from .. import tolerances
 from ..kernels.flash_attention import flash_attention_ref
-from . import Report, _short, ex08b_kernels, run_cases
+from . import Report, _short, ex08b_solutions, run_cases
 from .kernelcheck import check_kernel
 
 #: (B, H, L) of the backward's cases: L = 1, lengths that are multiples of no tile of 16 or more, B and H above 1;
@@ -135,7 +135,7 @@ def check_flash_backward(fn) -> Report:
     return run_cases("flash_backward", fn, cases, compare, call=call)
 
 
-check_flash_backward.solution = ex08b_kernels.flash_backward
+check_flash_backward.solution = ex08b_solutions.flash_backward
 check_flash_backward.hints = [
     "delta = (do * o).sum(-1) once; then loop over query blocks i and key blocks j (causal: only j up to the "
     "block's last row) and rebuild the tile P = exp(q_i k_j^T * scale - lse_i), zero where the causal mask hides it",
@@ -182,8 +182,8 @@ def check_flash_backward_kernel(fn) -> Report:
     )
 
 
-check_flash_backward_kernel.solution = ex08b_kernels.flash_backward_kernel
-check_flash_backward_kernel.solution_module = ex08b_kernels
+check_flash_backward_kernel.solution = ex08b_solutions.flash_backward_kernel
+check_flash_backward_kernel.solution_module = ex08b_solutions
 check_flash_backward_kernel.hints = [
     "two kernels, as the teaching backward: one program per block of keys (grid (cdiv(L, BLOCK_N), B * H)) sums "
     "dK and dV over the query blocks; one per block of queries (grid (cdiv(L, BLOCK_M), B * H)) sums dQ over the "

@@ -21,7 +21,7 @@ import gpulab
 
 from .. import attention, hardware
 from ..capstone import explain, placement
-from . import Report, _call_on_copies, _short, close, ex09_kernels, run_cases
+from . import Report, _call_on_copies, _short, close, ex09_solutions, run_cases
 from .kernelcheck import check_kernel
 
 HABITS = ("precision", "fusion", "flash", "none")
@@ -320,8 +320,8 @@ def check_bias_gelu(fn) -> Report:
     )
 
 
-check_bias_gelu.solution = ex09_kernels.bias_gelu
-check_bias_gelu.solution_module = ex09_kernels
+check_bias_gelu.solution = ex09_solutions.bias_gelu
+check_bias_gelu.solution_module = ex09_solutions
 check_bias_gelu.hints = [
     "Treat x as one flat array of M x N elements, as lesson 01's kernels do: each program takes one block of "
     "them, and a mask on the load and on the store stops the last block at the end.",

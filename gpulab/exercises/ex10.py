@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from .. import comm as C
 from .. import procs
-from . import Report, _short, close, ex10_kernels, run_cases
+from . import Report, _short, close, ex10_solutions, run_cases
 
 # ---- counting ---------------------------------------------------------------------------------------------
 
@@ -288,8 +288,8 @@ def check_ring_all_reduce(fn, ps=PS, timeout_s: float = TIMEOUT_S) -> Report:
     return rep
 
 
-check_ring_all_reduce.solution = ex10_kernels.ring_all_reduce
-check_ring_all_reduce.solution_module = ex10_kernels
+check_ring_all_reduce.solution = ex10_solutions.ring_all_reduce
+check_ring_all_reduce.solution_module = ex10_solutions
 check_ring_all_reduce.hints = [
     "split x into p chunks that cover all n elements: torch.tensor_split(x, p) gives views whose sizes differ by one",
     "reduce-scatter: for step s in range(p - 1), send chunk (r - s) % p to rank (r + 1) % p, receive into a buffer "

@@ -39,7 +39,7 @@ from ..kernels import sigmoid3 as sig3
 from ..kernels import sincos as S
 from ..kernels import transpose as tr
 from ..kernels import vector_add as va
-from . import describe_error, ex00, ex01, ex01_kernels, ex02, ex03, ex04, ex05, ex06, ex07
+from . import describe_error, ex00, ex01, ex01_solutions, ex02, ex03, ex04, ex05, ex06, ex07
 
 FAKE_N = 4096  # the size under the test clock: the kernels run in the interpreter
 _FAKE: dict[str, int] = {}  # a lesson's own size under the test clock, where FAKE_N is too long for it
@@ -155,7 +155,7 @@ def _bench01(n, dev):
     out, b0 = torch.empty_like(x), torch.tensor(b, device=dev)
     return _Bench(
         call=lambda mine: (mine(x, a, b, out), out)[1],
-        gpulab=lambda: (ex01_kernels.scale_add(x, a, b, out), out)[1],
+        gpulab=lambda: (ex01_solutions.scale_add(x, a, b, out), out)[1],
         torch=lambda: torch.add(b0, x, alpha=a, out=out),
         model_ms=_copy_model(8, n, x, torch.empty_like(x)),
         tol=1e-5,
@@ -292,7 +292,7 @@ LESSONS = {
         ex01.check_scale_add,
         2**28,
         "a * x + b, fp32",
-        ("gpulab's solution (ex01_kernels.scale_add)", "torch.add(b, x, alpha=a)"),
+        ("gpulab's solution (ex01_solutions.scale_add)", "torch.add(b, x, alpha=a)"),
         COPY_MODEL,
         _bench01,
         _recorded01,
@@ -790,7 +790,7 @@ def _bench09(n, dev):
     written, 8 bytes an element (the bias, 4 bytes a column, is left out) over the copy bandwidth."""
     import torch.nn.functional as F
 
-    from . import ex09_kernels
+    from . import ex09_solutions
 
     cols = min(_MLP_WIDTH, n)
     rows = max(1, n // cols)
@@ -800,7 +800,7 @@ def _bench09(n, dev):
     out = torch.empty_like(x)
     return _Bench(
         call=lambda mine: (mine(x, bias, out), out)[1],
-        gpulab=lambda: ex09_kernels.bias_gelu(x, bias, out),
+        gpulab=lambda: ex09_solutions.bias_gelu(x, bias, out),
         torch=lambda: F.gelu(x + bias, approximate="tanh"),
         model_ms=_copy_model(8, rows * cols, x, torch.empty_like(x)),
         tol=1e-4,
@@ -829,7 +829,7 @@ LESSONS["09"] = _Lesson(
     _check09,
     8192 * _MLP_WIDTH,
     "tanh-GELU(x + bias), fp32, the MLP's (8192, 3072)",
-    ("gpulab's bias_gelu (ex09_kernels)", "torch eager: gelu(x + bias), two kernels"),
+    ("gpulab's bias_gelu (ex09_solutions)", "torch eager: gelu(x + bias), two kernels"),
     COPY_MODEL,
     _bench09,
     _recorded09,
