@@ -145,6 +145,59 @@ def test_one_program_with_a_large_block_fails_the_long_case(monkeypatch):
     assert rep.failed == 1, text  # only the long case: every other length fits in one block
 
 
+def test_one_program_whose_block_covers_every_length_is_named(monkeypatch):
+    monkeypatch.setattr(kernelcheck, "LONG_N", REAL_LONG_N)
+
+    def add(x, y, out):  # right on every length, but always a single program
+        n = x.numel()
+        _add[(1,)](x, y, out, n, BLOCK=triton.next_power_of_2(n), MODE=0)
+
+    rep = ex00.check_add(add)
+    text = failing(rep)
+    assert "one program did all the work" in text and f"the {REAL_LONG_N} elements of out" in text, text
+    assert rep.failed == 1, text  # only the long case is above kernelcheck.ONE_PROGRAM_MIN_ELEMENTS
+
+
+def test_answer_computed_by_torch_before_the_kernel_is_named():
+    @triton.jit
+    def keep(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # loads every input, stores out back unchanged
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x, y = tl.load(x_ptr + offs, mask=mask), tl.load(y_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, tl.load(out_ptr + offs, mask=mask) + 0.0 * x * y, mask=mask)
+
+    def add(x, y, out):
+        out.copy_(x + y)
+        keep[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK=128)
+
+    text = failing(ex00.check_add(add))
+    assert "out already held the answer before your kernel's first launch" in text, text
+
+
+def test_out_zeroed_by_the_launcher_before_a_right_kernel_still_passes():
+    def add(x, y, out):
+        out.zero_()  # a launcher may clear out first (an atomic accumulation needs it)
+        add_with(0)(x, y, out)
+
+    rep = ex00.check_add(add)
+    assert rep.ok, str(rep)
+
+
+def test_a_time_out_names_the_grid_it_stopped(monkeypatch):
+    monkeypatch.setattr(kernelcheck, "CASE_TIME_LIMIT_S", 2.0)
+    text = failing(ex00.check_add(add_with(7)))
+    assert "in a launch with grid (1,)" in text and "endless loop" in text, text  # the first length is 1
+
+
+def test_a_time_out_in_a_very_fine_grid_does_not_only_blame_a_loop(monkeypatch):
+    monkeypatch.setattr(kernelcheck, "CASE_TIME_LIMIT_S", 0.5)
+    monkeypatch.setattr(kernelcheck, "FINE_GRID_PROGRAMS", 256)
+    monkeypatch.setattr(kernelcheck, "LONG_N", 2**15 + 1)
+    text = failing(ex00.check_add(add_with(0, block=1)))  # right, one element per program
+    assert "did not finish within 0.5 s" in text and "programs (grid (" in text, text
+    assert "a grid this fine is slow there" in text and "BLOCK" in text, text
+
+
 @pytest.mark.parametrize("check", [ex00.check_add, ex04.check_sincos_fused], ids=["add", "sincos_fused"])
 def test_solutions_pass_the_real_long_case(monkeypatch, check):
     monkeypatch.setattr(kernelcheck, "LONG_N", REAL_LONG_N)

@@ -68,6 +68,15 @@ _POISON_BITS = {8: 0x7FF8_DEAD_BEEF_0001, 4: 0x7FC0_DEAD, 2: 0x7FDA, 1: 0x7F}  #
 _INPUT_POISON_BITS = {8: 0x7FF8_0BAD_F00D_0002, 4: 0x7FC0_0BAD, 2: 0x7FCB, 1: 0x7E}
 _INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
 _CAN_FORK = hasattr(os, "fork") and sys.platform.startswith("linux")
+#: In a pre-flight's child: int64s in memory shared with the parent, [number of dims, dims...] of the grid of the
+#: launch now running, so that a time-out can say which launch it stopped (None elsewhere).
+_PROGRESS: np.ndarray | None = None
+#: A launch of at least this many programs that takes the time limit is named as a grid too fine for the
+#: interpreter (it runs a grid's programs one after another) as well as a possible endless loop.
+FINE_GRID_PROGRAMS = 1 << 14
+#: An out of at least this many elements written by a single program (every launch on grid (1,)) is named: on a
+#: GPU one program runs on one SM.
+ONE_PROGRAM_MIN_ELEMENTS = 1 << 16
 
 
 _INHERITED = object()  # an attribute a patch shadows on a class that only inherits it
@@ -186,6 +195,10 @@ class _Watch:
         rec = dict(
             kernel=getattr(fn, "__name__", type(kernel).__name__), grid=None, stored=[], ints=_ints(fn, args, kwargs)
         )
+        shadow = getattr(self.out, "shadow", None)
+        if self.check and shadow is not None and not self.launches and not self.out.unwritten().any():
+            shadow.view.copy_(self.out.view)  # out was whole before the first launch: keep it to compare
+            rec["out_full_before"] = True
         ours = [(r[4], r[5]) for r in self.regions]
         for a in list(args) + list(kwargs.values()):
             if isinstance(a, torch.Tensor) and a.device.type == "cpu":
@@ -202,10 +215,12 @@ class _Watch:
             def spy(meta, grid=grid):
                 g = grid(meta)
                 rec["grid"] = [int(v) for v in g]
+                _show_progress(rec["grid"])
                 return g
 
             return spy
         rec["grid"] = [int(v) for v in grid]
+        _show_progress(rec["grid"])
         return grid
 
     def _end(self, rec):
@@ -396,6 +411,13 @@ class _Watch:
         return rec
 
 
+def _show_progress(grid: list[int]) -> None:
+    """In a pre-flight's child, publish the grid of the launch about to run (``_PROGRESS``)."""
+    if _PROGRESS is not None and 0 < len(grid) < len(_PROGRESS):
+        _PROGRESS[1 : 1 + len(grid)] = grid
+        _PROGRESS[0] = len(grid)
+
+
 def _ints(fn, args, kwargs) -> dict:
     """The integer arguments of a launch of the kernel whose Python function is ``fn``, by parameter name."""
     try:
@@ -490,11 +512,16 @@ def _preflight(fn, args, regions, out_name, out: Guarded, limit_s: float) -> dic
     if not _CAN_FORK:
         return {**_preflight_here(fn, args, regions, out_name, out), "no_fork": True}
     r, w = os.pipe()
+    progress_mm = mmap.mmap(-1, 8 * 8)  # anonymous, MAP_SHARED: the child's _PROGRESS
+    progress = np.frombuffer(progress_mm, dtype=np.int64)
+    progress[:] = 0
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # the child: CPU buffers only, never CUDA; it leaves by os._exit, running no cleanup of ours
         try:
+            global _PROGRESS
+            _PROGRESS = progress
             os.close(r)
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt stops the child at once
             sys.stdout = sys.stderr = io.StringIO()  # the learner's prints stay out of the parent's streams
@@ -537,7 +564,8 @@ def _preflight(fn, args, regions, out_name, out: Guarded, limit_s: float) -> dic
                 os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
     if timed_out:
-        return dict(timeout=True)
+        dims = int(progress[0])
+        return dict(timeout=True, grid=[int(v) for v in progress[1 : 1 + dims]] if dims else None)
     if os.WIFSIGNALED(status):
         return dict(died=os.WTERMSIG(status))
     res = json.loads(b"".join(chunks) or b"{}")
@@ -601,15 +629,26 @@ class _Case:
         return mask & self.preflight_out.unwritten() if self.preflight_out is not None else mask
 
 
+def _timeout_message(grid: list[int] | None) -> str:
+    head = f"did not finish within {CASE_TIME_LIMIT_S:g} s in Triton's interpreter (stopped)"
+    if not grid:
+        return f"{head}: an endless loop? check each loop's bounds and step"
+    programs = math.prod(grid)
+    if programs >= FINE_GRID_PROGRAMS:
+        return (
+            f"{head} in a launch of {programs} programs (grid {tuple(grid)}): the interpreter runs a grid's programs "
+            "one after another, so a grid this fine is slow there; give each program more work (a BLOCK of a few "
+            "hundred elements or more), and check each loop's bounds and step in case one never ends"
+        )
+    return f"{head} in a launch with grid {tuple(grid)}: an endless loop? check each loop's bounds and step"
+
+
 def _diagnose_case(
     c: _Case, ref64, mismatch, expect_launches, expect_grid, must_read, unwritten_hint=None
 ) -> tuple[str, str] | None:
     s, out = c.seen, c.out
     if s.get("timeout"):
-        return "timeout", (
-            f"did not finish within {CASE_TIME_LIMIT_S:g} s in Triton's interpreter (stopped): an endless loop? "
-            "check each loop's bounds and step"
-        )
+        return "timeout", _timeout_message(s.get("grid"))
     if "died" in s:
         sig = s["died"]
         sname = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
@@ -721,8 +760,27 @@ def _diagnose_case(
                 "(0/0, inf - inf, sqrt or log of a negative, ...)"
             )
         return "nan", f"{head}: a load past the end of an input (its guard holds NaN), or the kernel's arithmetic"
-    msg = (mismatch or (lambda g, r: elementwise_mismatch(g, r, out.view.dtype)))(out.view, ref)
-    return None if msg is None else ("values", f"values differ: {msg}")
+    compare = mismatch or (lambda g, r: elementwise_mismatch(g, r, out.view.dtype))
+    msg = compare(out.view, ref)
+    if msg is not None:
+        return "values", f"values differ: {msg}"
+    host = c.preflight_out if c.preflight_out is not None else out
+    shadow = getattr(host, "shadow", None)
+    if c.checked and shadow is not None and launches[0].get("out_full_before") and bool(ref.ne(0).any()):
+        if compare(shadow.view, ref) is None:
+            return "prefilled", (
+                "out already held the answer before your kernel's first launch (computed in the launcher: torch?): "
+                "the kernel must compute out, and the launcher only launch it"
+            )
+    grids = [rec["grid"] for rec in launches]
+    if expect_grid is None and out.n >= ONE_PROGRAM_MIN_ELEMENTS and all(g and math.prod(g) == 1 for g in grids):
+        return "one_program", (
+            f"one program did all the work (every launch had grid (1,) for the {out.n} elements of out): on a GPU a "
+            "program runs on one SM while the others idle, and a block this large does not fit in its registers; "
+            "keep the block fixed (1024 elements, or a 64 x 64 tile) and launch one program per block, "
+            "triton.cdiv(n, BLOCK) of them"
+        )
+    return None
 
 
 # ---- the checker ---------------------------------------------------------------------------------------------------
@@ -771,6 +829,7 @@ def check_kernel(
         host = dict(device="cpu", shared=True, guard_bytes=PREFLIGHT_GUARD_BYTES)
         host_in = {k: Guarded(v.shape, v.dtype, fill=v.cpu(), **host) for k, v in tensors.items()}
         host_out = Guarded(shape, dtype, **host)
+        host_out.shadow = Guarded(shape, dtype, **host)  # out as it was at the first launch, if already whole
         _warm_interpreter(fn)
         regions = [g.region(k, "in") for k, g in host_in.items()] + [host_out.region("out", "out")]
         args = [host_in[k].view if k in host_in else v for k, v in case.items()] + [host_out.view]
