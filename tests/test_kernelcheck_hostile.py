@@ -183,6 +183,26 @@ def test_out_zeroed_by_the_launcher_before_a_right_kernel_still_passes():
     assert rep.ok, str(rep)
 
 
+def test_a_store_mask_that_stops_short_is_not_blamed_on_the_grid():
+    @triton.jit
+    def short_store(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        s = tl.load(x_ptr + offs, mask=offs < n) + tl.load(y_ptr + offs, mask=offs < n)
+        tl.store(out_ptr + offs, s, mask=offs < n - 1)  # the last element is never stored
+
+    def add(x, y, out):
+        short_store[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK=128)
+
+    text = failing(ex00.check_add(add))
+    assert "covers them: check the store's mask" in text and "the grid is too small" not in text, text
+
+
+def test_a_grid_of_no_programs_is_named():
+    text = failing(ex00.check_add(add_with(0, grid=lambda n: (triton.cdiv(n, 128) - 1,))))
+    assert "launched with grid (0,), which runs no program" in text, text  # the lengths of one block
+    assert "the grid is too small" in text, text  # the longer lengths: one program short
+
+
 def test_a_time_out_names_the_grid_it_stopped(monkeypatch):
     monkeypatch.setattr(kernelcheck, "CASE_TIME_LIMIT_S", 2.0)
     text = failing(ex00.check_add(add_with(7)))

@@ -702,6 +702,12 @@ def _diagnose_case(
         if c.checked:
             into = sorted({b for rec in launches for b in rec["stored"]} - {"out"})
             did = f"stored into {', '.join(into)}" if into else "stored nothing into the checker's buffers"
+            empty = [tuple(rec["grid"]) for rec in launches if rec["grid"] is not None and 0 in rec["grid"]]
+            if empty and not into:
+                return "never_written", (
+                    f"out was never written: your kernel was launched with grid {empty[0]}, which runs no program; "
+                    "launch triton.cdiv(n, BLOCK) programs (at least one)"
+                )
             return "never_written", (
                 f"out was never written: your kernel {did}; store into the out the launcher is given (a tensor "
                 "the launcher returns or allocates is not read)"
@@ -734,6 +740,16 @@ def _diagnose_case(
                 f"elements {first} to {out.n - 1} of out were never written (n={out.n}) by the grid the exercise "
                 f"prescribes{grid}"
             )
+        blocks = [rec["ints"].get("BLOCK") for rec in launches]
+        one_d = len(grids) == len(launches) and all(len(g) == 1 for g in grids)
+        if count == out.n - first and grids and one_d and all(blocks):
+            covered = max(g[0] * b for g, b in zip(grids, blocks))
+            if covered >= out.n:  # the programs' blocks reach past n: the store stopped short, not the grid
+                return "store_short", (
+                    f"elements {first} to {out.n - 1} of out were never written (n={out.n}), though the grid "
+                    f"{grids[-1]} of BLOCK={blocks[-1]} covers them: check the "
+                    "store's mask (offs < n) and its offsets"
+                )
         if count == out.n - first:
             return "grid_small", (
                 f"elements {first} to {out.n - 1} of out were never written (n={out.n}): the grid is too small"
