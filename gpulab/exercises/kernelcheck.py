@@ -680,6 +680,7 @@ def _diagnose_case(
             f"wrote {before} element(s) before the start of out: check the offsets (pid * BLOCK + tl.arange(0, BLOCK))"
         )
     launches = s.get("launches", [])
+    grids = [tuple(rec["grid"]) for rec in launches if rec["grid"] is not None]  # grids seen, in launch order
     unwritten = c.unwritten()
     if not launches:
         return "no_launch", (
@@ -702,7 +703,7 @@ def _diagnose_case(
         if c.checked:
             into = sorted({b for rec in launches for b in rec["stored"]} - {"out"})
             did = f"stored into {', '.join(into)}" if into else "stored nothing into the checker's buffers"
-            empty = [tuple(rec["grid"]) for rec in launches if rec["grid"] is not None and 0 in rec["grid"]]
+            empty = [g for g in grids if 0 in g]
             if empty and not into:
                 return "never_written", (
                     f"out was never written: your kernel was launched with grid {empty[0]}, which runs no program; "
@@ -732,7 +733,6 @@ def _diagnose_case(
             return "unwritten", named
         first = int(unwritten.nonzero()[0])
         count = int(unwritten.sum())
-        grids = [tuple(rec["grid"]) for rec in launches if rec["grid"] is not None]
         grid = f" (the grid was {grids[-1]})" if grids else ""
         if count == out.n - first and expect_grid is not None:
             # the grid is the one prescribed (checked above): the programs stopped short, the grid did not
@@ -788,8 +788,8 @@ def _diagnose_case(
                 "out already held the answer before your kernel's first launch (computed in the launcher: torch?): "
                 "the kernel must compute out, and the launcher only launch it"
             )
-    grids = [rec["grid"] for rec in launches]
-    if expect_grid is None and out.n >= ONE_PROGRAM_MIN_ELEMENTS and all(g and math.prod(g) == 1 for g in grids):
+    one_program = len(grids) == len(launches) and all(math.prod(g) == 1 for g in grids)
+    if expect_grid is None and out.n >= ONE_PROGRAM_MIN_ELEMENTS and one_program:
         return "one_program", (
             f"one program did all the work (every launch had grid (1,) for the {out.n} elements of out): on a GPU a "
             "program runs on one SM while the others idle, and a block this large does not fit in its registers; "
