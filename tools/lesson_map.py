@@ -7,7 +7,6 @@ committed map is the one this writes."""
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -15,46 +14,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "lessons.md"
 BEGIN, END = "<!-- lesson map: tools/lesson_map.py writes this -->", "<!-- end of lesson map -->"
-_FROM = re.compile(r"^\s*from (gpulab[\w.]*) import ([\w, ]+)", re.M)
-_IMPORT = re.compile(r"^\s*import (gpulab[\w.]*)", re.M)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import deps  # noqa: E402  (tools/ is not a package: the import graph's one home, shared with gpu_check.py)
+
+_GRAPH = deps.Graph(ROOT)
 
 
 def _module_file(name: str) -> Path | None:
-    p = ROOT / name.replace(".", "/")
-    return p.with_suffix(".py") if p.with_suffix(".py").exists() else (p / "__init__.py" if p.is_dir() else None)
+    rel = _GRAPH.module_file(name)
+    return ROOT / rel if rel else None
 
 
 def imports(notebook: Path) -> set[str]:
     """The gpulab modules a notebook's code cells import (``from gpulab.x import y`` counts ``gpulab.x.y`` when y is
-    a module, else ``gpulab.x``)."""
-    found: set[str] = set()
-    for cell in json.loads(notebook.read_text())["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        src = "".join(cell["source"])
-        for m in _FROM.finditer(src):
-            for name in (n.strip().split(" as ")[0] for n in m.group(2).split(",")):
-                sub = f"{m.group(1)}.{name}"
-                found.add(sub if _module_file(sub) else m.group(1))
-        found.update(m.group(1) for m in _IMPORT.finditer(src))
-    return found - {"gpulab"}
-
-
-_REL_KERNELS = re.compile(r"^\s*from \.\.kernels(?:\.(\w+))? import ([\w, ]+)", re.M)
+    a module, else ``gpulab.x``), read by ``deps.Graph.named_imports``."""
+    return {m for m in _GRAPH.named_imports(notebook.relative_to(ROOT).as_posix()) if m.startswith("gpulab")} - {
+        "gpulab"
+    }
 
 
 def suite_kernels(suite: str) -> set[str]:
     """The ``gpulab.kernels`` modules a benchmark suite (``gpulab.bench.lessonNN``) imports: the kernels the lesson
     times, beside those its notebook imports."""
-    found: set[str] = set()
-    for m in _REL_KERNELS.finditer(_module_file(suite).read_text()):
-        if m.group(1):
-            found.add(f"gpulab.kernels.{m.group(1)}")
-            continue
-        for name in (n.strip().split(" as ")[0] for n in m.group(2).split(",")):
-            if _module_file(f"gpulab.kernels.{name}"):
-                found.add(f"gpulab.kernels.{name}")
-    return found
+    names = _GRAPH.named_imports(_GRAPH.module_file(suite))
+    return {m for m in names if m.startswith("gpulab.kernels.") and _module_file(m)}
 
 
 def _path(name: str) -> str:

@@ -1,0 +1,609 @@
+"""What a notebook, a benchmark suite or a test file depends on: the files whose contents can change its result.
+``tools/gpu_check.py`` hashes each entry's files (so a change reruns only the entries it touches) and
+``tools/lesson_map.py`` reads a notebook's imports here. ``python tools/deps.py notebooks/04_fusion.ipynb`` (or
+``suite:lesson04``, ``tests/test_fusion.py``) prints one entry's files.
+
+The rules (docs/gpu-check.md says the same):
+
+1. **Imports**, read from the source with ``ast`` (every ``import`` and ``from ... import``, at module level or inside
+   a function; relative ones resolved against the importing file's package), followed transitively through
+   ``gpulab`` and ``tests``. Importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` too, so they count.
+   A bare name that is a file of ``tools/`` or of the importing file's folder counts (tests put ``tools/`` on
+   ``sys.path``). A string literal that is exactly a module's name (``"gpulab.bench.lesson04"``) counts as an
+   import of it, and an f-string starting ``"gpulab.<package>."`` as an import of the whole package: that is how
+   ``importlib.import_module`` is called in gpulab (``dynamic_imports_unresolved`` finds any other call).
+2. **Import-only modules are left out.** A *hub*, a package ``__init__`` whose body is only ``from . import
+   (submodules)`` (``gpulab/figures/__init__.py``), counts as its own file; of its submodules, an importer depends on
+   those it names (``figures.lesson04`` after ``from gpulab import figures``; ``from gpulab.figures import
+   lesson09``), or on all of them when it uses the hub's name any other way. Likewise a suite's entry leaves out
+   the other suites that ``python -m gpulab.bench --only KEY`` imports to list their keys (``SUITE_RUNNER``). Why
+   the verdict stays sound: each module so left out is a dependency, in full, of another entry (its own notebook,
+   its own suite), which reruns when the module changes and imports it the same way.
+3. **Package data.** A file that names its package's ``data`` folder (``DATA_RE``) depends on the files of
+   ``gpulab/data`` that its string literals name (``"history-cpus.json"``; an f-string ``f"reference-{gpu}.json"`` is
+   the pattern ``reference-*.json``), or on all of them when none match; the gpu-check stamps never count.
+4. **Tests' files.** A test file depends on ``tests/__init__.py`` and every ``conftest.py`` from ``tests/`` down to
+   its folder, and each file of ``tests/`` that mentions ``fixtures`` depends on all of ``tests/fixtures``; one that
+   names ``notebooks`` on every notebook; one that names ``"tools"`` on every file of ``tools/``.
+
+Only files of ``universe`` count (the files the tree hash covers: what git would add, ``gpu_check.hashed_files``).
+
+A test file is **CPU-same** (``cpu_same``) when running it on a GPU proves nothing the CPU run does not: it sets
+``pytest.mark.cpu_same`` in its ``pytestmark``, skips itself on a GPU (``skipif(gpulab.ON_GPU ...)`` there), or it
+cannot reach the device: neither it nor any file it depends on (rule 1, the modules ``import gpulab`` itself runs
+left out, ``GPULAB_IMPORT``) mentions a device word (``DEVICE_RE``: ``cuda``, ``triton``, ``ON_GPU``,
+``gpulab.DEVICE``, ``gpulab.MODE``, ``gpulab.size``, ``live(``, ``plan.current``, ``compute_capability``), and
+it neither starts a process nor names a notebook (``SUBPROCESS_RE``, rule 4). The mode-choosing modules are left
+out of the scan because every test imports them; what they choose reaches a test only through one of the device
+words. A single test of a GPU file that computes only on the CPU carries ``@pytest.mark.cpu_same``.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import io
+import json
+import re
+import sys
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("gpulab", "tests")  # the top-level names whose imports are followed
+STAMP_GLOB = "gpu-check-*.json"  # in gpulab/data: the proofs themselves, never a dependency
+SUITE_RUNNER = "gpulab/bench/__main__.py"  # python -m gpulab.bench: imports every suite, runs those of --only
+GPULAB_IMPORT = "gpulab/__init__.py"  # `import gpulab`: its own closure is scanned for device words by its users
+DATA_RE = re.compile(r'/\s*"data"|"data"\s*/|gpulab/data|DATA_DIR')
+DEVICE_RE = re.compile(
+    r"\.cuda\b|[\"']cuda[\"':]|\btriton\.|\bimport triton|\bfrom triton|ON_GPU|\bDEVICE\b|gpulab\.MODE|gpulab\.size\("
+    r"|\blive\(|plan\.current\(|compute_capability\(\)"
+)
+RUNS_RE = re.compile(r"subprocess|multiprocessing|\bfork\b|nbval|nbclient|ExecutePreprocessor|\bexec\(")
+_MODULE_NAME = re.compile(r"(gpulab|tests)(\.\w+)*")
+
+
+@dataclass
+class Parsed:
+    """One file's imports: ``files`` imported in full; ``literal_files`` named by string literals (rule 1);
+    ``hubs``, binding -> hub file, for each name bound to a hub
+    package (rule 2); ``chains``, the dotted names the source uses (``figures.lesson04.time_figure``)."""
+
+    files: set[str] = field(default_factory=set)
+    literal_files: set[str] = field(default_factory=set)
+    hubs: dict[str, str] = field(default_factory=dict)
+    chains: set[str] = field(default_factory=set)
+    text: str = ""
+
+
+def notebook_code(path: Path) -> list[str]:
+    """The code cells of a notebook, IPython's ``%magic`` and ``!shell`` lines blanked."""
+    cells = json.loads(path.read_text())["cells"]
+    out = []
+    for cell in cells:
+        if cell.get("cell_type") == "code":
+            src = "".join(cell["source"])
+            out.append("\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in src.splitlines()))
+    return out
+
+
+class Graph:
+    """The import graph of the files under ``root``; ``universe``: the files that may count (None: every file on
+    disk). Each file is parsed once."""
+
+    def __init__(self, root: Path = ROOT, universe: set[str] | list[str] | None = None):
+        self.root = Path(root)
+        self.universe = set(universe) if universe is not None else None
+        self._parsed: dict[str, Parsed] = {}
+        self._direct: dict[tuple[str, bool], set[str]] = {}
+
+    # ---- files and module names
+
+    def exists(self, rel: str) -> bool:
+        if self.universe is not None:
+            return rel in self.universe
+        return (self.root / rel).is_file()
+
+    def module_file(self, name: str) -> str | None:
+        """The file of module ``name`` ("gpulab.kernels.relu" -> "gpulab/kernels/relu.py"), or None."""
+        base = name.replace(".", "/")
+        for rel in (f"{base}.py", f"{base}/__init__.py"):
+            if self.exists(rel):
+                return rel
+        return None
+
+    def _with_parents(self, name: str) -> set[str]:
+        """The files importing ``name`` runs: each package ``__init__`` on the way, then the module."""
+        parts = name.split(".")
+        return {f for i in range(1, len(parts) + 1) if (f := self.module_file(".".join(parts[:i])))}
+
+    def _package(self, rel: str) -> str | None:
+        if not rel.endswith(".py"):
+            return None
+        parts = rel[:-3].split("/")
+        return ".".join(parts[:-1]) if parts else None
+
+    def submodules(self, package_file: str) -> list[str]:
+        """The modules of the package whose ``__init__.py`` is ``package_file``."""
+        folder = package_file.rsplit("/", 1)[0]
+        prefix = folder + "/"
+        cands = (
+            self.universe
+            if self.universe is not None
+            else {p.relative_to(self.root).as_posix() for p in (self.root / folder).glob("**/*.py")}
+        )
+        out = []
+        for f in sorted(cands):
+            rest = f[len(prefix) :] if f.startswith(prefix) else None
+            if rest and f.endswith(".py") and f != package_file and ("/" not in rest or rest.endswith("/__init__.py")):
+                if rest.count("/") <= 1:
+                    out.append(f)
+        return out
+
+    def hub_members(self, rel: str) -> dict[str, str] | None:
+        """For a hub (rule 2): submodule name -> file; None when ``rel`` is not a hub."""
+        if not rel.endswith("/__init__.py"):
+            return None
+        try:
+            tree = ast.parse((self.root / rel).read_text())
+        except (SyntaxError, OSError):
+            return None
+        members: dict[str, str] = {}
+        package = self._package(rel)
+        for i, node in enumerate(tree.body):
+            if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                continue  # the docstring
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                continue
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is None:
+                for a in node.names:
+                    f = self.module_file(f"{package}.{a.name}")
+                    if f is None:
+                        return None
+                    members[a.name] = f
+                continue
+            return None
+        return members or None
+
+    # ---- one file
+
+    def _resolve_bare(self, name: str, rel: str) -> set[str]:
+        top = name.split(".")[0]
+        out = set()
+        for folder in ("tools", rel.rsplit("/", 1)[0] if "/" in rel else ""):
+            f = f"{folder}/{top}.py" if folder else f"{top}.py"
+            if self.exists(f):
+                out.add(f)
+        return out
+
+    def parse(self, rel: str) -> Parsed:
+        if rel in self._parsed:
+            return self._parsed[rel]
+        p = Parsed()
+        path = self.root / rel
+        if rel.endswith(".ipynb"):
+            sources = notebook_code(path)
+        elif rel.endswith(".py"):
+            sources = [path.read_text(errors="replace")]
+        else:
+            sources = []
+        p.text = "\n".join(sources)
+        for src in sources:
+            try:
+                tree = ast.parse(src)
+            except SyntaxError:
+                continue  # a file that does not parse fails on every machine; its text still counts (rules 3, 4)
+            self._read_tree(tree, rel, p)
+        self._parsed[rel] = p
+        return p
+
+    def _bind_or_import(self, name: str, binding: str | None, p: Parsed) -> None:
+        """``name`` imported in full, or bound to ``binding`` when it is a hub."""
+        f = self.module_file(name)
+        if f is not None and binding is not None and self.hub_members(f) is not None:
+            p.files |= self._with_parents(name)  # a hub's own file (closure leaves hubs unexpanded)
+            p.hubs[binding] = f
+        else:
+            p.files |= self._with_parents(name)
+
+    def _read_tree(self, tree: ast.AST, rel: str, p: Parsed) -> None:
+        package = self._package(rel)
+        inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] in PACKAGES:
+                        self._bind_or_import(a.name, a.asname or a.name, p)
+                    else:
+                        p.files |= self._resolve_bare(a.name, rel)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    if package is None:
+                        continue
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                if base.split(".")[0] not in PACKAGES:
+                    if not node.level:
+                        p.files |= self._resolve_bare(base, rel)
+                    continue
+                p.files |= self._with_parents(base)
+                base_file = self.module_file(base)
+                for a in node.names:
+                    if a.name == "*":
+                        members = self.hub_members(base_file) if base_file else None
+                        p.files |= set((members or {}).values())
+                    elif self.module_file(f"{base}.{a.name}"):
+                        self._bind_or_import(f"{base}.{a.name}", a.asname or a.name, p)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if _MODULE_NAME.fullmatch(node.value) and self.module_file(node.value):
+                    f = self.module_file(node.value)
+                    p.literal_files |= self._with_parents(node.value) | set((self.hub_members(f) or {}).values())
+            elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+                head = str(node.values[0].value)
+                if re.fullmatch(r"(gpulab|tests)(\.\w+)*\.", head) and self.module_file(head[:-1]):
+                    pkg_file = self.module_file(head[:-1])
+                    p.literal_files |= self._with_parents(head[:-1]) | set(self.submodules(pkg_file))
+            if isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in inner:
+                parts, n = [], node
+                while isinstance(n, ast.Attribute):
+                    parts.append(n.attr)
+                    n = n.value
+                if isinstance(n, ast.Name):
+                    p.chains.add(".".join([n.id, *reversed(parts)]))
+
+    def named_imports(self, rel: str) -> set[str]:
+        """The modules of gpulab and tests that ``rel``'s import statements name, dotted: ``from X import n`` names
+        ``X.n`` where that is a module and ``X`` otherwise; ``import X.Y`` names ``X.Y``; relative imports
+        resolved. No parent packages, no string literals (``lesson_map`` lists these)."""
+        sources = notebook_code(self.root / rel) if rel.endswith(".ipynb") else [(self.root / rel).read_text()]
+        package = self._package(rel)
+        out: set[str] = set()
+        for src in sources:
+            try:
+                tree = ast.parse(src)
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    out |= {a.name for a in node.names if a.name.split(".")[0] in PACKAGES}
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        if package is None:
+                            continue
+                        anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                        base = ".".join(anchor + ([base] if base else []))
+                    if base.split(".")[0] not in PACKAGES:
+                        continue
+                    for a in node.names:
+                        sub = f"{base}.{a.name}"
+                        out.add(sub if self.module_file(sub) else base)
+        return out
+
+    def _hub_uses(self, p: Parsed) -> set[str]:
+        """The hub submodules ``p`` names through its hub bindings (rule 2)."""
+        out: set[str] = set()
+        for binding, hub in p.hubs.items():
+            members = self.hub_members(hub) or {}
+            for chain in p.chains:
+                if chain == binding:
+                    out |= set(members.values())  # the hub's name used bare: every submodule
+                elif chain.startswith(binding + "."):
+                    name = chain[len(binding) + 1 :].split(".")[0]
+                    sub = members.get(name) or self.module_file(f"{self._package(hub)}.{name}")
+                    out |= {sub} if sub else set(members.values())
+        return out
+
+    def data_files(self) -> list[str]:
+        if self.universe is not None:
+            cands = self.universe
+        else:
+            cands = {p.relative_to(self.root).as_posix() for p in (self.root / "gpulab" / "data").glob("*")}
+        return sorted(
+            f
+            for f in cands
+            if f.startswith("gpulab/data/") and not fnmatch.fnmatchcase(f.rsplit("/", 1)[1], STAMP_GLOB)
+        )
+
+    def _data_deps(self, rel: str, text: str) -> set[str]:
+        """Rule 3: the files of gpulab/data ``rel`` reads."""
+        if not rel.endswith(".py") or not DATA_RE.search(text):
+            return set()
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            tree = None
+        pats = set()
+        for node in ast.walk(tree) if tree else ():
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if re.fullmatch(r"[\w*.-]+\.[A-Za-z]\w*", node.value):
+                    pats.add(node.value)
+            elif isinstance(node, ast.JoinedStr):
+                pat = "".join(str(v.value) if isinstance(v, ast.Constant) else "*" for v in node.values)
+                if re.fullmatch(r"[\w*.-]+\.[A-Za-z]\w*", pat):
+                    pats.add(pat)
+        data = self.data_files()
+        hit = {f for f in data if any(fnmatch.fnmatchcase(f.rsplit("/", 1)[1], pat) for pat in pats)}
+        return hit or set(data)
+
+    def _test_extras(self, rel: str) -> set[str]:
+        """Rule 4: what a file of tests/ reads besides its imports, from its string literals (not its prose)."""
+        if not rel.startswith("tests/") or not rel.endswith(".py"):
+            return set()
+        lits = self.literals(rel)
+        out = set()
+        if any(t in ("fixtures", "tests/fixtures") or t.startswith(("fixtures/", "tests/fixtures/")) for t in lits):
+            out |= self._glob("tests/fixtures/")
+        if any(t == "notebooks" or t.startswith("notebooks/") for t in lits):
+            out |= {f for f in self._glob("notebooks/") if f.endswith(".ipynb")}
+        if any(t == "tools" or t.startswith("tools/") for t in lits):
+            out |= self._glob("tools/")
+        return out
+
+    def literals(self, rel: str) -> set[str]:
+        """The string literals of a Python file's code, docstrings left out (an f-string's constant parts each)."""
+        try:
+            tree = ast.parse((self.root / rel).read_text())
+        except (SyntaxError, OSError):
+            return set()
+        docs = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+                first = node.body[0]
+                if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                    docs.add(id(first.value))
+        return {
+            n.value
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+        }
+
+    def code(self, rel: str) -> str:
+        """A Python file's code without its comments and docstrings (what ``DEVICE_RE`` is matched against); a
+        notebook's code cells."""
+        if rel.endswith(".ipynb"):
+            return self.parse(rel).text
+        text = (self.root / rel).read_text(errors="replace")
+        try:
+            tree = ast.parse(text)
+            toks = list(tokenize.generate_tokens(io.StringIO(text).readline))
+        except (SyntaxError, tokenize.TokenError):
+            return text
+        lines = text.splitlines(keepends=True)
+        drop: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+                first = node.body[0]
+                if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                    drop.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+        for t in toks:
+            if t.type == tokenize.COMMENT:
+                r, c = t.start
+                lines[r - 1] = lines[r - 1][:c] + "\n"
+        return "".join(ln for i, ln in enumerate(lines, 1) if i not in drop)
+
+    def _glob(self, prefix: str) -> set[str]:
+        cands = self.universe
+        if cands is None:
+            cands = {p.relative_to(self.root).as_posix() for p in (self.root / prefix).glob("**/*") if p.is_file()}
+        return {f for f in cands if f.startswith(prefix)}
+
+    def direct(self, rel: str, literals: bool = True) -> set[str]:
+        """The files ``rel`` depends on directly (rules 1-4). A hub depends on none through its submodules.
+        ``literals`` False: leave out the modules named only by string literals (``SUITE_RUNNER``'s suite list)."""
+        key = (rel, literals)
+        if key in self._direct:
+            return self._direct[key]
+        if self.hub_members(rel) is not None:
+            out: set[str] = set()
+        else:
+            p = self.parse(rel)
+            out = set(p.files) | self._hub_uses(p) | (p.literal_files if literals else set())
+            out |= self._data_deps(rel, p.text) | self._test_extras(rel)
+        out = {f for f in out if self.exists(f)} - {rel}
+        self._direct[key] = out
+        return out
+
+    def closure(self, starts, literals_of: tuple[str, ...] = (), leaves: set[str] = frozenset()) -> set[str]:
+        """``starts`` and every file they depend on, transitively. The files of ``literals_of`` do not follow
+        their string-literal imports (rule 2's suite runner); ``leaves`` are kept but not followed."""
+        seen: set[str] = set()
+        todo = [s for s in starts if self.exists(s)]
+        while todo:
+            f = todo.pop()
+            if f in seen:
+                continue
+            seen.add(f)
+            if f not in leaves:
+                todo.extend(self.direct(f, literals=f not in literals_of) - seen)
+        return seen
+
+    # ---- entries
+
+    def notebook(self, stem: str) -> set[str]:
+        """A notebook's files (and an emulated run's): the notebook and everything it imports."""
+        return self.closure([f"notebooks/{stem}.ipynb"])
+
+    def suite(self, key: str) -> set[str]:
+        """``python -m gpulab.bench --only KEY``'s files: the runner (without the other suites) and the suite
+        ``gpulab.bench.KEY`` (none for the ceilings, which the runner measures itself)."""
+        starts = [SUITE_RUNNER]
+        f = self.module_file(f"gpulab.bench.{key}")
+        if f is not None:
+            starts.append(f)
+        elif key != "ceilings":
+            raise ValueError(f"suite {key!r}: no gpulab/bench/{key}.py")
+        return self.closure(starts, literals_of=(SUITE_RUNNER,))
+
+    def test_file(self, rel: str) -> set[str]:
+        """A test file's files: it, ``tests/__init__.py`` and the conftest files above it (an import inside a
+        conftest fixture counts only where the test file names that fixture: ``conftest_imports``), and what they
+        import."""
+        parts = rel.split("/")
+        starts, leaves = [rel], set()
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            starts.append(f"{folder}/__init__.py")
+            conf = f"{folder}/conftest.py"
+            if self.exists(conf):
+                leaves.add(conf)
+                starts += sorted(self.conftest_imports(conf, rel))
+        return self.closure(starts + sorted(leaves), leaves=leaves)
+
+    def conftest_imports(self, conftest: str, test: str) -> set[str]:
+        """What ``conftest`` makes ``test`` depend on: its imports outside fixtures, and those inside the fixtures
+        that ``test`` names (an argument, ``usefixtures("...")``), that those fixtures name, or that are autouse;
+        rules 3 and 4 for the whole file."""
+        tree = ast.parse((self.root / conftest).read_text())
+        fixtures: dict[str, ast.FunctionDef] = {}
+        rest = []
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _fixture(node) == "fixture":
+                fixtures[node.name] = node
+            else:
+                rest.append(node)
+        used = set(re.findall(r"\w+", (self.root / test).read_text(errors="replace")))
+        todo = [f for f in fixtures if f in used]
+        while todo:
+            fn = fixtures[todo.pop()]
+            for a in fn.args.args:
+                if a.arg in fixtures and a.arg not in used:
+                    used.add(a.arg)
+                    todo.append(a.arg)
+        p = Parsed()
+        self._read_tree(ast.Module(body=rest, type_ignores=[]), conftest, p)
+        for name, fn in fixtures.items():
+            if name in used:
+                self._read_tree(fn, conftest, p)
+        out = p.files | self._hub_uses(p) | p.literal_files
+        out |= self._data_deps(conftest, (self.root / conftest).read_text()) | self._test_extras(conftest)
+        return {f for f in out if self.exists(f)} - {conftest}
+
+    def test_files(self) -> list[str]:
+        """Every test file pytest collects under tests/ (``test_*.py``)."""
+        cands = (
+            self.universe
+            if self.universe is not None
+            else {p.relative_to(self.root).as_posix() for p in (self.root / "tests").glob("**/*.py")}
+        )
+        return sorted(
+            f
+            for f in cands
+            if f.startswith("tests/") and f.rsplit("/", 1)[-1].startswith("test_") and f.endswith(".py")
+        )
+
+    # ---- which tests prove something on a GPU
+
+    def cpu_same(self, rel: str) -> tuple[bool, str]:
+        """Whether test file ``rel`` proves nothing more on a GPU than on the CPU (module docstring), and why:
+        (True, "marked cpu_same" | "skips itself on a GPU" | "reaches no device word") or (False, "<file>: <what
+        it does>")."""
+        marks = file_marks((self.root / rel).read_text(errors="replace"))
+        if "cpu_same" in marks:
+            return True, "marked cpu_same"
+        if "skipif(gpulab.ON_GPU)" in marks:
+            return True, "skips itself on a GPU"
+        boot = self.closure([GPULAB_IMPORT])
+        for f in sorted(self.test_file(rel) - boot):
+            if not f.endswith(".py"):
+                continue  # data, fixtures and notebooks read as files are the same bytes on any machine
+            code = self.code(f)
+            if f.startswith("tests/") and (m := RUNS_RE.search(code)):
+                return False, f"{f}: {m.group()}"
+            if m := DEVICE_RE.search(code):
+                return False, f"{f}: {m.group()}"
+        return True, "reaches no device word"
+
+
+def file_marks(source: str) -> set[str]:
+    """The marks a test file's ``pytestmark`` sets on all its tests: "cpu_same", "browser", ... by name, and
+    "skipif(gpulab.ON_GPU)" for a skip whose condition is exactly ``gpulab.ON_GPU``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    out = set()
+    for node in tree.body:
+        if not (
+            isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)
+        ):
+            continue
+        values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+        for v in values:
+            call = v if isinstance(v, ast.Call) else None
+            target = call.func if call else v
+            if not isinstance(target, ast.Attribute):
+                continue
+            if target.attr == "skipif" and call and call.args and ast.unparse(call.args[0]) == "gpulab.ON_GPU":
+                out.add("skipif(gpulab.ON_GPU)")
+            else:
+                out.add(target.attr)
+    return out
+
+
+def _fixture(fn: ast.FunctionDef) -> str | None:
+    """ "fixture" for a ``@pytest.fixture`` function, "autouse" for an autouse one, else None."""
+    for d in fn.decorator_list:
+        call = d if isinstance(d, ast.Call) else None
+        target = call.func if call else d
+        name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
+        if name == "fixture":
+            auto = any(
+                k.arg == "autouse" and isinstance(k.value, ast.Constant) and k.value.value
+                for k in (call.keywords if call else [])
+            )
+            return "autouse" if auto else "fixture"
+    return None
+
+
+def dynamic_imports_unresolved(graph: Graph | None = None) -> list[str]:
+    """Calls of ``importlib.import_module`` or ``__import__`` in gpulab whose module rule 1 cannot see: an argument
+    that is neither a string literal, nor an f-string with a package prefix, in a module that names no module by a
+    literal. ``file:line`` each."""
+    g = graph or Graph()
+    out = []
+    for path in sorted((g.root / "gpulab").rglob("*.py")):
+        rel = path.relative_to(g.root).as_posix()
+        tree = ast.parse(path.read_text())
+        literal_names = any(
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and _MODULE_NAME.fullmatch(n.value)
+            for n in ast.walk(tree)
+        )
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+            if name not in ("import_module", "__import__") or not node.args:
+                continue
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant):
+                continue
+            if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+                if re.fullmatch(r"(gpulab|tests)(\.\w+)*\.", str(arg.values[0].value)):
+                    continue
+            if literal_names:
+                continue
+            out.append(f"{rel}:{node.lineno}")
+    return out
+
+
+def _main(argv: list[str]) -> int:
+    g = Graph()
+    for what in argv or ["notebooks/04_fusion.ipynb"]:
+        if what.startswith("suite:"):
+            files = g.suite(what.split(":", 1)[1])
+        elif what.endswith(".ipynb"):
+            files = g.notebook(Path(what).stem)
+        else:
+            files = g.test_file(what)
+            print(f"{what}: cpu_same: {g.cpu_same(what)}")
+        print(f"{what}: {len(files)} files")
+        print("\n".join(f"  {f}" for f in sorted(files)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))
