@@ -7,7 +7,7 @@ choice without touching the process environment.
 | variable | values | meaning |
 |---|---|---|
 | GPULAB_MODE | gpu, interpreter, unset | force a mode (``gpulab.__init__`` chooses otherwise) |
-| GPULAB_AUTOTUNE | full (default), first | time every candidate config, or take each list's first untimed |
+| GPULAB_AUTOTUNE | full (default), first | time every candidate config (or take the choice stored for this GPU and Triton: ``kernels._autotune``), or take each list's first untimed |
 | GPULAB_STATIC_FIGURES | 1 | draw static plotly figures instead of FigureWidget |
 | GPULAB_CACHE_DIR | a path | where the device profile, compile results and CUDA builds go (default: the user cache directory; ``cache_dir()``) |
 | GPULAB_AS_GPU | a GPU name of ``gpulab.hardware`` (T4, L4, A100, H200, ...) | choose sizes, dtypes and paths as on that GPU |
