@@ -135,3 +135,22 @@ def test_labels_of_configs_and_keys():
 
 def test_tests_run_with_the_stores_off():
     assert _autotune.STORES_ON is False and _autotune.identity() is None
+
+
+def test_the_cli_times_every_candidate_only_when_it_records(monkeypatch):
+    """``python -m gpulab.bench`` takes stored choices; ``--record`` runs in ``fresh()`` (a recording tunes anew)."""
+    import gpulab
+    from gpulab import timing
+    from gpulab.bench import __main__ as cli
+    from gpulab.bench import lesson02
+
+    if gpulab.ON_GPU:
+        pytest.skip("the test clock is for the CPU")
+    seen = []
+    monkeypatch.setattr(lesson02, "run", lambda progress=True: seen.append(_autotune._FRESH[0]) or {"rows": []})
+    monkeypatch.setattr(lesson02, "report", lambda data: "")
+    with timing.test_clock():
+        assert cli.main(["--only", "lesson02"]) == 0
+        with pytest.raises(SystemExit, match="test clock"):
+            cli.main(["--only", "lesson02", "--record"])
+    assert seen == [False, True] and _autotune._FRESH[0] is False

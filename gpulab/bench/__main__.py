@@ -10,8 +10,13 @@
 Each lesson's suite is a module in ``LESSON_SUITES`` with ``KEY``, ``run(progress) -> dict`` (GPU only,
 JSON-able) and ``report(data) -> str``. Its record is stored under ``KEY`` with its own provenance. A suite
 with ``STEPS`` runs a subset with ``--steps``; recorded, the new steps replace theirs in the file and every
-other entry is kept, its provenance listed under ``step_provenance`` (``merge_record``). A suite with
-``autotune_report()`` and ``autotune_report_text(rows)`` answers ``--autotune-report``.
+other entry is kept, its provenance listed under ``step_provenance`` (``merge_record``). Its ``HEADLINE_STEPS``
+(else its "headline" step, else the whole suite) are what ``tools/gpu_check.py`` runs to prove it on a GPU. A suite
+with ``autotune_report()`` and ``autotune_report_text(rows)`` answers ``--autotune-report``.
+
+The autotuner takes the choices stored for this GPU (``gpulab.kernels._autotune``: this machine's, then those
+recorded in ``gpulab/data/autotune-<gpu>.json``) except under ``--record`` and ``--autotune-report``, which time
+every candidate; ``--record`` also adds what it timed to ``gpulab/data/autotune-<gpu>.json``.
 
 Without a GPU it prints the recorded reference data, labelled as recorded, and measures nothing. ``--record``,
 ``--autotune-report`` and ``--json`` then exit 2 with a message and write nothing: each of them writes what was
@@ -22,6 +27,7 @@ lacks a key its report reads is named with the file, the others are still shown,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 from pathlib import Path
@@ -195,8 +201,17 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 2
+    from gpulab.kernels import _autotune
+
+    with _autotune.fresh() if args.record or args.autotune_report else contextlib.nullcontext():
+        return _measure(args, lesson_mods, run_core, steps)
+
+
+def _measure(args, lesson_mods, run_core: bool, steps: list[str]) -> int:
+    """``main``'s GPU part: the autotune report, or the suites measured, printed, written and recorded."""
     from gpulab.bench import suite
     from gpulab.device import measure_profile, provenance, save_profile
+    from gpulab.kernels import _autotune
 
     if args.autotune_report:
         m = lesson_mods[0]
@@ -247,6 +262,9 @@ def main(argv=None) -> int:
                 record[key] = merge_record(old[key], record[key])
             record = {**old, **record}
         print(f"recorded reference data to {write_json_atomic(path, record)}")
+        tuned = _autotune.record(reference.DATA_DIR / f"autotune-{short}.json", provenance())
+        if tuned:
+            print(f"recorded the autotuner's choices to {tuned}")
     return 0
 
 
