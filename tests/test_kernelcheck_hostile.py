@@ -3,10 +3,14 @@ no Triton launch, out written by torch, a constant stored, one program, unmasked
 loop, out never written, NaN from arithmetic, an exception of any kind, a huge message), each run through a
 lesson's real checker (add, scale_add, sincos_fused, transpose) and asserted on the message it must get. None
 may crash, hang or pass. ``kernelcheck.LONG_N`` is lowered here (the long case costs interpreter time) except
-in the test of one program with a large block, which needs the real length."""
+in the test of one program with a large block, which needs the real length. Every time-out here is decided by a
+``ProgramClock`` (a count of the programs a case ran), never by this machine's speed; the learner's wall clock is
+tested with an injected ``time.monotonic``."""
 
 import gpulab  # (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
+import itertools
 import time
+import types
 
 import pytest
 import torch
@@ -25,6 +29,24 @@ helper = None  # a @triton.jit helper of the GPU-style kernel below, set by its 
 @pytest.fixture(autouse=True)
 def short_cases(monkeypatch):
     monkeypatch.setattr(kernelcheck, "LONG_N", 4099)
+
+
+class ProgramClock:
+    """A clock for the pre-flight's time limit (``kernelcheck.CLOCK``) that moves ``seconds`` for each program the
+    child starts and stands still otherwise. ``most``: the most programs it saw one case start. A safety catch
+    only: where programs go uncounted, an endless kernel would hang the test, so after ``HANG_S`` of wall time
+    the clock raises instead (a check here takes seconds)."""
+
+    HANG_S = 600.0
+
+    def __init__(self, seconds: float):
+        self.seconds, self.most, self.t0 = seconds, 0, time.monotonic()
+
+    def __call__(self, progress: kernelcheck.Progress) -> float:
+        if time.monotonic() - self.t0 > self.HANG_S:
+            raise AssertionError(f"no time-out after {self.HANG_S:g} s of wall time: are programs counted?")
+        self.most = max(self.most, progress.programs)
+        return progress.programs * self.seconds
 
 
 def failing(rep: Report) -> str:
@@ -204,18 +226,41 @@ def test_a_grid_of_no_programs_is_named():
 
 
 def test_a_time_out_names_the_grid_it_stopped(monkeypatch):
-    monkeypatch.setattr(kernelcheck, "CASE_TIME_LIMIT_S", 2.0)
+    monkeypatch.setattr(kernelcheck, "CLOCK", ProgramClock(61.0))  # the limit (60 s) passes in the first program
     text = failing(ex00.check_add(add_with(7)))
     assert "in a launch with grid (1,)" in text and "endless loop" in text, text  # the first length is 1
 
 
 def test_a_time_out_in_a_very_fine_grid_does_not_only_blame_a_loop(monkeypatch):
     monkeypatch.setattr(kernelcheck, "CASE_TIME_LIMIT_S", 0.5)
+    monkeypatch.setattr(kernelcheck, "CLOCK", ProgramClock(1e-3))  # 500 programs fit in a case
     monkeypatch.setattr(kernelcheck, "FINE_GRID_PROGRAMS", 256)
-    monkeypatch.setattr(kernelcheck, "LONG_N", 2**15 + 1)
     text = failing(ex00.check_add(add_with(0, block=1)))  # right, one element per program
-    assert "did not finish within 0.5 s" in text and "programs (grid (" in text, text
+    # lengths 1, 17 and 128 fit; 1000 is the first to run more than 500 programs
+    assert "did not finish within 0.5 s" in text and "1000 programs (grid (1000,))" in text, text
     assert "a grid this fine is slow there" in text and "BLOCK" in text, text
+
+
+def test_a_case_that_ends_past_the_limit_is_a_time_out_too(monkeypatch):
+    # the clock is read once more after the child's record: a case that ran all its programs between two reads
+    # is still judged by its count
+    monkeypatch.setattr(kernelcheck, "CASE_TIME_LIMIT_S", 0.5)
+    monkeypatch.setattr(kernelcheck, "POLL_S", 3600.0)  # no read while the child runs
+    monkeypatch.setattr(kernelcheck, "CLOCK", ProgramClock(1e-3))
+    monkeypatch.setattr(kernelcheck, "FINE_GRID_PROGRAMS", 256)
+    text = failing(ex00.check_add(add_with(0, block=1)))
+    assert "did not finish within 0.5 s" in text and "(grid (1000,))" in text, text
+
+
+def test_the_learners_limit_is_60_s_on_the_wall_clock(monkeypatch):
+    assert kernelcheck.CLOCK is kernelcheck.wall_clock and kernelcheck.CASE_TIME_LIMIT_S == 60.0
+    stands_still = types.SimpleNamespace(monotonic=lambda: 5.0)
+    monkeypatch.setattr(kernelcheck, "time", stands_still)
+    assert ex00.check_add(add_with(0)).ok  # however long the cases take here, no time passed on the clock
+    jumps = itertools.count(0.0, 61.0)  # 61 s between two reads: past the limit at the first read after the start
+    monkeypatch.setattr(kernelcheck, "time", types.SimpleNamespace(monotonic=lambda: next(jumps)))
+    text = failing(ex00.check_add(add_with(7)))
+    assert "did not finish within 60 s" in text and "endless loop" in text, text
 
 
 @pytest.mark.parametrize("check", [ex00.check_add, ex04.check_sincos_fused], ids=["add", "sincos_fused"])
@@ -231,7 +276,7 @@ def test_unmasked_loads_with_a_masked_store_are_named():
 
 
 @pytest.mark.parametrize("check", [ex00.check_add, ex01.check_scale_add], ids=["add", "scale_add"])
-def test_cuda_habit_grid_n_block_1024_no_mask_is_named_not_a_crash(check):
+def test_cuda_habit_grid_n_block_1024_no_mask_is_named_not_a_crash(monkeypatch, check):
     @triton.jit
     def one_per_thread(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # grid=(n,): programs far past n
@@ -241,10 +286,12 @@ def test_cuda_habit_grid_n_block_1024_no_mask_is_named_not_a_crash(check):
         out = rest[-1]
         one_per_thread[(x.numel(),)](x, out, x.numel(), BLOCK=1024)
 
-    t = time.perf_counter()
+    clock = ProgramClock(0.0)
+    monkeypatch.setattr(kernelcheck, "CLOCK", clock)
     text = failing(check(launch))
     assert "stored past the end of out" in text and "mask the store" in text, text
-    assert time.perf_counter() - t < 60  # each launch stops at its first stray store
+    # each launch stops at its first stray store: at most ceil(5000 / 1024) programs of a grid of up to 5000
+    assert 1 <= clock.most <= 5, clock.most
 
 
 def test_far_store_is_named_and_never_lands():
@@ -256,10 +303,11 @@ def test_far_store_is_named_and_never_lands():
 
 def test_endless_loop_gets_a_time_out(monkeypatch):
     monkeypatch.setattr(kernelcheck, "CASE_TIME_LIMIT_S", 2.0)
-    t = time.perf_counter()
-    text = failing(ex00.check_add(add_with(7)))
+    monkeypatch.setattr(kernelcheck, "CLOCK", ProgramClock(3.0))  # past the limit once the first program started
+    rep = ex00.check_add(add_with(7))
+    text = failing(rep)
     assert "did not finish within 2 s" in text and "endless loop" in text, text
-    assert "cases were not run" in text and time.perf_counter() - t < 20, text
+    assert "the remaining 7 cases were not run" in text and rep.failed == 1, text
 
 
 def test_nan_from_arithmetic_is_not_blamed_on_a_load():

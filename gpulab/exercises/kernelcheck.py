@@ -4,8 +4,9 @@ The learner writes a launcher ``fn(*inputs, out)`` that launches their kernel an
 checker owns every buffer: each input and ``out`` is a view into the middle of a larger buffer whose guard
 regions (1 MiB before and after) hold a poison bit pattern. Each case runs in two steps:
 
-1. **Pre-flight**, in Triton's interpreter, in a forked child process with a time limit (``CASE_TIME_LIMIT_S``),
-   on guarded CPU buffers in shared memory. Every Triton launch is recorded (kernel, grid), and every load and
+1. **Pre-flight**, in Triton's interpreter, in a forked child process with a time limit (``CASE_TIME_LIMIT_S``
+   seconds on ``CLOCK``, the wall clock; a test puts in a clock that counts the child's programs instead), on
+   guarded CPU buffers in shared memory. Every Triton launch is recorded (kernel, grid), and every load and
    store address is checked against the buffers before it happens: an access outside them is named (which
    buffer, which side, which indices) and masked off, so a far store never lands and never crashes the
    process. The record also says which buffers each launch stored into and which input elements were
@@ -55,9 +56,11 @@ GUARD_BYTES = 1 << 20
 #: Guard regions of the pre-flight's buffers: smaller, since there every access is checked before it happens.
 PREFLIGHT_GUARD_BYTES = 1 << 16
 #: Seconds one case may take in the pre-flight (Triton's interpreter, a child process) before it is stopped
-#: and reported as a time-out ("an endless loop?"). The slowest right kernel of the collection takes a few
-#: seconds on its longest case; tests lower this.
+#: and reported as a time-out ("an endless loop?"), read on ``CLOCK``. The slowest right kernel of the collection
+#: takes a few seconds on its longest case.
 CASE_TIME_LIMIT_S = 60.0
+#: How often (seconds) the parent of a pre-flight's child reads ``CLOCK`` while it waits for the child's record.
+POLL_S = 0.05
 #: Length of the long case of the 1-D exercises: above 2^17, so that no single program of a power-of-two
 #: BLOCK up to 2^17 covers it, odd, so that the last block is partial.
 LONG_N = 2**17 + 4099
@@ -68,9 +71,8 @@ _POISON_BITS = {8: 0x7FF8_DEAD_BEEF_0001, 4: 0x7FC0_DEAD, 2: 0x7FDA, 1: 0x7F}  #
 _INPUT_POISON_BITS = {8: 0x7FF8_0BAD_F00D_0002, 4: 0x7FC0_0BAD, 2: 0x7FCB, 1: 0x7E}
 _INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
 _CAN_FORK = hasattr(os, "fork") and sys.platform.startswith("linux")
-#: In a pre-flight's child: int64s in memory shared with the parent, [number of dims, dims...] of the grid of the
-#: launch now running, so that a time-out can say which launch it stopped (None elsewhere).
-_PROGRESS: np.ndarray | None = None
+#: In a pre-flight's child: the ``Progress`` it publishes to its parent (None elsewhere).
+_PROGRESS: Progress | None = None
 #: A launch of at least this many programs that takes the time limit is named as a grid too fine for the
 #: interpreter (it runs a grid's programs one after another) as well as a possible endless loop.
 FINE_GRID_PROGRAMS = 1 << 14
@@ -80,6 +82,49 @@ ONE_PROGRAM_MIN_ELEMENTS = 1 << 16
 
 
 _INHERITED = object()  # an attribute a patch shadows on a class that only inherits it
+
+
+class Progress:
+    """What a pre-flight's child has done so far, in int64s of memory it shares with its parent: ``programs``, the
+    programs it started in this case (every launch together, counted as the interpreter starts each one), and
+    ``grid``, the grid of the launch now running (None before the first). The child writes it; the parent reads it
+    to name the launch a time-out stopped, and hands it to ``CLOCK``."""
+
+    def __init__(self):
+        self._mm = mmap.mmap(-1, 8 * 8)  # anonymous, MAP_SHARED: seen by a child forked after this
+        self.words = np.frombuffer(self._mm, dtype=np.int64)  # [programs, number of dims, dims...]
+        self.words[:] = 0
+
+    @property
+    def programs(self) -> int:
+        return int(self.words[0])
+
+    @property
+    def grid(self) -> list[int] | None:
+        dims = int(self.words[1])
+        return [int(v) for v in self.words[2 : 2 + dims]] if dims else None
+
+    def launch(self, grid: list[int]) -> None:
+        """The child is about to run a launch of ``grid``."""
+        if 0 < len(grid) <= len(self.words) - 2:
+            self.words[2 : 2 + len(grid)] = grid
+            self.words[1] = len(grid)
+
+    def program(self) -> None:
+        """The child is about to run one more program."""
+        self.words[0] += 1
+
+
+def wall_clock(progress: Progress) -> float:
+    """The time limit's clock for a learner: seconds on ``time.monotonic`` (``progress`` is not read)."""
+    return time.monotonic()
+
+
+#: The clock the pre-flight's time limit reads: ``CLOCK(progress) -> seconds`` (``Progress``), read when the child
+#: starts, every ``POLL_S`` while it runs, and once more when it has finished (a case whose reading passed
+#: ``CASE_TIME_LIMIT_S`` by then is a time-out too). A test puts in a clock that counts ``progress.programs``, so that
+#: a time-out is decided by what the kernel did, not by this machine's speed.
+CLOCK = wall_clock
 
 
 class Guarded:
@@ -381,6 +426,13 @@ class _Watch:
                 return cas(s, p, *r, **k)
 
             self._patch(b, "create_atomic_cas", atomic_cas)
+            set_grid_idx = b.set_grid_idx  # called once before each program (Triton 3.6 to 3.9)
+
+            def count_program(s, *idx, **k):
+                _count_program()
+                return set_grid_idx(s, *idx, **k)
+
+            self._patch(b, "set_grid_idx", count_program)
         return self
 
     def _patch(self, owner, name, new):
@@ -413,9 +465,14 @@ class _Watch:
 
 def _show_progress(grid: list[int]) -> None:
     """In a pre-flight's child, publish the grid of the launch about to run (``_PROGRESS``)."""
-    if _PROGRESS is not None and 0 < len(grid) < len(_PROGRESS):
-        _PROGRESS[1 : 1 + len(grid)] = grid
-        _PROGRESS[0] = len(grid)
+    if _PROGRESS is not None:
+        _PROGRESS.launch(grid)
+
+
+def _count_program() -> None:
+    """In a pre-flight's child, count one more program started (``_PROGRESS``)."""
+    if _PROGRESS is not None:
+        _PROGRESS.program()
 
 
 def _ints(fn, args, kwargs) -> dict:
@@ -506,17 +563,18 @@ def _preflight_here(fn, args, regions, out_name, out: Guarded) -> dict:
     return {**w.record(), **res}
 
 
-def _preflight(fn, args, regions, out_name, out: Guarded, limit_s: float) -> dict:
+def _preflight(fn, args, regions, out_name, out: Guarded, limit_s: float, clock=None) -> dict:
     """Run ``fn(*args)`` (CPU tensors in shared memory) under a checking ``_Watch`` in a forked child, stopped
-    after ``limit_s``; returns its record, or dict(timeout=True) / dict(died=signal number)."""
+    once ``clock`` (default ``CLOCK``) has moved more than ``limit_s`` since the child started; returns its record,
+    or dict(timeout=True, grid=the grid of the launch it stopped or None) / dict(died=signal number)."""
     if not _CAN_FORK:
         return {**_preflight_here(fn, args, regions, out_name, out), "no_fork": True}
+    clock = clock or CLOCK
     r, w = os.pipe()
-    progress_mm = mmap.mmap(-1, 8 * 8)  # anonymous, MAP_SHARED: the child's _PROGRESS
-    progress = np.frombuffer(progress_mm, dtype=np.int64)
-    progress[:] = 0
+    progress = Progress()
     sys.stdout.flush()
     sys.stderr.flush()
+    start = clock(progress)
     pid = os.fork()
     if pid == 0:  # the child: CPU buffers only, never CUDA; it leaves by os._exit, running no cleanup of ours
         try:
@@ -543,20 +601,16 @@ def _preflight(fn, args, regions, out_name, out: Guarded, limit_s: float) -> dic
         finally:
             os._exit(0)
     os.close(w)
-    chunks, timed_out = [], False
-    deadline = time.monotonic() + limit_s
+    chunks, done, timed_out = [], False, False
     try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
+        while not done:
+            if select.select([r], [], [], POLL_S)[0]:
+                chunk = os.read(r, 1 << 16)
+                done = not chunk  # the child closed its end: its record is whole
+                chunks.append(chunk)
+            if clock(progress) - start > limit_s:  # read once more after the record: a late finish is a time-out
                 timed_out = True
                 break
-            ready, _, _ = select.select([r], [], [], left)
-            if ready:
-                chunk = os.read(r, 1 << 16)
-                if not chunk:
-                    break
-                chunks.append(chunk)
     finally:
         os.close(r)
         if timed_out or sys.exc_info()[0] is not None:
@@ -564,8 +618,7 @@ def _preflight(fn, args, regions, out_name, out: Guarded, limit_s: float) -> dic
                 os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
     if timed_out:
-        dims = int(progress[0])
-        return dict(timeout=True, grid=[int(v) for v in progress[1 : 1 + dims]] if dims else None)
+        return dict(timeout=True, grid=progress.grid)
     if os.WIFSIGNALED(status):
         return dict(died=os.WTERMSIG(status))
     res = json.loads(b"".join(chunks) or b"{}")
