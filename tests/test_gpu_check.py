@@ -1,6 +1,8 @@
-"""``make gpu-check`` (tools/gpu_check.py) on the CPU: the committed stamp read (a warning, never a failure, when
-it does not prove the tree now), and the tool's own logic with fake runners: the tree hash against git's, the
-stamp's merging, --only, junit parsing, the 90-second rule, the budget and the atomic write."""
+"""``make gpu-check`` (tools/gpu_check.py) and what its entries depend on (tools/deps.py), on the CPU: the committed
+stamp read (a warning, never a failure, when it does not prove the tree now); on a tiny fake tree, each entry's
+dependency hash (an edit changes exactly the entries that depend on it), which test files are CPU-same, what reruns,
+the status lines and verdict, the plan; the tree hash against git's; the stamp's merging, junit parsing, the
+90-second rule and the budget with fake runners and a fake clock."""
 
 import importlib.util
 import json
@@ -18,6 +20,7 @@ _spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "tools" / "gp
 gc = importlib.util.module_from_spec(_spec)
 sys.modules["gpu_check"] = gc
 _spec.loader.exec_module(gc)
+deps = gc.deps
 
 FIXTURE = ROOT / "tests" / "fixtures" / "gpu_check_junit.xml"
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -32,19 +35,355 @@ def _git(cwd, *args) -> str:
 # ------------------------------------------------------------------------------------------------ the committed stamp
 
 
-def test_the_committed_stamp_proves_the_tree_now_or_warns():
-    """A stamp on an older tree, or one holding a failure, is a warning: the CPU cannot re-run the GPU parts."""
+def test_the_committed_stamp_proves_the_tree_now_or_warns(monkeypatch, capsys):
+    """A stamp whose entries are not proven on the tree now is a warning: the CPU cannot re-run the GPU parts.
+    ``status`` runs here, without a GPU, in at most 15 lines a stamp."""
     stamps = sorted(ROOT.glob(gc.STAMP_PATTERN))
-    if not stamps:
-        return
-    now = gc.part_trees(ROOT)
+    tree = gc.Tree(ROOT)
+    now = tree.current()
     for path in stamps:
         stamp = gc.load_stamp(path)
-        assert len(gc.status_lines(stamp, now, path.name)) <= 15
+        lines = gc.status_lines(stamp, now, path.name)
+        assert len(lines) <= 15 and lines[-1].startswith("verdict: ")
         for why in gc.stamp_warnings(stamp, now):
             msg = f"{path.relative_to(ROOT)}: {why}; run make gpu-check on a GPU machine"
             print("warning:", msg)
             warnings.warn(msg, UserWarning, stacklevel=1)
+    capsys.readouterr()
+    monkeypatch.setattr(gc, "Tree", lambda root=ROOT, **kw: tree)  # the tree computed once
+    assert gc.main(["status"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert sum(ln.startswith("verdict: ") for ln in out) == len(stamps) and len(out) <= 15 * max(1, len(stamps))
+
+
+def test_gpulabs_dynamic_imports_are_all_seen():
+    """Every importlib.import_module or __import__ in gpulab names its modules where rule 1 reads them."""
+    assert deps.dynamic_imports_unresolved() == []
+
+
+# ------------------------------------------------------------------------------------------------ a fake tree
+
+NB = lambda *lines: json.dumps({"cells": [{"cell_type": "code", "source": [ln + "\n" for ln in lines]}]})  # noqa: E731
+
+FAKE = {
+    "gpulab/__init__.py": "from . import plan\n\nON_GPU = plan.X == 2\n",
+    "gpulab/plan.py": "X = 1\n",
+    "gpulab/fusion.py": "def bytes_moved(n):\n    return 8 * n\n",
+    "gpulab/reference.py": (
+        "from pathlib import Path\nDATA_DIR = Path(__file__).parent / 'data'\n\n\n"
+        "def load(gpu):\n    return (DATA_DIR / f'reference-{gpu}.json').read_text()\n"
+    ),
+    "gpulab/data/reference-h200.json": "{}\n",
+    "gpulab/data/history-cpus.json": "[]\n",
+    "gpulab/figures/__init__.py": '"""Figures, one module a lesson."""\n\nfrom . import lesson04, lesson05\n',
+    "gpulab/figures/lesson04.py": "from .. import fusion\n\n\ndef f():\n    return fusion.bytes_moved(1)\n",
+    "gpulab/figures/lesson05.py": "from ..kernels import sincos\n\n\ndef g():\n    return sincos.COUNT\n",
+    "gpulab/kernels/__init__.py": "import gpulab\n",
+    "gpulab/kernels/sincos.py": "import triton\n\nCOUNT = 2\n",
+    "gpulab/bench/__init__.py": "",
+    "gpulab/bench/__main__.py": (
+        'import gpulab\nfrom gpulab import reference\nCORE = "ceilings"\n'
+        'LESSON_SUITES = ["gpulab.bench.lesson04", "gpulab.bench.lesson05"]\n'
+    ),
+    "gpulab/bench/lesson04.py": 'from ..kernels import sincos\nKEY = "lesson04"\nSTEPS = ("headline", "sweep")\n',
+    "gpulab/bench/lesson05.py": 'from .. import fusion\nKEY = "lesson05"\nHEADLINE_STEPS = ("ways",)\n',
+    "notebooks/04_fusion.ipynb": NB("import gpulab", "from gpulab import figures", "figures.lesson04.f()"),
+    "notebooks/05_recompute.ipynb": NB("from gpulab import figures, reference", "figures.lesson05.g()", "%time 1"),
+    "tests/__init__.py": "",
+    "tests/conftest.py": (
+        "import pytest\n\n\n@pytest.fixture\ndef browser():\n    from tests import helper\n\n    return helper\n"
+    ),
+    "tests/helper.py": "import subprocess\n",
+    "tests/fixtures/case.txt": "x\n",
+    "tests/test_fig04.py": (
+        "import gpulab\nfrom gpulab import figures\n\n\ndef test_f():\n    assert figures.lesson04.f() == 8 and gpulab.ON_GPU in (0, 1)\n"
+    ),
+    "tests/test_sincos.py": "from gpulab.kernels import sincos\n\n\ndef test_c():\n    assert sincos.COUNT == 2\n",
+    "tests/test_pure.py": (
+        "from pathlib import Path\n\nfrom gpulab import fusion\n\nF = Path(__file__).parent / 'fixtures'\n\n\n"
+        "def test_b():\n    assert fusion.bytes_moved(2) == 16\n"
+    ),
+    "tests/test_marked.py": (
+        "import pytest\n\nfrom gpulab.figures import lesson05\n\npytestmark = pytest.mark.cpu_same\n\n\n"
+        "def test_g():\n    assert lesson05.g() == 2\n"
+    ),
+    "tests/test_marked_bad.py": (
+        "import pytest\n\nfrom gpulab.kernels import sincos\n\npytestmark = [pytest.mark.cpu_same]\n\n\n"
+        "def test_c():\n    assert sincos.COUNT\n"
+    ),
+    "tests/test_skips.py": (
+        'import gpulab\nimport pytest\n\npytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="CPU paths")\n\n\n'
+        "def test_s(browser):\n    assert browser\n"
+    ),
+    "tests/test_web.py": "import pytest\n\npytestmark = pytest.mark.browser\n\n\ndef test_w(browser):\n    assert browser\n",
+    "tools/build.py": "X = 1\n",
+    ".gitignore": "__pycache__/\nbuild/\n",
+}
+GPU_TESTS = ["tests/test_fig04.py", "tests/test_marked_bad.py", "tests/test_sincos.py"]
+
+
+def _fake_tree(root: Path, files: dict = FAKE) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def _edit(root: Path, rel: str) -> None:
+    """Change ``rel`` as a person would: a comment line added (a code cell added to a notebook)."""
+    if rel.endswith(".ipynb"):
+        nb = json.loads((root / rel).read_text())
+        nb["cells"].append({"cell_type": "code", "source": ["x = 1\n"]})
+        (root / rel).write_text(json.dumps(nb))
+    else:
+        (root / rel).write_text((root / rel).read_text() + "\n# edited\n")
+
+
+def _changed(before: dict, after: dict) -> set[str]:
+    return {f"{p}:{n}" for p in before for n in before[p] if before[p][n] != after[p].get(n)}
+
+
+@pytest.fixture
+def fake(tmp_path):
+    return _fake_tree(tmp_path)
+
+
+def test_entries_of_the_fake_tree(fake):
+    tree = gc.Tree(fake)
+    assert tree.how == "walk"  # no .git here
+    assert tree.items("notebooks") == ["04_fusion", "05_recompute"]
+    assert tree.items("emulated")[:2] == ["T4 04_fusion", "T4 05_recompute"] and len(tree.items("emulated")) == 6
+    assert tree.items("suites") == ["ceilings", "lesson04", "lesson05"]
+    assert gc.suite_list(fake) == [("ceilings", ()), ("lesson04", ("headline",)), ("lesson05", ("ways",))]
+    gpu, other = tree.tests()
+    assert gpu == GPU_TESTS
+    assert other == {
+        "tests/test_marked.py": "marked cpu_same",
+        "tests/test_pure.py": "reaches no device word",
+        "tests/test_skips.py": "skips itself on a GPU",
+        "tests/test_web.py": "marked browser",
+    }
+    same, why = tree.graph.cpu_same("tests/test_marked_bad.py")
+    assert not same and "marked cpu_same, but tests/test_marked_bad.py imports gpulab/kernels/" in why  # kept on GPU
+
+
+def test_each_entry_depends_on_what_it_imports(fake):
+    g = gc.Tree(fake).graph
+    nb04 = g.notebook("04_fusion")
+    assert nb04 == {
+        "notebooks/04_fusion.ipynb",
+        "gpulab/__init__.py",
+        "gpulab/plan.py",
+        "gpulab/figures/__init__.py",
+        "gpulab/figures/lesson04.py",
+        "gpulab/fusion.py",
+    }  # not lesson05: the hub's other submodule is only imported
+    nb05 = g.notebook("05_recompute")
+    assert {"gpulab/figures/lesson05.py", "gpulab/kernels/sincos.py", "gpulab/kernels/__init__.py"} <= nb05
+    assert "gpulab/data/reference-h200.json" in nb05 and "gpulab/data/history-cpus.json" not in nb05  # rule 3
+    assert "gpulab/figures/lesson04.py" not in nb05
+    assert g.suite("lesson04") == {
+        "gpulab/bench/__main__.py",
+        "gpulab/bench/__init__.py",
+        "gpulab/bench/lesson04.py",
+        "gpulab/kernels/__init__.py",
+        "gpulab/kernels/sincos.py",
+        "gpulab/reference.py",
+        "gpulab/data/reference-h200.json",
+        "gpulab/__init__.py",
+        "gpulab/plan.py",
+    }  # not lesson05: the runner lists it, runs lesson04
+    assert "gpulab/bench/lesson05.py" in g.closure(["gpulab/bench/__main__.py"])  # a test of the runner: every suite
+    t = g.test_file("tests/test_pure.py")
+    assert "tests/fixtures/case.txt" in t and "tests/conftest.py" in t and "tests/helper.py" not in t
+    assert "tests/helper.py" in g.test_file("tests/test_skips.py")  # it names the fixture whose import it is
+    with pytest.raises(ValueError, match="suite 'lesson09'"):
+        g.suite("lesson09")
+
+
+def test_an_edit_changes_exactly_the_entries_that_depend_on_it(fake):
+    """The example of issue 36: an edit to lesson 04's figures reruns notebook 04, its three emulated runs and the
+    test files that import it, nothing else; an edit to gpulab/__init__.py reruns everything."""
+    before = gc.Tree(fake).current()
+    expected = {
+        "gpulab/figures/lesson04.py": {
+            "notebooks:04_fusion",
+            "emulated:T4 04_fusion",
+            "emulated:L4 04_fusion",
+            "emulated:A100 04_fusion",
+            "tests:tests/test_fig04.py",
+        },
+        "gpulab/kernels/sincos.py": {
+            "notebooks:05_recompute",
+            *(f"emulated:{g} 05_recompute" for g in gc.EMULATED_GPUS),
+            "suites:lesson04",
+            "tests:tests/test_sincos.py",
+            "tests:tests/test_marked_bad.py",
+        },
+        "gpulab/data/reference-h200.json": {
+            "notebooks:05_recompute",
+            *(f"emulated:{g} 05_recompute" for g in gc.EMULATED_GPUS),
+            *(f"suites:{k}" for k in ("ceilings", "lesson04", "lesson05")),
+        },
+        "gpulab/data/history-cpus.json": set(),  # nothing reads it
+        "gpulab/data/gpu-check-h200.json": set(),  # a stamp is never a dependency
+        "tests/helper.py": set(),  # only a fixture no GPU test file names imports it
+        "tools/build.py": set(),
+    }
+    (fake / "gpulab/data/gpu-check-h200.json").write_text("{}\n")
+    for rel, want in expected.items():
+        _edit(fake, rel)
+        after = gc.Tree(fake).current()
+        assert _changed(before, after) == want, rel
+        before = after
+    _edit(fake, "gpulab/__init__.py")
+    after = gc.Tree(fake).current()
+    assert _changed(before, after) == {f"{p}:{n}" for p in before for n in before[p]}
+
+
+@needs_git
+def test_entry_hashes_are_the_same_with_git_and_without(fake):
+    """The GPU machine gets a copy without .git: each entry's files and hash must be those computed here, and a
+    hash is git's own tree id of the entry's files."""
+    _git(fake, "init", "-q")
+    (fake / "build").mkdir()
+    (fake / "build" / "x.py").write_text("ignored\n")
+    with_git = gc.Tree(fake, use_git=True)
+    assert with_git.how == "git"
+    assert with_git.current() == gc.Tree(fake, use_git=False).current()
+    files = sorted(with_git.files_of("notebooks", "04_fusion"))
+    env = {**os.environ, "GIT_INDEX_FILE": str(fake / ".git" / "gpu-check-index")}  # an index of those files alone
+    subprocess.run(["git", "-C", str(fake), "add", "--", *files], env=env, check=True)
+    tree_id = subprocess.run(
+        ["git", "-C", str(fake), "write-tree"], env=env, capture_output=True, text=True, check=True
+    )
+    assert with_git.entry_hash("notebooks", "04_fusion") == tree_id.stdout.strip()
+
+
+# ------------------------------------------------------------------------------------------------ status and plan
+
+
+def _entry(deps_hash, ok=True, seconds=10.0, **kw):
+    return {"deps": deps_hash, "date": "d", "ok": ok, "seconds": seconds, "failures": [] if ok else ["Cell 3"], **kw}
+
+
+def _proven_stamp(now: dict, seconds: float = 10.0) -> dict:
+    return {
+        "schema": 2,
+        "gpu": "NVIDIA H200",
+        "slug": "h200",
+        "updated": "u",
+        "versions": {"torch": "2.11"},
+        "parts": {p: {"items": {n: _entry(h, seconds=seconds) for n, h in now[p].items()}} for p in gc.PARTS},
+    }
+
+
+def test_status_says_entry_by_entry_and_ends_with_the_verdict(fake):
+    now = gc.Tree(fake).current()
+    stamp = _proven_stamp(now)
+    lines = gc.status_lines(stamp, now, "x.json")
+    assert lines[-1] == "verdict: proven on the tree now" and len(lines) <= 15
+    assert any(ln.startswith("notebooks 2/2 proven") for ln in lines)
+    _edit(fake, "gpulab/figures/lesson04.py")
+    now2 = gc.Tree(fake).current()
+    stamp["parts"]["suites"]["items"]["lesson05"].update(ok=False, failures=["exit 1: boom"])
+    del stamp["parts"]["suites"]["items"]["lesson04"]
+    lines = gc.status_lines(stamp, now2, "x.json")
+    assert len(lines) <= 15
+    assert lines[-1].startswith(
+        "verdict: not proven on the tree now: rerun tests 1 (test_fig04), notebooks 1 (04_fusion)"
+    )
+    assert "emulated 3" in lines[-1] and "suites 2 (lesson04, lesson05)" in lines[-1]
+    suites = next(ln for ln in lines if ln.startswith("suites"))
+    assert (
+        suites.startswith("suites    1/3 proven")
+        and "failed 1 (lesson05)" in suites
+        and "never run 1 (lesson04)" in suites
+    )
+    assert any("changed 3 (T4 04_fusion, L4 04_fusion, A100 04_fusion)" in ln for ln in lines)
+    assert "  failing: lesson05 (exit 1: boom)" in lines
+    assert gc.stamp_warnings(stamp, now2)[0] == "part tests: changed 1 of its entries not proven"
+    many = {p: {f"{p}{i:03d}": "h" for i in range(200)} for p in gc.PARTS}  # the line count holds for any tree
+    assert len(gc.status_lines({"parts": {}}, many, "x.json")) <= 15
+
+
+def test_notebooks_over_the_collection_limit_are_not_proven(fake):
+    now = gc.Tree(fake).current()
+    stamp = _proven_stamp(now, seconds=301.0)  # every entry passed as recorded; the two notebooks take 602 s
+    lines = gc.status_lines(stamp, now, "x.json")
+    assert lines[-1].startswith("verdict: not proven on the tree now: rerun the notebooks' total")
+    assert any("602 s in all, over the collection's 600 s" in ln for ln in lines)
+
+
+def test_a_schema_1_stamp_is_read_and_proves_nothing(fake):
+    old = {
+        "schema": 1,
+        "gpu": "NVIDIA H200",
+        "slug": "h200",
+        "tree_rule": "old",
+        "parts": {
+            "tests": {"tree": "t", "passed": 3, "failed": 0, "errors": 0, "skipped": 0, "seconds": 297.0, "ok": True},
+            "notebooks": {"items": {"04_fusion": {"tree": "t", "ok": True, "seconds": 90.2}}, "ok": False},
+        },
+    }
+    path = gc.stamp_path("h200", fake)
+    path.write_text(json.dumps(old))
+    stamp = gc.load_stamp(path)
+    assert stamp["schema"] == 2 and stamp["parts"]["tests"]["items"] == {}
+    assert stamp["parts"]["tests"]["last_run"]["seconds"] == 297.0
+    now = gc.Tree(fake).current()
+    assert (
+        gc.entry_state(stamp["parts"]["notebooks"]["items"]["04_fusion"], now["notebooks"]["04_fusion"]) == "unhashed"
+    )
+    pl = gc.make_plan(stamp, now)
+    assert pl["parts"]["notebooks"]["run"][0] == ["04_fusion", "unhashed", 90.2]  # its seconds still estimate it
+    path.write_text(json.dumps({"schema": 9}))
+    with pytest.raises(gc.GPUCheckError, match="schema 9"):
+        gc.load_stamp(path)
+
+
+def test_plan_lists_what_runs_and_its_seconds(fake, capsys):
+    now = gc.Tree(fake).current()
+    stamp = _proven_stamp(now)
+    stamp["parts"]["notebooks"]["items"]["04_fusion"].update(deps="old", seconds=80.0)
+    stamp["parts"]["tests"]["items"]["tests/test_sincos.py"].update(ok=False, seconds=120.0, slowest=[["t", 70.0]])
+    pl = gc.make_plan(stamp, now, cores=16, budget_s=520)
+    assert pl["parts"]["notebooks"]["run"] == [["04_fusion", "changed", 80.0]]
+    assert pl["parts"]["tests"]["run"] == [["tests/test_sincos.py", "failed", 120.0]]
+    assert pl["parts"]["emulated"]["run"] == [] and pl["slots"] == {"tests": 14}
+    assert pl["walls"]["tests"] == gc.TESTS_START_S + 70.0  # bounded by its longest test, not 120 / 14
+    assert pl["phase1_s"] == gc.TESTS_START_S + 70.0 and pl["phase2_s"] == 80.0
+    assert pl["calls"] == [gc.TESTS_START_S + 70.0 + 80.0]
+    lines = gc.plan_lines(pl, 520)
+    assert lines[0].startswith("tests     1 to run, 120 worker-s") and "test_sincos 120 s (failed)" in lines[0]
+    assert lines[-1].startswith("proof: phase 1") and "1 call of `bash tools/gpu_run.sh proof`" in lines[-1]
+    assert gc.make_plan(stamp, now, only=["05"])["parts"]["notebooks"]["run"] == []  # --only: lesson 05 alone
+    everything = gc.make_plan(stamp, now, all_entries=True)
+    assert len(everything["parts"]["emulated"]["run"]) == 6
+    gc.stamp_path("h200", fake).write_text(json.dumps(stamp))
+    assert gc.main(["plan"], root=fake) == 0
+    out = capsys.readouterr().out
+    assert "04_fusion 80 s (changed)" in out and "proof:" in out
+    assert gc.main(["plan", "--json"], root=fake) == 0
+    assert json.loads(capsys.readouterr().out)["parts"]["suites"]["run"] == []
+
+
+def test_cores_are_shared_by_work_and_calls_packed():
+    assert gc.share_slots({"tests": 1000.0, "emulated": 500.0, "suites": 100.0}, 15) == {
+        "tests": 9,
+        "emulated": 5,
+        "suites": 1,
+    }
+    assert gc.share_slots({"tests": 0.0, "emulated": 2000.0, "suites": 760.0}, 15) == {"emulated": 7, "suites": 3}
+    assert gc.lpt_makespan([228, 151, 135, 47, 36], 3) == 228 and gc.lpt_makespan([10, 10, 10], 2) == 20
+    assert gc.lpt_makespan([], 3) == 0
+    # phase 1 of 400 s leaves 120 s: the 90 s notebook starts there; each other one needs more than the 30 s left
+    # (82 s recorded: 90 s left; 20 s: 35 s), so they go to the second call
+    calls = gc._calls(400.0, [90.0, 82.0, 57.0, 55.0, 20.0], 520.0)
+    assert calls == [400.0 + 90.0, 82.0 + 57.0 + 55.0 + 20.0]
+    assert gc._calls(600.0, [10.0], 520.0) == [520.0, 80.0 + 10.0]  # phase 1 spills into the second call
+    assert gc._calls(0.0, [], 520.0) == []
+    assert gc.notebook_start_s(None) == 90.0 and gc.notebook_start_s(20.0) == 35.0
 
 
 # ------------------------------------------------------------------------------------------------ the tree hash
@@ -60,6 +399,7 @@ def _tree(tmp_path: Path) -> Path:
         "notebooks/00_x.ipynb": '{"cells": []}\n',
         "tests/test_x.py": "def test(): pass\n",
         "tests/fixtures/f.csv": "1,2\n",
+        "tools/t.py": "",
         "README.md": "outside the hashed folders\n",
         ".gitignore": "__pycache__/\n*.egg-info/\nbuild/\n",
     }
@@ -70,7 +410,7 @@ def _tree(tmp_path: Path) -> Path:
 
 
 @needs_git
-def test_tree_hash_is_gits_tree_id_of_the_three_folders(tmp_path):
+def test_tree_hash_is_gits_tree_id_of_the_hashed_folders(tmp_path):
     root = _tree(tmp_path)
     _git(root, "init", "-q")
     _git(root, "add", "-A")
@@ -102,6 +442,8 @@ def test_tree_hash_leaves_out_the_stamps_and_what_git_ignores(tmp_path):
     (root / "tests/test_x.py").write_text("def test(): assert 1\n")
     assert gc.tree_hash(root, use_git=False) != before
     assert gc.tree_hash(root, use_git=True) == gc.tree_hash(root, use_git=False)  # an untracked edit counts too
+    with pytest.raises(gc.GPUCheckError, match="dirs must be some of"):
+        gc.tree_hash(root, use_git=False, dirs=("docs",))
 
 
 def test_tree_hash_without_git_walks_the_disk(tmp_path, monkeypatch):
@@ -155,6 +497,13 @@ def test_junit_counts_and_failing_names():
         ["test_forward_and_backward_match_float64[fp32-causal]", 0.5],
         ["TestMemory::test_measured_memory_matches_the_model_on_the_gpu", 0.1],
     ]
+    files = {c["file"] for c in gc.junit_cases(FIXTURE)}  # the case without a file attribute: from its classname
+    assert files == {
+        "tests/test_flash_teaching.py",
+        "tests/test_recompute.py",
+        "tests/test_pad.py",
+        "notebooks/08_flash_attention.ipynb",
+    }
 
 
 def test_only_picks_lessons():
@@ -165,6 +514,8 @@ def test_only_picks_lessons():
     assert gc.select(nbs, ["00b"], "notebooks") == ["00b_first_kernel"]
     assert gc.select(nbs, ["07b", "lesson09"], "notebooks") == ["07b_waves", "09_builder_test"]
     assert gc.select(nbs, None, "notebooks") == nbs
+    assert gc.select(["T4 07_tiling", "L4 08_flash_attention"], ["08"], "emulated") == ["L4 08_flash_attention"]
+    assert gc.select(["tests/test_x.py"], ["08"], "tests") == ["tests/test_x.py"]
     suites = ["ceilings", "lesson00", "lesson07", "lesson08"]
     assert gc.select(suites, ["00"], "suites") == ["ceilings", "lesson00"]
     assert gc.select(suites, ["07b", "08"], "suites") == ["lesson07", "lesson08"]
@@ -175,76 +526,87 @@ def test_only_picks_lessons():
     assert gc.suite_args("lesson08", ("headline",)) == ["--only", "lesson08", "--steps", "headline"]
     assert gc.suite_args("lesson02", ("variants", "x")) == ["--only", "lesson02", "--steps", "variants,x"]
     assert gc.suite_args("lesson04", ()) == ["--only", "lesson04"]
-    heads = dict(gc.suite_list())
-    assert heads["lesson08"] == heads["lesson07"] == ("headline",) and heads["ceilings"] == heads["lesson04"] == ()
-    assert heads["lesson02"] == ("variants",)  # its lane_branch step builds CUDA code: recorded on its own
+
+
+def test_the_suite_list_read_from_the_source_is_the_imported_one():
+    """status and plan read the suites without importing them (no torch needed): the same list the modules give."""
+    import importlib
+
+    from gpulab.bench.__main__ import CORE, LESSON_SUITES
+
+    want = [(CORE, ())]
+    for name in LESSON_SUITES:
+        mod = importlib.import_module(name)
+        steps = tuple(getattr(mod, "STEPS", ()))
+        want.append((mod.KEY, tuple(getattr(mod, "HEADLINE_STEPS", ("headline",) if "headline" in steps else ()))))
+    assert gc.suite_list() == want
 
 
 # ------------------------------------------------------------------------------------------------ merging
 
 
-def _entry(tree, ok=True, seconds=10.0):
-    return {"tree": tree, "date": "d", "ok": ok, "seconds": seconds, "failures": [] if ok else ["Cell 3"]}
+def _run(only=None, unreached=()):
+    return {"tree": "t", "date": "d", "versions": {}, "only": only, "seconds": 1, "unreached": list(unreached)}
 
 
-def _run(tree, only=None, unreached=()):
-    return {"tree": tree, "date": "d", "versions": {}, "only": only, "seconds": 1, "unreached": list(unreached)}
-
-
-def test_merge_keeps_other_lessons_with_their_own_tree():
+def test_merge_keeps_other_entries_with_their_own_deps():
     names = ["00_a", "01_b", "02_c"]
     s = gc.merge(
         None,
         "notebooks",
-        {"items": {n: _entry("t1") for n in names}, "last_run": _run("t1")},
+        {"items": {n: _entry("h1") for n in names}, "last_run": _run()},
         gpu="NVIDIA H200",
         slug="h200",
         expected=names,
     )
     assert s["parts"]["notebooks"]["ok"] and s["parts"]["notebooks"]["total_seconds"] == 30
+    assert s["schema"] == 2 and s["deps_rule"] == gc.DEPS_RULE
     s = gc.merge(
         s,
         "notebooks",
-        {"items": {"01_b": _entry("t2", ok=False)}, "last_run": _run("t2", ["01"])},
+        {"items": {"01_b": _entry("h2", ok=False)}, "last_run": _run(["01"])},
         gpu="NVIDIA H200",
         slug="h200",
         expected=names,
     )
     items = s["parts"]["notebooks"]["items"]
-    assert [items[n]["tree"] for n in names] == ["t1", "t2", "t1"] and list(items) == names
+    assert [items[n]["deps"] for n in names] == ["h1", "h2", "h1"] and list(items) == names
     assert not s["parts"]["notebooks"]["ok"] and s["parts"]["notebooks"]["last_run"]["only"] == ["01"]
-    assert s["parts"]["notebooks"]["total_trees"] == ["t1", "t2"]
-    s = gc.merge(
-        s,
-        "tests",
-        {"tree": "t2", "ok": True, "passed": 3, "failed": 0, "errors": 0, "skipped": 1, "seconds": 5.0},
-        gpu="NVIDIA H200",
-        slug="h200",
-    )
-    assert s["parts"]["tests"]["passed"] == 3 and "notebooks" in s["parts"]
-    warn = gc.stamp_warnings(s, "t2")
-    assert any("notebooks was checked on another tree" in w for w in warn)
-    assert any("notebooks holds a failure" in w for w in warn)
-    assert any("emulated has no result" in w for w in warn)
-    lines = gc.status_lines(s, "t2", "x.json")
-    assert len(lines) <= 15 and any("01_b (Cell 3)" in ln for ln in lines) and lines[-1].endswith("tree now")
+    t = {
+        "items": {"tests/test_a.py": _entry("h3", passed=3)},
+        "deselected": {"tests/test_b.py": "x"},
+        "last_run": _run(),
+    }
+    s = gc.merge(s, "tests", t, gpu="NVIDIA H200", slug="h200", expected=["tests/test_a.py"])
+    assert s["parts"]["tests"]["ok"] and s["parts"]["tests"]["deselected"] == {"tests/test_b.py": "x"}
+    assert "notebooks" in s["parts"]
     with pytest.raises(gc.GPUCheckError, match="stamp is for 'h200'"):
-        gc.merge(s, "tests", {}, gpu="Tesla T4", slug="t4")
+        gc.merge(s, "tests", {"items": {}}, gpu="Tesla T4", slug="t4")
 
 
 def test_merge_marks_missing_items_and_the_collection_limit():
     names = ["00_a", "01_b"]
     s = gc.merge(
-        None, "notebooks", {"items": {"00_a": _entry("t")}, "last_run": _run("t")}, gpu="g", slug="h200", expected=names
+        None, "notebooks", {"items": {"00_a": _entry("t")}, "last_run": _run()}, gpu="g", slug="h200", expected=names
     )
     assert s["parts"]["notebooks"]["missing"] == ["01_b"] and not s["parts"]["notebooks"]["ok"]
     items = {n: _entry("t", seconds=80.0) for n in names}
-    s = gc.merge(None, "notebooks", {"items": items, "last_run": _run("t")}, gpu="g", slug="h200", expected=names)
+    s = gc.merge(None, "notebooks", {"items": items, "last_run": _run()}, gpu="g", slug="h200", expected=names)
     assert s["parts"]["notebooks"]["ok"]
     many = [f"{i:02d}_n" for i in range(8)]
     items = {n: _entry("t", seconds=80.0) for n in many}  # each within 90 s, 640 s in all
-    s = gc.merge(None, "notebooks", {"items": items, "last_run": _run("t")}, gpu="g", slug="h200", expected=many)
+    s = gc.merge(None, "notebooks", {"items": items, "last_run": _run()}, gpu="g", slug="h200", expected=many)
     assert s["parts"]["notebooks"]["total_seconds"] == 640 and not s["parts"]["notebooks"]["ok"]
+
+
+def test_merge_drops_the_entries_of_items_the_part_no_longer_has():
+    old = {"00_setup_and_ceilings": _entry("t0", True, 30.0), "01_roofline": _entry("t0", True, 20.0)}
+    s = gc.merge(None, "notebooks", {"items": old, "last_run": _run()}, gpu="g", slug="h200")
+    names = ["00_the_machine", "01_roofline"]
+    new = {"00_the_machine": _entry("t1", True, 25.0)}
+    s = gc.merge(s, "notebooks", {"items": new, "last_run": _run()}, gpu="g", slug="h200", expected=names)
+    p = s["parts"]["notebooks"]
+    assert list(p["items"]) == names and p["missing"] == [] and p["total_seconds"] == 45.0 and p["ok"]
 
 
 def test_write_atomic_leaves_the_old_file_whole_when_the_write_fails(tmp_path, monkeypatch):
@@ -295,27 +657,28 @@ class FakeMachine:
         return gc.Ran(rc, seconds, "out\n", stopped)
 
 
-def _ctx(tmp_path, machine, **kw):
-    (tmp_path / "notebooks").mkdir(exist_ok=True)
-    for stem in kw.pop("notebooks", ["00_a", "01_b", "02_c"]):
-        (tmp_path / "notebooks" / f"{stem}.ipynb").write_text("{}")
+def _ctx(root, machine, **kw):
     return gc.Context(
-        root=tmp_path,
-        gpu="NVIDIA H200",
-        slug="h200",
-        logs=tmp_path / "logs",
-        runner=machine,
-        clock=machine.clock,
-        tree="t1",
-        **kw,
+        root=root, gpu="NVIDIA H200", slug="h200", logs=root / "logs", runner=machine, clock=machine.clock, **kw
     )
 
 
-def test_notebooks_part_applies_the_90_second_rule_and_the_budget(tmp_path):
+NB3 = {f"notebooks/{s}.ipynb": NB("import gpulab") for s in ("00_a", "01_b", "02_c")}
+
+
+@pytest.fixture
+def three(tmp_path):
+    """A fake tree of three notebooks (00_a, 01_b, 02_c) and the two suites, without the fake tree's notebooks."""
+    files = {k: v for k, v in FAKE.items() if not k.startswith("notebooks/")}
+    return _fake_tree(tmp_path, {**files, **NB3})
+
+
+def test_notebooks_part_applies_the_90_second_rule_and_the_budget(three):
     m = FakeMachine({"00_a": (80, []), "01_b": (95, []), "02_c": (30, [2])})
-    s = gc.run_part("notebooks", _ctx(tmp_path, m, budget_s=1000))
+    s = gc.run_part("notebooks", _ctx(three, m, budget_s=1000))
     items = s["parts"]["notebooks"]["items"]
     assert items["00_a"]["ok"] and items["00_a"]["seconds"] == 80
+    assert items["00_a"]["deps"] == gc.Tree(three).entry_hash("notebooks", "00_a")
     assert items["00_a"]["slowest_cells"] == [["Cell 3", 3.0], ["Cell 2", 2.0], ["Cell 1", 1.0]]
     assert not items["01_b"]["ok"] and items["01_b"]["over_limit"] and items["01_b"]["failures"] == ["over 90 s"]
     assert items["02_c"]["failures"] == ["Cell 2"]
@@ -324,76 +687,168 @@ def test_notebooks_part_applies_the_90_second_rule_and_the_budget(tmp_path):
     env = m.calls[0][2]
     assert env["GPULAB_AUTOTUNE"] == "full" and "GPULAB_AS_GPU" not in env
     assert env["TRITON_CACHE_DIR"] != m.calls[1][2]["TRITON_CACHE_DIR"]  # a cold cache for each notebook
-    assert (tmp_path / "logs" / "nb-02_c.tail.txt").exists()
-    assert gc.load_stamp(gc.stamp_path("h200", tmp_path)) == s
+    assert (three / "logs" / "nb-02_c.tail.txt").exists()
+    assert gc.load_stamp(gc.stamp_path("h200", three)) == s
 
-    m = FakeMachine({"00_a": (80, []), "01_b": (200, []), "02_c": (30, [])})
-    s = gc.run_part("notebooks", _ctx(tmp_path, m, budget_s=250))
+    # only what is not proven runs again, longest first by its recorded seconds: 01_b (95 s), then 02_c
+    m = FakeMachine({"01_b": (200, []), "02_c": (30, [])})
+    s = gc.run_part("notebooks", _ctx(three, m, budget_s=150))
     run = s["parts"]["notebooks"]["last_run"]
     b = s["parts"]["notebooks"]["items"]["01_b"]
-    assert b["stopped"] and not b["ok"] and b["seconds"] == 170  # stopped at the budget, past the 90 s limit
-    assert run["unreached"] == ["02_c"] and [c[0] for c in m.calls] == ["00_a", "01_b"]
+    assert [c[0] for c in m.calls] == ["01_b"]  # 00_a is proven
+    assert b["stopped"] and not b["ok"] and b["seconds"] == 150  # stopped at the budget, past the 90 s limit
+    assert run["unreached"] == ["02_c"]  # 30 s recorded needs 47.5 s left; none was
 
 
-def test_only_and_rest_bookkeeping(tmp_path):
+def test_a_notebook_stopped_at_the_budget_within_its_limit_is_unreached(three):
+    m = FakeMachine({"00_a": (10, []), "01_b": (10, []), "02_c": (10, [])})
+    gc.run_part("notebooks", _ctx(three, m))
+    _edit(three, "notebooks/01_b.ipynb")
+    m = FakeMachine({"01_b": (60, [])})
+    s = gc.run_part("notebooks", _ctx(three, m, budget_s=40))  # recorded 10 s: starts with 22.5 s needed
+    p = s["parts"]["notebooks"]
+    assert p["last_run"]["unreached"] == ["01_b"] and p["items"]["01_b"]["seconds"] == 10  # the old entry stays
+    now = gc.Tree(three).current()
+    assert gc.entry_state(p["items"]["01_b"], now["notebooks"]["01_b"]) == "changed"
+
+
+def test_only_all_entries_and_what_reruns(three):
     m = FakeMachine({"00_a": (10, []), "01_b": (10, [1]), "02_c": (10, [])})
-    gc.run_part("notebooks", _ctx(tmp_path, m))
-    m2 = FakeMachine({"01_b": (12, [])})
-    ctx = _ctx(tmp_path, m2, only=["01"])
-    ctx.tree = "t2"
-    s = gc.run_part("notebooks", ctx)
-    items = s["parts"]["notebooks"]["items"]
-    assert {n: e["tree"] for n, e in items.items()} == {"00_a": "t1", "01_b": "t2", "02_c": "t1"}
-    assert s["parts"]["notebooks"]["ok"] and s["parts"]["notebooks"]["last_run"]["only"] == ["01"]
-    m3 = FakeMachine({"00_a": (10, []), "02_c": (10, [])})
-    ctx = _ctx(tmp_path, m3, rest=True)
-    ctx.tree = "t2"
-    gc.run_part("notebooks", ctx)
-    assert [c[0] for c in m3.calls] == ["00_a", "02_c"]  # 01_b is already on t2
+    gc.run_part("notebooks", _ctx(three, m))
+    m2 = FakeMachine({"00_a": (10, []), "01_b": (12, []), "02_c": (10, [])})
+    s = gc.run_part("notebooks", _ctx(three, m2))
+    assert [c[0] for c in m2.calls] == ["01_b"]  # the failed one, nothing else
+    assert s["parts"]["notebooks"]["ok"]
+    m3 = FakeMachine({"00_a": (10, []), "01_b": (10, []), "02_c": (10, [])})
+    gc.run_part("notebooks", _ctx(three, m3))
+    assert m3.calls == []  # every entry proven
+    _edit(three, "gpulab/plan.py")  # imported by `import gpulab`: every notebook's
+    m4 = FakeMachine({"00_a": (10, []), "01_b": (10, []), "02_c": (10, [])})
+    s = gc.run_part("notebooks", _ctx(three, m4, only=["01"]))
+    assert [c[0] for c in m4.calls] == ["01_b"] and s["parts"]["notebooks"]["last_run"]["only"] == ["01"]
+    m5 = FakeMachine({"00_a": (10, []), "01_b": (10, []), "02_c": (10, [])})
+    gc.run_part("notebooks", _ctx(three, m5, all_entries=True))
+    assert sorted(c[0] for c in m5.calls) == ["00_a", "01_b", "02_c"]
 
 
-def test_emulated_part_names_failing_cells_per_gpu(tmp_path):
-    m = FakeMachine({"00_a": (10, []), "01_b": (10, [3])})
-    s = gc.run_part("emulated", _ctx(tmp_path, m, notebooks=["00_a", "01_b"], jobs=3))
+def test_emulated_part_names_failing_cells_per_gpu(three):
+    m = FakeMachine({"00_a": (10, []), "01_b": (10, [3]), "02_c": (10, [])})
+    s = gc.run_part("emulated", _ctx(three, m, jobs=3))
     items = s["parts"]["emulated"]["items"]
-    assert list(items) == ["T4 00_a", "T4 01_b", "L4 00_a", "L4 01_b", "A100 00_a", "A100 01_b"]
+    assert set(items) == {f"{g} {n}" for g in gc.EMULATED_GPUS for n in ("00_a", "01_b", "02_c")}
+    assert list(items)[:3] == ["T4 00_a", "T4 01_b", "T4 02_c"]  # the stamp keeps the part's order
     assert items["L4 01_b"]["failures"] == ["Cell 3"] and not s["parts"]["emulated"]["ok"]
     envs = {c[2]["GPULAB_AS_GPU"] for c in m.calls}
     assert envs == {"T4", "L4", "A100"} and {c[2]["GPULAB_AUTOTUNE"] for c in m.calls} == {"first"}
+    assert {c[2]["OMP_NUM_THREADS"] for c in m.calls} == {os.environ.get("OMP_NUM_THREADS") or gc.threads_each(3)}
 
 
-def test_suites_part_runs_each_headline_and_records_what_it_did_not_reach(tmp_path):
-    m = FakeMachine({"ceilings": (20, []), "lesson04": (40, [1]), "lesson08": (500, [])})
-    suites = [("ceilings", ()), ("lesson04", ()), ("lesson08", ("headline",))]
-    s = gc.run_part("suites", _ctx(tmp_path, m, suites=suites, budget_s=300))
+def test_suites_part_runs_each_headline_and_records_what_it_did_not_reach(three):
+    old = {k: _entry("old", seconds=sec) for k, sec in (("ceilings", 50.0), ("lesson04", 1.0), ("lesson05", 40.0))}
+    gc.stamp_path("h200", three).write_text(
+        json.dumps({"schema": 2, "slug": "h200", "parts": {"suites": {"items": old}}})
+    )
+    m = FakeMachine({"ceilings": (20, []), "lesson04": (500, []), "lesson05": (40, [1])})
+    s = gc.run_part("suites", _ctx(three, m, budget_s=300, suite_jobs=1))
     p = s["parts"]["suites"]
-    assert p["items"]["ceilings"]["ok"] and not p["items"]["lesson04"]["ok"]
-    assert p["last_run"]["unreached"] == ["lesson08"] and p["missing"] == ["lesson08"]
-    assert m.calls[2][1][-4:] == ["--only", "lesson08", "--steps", "headline"]
-    assert m.calls[2][3] == 240  # what the budget had left
+    assert [c[0] for c in m.calls] == ["ceilings", "lesson05", "lesson04"]  # longest first, by recorded seconds
+    assert p["items"]["ceilings"]["ok"] and not p["items"]["lesson05"]["ok"]
+    assert p["last_run"]["unreached"] == ["lesson04"] and p["items"]["lesson04"]["deps"] == "old"
+    assert m.calls[2][1][-4:] == ["--only", "lesson04", "--steps", "headline"] and m.calls[2][3] == 240
+    assert p["items"]["lesson05"]["steps"] == "--steps ways" and p["items"]["ceilings"]["steps"] == "all"
 
 
-def test_tests_part_counts_and_falls_back_without_xdist(tmp_path, monkeypatch):
-    def runner(cmd, env, timeout_s, log):
-        runner.cmd, runner.env = cmd, env
+class FakePytest:
+    """One pytest run of the tests part: writes the collected ids ($GPU_CHECK_COLLECTED) and a junit xml with
+    ``cases`` (file -> [(name, kind)]) of those files the command names; ``unreported`` files are collected but
+    their last case never reports (the run was stopped)."""
+
+    def __init__(self, cases, unreported=(), rc=1, stopped=False):
+        self.cases, self.unreported, self.rc, self.stopped, self.calls = cases, set(unreported), rc, stopped, []
+
+    def clock(self):
+        return 0.0
+
+    def __call__(self, cmd, env, timeout_s, log):
+        self.calls.append((cmd, env))
+        files = [a for a in cmd if a.startswith("tests/") and a.endswith(".py")]
+        ids = [f"{f}::{name}" for f in files for name, _ in self.cases.get(f, [])]
+        Path(env["GPU_CHECK_COLLECTED"]).write_text(json.dumps(ids))
         xml = next(a.split("=", 1)[1] for a in cmd if a.startswith("--junitxml="))
-        shutil.copy(FIXTURE, xml)
-        return gc.Ran(1, 42.0, "tail\n")
+        body = ""
+        for f in files:
+            rows = self.cases.get(f, [])
+            for name, kind in rows[:-1] if f in self.unreported else rows:
+                child = {"failed": '<failure message="assert 1 == 2"/>', "skipped": "<skipped/>"}.get(kind, "")
+                body += f'<testcase classname="x" name="{name}" file="{f}" time="1.5">{child}</testcase>'
+        Path(xml).write_text(f"<testsuites><testsuite>{body}</testsuite></testsuites>")
+        return gc.Ran(None if self.stopped else self.rc, 42.0, "tail\n", self.stopped)
 
-    ctx = _ctx(tmp_path, FakeMachine({}), budget_s=100, workers=8)
-    ctx.runner = runner
+
+def test_tests_part_gives_each_file_its_entry(fake, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(gc.importlib.util, "find_spec", lambda n: object() if n == "xdist" else real(n))
-    s = gc.run_part("tests", ctx)
-    t = s["parts"]["tests"]
-    assert (t["passed"], t["failed"], t["errors"], not t["ok"]) == (2, 2, 1, True)
-    assert runner.cmd[-2:] == ["-n", "8"] and runner.env["GPULAB_AUTOTUNE"] == "first"
-    if "OMP_NUM_THREADS" not in os.environ:  # the cores shared out among the workers
-        assert runner.env["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 8))
-    assert "not browser and not slow" in runner.cmd and runner.cmd[0] == sys.executable
-    monkeypatch.setattr(gc.importlib.util, "find_spec", lambda n: None if n == "xdist" else real(n))
-    gc.run_part("tests", ctx)
-    assert "-n" not in runner.cmd
+    fp = FakePytest(
+        {
+            "tests/test_fig04.py": [("test_f", "passed"), ("test_g", "skipped")],
+            "tests/test_sincos.py": [("test_c", "failed"), ("test_d", "passed")],
+            "tests/test_marked_bad.py": [("test_c", "passed"), ("test_e", "passed")],
+        },
+        unreported=["tests/test_marked_bad.py"],
+        stopped=True,
+    )
+    s = gc.run_part("tests", _ctx(fake, fp, workers=12))
+    cmd, env = fp.calls[0]
+    assert cmd[cmd.index("-n") + 1] == "12" and cmd[cmd.index("--dist") + 1] == "loadgroup"
+    assert gc.TEST_MARKERS == "not browser and not slow and not cpu_same"
+    assert cmd[cmd.index(gc.TEST_MARKERS) - 1] == "-m"
+    assert [a for a in cmd if a.startswith("tests/")] == GPU_TESTS  # CPU-same and browser files never run
+    assert env["GPULAB_AUTOTUNE"] == "first" and "gpu_check_collect" in cmd
+    p = s["parts"]["tests"]
+    assert p["items"]["tests/test_fig04.py"]["ok"] and p["items"]["tests/test_fig04.py"]["skipped"] == 1
+    assert p["items"]["tests/test_fig04.py"]["seconds"] == 3.0
+    bad = p["items"]["tests/test_sincos.py"]
+    assert not bad["ok"] and bad["failures"] == ["tests/test_sincos.py::test_c"]
+    assert bad["reasons"]["tests/test_sincos.py::test_c"] == "assert 1 == 2"
+    assert "tests/test_marked_bad.py" not in p["items"] and p["last_run"]["unreached"] == ["tests/test_marked_bad.py"]
+    assert p["deselected"]["tests/test_pure.py"] == "reaches no device word"
+    fp2 = FakePytest({"tests/test_sincos.py": [("test_c", "passed"), ("test_d", "passed")]}, rc=0)
+    s = gc.run_part("tests", _ctx(fake, fp2, workers=0))
+    files = [a for a in fp2.calls[0][0] if a.startswith("tests/")]
+    assert files == ["tests/test_marked_bad.py", "tests/test_sincos.py"] and "-n" not in fp2.calls[0][0]  # 40 s, 3 s
+    assert s["parts"]["tests"]["items"]["tests/test_sincos.py"]["ok"]  # the failure fixed
+    assert s["parts"]["tests"]["ok"]  # test_marked_bad.py collected nothing this time: nothing left unproven
+
+
+def test_proof_runs_the_three_parts_then_the_notebooks_with_the_time_left(three):
+    plan = {n: (10, []) for n in ("00_a", "01_b", "02_c")} | {k: (20, []) for k in ("ceilings", "lesson04", "lesson05")}
+    m = FakeMachine(plan)
+
+    def runner(cmd, env, timeout_s, log):
+        if "gpu_check_collect" not in cmd:
+            return m(cmd, env, timeout_s, log)
+        Path(env["GPU_CHECK_COLLECTED"]).write_text("[]")  # every GPU test file's tests are deselected here
+        Path(next(a.split("=", 1)[1] for a in cmd if a.startswith("--junitxml="))).write_text("<testsuites/>")
+        m.now += 50
+        m.calls.append(("tests", cmd, env, timeout_s))
+        return gc.Ran(5, 50.0, "no tests ran\n")
+
+    ctx = _ctx(three, m, budget_s=400)
+    ctx.runner = runner
+    pl = gc.run_proof(ctx, concurrent_parts=False)
+    work = {"tests": 3 * 40.0, "emulated": 9 * 60.0, "suites": 3 * 60.0}  # nothing recorded: the defaults
+    assert pl["slots"] == gc.share_slots(work, max(1, (os.cpu_count() or 16) - 1))
+    phase2 = [c for c in m.calls if "--nbval-lax" in c[1] and "GPULAB_AS_GPU" not in c[2]]
+    assert m.calls[-3:] == phase2 and len(m.calls) == 1 + 9 + 3 + 3  # the notebooks last, alone
+    assert phase2[0][3] == 400 - (50 + 9 * 10 + 3 * 20)  # what phase 1 left of the budget
+    assert m.now == 50 + 9 * 10 + 3 * 20 + 3 * 10
+    s = gc.load_stamp(gc.stamp_path("h200", three))
+    assert all(s["parts"][p]["ok"] for p in gc.PARTS)
+    now = gc.Tree(three).current()
+    assert gc.status_lines(s, now, "x")[-1] == "verdict: proven on the tree now"
+    m.calls.clear()
+    gc.run_proof(ctx, concurrent_parts=False)  # a second proof: nothing left to run
+    assert m.calls == []
 
 
 def test_parts_refuse_without_a_gpu(capsys):
@@ -431,17 +886,7 @@ def test_emulated_runs_timing_comparisons_alone_after_the_rest():
     assert alone == ["T4 01_roofline", "L4 01_roofline"]
 
 
-def test_merge_drops_the_entries_of_items_the_part_no_longer_has():
-    old = {"00_setup_and_ceilings": _entry("t0", True, 30.0), "01_roofline": _entry("t0", True, 20.0)}
-    s = gc.merge(None, "notebooks", {"items": old, "last_run": _run("t0")}, gpu="g", slug="h200")
-    names = ["00_the_machine", "01_roofline"]
-    new = {"00_the_machine": _entry("t1", True, 25.0)}
-    s = gc.merge(s, "notebooks", {"items": new, "last_run": _run("t1")}, gpu="g", slug="h200", expected=names)
-    p = s["parts"]["notebooks"]
-    assert list(p["items"]) == names and p["missing"] == [] and p["total_seconds"] == 45.0 and p["ok"]
-
-
-def test_emulated_run_whose_kernel_ran_no_cell_runs_once_more_alone(tmp_path):
+def test_emulated_run_whose_kernel_ran_no_cell_runs_once_more_alone(three):
     """Every cell failing (a kernel that died or never started) is tried again after the others; the entry keeps
     the first try. A notebook failing only some cells, or failing all cells twice, is not forgiven."""
     tries = {}
@@ -458,52 +903,18 @@ def test_emulated_run_whose_kernel_ran_no_cell_runs_once_more_alone(tmp_path):
             return super().__call__(cmd, env, timeout_s, log)
 
     m = Flaky({"00_a": (10, []), "01_b": (10, [0, 1, 2, 3]), "02_c": (10, [2])})
-    s = gc.run_part("emulated", _ctx(tmp_path, m, notebooks=["00_a", "01_b", "02_c"], jobs=2))
+    s = gc.run_part("emulated", _ctx(three, m, jobs=2))
     items = s["parts"]["emulated"]["items"]
     assert items["T4 00_a"]["ok"] and items["T4 00_a"]["first_try"]["failures"][0] == "Cell 0"
     assert tries[("00_a", "T4")] == 2 and tries[("00_a", "L4")] == 1 and tries[("02_c", "T4")] == 1
     assert not items["T4 01_b"]["ok"] and tries[("01_b", "T4")] == 2 and "first_try" in items["T4 01_b"]
     assert items["T4 02_c"]["failures"] == ["Cell 2"] and "first_try" not in items["T4 02_c"]
-    assert [(c[0], c[2]["GPULAB_AS_GPU"]) for c in m.calls[-4:]] == [
+    assert sorted((c[0], c[2]["GPULAB_AS_GPU"]) for c in m.calls[-4:]) == [
         ("00_a", "T4"),
-        ("01_b", "T4"),
-        ("01_b", "L4"),
         ("01_b", "A100"),
+        ("01_b", "L4"),
+        ("01_b", "T4"),
     ]
     assert not s["parts"]["emulated"]["ok"]
     envs = [c[2] for c in m.calls]  # each notebook and GPU has its own IPython and Jupyter runtime folders
     assert len({e["IPYTHONDIR"] for e in envs}) == len({e["JUPYTER_RUNTIME_DIR"] for e in envs}) == 9
-
-
-def test_each_part_hashes_the_folders_it_depends_on(tmp_path):
-    """An edit to tests/ changes the tests' tree alone; to notebooks/ the notebooks', emulated runs' and tests';
-    to gpulab/ every part's. A stamp whose suites were checked before a test edit still proves them."""
-    root = _tree(tmp_path)
-    before = gc.part_trees(root, use_git=False)
-    assert before["notebooks"] == before["emulated"] != before["tests"] != before["suites"]
-    assert before["tests"] == gc.tree_hash(root, use_git=False)  # the tests' tree is the whole one
-    changed = {}
-    for rel in ("tests/test_x.py", "notebooks/00_x.ipynb", "gpulab/__init__.py"):
-        (root / rel).write_text((root / rel).read_text() + "\n")
-        now = gc.part_trees(root, use_git=False)
-        changed[rel.split("/")[0]] = sorted(p for p in gc.PARTS if now[p] != before[p])
-        before = now
-    assert changed == {
-        "tests": ["tests"],
-        "notebooks": ["emulated", "notebooks", "tests"],
-        "gpulab": ["emulated", "notebooks", "suites", "tests"],
-    }
-    with pytest.raises(gc.GPUCheckError, match="dirs must be some of"):
-        gc.tree_hash(root, use_git=False, dirs=("docs",))
-    s = gc.merge(
-        None,
-        "suites",
-        {"items": {"lesson04": _entry(before["suites"], True, 40.0)}, "last_run": _run("x")},
-        gpu="g",
-        slug="h200",
-        expected=["lesson04"],
-    )
-    (root / "tests/test_x.py").write_text("def test(): assert 2\n")
-    now = gc.part_trees(root, use_git=False)
-    assert not any("suites" in w for w in gc.stamp_warnings(s, now))
-    assert any("suites" in ln and "(now)" in ln for ln in gc.status_lines(s, now, "x.json"))

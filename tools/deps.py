@@ -23,19 +23,31 @@ The rules (docs/gpu-check.md says the same):
    ``gpulab/data`` that its string literals name (``"history-cpus.json"``; an f-string ``f"reference-{gpu}.json"`` is
    the pattern ``reference-*.json``), or on all of them when none match; the gpu-check stamps never count.
 4. **Tests' files.** A test file depends on ``tests/__init__.py`` and every ``conftest.py`` from ``tests/`` down to
-   its folder, and each file of ``tests/`` that mentions ``fixtures`` depends on all of ``tests/fixtures``; one that
-   names ``notebooks`` on every notebook; one that names ``"tools"`` on every file of ``tools/``.
+   its folder: a conftest's imports at module level, and those inside a fixture only where the test file names the
+   fixture (or a fixture it names names it, or it is autouse): the browser's harness is the browser tests'. A file
+   of ``tests/`` whose string literals (not its prose) name ``fixtures`` depends on all of ``tests/fixtures``;
+   ``notebooks`` or ``notebooks/...`` on every notebook; ``tools`` on every file of ``tools/``.
 
 Only files of ``universe`` count (the files the tree hash covers: what git would add, ``gpu_check.hashed_files``).
 
-A test file is **CPU-same** (``cpu_same``) when running it on a GPU proves nothing the CPU run does not: it sets
-``pytest.mark.cpu_same`` in its ``pytestmark``, skips itself on a GPU (``skipif(gpulab.ON_GPU ...)`` there), or it
-cannot reach the device: neither it nor any file it depends on (rule 1, the modules ``import gpulab`` itself runs
-left out, ``GPULAB_IMPORT``) mentions a device word (``DEVICE_RE``: ``cuda``, ``triton``, ``ON_GPU``,
-``gpulab.DEVICE``, ``gpulab.MODE``, ``gpulab.size``, ``live(``, ``plan.current``, ``compute_capability``), and
-it neither starts a process nor names a notebook (``SUBPROCESS_RE``, rule 4). The mode-choosing modules are left
-out of the scan because every test imports them; what they choose reaches a test only through one of the device
-words. A single test of a GPU file that computes only on the CPU carries ``@pytest.mark.cpu_same``.
+A test file is **CPU-same** (``Graph.cpu_same``) when running it on a GPU proves nothing the CPU run does not, so
+``make gpu-check`` leaves it out:
+
+- it skips itself on a GPU (its ``pytestmark`` holds ``skipif(gpulab.ON_GPU, ...)``); or
+- automatically: no Python file it depends on names a device word (``DEVICE_RE``: ``.cuda``, ``"cuda"``,
+  ``triton.``, ``import triton``, ``ON_GPU``, ``DEVICE``, ``gpulab.MODE``, ``gpulab.size(``, ``live(``,
+  ``plan.current(``, ``compute_capability()``; comments and docstrings aside) and no file of tests/ among them
+  starts a process or executes code it reads (``RUNS_RE``). What every test imports (``common``: ``import
+  gpulab`` and ``tests/conftest.py``'s module-level imports) is left out of the scan: what it chooses reaches a
+  test only through a device word; or
+- it says so, ``pytest.mark.cpu_same`` in its ``pytestmark``, and ``mark_refused`` finds nothing: neither it nor a
+  helper of tests/ it imports names a device word or runs something, nor imports a module of ``LAUNCHERS``
+  (kernels, checkers, suites, the capstone) or one whose own code names a device word. The mark is for a file whose
+  imports reach the device only in functions it never calls (figures import kernel modules for their hand counts);
+  a refused mark keeps the file on the GPU.
+
+A single test of a GPU file that computes only on CPU tensors and launches nothing (a float64 diagnosis) carries
+``@pytest.mark.cpu_same``; the GPU run deselects it (``-m "not cpu_same"``).
 """
 
 from __future__ import annotations
@@ -54,8 +66,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("gpulab", "tests")  # the top-level names whose imports are followed
 STAMP_GLOB = "gpu-check-*.json"  # in gpulab/data: the proofs themselves, never a dependency
 SUITE_RUNNER = "gpulab/bench/__main__.py"  # python -m gpulab.bench: imports every suite, runs those of --only
-GPULAB_IMPORT = "gpulab/__init__.py"  # `import gpulab`: its own closure is scanned for device words by its users
-DATA_RE = re.compile(r'/\s*"data"|"data"\s*/|gpulab/data|DATA_DIR')
+GPULAB_IMPORT = "gpulab/__init__.py"  # `import gpulab`: every test and notebook runs it
+ROOT_CONFTEST = "tests/conftest.py"
+# gpulab's packages that launch kernels or time them: a file marked cpu_same imports none of them directly
+LAUNCHERS = ("gpulab/kernels/", "gpulab/exercises/", "gpulab/bench/", "gpulab/capstone/")
+DATA_RE = re.compile(r"""/\s*["']data["']|["']data["']\s*/|gpulab/data|DATA_DIR""")
 DEVICE_RE = re.compile(
     r"\.cuda\b|[\"']cuda[\"':]|\btriton\.|\bimport triton|\bfrom triton|ON_GPU|\bDEVICE\b|gpulab\.MODE|gpulab\.size\("
     r"|\blive\(|plan\.current\(|compute_capability\(\)"
@@ -97,6 +112,10 @@ class Graph:
         self.universe = set(universe) if universe is not None else None
         self._parsed: dict[str, Parsed] = {}
         self._direct: dict[tuple[str, bool], set[str]] = {}
+        self._hubs: dict[str, dict[str, str] | None] = {}
+        self._code: dict[str, str] = {}
+        self._asts: dict[str, ast.Module | None] = {}
+        self._conftests: dict = {}
 
     # ---- files and module names
 
@@ -125,29 +144,29 @@ class Graph:
         return ".".join(parts[:-1]) if parts else None
 
     def submodules(self, package_file: str) -> list[str]:
-        """The modules of the package whose ``__init__.py`` is ``package_file``."""
-        folder = package_file.rsplit("/", 1)[0]
-        prefix = folder + "/"
-        cands = (
-            self.universe
-            if self.universe is not None
-            else {p.relative_to(self.root).as_posix() for p in (self.root / folder).glob("**/*.py")}
-        )
+        """The modules of the package whose ``__init__.py`` is ``package_file``: its files and its packages."""
+        prefix = package_file[: -len("__init__.py")]
         out = []
-        for f in sorted(cands):
-            rest = f[len(prefix) :] if f.startswith(prefix) else None
-            if rest and f.endswith(".py") and f != package_file and ("/" not in rest or rest.endswith("/__init__.py")):
-                if rest.count("/") <= 1:
-                    out.append(f)
+        for f in sorted(self._glob(prefix)):
+            rest = f[len(prefix) :] if f.startswith(prefix) and f != package_file and f.endswith(".py") else ""
+            if rest and (rest.count("/") == 0 or (rest.count("/") == 1 and rest.endswith("/__init__.py"))):
+                out.append(f)
         return out
+
+    def _on_disk(self, prefix: str) -> set[str]:
+        return {p.relative_to(self.root).as_posix() for p in (self.root / prefix).glob("**/*") if p.is_file()}
 
     def hub_members(self, rel: str) -> dict[str, str] | None:
         """For a hub (rule 2): submodule name -> file; None when ``rel`` is not a hub."""
+        if rel not in self._hubs:
+            self._hubs[rel] = self._hub_members(rel)
+        return self._hubs[rel]
+
+    def _hub_members(self, rel: str) -> dict[str, str] | None:
         if not rel.endswith("/__init__.py"):
             return None
-        try:
-            tree = ast.parse((self.root / rel).read_text())
-        except (SyntaxError, OSError):
+        tree = self._ast(rel)
+        if tree is None:
             return None
         members: dict[str, str] = {}
         package = self._package(rel)
@@ -184,17 +203,15 @@ class Graph:
         path = self.root / rel
         if rel.endswith(".ipynb"):
             sources = notebook_code(path)
+            trees = [_parse_or_none(src) for src in sources]
         elif rel.endswith(".py"):
-            sources = [path.read_text(errors="replace")]
+            sources, trees = [path.read_text(errors="replace")], [self._ast(rel)]
         else:
-            sources = []
+            sources, trees = [], []
         p.text = "\n".join(sources)
-        for src in sources:
-            try:
-                tree = ast.parse(src)
-            except SyntaxError:
-                continue  # a file that does not parse fails on every machine; its text still counts (rules 3, 4)
-            self._read_tree(tree, rel, p)
+        for tree in trees:
+            if tree is not None:  # a file that does not parse fails on every machine; its text still counts
+                self._read_tree(tree, rel, p)
         self._parsed[rel] = p
         return p
 
@@ -218,12 +235,9 @@ class Graph:
                     else:
                         p.files |= self._resolve_bare(a.name, rel)
             elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    if package is None:
-                        continue
-                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                    base = ".".join(anchor + ([base] if base else []))
+                base = _from_base(node, package)
+                if base is None:
+                    continue
                 if base.split(".")[0] not in PACKAGES:
                     if not node.level:
                         p.files |= self._resolve_bare(base, rel)
@@ -257,25 +271,19 @@ class Graph:
         """The modules of gpulab and tests that ``rel``'s import statements name, dotted: ``from X import n`` names
         ``X.n`` where that is a module and ``X`` otherwise; ``import X.Y`` names ``X.Y``; relative imports
         resolved. No parent packages, no string literals (``lesson_map`` lists these)."""
-        sources = notebook_code(self.root / rel) if rel.endswith(".ipynb") else [(self.root / rel).read_text()]
+        if rel.endswith(".ipynb"):
+            trees = [_parse_or_none(src) for src in notebook_code(self.root / rel)]
+        else:
+            trees = [self._ast(rel)]
         package = self._package(rel)
         out: set[str] = set()
-        for src in sources:
-            try:
-                tree = ast.parse(src)
-            except SyntaxError:
-                continue
+        for tree in (t for t in trees if t is not None):
             for node in ast.walk(tree):
                 if isinstance(node, ast.Import):
                     out |= {a.name for a in node.names if a.name.split(".")[0] in PACKAGES}
                 elif isinstance(node, ast.ImportFrom):
-                    base = node.module or ""
-                    if node.level:
-                        if package is None:
-                            continue
-                        anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                        base = ".".join(anchor + ([base] if base else []))
-                    if base.split(".")[0] not in PACKAGES:
+                    base = _from_base(node, package)
+                    if base is None or base.split(".")[0] not in PACKAGES:
                         continue
                     for a in node.names:
                         sub = f"{base}.{a.name}"
@@ -297,24 +305,14 @@ class Graph:
         return out
 
     def data_files(self) -> list[str]:
-        if self.universe is not None:
-            cands = self.universe
-        else:
-            cands = {p.relative_to(self.root).as_posix() for p in (self.root / "gpulab" / "data").glob("*")}
-        return sorted(
-            f
-            for f in cands
-            if f.startswith("gpulab/data/") and not fnmatch.fnmatchcase(f.rsplit("/", 1)[1], STAMP_GLOB)
-        )
+        """The files of gpulab/data but the gpu-check stamps."""
+        return sorted(f for f in self._glob("gpulab/data/") if not fnmatch.fnmatchcase(f.rsplit("/", 1)[1], STAMP_GLOB))
 
     def _data_deps(self, rel: str, text: str) -> set[str]:
         """Rule 3: the files of gpulab/data ``rel`` reads."""
         if not rel.endswith(".py") or not DATA_RE.search(text):
             return set()
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            tree = None
+        tree = self._ast(rel)
         pats = set()
         for node in ast.walk(tree) if tree else ():
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -344,9 +342,8 @@ class Graph:
 
     def literals(self, rel: str) -> set[str]:
         """The string literals of a Python file's code, docstrings left out (an f-string's constant parts each)."""
-        try:
-            tree = ast.parse((self.root / rel).read_text())
-        except (SyntaxError, OSError):
+        tree = self._ast(rel)
+        if tree is None:
             return set()
         docs = set()
         for node in ast.walk(tree):
@@ -363,13 +360,20 @@ class Graph:
     def code(self, rel: str) -> str:
         """A Python file's code without its comments and docstrings (what ``DEVICE_RE`` is matched against); a
         notebook's code cells."""
+        if rel not in self._code:
+            self._code[rel] = self._code_of(rel)
+        return self._code[rel]
+
+    def _code_of(self, rel: str) -> str:
         if rel.endswith(".ipynb"):
             return self.parse(rel).text
         text = (self.root / rel).read_text(errors="replace")
+        tree = self._ast(rel)
         try:
-            tree = ast.parse(text)
             toks = list(tokenize.generate_tokens(io.StringIO(text).readline))
         except (SyntaxError, tokenize.TokenError):
+            toks = None
+        if tree is None or toks is None:
             return text
         lines = text.splitlines(keepends=True)
         drop: set[int] = set()
@@ -385,9 +389,8 @@ class Graph:
         return "".join(ln for i, ln in enumerate(lines, 1) if i not in drop)
 
     def _glob(self, prefix: str) -> set[str]:
-        cands = self.universe
-        if cands is None:
-            cands = {p.relative_to(self.root).as_posix() for p in (self.root / prefix).glob("**/*") if p.is_file()}
+        """The files under folder ``prefix`` ("tests/fixtures/"): of the universe, else on disk."""
+        cands = self.universe if self.universe is not None else self._on_disk(prefix)
         return {f for f in cands if f.startswith(prefix)}
 
     def direct(self, rel: str, literals: bool = True) -> set[str]:
@@ -429,7 +432,7 @@ class Graph:
     def suite(self, key: str) -> set[str]:
         """``python -m gpulab.bench --only KEY``'s files: the runner (without the other suites) and the suite
         ``gpulab.bench.KEY`` (none for the ceilings, which the runner measures itself)."""
-        starts = [SUITE_RUNNER]
+        starts = [SUITE_RUNNER, *self._with_parents("gpulab.bench")]
         f = self.module_file(f"gpulab.bench.{key}")
         if f is not None:
             starts.append(f)
@@ -452,47 +455,95 @@ class Graph:
                 starts += sorted(self.conftest_imports(conf, rel))
         return self.closure(starts + sorted(leaves), leaves=leaves)
 
-    def conftest_imports(self, conftest: str, test: str) -> set[str]:
+    def mark_refused(self, rel: str) -> str | None:
+        """Why test file ``rel`` may not claim ``cpu_same`` by its mark (None when it may): it, or a helper of tests/
+        it imports, names a device word (``DEVICE_RE``) or runs something (``RUNS_RE``), or imports a module of
+        ``LAUNCHERS`` or one whose own code names a device word (``import gpulab`` and what it imports aside). The
+        mark covers what the automatic rule cannot see: a file whose imports reach the device in functions it
+        never calls (a figure module importing a kernel module for its hand counts)."""
+        helpers, todo = {rel}, [rel]
+        while todo:
+            for d in self.direct(todo.pop()):
+                if d.startswith("tests/") and d.endswith(".py") and not d.endswith("conftest.py") and d not in helpers:
+                    helpers.add(d)
+                    todo.append(d)
+        boot = self.closure([GPULAB_IMPORT])
+        for f in sorted(helpers):
+            code = self.code(f)
+            if m := DEVICE_RE.search(code) or RUNS_RE.search(code):
+                return f"{f} names {m.group()!r}"
+            for d in sorted(self.direct(f) - boot):
+                if d.startswith("gpulab/") and d.endswith(".py"):
+                    if d.startswith(LAUNCHERS) or DEVICE_RE.search(self.code(d)):
+                        return f"{f} imports {d}"
+        return None
+
+    def common(self) -> set[str]:
+        """What every test imports, left out of ``cpu_same``'s scan: ``import gpulab`` (``GPULAB_IMPORT``) and the
+        imports at module level of ``tests/conftest.py``, with what they import."""
+        if not hasattr(self, "_common"):
+            starts = [GPULAB_IMPORT]
+            if self.exists(ROOT_CONFTEST):
+                starts += sorted(self.conftest_imports(ROOT_CONFTEST, None))
+            self._common = self.closure(starts)
+        return self._common
+
+    def conftest_imports(self, conftest: str, test: str | None) -> set[str]:
         """What ``conftest`` makes ``test`` depend on: its imports outside fixtures, and those inside the fixtures
         that ``test`` names (an argument, ``usefixtures("...")``), that those fixtures name, or that are autouse;
-        rules 3 and 4 for the whole file."""
-        tree = ast.parse((self.root / conftest).read_text())
-        fixtures: dict[str, ast.FunctionDef] = {}
-        rest = []
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _fixture(node) == "fixture":
-                fixtures[node.name] = node
-            else:
-                rest.append(node)
-        used = set(re.findall(r"\w+", (self.root / test).read_text(errors="replace")))
+        rules 3 and 4 for the whole file. ``test`` None: no fixture named."""
+        rest, fixtures = self._conftest_parts(conftest)
+        used = set(re.findall(r"\w+", (self.root / test).read_text(errors="replace"))) if test else set()
         todo = [f for f in fixtures if f in used]
         while todo:
-            fn = fixtures[todo.pop()]
-            for a in fn.args.args:
-                if a.arg in fixtures and a.arg not in used:
-                    used.add(a.arg)
-                    todo.append(a.arg)
-        p = Parsed()
-        self._read_tree(ast.Module(body=rest, type_ignores=[]), conftest, p)
-        for name, fn in fixtures.items():
+            for a in fixtures[todo.pop()][0]:
+                if a in fixtures and a not in used:
+                    used.add(a)
+                    todo.append(a)
+        out = set(rest)
+        for name, (_, files) in fixtures.items():
             if name in used:
-                self._read_tree(fn, conftest, p)
-        out = p.files | self._hub_uses(p) | p.literal_files
-        out |= self._data_deps(conftest, (self.root / conftest).read_text()) | self._test_extras(conftest)
-        return {f for f in out if self.exists(f)} - {conftest}
+                out |= files
+        return out
+
+    def _conftest_parts(self, conftest: str) -> tuple[set[str], dict[str, tuple[list[str], set[str]]]]:
+        """(the files ``conftest`` depends on outside its fixtures, {fixture: (its arguments, its files)})."""
+        if conftest in self._conftests:
+            return self._conftests[conftest]
+        tree = self._ast(conftest)
+        body = tree.body if tree else []
+        fixtures: dict[str, tuple[list[str], set[str]]] = {}
+        rest = []
+
+        def files_of(node: ast.AST) -> set[str]:
+            p = Parsed()
+            self._read_tree(node, conftest, p)
+            return {f for f in p.files | self._hub_uses(p) | p.literal_files if self.exists(f)} - {conftest}
+
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _fixture(node) == "fixture":
+                fixtures[node.name] = ([a.arg for a in node.args.args], files_of(node))
+            else:
+                rest.append(node)
+        text = (self.root / conftest).read_text()
+        extras = self._data_deps(conftest, text) | self._test_extras(conftest)
+        out = (files_of(ast.Module(body=rest, type_ignores=[])) | extras) - {conftest}, fixtures
+        self._conftests[conftest] = out
+        return out
+
+    def _ast(self, rel: str) -> ast.Module | None:
+        """A Python file's syntax tree (None where it does not parse), parsed once."""
+        if rel not in self._asts:
+            try:
+                self._asts[rel] = ast.parse((self.root / rel).read_text(errors="replace"))
+            except (SyntaxError, OSError, ValueError):
+                self._asts[rel] = None
+        return self._asts[rel]
 
     def test_files(self) -> list[str]:
         """Every test file pytest collects under tests/ (``test_*.py``)."""
-        cands = (
-            self.universe
-            if self.universe is not None
-            else {p.relative_to(self.root).as_posix() for p in (self.root / "tests").glob("**/*.py")}
-        )
-        return sorted(
-            f
-            for f in cands
-            if f.startswith("tests/") and f.rsplit("/", 1)[-1].startswith("test_") and f.endswith(".py")
-        )
+        names = (f for f in self._glob("tests/") if f.endswith(".py"))
+        return sorted(f for f in names if f.rsplit("/", 1)[-1].startswith("test_"))
 
     # ---- which tests prove something on a GPU
 
@@ -502,11 +553,11 @@ class Graph:
         it does>")."""
         marks = file_marks((self.root / rel).read_text(errors="replace"))
         if "cpu_same" in marks:
-            return True, "marked cpu_same"
+            refused = self.mark_refused(rel)
+            return (False, f"marked cpu_same, but {refused}") if refused else (True, "marked cpu_same")
         if "skipif(gpulab.ON_GPU)" in marks:
             return True, "skips itself on a GPU"
-        boot = self.closure([GPULAB_IMPORT])
-        for f in sorted(self.test_file(rel) - boot):
+        for f in sorted(self.test_file(rel) - self.common()):
             if not f.endswith(".py"):
                 continue  # data, fixtures and notebooks read as files are the same bytes on any machine
             code = self.code(f)
@@ -515,6 +566,25 @@ class Graph:
             if m := DEVICE_RE.search(code):
                 return False, f"{f}: {m.group()}"
         return True, "reaches no device word"
+
+
+def _parse_or_none(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(source)
+    except SyntaxError:
+        return None
+
+
+def _from_base(node: ast.ImportFrom, package: str | None) -> str | None:
+    """The module a ``from ... import`` reads from, a relative one resolved against ``package`` (None when it
+    cannot be: a relative import outside a package)."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    if package is None:
+        return None
+    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+    return ".".join(anchor + ([base] if base else []))
 
 
 def file_marks(source: str) -> set[str]:
