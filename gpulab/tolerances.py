@@ -9,13 +9,14 @@ Four kinds of result, four bounds (all against a float64 reference of the same r
   2^-9 a product: measured on an H200, a teaching tl.dot in fp32 exceeded 2^-10 at K = 3). Higham, "Accuracy and
   Stability of Numerical Algorithms", 2nd ed., section 3.1 (the ``gamma_K`` bound for a dot product).
 - attention (softmax and two matmuls): ``max |got - ref| <= rel(dtype) * max(max |ref|, floor)`` per
-  tensor; fp16 and bf16 round P and dS to the dtype before their matmuls, as FlashAttention does.
+  tensor; fp16 and bf16 round P and dS to the dtype before their matmuls, as FlashAttention does. fp32
+  attention whose dots declare TF32 takes twice fp16's bound (``attention_rel``).
 - a whole matrix product, as the precision lesson measures it (input precision and accumulator):
   ``relative_error(ref, got, kind="norm") < matmul_rel_bound(dtype, input_precision)``.
 
 Every bound follows the arithmetic a kernel declares, never the machine it runs on: a dot declared TF32 gets
-the TF32 bound in Triton's interpreter too, which ignores ``input_precision`` and computes exact fp32 (so there
-it passes with room to spare; on a GPU it is the bound that matters).
+the TF32 bound in Triton's interpreter too, which gpulab makes cut fp32 inputs to TF32 as the tensor cores do
+(``gpulab.triton_compat``), so the interpreter is held to the bound that matters on a GPU.
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ LSE_ABS = 1e-5
 #: Triton's ``input_precision`` of an fp32 ``tl.dot`` that names none (``TRITON_F32_DEFAULT`` unset).
 DEFAULT_INPUT_PRECISION = "tf32"
 #: An fp32-accumulated matmul, relative Frobenius error ``||C - C_ref|| / ||C_ref||``, per declared
-#: ``input_precision`` of its fp32 dot. "tf32" rounds each fp32 input to TF32 (10 explicit mantissa bits:
-#: unit roundoff u = 2^-11 ~ 4.9e-4, NVIDIA, "NVIDIA A100 Tensor Core GPU Architecture" (2020), TF32), so a
-#: product is off by up to 2u = 2^-10 ~ 9.8e-4 relative; 2e-3 is twice that, room for the fp32 sums and for
-#: the errors of a few large products adding up. "ieee", and fp16/bf16 inputs (their products are exact in
-#: fp32), leave only the fp32 sums: Higham's gamma_K with u = 2^-24 is 6e-8 K in the worst case, and random
-#: signs keep the norm near sqrt(K) u, 5e-6 at K = 8192 for one running sum (tiled sums do better): 1e-5.
+#: ``input_precision`` of its fp32 dot. "tf32" cuts each fp32 input to TF32 (10 explicit mantissa bits, NVIDIA,
+#: "NVIDIA A100 Tensor Core GPU Architecture" (2020), TF32; the tensor cores drop the low bits: up to 2^-10
+#: relative each, ``gpulab.triton_compat``), so a product is off by up to 2^-9 ~ 1.95e-3 relative, and the
+#: norm by about 2^-10 on random signs; 2e-3 holds even inputs all cut by almost a TF32 ulp, with the fp32
+#: sums. "ieee", and fp16/bf16 inputs (their products are exact in fp32), leave only the fp32 sums: Higham's
+#: gamma_K with u = 2^-24 is 6e-8 K in the worst case, and random signs keep the norm near sqrt(K) u, 5e-6 at
+#: K = 8192 for one running sum (tiled sums do better): 1e-5.
 MATMUL_PRECISION_REL = {"tf32": 2e-3, "ieee": 1e-5}
 
 
@@ -57,8 +59,23 @@ def matmul_rel_bound(dtype: torch.dtype, input_precision: str = DEFAULT_INPUT_PR
     return MATMUL_PRECISION_REL[input_precision if dtype == torch.float32 else "ieee"]
 
 
+def attention_rel(dtype: torch.dtype, input_precision: str = DEFAULT_INPUT_PRECISION, grad: bool = False) -> float:
+    """The bound on ``max_rel_error`` of attention (``ATTENTION_GRAD_REL`` for dq, dk, dv where ``grad``, else
+    ``ATTENTION_REL`` for the output) whose inputs have ``dtype`` (torch.float32, float16 or bfloat16) and whose
+    dots declare ``input_precision`` ("tf32" or "ieee"; Triton's default "tf32" unless named). fp32 with "tf32"
+    dots: twice fp16's bound, since TF32 cuts each input by up to 2^-10 where fp16 rounds by up to 2^-11 (the
+    score q . k, the bulk of the error, is off by twice as much). Raises ValueError for another dtype or
+    precision."""
+    table = ATTENTION_GRAD_REL if grad else ATTENTION_REL
+    if declares_tf32(dtype, input_precision):
+        return 2 * table[torch.float16]
+    if dtype not in table:
+        raise ValueError(f"dtype must be torch.float32, float16 or bfloat16, got {dtype!r}")
+    return table[dtype]
+
+
 def declares_tf32(dtype: torch.dtype, input_precision: str = DEFAULT_INPUT_PRECISION) -> bool:
-    """True where a dot of ``dtype`` inputs declaring ``input_precision`` rounds its inputs to TF32 (fp32
+    """True where a dot of ``dtype`` inputs declaring ``input_precision`` cuts its inputs to TF32 (fp32
     inputs, "tf32"): the ``tf32`` argument of ``matmul_bound``, ``matmul_mismatch`` and ``matmul_violation``.
     Raises ValueError for an unknown ``input_precision``."""
     if input_precision not in MATMUL_PRECISION_REL:

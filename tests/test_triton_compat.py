@@ -1,4 +1,5 @@
-"""gpulab.triton_compat: Triton 3.6's interpreter given 3.9's rule for a kernel's scalar used as an index."""
+"""gpulab.triton_compat: Triton 3.6's interpreter given 3.9's rule for a kernel's scalar used as an index; both
+wrappers installed once. What the dot wrapper computes: tests/test_interpreter_fidelity.py."""
 
 import gpulab  # noqa: F401  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import types
@@ -29,6 +30,14 @@ def test_the_interpreters_index_accepts_a_one_element_array():
     reduced = types.SimpleNamespace(handle=types.SimpleNamespace(data=np.array([3], dtype=np.int32)))
     assert scope.attrs["__index__"](reduced) == 3  # tl.max(t, axis=0)'s one-element array: NumPy 2.4 refuses int()
     assert scope.attrs["__index__"](types.SimpleNamespace(handle=types.SimpleNamespace(data=np.array(5)))) == 5
+
+
+def test_the_dot_wrapper_is_installed_once():
+    triton_compat.patch_interpreter()
+    dot = interpreter.InterpreterBuilder.create_dot
+    assert getattr(dot, "_gpulab_dot", False), "create_dot honours input_precision"
+    assert not triton_compat.patch_interpreter()
+    assert interpreter.InterpreterBuilder.create_dot is dot, "wrapped once, not again at every call"
 
 
 @triton.jit

@@ -36,9 +36,10 @@ of one shape, a *launch plan* (the path's config, the grid, the row-padded scrat
 descriptors), in ``PLANS``, under a key of everything that changes the launch; the rules (bounds, CUDA graph
 capture, scratch never returned) are ``kernels._call_cache``'s. ``launch`` keeps nothing: a new plan each call.
 
-fp32 inputs: ``input_precision="tf32"`` (tensor cores, inputs rounded to 10 mantissa bits) or ``"ieee"``
-(exact fp32 products). Triton's interpreter computes exact fp32 whatever you ask. Its bf16 ``tl.dot``
-multiplies raw bits (Triton 3.9, see ``matmul_precision``); there bf16 tiles are upcast to fp32 first.
+fp32 inputs: ``input_precision="tf32"`` (tensor cores, inputs cut to 10 mantissa bits) or ``"ieee"``
+(exact fp32 products); gpulab's interpreter patch cuts "tf32" inputs as a GPU does (``triton_compat``).
+The interpreter's bf16 ``tl.dot`` multiplies raw bits (Triton 3.9, see ``matmul_precision``); there bf16 tiles
+are upcast to fp32 first.
 """
 
 from __future__ import annotations

@@ -2,13 +2,13 @@
 
 Two knobs change the numbers it produces, not the work it does:
 
-- ``input_precision`` (fp32 inputs only): ``"tf32"`` rounds each fp32 input to TF32 (10 explicit mantissa
-  bits) before the tensor-core multiply; ``"ieee"`` keeps full fp32. On a GPU Triton's ``tl.dot`` uses TF32
-  by default; Triton's interpreter computes in exact fp32 whatever you ask (NumPy ``matmul``), so there
-  both settings give the same answer. Triton 3.9's CUDA backend accepts ``"tf32"``, ``"tf32x3"``,
-  ``"ieee"``, ``"bf16x3"`` and ``"bf16x6"`` (its ``allowed_dot_input_precisions``); this kernel offers the
-  two that every Triton since ``input_precision`` replaced ``allow_tf32`` accepts (the GPU tests run
-  both).
+- ``input_precision`` (fp32 inputs only): ``"tf32"`` cuts each fp32 input to TF32 (10 explicit mantissa
+  bits) in the tensor-core multiply; ``"ieee"`` keeps full fp32. On a GPU Triton's ``tl.dot`` uses TF32
+  by default; Triton's interpreter would compute exact fp32 whatever you ask, and gpulab's patch
+  (``triton_compat``) makes it cut "tf32" inputs as the GPU does. Triton 3.9's CUDA backend accepts
+  ``"tf32"``, ``"tf32x3"``, ``"ieee"``, ``"bf16x3"`` and ``"bf16x6"`` (its ``allowed_dot_input_precisions``);
+  this kernel offers the two that every Triton since ``input_precision`` replaced ``allow_tf32`` accepts (the
+  GPU tests run both).
 - ``acc_dtype``: ``torch.float32`` (the usual mixed precision: 16-bit products summed in fp32) or
   ``torch.float16`` (``tl.dot(a, b, acc, out_dtype=tl.float16)``: the running sum itself is rounded to
   fp16, the accumulation lesson). The seed lecture: "Mixed precision separates input representation from
