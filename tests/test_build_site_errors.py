@@ -9,6 +9,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import build_site  # noqa: E402  (tools/ is not a package: on the path only from here)
+import pytest  # noqa: E402
+
+pytestmark = pytest.mark.cpu_same  # notebooks built in the interpreter (build_site.KERNEL_ENV)
 
 
 def _good_notebook(path: Path) -> None:

@@ -145,6 +145,7 @@ def test_a_wrong_head_stride_is_named(stride, short_cases):
     assert not rep.ok and "bh * L * D" in str(rep), str(rep)
 
 
+@pytest.mark.cpu_same  # float64 on CPU tensors, no kernel: the same on any machine
 def test_the_diagnosis_names_each_signature_and_nothing_for_the_right_answer():
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 3, 70, 16, dtype=torch.float64) for _ in range(3))
@@ -229,6 +230,7 @@ def test_a_shifted_causal_mask_with_the_tile_skip_is_named(kw, hundred_rows):
     assert not rep.ok and f"causal offset of +{kw['offset']}" in text and "max |error|" not in text, text
 
 
+@pytest.mark.cpu_same  # float64 on CPU tensors, no kernel: the same on any machine
 def test_the_offset_signatures_tell_the_offset():
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, 100, 16, dtype=torch.float64) for _ in range(3))

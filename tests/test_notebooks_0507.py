@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.cpu_same  # reads the notebooks' source
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = {
     "05_recomputation": "sigmoid3_bwd",

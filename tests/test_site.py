@@ -23,6 +23,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 import build_site  # noqa: E402  (tools/ is not a package: on the path only from here)
 import sync_links  # noqa: E402
 
+pytestmark = pytest.mark.cpu_same  # pages built in the interpreter (build_site.KERNEL_ENV)
+
 # A page with figures shown directly and two slider explorers; the newest lesson, with dropdowns in its explorer.
 SITE_LESSONS = ["02_warp_divergence.ipynb", "09_builder_test.ipynb"]
 

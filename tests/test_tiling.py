@@ -8,7 +8,7 @@ import pytest
 
 from gpulab import figures, tiling
 
-pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+pytestmark = [pytest.mark.usefixtures("seed"), pytest.mark.cpu_same]  # seeded inputs; pure models
 
 
 def test_seed_fp32_t32_is_8_flop_per_byte():

@@ -8,7 +8,7 @@ import pytest
 
 from gpulab import figures, hardware, waves
 
-pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
+pytestmark = [pytest.mark.usefixtures("seed"), pytest.mark.cpu_same]  # seeded inputs; pure models
 
 
 def test_seed_1792_is_98_tiles_in_one_wave():
