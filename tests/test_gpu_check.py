@@ -863,19 +863,40 @@ def test_parts_refuse_without_a_gpu(capsys):
     assert "--budget must be > 0" in capsys.readouterr().err
 
 
-def test_run_command_stops_a_child_at_its_limit(tmp_path):
+def test_run_command_stops_a_child_at_its_limit(tmp_path, monkeypatch):
     """The budget guard for real: SIGINT at the limit, so pytest can still write its report; also when this
-    process was started ignoring SIGINT (a shell's background job), which its children would inherit."""
+    process was started ignoring SIGINT (a shell's background job), which its children would inherit. The limit
+    passes once the child is ready for it (an event, not this machine's speed: a child still starting would die
+    of the SIGINT without a word)."""
     import signal
+    import time
 
+    ready = tmp_path / "ready"
+
+    class LimitWhenReady(subprocess.Popen):
+        """run_command's wait for the limit ends as the limit passing, once the child has made ``ready``."""
+
+        def wait(self, timeout=None):
+            if str(ready) not in self.args or getattr(self, "limit_passed", False):
+                return super().wait(timeout)
+            self.limit_passed = True
+            t0 = time.monotonic()
+            while not ready.exists() and self.poll() is None and time.monotonic() - t0 < 600:  # 600 s: a hang only
+                time.sleep(0.01)
+            raise subprocess.TimeoutExpired(self.args, timeout)
+
+    monkeypatch.setattr(subprocess, "Popen", LimitWhenReady)
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    code = "import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n"
+    code = (
+        "import pathlib, sys, time\ntry:\n    pathlib.Path(sys.argv[1]).touch()\n    time.sleep(600)\n"
+        "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n"
+    )
     try:
-        ran = gc.run_command([sys.executable, "-c", code], dict(os.environ), 1.0, tmp_path / "log")
+        ran = gc.run_command([sys.executable, "-c", code, str(ready)], dict(os.environ), 1.0, tmp_path / "log")
     finally:
         signal.signal(signal.SIGINT, before)
-    assert ran.stopped and ran.rc is None and ran.seconds < 10 and "interrupted" in ran.output
-    ran = gc.run_command([sys.executable, "-c", "print('hi')"], dict(os.environ), 30.0, tmp_path / "log")
+    assert ran.stopped and ran.rc is None and "interrupted" in ran.output, ran.output
+    ran = gc.run_command([sys.executable, "-c", "print('hi')"], dict(os.environ), 600.0, tmp_path / "log")
     assert (ran.rc, ran.stopped, ran.output.splitlines()[-1]) == (0, False, "hi")
 
 
