@@ -2,21 +2,24 @@
 # One batched run on a GPU machine without network: install the carried wheels (../shared/tools/gpu-wheels.sh
 # fills .whl/) and set PYTHONPATH, then run the steps, writing logs and results under $OUT. Usage from the project
 # root:  bash tools/gpu_run.sh [steps]. JUPYTER_PATH points at the wheels' data (nbconvert's templates for the site tests).
-# steps: check-<part> (make gpu-check's parts: check-tests, check-notebooks, check-emulated, check-suites,
-# check-status; GPU_CHECK_ARGS="--only 08 --rest" passes options), bench (the suite, printed and saved to $OUT),
-# record (the suite, and it rewrites gpulab/data/reference-<gpu>.json), autotune-report (python -m gpulab.bench
-# --autotune-report lesson08), interp (the tests in forced interpreter mode), executed (every notebook run once,
-# its executed copy with outputs saved under $OUT/executed).
-# A whole check in three calls kept warm (copy $OUT/stamp.json to gpulab/data/ between them): check-tests-then-notebooks,
-# check-emulated-and-suites, then GPU_CHECK_FIRST=04,08,10 check-notebooks-first for the notebooks left.
-# check-together: the tests, emulated and suites parts at once (16 cores; the suites in three groups), each within
-# GPU_CHECK_BUDGET seconds (default 480), then the status; check-notebooks-first: the notebooks part with the
-# lessons of GPU_CHECK_FIRST (default 07,08,10) first, then the rest, then the emulated runs and suites that are not
-# yet on this tree, all within GPU_CHECK_BUDGET (default 540) together. Both end by
-# packing every log into $OUT/logs-together.tgz or
-# $OUT/logs-notebooks.tgz (a call brings back at most 8 files) and copying the stamp to $OUT/stamp.json ($OUT/cache is left out:
-# a call brings back files from at most two folders down).
-# Default: bench. GPULAB_BENCH_ONLY=lesson07 limits bench and record to some suites, and
+#
+# The proof (docs/gpu-check.md): `bash tools/gpu_run.sh proof`, twice at most. Each call runs
+# `python tools/gpu_check.py proof` within one 10-minute call: phase 1, the tests, emulated runs and suites at once
+# (16 cores shared by their estimated work), then phase 2, the notebooks alone (they are timed), until its budget;
+# entries proven on the tree now never run again, so a second call goes on with what the first did not reach.
+# proof-1 and proof-2 are the same step under the names of the first and second call. It ends by packing the logs
+# into $OUT/logs-proof.tgz and copying the stamp to $OUT/stamp.json (a call brings back at most 8 files, from at most
+# two folders down). Between calls on a warm machine the step keeps the stamp in build/gpu-check-stamps/ (ignored,
+# kept) and starts from whichever stamp is newer; on a fresh machine copy $OUT/stamp.json to
+# gpulab/data/gpu-check-<gpu>.json first. GPU_CHECK_END (default 560): the second of the call by which the proof's
+# children are all stopped; GPU_CHECK_ARGS passes options (--only 08, --all-entries). `plan` prints what a proof
+# would run and its seconds (python tools/gpu_check.py plan: no GPU needed, run it here first).
+#
+# Other steps: check-<part> (python tools/gpu_check.py <part>: tests, notebooks, emulated, suites, all, status, plan;
+# GPU_CHECK_ARGS passes options), bench (the suite, printed and saved to $OUT), record (the suite, and it rewrites
+# gpulab/data/reference-<gpu>.json), autotune-report (python -m gpulab.bench --autotune-report lesson08), interp
+# (the tests in forced interpreter mode), executed (every notebook run once, its executed copy with outputs saved
+# under $OUT/executed). Default: bench. GPULAB_BENCH_ONLY=lesson07 limits bench and record to some suites, and
 # GPULAB_BENCH_STEPS=headline,awkward to some steps of that one suite (recorded, merged into the file).
 # GPULAB_NOTEBOOKS="notebooks/05_*.ipynb" limits the executed step. bench, record and autotune-report always
 # autotune fully; executed takes each kernel's first candidate unless GPULAB_AUTOTUNE=full is set.
@@ -32,6 +35,22 @@ only=${GPULAB_BENCH_ONLY:+--only $GPULAB_BENCH_ONLY}  # e.g. GPULAB_BENCH_ONLY=l
 only="$only${GPULAB_BENCH_STEPS:+ --steps $GPULAB_BENCH_STEPS}"  # e.g. GPULAB_BENCH_STEPS=headline,awkward
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/nvidia-smi.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee "$OUT/versions.txt"
+KEEP=build/gpu-check-stamps  # the stamps between two calls on a warm machine (build/ is ignored, kept)
+
+newer_stamps() {  # the kept stamps that are newer (their "updated") than the tree's replace them
+  for kept in "$KEEP"/gpu-check-*.json; do
+    [ -e "$kept" ] || continue
+    python3 - "$kept" "gpulab/data/$(basename "$kept")" <<'PY'
+import json, os, shutil, sys
+kept, here = sys.argv[1:]
+updated = lambda p: json.load(open(p)).get("updated", "") if os.path.exists(p) else ""
+if updated(kept) > updated(here):
+    shutil.copy2(kept, here)
+    print(f"gpu_run: {here} is the previous call's ({updated(kept)})")
+PY
+  done
+}
+
 rc=0
 for step in $steps; do
   case $step in
@@ -40,54 +59,20 @@ for step in $steps; do
            cp gpulab/data/reference-*.json "$OUT/" 2>/dev/null ;;
     autotune-report) GPULAB_AUTOTUNE=full python3 -m gpulab.bench --autotune-report lesson08 \
              --json "$OUT/autotune_report.json" 2>&1 | tee "$OUT/autotune_report.log" || rc=1 ;;
-    check-together)
-           budget=${GPU_CHECK_BUDGET:-480}; mkdir -p "$OUT/logs"
-           python3 tools/gpu_check.py tests --workers 7 --budget "$budget" --out "$OUT/logs/t" > "$OUT/logs/tests.log" 2>&1 &
-           python3 tools/gpu_check.py emulated --rest --jobs 6 --budget "$budget" --out "$OUT/logs/e" > "$OUT/logs/emulated.log" 2>&1 &
-           python3 tools/gpu_check.py suites --rest --only 04,05,06 --budget "$budget" --out "$OUT/logs/s1" \
-             > "$OUT/logs/suites1.log" 2>&1 &
-           python3 tools/gpu_check.py suites --rest --only 09,00,02,03 --budget "$budget" --out "$OUT/logs/s2" \
-             > "$OUT/logs/suites2.log" 2>&1 &
-           python3 tools/gpu_check.py suites --rest --only 08,07,10 --budget "$budget" --out "$OUT/logs/s3" \
-             > "$OUT/logs/suites3.log" 2>&1 &
-           wait || rc=1
-           python3 tools/gpu_check.py status | tee "$OUT/status.txt"
-           tar czf "$OUT/logs-together.tgz" -C "$OUT" logs && rm -rf "$OUT/logs" "$OUT/cache"; cp gpulab/data/gpu-check-*.json "$OUT/stamp.json" ;;
-    check-notebooks-first)
-           t0=$SECONDS; mkdir -p "$OUT/logs"
-           python3 tools/gpu_check.py notebooks --rest --only "${GPU_CHECK_FIRST:-07,08,10}" --budget "${GPU_CHECK_BUDGET:-540}" \
-             --out "$OUT/logs/n1" 2>&1 | tee "$OUT/logs/notebooks1.log" || rc=1
-           left=$(( ${GPU_CHECK_BUDGET:-540} - (SECONDS - t0) ))
-           if [ "$left" -ge 90 ]; then
-             python3 tools/gpu_check.py notebooks --rest --budget "$left" --out "$OUT/logs/n2" 2>&1 \
-               | tee "$OUT/logs/notebooks2.log" || rc=1
-           fi
-           for part in emulated suites; do  # what check-together did not reach, with the time left
-             left=$(( ${GPU_CHECK_BUDGET:-540} - (SECONDS - t0) ))
-             if [ "$left" -ge 60 ]; then
-               python3 tools/gpu_check.py $part --rest --jobs 6 --budget "$left" --out "$OUT/logs/$part" 2>&1 \
-                 | tail -3 | tee "$OUT/logs/$part-rest.log"
-             fi
-           done
-           python3 tools/gpu_check.py status | tee "$OUT/status.txt"
-           tar czf "$OUT/logs-notebooks.tgz" -C "$OUT" logs && rm -rf "$OUT/logs" "$OUT/cache"; cp gpulab/data/gpu-check-*.json "$OUT/stamp.json" ;;
-    check-tests-then-notebooks) # call 1 of 3: the tests alone, then the short notebooks with what is left
-           t0=$SECONDS; budget=${GPU_CHECK_BUDGET:-560}; mkdir -p "$OUT/logs"
-           python3 tools/gpu_check.py tests --workers 12 --budget $(( budget - 150 )) --out "$OUT/logs/t" 2>&1 | tail -4 || rc=1
-           left=$(( budget - (SECONDS - t0) ))
-           [ "$left" -ge 90 ] && python3 tools/gpu_check.py notebooks --rest --only "${GPU_CHECK_FIRST:-00,01,07,09}" \
-             --budget "$left" --out "$OUT/logs/n" 2>&1 | tail -9
-           python3 tools/gpu_check.py status | tee "$OUT/status.txt"
-           tar czf "$OUT/logs-tests.tgz" -C "$OUT" logs && rm -rf "$OUT/logs" "$OUT/cache"; cp gpulab/data/gpu-check-*.json "$OUT/stamp.json" ;;
-    check-emulated-and-suites) # call 2 of 3: the emulated runs (7 at once) beside the suites in three groups
-           budget=${GPU_CHECK_BUDGET:-455}; mkdir -p "$OUT/logs"
-           python3 tools/gpu_check.py emulated --rest --jobs 7 --budget "$budget" --out "$OUT/logs/e" > "$OUT/logs/emulated.log" 2>&1 &
-           for g in 04,05,06 09,00,02,03 08,07,10; do
-             python3 tools/gpu_check.py suites --rest --only $g --budget "$budget" --out "$OUT/logs/s$g" > "$OUT/logs/suites$g.log" 2>&1 &
-           done
-           wait || rc=1
-           python3 tools/gpu_check.py status | tee "$OUT/status.txt"
-           tar czf "$OUT/logs-together.tgz" -C "$OUT" logs && rm -rf "$OUT/logs" "$OUT/cache"; cp gpulab/data/gpu-check-*.json "$OUT/stamp.json" ;;
+    proof|proof-1|proof-2)
+           newer_stamps
+           # gpu_check stops its children at the budget and gives each STOP_GRACE_S (30 s) to write its report
+           budget=$(( ${GPU_CHECK_END:-560} - SECONDS - 30 ))
+           if [ "$budget" -lt 60 ]; then echo "gpu_run: $budget s left for the proof: nothing run"; rc=1; continue; fi
+           python3 tools/gpu_check.py proof --budget "$budget" --out "$OUT" ${GPU_CHECK_ARGS:-} 2>&1 \
+             | tee "$OUT/proof.log" | grep -v '^  ' ; [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+           mkdir -p "$KEEP" && cp gpulab/data/gpu-check-*.json "$KEEP/" 2>/dev/null
+           python3 tools/gpu_check.py status > "$OUT/status.txt" 2>&1
+           mkdir -p "$OUT/gpu-check-logs" && mv "$OUT/proof.log" "$OUT/gpu-check-logs/"
+           tar czf "$OUT/logs-proof.tgz" -C "$OUT" gpu-check-logs && rm -rf "$OUT/gpu-check-logs" "$OUT/cache"
+           newest=$(ls -t gpulab/data/gpu-check-*.json 2>/dev/null | head -1)
+           [ -n "$newest" ] && cp "$newest" "$OUT/stamp.json" && rm -f "$OUT/$(basename "$newest")"
+           echo "gpu_run: proof took $SECONDS s; logs in \$OUT/logs-proof.tgz, the stamp in \$OUT/stamp.json" ;;
     check-*) python3 tools/gpu_check.py "${step#check-}" --out "$OUT" ${GPU_CHECK_ARGS:-} || rc=1 ;;
     executed) # executed copies, with their printed numbers, for the record
            mkdir -p "$OUT/executed"
