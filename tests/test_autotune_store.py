@@ -58,6 +58,8 @@ def test_a_key_timed_once_is_taken_from_this_machines_store_afterwards(tuner):
     assert _pick(("k", 1)) == "b" and len(tuner.timed) == 1  # not timed again
     assert _autotune.origin(("k", 1)) == f"timed earlier on this machine ({path})"
     assert _pick(("k", 2)) == "b" and len(tuner.timed) == 2  # another key is timed
+    assert _autotune.origins("k") == {f"timed earlier on this machine ({path})": 1, "timed now": 1}
+    assert _autotune.origins("other kernel") == {}
 
 
 @pytest.mark.parametrize("change", ["candidates", "gpu", "triton", "stores off", "fresh"])

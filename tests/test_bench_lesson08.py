@@ -165,3 +165,77 @@ def test_launch_report_by_hand_and_without_graph_times():
     for r in rows:
         del r["graph_ms"]
     assert "L = 1024, 2048: no graph replay in this record" in lesson08.launch_report({"rows": rows})
+
+
+def _sweep_rows(lengths, ms):
+    return [
+        dict(L=L, method=m, oom=False, ms=ms, graph_ms=ms, peak_bytes=2**20, model_peak_bytes=2**20)
+        for L in lengths
+        for m in ("naive", "flash")
+    ]
+
+
+def test_sweep_shown_adds_the_recorded_lengths_a_live_sweep_lacks_and_marks_them():
+    shape = dict(B=1, H=16, d=128, dtype="bf16", causal=False)
+    live = {"sweep": {**shape, "rows": _sweep_rows((1024, 4096), 1.0)}}
+    rec = {"sweep": {**shape, "rows": _sweep_rows((1024, 2048, 4096, 8192), 2.0)}}
+    got = lesson08.sweep_shown(live, rec, "recorded on X")
+    assert [(r["L"], r["method"], r["ms"], r.get("recorded", False)) for r in got["rows"]] == [
+        (1024, "flash", 1.0, False),
+        (1024, "naive", 1.0, False),
+        (2048, "flash", 2.0, True),
+        (2048, "naive", 2.0, True),
+        (4096, "flash", 1.0, False),
+        (4096, "naive", 1.0, False),
+        (8192, "flash", 2.0, True),
+        (8192, "naive", 2.0, True),
+    ]
+    assert got["recorded_where"] == "recorded on X" and "recorded_where" not in live["sweep"]
+    assert lesson08.sweep_shown(rec, rec, "recorded on X") is rec["sweep"]  # the recording itself: as it is
+    other = {"sweep": {**shape, "H": 8, "rows": _sweep_rows((1024,), 1.0)}}  # another shape: no mixing
+    assert lesson08.sweep_shown(other, rec) is other["sweep"]
+    assert lesson08.sweep_shown({"headline": []}, rec) is None and lesson08.sweep_shown(live, None) is live["sweep"]
+
+
+def test_the_sweep_figure_draws_recorded_lengths_apart_and_says_where():
+    from gpulab import figures
+
+    shape = dict(B=1, H=16, d=128, dtype="bf16", causal=False)
+    live = {"sweep": {**shape, "rows": _sweep_rows((1024,), 1.0)}}
+    rec = {"sweep": {**shape, "rows": _sweep_rows((1024, 2048), 2.0)}}
+    sw = lesson08.sweep_shown(live, rec, "recorded on X")
+    fig = figures.lesson08.naive_flash_figure(sw, "measured now on Y")
+    names = {t.name: t for t in fig.data}
+    assert list(names["flash, measured"].x) == [1024] and list(names["flash, recorded"].x) == [2048]
+    assert list(names["naive, time, recorded"].y) == [2.0] and "recorded on X" in fig.layout.title.text
+    assert "flash, recorded" not in {t.name for t in figures.lesson08.naive_flash_figure(live["sweep"], "Y").data}
+    ex = figures.lesson08.NaiveVsFlashExplorer(sw, where="measured now on Y", log2_l=11)
+    assert "recorded on X" in ex.live.fig.layout.title.text
+    ex.k.value = 10
+    assert "measured now on Y" in ex.live.fig.layout.title.text
+
+
+def test_the_live_sweep_holds_what_notebook_08_reads_and_the_recording_the_rest():
+    from gpulab import reference
+
+    live = lesson08.LIVE["sweep_lengths"]
+    assert 1024 in live and sum(L >= 4096 for L in live) >= 2  # the reveal at 1024; the peak check from 4096
+    assert len(live) <= 3 and set(live) < set(lesson08.SWEEP)
+    recorded = {r["L"] for r in reference.load("h200")[lesson08.KEY]["sweep"]["rows"]}
+    assert set(lesson08.SWEEP) <= recorded  # every length left out live is drawn from the recording
+    assert max(lesson08.LIVE["memory_lengths"]) < max(lesson08.MEMORY_LENGTHS)
+
+
+def test_target_reads_the_headline_of_the_same_run_and_the_report_shows_it(monkeypatch):
+    rows = [dict(d=d, L=L, causal=c, tag=(d, L, c)) for d in (64, 128) for L in (1024, 4096) for c in (False, True)]
+    monkeypatch.setattr(lesson08, "headline", lambda *a, **k: pytest.fail("measured what the headline holds"))
+    assert [r["tag"] for r in lesson08.target(rows)] == [(128, 4096, False), (128, 4096, True)]
+    measured = []
+    monkeypatch.setattr(lesson08, "headline", lambda *a, **k: measured.append(a) or ["now"])
+    assert lesson08.target(rows[:3]) == ["now"] and measured[0][:2] == ((128,), (4096,))
+    assert measured[0][5] == (False, True) and lesson08.HEADLINE_STEPS == ("target",)
+    row = dict(d=128, L=4096, causal=False, ours={"fwd_tflops": 500.0}, fwd_ratio=1.2, bwd_ratio=0.9)
+    text = lesson08.report({"target": [row], "tuning": {"timed now": 2, "recorded on H (f, d)": 1}})
+    assert "BELOW TARGET" in text and "128   4096" in text
+    assert text.splitlines()[-1] == "autotuner's configs: 2 keys timed now; 1 key recorded on H (f, d)"
+    assert lesson08.tuning_line(None) == ""

@@ -120,8 +120,11 @@ def test_lesson08_run_under_the_clock(monkeypatch):
     _t4_plan(monkeypatch)
     kw = dict(head_dims=(16,), lengths=(16,), sweep_lengths=(16, 32), memory_lengths=(16, 32), tokens=16, hidden=32)
     kw.update(shape=dict(B=1, H=1, d=16), teaching_settings=((16, 16),))
+    monkeypatch.setattr(lesson08, "TARGET", dict(head_dims=(16,), lengths=(16,), causals=(False, True)))
     data = _measured(lesson08.KEY, lambda: lesson08.run(progress=False, **kw))
-    assert data["dtype"] == "fp16" and set(data) - {"clock"} == {"dtype", "headline", "sweep", "memory", "teaching"}
+    steps = {"headline", "sweep", "memory", "teaching", "target"}
+    assert data["dtype"] == "fp16" and set(data) - {"clock"} == {"dtype", "tuning", *steps}
+    assert data["target"] == [r for r in data["headline"] if (r["d"], r["L"]) == (16, 16)]  # read, not measured
     h = data["headline"]
     assert [(r["L"], r["causal"]) for r in h] == [(16, False), (16, True)]
     assert all(r["ours"]["fwd_ms"] == MS and r["config_fwd"] for r in h)
@@ -143,10 +146,22 @@ def test_lesson08_run_under_the_clock(monkeypatch):
 
 def test_lesson08_live_is_small():
     """Notebook 08's live cell: the headline at one non-causal setting (the sweep and the memory step are
-    non-causal: one set of kernels compiles), and no teaching step (the recording shows it)."""
+    non-causal: one set of kernels compiles), the sweep at three lengths and the memory step at two, and no
+    teaching step (the recording shows it)."""
     assert len(lesson08.LIVE["head_dims"]) * len(lesson08.LIVE["lengths"]) == 1
     assert lesson08.LIVE["causals"] == (False,)
     assert "teaching" not in lesson08.LIVE["steps"]
+    assert len(lesson08.LIVE["sweep_lengths"]) == 3 and len(lesson08.LIVE["memory_lengths"]) == 2
+
+
+def test_lesson08_target_alone_under_the_clock(monkeypatch):
+    """``--steps target`` (the step tools/gpu_check.py runs): the target setting measured alone, both causal flags."""
+    _t4_plan(monkeypatch)
+    monkeypatch.setattr(lesson08, "TARGET", dict(head_dims=(16,), lengths=(16,), causals=(False, True)))
+    data = _measured(lesson08.KEY, lambda: lesson08.run(progress=False, steps=["target"], tokens=16, hidden=32))
+    assert set(data) - {"clock"} == {"dtype", "target", "tuning"}
+    assert [(r["d"], r["L"], r["causal"]) for r in data["target"]] == [(16, 16, False), (16, 16, True)]
+    assert all(r["ours"]["fwd_ms"] == MS for r in data["target"]) and "cuDNN" in lesson08.report(data)
 
 
 def test_lesson08b_live_holds_what_notebook_08b_reads(monkeypatch):
@@ -174,7 +189,32 @@ def test_lesson09_run_under_the_clock():
     assert [r["rung"] for r in data["ladder"]] == [r.name for r in ladder.RUNGS]
     assert all(r["ms"] == MS and r["predicted_ms"] > 0 and r["loss"] > 0 for r in data["ladder"])
     assert set(data["ops"]) == {ladder.RUNGS[0].name, ladder.RUNGS[-2].name}
-    assert "predicted" in lesson09.report(data)
+    assert all("ms_2x" in r for r in data["ladder"])
+    assert data["headline"] == [data["ladder"][0], data["ladder"][-1]]  # read from the ladder, not measured again
+    assert "predicted" in lesson09.report(data) and "headline: fp32 eager" in lesson09.report(data)
+
+
+def test_lesson09_headline_alone_measures_the_ladders_two_ends(monkeypatch):
+    """``--steps headline`` (the step tools/gpu_check.py runs): the baseline and every habit at once, no profile,
+    no doubled batch, no ladder; an unknown step is refused by name."""
+    from gpulab.capstone import ladder
+    from gpulab.capstone.gpt import GPTConfig
+
+    cfg = GPTConfig(n_layer=1, d_model=32, n_head=2, vocab_size=100, seq_len=16, batch=1)
+    measured = []
+    real = ladder.measure
+    monkeypatch.setattr(
+        ladder, "measure", lambda c, o, **kw: measured.append((c.batch, o, kw["probe"])) or real(c, o, **kw)
+    )
+    data = _measured(lesson09.KEY, lambda: lesson09.run(progress=False, cfg=cfg, rep_ms=1, steps=["headline"]))
+    assert "ladder" not in data and "bias_gelu" not in data
+    assert [r["rung"] for r in data["headline"]] == list(lesson09.HEADLINE_RUNGS)
+    assert lesson09.HEADLINE_RUNGS == (ladder.RUNGS[0].name, ladder.RUNGS[-1].name)
+    assert measured == [(1, ladder.RUNGS[0].options, None), (1, ladder.RUNGS[-1].options, None)]
+    text = lesson09.report(data)
+    assert ladder.RUNGS[-1].name in text and "x1.00 measured" in text  # the clock's one time for both
+    with timing.test_clock(), pytest.raises(ValueError, match="unknown"):
+        lesson09.run(progress=False, cfg=cfg, steps=["ladders"])
 
 
 def test_lesson09_live_skips_a_rung_that_does_not_fit():
@@ -187,6 +227,9 @@ def test_lesson09_live_skips_a_rung_that_does_not_fit():
     )
     assert [r["rung"] for r in data["ladder"]] == [first, second] and data["ops"] == {}
     assert "skipped" in data["ladder"][1] and "out of memory" in lesson09.report(data)
+    assert "headline" not in data  # two rungs of the ladder: its two ends are not among them
+    data = _measured(lesson09.KEY, lambda: lesson09.run(progress=False, cfg=cfg, **lesson09.LIVE))
+    assert [("ms_2x" in r) for r in data["ladder"]] == [False, True]  # the overhead test on the bf16 rung only
 
 
 def test_untimed_takes_the_first_candidate_and_caches_nothing(monkeypatch):

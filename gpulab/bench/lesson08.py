@@ -18,6 +18,12 @@ GPU only. bf16 throughout (fp16 where the GPU planned for has no bf16 tensor cor
 - ``teaching``: the teaching kernel (``kernels.flash_teaching``) against the production kernel piece by piece
   (``TEACHING_STEPS``), forward and backward, at ``TEACHING_SETTINGS`` of the headline shape: what each extra
   piece of the production kernel buys.
+- ``target``: the headline's rows at the lesson's own setting (``TARGET``: d = 128, L = 4096, causal and not), the
+  ones a full run's headline holds, measured alone otherwise: the step ``tools/gpu_check.py`` runs
+  (``HEADLINE_STEPS``), a fraction of the headline's compiles and benchmarks.
+
+The record's ``tuning`` counts where the autotuner's choices of the run came from (``kernels._autotune.origins``:
+timed now, or stored for this GPU).
 
 A few minutes, most of it the autotuner's first benchmarks. ``measure`` times one forward and records
 its peak memory, catching out-of-memory (``run_catching_oom``); ``roofline_points`` places a record's
@@ -34,6 +40,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm.auto import tqdm
 
 from .. import attention, dtypes, plan, timing
+from ..kernels import _autotune
 from ..kernels import flash_attention as F
 from ..kernels import flash_teaching as T
 from ..roofline import KernelPoint
@@ -47,15 +54,18 @@ LENGTHS = (1024, 4096, 16384)
 SWEEP = tuple(2**e for e in range(10, 17))
 SWEEP_SHAPE = dict(B=1, H=16, d=128)
 MEMORY_LENGTHS = SWEEP
-#: What notebook 08 runs live (``run(**LIVE)``, about 30 s on an H200 from a cold cache): the headline at one
-#: non-causal setting, the whole sweep and the memory step at three lengths. All are non-causal, so one set of
-#: forward and backward kernels compiles and the sweep's lengths fall in three autotuning buckets (``l_bucket``).
-#: The rest (every length, head dimension and causal flag, the teaching step) it shows from the recording.
+#: What notebook 08 runs live (``run(**LIVE)``): the headline at one non-causal setting, the sweep at three lengths
+#: (1024, 4096, 16384: a point each side of naive's crossover, the lengths notebook 08 reads; ``sweep_shown`` adds
+#: the recording's other lengths, labelled) and the memory step at two. All are non-causal, so one set of forward
+#: and backward kernels compiles. The rest (every length, head dimension and causal flag, the teaching step) it
+#: shows from the recording. The costly lengths (naive at 32768 reads and writes 34 GB of S and P a call, flash at
+#: 65536 is 35 TFLOP a call) stay in the suite.
 LIVE = dict(
     head_dims=(128,),
     lengths=(4096,),
     causals=(False,),
-    memory_lengths=(2**12, 2**14, 2**16),
+    sweep_lengths=(2**10, 2**12, 2**14),
+    memory_lengths=(2**12, 2**14),
     steps=("headline", "sweep", "memory"),
 )
 #: What notebook 08b runs live (``run(**LIVE_BACKWARD)``): what it draws from a record, the headline at lesson 08's
@@ -284,6 +294,23 @@ def sweep(lengths=SWEEP, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["
     return {"B": B, "H": H, "d": d, "dtype": ch["dtype"], "causal": False, "rows": rows}
 
 
+def sweep_shown(measured: dict | None, recorded: dict | None, recorded_where: str = "") -> dict | None:
+    """The sweep notebook 08 draws: ``measured``'s (a lesson08 record, measured now or recorded) with the rows of
+    every length it lacks from ``recorded``'s sweep (the recording's record) added, each marked ``recorded: True``,
+    and ``recorded_where`` (their label) under that key, when the two sweeps have one shape (B, H, d, dtype); else
+    ``measured``'s sweep as it is (None without one). So a live sweep of ``LIVE``'s three lengths keeps the
+    recording's seven on the figure, each point saying where it was measured."""
+    sw, rec = (measured or {}).get("sweep"), (recorded or {}).get("sweep")
+    if sw is None or rec is None or any(sw[k] != rec[k] for k in ("B", "H", "d", "dtype")):
+        return sw
+    have = {r["L"] for r in sw["rows"]}
+    extra = [{**r, "recorded": True} for r in rec["rows"] if r["L"] not in have]
+    if not extra:
+        return sw
+    rows = sorted(sw["rows"] + extra, key=lambda r: (r["L"], r["method"]))
+    return {**sw, "rows": rows, "recorded_where": recorded_where}
+
+
 def memory(
     lengths=MEMORY_LENGTHS, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["d"], progress: bool = True
 ) -> dict:
@@ -330,7 +357,21 @@ def _memory_row(L: int, B: int, H: int, d: int) -> dict:
     }
 
 
-STEPS = ("headline", "sweep", "memory", "teaching")
+STEPS = ("headline", "sweep", "memory", "teaching", "target")
+#: The lesson's own setting (``target``): d = 128, L = 4096, causal and not.
+TARGET = dict(head_dims=(128,), lengths=(4096,), causals=(False, True))
+#: What ``tools/gpu_check.py`` runs (``python -m gpulab.bench --only lesson08 --steps target``).
+HEADLINE_STEPS = ("target",)
+
+
+def target(rows=None, progress: bool = True, tokens: int = TOKENS, hidden: int = HIDDEN) -> list[dict]:
+    """The headline's rows at ``TARGET`` (ours against SDPA flash and cuDNN, forward and backward): those of ``rows``
+    (a headline of the same run) when it holds every one, else ``headline`` at ``TARGET`` now. GPU only."""
+    want = [(d, L, c) for d in TARGET["head_dims"] for L in TARGET["lengths"] for c in TARGET["causals"]]
+    have = {(r["d"], r["L"], r["causal"]): r for r in rows or ()}
+    if all(w in have for w in want):
+        return [have[w] for w in want]
+    return headline(TARGET["head_dims"], TARGET["lengths"], progress, tokens, hidden, TARGET["causals"])
 
 
 def run(
@@ -347,21 +388,28 @@ def run(
     causals=(False, True),
 ) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU only. ``steps``: a subset of
-    ``STEPS`` (default all); ``python -m gpulab.bench --only lesson08 --steps teaching --record`` merges a partial
-    run into the reference file. ``tokens``, ``hidden``: the headline and teaching shape (``setting_shape``);
-    ``shape``: ``{"B", "H", "d"}`` of the sweep and the memory step; ``teaching_settings``: (d, L) pairs
-    (default ``TEACHING_SETTINGS``); ``causals``: the headline's causal flags. Raises ValueError naming an unknown step."""
+    ``STEPS`` (default all, ``target`` then read from the headline); ``python -m gpulab.bench --only lesson08 --steps
+    teaching --record`` merges a partial run into the reference file. ``tokens``, ``hidden``: the headline and
+    teaching shape (``setting_shape``); ``shape``: ``{"B", "H", "d"}`` of the sweep and the memory step;
+    ``teaching_settings``: (d, L) pairs (default ``TEACHING_SETTINGS``); ``causals``: the headline's causal flags.
+    Raises ValueError naming an unknown step."""
     timing.require_gpu("the lesson08 suite")
     unknown = set(steps or ()) - set(STEPS)
     if unknown:
         raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
+    out = {"dtype": choices(_plan())["dtype"]}
     jobs = {
         "headline": lambda: headline(head_dims, lengths, progress, tokens, hidden, causals),
         "sweep": lambda: sweep(sweep_lengths, **shape, progress=progress),
         "memory": lambda: memory(memory_lengths, **shape, progress=progress),
         "teaching": lambda: teaching(teaching_settings or TEACHING_SETTINGS, progress, tokens, hidden),
+        "target": lambda: target(out.get("headline"), progress, tokens, hidden),
     }
-    return {"dtype": choices(_plan())["dtype"], **{k: jobs[k]() for k in STEPS if steps is None or k in steps}}
+    for k in STEPS:
+        if steps is None or k in steps:
+            out[k] = jobs[k]()
+    out["tuning"] = _autotune.origins("flash_attention")
+    return out
 
 
 TEACHING_SETTINGS = ((128, 4096), (128, 16384))  # (d, L) of the teaching-against-production step, both causal flags
@@ -665,36 +713,52 @@ def memory_report(memory: dict) -> str:
     return "\n".join(lines)
 
 
+def tuning_line(tuning: dict | None) -> str:
+    """Where the autotuner's choices of a record came from (its ``tuning``: {origin: keys}), in one line; "" when
+    the record does not say."""
+    if not tuning:
+        return ""
+    return "autotuner's configs: " + "; ".join(f"{n} {'key' if n == 1 else 'keys'} {o}" for o, n in tuning.items())
+
+
 def report(data: dict, full: bool = False) -> str:
     """The naive/flash sweep (about 10 lines), then two lines on the headline and one on the memory; ``full=True``
-    prints, after the sweep, the headline table, the memory table and the teaching-against-production table."""
+    prints, after the sweep, the headline table, the memory table and the teaching-against-production table. A
+    record without a headline (``--steps target``) shows its target rows as the headline table; the last line says
+    where the autotuner's configs came from, when the record says."""
     parts = [sweep_report(data["sweep"])] if "sweep" in data else []
+    if "target" in data and "headline" not in data:
+        parts.append(headline_report({"headline": data["target"]}))
     if full:
         if "headline" in data:
             parts.append(headline_report(data))
         if "memory" in data:
             parts.append(memory_report(data["memory"]))
         parts.append(teaching_report(data.get("teaching")))
-        return "\n".join(parts)
-    if "headline" in data:
-        leads = cudnn_leads(data["headline"])
-        ratios = [r[k] for r in data["headline"] for k in ("fwd_ratio", "bwd_ratio") if k in r]
-        below = sum(r < 1.0 for r in ratios)
-        parts.append(
-            f"headline: ours / SDPA flash {min(ratios):.2f}x to {max(ratios):.2f}x"
-            f"{f' ({below} ratios BELOW TARGET 1.0)' if below else ''}\n  cuDNN ahead of ours in "
-            f"{leads['fwd'][0]} of {leads['fwd'][1]} forward, {leads['bwd'][0]} of {leads['bwd'][1]} "
-            "backward settings"
-            if ratios
-            else "headline: no ratios"
-        )
-    if data.get("memory", {}).get("rows"):
-        per_token = [r["peak_bytes"] / r["L"] for r in data["memory"]["rows"]]
-        lo, hi = f"{min(per_token):.0f}", f"{max(per_token):.0f}"
-        parts.append(f"memory: peak {lo} B/token at every L" if lo == hi else f"memory: peak {lo} to {hi} B/token")
-    if "teaching" in data and not parts:  # a teaching-only run: its table is the report
-        parts.append(teaching_report(data["teaching"]))
-    return "\n".join(parts)
+    else:
+        if "headline" in data:
+            parts.append(_headline_summary(data["headline"]))
+        if data.get("memory", {}).get("rows"):
+            per_token = [r["peak_bytes"] / r["L"] for r in data["memory"]["rows"]]
+            lo, hi = f"{min(per_token):.0f}", f"{max(per_token):.0f}"
+            parts.append(f"memory: peak {lo} B/token at every L" if lo == hi else f"memory: peak {lo} to {hi} B/token")
+        if "teaching" in data and not parts:  # a teaching-only run: its table is the report
+            parts.append(teaching_report(data["teaching"]))
+    return "\n".join(parts + [line for line in [tuning_line(data.get("tuning"))] if line])
+
+
+def _headline_summary(rows: list[dict]) -> str:
+    """Two lines: the range of ours / SDPA flash over the headline ``rows`` and how many settings cuDNN leads."""
+    leads = cudnn_leads(rows)
+    ratios = [r[k] for r in rows for k in ("fwd_ratio", "bwd_ratio") if k in r]
+    if not ratios:
+        return "headline: no ratios"
+    below = sum(r < 1.0 for r in ratios)
+    return (
+        f"headline: ours / SDPA flash {min(ratios):.2f}x to {max(ratios):.2f}x"
+        f"{f' ({below} ratios BELOW TARGET 1.0)' if below else ''}\n  cuDNN ahead of ours in "
+        f"{leads['fwd'][0]} of {leads['fwd'][1]} forward, {leads['bwd'][0]} of {leads['bwd'][1]} backward settings"
+    )
 
 
 def launch_report(sweep: dict) -> str:

@@ -148,6 +148,11 @@ def bias_gelu_times(M: int = 8192, N: int = 3072, rep_ms: float = 100) -> dict:
     return dict(M=M, N=N, **ms, copy_tbps=8 * M * N / (copy * 1e-3) / 1e12)
 
 
+STEPS = ("ladder", "bias_gelu", "headline")
+#: The ladder's two ends: the baseline and every habit at once (the step ``tools/gpu_check.py`` runs).
+HEADLINE_RUNGS = (ladder.RUNGS[0].name, ladder.RUNGS[-1].name)
+
+
 def run(
     progress: bool = True,
     cfg=None,
@@ -155,74 +160,98 @@ def run(
     rungs=None,
     ops: bool = True,
     need_bytes=None,
-    doubled: bool = True,
+    doubled: bool | tuple = True,
     bias_gelu: bool = True,
+    steps=None,
 ) -> dict:
     """Measure the ladder and the profiled groups of the module docstring for ``cfg`` (a ``GPTConfig``, default
     GPT-2 small); returns a JSON-able dict. ``rep_ms``: do_bench's repeat budget per rung; ``rungs``: names of
     ``ladder.RUNGS`` to measure (default all); ``ops``: whether to keep the profiled groups and operators;
     ``need_bytes``: ``{rung name: bytes}`` a rung needs (a recording's peak), and a rung that does not fit the
     plan's memory is recorded as ``{"rung", "skipped": reason}``, not run (its doubled batch needs twice, and is
-    None where that does not fit); ``doubled``: measure ``ms_2x``; ``bias_gelu``: time ``bias_gelu_times`` at
-    (batch x seq_len, 4 d_model), the MLP's activations. GPU only."""
+    None where that does not fit); ``doubled``: measure ``ms_2x`` (True: every rung; a tuple: those rungs);
+    ``bias_gelu``: time ``bias_gelu_times`` at (batch x seq_len, 4 d_model), the MLP's activations. ``steps``: a
+    subset of ``STEPS`` (default all): ``ladder`` as above, ``bias_gelu``, and ``headline``, the rows of
+    ``HEADLINE_RUNGS`` (read from the ladder where it ran them, else measured alone: no profile, no doubled batch;
+    without ``steps``, only read, and left out where ``rungs`` leaves one out).
+    Raises ValueError naming an unknown step. GPU only."""
     timing.require_gpu("lesson 09's suite")
+    unknown = set(steps or ()) - set(STEPS)
+    if unknown:
+        raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
     cfg = cfg or GPT2_SMALL
     spec = hardware.get("H200")
     mine, ceilings_where = explain.ceilings()
     us, launch_where = explain.launch_us()
-    rows, profiled, table = [], {}, {}
-    kept = (ladder.RUNGS[0].name, ladder.RUNGS[-2].name) if ops else ()
-    for rung in tqdm(ladder.RUNGS, desc="lesson09 ladder", disable=not progress):
-        if rungs is not None and rung.name not in rungs:
-            continue
-        need = (need_bytes or {}).get(rung.name, 0)
-        if not plan.current().fits(need):
-            rows.append(dict(rung=rung.name, skipped=plan.current().skip_reason(need)))
-            continue
-        row = dict(
-            rung=rung.name,
-            habit=rung.habit,
-            lesson=rung.lesson,
-            predicted_ms=ladder.predict(cfg, rung.options, spec)["ms"],
-            predicted_profile_ms=ladder.predict(cfg, rung.options, mine, overhead_us=us)["ms"],
-        )
-        m = ladder.measure(cfg, rung.options, rep_ms=rep_ms, probe=profile_step)
-        prof = m.pop("probe")
-        row.update(m, gpu_busy_ms=prof["gpu_busy_ms"], kernels=prof["kernels"])
-        if rung.name in kept:
-            profiled[rung.name], table[rung.name] = prof["groups"], prof["op_times"]
-        if doubled:
-            twice = dataclasses.replace(cfg, batch=2 * cfg.batch)
-            fits = plan.current().fits(2 * need)
-            row["ms_2x"] = ladder.measure(twice, rung.options, rep_ms=rep_ms)["ms"] if fits else None
-        rows.append(row)
-    return dict(
-        config=dataclasses.asdict(cfg),
-        spec=spec.name,
-        profile=ceilings_where,
-        launch_us=us,
-        launch_where=launch_where,
-        ladder=rows,
-        ops=profiled,
-        op_times=table,
-        ops_counting=OPS_COUNTING,
-        **(
-            {"bias_gelu": bias_gelu_times(cfg.batch * cfg.seq_len, 4 * cfg.d_model, rep_ms=min(rep_ms, 100))}
-            if bias_gelu
-            else {}
-        ),
+    out = dict(config=dataclasses.asdict(cfg), spec=spec.name, profile=ceilings_where, launch_us=us)
+    out.update(launch_where=launch_where, ops_counting=OPS_COUNTING)
+    measure = dict(cfg=cfg, spec=spec, mine=mine, us=us, rep_ms=rep_ms, need_bytes=need_bytes or {})
+    if steps is None or "ladder" in steps:
+        kept = (ladder.RUNGS[0].name, ladder.RUNGS[-2].name) if ops else ()
+        rows, profiled, table = [], {}, {}
+        for rung in tqdm(ladder.RUNGS, desc="lesson09 ladder", disable=not progress):
+            if rungs is not None and rung.name not in rungs:
+                continue
+            twice = doubled is True or rung.name in (doubled or ())
+            row, prof = _rung_row(rung, profile=True, doubled=twice, **measure)
+            if rung.name in kept and prof:
+                profiled[rung.name], table[rung.name] = prof["groups"], prof["op_times"]
+            rows.append(row)
+        out.update(ladder=rows, ops=profiled, op_times=table)
+    if (steps is None or "bias_gelu" in steps) and bias_gelu:
+        out["bias_gelu"] = bias_gelu_times(cfg.batch * cfg.seq_len, 4 * cfg.d_model, rep_ms=min(rep_ms, 100))
+    have = {r["rung"]: r for r in out.get("ladder", ())}
+    if steps is not None and "headline" in steps:
+        out["headline"] = [
+            have.get(name) or _rung_row(_RUNG[name], profile=False, doubled=False, **measure)[0]
+            for name in HEADLINE_RUNGS
+        ]
+    elif all(name in have for name in HEADLINE_RUNGS):
+        out["headline"] = [have[name] for name in HEADLINE_RUNGS]
+    return out
+
+
+_RUNG = {r.name: r for r in ladder.RUNGS}
+
+
+def _rung_row(rung, cfg, spec, mine, us, rep_ms, need_bytes, profile: bool, doubled: bool) -> tuple[dict, dict]:
+    """One rung of the ladder: ``(row, profile_step's result or {})``; the row says ``skipped`` (and nothing is
+    run) where the rung's ``need_bytes`` do not fit the plan."""
+    need = need_bytes.get(rung.name, 0)
+    if not plan.current().fits(need):
+        return dict(rung=rung.name, skipped=plan.current().skip_reason(need)), {}
+    row = dict(
+        rung=rung.name,
+        habit=rung.habit,
+        lesson=rung.lesson,
+        predicted_ms=ladder.predict(cfg, rung.options, spec)["ms"],
+        predicted_profile_ms=ladder.predict(cfg, rung.options, mine, overhead_us=us)["ms"],
     )
+    m = ladder.measure(cfg, rung.options, rep_ms=rep_ms, probe=profile_step if profile else None)
+    prof = m.pop("probe", {})
+    row.update(m)
+    if profile:
+        row.update(gpu_busy_ms=prof["gpu_busy_ms"], kernels=prof["kernels"])
+    if doubled:
+        twice = dataclasses.replace(cfg, batch=2 * cfg.batch)
+        fits = plan.current().fits(2 * need)
+        row["ms_2x"] = ladder.measure(twice, rung.options, rep_ms=rep_ms)["ms"] if fits else None
+    return row, prof
 
 
-#: What notebook 09 runs live (``run(**LIVE, need_bytes=...)``): the first two rungs, which compile nothing, each
-#: also at twice the batch (the overhead test).
-LIVE = dict(rungs=("fp32 eager, naive attention", "+ bf16 autocast"), ops=False, bias_gelu=False)
+#: What notebook 09 runs live (``run(**LIVE, need_bytes=...)``): the first two rungs, which compile nothing, and the
+#: second also at twice the batch (the overhead test; the suite doubles every rung, the fp32 one at 0.4 s a step).
+LIVE = dict(
+    rungs=("fp32 eager, naive attention", "+ bf16 autocast"), ops=False, bias_gelu=False, doubled=("+ bf16 autocast",)
+)
 OPS_COUNTING = "operators"  # how ``ops`` was summed: ``group_times`` (each kernel once)
 
 
 def report(data: dict) -> str:
     """The suite's record as a short table: per rung the predictions (datasheet; measured ceilings where the
-    record has them), the wall time, the GPU-busy time, the doubled batch's time and the peak memory."""
+    record has them), the wall time, the GPU-busy time, the doubled batch's time and the peak memory; the rows of
+    the ``headline`` where the record has no ``ladder`` (``--steps headline``); then the headline's speed-up,
+    measured and predicted, where both its rows ran."""
     lines = [
         f"GPT-2 small step, {data['config']['batch']}x{data['config']['seq_len']} tokens; predicted on the "
         f"{data['spec']} datasheet and on {data.get('profile') or 'no measured profile'}",
@@ -232,7 +261,7 @@ def report(data: dict) -> str:
     def ms(v):
         return f"{v:.2f}" if v is not None else "-"
 
-    for r in data["ladder"]:
+    for r in data.get("ladder") or data.get("headline") or []:
         if "skipped" in r:
             lines.append(f"  {r['rung']:28} out of memory, not run: {r['skipped']}")
             continue
@@ -245,4 +274,11 @@ def report(data: dict) -> str:
             continue
         top = sorted(groups.items(), key=lambda kv: -kv[1])[:4]
         lines.append(f"  profiled ({name}): " + ", ".join(f"{g} {ms:.1f} ms" for g, ms in top))
+    ends = [r for r in data.get("headline", []) if "skipped" not in r]
+    if len(ends) == 2:
+        first, last = ends
+        lines.append(
+            f"  headline: {first['rung']} -> {last['rung']}: x{first['ms'] / last['ms']:.2f} measured, "
+            f"x{first['predicted_ms'] / last['predicted_ms']:.2f} predicted"
+        )
     return "\n".join(lines)

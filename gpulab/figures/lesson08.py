@@ -127,7 +127,8 @@ def gib(b) -> float | None:
 class NaiveVsFlashExplorer:
     """Lesson 08's sweep slider: pick L = 2**k; see the extra memory of naive and flash attention (the model,
     and the measurement where ``data`` has one) and their forward times (measured or recorded only), for the
-    suite's sweep shape. ``data``: the ``sweep`` record of ``gpulab.bench.lesson08.run`` (None: model only).
+    suite's sweep shape. ``data``: the ``sweep`` record of ``gpulab.bench.lesson08.run`` (None: model only); at a
+    length whose rows are marked ``recorded`` (``lesson08.sweep_shown``) the title says ``recorded_where``.
     ``.widget`` is the container, ``.live.fig`` the figure, ``.k`` the slider."""
 
     METHODS = ("naive", "flash")
@@ -196,10 +197,13 @@ class NaiveVsFlashExplorer:
         peak = [gib(rows[m]["peak_bytes"]) if m in rows else None for m in self.METHODS]
         ms = [rows[m]["ms"] if m in rows else None for m in self.METHODS]
         ooms = [m for m in self.METHODS if rows.get(m, {}).get("oom")]
+        where = (
+            self.data.get("recorded_where", self.where) if any(r.get("recorded") for r in rows.values()) else self.where
+        )
         if ooms:
-            note = f"{', '.join(ooms)}: out of memory at this L (caught, not a crash)<br>{self.where}"
+            note = f"{', '.join(ooms)}: out of memory at this L (caught, not a crash)<br>{where}"
         elif rows:
-            note = self.where
+            note = where
         else:
             note = "no recording yet: the model only"
 
@@ -228,7 +232,9 @@ class NaiveVsFlashExplorer:
 def naive_flash_figure(sweep: dict | None, where: str = "", lengths=tuple(2**e for e in range(10, 17))):
     """Naive against flash attention, forward: extra peak memory (GiB, the model dotted; measured points;
     out-of-memory crosses at the model's value) and time (ms) against L, both log axes. ``sweep``: the
-    ``sweep`` record of ``gpulab.bench.lesson08`` (None: the model alone, for B=1, H=16, d=128, bf16)."""
+    ``sweep`` record of ``gpulab.bench.lesson08`` (None: the model alone, for B=1, H=16, d=128, bf16); rows marked
+    ``recorded`` (``lesson08.sweep_shown``: lengths taken from the recording) are open markers and dashed lines,
+    labelled with the sweep's ``recorded_where``."""
     sw = sweep or {"B": 1, "H": 16, "d": 128}
     lengths = list(lengths)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("extra peak memory (GiB)", "forward time (ms)"))
@@ -245,25 +251,31 @@ def naive_flash_figure(sweep: dict | None, where: str = "", lengths=tuple(2**e f
         )
         if sweep:
             rows = [r for r in sw["rows"] if r["method"] == m]
-            ok = [r for r in rows if not r["oom"]]
-            fig.add_scatter(
-                x=[r["L"] for r in ok],
-                y=[r["peak_bytes"] / 2**30 for r in ok],
-                mode="markers",
-                name=f"{m}, measured",
-                marker=dict(color=c),
-                row=1,
-                col=1,
-            )
-            fig.add_scatter(
-                x=[r["L"] for r in ok],
-                y=[r["ms"] for r in ok],
-                mode="lines+markers",
-                name=f"{m}, time",
-                line=dict(color=c),
-                row=1,
-                col=2,
-            )
+            for recorded in (False, True):  # measured with the sweep; added from the recording (open markers)
+                ok = [r for r in rows if not r["oom"] and bool(r.get("recorded")) == recorded]
+                if recorded and not ok:
+                    continue
+                how = "recorded" if recorded else "measured"
+                marker = dict(color=c, symbol="circle-open" if recorded else "circle", size=9 if recorded else 7)
+                fig.add_scatter(
+                    x=[r["L"] for r in ok],
+                    y=[r["peak_bytes"] / 2**30 for r in ok],
+                    mode="markers",
+                    name=f"{m}, {how}",
+                    marker=marker,
+                    row=1,
+                    col=1,
+                )
+                fig.add_scatter(
+                    x=[r["L"] for r in ok],
+                    y=[r["ms"] for r in ok],
+                    mode="lines+markers",
+                    name=f"{m}, time" + (", recorded" if recorded else ""),
+                    line=dict(color=c, dash="dash" if recorded else "solid"),
+                    marker=marker,
+                    row=1,
+                    col=2,
+                )
             oom = [r for r in rows if r["oom"]]
             if oom:
                 fig.add_scatter(
@@ -280,6 +292,8 @@ def naive_flash_figure(sweep: dict | None, where: str = "", lengths=tuple(2**e f
     fig.update_xaxes(type="log", title="L (tokens)", tickvals=lengths, ticktext=ticks)
     fig.update_yaxes(type="log", dtick=1)
     note = where if sweep else "model only: no measurement recorded yet"
+    if sweep and sweep.get("recorded_where"):
+        note += f"<br>open markers: {sweep['recorded_where']}"
     dtype = sw.get("dtype", "bf16")
     fig.update_layout(
         title=dict(

@@ -148,6 +148,15 @@ def chosen(kernel: str) -> dict:
     return {k[1:]: v for k, v in _CACHE.items() if k[0] == kernel}
 
 
+def origins(kernel: str) -> dict:
+    """Where each choice of one kernel came from (``origin``): ``{origin: number of keys}``."""
+    out: dict = {}
+    for k, v in _ORIGIN.items():
+        if k[0] == kernel:
+            out[v] = out.get(v, 0) + 1
+    return out
+
+
 def clear() -> None:
     """Forget every choice of this process and the stores as read (the next launch of each key takes a stored choice
     or is timed again)."""
