@@ -47,9 +47,12 @@ site: setup
 	$(VPY) tools/build_site.py --out site
 
 # On a GPU machine, from the project root, with gpulab's dependencies importable by $(GPU_PYTHON) (no setup, no
-# .venv): `make gpu-check` runs every part in order; `make gpu-check PART=notebooks` (or `make gpu-check-notebooks`)
-# one part, each fits one 10-minute run. Parts: tests, notebooks, emulated, suites, status. ONLY=08,09 restricts the
-# notebooks and suites to some lessons; GPU_CHECK_ARGS passes further options (--rest, --budget S, --out DIR, --jobs N).
+# .venv): `make gpu-check` runs every part in order, each only its entries not proven on the tree now (their files
+# changed, they failed, never run; docs/gpu-check.md); `make gpu-check PART=notebooks` (or `make gpu-check-notebooks`)
+# one part, each fits one 10-minute run. Parts: tests, notebooks, emulated, suites; also proof (tests, emulated and
+# suites at once, then the notebooks alone, within --budget), status and plan (no GPU needed). ONLY=08,09 restricts
+# the notebooks, emulated runs and suites to some lessons; GPU_CHECK_ARGS passes further options (--all-entries,
+# --budget S, --out DIR, --jobs N, --workers N).
 GPU_PYTHON ?= python3
 PART       ?= all
 GPU_CHECK  = $(GPU_PYTHON) tools/gpu_check.py $(1) $(if $(ONLY),--only $(ONLY)) $(GPU_CHECK_ARGS)

@@ -80,6 +80,7 @@ FAKE = {
     "gpulab/figures/lesson05.py": "from ..kernels import sincos\n\n\ndef g():\n    return sincos.COUNT\n",
     "gpulab/kernels/__init__.py": "import gpulab\n",
     "gpulab/kernels/sincos.py": "import triton\n\nCOUNT = 2\n",
+    "gpulab/kernels/store.py": "import torch\n\n\ndef name():\n    return torch.cuda.get_device_name(0)\n",
     "gpulab/bench/__init__.py": "",
     "gpulab/bench/__main__.py": (
         'import gpulab\nfrom gpulab import reference\nCORE = "ceilings"\n'
@@ -91,8 +92,10 @@ FAKE = {
     "notebooks/05_recompute.ipynb": NB("from gpulab import figures, reference", "figures.lesson05.g()", "%time 1"),
     "tests/__init__.py": "",
     "tests/conftest.py": (
-        "import pytest\n\n\n@pytest.fixture\ndef browser():\n    from tests import helper\n\n    return helper\n"
+        "import pytest\n\nfrom gpulab.kernels import store\n\n\n"
+        "@pytest.fixture\ndef browser():\n    from tests import helper\n\n    return helper\n"
     ),
+    "tests/test_store.py": "from gpulab.kernels import store\n\n\ndef test_n():\n    assert store.name()\n",
     "tests/helper.py": "import subprocess\n",
     "tests/fixtures/case.txt": "x\n",
     "tests/test_fig04.py": (
@@ -119,7 +122,7 @@ FAKE = {
     "tools/build.py": "X = 1\n",
     ".gitignore": "__pycache__/\nbuild/\n",
 }
-GPU_TESTS = ["tests/test_fig04.py", "tests/test_marked_bad.py", "tests/test_sincos.py"]
+GPU_TESTS = ["tests/test_fig04.py", "tests/test_marked_bad.py", "tests/test_sincos.py", "tests/test_store.py"]
 
 
 def _fake_tree(root: Path, files: dict = FAKE) -> Path:
@@ -156,7 +159,7 @@ def test_entries_of_the_fake_tree(fake):
     assert tree.items("suites") == ["ceilings", "lesson04", "lesson05"]
     assert gc.suite_list(fake) == [("ceilings", ()), ("lesson04", ("headline",)), ("lesson05", ("ways",))]
     gpu, other = tree.tests()
-    assert gpu == GPU_TESTS
+    assert gpu == GPU_TESTS  # test_store imports what every test imports (conftest's), itself: it is scanned
     assert other == {
         "tests/test_marked.py": "marked cpu_same",
         "tests/test_pure.py": "reaches no device word",
@@ -836,7 +839,7 @@ def test_proof_runs_the_three_parts_then_the_notebooks_with_the_time_left(three)
     ctx = _ctx(three, m, budget_s=400)
     ctx.runner = runner
     pl = gc.run_proof(ctx, concurrent_parts=False)
-    work = {"tests": 3 * 40.0, "emulated": 9 * 60.0, "suites": 3 * 60.0}  # nothing recorded: the defaults
+    work = {"tests": len(GPU_TESTS) * 40.0, "emulated": 9 * 60.0, "suites": 3 * 60.0}  # nothing recorded: defaults
     assert pl["slots"] == gc.share_slots(work, max(1, (os.cpu_count() or 16) - 1))
     phase2 = [c for c in m.calls if "--nbval-lax" in c[1] and "GPULAB_AS_GPU" not in c[2]]
     assert m.calls[-3:] == phase2 and len(m.calls) == 1 + 9 + 3 + 3  # the notebooks last, alone

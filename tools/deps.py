@@ -38,8 +38,8 @@ A test file is **CPU-same** (``Graph.cpu_same``) when running it on a GPU proves
   ``triton.``, ``import triton``, ``ON_GPU``, ``DEVICE``, ``gpulab.MODE``, ``gpulab.size(``, ``live(``,
   ``plan.current(``, ``compute_capability()``; comments and docstrings aside) and no file of tests/ among them
   starts a process or executes code it reads (``RUNS_RE``). What every test imports (``common``: ``import
-  gpulab`` and ``tests/conftest.py``'s module-level imports) is left out of the scan: what it chooses reaches a
-  test only through a device word; or
+  gpulab`` and ``tests/conftest.py``'s module-level imports) is left out of the scan, unless the file (or a helper)
+  imports it itself: what it chooses reaches a test only through a device word; or
 - it says so, ``pytest.mark.cpu_same`` in its ``pytestmark``, and ``mark_refused`` finds nothing: neither it nor a
   helper of tests/ it imports names a device word or runs something, nor imports a module of ``LAUNCHERS``
   (kernels, checkers, suites, the capstone) or one whose own code names a device word. The mark is for a file whose
@@ -455,18 +455,23 @@ class Graph:
                 starts += sorted(self.conftest_imports(conf, rel))
         return self.closure(starts + sorted(leaves), leaves=leaves)
 
-    def mark_refused(self, rel: str) -> str | None:
-        """Why test file ``rel`` may not claim ``cpu_same`` by its mark (None when it may): it, or a helper of tests/
-        it imports, names a device word (``DEVICE_RE``) or runs something (``RUNS_RE``), or imports a module of
-        ``LAUNCHERS`` or one whose own code names a device word (``import gpulab`` and what it imports aside). The
-        mark covers what the automatic rule cannot see: a file whose imports reach the device in functions it
-        never calls (a figure module importing a kernel module for its hand counts)."""
+    def _helpers(self, rel: str) -> set[str]:
+        """Test file ``rel`` and the files of tests/ it imports, through files of tests/ only (conftest aside)."""
         helpers, todo = {rel}, [rel]
         while todo:
             for d in self.direct(todo.pop()):
                 if d.startswith("tests/") and d.endswith(".py") and not d.endswith("conftest.py") and d not in helpers:
                     helpers.add(d)
                     todo.append(d)
+        return helpers
+
+    def mark_refused(self, rel: str) -> str | None:
+        """Why test file ``rel`` may not claim ``cpu_same`` by its mark (None when it may): it, or a helper of tests/
+        it imports, names a device word (``DEVICE_RE``) or runs something (``RUNS_RE``), or imports a module of
+        ``LAUNCHERS`` or one whose own code names a device word (``import gpulab`` and what it imports aside). The
+        mark covers what the automatic rule cannot see: a file whose imports reach the device in functions it
+        never calls (a figure module importing a kernel module for its hand counts)."""
+        helpers = self._helpers(rel)
         boot = self.closure([GPULAB_IMPORT])
         for f in sorted(helpers):
             code = self.code(f)
@@ -557,7 +562,10 @@ class Graph:
             return (False, f"marked cpu_same, but {refused}") if refused else (True, "marked cpu_same")
         if "skipif(gpulab.ON_GPU)" in marks:
             return True, "skips itself on a GPU"
-        for f in sorted(self.test_file(rel) - self.common()):
+        helpers = self._helpers(rel)
+        named = set().union(*(self.direct(f) for f in helpers))  # what it imports itself is scanned, common or not
+        scanned = (self.test_file(rel) - self.common()) | (named - self.closure([GPULAB_IMPORT])) | helpers
+        for f in sorted(scanned):
             if not f.endswith(".py"):
                 continue  # data, fixtures and notebooks read as files are the same bytes on any machine
             code = self.code(f)
