@@ -49,3 +49,27 @@ def test_the_notebooks_live_call_under_the_test_clock():
     with timing.test_clock(ms=1.0):
         rec = lesson10.run(progress=False, **{**lesson10.LIVE, "link_sizes": (1024,), "overlap_bytes": 1024})
     assert "collectives" not in rec and len(rec["link"]) == 4
+
+
+def test_steps_run_apart_and_every_copy_takes_the_short_budgets(monkeypatch):
+    """``--steps link`` (the step tools/gpu_check.py runs) times the copies alone; each timing asks do_bench for
+    ``TIMING``'s budgets; an unknown step is refused by name."""
+    budgets = []
+    real = timing.time_ms
+
+    def time_ms(fn, **kw):
+        budgets.append(kw)
+        return real(fn, **kw)
+
+    monkeypatch.setattr(timing, "time_ms", time_ms)
+    with timing.test_clock(ms=1.0):
+        rec = lesson10.run(progress=False, link_sizes=(1024,), overlap_bytes=1024, steps=["link"])
+        assert set(rec) == {"gpu", "link", "clock"} and len(rec["link"]) == 4
+        assert budgets == [lesson10.TIMING] * 4 and lesson10.HEADLINE_STEPS == ("link",)
+        text = lesson10.report(rec)
+        assert "H2D pinned" in text and "overlap" not in text
+        rec = lesson10.run(progress=False, link_sizes=(1024,), overlap_bytes=1024, steps=["overlap"])
+        assert "link" not in rec and "overlap" in lesson10.report(rec)
+        assert budgets[4:] == [lesson10.TIMING] * 3  # the copy, the matmul, both at once (matmul_n given here: 64)
+        with pytest.raises(ValueError, match="unknown"):
+            lesson10.run(progress=False, steps=["links"])

@@ -12,7 +12,10 @@
   together: how much of the copy the kernel hides.
 
 ``run()`` records ``link`` and ``overlap`` on one GPU, and ``collectives`` with NCCL when the machine has two
-GPUs or more (the multi-GPU recording; where it is missing the lesson says so).
+GPUs or more (the multi-GPU recording; where it is missing the lesson says so). ``STEPS`` name the three;
+``HEADLINE_STEPS`` (what ``tools/gpu_check.py`` runs) is the link, the lesson's measurement. Each copy and the
+overlap are timed with a 25 ms warm-up and a 100 ms repeat budget (``TIMING``): hundreds of launches for a small
+copy, and do_bench's floor of a few for a 1 GiB one.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ NCCL_SIZES = tuple(2**k for k in range(10, 31, 2))
 #: recording is the suite's); everywhere gloo on 2 and 4 CPU processes, small messages, a few repetitions.
 LIVE = dict(link_sizes=(2**12, 2**16, 2**20, 2**24, 2**28), overlap_bytes=2**28, nccl=False)
 LIVE_COLLECTIVES = dict(ps=(2, 4), sizes=COLLECTIVE_SIZES, reps=5)
+TIMING = dict(warmup_ms=25, rep_ms=100)  # do_bench's budgets for each copy and each overlap timing
+STEPS = ("link", "overlap", "collectives")
+HEADLINE_STEPS = ("link",)
 
 
 # ---- collectives -----------------------------------------------------------------------------------------
@@ -139,7 +145,7 @@ def link(sizes=LINK_SIZES, progress: bool = False) -> list[dict]:
                 ("H2D", lambda: dbuf.copy_(hbuf, non_blocking=pinned)),
                 ("D2H", lambda: hbuf.copy_(dbuf, non_blocking=pinned)),
             ):
-                t = timing.time_ms(fn)
+                t = timing.time_ms(fn, **TIMING)
                 rows.append(dict(direction=direction, pinned=pinned, n_bytes=n, ms=t.median_ms, gbps=t.rate(n, 1e9)))
     return rows
 
@@ -167,7 +173,7 @@ def overlap(n_bytes: int = 2**28, matmul_n: int | None = None) -> dict:
     dtype = torch.bfloat16 if gpulab.ON_GPU else torch.float32
     hbuf, dbuf = _host(n_bytes, True), torch.empty(n_bytes, dtype=torch.uint8, device=dev)
     copy = lambda: dbuf.copy_(hbuf, non_blocking=True)  # noqa: E731
-    t_copy = timing.time_ms(copy).median_ms
+    t_copy = timing.time_ms(copy, **TIMING).median_ms
     if matmul_n is None:
         matmul_n = 64 if not gpulab.ON_GPU else _matmul_n_for(t_copy, dev)
     a = torch.randn(matmul_n, matmul_n, device=dev, dtype=dtype)
@@ -186,8 +192,8 @@ def overlap(n_bytes: int = 2**28, matmul_n: int | None = None) -> dict:
         _wait(cur, s_copy)
         _wait(cur, s_kernel)
 
-    t_kernel = timing.time_ms(kernel).median_ms
-    t_both = timing.time_ms(both).median_ms
+    t_kernel = timing.time_ms(kernel, **TIMING).median_ms
+    t_both = timing.time_ms(both, **TIMING).median_ms
     serial = t_copy + t_kernel
     return dict(
         n_bytes=n_bytes,
@@ -205,7 +211,7 @@ def _matmul_n_for(target_ms: float, dev: str) -> int:
     best, best_gap = 1024, float("inf")
     for n in (1024, 2048, 4096, 8192, 16384):
         a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-        t = timing.time_ms(lambda: a @ a, rep_ms=50).median_ms
+        t = timing.time_ms(lambda: a @ a, warmup_ms=10, rep_ms=50).median_ms
         if abs(t - target_ms) < best_gap:
             best, best_gap = n, abs(t - target_ms)
         if t > target_ms:
@@ -213,17 +219,28 @@ def _matmul_n_for(target_ms: float, dev: str) -> int:
     return best
 
 
-def run(progress: bool = True, link_sizes=LINK_SIZES, overlap_bytes: int = 2**28, nccl: bool | None = None) -> dict:
+def run(
+    progress: bool = True,
+    link_sizes=LINK_SIZES,
+    overlap_bytes: int = 2**28,
+    nccl: bool | None = None,
+    steps=None,
+) -> dict:
     """Lesson 10's record: ``link`` and ``overlap`` on this GPU, ``collectives`` with NCCL over the GPUs when
-    there are two or more (``nccl``: None decides by the GPU count), and ``gpu``. GPU only."""
+    there are two or more (``nccl``: None decides by the GPU count), and ``gpu``. ``steps``: a subset of ``STEPS``
+    (default all). Raises ValueError naming an unknown step. GPU only."""
     timing.require_gpu("lesson 10's suite")
-    out = dict(
-        gpu=torch.cuda.get_device_name(0) if gpulab.ON_GPU else "test clock",
-        link=link(link_sizes, progress),
-        overlap=overlap(overlap_bytes),
-    )
+    unknown = set(steps or ()) - set(STEPS)
+    if unknown:
+        raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
+    want = set(STEPS if steps is None else steps)
+    out = dict(gpu=torch.cuda.get_device_name(0) if gpulab.ON_GPU else "test clock")
+    if "link" in want:
+        out["link"] = link(link_sizes, progress)
+    if "overlap" in want:
+        out["overlap"] = overlap(overlap_bytes)
     gpus = torch.cuda.device_count() if gpulab.ON_GPU else 0
-    if nccl if nccl is not None else gpus >= 2:
+    if "collectives" in want and (nccl if nccl is not None else gpus >= 2):
         ps = tuple(p for p in (2, 4, 8) if p <= gpus)
         out["collectives"] = collectives(ps, NCCL_SIZES, reps=20, backend="nccl")
     return timing.stamp(out)
@@ -231,18 +248,19 @@ def run(progress: bool = True, link_sizes=LINK_SIZES, overlap_bytes: int = 2**28
 
 def report(data: dict) -> str:
     """A short table of a record of ``run``: the largest copy's bandwidth per direction and memory, and the
-    overlap."""
+    overlap, each where the record has it."""
     lines = [f"host-device link on {data.get('gpu', '?')}:"]
-    big = max(r["n_bytes"] for r in data["link"])
-    for r in data["link"]:
+    big = max((r["n_bytes"] for r in data.get("link", [])), default=None)
+    for r in data.get("link", []):
         if r["n_bytes"] == big:
             kind = "pinned" if r["pinned"] else "pageable"
             lines.append(f"  {r['direction']} {kind:8} {big / 2**20:8.0f} MiB: {r['gbps']:7.2f} GB/s")
-    o = data["overlap"]
-    lines.append(
-        f"overlap: copy {o['copy_ms']:.3f} ms, matmul {o['kernel_ms']:.3f} ms, both on two streams {o['both_ms']:.3f}"
-        f" ms (serial {o['serial_ms']:.3f}): {o['hidden']:.0%} of the shorter hidden"
-    )
+    o = data.get("overlap")
+    if o:
+        lines.append(
+            f"overlap: copy {o['copy_ms']:.3f} ms, matmul {o['kernel_ms']:.3f} ms, both on two streams "
+            f"{o['both_ms']:.3f} ms (serial {o['serial_ms']:.3f}): {o['hidden']:.0%} of the shorter hidden"
+        )
     if "collectives" in data:
         lines.append(f"collectives: {data['collectives']['where']}")
     return "\n".join(lines)

@@ -24,6 +24,9 @@ MATMUL_SIZES = (256, 512, 1024, 2048, 4096, 8192)
 # What notebook 01 measures live: one vector size of each elementwise kernel below and one above the L2,
 # and the matmuls from the CPU-bound to the compute-bound.
 LIVE = dict(vector_sizes=(2**20, 2**28), matmul_sizes=(512, 2048, 8192))
+# do_bench's budgets for each point and ratio (ms): hundreds of launches of a microsecond kernel, sixty of a 2 ms
+# matmul; the ceilings themselves (``device.measure_profile``) take longer budgets.
+TIMING = dict(warmup_ms=25, rep_ms=100)
 
 
 def roofline(progress: bool = True, vector_sizes=VECTOR_SIZES, matmul_sizes=MATMUL_SIZES, matmul_n: int = 8192) -> dict:
@@ -51,10 +54,10 @@ def above_roof(profile: dict, points, l2_bytes: float | None = None, slack: floa
 
 
 def roofline_points(progress: bool = True, vector_sizes=VECTOR_SIZES, matmul_sizes=MATMUL_SIZES) -> list[KernelPoint]:
-    """Measure real kernels for the roofline: Triton vector add and ReLU (fp32) at ``vector_sizes``,
-    cuBLAS bf16 matmul at ``matmul_sizes``. FLOPs and bytes are counted by hand (the kernels' docstrings):
-    vector add n FLOPs / 12n bytes; ReLU n / 8n; matmul 2N^3 FLOPs / 3N^2 * 2 bytes (A, B read, C written
-    once, the least any implementation must move).
+    """Measure real kernels for the roofline (``time_ms`` with ``TIMING``): Triton vector add and ReLU (fp32) at
+    ``vector_sizes``, cuBLAS bf16 matmul at ``matmul_sizes``. FLOPs and bytes are counted by hand (the kernels'
+    docstrings): vector add n FLOPs / 12n bytes; ReLU n / 8n; matmul 2N^3 FLOPs / 3N^2 * 2 bytes (A, B read, C
+    written once, the least any implementation must move).
     """
     jobs = (
         [("vector add", n) for n in vector_sizes]
@@ -66,16 +69,16 @@ def roofline_points(progress: bool = True, vector_sizes=VECTOR_SIZES, matmul_siz
     points = []
     for kind, n in tqdm(jobs, desc="roofline points", disable=not progress):
         if kind == "matmul bf16":
-            t = time_ms(matmul_fn("bf16", n))
+            t = time_ms(matmul_fn("bf16", n), **TIMING)
             points.append(KernelPoint(f"matmul bf16 {n}^3", 2 * n**3, 3 * n * n * 2, t.median_ms, "bf16", "matmul"))
             continue
         x = torch.randn(n, device=dev, generator=gen)
         if kind == "vector add":
             y = torch.randn(n, device=dev, generator=gen)
-            t = time_ms(lambda: vector_add(x, y))
+            t = time_ms(lambda: vector_add(x, y), **TIMING)
             flops, nbytes = vector_add_counts(n, 4)
         else:
-            t = time_ms(lambda: relu(x))
+            t = time_ms(lambda: relu(x), **TIMING)
             flops, nbytes = relu_counts(n, "fp32")
         points.append(
             KernelPoint(f"{kind} fp32 n=2^{n.bit_length() - 1}", flops, nbytes, t.median_ms, "fp32", "elementwise")
@@ -84,8 +87,8 @@ def roofline_points(progress: bool = True, vector_sizes=VECTOR_SIZES, matmul_siz
 
 
 def vendor_ratios(n: int = 2**28) -> list[dict]:
-    """gpulab's elementwise kernels against torch's, same inputs, same run: ratio = torch time / ours
-    (>= 1 means gpulab is as fast or faster)."""
+    """gpulab's elementwise kernels against torch's, same inputs, same run (``time_ms`` with ``TIMING``): ratio =
+    torch time / ours (>= 1 means gpulab is as fast or faster)."""
     gen = torch.Generator(timing.device()).manual_seed(0)
     x = torch.randn(n, device=timing.device(), generator=gen)
     y = torch.randn(n, device=timing.device(), generator=gen)
@@ -94,7 +97,7 @@ def vendor_ratios(n: int = 2**28) -> list[dict]:
         ("vector add fp32", lambda: vector_add(x, y), lambda: torch.add(x, y), 12 * n),
         ("relu fp32", lambda: relu(x), lambda: torch.relu(x), 8 * n),
     ]:
-        t_ours, t_theirs = time_ms(ours), time_ms(theirs)
+        t_ours, t_theirs = time_ms(ours, **TIMING), time_ms(theirs, **TIMING)
         rows.append(
             dict(
                 name=name,
