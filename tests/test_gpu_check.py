@@ -263,6 +263,15 @@ def test_entry_hashes_are_the_same_with_git_and_without(fake):
     assert with_git.entry_hash("notebooks", "04_fusion") == tree_id.stdout.strip()
 
 
+def test_an_entry_hash_leaves_out_the_executable_bit(fake):
+    """A copy of the tree may lose the executable bit: no entry's result depends on it; the whole tree's hash keeps
+    git's modes."""
+    before, whole = gc.Tree(fake).entry_hash("notebooks", "04_fusion"), gc.tree_hash(fake, use_git=False)
+    os.chmod(fake / "gpulab/fusion.py", 0o755)
+    assert gc.Tree(fake).entry_hash("notebooks", "04_fusion") == before
+    assert gc.tree_hash(fake, use_git=False) != whole
+
+
 # ------------------------------------------------------------------------------------------------ status and plan
 
 

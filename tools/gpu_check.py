@@ -58,7 +58,8 @@ and have no ``deps``, so none is proven. A part is ``ok`` when every entry it ex
 ``status`` says which are proven on the tree now. Notebooks also keep their total within ``COLLECTION_LIMIT_S``.
 
 The hash of a set of files (``files_hash``) is git's own: the object id of the git tree holding those files as on
-disk (``tree_hash``: of every file under ``HASHED_DIRS``). The files that exist for this purpose: where git works
+disk, every regular file's mode taken as 100644 (a copy may lose the executable bit); ``tree_hash``, of every file
+under ``HASHED_DIRS`` with git's modes, is the whole tree a run saw. The files that exist for this purpose: where git works
 here, the files git would add (``git ls-files --cached --others --exclude-standard``); elsewhere (a copy of the tree
 without ``.git``: the GPU machine) every file on disk except those the root ``.gitignore`` names (its plain
 patterns: names, globs, ``dir/``); either way without ``__pycache__/``, ``.ipynb_checkpoints/``, ``*.pyc`` and
@@ -260,9 +261,10 @@ def _always_ignored(rel: str) -> bool:
     return any(_ignored(parts[: i + 1], i < len(parts) - 1, list(ALWAYS_IGNORED)) for i in range(len(parts)))
 
 
-def files_hash(root: Path, files, blobs: dict | None = None) -> str:
-    """The hex id of the git tree holding ``files`` (relative posix paths) as on disk. ``blobs``: a cache of each
-    file's (mode, id), shared between calls."""
+def files_hash(root: Path, files, blobs: dict | None = None, modes: bool = False) -> str:
+    """The hex id of the git tree holding ``files`` (relative posix paths) as on disk. ``modes`` False: every regular
+    file as 100644, since a copy of the tree (the GPU machine's) may not keep the executable bit, which no entry's
+    result depends on; True: git's own modes. ``blobs``: a cache of each file's (mode, id), shared between calls."""
     top: dict = {}
     for rel in sorted(files):
         *folders, name = rel.split("/")
@@ -270,11 +272,12 @@ def files_hash(root: Path, files, blobs: dict | None = None) -> str:
         for d in folders:
             node = node.setdefault(d, {})
         if blobs is None:
-            node[name] = _blob(root / rel)
+            mode, oid = _blob(root / rel)
         else:
             if rel not in blobs:
                 blobs[rel] = _blob(root / rel)
-            node[name] = blobs[rel]
+            mode, oid = blobs[rel]
+        node[name] = (mode if modes or mode == "120000" else "100644", oid)
     return _tree_id(top).hex()
 
 
@@ -284,7 +287,7 @@ def tree_hash(root: Path = ROOT, use_git: bool | None = None, dirs: tuple[str, .
     if set(dirs) - set(HASHED_DIRS):
         raise GPUCheckError(f"dirs must be some of {HASHED_DIRS}, got {dirs!r}")
     files, _ = hashed_files(root, use_git)
-    return files_hash(root, [f for f in files if f.split("/", 1)[0] in dirs])
+    return files_hash(root, [f for f in files if f.split("/", 1)[0] in dirs], modes=True)
 
 
 # ------------------------------------------------------------------------------------------------ entries
@@ -436,9 +439,8 @@ class Tree:
         raise GPUCheckError(f"part must be one of {PARTS}, got {part!r}")
 
     def entry_hash(self, part: str, name: str) -> str:
-        key = (part, name.split(" ", 1)[-1] if part == "emulated" else name)
-        if part == "emulated":
-            key = ("notebooks", key[1])
+        """``files_hash`` of the entry's files (an emulated run's are its notebook's: one hash for the four)."""
+        key = ("notebooks", name.split(" ", 1)[-1]) if part == "emulated" else (part, name)
         if key not in self._hashes:
             self._hashes[key] = files_hash(self.root, self.files_of(part, name), self._blobs)
         return self._hashes[key]
@@ -776,7 +778,7 @@ def _entry(ctx: Context, part: str, name: str, **kw) -> dict:
 def _last_run(ctx: Context, t0: float, unreached: list[str], **kw) -> dict:
     tree = tree_of(ctx)
     return {
-        "tree": files_hash(tree.root, tree.files, tree._blobs),
+        "tree": files_hash(tree.root, tree.files, tree._blobs, modes=True),
         "date": now_iso(),
         "versions": ctx.versions,
         "only": ctx.only,
@@ -1159,7 +1161,8 @@ def make_plan(
             if state != "proven" or all_entries:
                 rows.append([n, state, round(estimate_s(part, items.get(n)), 1)])
         rows.sort(key=lambda r: -r[2])
-        longest = max((e.get("slowest", [[None, 0.0]])[0][1] for n, e in items.items() if e.get("slowest")), default=0)
+        slowest = [items[r[0]]["slowest"][0][1] for r in rows if r[0] in items and items[r[0]].get("slowest")]
+        longest = max(slowest, default=0.0)
         out["parts"][part] = {"run": rows, "seconds": round(sum(r[2] for r in rows), 1), "longest_test_s": longest}
     p = out["parts"]
     slots = share_slots({k: p[k]["seconds"] for k in ("tests", "emulated", "suites")}, max(1, cores - 1))
@@ -1474,21 +1477,21 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
                     shutil.copy2(stamp_path(slug, root), out / stamp_path(slug, root).name)
         if out and stamp_path(slug, root).exists():
             shutil.copy2(stamp_path(slug, root), out / stamp_path(slug, root).name)
-        _status(slug, root)
+        tree = Tree(root)
+        _status(slug, root, tree)
         stamp = load_stamp(stamp_path(slug, root)) or {}
-        now = Tree(root).current()
-        return 0 if not stamp_warnings(stamp, now) else 1
+        return 0 if not stamp_warnings(stamp, tree.current()) else 1
     except GPUCheckError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
 
-def _status(gpu: str | None = None, root: Path = ROOT) -> int:
+def _status(gpu: str | None = None, root: Path = ROOT, tree: Tree | None = None) -> int:
     stamps = _stamps(gpu, root)
     if not stamps:
         print(f"no gpu-check stamp yet ({STAMP_PATTERN}): run make gpu-check on a GPU machine")
         return 0
-    tree = Tree(root)
+    tree = tree or Tree(root)
     now = tree.current()
     for p in stamps:
         lines = status_lines(load_stamp(p), now, str(p.relative_to(root)), deselected=len(tree.tests()[1]))
