@@ -897,7 +897,7 @@ def part_tests(ctx: Context) -> dict:
     shown = ["python"] + [a if not a.startswith("--junitxml") else "--junitxml=tests.xml" for a in cmd[1:]]
     shown = [a for a in shown if a not in todo] + [f"<{len(todo)} test files>"]
     bad_n = sum(not e["ok"] for e in items.values())
-    print(f"  tests: {len(items)} files reported ({bad_n} failing), {len(unreached)} unreached, {ran.seconds:.0f} s")
+    print(f"tests: {len(items)} files reported ({bad_n} failing), {len(unreached)} unreached, {ran.seconds:.0f} s")
     last = _last_run(ctx, t0, unreached, command=" ".join(shown), workers=workers, rc=ran.rc, stopped=ran.stopped)
     return {"items": items, "deselected": deselected, "last_run": last}
 
