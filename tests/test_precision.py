@@ -160,10 +160,7 @@ def test_accumulation_errors_shape_and_growth():
 
 def test_triton_matmul_errors_interpreter_or_gpu():
     e = lesson03.triton_matmul_errors(48)
-    if gpulab.ON_GPU:
-        assert e["tf32"] > 20 * e["ieee"]
-    else:
-        assert e["tf32"] == e["ieee"] < 1e-5
+    assert e["tf32"] > 20 * e["ieee"] and e["ieee"] < 1e-5  # the interpreter cuts TF32 inputs too (triton_compat)
 
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="interpreter behaviour")
