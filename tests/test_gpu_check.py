@@ -761,7 +761,8 @@ def test_suites_part_runs_each_headline_and_records_what_it_did_not_reach(three)
         json.dumps({"schema": 2, "slug": "h200", "parts": {"suites": {"items": old}}})
     )
     m = FakeMachine({"ceilings": (20, []), "lesson04": (500, []), "lesson05": (40, [1])})
-    s = gc.run_part("suites", _ctx(three, m, budget_s=300, suite_jobs=1))
+    s = gc.run_part("suites", _ctx(three, m, budget_s=300, suite_jobs=1, out=three / "out"))
+    assert json.loads((three / "out" / "stamp.json").read_text()) == s  # a copy after each part, for $OUT
     p = s["parts"]["suites"]
     assert [c[0] for c in m.calls] == ["ceilings", "lesson05", "lesson04"]  # longest first, by recorded seconds
     assert p["items"]["ceilings"]["ok"] and not p["items"]["lesson05"]["ok"]

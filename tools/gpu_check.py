@@ -32,10 +32,10 @@ tests reported.
 Options: ``--only 08,09`` (lessons: notebooks, emulated runs and suites of those lessons only; ``07`` is 07 and 07b,
 ``08`` 08 and 08b, ``00`` is 00 and 00b and the ceilings suite), ``--all-entries`` (run proven entries too),
 ``--budget S`` (a part starts nothing it cannot finish in S seconds and stops what runs at S, recording what it did
-not reach; ``proof`` shares S between its two phases), ``--out DIR`` (also copy the stamp and the logs there;
-default ``$OUT`` when set), ``--jobs N`` (emulated runs at once), ``--workers N`` (pytest-xdist workers; 0: none),
-``--suite-jobs N`` (suites at once), ``--as T4,L4`` (the emulated GPUs), ``--gpu SLUG`` (status and plan: the stamp
-``gpu-check-SLUG.json``; default every stamp, plan the only one).
+not reach; ``proof`` shares S between its two phases), ``--out DIR`` (the logs there, and the stamp as
+``stamp.json`` after each part; default ``$OUT`` when set), ``--jobs N`` (emulated runs at once), ``--workers N``
+(pytest-xdist workers; 0: none), ``--suite-jobs N`` (suites at once), ``--as T4,L4`` (the emulated GPUs), ``--gpu
+SLUG`` (status and plan: the stamp ``gpu-check-SLUG.json``; default every stamp, plan the only one).
 
 **proof**: phase 1 runs the tests, emulated and suites parts at once, the cores shared out by their estimated work
 (``share_slots``); phase 2 runs the notebooks alone (they are timed) with the budget left, longest first, each
@@ -107,7 +107,7 @@ NOTEBOOK_LIMIT_S = 90.0  # one notebook alone, cold caches, full autotuning (iss
 COLLECTION_LIMIT_S = 600.0  # the whole collection, one notebook after another
 EMULATED_GPUS = ("T4", "L4", "A100")
 DEFAULT_BUDGET_S = 540.0  # each part fits one 10-minute run with a minute to spare for start-up and copying
-PROOF_BUDGET_S = 510.0  # proof: what gpu_run.sh gives it of a 10-minute call (wheels, 30 s stop grace, packing)
+PROOF_BUDGET_S = 525.0  # proof: what gpu_run.sh gives it of a 10-minute call (wheels, 30 s stop grace, packing)
 SLOWEST = 3  # the longest test cases (notebook cells) an entry names
 MIN_START_S = 30.0  # an untimed child (a suite, an emulated notebook) starts only with this much budget left
 STOP_GRACE_S = 30.0  # after SIGINT at the budget, how long a child gets to write its report before SIGKILL
@@ -726,6 +726,7 @@ class Context:
     tree: Tree | None = None  # the tree now; built on first use (``tree_of``)
     suites: list[tuple[str, tuple[str, ...]]] | None = None  # (key, steps); None: ``suite_list``
     threads: str | None = None  # OMP_NUM_THREADS of every child; None: ``threads_each`` of the part's own children
+    out: Path | None = None  # where each merge also copies the stamp (stamp.json): a call cut short keeps it
 
 
 def tree_of(ctx: Context) -> Tree:
@@ -1105,6 +1106,9 @@ def run_part(part: str, ctx: Context) -> dict:
             load_stamp(path), part, result, gpu=ctx.gpu, slug=ctx.slug, versions=ctx.versions, expected=tree.items(part)
         )
         write_atomic(path, new)
+        if ctx.out is not None:
+            ctx.out.mkdir(parents=True, exist_ok=True)
+            write_atomic(ctx.out / "stamp.json", new)
     return new
 
 
@@ -1429,7 +1433,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     ap.add_argument("--all-entries", action="store_true", help="run proven entries too")
     ap.add_argument("--rest", action="store_true", help=argparse.SUPPRESS)  # the default now: kept for old lines
     ap.add_argument("--budget", type=_positive("--budget"), default=None, help="seconds per part (proof: in all)")
-    ap.add_argument("--out", default=os.environ.get("OUT", ""), help="copy the stamp and logs here (default $OUT)")
+    ap.add_argument("--out", default=os.environ.get("OUT", ""), help="logs and stamp.json here (default $OUT)")
     ap.add_argument("--jobs", type=_positive("--jobs", int), default=7, help="emulated notebook runs at once")
     ap.add_argument("--workers", type=_positive("--workers", int, True), default=14, help="pytest -n (0: none)")
     ap.add_argument("--suite-jobs", type=_positive("--suite-jobs", int), default=3, help="suites at once")
@@ -1465,6 +1469,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
             workers=args.workers,
             suite_jobs=args.suite_jobs,
             as_gpus=as_gpus,
+            out=out,
         )
         if args.part == "proof":
             logs.mkdir(parents=True, exist_ok=True)
@@ -1473,10 +1478,6 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
             for part in PARTS if args.part == "all" else (args.part,):
                 ctx.tree = None  # the tree as it is when the part starts
                 run_part(part, ctx)
-                if out:
-                    shutil.copy2(stamp_path(slug, root), out / stamp_path(slug, root).name)
-        if out and stamp_path(slug, root).exists():
-            shutil.copy2(stamp_path(slug, root), out / stamp_path(slug, root).name)
         tree = Tree(root)
         _status(slug, root, tree)
         stamp = load_stamp(stamp_path(slug, root)) or {}

@@ -11,7 +11,7 @@
 # into $OUT/logs-proof.tgz and copying the stamp to $OUT/stamp.json (a call brings back at most 8 files, from at most
 # two folders down). Between calls on a warm machine the step keeps the stamp in build/gpu-check-stamps/ (ignored,
 # kept) and starts from whichever stamp is newer; on a fresh machine copy $OUT/stamp.json to
-# gpulab/data/gpu-check-<gpu>.json first. GPU_CHECK_END (default 560): the second of the call by which the proof's
+# gpulab/data/gpu-check-<gpu>.json first. GPU_CHECK_END (default 580): the second of the call by which the proof's
 # children are all stopped; GPU_CHECK_ARGS passes options (--only 08, --all-entries). `plan` prints what a proof
 # would run and its seconds (python tools/gpu_check.py plan: no GPU needed, run it here first).
 #
@@ -61,17 +61,18 @@ for step in $steps; do
              --json "$OUT/autotune_report.json" 2>&1 | tee "$OUT/autotune_report.log" || rc=1 ;;
     proof|proof-1|proof-2)
            newer_stamps
-           # gpu_check stops its children at the budget and gives each STOP_GRACE_S (30 s) to write its report
-           budget=$(( ${GPU_CHECK_END:-560} - SECONDS - 30 ))
+           # gpu_check stops its children at the budget and gives each STOP_GRACE_S (30 s) to write its report; it
+           # copies the stamp to $OUT/stamp.json after each part, so a call cut short keeps what it proved
+           budget=$(( ${GPU_CHECK_END:-580} - SECONDS - 30 ))
            if [ "$budget" -lt 60 ]; then echo "gpu_run: $budget s left for the proof: nothing run"; rc=1; continue; fi
            python3 tools/gpu_check.py proof --budget "$budget" --out "$OUT" ${GPU_CHECK_ARGS:-} 2>&1 \
              | tee "$OUT/proof.log" | grep -v '^  ' ; [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
            mkdir -p "$KEEP" && cp gpulab/data/gpu-check-*.json "$KEEP/" 2>/dev/null
-           python3 tools/gpu_check.py status > "$OUT/status.txt" 2>&1
+           sed -n '/^gpu-check stamp /,$p' "$OUT/proof.log" > "$OUT/status.txt"
            mkdir -p "$OUT/gpu-check-logs" && mv "$OUT/proof.log" "$OUT/gpu-check-logs/"
            tar czf "$OUT/logs-proof.tgz" -C "$OUT" gpu-check-logs && rm -rf "$OUT/gpu-check-logs" "$OUT/cache"
            newest=$(ls -t gpulab/data/gpu-check-*.json 2>/dev/null | head -1)
-           [ -n "$newest" ] && cp "$newest" "$OUT/stamp.json" && rm -f "$OUT/$(basename "$newest")"
+           [ -e "$OUT/stamp.json" ] || { [ -n "$newest" ] && cp "$newest" "$OUT/stamp.json"; }
            echo "gpu_run: proof took $SECONDS s; logs in \$OUT/logs-proof.tgz, the stamp in \$OUT/stamp.json" ;;
     check-*) python3 tools/gpu_check.py "${step#check-}" --out "$OUT" ${GPU_CHECK_ARGS:-} || rc=1 ;;
     executed) # executed copies, with their printed numbers, for the record
