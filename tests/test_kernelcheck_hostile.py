@@ -9,8 +9,13 @@ tested with an injected ``time.monotonic``."""
 
 import gpulab  # (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
 import itertools
+import os
+import signal
+import subprocess
+import sys
 import time
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -308,6 +313,82 @@ def test_endless_loop_gets_a_time_out(monkeypatch):
     text = failing(rep)
     assert "did not finish within 2 s" in text and "endless loop" in text, text
     assert "the remaining 7 cases were not run" in text and rep.failed == 1, text
+
+
+def test_a_child_past_its_cpu_limit_is_stopped_and_named(monkeypatch):
+    monkeypatch.setattr(kernelcheck, "CLOCK", ProgramClock(0.0))  # the time limit never passes
+    monkeypatch.setattr(kernelcheck, "CHILD_CPU_LIMIT_S", 1)  # the child's own CPU seconds, however busy this machine
+    rep = ex00.check_add(add_with(7))
+    text = failing(rep)
+    assert "used its 1 CPU seconds and was stopped" in text and "endless loop" in text, text
+    assert "the remaining 7 cases were not run" in text and rep.failed == 1, text
+
+
+_ORPHAN_SCRIPT = """
+import os, pathlib, sys
+import gpulab
+import triton
+import triton.language as tl
+from gpulab.exercises import ex00
+
+
+@triton.jit
+def endless(x_ptr, n):
+    i = 0
+    while i >= 0:
+        i += 1
+
+
+def add(x, y, out):  # runs in the pre-flight's child: says who it is, then never ends
+    mark = pathlib.Path(sys.argv[1])
+    mark.with_suffix(".tmp").write_text(str(os.getpid()))
+    mark.with_suffix(".tmp").rename(mark)
+    endless[(1,)](x, x.numel())
+
+
+ex00.check_add(add)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (ended, waiting for its new parent to reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_for(condition, what: str, safety_s: float = 120.0) -> None:
+    """Wait for ``condition()``; the wall-clock bound only catches a hang (each wait here takes well under 1 s)."""
+    t0 = time.monotonic()
+    while not condition():
+        assert time.monotonic() - t0 < safety_s, f"still waiting after {safety_s:g} s for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
+def test_the_pre_flight_child_ends_with_the_process_checking(tmp_path):
+    script, mark = tmp_path / "check.py", tmp_path / "child.pid"
+    script.write_text(_ORPHAN_SCRIPT)
+    checker = subprocess.Popen([sys.executable, str(script), str(mark)], cwd=Path(__file__).resolve().parents[1])
+    child = None
+    try:
+        _wait_for(lambda: mark.exists() or checker.poll() is not None, "the child's launch")
+        assert mark.exists(), f"the checking process ended first (rc {checker.returncode})"
+        child = int(mark.read_text())
+        status = Path(f"/proc/{child}/status").read_text()
+        assert f"PPid:\t{checker.pid}\n" in status, status  # the pre-flight's child, in its endless launch
+        cpu = next(ln for ln in Path(f"/proc/{child}/limits").read_text().splitlines() if ln.startswith("Max cpu"))
+        assert cpu.split()[3:5] == [str(kernelcheck.CHILD_CPU_LIMIT_S), str(kernelcheck.CHILD_CPU_LIMIT_S + 5)], cpu
+        checker.kill()  # SIGKILL: the checking process runs no cleanup of its own
+        checker.wait()
+        _wait_for(lambda: not _running(child), "the orphaned child to end")
+    finally:
+        checker.kill()
+        checker.wait()
+        if child is not None and _running(child):
+            os.kill(child, signal.SIGKILL)
 
 
 def test_nan_from_arithmetic_is_not_blamed_on_a_load():

@@ -10,9 +10,9 @@ regions (1 MiB before and after) hold a poison bit pattern. Each case runs in tw
    store address is checked against the buffers before it happens: an access outside them is named (which
    buffer, which side, which indices) and masked off, so a far store never lands and never crashes the
    process. The record also says which buffers each launch stored into and which input elements were
-   loaded. The child never touches CUDA (its buffers are CPU ones); where ``os.fork`` is missing (macOS,
-   Windows) the pre-flight runs in this process, with the same address checks but no time limit, and the
-   report says so.
+   loaded. The child never touches CUDA (its buffers are CPU ones), dies with the process that forked it, and
+   has a CPU limit (``CHILD_CPU_LIMIT_S``); where ``os.fork`` is missing (macOS, Windows) the pre-flight runs
+   in this process, with the same address checks but no time limit, and the report says so.
 2. **The run**: without a GPU the pre-flight was the run, and its shared buffers are read. On a GPU, only a
    case whose pre-flight was clean runs again on guarded GPU buffers (its launches recorded), and those are
    read.
@@ -61,6 +61,10 @@ PREFLIGHT_GUARD_BYTES = 1 << 16
 CASE_TIME_LIMIT_S = 60.0
 #: How often (seconds) the parent of a pre-flight's child reads ``CLOCK`` while it waits for the child's record.
 POLL_S = 0.05
+#: CPU seconds a pre-flight's child may use (``RLIMIT_CPU``; then SIGXCPU): a backstop for a child its parent can no
+#: longer stop. Far above ``CASE_TIME_LIMIT_S``: the child runs one torch thread, so its CPU seconds seldom pass its
+#: wall seconds. Linux also kills the child when the process that forked it ends (``PR_SET_PDEATHSIG``).
+CHILD_CPU_LIMIT_S = 600
 #: Length of the long case of the 1-D exercises: above 2^17, so that no single program of a power-of-two
 #: BLOCK up to 2^17 covers it, odd, so that the last block is partial.
 LONG_N = 2**17 + 4099
@@ -575,9 +579,11 @@ def _preflight(fn, args, regions, out_name, out: Guarded, limit_s: float, clock=
     sys.stdout.flush()
     sys.stderr.flush()
     start = clock(progress)
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: CPU buffers only, never CUDA; it leaves by os._exit, running no cleanup of ours
         try:
+            _tie_to_parent(parent)
             global _PROGRESS
             _PROGRESS = progress
             os.close(r)
@@ -625,6 +631,23 @@ def _preflight(fn, args, regions, out_name, out: Guarded, limit_s: float, clock=
     if res.get("interrupted"):
         raise KeyboardInterrupt
     return res
+
+
+def _tie_to_parent(parent: int) -> None:
+    """In a pre-flight's child: die with the process ``parent`` that forked it (Linux's PR_SET_PDEATHSIG; a
+    notebook kernel killed mid-check leaves no child spinning), and use at most ``CHILD_CPU_LIMIT_S`` CPU seconds
+    (RLIMIT_CPU). Source: prctl(2), getrlimit(2)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        pr_set_pdeathsig = 1  # <linux/prctl.h>
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:  # the parent ended before the signal was asked for
+        os._exit(0)
+    with contextlib.suppress(Exception):
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CPU, (CHILD_CPU_LIMIT_S, CHILD_CPU_LIMIT_S + 5))
 
 
 def _run_on_device(fn, args, out: Guarded) -> dict:
@@ -704,6 +727,11 @@ def _diagnose_case(
         return "timeout", _timeout_message(s.get("grid"))
     if "died" in s:
         sig = s["died"]
+        if sig == getattr(signal, "SIGXCPU", None):
+            return "died", (
+                f"the process running the kernel used its {CHILD_CPU_LIMIT_S:g} CPU seconds and was stopped: an "
+                "endless loop? check each loop's bounds and step; the notebook is unharmed"
+            )
         sname = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
         return "died", f"the process running the kernel died ({sname}); the notebook is unharmed"
     if s.get("raised"):
@@ -953,10 +981,11 @@ def check_kernel(
             kind, msg = hit
             entry = found.setdefault(kind, [msg, 0, desc])
             entry[1] += 1
-        if seen.get("timeout"):  # an endless loop would take the limit again on every case: stop here
+        out_of_cpu = "died" in seen and seen["died"] == getattr(signal, "SIGXCPU", None)
+        if seen.get("timeout") or out_of_cpu:  # an endless loop would take the limit again on every case: stop here
             rep.cases = len(cases)
-            if i + 1 < len(cases):
-                found["timeout"][0] += f" (the remaining {len(cases) - i - 1} cases were not run)"
+            if i + 1 < len(cases) and hit is not None:
+                found[hit[0]][0] += f" (the remaining {len(cases) - i - 1} cases were not run)"
             break
     base = notes or {}
     for kind, (msg, hits, desc) in found.items():
