@@ -118,11 +118,26 @@ FAKE = {
         'import gpulab\nimport pytest\n\npytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="CPU paths")\n\n\n'
         "def test_s(browser):\n    assert browser\n"
     ),
+    "tests/test_reads_nb.py": (
+        "from pathlib import Path\n\nfrom gpulab.kernels import sincos\n\nGROUPS = ('gpulab.figures',)\n\n\n"
+        "def test_r():\n    assert sincos.COUNT and (Path('notebooks') / '04_fusion.ipynb').exists()\n"
+    ),
+    "tests/test_runs_nb.py": (
+        "import json\nfrom pathlib import Path\n\n\ndef test_x():\n"
+        "    exec(json.loads(Path('notebooks/04_fusion.ipynb').read_text())['cells'][0]['source'][0])\n"
+    ),
     "tests/test_web.py": "import pytest\n\npytestmark = pytest.mark.browser\n\n\ndef test_w(browser):\n    assert browser\n",
     "tools/build.py": "X = 1\n",
     ".gitignore": "__pycache__/\nbuild/\n",
 }
-GPU_TESTS = ["tests/test_fig04.py", "tests/test_marked_bad.py", "tests/test_sincos.py", "tests/test_store.py"]
+GPU_TESTS = [
+    "tests/test_fig04.py",
+    "tests/test_marked_bad.py",
+    "tests/test_reads_nb.py",
+    "tests/test_runs_nb.py",
+    "tests/test_sincos.py",
+    "tests/test_store.py",
+]
 
 
 def _fake_tree(root: Path, files: dict = FAKE) -> Path:
@@ -149,6 +164,20 @@ def _changed(before: dict, after: dict) -> set[str]:
 @pytest.fixture
 def fake(tmp_path):
     return _fake_tree(tmp_path)
+
+
+def test_imports_rule_1_cannot_see_are_named(fake):
+    (fake / "gpulab/loader.py").write_text(
+        "import importlib\n\nHUB = 'gpulab.figures'\n\n\ndef load(name):\n    return importlib.import_module(name)\n"
+    )
+    (fake / "gpulab/loader2.py").write_text(
+        "import importlib\n\n\ndef load(n):\n    return importlib.import_module(n)\n"
+    )
+    (fake / "gpulab/loader3.py").write_text("import importlib\n\nM = importlib.import_module(f'gpulab.kernels.{1}')\n")
+    assert deps.dynamic_imports_unresolved(deps.Graph(fake)) == [
+        "gpulab/loader.py:3: names the hub gpulab.figures",
+        "gpulab/loader2.py:5: imports a module named at run time",
+    ]
 
 
 def test_entries_of_the_fake_tree(fake):
@@ -200,6 +229,10 @@ def test_each_entry_depends_on_what_it_imports(fake):
     t = g.test_file("tests/test_pure.py")
     assert "tests/fixtures/case.txt" in t and "tests/conftest.py" in t and "tests/helper.py" not in t
     assert "tests/helper.py" in g.test_file("tests/test_skips.py")  # it names the fixture whose import it is
+    reads = g.test_file("tests/test_reads_nb.py")  # notebooks read as bytes: their imports do not count
+    assert {"notebooks/04_fusion.ipynb", "gpulab/figures/__init__.py"} <= reads
+    assert "gpulab/figures/lesson04.py" not in reads  # nor does a hub named by a literal: its own file
+    assert "gpulab/figures/lesson04.py" in g.test_file("tests/test_runs_nb.py")  # it executes what it reads
     with pytest.raises(ValueError, match="suite 'lesson09'"):
         g.suite("lesson09")
 
@@ -215,6 +248,13 @@ def test_an_edit_changes_exactly_the_entries_that_depend_on_it(fake):
             "emulated:L4 04_fusion",
             "emulated:A100 04_fusion",
             "tests:tests/test_fig04.py",
+            "tests:tests/test_runs_nb.py",
+        },
+        "notebooks/04_fusion.ipynb": {
+            "notebooks:04_fusion",
+            *(f"emulated:{g} 04_fusion" for g in gc.EMULATED_GPUS),
+            "tests:tests/test_reads_nb.py",
+            "tests:tests/test_runs_nb.py",
         },
         "gpulab/kernels/sincos.py": {
             "notebooks:05_recompute",
@@ -222,11 +262,14 @@ def test_an_edit_changes_exactly_the_entries_that_depend_on_it(fake):
             "suites:lesson04",
             "tests:tests/test_sincos.py",
             "tests:tests/test_marked_bad.py",
+            "tests:tests/test_reads_nb.py",
+            "tests:tests/test_runs_nb.py",  # it executes what it reads: every notebook's imports
         },
         "gpulab/data/reference-h200.json": {
             "notebooks:05_recompute",
             *(f"emulated:{g} 05_recompute" for g in gc.EMULATED_GPUS),
             *(f"suites:{k}" for k in ("ceilings", "lesson04", "lesson05")),
+            "tests:tests/test_runs_nb.py",
         },
         "gpulab/data/history-cpus.json": set(),  # nothing reads it
         "gpulab/data/gpu-check-h200.json": set(),  # a stamp is never a dependency
@@ -303,7 +346,7 @@ def test_status_says_entry_by_entry_and_ends_with_the_verdict(fake):
     lines = gc.status_lines(stamp, now2, "x.json")
     assert len(lines) <= 15
     assert lines[-1].startswith(
-        "verdict: not proven on the tree now: rerun tests 1 (test_fig04), notebooks 1 (04_fusion)"
+        "verdict: not proven on the tree now: rerun tests 2 (test_fig04, test_runs_nb), notebooks 1 (04_fusion)"
     )
     assert "emulated 3" in lines[-1] and "suites 2 (lesson04, lesson05)" in lines[-1]
     suites = next(ln for ln in lines if ln.startswith("suites"))
@@ -314,7 +357,7 @@ def test_status_says_entry_by_entry_and_ends_with_the_verdict(fake):
     )
     assert any("changed 3 (T4 04_fusion, L4 04_fusion, A100 04_fusion)" in ln for ln in lines)
     assert "  failing: lesson05 (exit 1: boom)" in lines
-    assert gc.stamp_warnings(stamp, now2)[0] == "part tests: changed 1 of its entries not proven"
+    assert gc.stamp_warnings(stamp, now2)[0] == "part tests: changed 2 of its entries not proven"
     many = {p: {f"{p}{i:03d}": "h" for i in range(200)} for p in gc.PARTS}  # the line count holds for any tree
     assert len(gc.status_lines({"parts": {}}, many, "x.json")) <= 15
 

@@ -10,8 +10,9 @@ The rules (docs/gpu-check.md says the same):
    ``gpulab`` and ``tests``. Importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` too, so they count.
    A bare name that is a file of ``tools/`` or of the importing file's folder counts (tests put ``tools/`` on
    ``sys.path``). A string literal that is exactly a module's name (``"gpulab.bench.lesson04"``) counts as an
-   import of it, and an f-string starting ``"gpulab.<package>."`` as an import of the whole package: that is how
-   ``importlib.import_module`` is called in gpulab (``dynamic_imports_unresolved`` finds any other call).
+   import of it (of a hub: its own file), and an f-string starting ``"gpulab.<package>."`` as an import of the
+   whole package: that is how ``importlib.import_module`` is called in gpulab (``dynamic_imports_unresolved`` finds
+   any other call, and any literal naming a hub there).
 2. **Import-only modules are left out.** A *hub*, a package ``__init__`` whose body is only ``from . import
    (submodules)`` (``gpulab/figures/__init__.py``), counts as its own file; of its submodules, an importer depends on
    those it names (``figures.lesson04`` after ``from gpulab import figures``; ``from gpulab.figures import
@@ -26,7 +27,9 @@ The rules (docs/gpu-check.md says the same):
    its folder: a conftest's imports at module level, and those inside a fixture only where the test file names the
    fixture (or a fixture it names names it, or it is autouse): the browser's harness is the browser tests'. A file
    of ``tests/`` whose string literals (not its prose) name ``fixtures`` depends on all of ``tests/fixtures``;
-   ``notebooks`` or ``notebooks/...`` on every notebook; ``tools`` on every file of ``tools/``.
+   ``notebooks`` or ``notebooks/...`` on every notebook; ``tools`` on every file of ``tools/``. Package data,
+   fixtures and notebooks count as bytes (``read_only``); a notebook's imports count too where the file runs code
+   (``RUNS_RE``: it may execute the notebook).
 
 Only files of ``universe`` count (the files the tree hash covers: what git would add, ``gpu_check.hashed_files``).
 
@@ -115,6 +118,7 @@ class Graph:
         self._hubs: dict[str, dict[str, str] | None] = {}
         self._code: dict[str, str] = {}
         self._asts: dict[str, ast.Module | None] = {}
+        self._read_only: dict[str, set[str]] = {}
         self._conftests: dict = {}
 
     # ---- files and module names
@@ -252,8 +256,7 @@ class Graph:
                         self._bind_or_import(f"{base}.{a.name}", a.asname or a.name, p)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 if _MODULE_NAME.fullmatch(node.value) and self.module_file(node.value):
-                    f = self.module_file(node.value)
-                    p.literal_files |= self._with_parents(node.value) | set((self.hub_members(f) or {}).values())
+                    p.literal_files |= self._with_parents(node.value)  # a hub named so: its own file (rule 2)
             elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
                 head = str(node.values[0].value)
                 if re.fullmatch(r"(gpulab|tests)(\.\w+)*\.", head) and self.module_file(head[:-1]):
@@ -326,19 +329,22 @@ class Graph:
         hit = {f for f in data if any(fnmatch.fnmatchcase(f.rsplit("/", 1)[1], pat) for pat in pats)}
         return hit or set(data)
 
-    def _test_extras(self, rel: str) -> set[str]:
-        """Rule 4: what a file of tests/ reads besides its imports, from its string literals (not its prose)."""
+    def _test_extras(self, rel: str) -> tuple[set[str], set[str]]:
+        """Rule 4: what a file of tests/ reads besides its imports, from its string literals (not its prose), as
+        (files followed, files read as bytes): fixtures, and notebooks unless the file runs code (``RUNS_RE``: then
+        what the notebooks import counts too), are read; tools are followed (tests load them as modules)."""
         if not rel.startswith("tests/") or not rel.endswith(".py"):
-            return set()
+            return set(), set()
         lits = self.literals(rel)
-        out = set()
+        follow, read = set(), set()
         if any(t in ("fixtures", "tests/fixtures") or t.startswith(("fixtures/", "tests/fixtures/")) for t in lits):
-            out |= self._glob("tests/fixtures/")
+            read |= self._glob("tests/fixtures/")
         if any(t == "notebooks" or t.startswith("notebooks/") for t in lits):
-            out |= {f for f in self._glob("notebooks/") if f.endswith(".ipynb")}
+            nbs = {f for f in self._glob("notebooks/") if f.endswith(".ipynb")}
+            (follow if RUNS_RE.search(self.code(rel)) else read).update(nbs)
         if any(t == "tools" or t.startswith("tools/") for t in lits):
-            out |= self._glob("tools/")
-        return out
+            follow |= self._glob("tools/")
+        return follow, read
 
     def literals(self, rel: str) -> set[str]:
         """The string literals of a Python file's code, docstrings left out (an f-string's constant parts each)."""
@@ -394,34 +400,52 @@ class Graph:
         return {f for f in cands if f.startswith(prefix)}
 
     def direct(self, rel: str, literals: bool = True) -> set[str]:
-        """The files ``rel`` depends on directly (rules 1-4). A hub depends on none through its submodules.
-        ``literals`` False: leave out the modules named only by string literals (``SUITE_RUNNER``'s suite list)."""
+        """The files ``rel`` depends on directly (rules 1-4), those it reads as bytes (``read_only``) among them. A
+        hub depends on none through its submodules. ``literals`` False: leave out the modules named only by string
+        literals (``SUITE_RUNNER``'s suite list)."""
         key = (rel, literals)
         if key in self._direct:
             return self._direct[key]
+        read: set[str] = set()
         if self.hub_members(rel) is not None:
             out: set[str] = set()
         else:
             p = self.parse(rel)
-            out = set(p.files) | self._hub_uses(p) | (p.literal_files if literals else set())
-            out |= self._data_deps(rel, p.text) | self._test_extras(rel)
+            follow, read = self._test_extras(rel)
+            read = read | self._data_deps(rel, p.text)
+            out = set(p.files) | self._hub_uses(p) | (p.literal_files if literals else set()) | follow
+            read = read - out
+            out |= read
         out = {f for f in out if self.exists(f)} - {rel}
         self._direct[key] = out
+        self._read_only[rel] = read
         return out
+
+    def read_only(self, rel: str) -> set[str]:
+        """The files ``rel`` reads as bytes (package data, fixtures, notebooks it only reads): counted, not
+        followed."""
+        self.direct(rel)
+        return self._read_only[rel]
 
     def closure(self, starts, literals_of: tuple[str, ...] = (), leaves: set[str] = frozenset()) -> set[str]:
         """``starts`` and every file they depend on, transitively. The files of ``literals_of`` do not follow
-        their string-literal imports (rule 2's suite runner); ``leaves`` are kept but not followed."""
-        seen: set[str] = set()
+        their string-literal imports (rule 2's suite runner); ``leaves`` are kept but not followed, and so is each
+        file a file reads as bytes (``read_only``) unless another one imports it."""
+        followed: set[str] = set()
+        read: set[str] = set()
         todo = [s for s in starts if self.exists(s)]
         while todo:
             f = todo.pop()
-            if f in seen:
+            if f in followed:
                 continue
-            seen.add(f)
-            if f not in leaves:
-                todo.extend(self.direct(f, literals=f not in literals_of) - seen)
-        return seen
+            followed.add(f)
+            if f in leaves:
+                continue
+            deps = self.direct(f, literals=f not in literals_of)
+            ro = self._read_only[f]
+            read |= deps & ro
+            todo.extend(deps - ro - followed)
+        return followed | read
 
     # ---- entries
 
@@ -445,7 +469,7 @@ class Graph:
         conftest fixture counts only where the test file names that fixture: ``conftest_imports``), and what they
         import."""
         parts = rel.split("/")
-        starts, leaves = [rel], set()
+        starts, leaves, read = [rel], set(), set()
         for i in range(1, len(parts)):
             folder = "/".join(parts[:i])
             starts.append(f"{folder}/__init__.py")
@@ -453,7 +477,8 @@ class Graph:
             if self.exists(conf):
                 leaves.add(conf)
                 starts += sorted(self.conftest_imports(conf, rel))
-        return self.closure(starts + sorted(leaves), leaves=leaves)
+                read |= self._conftest_parts(conf)[2]
+        return self.closure(starts + sorted(leaves), leaves=leaves) | {f for f in read if self.exists(f)}
 
     def _helpers(self, rel: str) -> set[str]:
         """Test file ``rel`` and the files of tests/ it imports, through files of tests/ only (conftest aside)."""
@@ -497,7 +522,7 @@ class Graph:
         """What ``conftest`` makes ``test`` depend on: its imports outside fixtures, and those inside the fixtures
         that ``test`` names (an argument, ``usefixtures("...")``), that those fixtures name, or that are autouse;
         rules 3 and 4 for the whole file. ``test`` None: no fixture named."""
-        rest, fixtures = self._conftest_parts(conftest)
+        rest, fixtures, _ = self._conftest_parts(conftest)
         used = set(re.findall(r"\w+", (self.root / test).read_text(errors="replace"))) if test else set()
         todo = [f for f in fixtures if f in used]
         while todo:
@@ -511,8 +536,9 @@ class Graph:
                 out |= files
         return out
 
-    def _conftest_parts(self, conftest: str) -> tuple[set[str], dict[str, tuple[list[str], set[str]]]]:
-        """(the files ``conftest`` depends on outside its fixtures, {fixture: (its arguments, its files)})."""
+    def _conftest_parts(self, conftest: str) -> tuple[set[str], dict[str, tuple[list[str], set[str]]], set[str]]:
+        """(the files ``conftest`` depends on outside its fixtures, {fixture: (its arguments, its files)}, the files
+        it reads as bytes)."""
         if conftest in self._conftests:
             return self._conftests[conftest]
         tree = self._ast(conftest)
@@ -531,8 +557,9 @@ class Graph:
             else:
                 rest.append(node)
         text = (self.root / conftest).read_text()
-        extras = self._data_deps(conftest, text) | self._test_extras(conftest)
-        out = (files_of(ast.Module(body=rest, type_ignores=[])) | extras) - {conftest}, fixtures
+        follow, read = self._test_extras(conftest)
+        read = (read | self._data_deps(conftest, text)) - {conftest}
+        out = (files_of(ast.Module(body=rest, type_ignores=[])) | follow) - {conftest}, fixtures, read
         self._conftests[conftest] = out
         return out
 
@@ -637,18 +664,23 @@ def _fixture(fn: ast.FunctionDef) -> str | None:
 
 
 def dynamic_imports_unresolved(graph: Graph | None = None) -> list[str]:
-    """Calls of ``importlib.import_module`` or ``__import__`` in gpulab whose module rule 1 cannot see: an argument
-    that is neither a string literal, nor an f-string with a package prefix, in a module that names no module by a
-    literal. ``file:line`` each."""
+    """What rule 1 cannot see in gpulab, ``file:line: why`` each: a call of ``importlib.import_module`` or
+    ``__import__`` whose argument is neither a string literal nor an f-string with a package prefix, in a module
+    that names no module by a literal; a literal naming a hub (it counts as the hub's own file only)."""
     g = graph or Graph()
     out = []
     for path in sorted((g.root / "gpulab").rglob("*.py")):
         rel = path.relative_to(g.root).as_posix()
         tree = ast.parse(path.read_text())
-        literal_names = any(
-            isinstance(n, ast.Constant) and isinstance(n.value, str) and _MODULE_NAME.fullmatch(n.value)
+        names = [
+            n
             for n in ast.walk(tree)
-        )
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and _MODULE_NAME.fullmatch(n.value)
+        ]
+        for n in names:
+            f = g.module_file(n.value)
+            if f is not None and g.hub_members(f) is not None:
+                out.append(f"{rel}:{n.lineno}: names the hub {n.value}")
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
@@ -662,9 +694,8 @@ def dynamic_imports_unresolved(graph: Graph | None = None) -> list[str]:
             if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
                 if re.fullmatch(r"(gpulab|tests)(\.\w+)*\.", str(arg.values[0].value)):
                     continue
-            if literal_names:
-                continue
-            out.append(f"{rel}:{node.lineno}")
+            if not names:
+                out.append(f"{rel}:{node.lineno}: imports a module named at run time")
     return out
 
 
