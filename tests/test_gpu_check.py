@@ -49,6 +49,10 @@ def test_the_committed_stamp_proves_the_tree_now_or_warns(monkeypatch, capsys):
             msg = f"{path.relative_to(ROOT)}: {why}; run make gpu-check on a GPU machine"
             print("warning:", msg)
             warnings.warn(msg, UserWarning, stacklevel=1)
+    # rule 2 is sound when each figure module a notebook only imports is another notebook's dependency in full
+    hub = tree.graph.hub_members("gpulab/figures/__init__.py") or {}
+    used = set().union(*(tree.files_of("notebooks", nb) for nb in tree.notebooks()))
+    assert hub and not set(hub.values()) - used
     capsys.readouterr()
     monkeypatch.setattr(gc, "Tree", lambda root=ROOT, **kw: tree)  # the tree computed once
     assert gc.main(["status"]) == 0
