@@ -1,8 +1,8 @@
 """The interpreter computes what the GPU computes where a check can see it (gpulab.triton_compat): an fp32 tl.dot
 under the default precision cuts its inputs to TF32 as the tensor cores do, "tf32x3" lands near fp32, "ieee" is
 fp32; and lesson 08's old teaching check (fp32 held to float64 at fp32's bound, with TF32 dots), which failed on
-the H200, now fails on the CPU too. On a GPU every test here runs on the tensor cores: the same assertions then
-check the emulation against the hardware."""
+the H200, now fails on the CPU too. On a GPU the dots here run on the tensor cores: the same assertions then check
+the emulation against the hardware."""
 
 import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import numpy as np
