@@ -174,18 +174,21 @@ def test_compiled_metadata_has_registers():
     assert big["n_regs"] >= res["n_regs"] or big["n_spills"] > 0
 
 
-def test_autotune_wiring_runs_small_n(poisoned):
-    """The GPU launcher's autotuner (configs, key, pruning) built the same way here: below TUNE_MIN_N the
-    pruning leaves one config, so it runs without benchmarking, in the interpreter too."""
-    import triton
+@pytest.mark.skipif(gpulab.ON_GPU, reason="the GPU branch in the interpreter (on a GPU the real one runs)")
+def test_the_gpu_branch_tunes_from_tune_min_n_and_takes_the_first_config_below(monkeypatch, poisoned):
+    """At n >= TUNE_MIN_N the shared autotuner times every candidate once (into a scratch output) and the launch
+    takes the fastest, stored under the dtype, n's bucket, FAST, REPEAT and SHARED; below, the first, untimed."""
+    from gpulab.kernels import _autotune
 
-    tuned = triton.autotune(
-        configs=S.AUTOTUNE_CONFIGS, key=["n", "FAST", "REPEAT"], prune_configs_by={"early_config_prune": S._prune}
-    )(S.sincos_kernel)
-    x = _rand(1793, torch.float32)
-    y = torch.empty_like(x)
-    n = x.numel()
-    tuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n, FAST=False, REPEAT=1)
-    _check(y, x, FUSED_TOL[torch.float32])
-    assert tuned.best_config is S.AUTOTUNE_CONFIGS[0]
-    assert len(S._prune(S.AUTOTUNE_CONFIGS, {"n": S.TUNE_MIN_N})) == len(S.AUTOTUNE_CONFIGS)
+    from .gpu_branch import on_gpu_branch
+
+    calls = on_gpu_branch(monkeypatch, S, winner=2)
+    x = _rand(S.TUNE_MIN_N + 5, torch.float32)
+    _check(S.sincos(x, shared=True), x, FUSED_TOL[torch.float32])
+    assert len(calls) == len(S.AUTOTUNE_CONFIGS) and S.best_config() is S.AUTOTUNE_CONFIGS[2]
+    assert _autotune.cached(("sincos", torch.float32, 2 * S.TUNE_MIN_N, False, 1, True)) is S.AUTOTUNE_CONFIGS[2]
+    _check(S.sincos(x[: S.TUNE_MIN_N]), x[: S.TUNE_MIN_N], FUSED_TOL[torch.float32])  # shared=False: a new key
+    assert len(calls) == 2 * len(S.AUTOTUNE_CONFIGS)
+    small = _rand(1793, torch.float16)
+    _check(S.sincos(small), small, FUSED_TOL[torch.float16])
+    assert len(calls) == 2 * len(S.AUTOTUNE_CONFIGS) and S.best_config() is S.AUTOTUNE_CONFIGS[0]

@@ -162,3 +162,24 @@ def test_gpu_only_paths():
     big = torch.empty(2**31 + 2**20, dtype=torch.float16, device="cuda")
     big[:: 2**20] = torch.arange(2**11 + 1, device="cuda", dtype=torch.float16)
     _assert_exact(S.strided_copy(big, 2**20), big[:: 2**20])
+
+
+@pytest.mark.skipif(gpulab.ON_GPU, reason="the GPU branch in the interpreter (on a GPU the real one runs)")
+def test_the_gpu_branch_tunes_from_tune_min_n_per_stride_and_takes_the_first_config_below(monkeypatch, poisoned):
+    """At TUNE_MIN_N outputs or more the shared autotuner times every candidate once and the copy takes the fastest,
+    stored under the dtype, the outputs' bucket and the stride; below, the first config, untimed."""
+    from gpulab.kernels import _autotune
+
+    from .gpu_branch import on_gpu_branch
+
+    calls = on_gpu_branch(monkeypatch, S, winner=1)
+    x = _rand(2 * S.TUNE_MIN_N + 3, torch.float16)
+    _assert_exact(S.strided_copy(x, 2), x[::2])  # TUNE_MIN_N + 2 outputs
+    want = S.AUTOTUNE_CONFIGS[1]
+    assert len(calls) == len(S.AUTOTUNE_CONFIGS)
+    assert S.best_config() == {"BLOCK": want.kwargs["BLOCK"], "num_warps": want.num_warps}
+    assert _autotune.cached(("strided_copy", torch.float16, 2 * S.TUNE_MIN_N, 2)) is S.AUTOTUNE_CONFIGS[1]
+    _assert_exact(S.strided_copy(x, 3), x[::3])  # fewer than TUNE_MIN_N outputs: the first config, untimed
+    assert len(calls) == len(S.AUTOTUNE_CONFIGS)
+    first = S.AUTOTUNE_CONFIGS[0]
+    assert S.best_config() == {"BLOCK": first.kwargs["BLOCK"], "num_warps": first.num_warps}

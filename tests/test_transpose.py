@@ -118,3 +118,28 @@ def test_gpu_autotune_and_int64_offsets():
     ref = a.t().contiguous()
     assert torch.equal(T.transpose(a), ref)
     assert torch.equal(T.transpose_naive(a), ref)
+
+
+@pytest.mark.skipif(gpulab.ON_GPU, reason="the GPU branch in the interpreter (on a GPU the real one runs)")
+def test_the_gpu_branch_tunes_from_tune_min_elements_and_takes_the_first_tile_below(monkeypatch, poisoned):
+    """At TUNE_MIN_ELEMENTS or more the shared autotuner times every candidate tile once and the transpose takes the
+    fastest, stored under the dtype and M's and N's buckets; below, the first tile, untimed."""
+    from gpulab.kernels import _autotune
+
+    from .gpu_branch import on_gpu_branch
+
+    calls = on_gpu_branch(monkeypatch, T, winner=3)
+    a = _rand((1000, T.TUNE_MIN_ELEMENTS // 1000 + 1), torch.bfloat16)
+    _assert_transpose(T.transpose(a), a)
+    want = T.AUTOTUNE_CONFIGS[3]
+    assert len(calls) == len(T.AUTOTUNE_CONFIGS) and T.best_config() == {
+        "BLOCK_M": want.kwargs["BLOCK_M"],
+        "BLOCK_N": want.kwargs["BLOCK_N"],
+        "num_warps": want.num_warps,
+    }
+    assert _autotune.cached(("transpose", torch.bfloat16, 1024, 2048)) is want
+    small = _rand((33, 65), torch.float32)
+    _assert_transpose(T.transpose(small), small)
+    assert (
+        len(calls) == len(T.AUTOTUNE_CONFIGS) and T.best_config()["BLOCK_M"] == T.AUTOTUNE_CONFIGS[0].kwargs["BLOCK_M"]
+    )

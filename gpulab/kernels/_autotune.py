@@ -1,4 +1,5 @@
-"""One autotuner for the fast kernels (``matmul``, ``flash_attention``): a cache keyed on the problem, filled by
+"""One autotuner for the fast kernels (``matmul``, ``flash_attention``, and lessons 04 and 06's ``sincos``,
+``strided``, ``transpose``): a cache keyed on the problem, filled by
 timing every candidate config once, and stores of the choices so that a key is timed once per GPU, not once per
 process.
 

@@ -27,6 +27,7 @@ import triton.language as tl
 
 import gpulab
 
+from . import _autotune
 from ._checks import check_block, check_tensor
 
 try:  # Triton 3.x on CUDA; the interpreter has the module but cannot execute these calls
@@ -38,25 +39,14 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 FAST_MATH_AVAILABLE = gpulab.ON_GPU and libdevice is not None and hasattr(libdevice, "fast_sinf")
 INTERPRETER_BLOCK = 1024  # the fused kernel's BLOCK in the interpreter (no autotuning there)
 
-# The autotuner's candidates for the fused kernel on a GPU: enough work per program and enough warps to hide
-# the latency of the sin/cos calls and of HBM. Keyed on n (and FAST, REPEAT): it benchmarks them once per
-# distinct key.
+# The autotuner's candidates for the fused kernel on a GPU (``gpulab.kernels._autotune``, keyed on the dtype, n
+# rounded up to a power of two, FAST, REPEAT and SHARED; below TUNE_MIN_N the first, untimed): 4, 8 and 16 elements
+# a thread at 2, 4 and 8 warps, enough work per program and enough warps to hide the latency of the sin/cos calls and
+# of HBM. The H200 chose (512, 2) for the precise and shared forms and (512, 4) for the fast one (lesson 04's
+# recording, from a list of twelve); 4096-element blocks ran twice as slowly there (the pressure study) and never won.
+# The first is the shape below TUNE_MIN_N and under GPULAB_AUTOTUNE=first.
 AUTOTUNE_CONFIGS = [
-    triton.Config({"BLOCK": b}, num_warps=w)
-    for b, w in [
-        (1024, 4),
-        (1024, 8),
-        (2048, 4),
-        (2048, 8),
-        (4096, 4),
-        (4096, 8),
-        (4096, 16),
-        (2048, 16),
-        (512, 4),
-        (512, 2),
-        (256, 2),
-        (1024, 2),
-    ]
+    triton.Config({"BLOCK": b}, num_warps=w) for b, w in [(1024, 4), (512, 2), (512, 4), (1024, 8), (2048, 8)]
 ]
 
 
@@ -198,21 +188,37 @@ def sin_cos_parts(x: torch.Tensor, shared: bool = True, block: int = 1024):
     return s, c
 
 
-TUNE_MIN_N = 2**16  # below this n: no benchmarking, the first config (keeps small launches and tests quick)
+TUNE_MIN_N = 2**16  # below this n: no autotuning, the first config (keeps small launches and tests quick)
+_LAST: list = [None]  # the config of the last launch that took the autotuner's shape (``best_config``)
 
 
-def _prune(configs, named_args, **kwargs):
-    """Below TUNE_MIN_N keep only the first config (the autotuner does not benchmark a single config)."""
-    return configs if named_args["n"] >= TUNE_MIN_N else configs[:1]
+def _launch_fused(x, y, config, fast: bool, repeat: int, shared: bool):
+    """One launch of the fused kernel at ``config`` (a ``triton.Config``); returns the compiled kernel on a GPU."""
+    n = x.numel()
+    return sincos_kernel[(triton.cdiv(n, config.kwargs["BLOCK"]),)](
+        x, y, n, FAST=fast, REPEAT=repeat, SHARED=shared, **config.all_kwargs()
+    )
 
 
-sincos_kernel_autotuned = (
-    triton.autotune(
-        configs=AUTOTUNE_CONFIGS, key=["n", "FAST", "REPEAT", "SHARED"], prune_configs_by={"early_config_prune": _prune}
-    )(sincos_kernel)
-    if gpulab.ON_GPU
-    else None
-)
+def _scratch_run(x, fast: bool, repeat: int, shared: bool):
+    """``run(config)`` for the autotuner: one launch into a scratch output."""
+    y = torch.empty_like(x)
+    return lambda cfg: _launch_fused(x, y, cfg, fast, repeat, shared)
+
+
+def _tuned(x, fast: bool, repeat: int, shared: bool):
+    """The autotuner's config for x's dtype, n's power-of-two bucket, FAST, REPEAT and SHARED (GPU only):
+    ``AUTOTUNE_CONFIGS[0]`` below TUNE_MIN_N, else ``_autotune.pick`` (a stored choice, or every candidate timed
+    into a scratch output)."""
+    n = x.numel()
+    if n < TUNE_MIN_N:
+        config = AUTOTUNE_CONFIGS[0]
+    else:
+        key = ("sincos", x.dtype, 1 << (n - 1).bit_length(), fast, repeat, shared)
+        run = lambda: _scratch_run(x, fast, repeat, shared)  # noqa: E731  (called only when timing)
+        config = _autotune.pick(key, AUTOTUNE_CONFIGS, run, what=f"sincos config for n = {n}")
+    _LAST[0] = config
+    return config
 
 
 def _check_fused_args(x, block, num_warps, repeat) -> None:
@@ -236,7 +242,7 @@ def sincos_launch(
     """Launch the fused kernel; returns ``(y, compiled)``. ``compiled`` is the launch's compiled kernel on a
     GPU (``.n_regs``, ``.n_spills``: see gpulab.fusion.kernel_resources), None in the interpreter.
 
-    ``block=None`` on a GPU autotunes over ``AUTOTUNE_CONFIGS`` (keyed on n); a given ``block`` (and
+    ``block=None`` on a GPU autotunes over ``AUTOTUNE_CONFIGS`` (``_tuned``); a given ``block`` (and
     ``num_warps``, Triton's default 4 if None) launches that shape exactly, as a naive kernel would. In the
     interpreter ``block=None`` means ``INTERPRETER_BLOCK``. ``repeat`` applies y <- sin(y)^2 + cos(y)^2 that
     many times (1 is the lesson's function). ``shared=True`` computes sin and cos from one range reduction
@@ -248,10 +254,8 @@ def sincos_launch(
     n = x.numel()
     if not n:
         return y, None
-    if block is None and sincos_kernel_autotuned is not None:
-        compiled = sincos_kernel_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](
-            x, y, n, FAST=fast, REPEAT=repeat, SHARED=bool(shared)
-        )
+    if block is None and gpulab.ON_GPU:
+        compiled = _launch_fused(x, y, _tuned(x, fast, repeat, bool(shared)), fast, repeat, bool(shared))
     else:
         block = block or INTERPRETER_BLOCK
         extra = {} if num_warps is None else {"num_warps": num_warps}
@@ -276,10 +280,9 @@ def sincos(
 
 
 def best_config():
-    """The autotuner's choice for the last key it ran (n, FAST, REPEAT) (a ``triton.Config``), or None (interpreter, or not
-    tuned yet)."""
-    k = sincos_kernel_autotuned
-    return None if k is None else getattr(k, "best_config", None)
+    """The config (a ``triton.Config``) of the last launch that took the autotuner's shape (``block=None`` on a GPU:
+    tuned, stored, or ``AUTOTUNE_CONFIGS[0]`` below TUNE_MIN_N), or None (interpreter, or no such launch yet)."""
+    return _LAST[0]
 
 
 # ---- (c) torch eager, and the float64 reference --------------------------------------------------------------

@@ -31,6 +31,7 @@ import triton.language as tl
 
 import gpulab
 
+from . import _autotune
 from ._checks import check_block, check_tensor
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -40,11 +41,12 @@ INTERPRETER_BLOCK = 1024
 TUNE_MIN_N = 2**20  # below this many outputs: no autotuning, the first config
 MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid dimension 0 (programs per launch here)
 
-# Candidates for the strided copy on a GPU, keyed on (n, stride, CONTIGUOUS): a memory-bound copy wants a few
-# thousand elements in flight per program; the first is gpulab's vector_add shape.
-AUTOTUNE_CONFIGS = [
-    triton.Config({"BLOCK": b}, num_warps=w) for b, w in [(1024, 4), (2048, 4), (4096, 4), (4096, 8), (8192, 8)]
-]
+# Candidates for the strided copy on a GPU (``gpulab.kernels._autotune``, keyed on the dtype, the number of outputs
+# rounded up to a power of two, the stride and whether it is 1; below TUNE_MIN_N the first, untimed): a memory-bound
+# copy wants a few thousand elements in flight per program; the first is gpulab's vector_add shape. The H200 chose it
+# at every stride of lesson 06's recording but 32, where (2048, 4) (from a list of five: (4096, 4) and (8192, 8) never
+# won).
+AUTOTUNE_CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w) for b, w in [(1024, 4), (2048, 4), (4096, 8)]]
 
 
 VECTOR_BYTES = 16  # the widest global access one lane issues (128 bits: ld/st.global.v4.b32)
@@ -75,17 +77,33 @@ def strided_copy_kernel(x_ptr, y_ptr, n, stride, CONTIGUOUS: tl.constexpr, BLOCK
     tl.store(y_ptr + offs, tl.load(x_ptr + src, mask=mask), mask=mask)
 
 
-def _prune(configs, named_args, **kwargs):
-    return configs if named_args["n"] >= TUNE_MIN_N else configs[:1]
+_LAST: list = [None]  # the config of the last launch that took the autotuner's shape (``best_config``)
 
 
-strided_copy_kernel_autotuned = (
-    triton.autotune(
-        configs=AUTOTUNE_CONFIGS, key=["n", "stride", "CONTIGUOUS"], prune_configs_by={"early_config_prune": _prune}
-    )(strided_copy_kernel)
-    if gpulab.ON_GPU
-    else None
-)
+def _launch_strided(x, y, n: int, stride: int, config) -> None:
+    """One launch of the strided copy at ``config`` (a ``triton.Config``)."""
+    strided_copy_kernel[(triton.cdiv(n, config.kwargs["BLOCK"]),)](
+        x, y, n, stride, CONTIGUOUS=stride == 1, **config.all_kwargs()
+    )
+
+
+def _scratch_run(x, n: int, stride: int):
+    """``run(config)`` for the autotuner: one launch into a scratch output."""
+    y = torch.empty(n, dtype=x.dtype, device=x.device)
+    return lambda cfg: _launch_strided(x, y, n, stride, cfg)
+
+
+def _tuned(x, n: int, stride: int):
+    """The autotuner's config for x's dtype, n's power-of-two bucket and the stride (GPU only): ``AUTOTUNE_CONFIGS[0]``
+    below TUNE_MIN_N, else ``_autotune.pick`` (a stored choice, or every candidate timed into a scratch output)."""
+    if n < TUNE_MIN_N:
+        config = AUTOTUNE_CONFIGS[0]
+    else:
+        key = ("strided_copy", x.dtype, 1 << (n - 1).bit_length(), stride)
+        run = lambda: _scratch_run(x, n, stride)  # noqa: E731  (called only when timing)
+        config = _autotune.pick(key, AUTOTUNE_CONFIGS, run, what=f"strided copy config for n = {n}, stride {stride}")
+    _LAST[0] = config
+    return config
 
 
 def _check_stride(stride) -> int:
@@ -102,8 +120,8 @@ def strided_copy(
     """``y[k] = x[k * stride]``: the elements of ``x[::stride]``, copied into a new contiguous 1-D tensor.
 
     x: 1-D contiguous fp32/fp16/bf16 on gpulab.DEVICE; stride: int >= 1 (elements). Returns y of length
-    ``ceil(len(x) / stride)`` and x's dtype. ``block=None`` autotunes on a GPU (``AUTOTUNE_CONFIGS``, keyed on
-    the length, the stride and whether it is 1) and uses ``INTERPRETER_BLOCK`` in the interpreter; a given
+    ``ceil(len(x) / stride)`` and x's dtype. ``block=None`` autotunes on a GPU (``AUTOTUNE_CONFIGS``, ``_tuned``)
+    and uses ``INTERPRETER_BLOCK`` in the interpreter; a given
     ``block`` (power of two) and ``num_warps`` launch that shape (``num_warps`` only with ``block``). Raises
     TypeError/ValueError naming the argument.
     """
@@ -121,10 +139,8 @@ def strided_copy(
         return y
     stride = min(stride, x.numel())  # any stride >= len(x) reads x[0] alone; and Triton takes at most 64-bit ints
     contiguous = stride == 1
-    if block is None and strided_copy_kernel_autotuned is not None:
-        strided_copy_kernel_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](
-            x, y, n, stride, CONTIGUOUS=contiguous
-        )
+    if block is None and gpulab.ON_GPU:
+        _launch_strided(x, y, n, stride, _tuned(x, n, stride))
     else:
         block = block or INTERPRETER_BLOCK
         extra = {} if num_warps is None else {"num_warps": num_warps}
@@ -133,8 +149,9 @@ def strided_copy(
 
 
 def best_config():
-    """The autotuner's choice for the last (n, stride) it ran, as ``{"BLOCK", "num_warps"}``, or None."""
-    c = getattr(strided_copy_kernel_autotuned, "best_config", None)
+    """The config of the last launch that took the autotuner's shape (``block=None`` on a GPU: tuned, stored, or the
+    first below TUNE_MIN_N), as ``{"BLOCK", "num_warps"}``, or None (interpreter, or no such launch yet)."""
+    c = _LAST[0]
     return None if c is None else {"BLOCK": c.kwargs["BLOCK"], "num_warps": c.num_warps}
 
 

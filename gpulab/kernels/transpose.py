@@ -24,6 +24,7 @@ import triton.language as tl
 
 import gpulab
 
+from . import _autotune
 from ._checks import check_block, check_power_of_two, check_tensor
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -32,23 +33,13 @@ INTERPRETER_TILE = (32, 32)  # (BLOCK_M, BLOCK_N) of the tiled kernel in the int
 TUNE_MIN_ELEMENTS = 2**20  # below this many elements: no autotuning, the first config
 MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid dimension 0 (programs per launch here)
 
-# Candidates for the tiled kernel on a GPU (keyed on M, N and the dtype): square and wide tiles, 4 or 8 warps.
-# 64x64 and 32x128 fp32 tiles are 16 KiB of shared memory each, so several programs fit on an SM (228 KiB on
-# an H100/H200); the first is the fallback for small matrices.
+# Candidates for the tiled kernel on a GPU (``gpulab.kernels._autotune``, keyed on the dtype and M and N rounded up to
+# powers of two; below TUNE_MIN_ELEMENTS the first, untimed): square and wide tiles, 4 or 8 warps. 64x64 and 32x128
+# fp32 tiles are 16 KiB of shared memory each, so several programs fit on an SM (228 KiB on an H100/H200). The H200
+# chose 64x64 with 8 warps in lesson 06's recording (from a list of ten); the first is the fallback for small matrices.
 AUTOTUNE_CONFIGS = [
     triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w)
-    for bm, bn, w in [
-        (64, 64, 4),
-        (64, 64, 8),
-        (32, 128, 4),
-        (128, 32, 4),
-        (32, 64, 4),
-        (64, 32, 4),
-        (32, 32, 4),
-        (64, 128, 4),
-        (128, 64, 8),
-        (128, 128, 8),
-    ]
+    for bm, bn, w in [(64, 64, 4), (64, 64, 8), (32, 128, 4), (128, 64, 8)]
 ]
 
 
@@ -78,17 +69,36 @@ def transpose_tiled_kernel(
     tl.store(b_ptr + offs_n[:, None] * stride_bn + offs_m[None, :] * stride_bm, tl.trans(tile), mask=mask_b)  # (BN, BM)
 
 
-def _prune(configs, named_args, **kwargs):
-    return configs if named_args["M"] * named_args["N"] >= TUNE_MIN_ELEMENTS else configs[:1]
+_LAST: list = [None]  # the config of the last launch that took the autotuner's shape (``best_config``)
 
 
-transpose_tiled_kernel_autotuned = (
-    triton.autotune(configs=AUTOTUNE_CONFIGS, key=["M", "N"], prune_configs_by={"early_config_prune": _prune})(
-        transpose_tiled_kernel
+def _launch_tiled(a, b, config) -> None:
+    """One launch of the tiled kernel from ``a`` into ``b`` at ``config`` (a ``triton.Config``)."""
+    M, N = a.shape
+    bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
+    transpose_tiled_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
+        a, b, M, N, a.stride(0), a.stride(1), b.stride(0), b.stride(1), **config.all_kwargs()
     )
-    if gpulab.ON_GPU
-    else None
-)
+
+
+def _scratch_run(a):
+    """``run(config)`` for the autotuner: one launch into a scratch output."""
+    b = torch.empty((a.shape[1], a.shape[0]), dtype=a.dtype, device=a.device)
+    return lambda cfg: _launch_tiled(a, b, cfg)
+
+
+def _tuned(a):
+    """The autotuner's config for a's dtype and its shape's power-of-two buckets (GPU only): ``AUTOTUNE_CONFIGS[0]``
+    below TUNE_MIN_ELEMENTS, else ``_autotune.pick`` (a stored choice, or every candidate timed into a scratch
+    output)."""
+    M, N = a.shape
+    if M * N < TUNE_MIN_ELEMENTS:
+        config = AUTOTUNE_CONFIGS[0]
+    else:
+        key = ("transpose", a.dtype, 1 << (M - 1).bit_length(), 1 << (N - 1).bit_length())
+        config = _autotune.pick(key, AUTOTUNE_CONFIGS, lambda: _scratch_run(a), what=f"transpose tile for {M} x {N}")
+    _LAST[0] = config
+    return config
 
 
 def _check_grid(programs: int, what: str) -> None:
@@ -126,7 +136,7 @@ def transpose(
     """B = A^T through on-chip tiles: coalesced reads and coalesced writes.
 
     a: (M, N) fp32/fp16/bf16 on gpulab.DEVICE, any strides. Returns a new contiguous (N, M) tensor.
-    ``block_m=block_n=None`` autotunes on a GPU over ``AUTOTUNE_CONFIGS`` (keyed on M, N and the dtype) and
+    ``block_m=block_n=None`` autotunes on a GPU over ``AUTOTUNE_CONFIGS`` (``_tuned``) and
     uses ``INTERPRETER_TILE`` in the interpreter; given tile sizes (powers of two, both or neither) and
     ``num_warps`` (only with them) launch that shape. Raises TypeError/ValueError naming the argument.
     """
@@ -146,24 +156,22 @@ def transpose(
     b = torch.empty((N, M), dtype=a.dtype, device=a.device)
     if not a.numel():
         return b
-    args = (a, b, M, N, a.stride(0), a.stride(1), b.stride(0), b.stride(1))
-    if block_m is None and transpose_tiled_kernel_autotuned is not None:
-        transpose_tiled_kernel_autotuned[
-            lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-        ](*args)
+    if block_m is None and gpulab.ON_GPU:
+        _launch_tiled(a, b, _tuned(a))
     else:
         block_m, block_n = (block_m, block_n) if block_m is not None else INTERPRETER_TILE
         extra = {} if num_warps is None else {"num_warps": num_warps}
         transpose_tiled_kernel[(triton.cdiv(M, block_m) * triton.cdiv(N, block_n),)](
-            *args, BLOCK_M=block_m, BLOCK_N=block_n, **extra
+            a, b, M, N, a.stride(0), a.stride(1), b.stride(0), b.stride(1), BLOCK_M=block_m, BLOCK_N=block_n, **extra
         )
     return b
 
 
 def best_config():
-    """The autotuner's choice for the last (M, N, dtype) it ran, as ``{"BLOCK_M", "BLOCK_N", "num_warps"}``, or
-    None (interpreter, or not tuned yet)."""
-    c = getattr(transpose_tiled_kernel_autotuned, "best_config", None)
+    """The tile of the last launch that took the autotuner's shape (no tile given, on a GPU: tuned, stored, or the first
+    below TUNE_MIN_ELEMENTS), as ``{"BLOCK_M", "BLOCK_N", "num_warps"}``, or None (interpreter, or no such launch
+    yet)."""
+    c = _LAST[0]
     return (
         None
         if c is None
