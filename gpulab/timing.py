@@ -220,7 +220,9 @@ def time_ms(fn, *, warmup_ms: float = 50, rep_ms: float = 300, graph: bool = Fal
         fn = capture_graph(fn).replay
     # Python's garbage collector off while timing, as timeit does: a collection pass over a large heap (a long
     # suite holds many objects) would otherwise land inside some launches and slow the CPU side of the timing.
-    gc.collect()
+    # Before it, the young generations are collected (the cycles made since the last collection); a full collection
+    # of a notebook kernel's heap (torch, plotly, inductor loaded) takes 0.1 to 0.5 s, which every call would pay.
+    gc.collect(1)
     was_enabled = gc.isenabled()
     gc.disable()
     try:
