@@ -182,6 +182,9 @@ def test_suite_pipeline_with_a_fake_timer():
     assert [r["fraction_a"] for r in data["uniform"]] == [0.0, 1.0]
     assert [r["layout"] for r in data["loop"]["rows"]] == ["interleaved", "sorted"]
     assert data["loop"]["rows"][1]["efficiency"] >= data["loop"]["rows"][0]["efficiency"]
+    draw = dv.mixed_trips(700, 0.25, 1, 5)  # the suite's draw (seed 0): interleaved as drawn, sorted by cost
+    steps = [r["block_steps"] for r in data["loop"]["rows"]]
+    assert steps == [simt.loop(draw, 128).steps, simt.loop(draw[simt.group_by_cost(draw)], 128).steps]
     text = lesson02.report(data)
     assert "(a) tl.where" in text and "(b) uniform if" in text and "sorted" in text
     fig = figures.lesson02.variants_figure(data, "fake timer")
