@@ -10,8 +10,10 @@ GPU only. Measures, in one run (under a minute):
 - gpulab's Triton fp32 matmul with input_precision "tf32" and "ieee": rate and error;
 - the accumulation experiment: fp16 products summed in fp16 vs fp32, error against K.
 
-Notebook 03 calls the measuring functions one by one (``relu_rates``, ``matmul_rates``,
-``triton_matmul_errors``, ``accumulation_errors``); the last two also run in the interpreter.
+Each part is a step (``STEPS``, named by the record's key it fills; ``--steps relu`` runs one), and the headline
+that ``make gpu-check`` runs is the ReLU at large n (``HEADLINE_STEPS``). Notebook 03 calls the measuring functions
+one by one (``relu_study``, ``rates_study``, ``triton_rates``, ``triton_matmul_errors``, ``accumulation_errors``);
+the last two also run in the interpreter.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ ERROR_N = 4096
 TRITON_N = 4096
 ACC_KS = tuple(2**e for e in range(4, 15))  # 16 .. 16384
 ACC_M = 128
+#: The suite's steps (``run(steps=...)``, ``python -m gpulab.bench --only lesson03 --steps relu``), each named by the
+#: record's key it fills. The headline (``make gpu-check``) is the ReLU per dtype at RELU_N: the time halving with the
+#: bytes, and gpulab's kernel against torch.relu.
+STEPS = ("relu", "relu_sweep", "matmul", "triton_matmul", "accumulation")
+HEADLINE_STEPS = ("relu",)
 # What notebook 03 measures live: the ReLU at RELU_N and every other size of the sweep; the matmul rates at MATMUL_N.
 LIVE_RELU = dict(n=RELU_N, sweep=RELU_SWEEP[::2])
 LIVE_RATES = dict(n=MATMUL_N)
@@ -102,8 +109,7 @@ def matmul_rates(n: int = MATMUL_N, dtypes=P.MATMUL_DTYPES) -> dict:
 def relu_study(n: int = RELU_N, sweep=RELU_SWEEP) -> dict:
     """The suite's ReLU steps: ``relu``, ``relu_rates(n)``, and ``relu_sweep``, ``relu_rates`` at each of ``sweep``
     (shorter budgets). GPU or test clock only."""
-    rows = sum((relu_rates(m, warmup_ms=10, rep_ms=60) for m in sweep), [])
-    return timing.stamp({"relu": relu_rates(n), "relu_sweep": rows})
+    return run(progress=False, relu_n=n, relu_sweep=sweep, steps=("relu", "relu_sweep"))
 
 
 def rates_study(n: int = MATMUL_N) -> dict:
@@ -169,24 +175,28 @@ def run(
     triton_n: int = TRITON_N,
     acc_ks=ACC_KS,
     acc_m: int = ACC_M,
+    steps=None,
 ) -> dict:
-    """Measure everything listed in the module docstring; returns a JSON-able dict. GPU only."""
+    """Measure everything listed in the module docstring; returns a JSON-able dict. GPU only. ``steps``: a subset
+    of ``STEPS`` (default all); the record holds the keys of the steps run. Raises ValueError naming an unknown
+    step."""
+    unknown = set(steps or ()) - set(STEPS)
+    if unknown:
+        raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
     timing.require_gpu("the lesson03 suite")
-    steps = ["relu", "relu sweep", "matmul rates", "matmul errors", "triton tf32/ieee", "accumulation"]
-    bar = tqdm(steps, desc="lesson03", disable=not progress)
-    out = {"relu": None, "relu_sweep": [], "matmul": {}, "triton_matmul": {}, "accumulation": {}}
+    todo = [s for s in STEPS if steps is None or s in steps]
+    bar = tqdm(todo, desc="lesson03", disable=not progress)
+    out = {}
     for step in bar:
         bar.set_postfix_str(step)
         if step == "relu":
             out["relu"] = relu_rates(relu_n)
-        elif step == "relu sweep":
-            for n in relu_sweep:
-                out["relu_sweep"] += relu_rates(n, warmup_ms=10, rep_ms=60)
-        elif step == "matmul rates":
+        elif step == "relu_sweep":
+            out["relu_sweep"] = sum((relu_rates(n, warmup_ms=10, rep_ms=60) for n in relu_sweep), [])
+        elif step == "matmul":
             out["matmul"] = {"n_rate": matmul_n, "tflops": matmul_rates(matmul_n)}
-        elif step == "matmul errors":
             out["matmul"].update(n_error=error_n, error=P.matmul_errors(error_n, feats=planned_features()))
-        elif step == "triton tf32/ieee":
+        elif step == "triton_matmul":
             out["triton_matmul"] = {k: v for k, v in triton_rates(triton_n).items() if k != "clock"}
         else:
             out["accumulation"] = accumulation_errors(acc_ks, m=acc_m)
@@ -194,40 +204,45 @@ def run(
 
 
 def report(data: dict, full: bool = False) -> str:
-    """A short table (at most 15 lines): ReLU per dtype with ratios to torch.relu, matmul rate and error per
-    dtype, the Triton tf32/ieee matmul, and the accumulation errors at the smallest and largest K.
-    ``full=True`` adds the ReLU size sweep (GB/s and ratio per n and dtype)."""
-    lines = [
-        f"ReLU at n = {data['relu'][0]['n']:,} (ratio = torch ms / gpulab ms; target >= 0.95):",
-        f"  {'dtype':5} {'gpulab ms':>10} {'GB/s':>7} {'torch ms':>9} {'GB/s':>7} {'ratio':>6}",
-    ]
-    for r in data["relu"]:
-        flag = "" if r["ratio"] >= 0.95 else "  BELOW TARGET"
+    """A short table (at most 15 lines) of the steps the record holds: ReLU per dtype with ratios to torch.relu,
+    matmul rate and error per dtype, the Triton tf32/ieee matmul, and the accumulation errors at the smallest and
+    largest K. ``full=True`` adds the ReLU size sweep (GB/s and ratio per n and dtype)."""
+    lines = []
+    if data.get("relu"):
+        lines += [
+            f"ReLU at n = {data['relu'][0]['n']:,} (ratio = torch ms / gpulab ms; target >= 0.95):",
+            f"  {'dtype':5} {'gpulab ms':>10} {'GB/s':>7} {'torch ms':>9} {'GB/s':>7} {'ratio':>6}",
+        ]
+        for r in data["relu"]:
+            flag = "" if r["ratio"] >= 0.95 else "  BELOW TARGET"
+            lines.append(
+                f"  {r['dtype']:5} {r['gpulab_ms']:10.4f} {r['gpulab_gbps']:7.0f} {r['torch_ms']:9.4f} "
+                f"{r['torch_gbps']:7.0f} {r['ratio']:6.3f}{flag}"
+            )
+    if data.get("matmul"):
+        m = data["matmul"]
+        lines.append(f"cuBLAS matmul: rate at {m['n_rate']}^3, relative error vs float64 at {m['n_error']}^3:")
+        for d, rate in m["tflops"].items():
+            err = m["error"].get(d)
+            lines.append(
+                f"  {d:5} "
+                + (f"{rate:8.1f} TFLOP/s" if rate else "   (not on this GPU)")
+                + (f"   error {err:.2e}" if err is not None else "")
+            )
+    if data.get("triton_matmul"):
+        t = data["triton_matmul"]
         lines.append(
-            f"  {r['dtype']:5} {r['gpulab_ms']:10.4f} {r['gpulab_gbps']:7.0f} {r['torch_ms']:9.4f} "
-            f"{r['torch_gbps']:7.0f} {r['ratio']:6.3f}{flag}"
+            f"Triton fp32 matmul {t['n']}^3: "
+            + ", ".join(f"{p} {t[p]['tflops']:.1f} TFLOP/s error {t[p]['error']:.2e}" for p in ("tf32", "ieee"))
         )
-    m = data["matmul"]
-    lines.append(f"cuBLAS matmul: rate at {m['n_rate']}^3, relative error vs float64 at {m['n_error']}^3:")
-    for d, rate in m["tflops"].items():
-        err = m["error"].get(d)
+    if data.get("accumulation"):
+        a = data["accumulation"]
         lines.append(
-            f"  {d:5} "
-            + (f"{rate:8.1f} TFLOP/s" if rate else "   (not on this GPU)")
-            + (f"   error {err:.2e}" if err is not None else "")
+            f"accumulation (fp16 inputs, {a['m']}x{a['m']} output): K={a['k'][0]}: fp16 acc "
+            f"{a['fp16'][0]:.2e}, fp32 acc {a['fp32'][0]:.2e}; K={a['k'][-1]}: fp16 acc {a['fp16'][-1]:.2e}, "
+            f"fp32 acc {a['fp32'][-1]:.2e}"
         )
-    t = data["triton_matmul"]
-    lines.append(
-        f"Triton fp32 matmul {t['n']}^3: "
-        + ", ".join(f"{p} {t[p]['tflops']:.1f} TFLOP/s error {t[p]['error']:.2e}" for p in ("tf32", "ieee"))
-    )
-    a = data["accumulation"]
-    lines.append(
-        f"accumulation (fp16 inputs, {a['m']}x{a['m']} output): K={a['k'][0]}: fp16 acc "
-        f"{a['fp16'][0]:.2e}, fp32 acc {a['fp32'][0]:.2e}; K={a['k'][-1]}: fp16 acc {a['fp16'][-1]:.2e}, "
-        f"fp32 acc {a['fp32'][-1]:.2e}"
-    )
-    if full:
+    if full and data.get("relu_sweep"):
         lines.append("ReLU sweep (gpulab GB/s, torch GB/s, ratio):")
         for r in data["relu_sweep"]:
             lines.append(
