@@ -73,8 +73,12 @@ def test_a_suite_runs_under_the_clock_with_the_recorded_keys_and_says_fake(key):
     with timing.test_clock(ms=0.5) as clock:
         data = TINY[key]()
     assert data["clock"] == timing.FAKE_LABEL and timing.is_fake_record(data) and clock.calls > 0
-    # provenance and step_provenance (a step recorded on its own) are the record's, not the run's
-    assert set(RECORDED[key]) - {"provenance", "step_provenance"} == set(data) - {"clock"}
+    # provenance and step_provenance (a step recorded on its own) are the record's, not the run's; variants_tuned
+    # (lesson04) is there when the record says its variants were not tuned
+    assert set(RECORDED[key]) - {"provenance", "step_provenance", "variants_tuned"} == set(data) - {
+        "clock",
+        "variants_tuned",
+    }
     assert all(math.isfinite(v) for v in _numbers(data))
     report = MODULE_OF[key].report(data)
     assert report and len(report.splitlines()) <= 15
@@ -122,6 +126,16 @@ def test_lesson03_rates_errors_and_the_notebook_steps():
     assert data["triton_matmul"].keys() == {"n", "tf32", "ieee"}
 
 
+def test_lesson03_runs_its_steps_alone_and_reports_what_it_holds():
+    with timing.test_clock(ms=1.0):
+        data = lesson03.run(**{**TINY_ARGS["lesson03"], "steps": lesson03.HEADLINE_STEPS})
+    assert set(data) == {"relu", "clock"} and set(lesson03.HEADLINE_STEPS) <= set(lesson03.STEPS)
+    assert lesson03.report(data).startswith("ReLU at n = 1,024") and "cuBLAS" not in lesson03.report(data)
+    assert set(lesson03.STEPS) == set(RECORDED["lesson03"]) - {"provenance", "step_provenance"}
+    with pytest.raises(ValueError, match="unknown"):
+        lesson03.run(steps=("relu", "nope"))
+
+
 def test_lesson04_headline_pressure_and_launch():
     with timing.test_clock(ms=1.0):
         data = TINY["lesson04"]()
@@ -160,6 +174,33 @@ def test_lesson04_live_keeps_a_live_point_in_each_figure():
     assert live_["blocks"] and len(live_["repeats"]) >= 2 and set(live_["sweep"]) <= set(lesson04.SWEEP)
     # every size below N takes the autotuner's first config untimed: no benchmark of every config in the notebook
     assert all(n < S.TUNE_MIN_N for n in live_["sweep"][:-1]) and live_["accuracy_n"] < S.TUNE_MIN_N
+
+
+def test_lesson04_runs_its_headline_alone_and_live_compiles_torch_compile_at_n_alone(monkeypatch):
+    with timing.test_clock(ms=1.0):
+        head = lesson04.run(**{**TINY_ARGS["lesson04"], "steps": lesson04.HEADLINE_STEPS})
+    assert set(head) == {"n", "dtype", "copy_tbps", "headline", "best_config", "best_config_fast"} | {
+        "best_config_shared",
+        "variants_tuned",
+        "clock",
+    }
+    assert "compile" in lesson04.report(head) and lesson04.report(head, full=True)
+    shapes = []
+    real = torch.compile
+
+    def counting_compile(fn, **kw):  # the shapes torch.compile's function is called on: each new one compiles
+        compiled = real(fn, **kw)
+        return lambda x: shapes.append(x.numel()) or compiled(x)
+
+    monkeypatch.setattr(torch, "compile", counting_compile)
+    args = {**TINY_ARGS["lesson04"], "sweep": (1024, 4096), "accuracy_n": 2048}
+    with timing.test_clock(ms=1.0):
+        data = lesson04.run(**args, compile_at_n_only=True, accuracy_16bit=False)
+    assert set(shapes) == {4096} and "compile" not in data["accuracy"]["fp32_max_abs_error"]
+    assert {r["n"] for r in data["sweep"] if r["method"] == "compile"} == {4096} and "fp16" not in data["accuracy"]
+    assert lesson04.LIVE["compile_at_n_only"] and not lesson04.LIVE["accuracy_16bit"]
+    with pytest.raises(ValueError, match="unknown"):
+        lesson04.run(steps=("headline", "nope"))
 
 
 @pytest.mark.parametrize("tune", [True, False])
@@ -301,7 +342,7 @@ def test_lesson04_steps_table_against_the_copy_bound():
         "accuracy": {"fp32_max_abs_error": {"fused": 1e-7}},
     }
     lines = lesson04.steps_table(data).splitlines()
-    assert len(lines) == 2 + len(lesson04.STEPS) and lines[-1].split()[-1] == "1.000"
+    assert len(lines) == 2 + len(lesson04.BUILD_STEPS) and lines[-1].split()[-1] == "1.000"
     fused = next(line for line in lines if line.startswith("+ autotuned"))
     assert fused.split()[-4:] == ["2.000", "1.00", "0.50", "1.0e-07"]  # compile/ours 2/2, copy/ours 1/2
 

@@ -14,6 +14,9 @@ GPU only. Measures sin(x)^2 + cos(x)^2 in fp32, in one run:
 - a size sweep, n = 2^10 .. 2^28, every method (the model line is drawn from the launch cost and bandwidth);
 - resource pressure: registers and spills from the compiled kernel, and time at 2^28, against BLOCK
   (num_warps 4) and against REPEAT (the sin/cos chain applied R times, autotune's best shape).
+
+Each part is a step (``STEPS``; ``--steps sweep`` runs one, merged into the record by ``--record``); the headline that
+``make gpu-check`` runs is the copy bandwidth and every method at 2^28 (``HEADLINE_STEPS``).
 """
 
 from __future__ import annotations
@@ -39,27 +42,38 @@ NAIVE_BLOCK = 4096
 TARGET_VS_COMPILE = 1.0  # gpulab's targets for the fused kernels: torch.compile ms / ours ms, at least
 TARGET_VS_COPY = 0.9  # and ours TB/s / copy TB/s, at least
 METHODS = ("unfused", "fused", "fused shared", "fused fast", "eager", "compile")
-# What notebook 04 measures live: the headline at N (every method; the fused kernel autotuned, its shared and
-# fast variants at the fused kernel's tuned shape: tuning each costs a compile and benchmark of every config), three sizes of the sweep (two below
-# the autotuner's TUNE_MIN_N, which take its first config untimed, and N, tuned by the headline), the accuracy on
-# 2^15 inputs (below TUNE_MIN_N too: each autotuned key costs a benchmark of every config, and accuracy does not
-# depend on the config), two BLOCKs (the naive one is compiled by the headline) and two REPEATs. The full suite
-# (python -m gpulab.bench --only lesson04) is the recording.
+#: The suite's steps (``run(steps=...)``, ``python -m gpulab.bench --only lesson04 --steps headline``), in the order
+#: they run. ``headline`` is the copy bandwidth and every method at N (the ratios the lesson is about: torch.compile
+#: ms / ours and ours / copy bandwidth), what ``make gpu-check`` runs (``HEADLINE_STEPS``).
+STEPS = ("headline", "launch", "accuracy", "sweep", "pressure")
+HEADLINE_STEPS = ("headline",)
+#: do_bench's budgets for each method at N (ms): 0.5 to 3 ms a launch at 2^28 on an H200, a hundred launches or more.
+HEADLINE_TIMING = dict(warmup_ms=25, rep_ms=100)
+# What notebook 04 measures live: the headline at N (every method; the fused kernel autotuned, its shared and fast
+# variants at the fused kernel's tuned shape, as in the suite), three
+# sizes of the sweep (two below the autotuner's TUNE_MIN_N, which take its first config untimed, and N), the fp32
+# accuracy on 2^15 inputs (below TUNE_MIN_N too; the notebook shows fp16 against eager on its own), two BLOCKs (the
+# naive one is compiled by the headline) and two REPEATs, and torch.compile at N alone (its one graph: a second size
+# compiles another, with dynamic shapes, seconds). The full suite (python -m gpulab.bench --only lesson04) is the
+# recording.
 LIVE = dict(
     progress=False,
     sweep=(2**10, 2**14, N),
     accuracy_n=2**15,
+    accuracy_16bit=False,
     blocks=(1024, NAIVE_BLOCK),
     repeats=(1, 4),
     tune_variants=False,
+    compile_at_n_only=True,
 )
 
 
 def _methods(x, compiled_eager, variant_config=None):
-    """Each method of ``METHODS`` as a call on x. ``variant_config`` (BLOCK, num_warps): the shared and fast
-    variants launch that shape instead of autotuning their own."""
+    """Each method of ``METHODS`` as a call on x (torch.compile's left out where ``compiled_eager`` is None).
+    ``variant_config`` (BLOCK, num_warps): the shared and fast variants launch that shape instead of autotuning their
+    own."""
     b, w = variant_config or (None, None)
-    return {
+    fns = {
         "unfused": lambda: S.sincos_unfused(x),
         "fused": lambda: S.sincos(x),
         "fused shared": lambda: S.sincos(x, shared=True, block=b, num_warps=w),
@@ -67,6 +81,9 @@ def _methods(x, compiled_eager, variant_config=None):
         "eager": lambda: S.sincos_eager(x),
         "compile": lambda: compiled_eager(x),
     }
+    if compiled_eager is None:
+        del fns["compile"]
+    return fns
 
 
 def launch_costs(launches: int = 1000) -> dict:
@@ -86,16 +103,16 @@ def launch_costs(launches: int = 1000) -> dict:
     return {"triton_us": triton_us, "torch_us": torch_us, "triton_cpu_us": cpu_us}
 
 
-def accuracy(n: int = ACCURACY_N, compiled_eager=None, variant_config=None) -> dict:
-    """Max absolute error against the float64 reference on normal inputs (fp32), per method; and, per 16-bit
-    dtype, the fraction of elements where torch eager and the fused kernel differ. ``variant_config``: as
-    ``_methods``'s."""
+def accuracy(n: int = ACCURACY_N, compiled_eager=S.sincos_eager, variant_config=None, dtypes16=("fp16", "bf16")):
+    """Max absolute error against the float64 reference on normal inputs (fp32), per method (torch.compile's left
+    out where ``compiled_eager`` is None); and, per 16-bit dtype of ``dtypes16``, the fraction of elements where torch
+    eager and the fused kernel differ. ``variant_config``: as ``_methods``'s. Returns a JSON-able dict."""
     x = torch.randn(n, device=timing.device(), generator=torch.Generator(timing.device()).manual_seed(0))
     ref = S.sincos_ref(x)
     out = {"n": n, "fp32_max_abs_error": {}, "fast_math": S.FAST_MATH_AVAILABLE}
-    for name, fn in _methods(x, compiled_eager or S.sincos_eager, variant_config).items():
+    for name, fn in _methods(x, compiled_eager, variant_config).items():
         out["fp32_max_abs_error"][name] = float((fn().double() - ref).abs().max())
-    for dname in ("fp16", "bf16"):
+    for dname in dtypes16:
         xd = x.to(torch_dtype(dname))
         eager, fused = S.sincos_eager(xd), S.sincos(xd)
         r = S.sincos_ref(xd)
@@ -171,70 +188,55 @@ def run(
     copy_bytes: int | None = None,
     launches: int = 1000,
     compile_backend: str = "inductor",
-    tune_variants: bool = True,
+    tune_variants: bool = False,
+    accuracy_16bit: bool = True,
+    compile_at_n_only: bool = False,
+    steps=None,
 ) -> dict:
     """Measure everything in the module docstring; returns a JSON-able dict. GPU (or test clock) only.
     ``copy_bytes``: one buffer of the copy (``device.measure_copy_tbps``'s default if None); ``launches``: of
     the CPU launch-cost loop; ``compile_backend``: torch.compile's (inductor's C++ build on a CPU takes longer
-    than a test, so the tests pass "eager"); ``tune_variants=False``: the shared and fast variants run at the
-    fused kernel's tuned (BLOCK, num_warps) instead of autotuning their own (24 compiles and benchmarks fewer;
-    the record then holds ``variants_tuned: False``, and their ``best_config_*`` is that shape)."""
+    than a test, so the tests pass "eager"); ``tune_variants``: the shared and fast variants autotune their own
+    (BLOCK, num_warps); by default they run at the fused kernel's tuned shape, so that each step of the build changes
+    one thing (and two autotuner keys fewer are timed; the record then holds ``variants_tuned: False``, and their
+    ``best_config_*`` is that shape); ``accuracy_16bit=False``: the
+    accuracy in fp32 only; ``compile_at_n_only``: torch.compile timed at n alone (the sweep's other sizes and the
+    accuracy leave it out: each new size would compile it again); ``steps``: a subset of ``STEPS`` (default all).
+    Raises ValueError naming an unknown step."""
+    unknown = set(steps or ()) - set(STEPS)
+    if unknown:
+        raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
     timing.require_gpu("the lesson04 suite")
     compiled_eager = torch.compile(S.sincos_eager, backend=compile_backend)
+    elsewhere = None if compile_at_n_only else compiled_eager  # torch.compile at sizes other than n
     dev = timing.device()
     gen = torch.Generator(dev).manual_seed(0)
-    steps = ["copy bandwidth", "launch cost", "headline", "accuracy", "sweep", "pressure"]
-    bar = tqdm(steps, desc="lesson04", disable=not progress)
-    out = {"n": n, "dtype": "fp32"} | ({} if tune_variants else {"variants_tuned": False})
+    todo = [s for s in STEPS if steps is None or s in steps]
+    bar = tqdm(todo, desc="lesson04", disable=not progress)
+    out = {"n": n, "dtype": "fp32"} | ({} if tune_variants or "headline" not in todo else {"variants_tuned": False})
     variant_config = None
     for step in bar:
         bar.set_postfix_str(step)
-        if step == "copy bandwidth":
+        if step == "headline":
             out["copy_tbps"] = device.measure_copy_tbps(copy_bytes)
-        elif step == "launch cost":
-            out["launch"] = launch_costs(launches)
-        elif step == "headline":
             x = torch.randn(n, device=dev, generator=gen)
             if not tune_variants:
                 S.sincos(x)  # tunes the fused kernel at n: its shape is the variants'
                 variant_config = _best(S.best_config(), S.INTERPRETER_BLOCK)
-            fns = _methods(x, compiled_eager, variant_config)
-            fns["naive fused"] = lambda: S.sincos(x, block=NAIVE_BLOCK)
-            rows = []
-            for name, fn in fns.items():
-                fn()  # compile / autotune outside the timing
-                t = timing.time_ms(fn)
-                fused = name not in ("unfused", "eager")
-                rows.append(
-                    {
-                        "method": name,
-                        "ms": t.median_ms,
-                        "p20_ms": t.p20_ms,
-                        "p80_ms": t.p80_ms,
-                        "eff_tbps": fusion.effective_tbps(n, t.median_ms),
-                        "bytes_model": fusion.bytes_moved(n, "fp32", fused),
-                    }
-                )
-            for key, fast, shared in (
-                ("best_config", False, False),
-                ("best_config_fast", True, False),
-                ("best_config_shared", False, True),
-            ):
-                if variant_config is not None and (fast or shared):
-                    b, w = variant_config
-                else:
-                    S.sincos(x, fast=fast, shared=shared)  # cached: sets the autotuner's best_config for this key
-                    b, w = _best(S.best_config(), S.INTERPRETER_BLOCK)
-                out[key] = {"BLOCK": b, "num_warps": w}
-            out["headline"] = rows
+            out |= _headline(x, compiled_eager, variant_config)
             del x
+        elif step == "launch":
+            out["launch"] = launch_costs(launches)
         elif step == "accuracy":
-            out["accuracy"] = accuracy(accuracy_n, compiled_eager, variant_config)
+            dtypes16 = ("fp16", "bf16") if accuracy_16bit else ()
+            out["accuracy"] = accuracy(
+                accuracy_n, compiled_eager if accuracy_n == n else elsewhere, variant_config, dtypes16
+            )
         elif step == "sweep":
             out["sweep"] = []
             for m in sweep:
                 x = torch.randn(m, device=dev, generator=gen)
-                for name, fn in _methods(x, compiled_eager, variant_config).items():
+                for name, fn in _methods(x, compiled_eager if m == n else elsewhere, variant_config).items():
                     fn()
                     out["sweep"].append(
                         {"n": m, "method": name, "ms": timing.time_ms(fn, warmup_ms=10, rep_ms=60).median_ms}
@@ -244,6 +246,42 @@ def run(
             out["pressure"] = pressure(n, blocks, repeats)
         timing.empty_cache()
     return timing.stamp(out)
+
+
+def _headline(x, compiled_eager, variant_config) -> dict:
+    """Every method and the naive fused kernel at x's size (``HEADLINE_TIMING``): the record's ``headline`` rows and
+    the autotuner's shapes (``best_config``, ``best_config_fast``, ``best_config_shared``)."""
+    n = x.numel()
+    fns = _methods(x, compiled_eager, variant_config)
+    fns["naive fused"] = lambda: S.sincos(x, block=NAIVE_BLOCK)
+    rows = []
+    for name, fn in fns.items():
+        fn()  # compile / autotune outside the timing
+        t = timing.time_ms(fn, **HEADLINE_TIMING)
+        fused = name not in ("unfused", "eager")
+        rows.append(
+            {
+                "method": name,
+                "ms": t.median_ms,
+                "p20_ms": t.p20_ms,
+                "p80_ms": t.p80_ms,
+                "eff_tbps": fusion.effective_tbps(n, t.median_ms),
+                "bytes_model": fusion.bytes_moved(n, "fp32", fused),
+            }
+        )
+    out = {"headline": rows}
+    for key, fast, shared in (
+        ("best_config", False, False),
+        ("best_config_fast", True, False),
+        ("best_config_shared", False, True),
+    ):
+        if variant_config is not None and (fast or shared):
+            b, w = variant_config
+        else:
+            S.sincos(x, fast=fast, shared=shared)  # cached: sets the autotuner's best_config for this key
+            b, w = _best(S.best_config(), S.INTERPRETER_BLOCK)
+        out[key] = {"BLOCK": b, "num_warps": w}
+    return out
 
 
 def headline_ratios(data: dict) -> dict:
@@ -256,73 +294,82 @@ def headline_ratios(data: dict) -> dict:
 
 
 def report(data: dict, full: bool = False) -> str:
-    """A short table (at most 15 lines): times, effective TB/s on 8n bytes, ratios vs torch.compile and copy
-    bandwidth at n with the targets flagged, fp32 accuracy and the launch costs. ``full=True`` adds the 16-bit
-    accuracy, the size sweep and the resource-pressure rows."""
-    rat = headline_ratios(data)
-    L = data["launch"]
-    lines = [
-        f"sin^2 + cos^2, fp32, n = {data['n']:,}; copy bandwidth {data['copy_tbps']:.3f} TB/s; "
-        f"best config {data['best_config']}",
-        f"  {'method':12} {'ms':>8} {'TB/s(8n)':>9} {'compile/ours':>13} {'ours/copy':>10}",
-    ]
-    flagged = False
-    for r in data["headline"]:
-        q = rat[r["method"]]
-        flag = ""
-        if r["method"] in ("fused", "fused shared", "fused fast"):
-            met = q["vs_compile"] >= TARGET_VS_COMPILE and q["vs_copy"] >= TARGET_VS_COPY
-            flag, flagged = ("  target met" if met else "  BELOW TARGET"), True
+    """A short table (at most 15 lines) of the steps the record holds: times, effective TB/s on 8n bytes, ratios vs
+    torch.compile and copy bandwidth at n with the targets flagged, fp32 accuracy and the launch costs. ``full=True``
+    adds the 16-bit accuracy, the size sweep and the resource-pressure rows."""
+    lines = []
+    if "headline" in data:
+        rat = headline_ratios(data)
+        lines += [
+            f"sin^2 + cos^2, fp32, n = {data['n']:,}; copy bandwidth {data['copy_tbps']:.3f} TB/s; "
+            f"best config {data['best_config']}",
+            f"  {'method':12} {'ms':>8} {'TB/s(8n)':>9} {'compile/ours':>13} {'ours/copy':>10}",
+        ]
+        flagged = False
+        for r in data["headline"]:
+            q = rat[r["method"]]
+            flag = ""
+            if r["method"] in ("fused", "fused shared", "fused fast"):
+                met = q["vs_compile"] >= TARGET_VS_COMPILE and q["vs_copy"] >= TARGET_VS_COPY
+                flag, flagged = ("  target met" if met else "  BELOW TARGET"), True
+            lines.append(
+                f"  {r['method']:12} {r['ms']:8.4f} {r['eff_tbps']:9.3f} {q['vs_compile']:13.3f} {q['vs_copy']:10.3f}"
+                + flag
+            )
+        if flagged:
+            lines.append(
+                f"  gpulab's targets for the fused kernels: torch.compile ms / ours >= {TARGET_VS_COMPILE:.1f} "
+                f"and ours / copy bandwidth >= {TARGET_VS_COPY:.1f}"
+            )
+    a = data.get("accuracy")
+    if a:
         lines.append(
-            f"  {r['method']:12} {r['ms']:8.4f} {r['eff_tbps']:9.3f} {q['vs_compile']:13.3f} {q['vs_copy']:10.3f}{flag}"
+            f"max abs error vs float64 (fp32, n = {a['n']:,}; fast math "
+            f"{'on' if a['fast_math'] else 'unavailable'}): "
+            + ", ".join(f"{k} {v:.1e}" for k, v in a["fp32_max_abs_error"].items())
         )
-    if flagged:
+    if "launch" in data:
+        L = data["launch"]
         lines.append(
-            f"  gpulab's targets for the fused kernels: torch.compile ms / ours >= {TARGET_VS_COMPILE:.1f} "
-            f"and ours / copy bandwidth >= {TARGET_VS_COPY:.1f}"
+            f"launch: tiny Triton kernel {L['triton_us']:.2f} µs, torch.sin(1 elt) {L['torch_us']:.2f} µs "
+            f"(do_bench, GPU side); Triton CPU launch {L['triton_cpu_us']:.2f} µs"
         )
-    a = data["accuracy"]
-    lines.append(
-        f"max abs error vs float64 (fp32, n = {a['n']:,}; fast math "
-        f"{'on' if a['fast_math'] else 'unavailable'}): "
-        + ", ".join(f"{k} {v:.1e}" for k, v in a["fp32_max_abs_error"].items())
-    )
-    lines.append(
-        f"launch: tiny Triton kernel {L['triton_us']:.2f} µs, torch.sin(1 elt) {L['torch_us']:.2f} µs "
-        f"(do_bench, GPU side); Triton CPU launch {L['triton_cpu_us']:.2f} µs"
-    )
     if not full:
         return "\n".join(lines)
-    lines.append(
-        f"best configs: shared {data.get('best_config_shared')}, fast {data['best_config_fast']}"
-        + ("" if data.get("variants_tuned", True) else " (the fused kernel's: the variants were not tuned here)")
-    )
+    if "best_config_fast" in data:
+        lines.append(
+            f"best configs: shared {data.get('best_config_shared')}, fast {data['best_config_fast']}"
+            + ("" if data.get("variants_tuned", True) else " (the fused kernel's: the variants were not tuned here)")
+        )
     for d in ("fp16", "bf16"):
-        lines.append(
-            f"  {d}: eager and fused differ on {a[d]['eager_fused_differ']:.1%} of elements; max abs error "
-            f"eager {a[d]['eager_max_abs_error']:.2e}, fused {a[d]['fused_max_abs_error']:.2e}"
-        )
-    ns = sorted({r["n"] for r in data["sweep"]})
-    lines.append("sweep (ms): " + " ".join(f"{m:>10}" for m in METHODS))
-    for m in ns:
-        ms = {r["method"]: r["ms"] for r in data["sweep"] if r["n"] == m}
-        lines.append(
-            f"  2^{m.bit_length() - 1:<2}     " + " ".join(f"{ms.get(k, float('nan')):10.4f}" for k in METHODS)
-        )
-    lines.append("resource pressure (n_regs/thread, n_spills = local-memory use, resident warps/SM, ms):")
-    for r in data["pressure"]["rows"]:
-        lines.append(
-            f"  {r['study']:6} BLOCK {r['block']:6} warps {r['num_warps']:2} R {r['repeat']:2} "
-            f"elt/thread {r['elements_per_thread']:4}: regs {r['n_regs']}, n_spills {r['n_spills']}, "
-            f"warps/SM {r.get('resident_warps')}, {r['ms']:.4f} ms"
-        )
+        if a and d in a:
+            lines.append(
+                f"  {d}: eager and fused differ on {a[d]['eager_fused_differ']:.1%} of elements; max abs error "
+                f"eager {a[d]['eager_max_abs_error']:.2e}, fused {a[d]['fused_max_abs_error']:.2e}"
+            )
+    if data.get("sweep"):
+        ns = sorted({r["n"] for r in data["sweep"]})
+        lines.append("sweep (ms): " + " ".join(f"{m:>10}" for m in METHODS))
+        for m in ns:
+            ms = {r["method"]: r["ms"] for r in data["sweep"] if r["n"] == m}
+            lines.append(
+                f"  2^{m.bit_length() - 1:<2}     " + " ".join(f"{ms.get(k, float('nan')):10.4f}" for k in METHODS)
+            )
+    if "pressure" in data:
+        lines.append("resource pressure (n_regs/thread, n_spills = local-memory use, resident warps/SM, ms):")
+        for r in data["pressure"]["rows"]:
+            lines.append(
+                f"  {r['study']:6} BLOCK {r['block']:6} warps {r['num_warps']:2} R {r['repeat']:2} "
+                f"elt/thread {r['elements_per_thread']:4}: regs {r['n_regs']}, n_spills {r['n_spills']}, "
+                f"warps/SM {r.get('resident_warps')}, {r['ms']:.4f} ms"
+            )
     return "\n".join(lines)
 
 
 # ---- what notebook 04 shows from a record (measured now, or recorded: ``live``) -------------------------------
 
 #: The steps of notebook 04's build, in order: (label, method of the record's ``headline``).
-STEPS = (
+BUILD_STEPS = (
     (f"naive fused (BLOCK {NAIVE_BLOCK}, 4 warps)", "naive fused"),
     ("+ autotuned BLOCK, num_warps", "fused"),
     ("+ shared range reduction", "fused shared"),
@@ -391,13 +438,13 @@ def launch_and_copy(data: dict) -> tuple[float, float]:
 
 
 def steps_table(data: dict) -> str:
-    """The build's steps (``STEPS``) from a lesson04 record, one line each: ms, torch.compile ms / ours, copy
+    """The build's steps (``BUILD_STEPS``) from a lesson04 record, one line each: ms, torch.compile ms / ours, copy
     bound ms / ours and the max |error| in fp32, then the copy bound of 8n bytes (``fusion.bytes_moved``)."""
     ms = {r["method"]: r["ms"] for r in data["headline"]}
     err = data["accuracy"]["fp32_max_abs_error"]
     copy_ms = fusion.bytes_moved(data["n"], "fp32", True) / (data["copy_tbps"] * 1e12) * 1e3
     lines = [f"{'version':36} {'ms':>7} {'compile/ours':>12} {'ours/copy':>9} {'max |err|':>9}"]
-    for label, key in STEPS:
+    for label, key in BUILD_STEPS:
         e = f"{err[key]:9.1e}" if key in err else f"{'-':>9}"
         lines.append(f"{label:36} {ms[key]:7.3f} {ms['compile'] / ms[key]:12.2f} {copy_ms / ms[key]:9.2f} {e}")
     lines.append(f"{'copy bound (8n bytes)':36} {copy_ms:7.3f}")

@@ -40,14 +40,14 @@ FAST_MATH_AVAILABLE = gpulab.ON_GPU and libdevice is not None and hasattr(libdev
 INTERPRETER_BLOCK = 1024  # the fused kernel's BLOCK in the interpreter (no autotuning there)
 
 # The autotuner's candidates for the fused kernel on a GPU (``gpulab.kernels._autotune``, keyed on the dtype, n
-# rounded up to a power of two, FAST, REPEAT and SHARED; below TUNE_MIN_N the first, untimed): 4, 8 and 16 elements
-# a thread at 2, 4 and 8 warps, enough work per program and enough warps to hide the latency of the sin/cos calls and
-# of HBM. The H200 chose (512, 2) for the precise and shared forms and (512, 4) for the fast one (lesson 04's
-# recording, from a list of twelve); 4096-element blocks ran twice as slowly there (the pressure study) and never won.
-# The first is the shape below TUNE_MIN_N and under GPULAB_AUTOTUNE=first.
-AUTOTUNE_CONFIGS = [
-    triton.Config({"BLOCK": b}, num_warps=w) for b, w in [(1024, 4), (512, 2), (512, 4), (1024, 8), (2048, 8)]
-]
+# rounded up to a power of two, FAST, REPEAT and SHARED; below TUNE_MIN_N the first, untimed): 4 and 8 elements a
+# thread at 2 and 4 warps, enough work per program and enough warps to hide the latency of the sin/cos calls and of
+# HBM. The H200 chose (512, 2) for the precise and shared forms and (512, 4) for the fast one (lesson 04's recording,
+# from a list of twelve in which blocks of 2048 and 4096 elements never won: 16 and 32 elements a thread, twice as
+# slow at 4096 in the pressure study). Every candidate has its SASS counted (gpulab/data/sass-sm90.json, read by
+# ``gpulab.bench.lesson04.issued_per_element`` at the shape chosen). The first is the shape below TUNE_MIN_N and under
+# GPULAB_AUTOTUNE=first.
+AUTOTUNE_CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w) for b, w in [(1024, 4), (512, 2), (512, 4)]]
 
 
 # ---- (a) five kernels, one per operation ----------------------------------------------------------------
