@@ -1,13 +1,23 @@
-"""The kernels ``python -m gpulab.targets`` compiles: one ``LessonKernel`` row per kernel as a lesson launches it
+"""The kernels ``python -m gpulab.targets`` compiles: one ``LessonKernel`` row per kernel as it is launched
 (``LESSON_KERNELS``), each with the configurations the plan of a GPU gives it. ``gpulab.targets`` compiles them.
 
-A row names the lesson, the kernel (``module``: a file of ``gpulab/kernels``, ``kernel``: its ``@triton.jit``
-function), the element type the lesson wants, and ``launches(plan, dtype)``: the candidate configurations, first
-the one taken without autotuning. The lesson settings (lesson 07's build dtype, lesson 08's head dimensions) are
-read from the lessons' suites, their one home.
+What is a row: every ``@triton.jit`` kernel that a lesson's code, a notebook, an exercise's hidden solution or the
+package launches (tests/test_compile_coverage.py finds each one in the source and fails on one without a row,
+unless its allow-list says why). A row names the lesson (the notebook that runs it), the kernel (``module``: a
+file of ``gpulab/kernels`` by its stem, another module by its dotted name, or a notebook by its path; ``kernel``:
+its ``@triton.jit`` function), the element types it is launched with (``dtype``, then ``more_dtypes``), and
+``launches(plan, dtype)``: the configurations launched, first the one taken without autotuning, then the other
+autotuning candidates and the other shapes the lessons launch. A code path chosen by a constexpr flag (causal,
+a TMA load, a fast sine) is a row of its own, so that the first configuration of every row (``python -m
+gpulab.targets``) compiles every path; ``--all-configs`` compiles every configuration.
 
-This module imports the kernel modules and the suites: only the parent process of ``python -m gpulab.targets``
-imports it, never a compile worker (which must import the kernels after clearing ``TRITON_INTERPRET``).
+The lesson settings (lesson 07's build dtype, lesson 08's head dimensions) are read from the kernels they
+configure, their one home (the suites read them there too); the exercise solutions' block sizes and head
+dimensions are their launchers' defaults and their checkers' and races' shapes, written here as numbers (this
+module imports no exercise or suite; tests/test_compile_coverage.py holds them equal).
+
+This module imports the kernel modules: only the parent process of ``python -m gpulab.targets`` imports it,
+never a compile worker (which must import the kernels after clearing ``TRITON_INTERPRET``).
 """
 
 from __future__ import annotations
@@ -16,16 +26,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import dtypes
-from .bench.lesson07 import BUILD_DTYPE
-from .bench.lesson08 import HEAD_DIMS, TEACHING_SETTINGS
 from .counter_cases import COALESCING_LAUNCH
-from .kernels import flash_attention, flash_teaching, matmul, matmul_precision, matmul_steps, sincos, strided, transpose
+from .kernels import (
+    divergence,
+    flash_attention,
+    flash_teaching,
+    matmul,
+    matmul_precision,
+    matmul_steps,
+    read_bw,
+    sincos,
+    strided,
+    transpose,
+)
 
-#: The head dimension of the production attention rows: the smaller of lesson 08's headline head dimensions.
-HEAD_DIM = min(HEAD_DIMS)
+#: The head dimensions of the production attention rows: lesson 08's headline head dimensions.
+HEAD_DIMS = flash_attention.LESSON_HEAD_DIMS
 #: The head dimension of lesson 08's teaching-against-production step (one, for every length it runs).
-(TEACHING_HEAD_DIM,) = {d for d, _ in TEACHING_SETTINGS}
-E_BLOCK = 1024  # elementwise kernels' BLOCK on a GPU
+(TEACHING_HEAD_DIM,) = {d for d, _ in flash_teaching.LESSON_SETTINGS}
+E_BLOCK = 1024  # elementwise kernels' BLOCK on a GPU (every launcher's default)
+SIXTEEN = ("fp16", "bf16")  # the 16-bit element types an elementwise launcher takes beside fp32
 
 
 @dataclass(frozen=True)
@@ -44,14 +64,15 @@ class Launch:
 @dataclass(frozen=True)
 class LessonKernel:
     """One kernel as a lesson launches it: ``lesson`` ("07"), ``name`` (the table's, unique), ``module`` (a file
-    of ``gpulab/kernels``) and ``kernel`` (its ``@triton.jit`` function), ``dtype`` (the element type wanted).
-    ``dot``: the kernel multiplies on tensor cores (so ``plan.dtype`` may replace bf16 or fp8 by fp16);
-    ``needs``: a ``plan.FEATURES`` key the path needs, ``instead`` the row taken without it; ``pointers``:
-    arguments that are pointers of ``dtype`` beside those named ``*_ptr``; ``types``: argument -> Triton type
-    where that rule (pointers of ``dtype``, other arguments i32) does not hold ("*fp32", "fp32", "none" for an
-    argument passed as None, "desc<R,C>" for a TMA descriptor of (R, C) tiles named by constexprs or ints,
-    "*dtype" for a pointer of the row's dtype); ``launches(plan, dtype)``: the candidate configurations, first
-    the one taken without autotuning."""
+    of ``gpulab/kernels`` by its stem, another module by its dotted name, a notebook by its path from the
+    project root) and ``kernel`` (its ``@triton.jit`` function), ``dtype`` (the element type wanted) and
+    ``more_dtypes`` (the others it is launched with: a table row each). ``dot``: the kernel multiplies on tensor
+    cores (so ``plan.dtype`` may replace bf16 or fp8 by fp16); ``needs``: a ``plan.FEATURES`` key the path
+    needs, ``instead`` the row taken without it; ``pointers``: arguments that are pointers of ``dtype`` beside
+    those named ``*_ptr``; ``types``: argument -> Triton type where that rule (pointers of ``dtype``, other
+    arguments i32) does not hold ("*fp32", "fp32", "none" for an argument passed as None, "desc<R,C>" for a TMA
+    descriptor of (R, C) tiles named by constexprs or ints, "*dtype" for a pointer of the row's dtype);
+    ``launches(plan, dtype)``: the configurations launched, first the one taken without autotuning."""
 
     lesson: str
     name: str
@@ -64,14 +85,21 @@ class LessonKernel:
     instead: str = ""
     pointers: tuple = ()
     types: dict = field(default_factory=dict)
+    more_dtypes: tuple = ()
 
 
 # ---- launches: the configurations each kernel gets on a GPU's plan ----------------------------------------------
 
 
-def _one(**constexprs):
-    """One launch with these constexprs and Triton's default warps and stages."""
-    return lambda p, dtype: [Launch({**constexprs})]
+def _one(num_warps: int = 4, num_stages: int = 3, **constexprs):
+    """One launch with these constexprs (Triton's default warps and stages unless given)."""
+    return lambda p, dtype: [Launch({**constexprs}, num_warps, num_stages)]
+
+
+def _each(*launches: dict):
+    """One launch per dict of constexprs, with Triton's default warps and stages (the shapes a kernel is launched
+    with by different callers: a checker's and a race's head dimension)."""
+    return lambda p, dtype: [Launch(dict(ce)) for ce in launches]
 
 
 def _configs(module, attr: str, **extra):
@@ -84,13 +112,30 @@ def _configs(module, attr: str, **extra):
     return launches
 
 
+def _and(launches, *more: Launch):
+    """``launches`` and then ``more``: shapes a caller passes explicitly beside a kernel's autotuning list."""
+    return lambda p, dtype: [*launches(p, dtype), *more]
+
+
+def _sigmoid3(**extra):
+    """The launch of a ``kernels.sigmoid3`` kernel: ``F64`` for fp64 (the launcher's rule), ``BLOCK`` its own."""
+    return lambda p, dtype: [Launch({"BLOCK": E_BLOCK, "F64": dtype == "fp64", **extra})]
+
+
 def _matmul(path: str):
-    """Launches of ``matmul``'s ``path`` as the plan tunes it (``kernels.matmul.candidates``)."""
+    """Launches of ``matmul``'s ``path`` as the plan tunes it (``kernels.matmul.candidates``); ``UPCAST`` off (the
+    interpreter's bf16 workaround, never taken on a GPU)."""
 
     def launches(p, dtype):
         out = []
         for c in matmul.candidates(path, dtypes.torch_dtype(dtype), p):
-            ce = {"BLOCK_M": c.BLOCK_M, "BLOCK_N": c.BLOCK_N, "BLOCK_K": c.BLOCK_K, "GROUP_M": c.GROUP_M}
+            ce = {
+                "BLOCK_M": c.BLOCK_M,
+                "BLOCK_N": c.BLOCK_N,
+                "BLOCK_K": c.BLOCK_K,
+                "GROUP_M": c.GROUP_M,
+                "UPCAST": False,
+            }
             if path == "tma":
                 ce.update(FLATTEN=c.flatten, WARP_SPECIALIZE=c.warp_specialize)
             else:
@@ -102,26 +147,29 @@ def _matmul(path: str):
 
 
 def _flash_fwd(causal: bool, tma: bool):
-    """Launches of the attention forward as the plan tunes it (``kernels.flash_attention.fwd_candidates``)."""
+    """Launches of the attention forward as the plan tunes it (``kernels.flash_attention.fwd_candidates``), at
+    each of lesson 08's head dimensions (the smallest first)."""
 
     def launches(p, dtype):
-        flags = dict(HEAD_DIM=HEAD_DIM, CAUSAL=causal, USE_TMA=tma, UPCAST=False)
-        flags["DOT_PREC"] = "ieee" if dtype == "fp32" else "tf32"
+        flags = dict(CAUSAL=causal, USE_TMA=tma, UPCAST=False, DOT_PREC="ieee" if dtype == "fp32" else "tf32")
         return [
-            Launch(dict(c.kwargs, **flags), c.num_warps, c.num_stages)
-            for c in flash_attention.fwd_candidates(dtypes.torch_dtype(dtype), causal, HEAD_DIM, p)
+            Launch(dict(c.kwargs, HEAD_DIM=d, **flags), c.num_warps, c.num_stages)
+            for d in sorted(HEAD_DIMS)
+            for c in flash_attention.fwd_candidates(dtypes.torch_dtype(dtype), causal, d, p)
         ]
 
     return launches
 
 
-def _flash_bwd(part: str):
-    """Launches of one part of the attention backward as the plan tunes it (``bwd_candidates``)."""
+def _flash_bwd(part: str, causal: bool):
+    """Launches of one part of the attention backward as the plan tunes it (``bwd_candidates``), at each of lesson
+    08's head dimensions."""
 
     def launches(p, dtype):
-        flags = dict(HEAD_DIM=HEAD_DIM, CAUSAL=False, USE_TMA=False, UPCAST=False, DOT_PREC="tf32")
+        flags = dict(CAUSAL=causal, USE_TMA=False, UPCAST=False, DOT_PREC="ieee" if dtype == "fp32" else "tf32")
         return [
-            Launch(dict(c.kwargs, **flags, **flash_attention.BWD_PARTS[part]), c.num_warps, c.num_stages)
+            Launch(dict(c.kwargs, HEAD_DIM=d, **flags, **flash_attention.BWD_PARTS[part]), c.num_warps, c.num_stages)
+            for d in sorted(HEAD_DIMS)
             for c in flash_attention.bwd_candidates(part, dtypes.torch_dtype(dtype), p)
         ]
 
@@ -184,6 +232,11 @@ _BWD_TYPES = {
 }
 _QKVO = ("Q", "K", "V", "O")
 _BWD_POINTERS = ("Q", "K", "V", "DO", "DQ", "DK", "DV")
+#: The element type the production attention is launched with beside lesson 08's bf16: fp16, by the races of
+#: exercises 08 and 08b (``exercises.race``: the forward and the default, split, backward; non-causal). Its fp32
+#: path runs only in the tests, which ``make gpu-check`` runs (and so compiles) on the H200 alone.
+_ATTENTION_MORE = ("fp16",)
+_BWD_NAMES = {"dkdv": "dk, dv", "dq": "dq", "fused": "fused", "atomic": "atomic dq"}
 
 
 #: (BLOCK, num_warps, dtype, CONTIGUOUS) of the strided copy whose layout ``gpulab.targets.strided_layouts``
@@ -205,11 +258,33 @@ def _step_kernels() -> list[LessonKernel]:
             name=f"matmul step: {step}",
             module="matmul_steps",
             kernel="naive_kernel" if step == "no reuse" else "tiled_kernel",
-            dtype=BUILD_DTYPE,
+            dtype=matmul_steps.BUILD_DTYPE,
             launches=_step(step),
             dot=step != "no reuse",
         )
         for step in ("no reuse", "tiled", "grouped", "pipelined")
+    ]
+
+
+def _attention_backward_kernels() -> list[LessonKernel]:
+    """Lesson 08's production backward (``kernels.flash_attention``): each launch of each dq mode (lesson 08's
+    teaching step times all of ``BWD_MODES``; the default, split, is the dK/dV and the dQ launches), both causal
+    flags."""
+    return [
+        LessonKernel(
+            lesson="08",
+            name=f"attention backward: {_BWD_NAMES[part]}{' causal' if causal else ''}",
+            module="flash_attention",
+            kernel="flash_attention_bwd_kernel",
+            dtype="bf16",
+            launches=_flash_bwd(part, causal),
+            dot=True,
+            pointers=_BWD_POINTERS,
+            types=_BWD_TYPES,
+            more_dtypes=_ATTENTION_MORE if part in flash_attention.MODE_PARTS["split"] and not causal else (),
+        )
+        for part in ("dkdv", "dq", "fused", "atomic")
+        for causal in (False, True)
     ]
 
 
@@ -238,78 +313,201 @@ def _teaching_attention_kernels() -> list[LessonKernel]:
     ]
 
 
+# The exercises' hidden solutions (gpulab/exercises/exNN_solutions.py), as their checkers and races launch them on
+# a GPU: BLOCK is the launcher's default (tests/test_compile_coverage.py holds each equal to it).
+SOLUTIONS = "gpulab.exercises.ex{}_solutions"
+#: The head dimensions the attention exercises launch with: the checkers' (ex08.FLASH_D, ex08b.BACKWARD_D) and
+#: the races' (lesson 08's headline d).
+EXERCISE_HEAD_DIMS = (16, 128)
+
+
+def _exercise_attention_kernels() -> list[LessonKernel]:
+    """Exercises 08 and 08b's solution kernels: fp16 on a GPU (their checkers and races), 16 x 16 tiles (the
+    launchers' defaults), at each of ``EXERCISE_HEAD_DIMS``, both causal flags."""
+    kernels = (
+        ("08", "08", "flash forward", "flash_forward_kernel", ("Q", "K", "V", "O"), {"L": "i32"}),
+        ("08b", "08b", "flash backward dk, dv", "dkdv_kernel", ("Q", "K", "V", "DO", "DK", "DV"), {}),
+        ("08b", "08b", "flash backward dq", "dq_kernel", ("Q", "K", "V", "DO", "DQ"), {}),
+    )
+    return [
+        LessonKernel(
+            lesson=lesson,
+            name=f"ex{ex} {what}{' causal' if causal else ''} (solution)",
+            module=SOLUTIONS.format(ex),
+            kernel=kernel,
+            dtype="fp16",
+            launches=_each(*(dict(CAUSAL=causal, D=d, BLOCK_M=16, BLOCK_N=16) for d in EXERCISE_HEAD_DIMS)),
+            dot=True,
+            pointers=pointers,
+            types={"LSE": "*fp32", "DELTA": "*fp32", "scale": "fp32", **extra},
+        )
+        for lesson, ex, what, kernel, pointers, extra in kernels
+        for causal in (False, True)
+    ]
+
+
 # One row a kernel, its arguments by keyword on a few lines: the formatter would give each argument a line.
 # fmt: off
 LESSON_KERNELS: list[LessonKernel] = [
+    # 00: the memory hierarchy measured (bench.lesson00: BLOCK 1024, read_bw.NUM_WARPS)
+    LessonKernel(lesson="00", name="staircase read",
+                 module="read_bw", kernel="read_sum_kernel", dtype="fp32",
+                 launches=_one(read_bw.NUM_WARPS, BLOCK=E_BLOCK, CACHE="")),
+    LessonKernel(lesson="00", name="staircase read past the L1 (.cg)",
+                 module="read_bw", kernel="read_sum_kernel", dtype="fp32",
+                 launches=_one(read_bw.NUM_WARPS, BLOCK=E_BLOCK, CACHE=".cg")),
+    LessonKernel(lesson="00", name="persistent copy",
+                 module="read_bw", kernel="copy_persistent_kernel", dtype="fp32",
+                 launches=_one(read_bw.NUM_WARPS, BLOCK=E_BLOCK)),
     # 00b: the first kernel
     LessonKernel(lesson="00b", name="vector add",
                  module="vector_add", kernel="vector_add_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK)),
+                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
+    LessonKernel(lesson="00b", name="first kernel: copy (notebook)",
+                 module="notebooks/00b_first_kernel.ipynb", kernel="copy_kernel", dtype="fp32",
+                 launches=_one(BLOCK=128)),
+    LessonKernel(lesson="00b", name="ex00 add (solution)",
+                 module=SOLUTIONS.format("00"), kernel="add_kernel", dtype="fp32",
+                 launches=_one(BLOCK=128)),
+    LessonKernel(lesson="00b", name="ex00 reverse (solution)",
+                 module=SOLUTIONS.format("00"), kernel="reverse_kernel", dtype="fp32",
+                 launches=_one(BLOCK=128)),
+    # 01: roofline
+    LessonKernel(lesson="01", name="ex01 scale add (solution)",
+                 module=SOLUTIONS.format("01"), kernel="scale_add_kernel", dtype="fp32",
+                 launches=_one(BLOCK=128), types={"a": "fp32", "b": "fp32"}),
     # 02: warp divergence
     LessonKernel(lesson="02", name="divergence: one path",
                  module="divergence", kernel="path_kernel", dtype="fp32",
-                 launches=_one(K=32, PATH_A=True, BLOCK=E_BLOCK)),
+                 launches=_one(K=divergence.K_A, PATH_A=True, BLOCK=E_BLOCK)),
+    LessonKernel(lesson="02", name="divergence: the other path",
+                 module="divergence", kernel="path_kernel", dtype="fp32",
+                 launches=_one(K=divergence.K_B, PATH_A=False, BLOCK=E_BLOCK)),
     LessonKernel(lesson="02", name="divergence: branch by lane",
                  module="divergence", kernel="branch_where_kernel", dtype="fp32",
-                 launches=_one(K_A=32, K_B=16, BLOCK=E_BLOCK), types={"take_a_ptr": "*i1"}),
+                 launches=_one(K_A=divergence.K_A, K_B=divergence.K_B, BLOCK=E_BLOCK), types={"take_a_ptr": "*u8"}),
     LessonKernel(lesson="02", name="divergence: branch by block",
                  module="divergence", kernel="branch_uniform_kernel", dtype="fp32",
-                 launches=_one(K_A=32, K_B=16, BLOCK=E_BLOCK), types={"block_takes_a_ptr": "*i1"}),
+                 launches=_one(K_A=divergence.K_A, K_B=divergence.K_B, BLOCK=E_BLOCK),
+                 types={"block_takes_a_ptr": "*u8"}),
     LessonKernel(lesson="02", name="divergence: loop trips",
                  module="divergence", kernel="loop_cost_kernel", dtype="fp32",
                  launches=_one(BLOCK=E_BLOCK), types={"trips_ptr": "*i32"}),
+    LessonKernel(lesson="02", name="ex02 loop grouped (solution)",
+                 module=SOLUTIONS.format("02"), kernel="loop_grouped_kernel", dtype="fp32",
+                 launches=_one(BLOCK=128), types={"trips_ptr": "*i32", "order_ptr": "*i32"}),
     # 03: precision
     LessonKernel(lesson="03", name="relu fp32",
                  module="relu", kernel="relu_kernel", dtype="fp32",
                  launches=_one(BLOCK=E_BLOCK)),
     LessonKernel(lesson="03", name="relu bf16",
                  module="relu", kernel="relu_kernel", dtype="bf16",
-                 launches=_one(BLOCK=E_BLOCK)),
+                 launches=_one(BLOCK=E_BLOCK), more_dtypes=("fp16",)),
     LessonKernel(lesson="03", name="matmul precision fp32 (tf32)",
                  module="matmul_precision", kernel="matmul_precision_kernel", dtype="fp32",
                  launches=_precision("tf32", False), dot=True, types={"c_ptr": "*fp32"}),
+    LessonKernel(lesson="03", name="matmul precision fp32 (ieee)",
+                 module="matmul_precision", kernel="matmul_precision_kernel", dtype="fp32",
+                 launches=_precision("ieee", False), dot=True, types={"c_ptr": "*fp32"}),
     LessonKernel(lesson="03", name="matmul precision bf16",
                  module="matmul_precision", kernel="matmul_precision_kernel", dtype="bf16",
-                 launches=_precision("tf32", False), dot=True, types={"c_ptr": "*fp32"}),
+                 launches=_precision("tf32", False), dot=True, types={"c_ptr": "*fp32"}, more_dtypes=("fp16",)),
     LessonKernel(lesson="03", name="matmul precision fp16, fp16 sums",
                  module="matmul_precision", kernel="matmul_precision_kernel", dtype="fp16",
                  launches=_precision("tf32", True), dot=True, types={"c_ptr": "*fp32"}),
+    # the native bf16 dot that decides the interpreter's workaround (bf16_dot_is_exact): bf16 on every GPU
+    LessonKernel(lesson="03", name="bf16 dot probe",
+                 module="matmul_precision", kernel="_dot_probe_kernel", dtype="bf16",
+                 launches=_one(N=16), types={"c_ptr": "*fp32"}),
     LessonKernel(lesson="03", name="matmul fp8 e4m3 (pointer)",
                  module="matmul", kernel="matmul_kernel", dtype="fp8",
                  launches=_matmul("pointer"), dot=True, types={"c_ptr": "*fp16"}),
+    LessonKernel(lesson="03", name="ex03 relu cast (solution)",
+                 module=SOLUTIONS.format("03"), kernel="relu_cast_kernel", dtype="fp32",
+                 launches=_one(BLOCK=128), more_dtypes=SIXTEEN),
+    LessonKernel(lesson="03", name="ex03 relu cast from fp32 (solution)",
+                 module=SOLUTIONS.format("03"), kernel="relu_cast_kernel", dtype="fp16",
+                 launches=_one(BLOCK=128), types={"x_ptr": "*fp32"}, more_dtypes=("bf16",)),
+    LessonKernel(lesson="03", name="ex03 quantize fp8 (solution)",
+                 module=SOLUTIONS.format("03"), kernel="quantize_fp8_kernel", dtype="fp8",
+                 launches=_one(GROUP=32, ROWS=16), types={"x_ptr": "*fp32", "scale_ptr": "*fp32"}),
     # 04: fusion
     LessonKernel(lesson="04", name="sin (unfused)",
                  module="sincos", kernel="sin_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK)),
+                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
+    LessonKernel(lesson="04", name="cos (unfused)",
+                 module="sincos", kernel="cos_kernel", dtype="fp32",
+                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
+    LessonKernel(lesson="04", name="square (unfused)",
+                 module="sincos", kernel="square_kernel", dtype="fp32",
+                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
     LessonKernel(lesson="04", name="add (unfused)",
                  module="sincos", kernel="add_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK)),
+                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
     LessonKernel(lesson="04", name="sin^2+cos^2 fused",
                  module="sincos", kernel="sincos_kernel", dtype="fp32",
-                 launches=_configs(sincos, "AUTOTUNE_CONFIGS", FAST=False, REPEAT=1, SHARED=False)),
+                 launches=_configs(sincos, "AUTOTUNE_CONFIGS", FAST=False, REPEAT=1, SHARED=False),
+                 more_dtypes=SIXTEEN),
+    LessonKernel(lesson="04", name="sin^2+cos^2 fused, one range reduction",
+                 module="sincos", kernel="sincos_kernel", dtype="fp32",
+                 launches=_configs(sincos, "AUTOTUNE_CONFIGS", FAST=False, REPEAT=1, SHARED=True)),
+    LessonKernel(lesson="04", name="sin^2+cos^2 fused, fast math",
+                 module="sincos", kernel="sincos_kernel", dtype="fp32",
+                 launches=_configs(sincos, "AUTOTUNE_CONFIGS", FAST=True, REPEAT=1, SHARED=False)),
+    LessonKernel(lesson="04", name="sin and cos apart, one range reduction",
+                 module="sincos", kernel="sin_cos_parts_kernel", dtype="fp32",
+                 launches=_one(BLOCK=E_BLOCK, SHARED=True)),
+    LessonKernel(lesson="04", name="sin and cos apart",
+                 module="sincos", kernel="sin_cos_parts_kernel", dtype="fp32",
+                 launches=_one(BLOCK=E_BLOCK, SHARED=False)),
+    LessonKernel(lesson="04", name="ex04 sin^2+cos^2 fused (solution)",
+                 module=SOLUTIONS.format("04"), kernel="sincos_fused_kernel", dtype="fp32",
+                 launches=_one(BLOCK=128), more_dtypes=SIXTEEN),
+    LessonKernel(lesson="04", name="ex04 gated residual (solution)",
+                 module=SOLUTIONS.format("04"), kernel="gated_residual_kernel", dtype="fp32",
+                 launches=_one(BLOCK=256), more_dtypes=("bf16",)),
     # 05: recomputation
     LessonKernel(lesson="05", name="three sigmoids forward",
                  module="sigmoid3", kernel="sigmoid3_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK, F64=False)),
+                 launches=_sigmoid3(), more_dtypes=(*SIXTEEN, "fp64")),
     LessonKernel(lesson="05", name="three sigmoids backward",
                  module="sigmoid3", kernel="sigmoid3_backward_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK, F64=False, DY_SCALAR=False)),
+                 launches=_sigmoid3(DY_SCALAR=False), more_dtypes=(*SIXTEEN, "fp64")),
+    LessonKernel(lesson="05", name="three sigmoids backward, dy broadcast",
+                 module="sigmoid3", kernel="sigmoid3_backward_kernel", dtype="fp32",
+                 launches=_sigmoid3(DY_SCALAR=True), more_dtypes=(*SIXTEEN, "fp64")),
+    LessonKernel(lesson="05", name="ex05 three sigmoids forward (solution)",
+                 module=SOLUTIONS.format("05"), kernel="sigmoid3_fwd_kernel", dtype="fp32",
+                 launches=_one(BLOCK=128)),
+    LessonKernel(lesson="05", name="ex05 three sigmoids backward (solution)",
+                 module=SOLUTIONS.format("05"), kernel="sigmoid3_bwd_kernel", dtype="fp32",
+                 launches=_one(BLOCK=128)),
     # 06: coalescing
     LessonKernel(lesson="06", name="strided copy",
                  module="strided", kernel="strided_copy_kernel", dtype="fp32",
-                 launches=_configs(strided, "AUTOTUNE_CONFIGS", CONTIGUOUS=False)),
+                 launches=_configs(strided, "AUTOTUNE_CONFIGS", CONTIGUOUS=False), more_dtypes=SIXTEEN),
+    LessonKernel(lesson="06", name="strided copy, stride 1",
+                 module="strided", kernel="strided_copy_kernel", dtype="fp32",
+                 launches=_configs(strided, "AUTOTUNE_CONFIGS", CONTIGUOUS=True), more_dtypes=SIXTEEN),
     LessonKernel(lesson="06", name="copy by rows",
                  module="strided", kernel="copy_by_rows_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK)),
+                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
     LessonKernel(lesson="06", name="copy by columns",
                  module="strided", kernel="copy_by_columns_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK)),
+                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
     LessonKernel(lesson="06", name="transpose naive",
                  module="transpose", kernel="transpose_naive_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK)),
+                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
     LessonKernel(lesson="06", name="transpose tiled",
                  module="transpose", kernel="transpose_tiled_kernel", dtype="fp32",
-                 launches=_configs(transpose, "AUTOTUNE_CONFIGS")),
+                 launches=_and(_configs(transpose, "AUTOTUNE_CONFIGS"), Launch({"BLOCK_M": 16, "BLOCK_N": 64})),
+                 more_dtypes=SIXTEEN),  # notebook 06 checks a 16 x 64 tile beside the tuned ones
+    LessonKernel(lesson="06", name="ex06 strided copy (solution)",
+                 module=SOLUTIONS.format("06"), kernel="strided_copy_kernel", dtype="fp32",
+                 launches=_one(BLOCK=128)),
+    LessonKernel(lesson="06", name="ex06 transpose (solution)",
+                 module=SOLUTIONS.format("06"), kernel="transpose_kernel", dtype="fp32",
+                 launches=_one(BLOCK=32), more_dtypes=SIXTEEN),
     # 07: tiling
     LessonKernel(lesson="07", name="matmul no reuse",
                  module="matmul", kernel="matmul_noreuse_kernel", dtype="bf16",
@@ -328,27 +526,40 @@ LESSON_KERNELS: list[LessonKernel] = [
     LessonKernel(lesson="07", name="pad rows",
                  module="pad", kernel="pad_rows_kernel", dtype="fp16",
                  launches=_one(BLOCK_R=8, BLOCK_C=256), pointers=("src0", "dst0", "src1", "dst1")),
+    LessonKernel(lesson="07", name="ex07 tiled matmul (solution)",
+                 module=SOLUTIONS.format("07"), kernel="tiled_matmul_kernel", dtype="fp16",
+                 launches=_one(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32), dot=True),
+    # 07b: waves
+    LessonKernel(lesson="07b", name="ex07b persistent matmul (solution)",
+                 module=SOLUTIONS.format("07b"), kernel="persistent_matmul_kernel", dtype="fp16",
+                 launches=_one(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32), dot=True),
     # 08: FlashAttention
     LessonKernel(lesson="08", name="attention forward (pointer)",
                  module="flash_attention", kernel="flash_attention_fwd_kernel", dtype="bf16",
-                 launches=_flash_fwd(False, False), dot=True, pointers=_QKVO, types=_FWD_TYPES),
+                 launches=_flash_fwd(False, False), dot=True, pointers=_QKVO, types=_FWD_TYPES,
+                 more_dtypes=_ATTENTION_MORE),
     LessonKernel(lesson="08", name="attention forward causal (pointer)",
                  module="flash_attention", kernel="flash_attention_fwd_kernel", dtype="bf16",
                  launches=_flash_fwd(True, False), dot=True, pointers=_QKVO, types=_FWD_TYPES),
     LessonKernel(lesson="08", name="attention forward (TMA)",
                  module="flash_attention", kernel="flash_attention_fwd_kernel", dtype="bf16",
                  launches=_flash_fwd(False, True), dot=True, needs="tma", instead="attention forward (pointer)",
+                 pointers=_QKVO, types=_FWD_TMA_TYPES, more_dtypes=_ATTENTION_MORE),
+    LessonKernel(lesson="08", name="attention forward causal (TMA)",
+                 module="flash_attention", kernel="flash_attention_fwd_kernel", dtype="bf16",
+                 launches=_flash_fwd(True, True), dot=True, needs="tma", instead="attention forward causal (pointer)",
                  pointers=_QKVO, types=_FWD_TMA_TYPES),
     LessonKernel(lesson="08", name="attention backward: delta",
                  module="flash_attention", kernel="flash_attention_bwd_preprocess_kernel", dtype="bf16",
-                 launches=_one(HEAD_DIM=HEAD_DIM, BLOCK=64), pointers=("O", "DO"), types={"DELTA": "*fp32"}),
-    LessonKernel(lesson="08", name="attention backward: dk, dv",
-                 module="flash_attention", kernel="flash_attention_bwd_kernel", dtype="bf16",
-                 launches=_flash_bwd("dkdv"), dot=True, pointers=_BWD_POINTERS, types=_BWD_TYPES),
-    LessonKernel(lesson="08", name="attention backward: dq",
-                 module="flash_attention", kernel="flash_attention_bwd_kernel", dtype="bf16",
-                 launches=_flash_bwd("dq"), dot=True, pointers=_BWD_POINTERS, types=_BWD_TYPES),
+                 launches=_each(*(dict(HEAD_DIM=d, BLOCK=64) for d in sorted(HEAD_DIMS))),
+                 pointers=("O", "DO"), types={"DELTA": "*fp32"}, more_dtypes=_ATTENTION_MORE),
+    *_attention_backward_kernels(),
     *_teaching_attention_kernels(),
+    *_exercise_attention_kernels(),
+    # 09: the builder test
+    LessonKernel(lesson="09", name="ex09 bias + GELU (solution)",
+                 module=SOLUTIONS.format("09"), kernel="bias_gelu_kernel", dtype="fp32",
+                 launches=_one(BLOCK=4096)),
 ]
 # fmt: on
 

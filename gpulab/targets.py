@@ -1,7 +1,8 @@
 """Every kernel of the collection compiled ahead of time for every GPU generation, on any machine.
 
-``python -m gpulab.targets`` compiles each kernel a lesson launches, with the dtype, path and configuration
-``gpulab.plan`` chooses on each GPU of ``gpulab.hardware``, for compute capabilities 7.5 (T4), 8.0 (A100),
+``python -m gpulab.targets`` compiles each kernel a lesson, a notebook or an exercise's solution launches, with the
+dtypes, path and configurations ``gpulab.plan`` chooses on each GPU of ``gpulab.hardware``, for compute
+capabilities 7.5 (T4), 8.0 (A100),
 8.6 (A10), 8.9 (L4, RTX 4090) and 9.0 (H100, H200), and prints one row per kernel and target: ``ok``, or
 the reason a path is not taken there (TMA only from 9.0, fp8 from 8.9, bf16 and tf32 tensor cores from 8.0)
 with what is taken instead; tensor-core instructions in the PTX (``mma``: mma.sync and wgmma counted, 0 where a
@@ -11,23 +12,27 @@ How, without a GPU: ``triton.compile(ASTSource(kernel, signature, constexprs), t
 32))`` runs Triton's whole pipeline down to a cubin with the ``ptxas`` Triton ships. The compiled kernel's
 ``n_regs`` and ``n_spills`` are only filled in when it is loaded onto a GPU, so registers and spills come
 from ptxas's own report (Triton passes ``-v`` and prints the log under ``TRITON_DUMP_PTXAS_LOG=1``);
-shared memory from the compiled metadata.
+shared memory from the compiled metadata. A configuration that does not compile gets one line (``failures``):
+the row, the kernel, the target, the launch and the compiler's first error line (``compile_error``), printed
+after the table; the command then exits 1.
 
 The kernels and their configurations are the rows of ``gpulab.target_kernels`` (``LESSON_KERNELS``); this module
-is the compile plumbing, the table and the command line.
+is the compile plumbing, the table and the command line. A row's kernel lives in ``gpulab/kernels``, in another
+module (an exercise's solution, a test's), or in a notebook's code cells, which a worker writes to a module file
+first (``notebook_kernel_source``: the cells' imports and ``@triton.jit`` functions).
 
 Compiling needs real ``@triton.jit`` functions, but ``import gpulab`` sets ``TRITON_INTERPRET=1`` on a machine
 without a GPU, and then kernels are defined for the interpreter. So the compiles run in worker processes
 (``--worker``) that clear ``TRITON_INTERPRET`` after importing gpulab and before importing any kernel module;
 this module imports no kernel module at its top, nor ``gpulab.target_kernels`` (which imports them). Results are
-cached per kernel, target and configuration (keyed by the kernel file's text and Triton's version) under
+cached per kernel, target and configuration (keyed by the kernel's file's text and Triton's version) under
 ``gpulab.device.cache_dir()/targets``, each written atomically; a cache file that cannot be read is compiled
 again (with a warning naming it), and a cache that cannot be written leaves the results uncached (with a
 warning), never lost.
 
 Flags: ``--cc 75,90`` or ``--cc 7.5,9.0`` (targets among ``CCS``), ``--only matmul,vector add`` (rows whose name
-contains one of these; each must match a row), ``--all-configs`` (every autotuning candidate, not only the
-first), ``--jobs N`` (worker processes), ``--no-cache`` (neither read nor write the cache); ``--strided-layout
+contains one of these; each must match a row), ``--all-configs`` (every configuration a row launches: the
+autotuning candidates, the other head dimensions; not only the first), ``--jobs N`` (worker processes), ``--no-cache`` (neither read nor write the cache); ``--strided-layout
 --cc 90``: the strided copy's blocked layout (``sizePerThread``) and PTX global loads and stores as the
 coalescing counters launch it (lesson 06), instead of the table.
 """
@@ -35,9 +40,11 @@ coalescing counters launch it (lesson 06), instead of the table.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import io
 import json
@@ -76,9 +83,93 @@ def gpus_of(cc: int) -> list[str]:
     return [n for n, s in hardware.GPUS.items() if s.compute_capability and s.compute_capability == divmod(cc, 10)]
 
 
-def _kernel_module(name: str):
-    """``gpulab.kernels.<name>``, imported when a worker compiles (after it cleared ``TRITON_INTERPRET``)."""
-    return importlib.import_module(f"gpulab.kernels.{name}")
+ROOT = Path(__file__).resolve().parent.parent  # the project: gpulab/, notebooks/, tests/
+
+
+def module_name(module: str) -> str:
+    """The importable name of a row's ``module``: a file of ``gpulab/kernels`` by its stem ("vector_add" ->
+    "gpulab.kernels.vector_add"), any other module by its dotted name ("gpulab.exercises.ex00_solutions",
+    "tests.compile_errors"); a notebook ("notebooks/00b_first_kernel.ipynb") keeps its path."""
+    if module.endswith(".ipynb") or "." in module:
+        return module
+    return f"gpulab.kernels.{module}"
+
+
+def source_file(module: str) -> Path:
+    """The file that holds a row's ``module`` (a notebook, or ``<dotted name>.py`` under the project root).
+    Raises FileNotFoundError naming the module when there is none."""
+    name = module_name(module)
+    path = ROOT / name if name.endswith(".ipynb") else ROOT / (name.replace(".", "/") + ".py")
+    if not path.is_file():
+        raise FileNotFoundError(f"module {module!r}: no file {path}")
+    return path
+
+
+_MAGIC = re.compile(r"^\s*[%!]")
+
+
+def notebook_cells(path: Path) -> list[str]:
+    """The code cells of the notebook at ``path``, each as Python source: IPython magics and shell lines (``%``,
+    ``!``) become ``pass`` lines, so that line numbers stay those of the cell."""
+    cells = json.loads(Path(path).read_text())["cells"]
+    out = []
+    for cell in cells:
+        if cell.get("cell_type") != "code":
+            continue
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        out.append("\n".join("pass" if _MAGIC.match(line) else line for line in src.split("\n")))
+    return out
+
+
+def is_jit(node) -> bool:
+    """Whether the ``ast`` function definition ``node`` is decorated ``@triton.jit``, ``@triton.jit(...)``,
+    ``@jit`` or ``@tl.core.jit``-like (an attribute or name ``jit``, called or not)."""
+    for d in getattr(node, "decorator_list", ()):
+        target = d.func if isinstance(d, ast.Call) else d
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+        if name == "jit":
+            return True
+    return False
+
+
+def notebook_kernel_source(path: Path) -> str:
+    """One module's source for compiling the notebook's ``@triton.jit`` functions: its cells' top-level imports
+    and those function definitions (nothing else of the cells runs), in cell order."""
+    parts = []
+    for src in notebook_cells(path):
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:  # a cell the learner is meant to complete: its kernels cannot be compiled either
+            continue
+        lines = src.split("\n")
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)) or (isinstance(node, ast.FunctionDef) and is_jit(node)):
+                first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+                parts.append("\n".join(lines[first - 1 : node.end_lineno]))
+    return "\n\n".join(parts) + "\n"
+
+
+_NOTEBOOK_MODULES: dict = {}
+
+
+def _kernel_module(module: str):
+    """The module of a row's kernel (``module_name``), imported when a worker compiles (after it cleared
+    ``TRITON_INTERPRET``). A notebook's kernels are written to a temporary file (``notebook_kernel_source``) and
+    imported from there: ``@triton.jit`` reads a function's source from its file."""
+    name = module_name(module)
+    if not name.endswith(".ipynb"):
+        return importlib.import_module(name)
+    if name not in _NOTEBOOK_MODULES:
+        folder = Path(tempfile.mkdtemp(prefix="gpulab-notebook-"))
+        stem = re.sub(r"\W", "_", Path(name).stem)
+        path = folder / f"notebook_{stem}.py"
+        path.write_text(notebook_kernel_source(source_file(module)))
+        spec = importlib.util.spec_from_file_location(f"notebook_{stem}", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        _NOTEBOOK_MODULES[name] = mod
+    return _NOTEBOOK_MODULES[name]
 
 
 def lesson_kernels() -> list[LessonKernel]:
@@ -133,15 +224,17 @@ def _job(lk: LessonKernel, cc: int, dtype: str, launch: Launch) -> dict:
 def _key(job: dict) -> str:
     import triton  # in the parent only: a worker imports Triton after clearing TRITON_INTERPRET
 
-    src = (Path(__file__).parent / "kernels" / f"{job['module']}.py").read_bytes()
-    blob = json.dumps(job, sort_keys=True, default=str).encode() + src + triton.__version__.encode() + b"v2"
+    path = source_file(job["module"])
+    src = notebook_kernel_source(path).encode() if path.suffix == ".ipynb" else path.read_bytes()
+    blob = json.dumps(job, sort_keys=True, default=str).encode() + src + triton.__version__.encode() + b"v3"
     return hashlib.sha256(blob).hexdigest()[:32]
 
 
-def _selected(only) -> list[LessonKernel]:
-    """The lesson kernels whose name contains one of the substrings ``only`` (case-insensitive; all when empty).
-    Raises ValueError naming a substring that matches no kernel, with the names known."""
-    kernels = lesson_kernels()
+def _selected(only, kernels=None) -> list[LessonKernel]:
+    """The rows of ``kernels`` (default ``lesson_kernels()``) whose name contains one of the substrings ``only``
+    (case-insensitive; all when empty). Raises ValueError naming a substring that matches no kernel, with the
+    names known."""
+    kernels = lesson_kernels() if kernels is None else list(kernels)
     if not only:
         return list(kernels)
     unmatched = [o for o in only if not any(o.lower() in lk.name.lower() for lk in kernels)]
@@ -152,28 +245,40 @@ def _selected(only) -> list[LessonKernel]:
     return [lk for lk in kernels if any(o.lower() in lk.name.lower() for o in only)]
 
 
-def plan_rows(ccs=CCS, only=(), all_configs: bool = False) -> tuple[list[Row], dict]:
-    """The rows of the table (without results) and the jobs they need: ``{key: job}``. ``only``: substrings of
-    kernel names to keep (``_selected``; raises ValueError for one that matches nothing)."""
+def _launch_of(job: dict) -> dict:
+    """What a failure line names of a job: its constexprs and launch options, as one string."""
+    flags = ", ".join(f"{k}={v}" for k, v in job["constexprs"].items())
+    return {"launch": f"{flags}, num_warps={job['num_warps']}, num_stages={job['num_stages']}".lstrip(", ")}
+
+
+def plan_rows(ccs=CCS, only=(), all_configs: bool = False, kernels=None) -> tuple[list[Row], dict]:
+    """The rows of the table (without results) and the jobs they need: ``{key: job}``; a row per kernel, target
+    and element type (``LessonKernel.dtype``, then each of ``more_dtypes``). ``only``: substrings of kernel names
+    to keep (``_selected``; raises ValueError for one that matches nothing); ``all_configs``: every launch of
+    ``launches``, not only the first; ``kernels``: ``LessonKernel`` rows to compile instead of
+    ``lesson_kernels()``."""
     rows, jobs = [], {}
-    for lk in _selected(only):
+    for lk in _selected(only, kernels):
         for cc in ccs:
             p = plan.for_gpu(hardware.get(PLANNED[cc]))
-            dtype = p.dtype(lk.dtype) if lk.dot else lk.dtype
-            if lk.needs and not plan.has(p.gpu, lk.needs):
-                rows.append(Row(lk, cc, dtype, f"not taken: {plan.FEATURES[lk.needs].why}", lk.instead))
-                continue
-            status = "ok" if dtype == lk.dtype else f"{dtype} instead of {lk.dtype}: {plan.FEATURES[lk.dtype].why}"
-            if lk.dot and dtype == "fp32" and not plan.has(p.gpu, "tf32"):
-                status = f"ieee instead of tf32: {plan.FEATURES['tf32'].why}"
-            row = Row(lk, cc, dtype, status, dtype if dtype != lk.dtype else "")
-            launches = lk.launches(p, dtype)
-            for launch in launches if all_configs else launches[:1]:
-                job = _job(lk, cc, dtype, launch)
-                key = _key(job)
-                jobs[key] = job
-                row.configs.append({"config": launch.short(), "key": key, "limit": p.smem_per_block_bytes})
-            rows.append(row)
+            for wanted in (lk.dtype, *lk.more_dtypes):
+                dtype = p.dtype(wanted) if lk.dot and wanted != "fp64" else wanted
+                if lk.needs and not plan.has(p.gpu, lk.needs):
+                    rows.append(Row(lk, cc, dtype, f"not taken: {plan.FEATURES[lk.needs].why}", lk.instead))
+                    continue
+                status = "ok" if dtype == wanted else f"{dtype} instead of {wanted}: {plan.FEATURES[wanted].why}"
+                if lk.dot and dtype == "fp32" and not plan.has(p.gpu, "tf32"):
+                    status = f"ieee instead of tf32: {plan.FEATURES['tf32'].why}"
+                row = Row(lk, cc, dtype, status, dtype if dtype != wanted else "")
+                launches = lk.launches(p, dtype)
+                for launch in launches if all_configs else launches[:1]:
+                    job = _job(lk, cc, dtype, launch)
+                    key = _key(job)
+                    jobs[key] = job
+                    row.configs.append(
+                        {"config": launch.short(), "key": key, "limit": p.smem_per_block_bytes, **_launch_of(job)}
+                    )
+                rows.append(row)
     return rows, jobs
 
 
@@ -192,23 +297,96 @@ def _descriptor_type(spec: str, constexprs: dict, dtype: str) -> str:
 
 
 _REGS = re.compile(r"Used (\d+) registers")
+_ERROR_LINE = re.compile(r"\berror\b\s*:?\s*\S", re.IGNORECASE)
+
+
+def _lines(text: str) -> list[str]:
+    return [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+
+
+def _error_lines(text: str) -> list[str]:
+    """The lines of ``text`` that say an error (``error:``, ``error :``: MLIR's and ptxas's reports)."""
+    return [ln for ln in _lines(text) if _ERROR_LINE.search(ln)]
+
+
+def compile_error(exc: BaseException, diagnostics: str = "") -> str:
+    """One line for a failed ``triton.compile``: the exception's type, where in the source it arose and the
+    compiler's first error line. For Triton's CompilationError (the front end: types, shapes, names), the
+    innermost one (a helper's, not the call site's in the kernel): the function, the line number within it,
+    that line, and its message's first line. For any other exception (a pass, ptxas), the first line that says
+    an error, from the message or else from ``diagnostics`` (what MLIR printed to stderr), else the message's
+    first line."""
+    inner, seen = exc, set()
+    while id(inner) not in seen:
+        seen.add(id(inner))
+        cause = inner.__cause__ or inner.__context__
+        if cause is None or not hasattr(cause, "error_message"):
+            break
+        inner = cause
+    where = ""
+    node, src = getattr(inner, "node", None), getattr(inner, "src", None)
+    if node is not None and hasattr(node, "lineno") and src:
+        lines = src.split("\n")
+        fn = re.search(r"def\s+(\w+)", src)
+        code = lines[node.lineno - 1].split("  #")[0].strip() if 0 < node.lineno <= len(lines) else ""
+        where = f" in {fn.group(1) if fn else '?'}, line {node.lineno} `{code}`"
+    if hasattr(inner, "error_message"):
+        cause = inner.__cause__ or inner.__context__
+        found = _lines(inner.error_message or (str(cause) if cause is not None else ""))
+    else:
+        found = _error_lines(str(exc)) or _error_lines(diagnostics) or _lines(str(exc))
+    first = found[0] if found else "(no message)"
+    return f"{type(exc).__name__}{where}: {first}"[:400]
+
+
 _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
-def compile_job(job: dict) -> dict:
-    """Compile one job (in a worker: needs real ``@triton.jit`` kernels). Returns regs, spill bytes (stores +
-    loads), shared memory in bytes, or ``error`` with the compiler's last line."""
-    import triton  # here, not at the top: a worker imports Triton only after clearing TRITON_INTERPRET
-    from triton.backends.compiler import GPUTarget  # (as above)
-    from triton.compiler import ASTSource  # (as above)
+class _Captured:
+    def __init__(self):
+        self.file = tempfile.TemporaryFile()
 
-    fn = getattr(_kernel_module(job["module"]), job["kernel"])
+    def read(self) -> str:
+        self.file.seek(0)
+        return self.file.read().decode(errors="replace")
+
+
+@contextlib.contextmanager
+def _stderr_captured():
+    """Everything written to file descriptor 2 inside the block (MLIR's diagnostics are written there by C++, not
+    through ``sys.stderr``), kept for ``.read()`` after it; nothing of it reaches the terminal."""
+    captured = _Captured()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        os.dup2(captured.file.fileno(), 2)
+        yield captured
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _signature(fn, job: dict) -> tuple[dict, dict]:
+    """``triton.compile``'s signature and constexprs of ``fn`` for ``job``. Raises TypeError when ``fn`` is not a
+    ``@triton.jit`` function, ValueError naming the launch's constexprs the kernel lacks or those it needs and
+    the launch leaves unset (no default)."""
+    if not hasattr(fn, "params") or not hasattr(fn, "fn"):
+        raise TypeError(f"{job['module']}.{job['kernel']} is not a @triton.jit function (got {type(fn).__name__})")
     defaults = {
         k: v.default for k, v in inspect.signature(fn.fn).parameters.items() if v.default is not inspect.Parameter.empty
     }
+    names = {p.name for p in fn.params}
+    unknown = sorted(set(job["constexprs"]) - names)
+    if unknown:
+        raise ValueError(f"the launch sets {unknown}, which {job['kernel']} does not take (it takes {sorted(names)})")
     signature, constexprs = {}, {}
     for p in fn.params:
         if p.is_constexpr:
+            if p.name not in job["constexprs"] and p.name not in defaults:
+                raise ValueError(
+                    f"the launch leaves the constexpr {p.name} of {job['kernel']} unset (it has no default)"
+                )
             signature[p.name] = "constexpr"
             constexprs[p.name] = job["constexprs"].get(p.name, defaults.get(p.name))
             continue
@@ -219,17 +397,48 @@ def compile_job(job: dict) -> dict:
             signature[p.name] = _descriptor_type(t, job["constexprs"], job["dtype"])
         else:
             signature[p.name] = t
+    return signature, constexprs
+
+
+def compile_job(job: dict, done: dict | None = None) -> dict:
+    """Compile one job (in a worker: needs real ``@triton.jit`` kernels). Returns tensor-core instructions in the
+    PTX (``mma``), registers, spill bytes (stores + loads), shared memory in bytes, or ``error``: one line
+    (``compile_error``) naming where the kernel failed and the compiler's first error line. ``done``: results by
+    what Triton compiles (kernel, signature, constexprs, target, options), filled in here; two jobs that differ only
+    in what does not reach the compiler (an argument type rule the kernel has no argument for) share one result,
+    since Triton's cache would answer the second compile without running ptxas, whose report holds the registers."""
+    try:
+        fn = getattr(_kernel_module(job["module"]), job["kernel"])
+        signature, constexprs = _signature(fn, job)
+    except Exception as e:  # noqa: BLE001  (a row that names no kernel, or a launch it cannot take, is its error)
+        return {"error": f"{type(e).__name__}: {_lines(str(e))[0] if _lines(str(e)) else ''}"[:400]}
+    same = json.dumps(
+        [job["module"], job["kernel"], job["cc"], signature, constexprs, job["num_warps"], job["num_stages"]],
+        sort_keys=True,
+        default=str,
+    )
+    done = {} if done is None else done
+    if same not in done:
+        done[same] = _compile(fn, signature, constexprs, job)
+    return dict(done[same])
+
+
+def _compile(fn, signature: dict, constexprs: dict, job: dict) -> dict:
+    """``compile_job``'s compile of ``fn``: its result dict."""
+    import triton  # here, not at the top: a worker imports Triton only after clearing TRITON_INTERPRET
+    from triton.backends.compiler import GPUTarget  # (as above)
+    from triton.compiler import ASTSource  # (as above)
+
     log = io.StringIO()
     try:
-        with contextlib.redirect_stdout(log):
+        with contextlib.redirect_stdout(log), _stderr_captured() as diagnostics:
             k = triton.compile(
                 ASTSource(fn, signature, constexprs=constexprs),
                 target=GPUTarget("cuda", job["cc"], 32),
                 options={"num_warps": job["num_warps"], "num_stages": job["num_stages"]},
             )
     except Exception as e:  # noqa: BLE001  (the table reports a target the kernel does not compile for)
-        lines = [ln for ln in str(e).strip().splitlines() if ln.strip()] or [type(e).__name__]
-        return {"error": f"{type(e).__name__}: {lines[-1][:200]}"}
+        return {"error": compile_error(e, diagnostics.read())}
     text = log.getvalue()
     regs = _REGS.search(text)
     spills = _SPILLS.search(text)
@@ -245,10 +454,12 @@ def compile_job(job: dict) -> dict:
 def _worker(jobs_path: str, out_path: str) -> None:
     """Entry of a worker process: the kernels must be real @triton.jit functions here."""
     os.environ.pop("TRITON_INTERPRET", None)
-    if any(m.startswith("gpulab.kernels.") for m in sys.modules):
-        raise RuntimeError("a kernel module was imported before the worker cleared TRITON_INTERPRET")
     jobs = json.loads(Path(jobs_path).read_text())
-    results = {key: compile_job(job) for key, job in jobs.items()}
+    early = sorted({module_name(j["module"]) for j in jobs.values()} & set(sys.modules))
+    if early or any(m.startswith("gpulab.kernels.") for m in sys.modules):
+        raise RuntimeError(f"a kernel module was imported before the worker cleared TRITON_INTERPRET: {early}")
+    done = {}
+    results = {key: compile_job(job, done) for key, job in jobs.items()}
     Path(out_path).write_text(json.dumps(results))
 
 
@@ -260,16 +471,19 @@ def _run_workers(jobs: dict, n_workers: int) -> dict:
     shares = [keys[i::n_workers] for i in range(n_workers)]
     results = {}
     with tempfile.TemporaryDirectory(prefix="gpulab-targets-") as tmp:
-        env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")  # a fresh cache: ptxas runs, and logs, every time
         procs = []
         for i, share in enumerate(s for s in shares if s):
+            # a fresh cache of its own for each worker: ptxas runs, and logs, for every compile (compile_job's
+            # ``done`` answers a second compile of the same kernel)
+            worker_env = dict(env, TRITON_CACHE_DIR=str(Path(tmp) / f"triton{i}"))
             jp, op = Path(tmp) / f"jobs{i}.json", Path(tmp) / f"out{i}.json"
             jp.write_text(json.dumps({k: jobs[k] for k in share}))
             procs.append(
                 (
                     subprocess.Popen(
                         [sys.executable, "-m", "gpulab.targets", "--worker", str(jp), str(op)],
-                        env=env,
+                        env=worker_env,
+                        cwd=ROOT,  # a row's module may be a test's or a notebook's, found from the project root
                         stderr=subprocess.PIPE,
                         text=True,
                     ),
@@ -419,18 +633,27 @@ def _write_cache(cache: Path, results: dict) -> None:
         )
 
 
-def run(ccs=CCS, only=(), all_configs: bool = False, jobs: int | None = None, use_cache: bool = True) -> list[Row]:
+def run(
+    ccs=CCS,
+    only=(),
+    all_configs: bool = False,
+    jobs: int | None = None,
+    use_cache: bool = True,
+    kernels=None,
+) -> list[Row]:
     """Compile every lesson kernel for every target in ``ccs`` and return the rows with their results.
 
-    ``only``: substrings of kernel names to keep; ``jobs``: worker processes (default: the CPU count, at most 4);
-    ``use_cache``: read and write ``cache_path()`` (False: neither). Raises ValueError for a target outside
-    ``CCS``, for no target, and for a substring of ``only`` that matches no kernel."""
+    ``only``: substrings of kernel names to keep; ``all_configs``: every launch of each row, not only the first;
+    ``jobs``: worker processes (default: the CPU count, at most 4); ``use_cache``: read and write
+    ``cache_path()`` (False: neither); ``kernels``: ``LessonKernel`` rows to compile instead of
+    ``lesson_kernels()``. Raises ValueError for a target outside ``CCS``, for no target, and for a substring of
+    ``only`` that matches no kernel."""
     bad = [c for c in ccs if c not in CCS]
     if bad:
         raise ValueError(f"ccs must be among {CCS}, got {bad}")
     if not ccs:
         raise ValueError(f"ccs names no target; they are {CCS}")
-    rows, todo = plan_rows(tuple(ccs), tuple(only), all_configs)
+    rows, todo = plan_rows(tuple(ccs), tuple(only), all_configs, kernels)
     cache = cache_path() if use_cache else None
     done = _read_cache(cache, todo) if cache else {}
     missing = {k: j for k, j in todo.items() if k not in done}
@@ -459,6 +682,24 @@ def _cell(row: Row) -> str:
     elif over:
         text += f"; {len(over)} config(s) over {over[0]['limit'] // 1024} KiB shared memory"
     return text
+
+
+def failures(rows: list[Row]) -> list[str]:
+    """One line per configuration that does not compile: the row, its kernel (module and function), the target
+    with its GPUs, the element type, the configuration and the compiler's error (``compile_error``), e.g.
+    ``sin 16-bit: tests.compile_errors.sin_16_bit_kernel does not compile for sm_75 (T4) in fp16, BLOCK=128,
+    num_warps=4, num_stages=3: CompilationError in sin_16_bit_kernel, line 6 `s = tl.sin(x)`: Expected dtype
+    ['fp32', 'fp64'] but got fp16``."""
+    out = []
+    for r in rows:
+        lk = r.lesson_kernel
+        for c in r.configs:
+            if c.get("error"):
+                out.append(
+                    f"{lk.name}: {module_name(lk.module)}.{lk.kernel} does not compile for sm_{r.cc} "
+                    f"({', '.join(gpus_of(r.cc))}) in {r.dtype}, {c['launch']}: {c['error']}"
+                )
+    return out
 
 
 def table(rows: list[Row]) -> str:
@@ -522,7 +763,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpulab.targets", description=__doc__.split("\n\n")[0])
     ap.add_argument("--cc", type=_ccs_arg, default=CCS, help=f"targets, e.g. 75,90 or 7.5,9.0; among {_ACCEPTED}")
     ap.add_argument("--only", default="", help="comma-separated substrings of kernel names (each must match one)")
-    ap.add_argument("--all-configs", action="store_true", help="every autotuning candidate, not only the first")
+    ap.add_argument("--all-configs", action="store_true", help="every configuration launched, not only the first")
     ap.add_argument("--jobs", type=_jobs_arg, default=None, help="worker processes")
     ap.add_argument("--no-cache", action="store_true", help="neither read nor write the cache of compile results")
     ap.add_argument(
@@ -547,7 +788,9 @@ def main(argv=None) -> int:
         ap.error(f"--{e}")
     rows = run(args.cc, only, args.all_configs, args.jobs, not args.no_cache)
     print(table(rows))
-    failed = [r for r in rows if any(c.get("error") for c in r.configs)]
+    failed = failures(rows)
+    if failed:
+        print(f"\n{len(failed)} configuration(s) do not compile:", *failed, sep="\n", file=sys.stderr)
     return 1 if failed else 0
 
 

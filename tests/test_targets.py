@@ -50,19 +50,19 @@ def test_every_lesson_kernel_names_a_real_kernel_and_fallback():
 
 
 def test_elementwise_compiles_for_every_target():
-    rows = targets.run(targets.CCS, ("vector add",), jobs=2)
+    rows = [r for r in targets.run(targets.CCS, ("vector add",), jobs=2) if r.dtype == "fp32"]
     assert [r.cc for r in rows] == list(targets.CCS)
     for r in rows:
         (c,) = r.configs
         assert r.status == "ok" and not c.get("error"), c
         assert c["mma"] == 0 and c["spill_bytes"] == 0 and 8 <= c["regs"] <= 255 and c["fits"]
-    again = targets.run(targets.CCS, ("vector add",), jobs=2)  # from the cache: the same numbers
+    again = [r for r in targets.run(targets.CCS, ("vector add",), jobs=2) if r.dtype == "fp32"]  # from the cache
     assert [r.configs for r in again] == [r.configs for r in rows]
     assert "vector add" in targets.table(rows)
 
 
 def test_what_the_compiler_does_matches_the_cells():
-    (fp8_80,) = [r for r in targets.plan_rows((89,), ("fp8",))[0]]
+    (fp8_80,) = [r for r in targets.plan_rows((89,), ("matmul fp8",))[0]]
     tile = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}
     fp8_job = targets._job(
         fp8_80.lesson_kernel, 80, "fp8", Launch({**tile, "INPUT_PRECISION": "tf32", "UPCAST": False}, 4, 2)
@@ -70,7 +70,7 @@ def test_what_the_compiler_does_matches_the_cells():
     (mm,) = [lk for lk in LESSON_KERNELS if lk.name == "matmul bf16 (pointer)"]
     small = Launch({**tile, "INPUT_PRECISION": "tf32", "UPCAST": False}, 4, 2)
     (tma,) = [lk for lk in LESSON_KERNELS if lk.name == "matmul bf16 (TMA)"]
-    tma_launch = Launch({**tile, "FLATTEN": False, "WARP_SPECIALIZE": False}, 4, 2)
+    tma_launch = Launch({**tile, "FLATTEN": False, "WARP_SPECIALIZE": False, "UPCAST": False}, 4, 2)
     jobs = {
         "fp8@80": fp8_job,
         "fp16@75": targets._job(mm, 75, "fp16", small),
@@ -91,7 +91,7 @@ def test_rows_compile_what_the_kernels_choose():
     from gpulab.kernels import matmul as mm
 
     rows, _ = targets.plan_rows((75, 89), ("matmul bf16 (pointer)", "attention forward (pointer)"), all_configs=True)
-    got = {(r.lesson_kernel.name, r.cc): [c["config"] for c in r.configs] for r in rows}
+    got = {(r.lesson_kernel.name, r.cc): [c["config"] for c in r.configs] for r in rows if r.dtype != "fp32"}
 
     def short(c):
         return f"{c.BLOCK_M}x{c.BLOCK_N}x{c.BLOCK_K} w{c.num_warps} s{c.num_stages}"
@@ -100,7 +100,15 @@ def test_rows_compile_what_the_kernels_choose():
     l4 = plan.for_gpu(plan.as_gpu_spec("L4"))
     assert got["matmul bf16 (pointer)", 89] == [short(c) for c in mm.CONFIGS["pointer"][1:]]
     assert [short(c) for c in mm.candidates("pointer", torch.bfloat16, l4)] == got["matmul bf16 (pointer)", 89]
-    assert got["attention forward (pointer)", 75] == [fa.config_label(c) for c in fa.FP32_FWD_CONFIGS]
+    # the T4's small tiles at each of lesson 08's head dimensions, the smallest first
+    small = [fa.config_label(c) for c in fa.FP32_FWD_CONFIGS]
+    assert got["attention forward (pointer)", 75] == small * len(target_kernels.HEAD_DIMS)
+    t4_fwd, _ = [
+        r for r in rows if r.cc == 75 and r.lesson_kernel.name == "attention forward (pointer)" and r.dtype == "fp16"
+    ]
+    assert [c["launch"].split("HEAD_DIM=")[1].split(",")[0] for c in t4_fwd.configs] == [
+        str(d) for d in sorted(target_kernels.HEAD_DIMS) for _ in small
+    ]
 
 
 def test_bad_target_is_refused():
@@ -185,7 +193,7 @@ def test_teaching_backward_fits_a_t4():
 
 # ---- the command line and the cache: bad input refused by name, the cache never in the way ---------------------
 
-FAKE_RESULT = {"mma": 3, "regs": 77, "spill_bytes": 5, "smem": 12288}  # not what vector add compiles to
+FAKE_RESULT = {"mma": 3, "regs": 77, "spill_bytes": 5, "smem": 12288}  # not what any kernel compiles to
 
 
 @pytest.fixture
@@ -201,8 +209,8 @@ def fake_workers(monkeypatch):
     return calls
 
 
-def _vector_add_key(cc=90):
-    _, jobs = targets.plan_rows((cc,), ("vector add",))
+def _one_key(cc=90):
+    _, jobs = targets.plan_rows((cc,), ("ex01 scale add",))
     (key,) = jobs
     return key
 
@@ -211,15 +219,15 @@ def test_a_cache_that_cannot_be_written_warns_and_keeps_the_results(monkeypatch,
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     monkeypatch.setattr(targets, "cache_path", lambda: blocker / "targets")
-    (row,) = targets.run((90,), ("vector add",))
+    (row,) = targets.run((90,), ("ex01 scale add",))
     assert row.configs[0]["regs"] == 77 and row.configs[0]["smem"] == 12288
     err = capsys.readouterr().err
     assert f"cannot write the compile cache in {blocker / 'targets'}" in err and "--no-cache" in err
-    (row,) = targets.run((90,), ("vector add",), use_cache=False)  # --no-cache: the cache is never touched
+    (row,) = targets.run((90,), ("ex01 scale add",), use_cache=False)  # --no-cache: the cache is never touched
     assert row.configs[0]["regs"] == 77 and capsys.readouterr().err == ""
-    assert targets.main(["--cc", "90", "--only", "vector add", "--no-cache"]) == 0
+    assert targets.main(["--cc", "90", "--only", "ex01 scale add", "--no-cache"]) == 0
     out, err = capsys.readouterr()
-    assert "vector add" in out and err == ""
+    assert "ex01 scale add" in out and err == ""
 
 
 def test_cache_writes_are_atomic(monkeypatch, tmp_path, capsys, fake_workers):
@@ -231,7 +239,7 @@ def test_cache_writes_are_atomic(monkeypatch, tmp_path, capsys, fake_workers):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", interrupted)
-    (row,) = targets.run((90,), ("vector add",))
+    (row,) = targets.run((90,), ("ex01 scale add",))
     assert row.configs[0]["regs"] == 77
     assert list((tmp_path / "targets").iterdir()) == []
     assert "No space left on device" in capsys.readouterr().err
@@ -239,16 +247,16 @@ def test_cache_writes_are_atomic(monkeypatch, tmp_path, capsys, fake_workers):
 
 @pytest.mark.parametrize("content", ['{"mma": 0, "regs"', "", "[1, 2]", '{"regs": 1}', "\xff\xfe"])
 def test_an_unreadable_cache_file_is_compiled_again_with_a_warning(tmp_path, capsys, fake_workers, content):
-    key = _vector_add_key()
+    key = _one_key()
     path = tmp_path / "targets" / f"{key}.json"
     path.parent.mkdir()
     path.write_bytes(content.encode("latin-1"))
-    (row,) = targets.run((90,), ("vector add",))
+    (row,) = targets.run((90,), ("ex01 scale add",))
     assert fake_workers == [[key]] and row.configs[0]["regs"] == 77
     err = capsys.readouterr().err
     assert f"the cache file {path}" in err and "compiling it again" in err
     assert json.loads(path.read_text()) == FAKE_RESULT  # replaced by the fresh result
-    targets.run((90,), ("vector add",))  # and read back from the cache, without a warning
+    targets.run((90,), ("ex01 scale add",))  # and read back from the cache, without a warning
     assert len(fake_workers) == 1 and capsys.readouterr().err == ""
 
 
@@ -260,16 +268,16 @@ def test_parse_ccs_takes_both_spellings():
 @pytest.mark.parametrize("cc", ["junk", "7.5x", "100", "70", "7.0", "9", "", " , ", "75,junk"])
 def test_cli_refuses_a_target_it_does_not_know_listing_the_targets(capsys, fake_workers, cc):
     with pytest.raises(SystemExit) as e:
-        targets.main(["--cc", cc, "--only", "vector add"])
+        targets.main(["--cc", cc, "--only", "ex01 scale add"])
     assert e.value.code == 2 and fake_workers == []  # nothing compiled
     err = capsys.readouterr().err
     assert "argument --cc" in err and "accepted: 75, 80, 86, 89, 90 (or 7.5, 8.0, 8.6, 8.9, 9.0)" in err
 
 
 def test_cli_compiles_for_a_dotted_target(capsys, fake_workers):
-    assert targets.main(["--cc", "9.0", "--only", "vector add"]) == 0
-    assert fake_workers == [[_vector_add_key(90)]]
-    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if "vector add" in ln]
+    assert targets.main(["--cc", "9.0", "--only", "ex01 scale add"]) == 0
+    assert fake_workers == [[_one_key(90)]]
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if "ex01 scale add" in ln]
     assert " 9.0 " in line and " 77 " in line
 
 

@@ -58,7 +58,8 @@ FP32_N = 4096
 TILE_TS = (16, 32, 64, 128, 256)
 TILE_N = 4096
 NOREUSE_N = 2048
-BUILD_N, BUILD_DTYPE = 4096, "fp16"
+BUILD_N = 4096
+BUILD_DTYPE = matmul_steps.BUILD_DTYPE
 SWEEP = (1024, 4352)  # every N in this closed range
 ALIGNMENT_NS = (4096, 4097)
 #: What notebooks 07 and 07b run live (``run(**LIVE_BUILD)``, ``run(**LIVE)``): the build at 2048 (07), and the

@@ -49,7 +49,7 @@ from . import planned
 KEY = "lesson08"
 DTYPE = "bf16"
 TOKENS, HIDDEN = 16384, 2048
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = F.LESSON_HEAD_DIMS
 LENGTHS = (1024, 4096, 16384)
 SWEEP = tuple(2**e for e in range(10, 17))
 SWEEP_SHAPE = dict(B=1, H=16, d=128)
@@ -412,7 +412,7 @@ def run(
     return out
 
 
-TEACHING_SETTINGS = ((128, 4096), (128, 16384))  # (d, L) of the teaching-against-production step, both causal flags
+TEACHING_SETTINGS = T.LESSON_SETTINGS  # (d, L) of the teaching-against-production step, both causal flags
 #: (key, what it adds), in order: each forward step adds one piece of the production kernel to the one above.
 TEACHING_STEPS = {
     "fwd": (

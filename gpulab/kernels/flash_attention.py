@@ -85,6 +85,8 @@ from .matmul_precision import bf16_dot_is_exact
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HEAD_DIMS = (16, 32, 64, 128)
+#: The head dimensions of lesson 08's headline (``gpulab.bench.lesson08``, ``gpulab.targets``' rows).
+LESSON_HEAD_DIMS = (64, 128)
 BWD_MODES = ("fused", "split", "atomic")
 # The launches of each backward mode, and each launch's kernel flags.
 BWD_PARTS = {

@@ -48,6 +48,9 @@ from .matmul_precision import bf16_dot_is_exact
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HEAD_DIMS = (16, 32, 64, 128)
+#: (d, L) of lesson 08's teaching-against-production step, both causal flags (``gpulab.bench.lesson08.teaching``,
+#: ``gpulab.targets``' rows).
+LESSON_SETTINGS = ((128, 4096), (128, 16384))
 #: (BLOCK_M, BLOCK_N) a GPU may take, largest first: ``planned_blocks`` takes the first that fits.
 GPU_TILES = ((64, 64), (64, 32), (32, 32), (32, 16), (16, 16))
 #: The tiles where shared memory allows (every kernel, d <= 128, on an A100 or an H200).

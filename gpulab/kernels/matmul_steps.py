@@ -36,6 +36,8 @@ from ._checks import check_matmul_operands
 
 STEPS = ("no reuse", "tiled", "grouped", "pipelined")
 DTYPES = (torch.float16, torch.float32)
+#: The element type lesson 07 builds the steps in (``gpulab.bench.lesson07.build_steps``, ``gpulab.targets``' rows).
+BUILD_DTYPE = "fp16"
 
 
 @triton.jit
