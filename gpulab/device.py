@@ -354,3 +354,13 @@ def get_profile(measure: bool = True, progress: bool = True, matmul_n: int = 819
         p = measure_profile(matmul_n=matmul_n, progress=progress)
         save_profile(p)
     return p
+
+
+def copy_bandwidth() -> float:
+    """This GPU's copy bandwidth in TB/s, for a lesson's model: the saved profile's (``get_profile``'s file, written
+    by notebook 00 or ``python -m gpulab.bench``) where there is one, else ``measure_copy_tbps()`` now and unsaved
+    (a whole profile also times five matmul dtypes: seconds more on a cold cache). Under the test clock always
+    measured. Raises ``NoGPUTimingError`` in interpreter mode, ``ValueError`` on a corrupt saved profile."""
+    require_gpu("this GPU's copy bandwidth")
+    saved = None if timing.is_fake() else load_profile()
+    return saved.copy_tbps if saved is not None else measure_copy_tbps()

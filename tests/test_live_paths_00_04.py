@@ -240,6 +240,18 @@ def test_the_roofline_and_the_profile_are_the_measuring_gpus_and_never_saved():
     assert data["clock"] == timing.FAKE_LABEL
 
 
+def test_the_copy_bandwidth_is_the_saved_profiles_else_measured_now_and_unsaved(monkeypatch):
+    with timing.test_clock(ms=2.0):
+        assert device.copy_bandwidth() == pytest.approx(2 * device.FAKE_COPY_BYTES / 2e-3 / 1e12)
+        with monkeypatch.context() as m:  # as on a GPU, where a saved profile is read
+            m.setattr(timing, "is_fake", lambda: False)
+            m.setattr(timing, "live", lambda: True)
+            m.setattr(device, "load_profile", lambda: device.DeviceProfile.from_json(RECORDED["profile"]))
+            assert device.copy_bandwidth() == RECORDED["profile"]["copy_tbps"]
+    with pytest.raises(timing.NoGPUTimingError):
+        device.copy_bandwidth()
+
+
 def test_a_measured_point_is_drawn_against_the_gpu_that_measured_it(monkeypatch):
     """GPULAB_AS_GPU=T4 on an H200: the label names both, the profile is the H200's, and the H200's recorded
     points sit under its roof (a T4's roof is far below them: drawn against it, lesson 01 would assert falsely)."""

@@ -4,6 +4,7 @@ notebooks, reports and figures read, says it is fake, holds the clock's times an
 figures build from it. Each notebook's live cell is ``live.measure_or_recall(KEY, lambda: run(**LIVE))``: the
 same call, so these tests run the code the notebooks run live."""
 
+import inspect
 import json
 import math
 
@@ -57,6 +58,14 @@ def test_lesson05_run_under_the_clock():
     assert "teaching" in lesson05.teaching_report(data["teaching"])
     figures.lesson05.time_figure(data, 4.0, timing.FAKE_LABEL)
     figures.lesson05.SizeExplorer(data, where=timing.FAKE_LABEL)
+
+
+def test_lesson05_live_runs_both_steps_at_both_ends_of_the_sizes_and_gpu_check_runs_the_ways():
+    live_ = lesson05.LIVE
+    assert set(live_["sizes"]) < set(lesson05.SIZES) and len(live_["sizes"]) >= 3
+    assert min(live_["sizes"]) == min(lesson05.SIZES) and max(live_["sizes"]) == max(lesson05.SIZES)
+    assert "steps" not in live_ and lesson05.HEADLINE_STEPS == ("ways",)
+    inspect.signature(lesson05.run).bind(**live_)
 
 
 def test_lesson06_run_under_the_clock():

@@ -39,8 +39,11 @@ SIZES = tuple(2**e for e in range(16, 29, 2))  # 2^16 .. 2^28 (2^28 fp32: 1 GiB 
 DTYPE = "fp32"
 TEACHING_N = 2**28
 STEPS = ("ways", "teaching")
-#: What notebook 05 runs live (``run(**LIVE)``): the whole suite, about 30 s on an H200.
-LIVE: dict = {}
+#: What ``make gpu-check`` runs: the three ways at every size (the speed-up and the peak ratio at the largest).
+HEADLINE_STEPS = ("ways",)
+#: What notebook 05 runs live (``run(**LIVE)``): both steps, the ways at every other size (2^16, 2^20, 2^24, 2^28:
+#: the launch-bound end, the crossover and the copy-bound end); the recording holds all seven.
+LIVE: dict = dict(progress=False, sizes=SIZES[::2])
 
 
 def point_bytes(n: int, itemsize: int = 4) -> int:
@@ -73,8 +76,10 @@ def measure_memory(fn, x, dy=None) -> dict:
     x.grad = None
     recompute.forward_backward(fn, x, dy)()  # once first: compile and load kernels outside the measurement
     # nothing alive before the window may be freed inside it: a reference cycle that Python's garbage collector
-    # frees mid-window lowers the peak above `base` by that tensor
-    gc.collect()
+    # frees mid-window lowers the peak above `base` by that tensor. So the collector is off inside; before it, the
+    # young generations are collected (the cycles of the run just made; a full collection of a notebook kernel's
+    # heap takes a good fraction of a second, twice a row)
+    gc.collect(1)
     was_enabled = gc.isenabled()
     gc.disable()
     try:
