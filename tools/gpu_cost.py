@@ -10,7 +10,8 @@ benchmarks, timed measurements, torch.compile graphs, Nsight Compute runs and fu
 How it counts. The cells (or the suite) run on the CPU under gpulab's test clock (``gpulab.timing.test_clock``), read
 as a GPU would: in a cell's source ``gpulab.ON_GPU`` is True and ``gpulab.size`` gives its ``gpu=`` size; the modules
 of ``GPU_CHOICES`` read ``gpulab.ON_GPU`` as True (their launchers autotune and take their GPU launch shapes;
-other library code keeps the interpreter's choices); fast math counts as available. Tensors live on torch's ``meta``
+other library code keeps the interpreter's choices); fast math counts as available, and so does torch.compile for the
+capstone's fused rungs (``gpt.fusion_available``). Tensors live on torch's ``meta``
 device (shapes and dtypes, no data), so the GPU's sizes cost nothing here; a Triton launch is recorded and not
 executed; a value read back from a tensor (``.item()``, ``float``, ``bool``, ``torch.equal``) is 0 or True. The
 numbers computed are meaningless and a cell's own asserts may fail (the table says so); only the work is counted:
@@ -84,6 +85,8 @@ GPU_CHOICES = (
     "gpulab.kernels.sincos",
     "gpulab.kernels.matmul_precision",
     "gpulab.precision",
+    "gpulab.kernels.flash_attention",  # autotuned launches, TMA loads, the backward's block
+    "gpulab.kernels.flash_teaching",  # the GPU's tiles
 )
 LAUNCH_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1}  # Triton's CUDA options where a launch names none
 
@@ -376,6 +379,16 @@ def gpu_like(ledger: Ledger):
     from gpulab.kernels import sincos
 
     patch(sincos, "FAST_MATH_AVAILABLE", True)
+    from gpulab.capstone import gpt
+
+    patch(gpt, "fusion_available", lambda device: (True, ""))  # the ladder's fused rungs compile, as on a GPU
+    patch(gpt, "_COMPILED", {})
+
+    class AdamW(torch.optim.AdamW):  # fused=True has no meta kernel; it compiles nothing either
+        def __init__(self, params, *args, fused=None, **kwargs):
+            super().__init__(params, *args, **kwargs)
+
+    patch(torch.optim, "AdamW", AdamW)
     for name in GPU_CHOICES:
         patch(importlib.import_module(name), "gpulab", _GpuView())
 
