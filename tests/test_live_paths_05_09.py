@@ -199,13 +199,13 @@ def test_lesson09_run_under_the_clock():
     assert all(r["ms"] == MS and r["predicted_ms"] > 0 and r["loss"] > 0 for r in data["ladder"])
     assert set(data["ops"]) == {ladder.RUNGS[0].name, ladder.RUNGS[-2].name}
     assert all("ms_2x" in r for r in data["ladder"])
-    assert data["headline"] == [data["ladder"][0], data["ladder"][-1]]  # read from the ladder, not measured again
+    assert data["headline"] == data["ladder"][:2]  # read from the ladder, not measured again
     assert "predicted" in lesson09.report(data) and "headline: fp32 eager" in lesson09.report(data)
 
 
-def test_lesson09_headline_alone_measures_the_ladders_two_ends(monkeypatch):
-    """``--steps headline`` (the step tools/gpu_check.py runs): the baseline and every habit at once, no profile,
-    no doubled batch, no ladder; an unknown step is refused by name."""
+def test_lesson09_headline_alone_measures_the_ladders_first_step(monkeypatch):
+    """``--steps headline`` (the step tools/gpu_check.py runs): the baseline and bf16 autocast, profiled, no doubled
+    batch, no ladder; an unknown step is refused by name."""
     from gpulab.capstone import ladder
     from gpulab.capstone.gpt import GPTConfig
 
@@ -218,10 +218,12 @@ def test_lesson09_headline_alone_measures_the_ladders_two_ends(monkeypatch):
     data = _measured(lesson09.KEY, lambda: lesson09.run(progress=False, cfg=cfg, rep_ms=1, steps=["headline"]))
     assert "ladder" not in data and "bias_gelu" not in data
     assert [r["rung"] for r in data["headline"]] == list(lesson09.HEADLINE_RUNGS)
-    assert lesson09.HEADLINE_RUNGS == (ladder.RUNGS[0].name, ladder.RUNGS[-1].name)
-    assert measured == [(1, ladder.RUNGS[0].options, None), (1, ladder.RUNGS[-1].options, None)]
+    assert lesson09.HEADLINE_RUNGS == (ladder.RUNGS[0].name, ladder.RUNGS[1].name)
+    probe = lesson09.profile_step
+    assert measured == [(1, ladder.RUNGS[0].options, probe), (1, ladder.RUNGS[1].options, probe)]
+    assert all(r["gpu_busy_ms"] == MS for r in data["headline"])
     text = lesson09.report(data)
-    assert ladder.RUNGS[-1].name in text and "x1.00 measured" in text  # the clock's one time for both
+    assert ladder.RUNGS[1].name in text and "x1.00 measured" in text  # the clock's one time for both
     with timing.test_clock(), pytest.raises(ValueError, match="unknown"):
         lesson09.run(progress=False, cfg=cfg, steps=["ladders"])
 
@@ -236,7 +238,7 @@ def test_lesson09_live_skips_a_rung_that_does_not_fit():
     )
     assert [r["rung"] for r in data["ladder"]] == [first, second] and data["ops"] == {}
     assert "skipped" in data["ladder"][1] and "out of memory" in lesson09.report(data)
-    assert "headline" not in data  # two rungs of the ladder: its two ends are not among them
+    assert data["headline"] == data["ladder"] and "headline:" not in lesson09.report(data)  # one rung skipped
     data = _measured(lesson09.KEY, lambda: lesson09.run(progress=False, cfg=cfg, **lesson09.LIVE))
     assert [("ms_2x" in r) for r in data["ladder"]] == [False, True]  # the overhead test on the bf16 rung only
 
