@@ -252,6 +252,9 @@ def _measure(args, lesson_mods, run_core: bool, steps: list[str]) -> int:
         gpu = torch.cuda.get_device_name(0)
         spec = hardware.find(gpu)
         short = args.gpu_name or (spec.name.split()[0].lower() if spec else gpu.lower().replace(" ", "-"))
+        tuned = _autotune.record(reference.DATA_DIR / f"autotune-{short}.json", provenance())
+        if tuned:  # the choices are this GPU's, whether or not its reference file takes the suites below
+            print(f"recorded the autotuner's choices to {tuned}")
         path = reference.path_for(short)
         if not run_core:  # merge the suites that ran into the existing file, keeping the rest
             if not path.exists():
@@ -262,9 +265,6 @@ def _measure(args, lesson_mods, run_core: bool, steps: list[str]) -> int:
                 record[key] = merge_record(old[key], record[key])
             record = {**old, **record}
         print(f"recorded reference data to {write_json_atomic(path, record)}")
-        tuned = _autotune.record(reference.DATA_DIR / f"autotune-{short}.json", provenance())
-        if tuned:
-            print(f"recorded the autotuner's choices to {tuned}")
     return 0
 
 
