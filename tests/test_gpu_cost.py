@@ -71,3 +71,12 @@ def test_gpulab_is_as_it_was_after_a_count(tmp_path):
 def test_a_suites_headline_is_counted_with_the_steps_gpu_check_runs():
     cost = gpu_cost.cost_suite("lesson05")
     assert cost.name == "lesson05 ways" and cost.timed == 3 * 7 and cost.compiles >= 2 and not cost.error
+
+
+def test_a_kernels_build_class_follows_what_it_and_its_callees_call():
+    from gpulab.kernels import matmul_precision, relu, sigmoid3, sincos
+
+    assert gpu_cost.kernel_kind(matmul_precision.matmul_precision_kernel.fn) == "dot"
+    assert gpu_cost.kernel_kind(sincos.sincos_kernel.fn) == "math"  # sin and cos inside _sin_cos, a callee
+    assert gpu_cost.kernel_kind(sigmoid3.sigmoid3_kernel.fn) == "math"  # exp inside _sigmoid_and_slope
+    assert gpu_cost.kernel_kind(relu.relu_kernel.fn) == "plain"

@@ -19,7 +19,7 @@ numbers computed are meaningless and a cell's own asserts may fail (the table sa
 - compiles: Triton specializations first seen in the process (the kernel, its constexprs, its launch options, and
   what Triton specializes the other arguments on: tensor dtypes and 16-byte alignment, ints equal to 1 or
   divisible by 16), as the GPU's in-memory JIT cache sees them after a cold disk cache; those of kernels calling
-  libdevice math (``uses_math``) are counted apart, as they take longer to build;
+  ``tl.dot`` or libdevice math (``kernel_kind``) are counted apart, as they take longer to build;
 - tuned: autotuner keys timed (``gpulab.kernels._autotune.fastest``; a ``triton.autotune`` object, None without a
   GPU, is built here from its source: its keys, its pruned configs, each benchmarked, 25 + 100 ms), and bench: the
   candidates timed for them, with their budgets. ``--recorded GPU`` lets the shared autotuner take the choices that
@@ -66,6 +66,7 @@ import gpulab  # noqa: E402  (before triton: it sets TRITON_INTERPRET=1 on a CPU
 COST_S = {
     "compile": 0.17,  # one Triton specialization of a plain kernel, cold cache: ttir -> ptx -> cubin
     "compile_math": 0.6,  # one of a kernel calling libdevice math (sin, cos, exp, ...): a larger module to build
+    "compile_dot": 2.0,  # one of a kernel calling tl.dot: tensor-core tiles, pipelining, the longest ptxas runs
     "bench": 0.01,  # per autotuner benchmark beyond its budgets (triton.autotune's do_bench: 25 + 100 ms)
     "timed": 0.02,  # per time_ms call beyond its budgets: the first call, the L2-flush buffer, events
     "gc": 0.12,  # one full garbage collection of a notebook kernel's heap (torch, plotly loaded)
@@ -98,6 +99,7 @@ class Cost:
     name: str
     compiles: int = 0
     math_compiles: int = 0  # of ``compiles``: kernels calling libdevice math
+    dot_compiles: int = 0  # of ``compiles``: kernels calling tl.dot
     tuned: int = 0
     bench: int = 0
     bench_budget_ms: float = 0.0  # the benchmarks' warm-up + repeat budgets
@@ -115,8 +117,9 @@ class Cost:
         """Seconds on the H200 machine (``COST_S``, ``HOST_FACTOR``)."""
         c = COST_S
         return (
-            (self.compiles - self.math_compiles) * c["compile"]
+            (self.compiles - self.math_compiles - self.dot_compiles) * c["compile"]
             + self.math_compiles * c["compile_math"]
+            + self.dot_compiles * c["compile_dot"]
             + self.bench * c["bench"]
             + self.bench_budget_ms / 1e3
             + self.timed * c["timed"]
@@ -133,6 +136,7 @@ class Cost:
             name=self.name,
             compiles=self.compiles,
             math_compiles=self.math_compiles,
+            dot_compiles=self.dot_compiles,
             tuned=self.tuned,
             bench=self.bench,
             bench_s=round(self.bench_budget_ms / 1e3, 2),
@@ -164,11 +168,13 @@ class Ledger:
         self.gc_s = 0.0
         return self.cost
 
-    def compile(self, key, math: bool = False) -> None:
+    def compile(self, key, kind: str = "plain") -> None:
+        """Count the specialization ``key`` once per process; ``kind``: "plain", "math" or "dot" (``kernel_kind``)."""
         if key not in self.seen_compiles:
             self.seen_compiles.add(key)
             self.cost.compiles += 1
-            self.cost.math_compiles += math
+            self.cost.math_compiles += kind == "math"
+            self.cost.dot_compiles += kind == "dot"
             self.cost.kernels[key[0]] = self.cost.kernels.get(key[0], 0) + 1
 
 
@@ -210,18 +216,29 @@ def launch_key(fn, args, kwargs) -> tuple:
 MATH_CALLS = ("sin(", "cos(", "exp(", "exp2(", "log(", "sigmoid(", "libdevice", "sqrt(")
 
 
-@functools.cache
-def uses_math(fn) -> bool:
-    """Whether ``fn`` (a ``@triton.jit`` function's Python function) or a jit function it calls names a libdevice
-    math call (``MATH_CALLS``)."""
+def _sources(fn, seen=None) -> list[str]:
+    """The source of ``fn`` (a ``@triton.jit`` function's Python function) and of the jit functions it calls."""
+    seen = set() if seen is None else seen
+    if fn in seen:
+        return []
+    seen.add(fn)
     try:
-        src = inspect.getsource(fn)
+        out = [inspect.getsource(fn)]
     except (OSError, TypeError):
-        return False
-    if any(m in src for m in MATH_CALLS):
-        return True
-    callees = (fn.__globals__.get(n) for n in fn.__code__.co_names)
-    return any(uses_math(c.fn) for c in callees if hasattr(c, "fn") and inspect.isfunction(getattr(c, "fn", None)))
+        return []
+    for name in fn.__code__.co_names:
+        callee = getattr(fn.__globals__.get(name), "fn", None)
+        if inspect.isfunction(callee):
+            out += _sources(callee, seen)
+    return out
+
+
+@functools.cache
+def kernel_kind(fn) -> str:
+    """How long ``fn`` takes to build: "dot" if it or a jit function it calls uses ``tl.dot``, else "math" if one
+    names a libdevice math call (``MATH_CALLS``), else "plain"."""
+    src = "\n".join(_sources(fn))
+    return "dot" if "tl.dot(" in src else "math" if any(m in src for m in MATH_CALLS) else "plain"
 
 
 # ---- the autotuned kernels, as a GPU builds them ---------------------------------------------------------------
@@ -365,7 +382,7 @@ def gpu_like(ledger: Ledger):
         setattr(obj, name, value)
 
     def run(self, *args, grid, warmup, **kwargs):
-        ledger.compile(launch_key(self.fn, args, kwargs), uses_math(self.fn))
+        ledger.compile(launch_key(self.fn, args, kwargs), kernel_kind(self.fn))
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
         if any(t.device.type == "meta" for t in tensors):
             return None
@@ -609,6 +626,7 @@ def table(costs: list[Cost], only: set[str] | None = None) -> str:
         for f in (
             "compiles",
             "math_compiles",
+            "dot_compiles",
             "tuned",
             "bench",
             "bench_budget_ms",
