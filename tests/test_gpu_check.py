@@ -366,7 +366,8 @@ def test_status_says_entry_by_entry_and_ends_with_the_verdict(fake):
     assert len(gc.status_lines({"parts": {}}, many, "x.json")) <= 15
 
 
-def test_notebooks_over_the_collection_limit_are_not_proven(fake):
+def test_notebooks_over_the_collection_limit_are_not_proven(fake, monkeypatch):
+    monkeypatch.setattr(gc, "COLLECTION_LIMIT_S", 600.0)  # the fake tree has two notebooks: a limit two can pass
     now = gc.Tree(fake).current()
     stamp = _proven_stamp(now, seconds=301.0)  # every entry passed as recorded; the two notebooks take 602 s
     lines = gc.status_lines(stamp, now, "x.json")
@@ -427,7 +428,8 @@ def test_plan_lists_what_runs_and_its_seconds(fake, capsys):
     assert json.loads(capsys.readouterr().out)["parts"]["suites"]["run"] == []
 
 
-def test_cores_are_shared_by_work_and_calls_packed():
+def test_cores_are_shared_by_work_and_calls_packed(monkeypatch):
+    monkeypatch.setattr(gc, "NOTEBOOK_LIMIT_S", 90.0)  # the packing rule at a limit of 90 s
     assert gc.share_slots({"tests": 1000.0, "emulated": 500.0, "suites": 100.0}, 15) == {
         "tests": 9,
         "emulated": 5,
@@ -732,7 +734,8 @@ def three(tmp_path):
     return _fake_tree(tmp_path, {**files, **NB3})
 
 
-def test_notebooks_part_applies_the_90_second_rule_and_the_budget(three):
+def test_notebooks_part_applies_the_90_second_rule_and_the_budget(three, monkeypatch):
+    monkeypatch.setattr(gc, "NOTEBOOK_LIMIT_S", 90.0)  # the rule at a limit of 90 s (the real one is lower)
     m = FakeMachine({"00_a": (80, []), "01_b": (95, []), "02_c": (30, [2])})
     s = gc.run_part("notebooks", _ctx(three, m, budget_s=1000))
     items = s["parts"]["notebooks"]["items"]
