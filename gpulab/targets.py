@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import atexit
 import contextlib
 import hashlib
 import importlib
@@ -50,6 +51,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -105,19 +107,19 @@ def source_file(module: str) -> Path:
     return path
 
 
-_MAGIC = re.compile(r"^\s*[%!]")
+_MAGIC = re.compile(r"^(\s*)[%!].*$")
 
 
 def notebook_cells(path: Path) -> list[str]:
     """The code cells of the notebook at ``path``, each as Python source: IPython magics and shell lines (``%``,
-    ``!``) become ``pass`` lines, so that line numbers stay those of the cell."""
+    ``!``) become ``pass`` at their indentation, so that line numbers stay those of the cell."""
     cells = json.loads(Path(path).read_text())["cells"]
     out = []
     for cell in cells:
         if cell.get("cell_type") != "code":
             continue
         src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        out.append("\n".join("pass" if _MAGIC.match(line) else line for line in src.split("\n")))
+        out.append("\n".join(_MAGIC.sub(r"\1pass", line) for line in src.split("\n")))
     return out
 
 
@@ -161,6 +163,7 @@ def _kernel_module(module: str):
         return importlib.import_module(name)
     if name not in _NOTEBOOK_MODULES:
         folder = Path(tempfile.mkdtemp(prefix="gpulab-notebook-"))
+        atexit.register(shutil.rmtree, folder, True)
         stem = re.sub(r"\W", "_", Path(name).stem)
         path = folder / f"notebook_{stem}.py"
         path.write_text(notebook_kernel_source(source_file(module)))
