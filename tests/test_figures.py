@@ -243,7 +243,7 @@ def test_lesson04_time_figure_views_are_few_traces_each():
             assert lo - 1 < r0 < lo and r1 > math.log10(max(measured)), (b.label, r0, r1)
         else:
             models = [y for tr in fig.data if tr.meta == v for y in tr.y]
-            assert b.args[1] == {"yaxis.autorange": True} and math.log10(min(models)) >= lo - 1, b.label
+            assert b.args[1]["yaxis.autorange"] is True and math.log10(min(models)) >= lo - 1, b.label
     assert "yaxis.range" in buttons[1].args[1]  # the fused view: the copy bound at n = 2^10 is decades under a launch
 
 
@@ -252,7 +252,9 @@ def test_lesson04_pressure_legend_leaves_the_right_axis_free():
     fig = figures.lesson04.pressure_figure(rows, "recorded")
     blocks = [str(r["block"]) for r in rows if r["study"] == "block"]
     assert len(fig.data) == 3 and list(fig.data[0].x) == blocks
-    assert fig.layout.yaxis2.side == "right" and fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0
+    legend = fig.layout.legend
+    assert fig.layout.yaxis2.side == "right" and legend.orientation == "h"
+    assert (legend.yref, legend.y, legend.yanchor) == ("container", 0, "bottom")  # under the plot, not at its right
     assert fig.layout.yaxis2.tickmode == "auto"  # its own round ticks, not the left axis's grid in odd steps (1.51)
     assert_readable(fig)
 
@@ -271,6 +273,93 @@ def test_lesson04_launch_explorer_at_both_ends_of_each_slider():
             assert_readable(e.live.fig)
             assert e.live.fig.layout.xaxis.dtick == e.live.fig.layout.yaxis.dtick == 1  # decade labels only
     assert e.live.fig.layout.legend.orientation == "h"
+
+
+def test_lesson04_coincide_finds_runs_of_two_or_more_sizes():
+    def rows(ms):
+        return [dict(n=2**k, ms=t) for k, t in zip(range(10, 16), ms)]
+
+    a = rows([1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    b = rows([1.02, 1.5, 1.01, 0.98, 1.5, 1.0])  # 2^10 alone; 2^12..2^13 within 3%; 2^15 alone
+    assert figures.lesson04.coincide(a, b) == [(2**12, 2**13)]
+    assert figures.lesson04.coincide(a, b, tol=0.01) == []  # within 1%: 2^12 alone, and a run needs two sizes
+    assert figures.lesson04.coincide(a, rows([1.0] * 6)) == [(2**10, 2**15)]
+    with pytest.raises(ValueError, match="tol"):
+        figures.lesson04.coincide(a, b, tol=3)
+
+
+def _lesson04_made_up(eager_factor: float) -> dict:
+    """A lesson04 record: unfused at 1 ms from 2^20 up (0.1 ms below), eager ``eager_factor`` x unfused from 2^20
+    up (0.2 ms below), fused a tenth of unfused, compile at 0.05 ms."""
+    sweep = []
+    for k in range(16, 25, 2):
+        unfused = 1.0 if k >= 20 else 0.1
+        eager = eager_factor if k >= 20 else 0.2
+        for m, t in (("unfused", unfused), ("eager", eager), ("fused", unfused / 10), ("compile", 0.05)):
+            sweep.append(dict(n=2**k, method=m, ms=t))
+    return dict(sweep=sweep, launch=dict(triton_us=5.0, torch_us=10.0, triton_cpu_us=20.0), copy_tbps=1.0)
+
+
+def test_lesson04_time_figure_says_where_two_methods_coincide():
+    fig = figures.lesson04.time_figure(_lesson04_made_up(1.01), "made up")
+    buttons = fig.layout.updatemenus[0].buttons
+    notes = [b.args[1]["annotations"] for b in buttons]
+    assert len(notes[0]) == 1 and notes[1] == []  # the fused view has no pair within 3%
+    text = notes[0][0]["text"]
+    assert "5 Triton kernels" in text and "torch eager" in text and "from n = 2^20 up" in text
+    assert [a.text for a in fig.layout.annotations] == [text]  # the first draw shows the first view's notes
+    assert math.isclose(notes[0][0]["x"], 20 * math.log10(2))  # the arrow points at the first size they coincide at
+    marks = {tr.name: tr.marker.symbol for tr in fig.data if tr.meta == 0 and tr.mode == "markers+lines"}
+    assert len(set(marks.values())) == len(marks), marks  # one on the other, both stay visible
+    apart = figures.lesson04.time_figure(_lesson04_made_up(1.1), "made up")  # 10% apart: drawn apart
+    assert not apart.layout.annotations and all(
+        b.args[1]["annotations"] == [] for b in apart.layout.updatemenus[0].buttons
+    )
+    recorded = figures.lesson04.time_figure(RECORDED["lesson04"], "recorded")  # the H200: 0.1916 vs 0.1928 ms at 2^24
+    assert any("5 Triton kernels and torch eager" in a.text for a in recorded.layout.annotations)
+
+
+def _lesson04_drawn():
+    """Lesson 04's figures from the recording, each with the dropdown update it is shown after (or None): the
+    time figure as first drawn and in each view, the launch explorer at its start and both ends of log2 n, the pressure figure."""
+    import plotly.graph_objects as go
+
+    rec = RECORDED["lesson04"]
+    time = figures.lesson04.time_figure(rec, "recorded")
+    yield "time figure", time, None
+    for b in time.layout.updatemenus[0].buttons:
+        yield f"time figure, view {b.label!r}", time, list(b.args)
+    measured = [r for r in rec["sweep"] if r["method"] in ("unfused", "fused")]
+    e = figures.lesson04.LaunchModelExplorer(rec["launch"]["triton_us"], rec["copy_tbps"], measured=measured, title="t")
+    for log2_n in (e.log2_n.value, e.log2_n.min, e.log2_n.max):
+        e.log2_n.value = log2_n
+        yield f"launch explorer at log2 n = {log2_n}", go.Figure(e.live.fig), None
+    yield "pressure figure", figures.lesson04.pressure_figure(rec["pressure"]["rows"], "recorded"), None
+
+
+@pytest.mark.browser
+def test_lesson04_figures_in_chromium_as_first_drawn_and_widened(browser):
+    """Each lesson 04 figure drawn by plotly.js at a narrow notebook column (570 px) and a wide one (1400 px):
+    directly, and first at plotly's default 700 px then widened to the cell, as a notebook's first draw is
+    (``widgets.LiveFigure._fit_width``): no text on another (the x title on the legend), no hidden marker."""
+    from tests.browser.figure_geometry import _MEASURE, FigurePage, problems
+
+    page = FigurePage(browser)
+    found = []
+    try:
+        for name, fig, update in _lesson04_drawn():
+            for width in (570, 1400):
+                for first in (width, 700):
+                    page.draw(fig, first)
+                    page.page.evaluate(
+                        """([w, update]) => { const gd = document.getElementById('fig'); gd.style.width = w + 'px';
+                             return Plotly.relayout(gd, {width: w}).then(() => update && Plotly.update(gd, ...update)); }""",
+                        [width, update],
+                    )
+                    found += problems(page.page.evaluate(_MEASURE), f"{name} at {width} px (first drawn at {first})")
+    finally:
+        page.close()
+    assert not found, "\n".join(found)
 
 
 def _annotations_within_x(fig, what):

@@ -14,13 +14,21 @@ import plotly.graph_objects as go
 from .. import widgets
 from ..fusion import bytes_moved, model_ms
 
+#: Every lesson 04 legend: rows under the plot, its bottom on the figure's bottom edge (``yref="container"``), so
+#: plotly's automargin lifts the plot until the x axis title clears it, at any width and on every draw. A legend
+#: at a paper y under the plot (``y=-0.2``) hangs a fraction of the plot's height below the axis, a height that
+#: depends on the margin the legend pushes; plotly.js keeps the push of a first draw made at 700 px, before a
+#: notebook cell's width is known, and a legend placed so lands on the x title once the figure is widened.
+LEGEND_BELOW = dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom")
+
 
 class LaunchModelExplorer:
-    """Model time per implementation against n, with a marker at the slider's n.
+    """Model time per implementation against n, with open rings at the slider's n.
 
-    Sliders: log2 n (moves the marker and the readout), launch overhead in µs, bandwidth in TB/s (move the
+    Sliders: log2 n (moves the rings and the readout), launch overhead in µs, bandwidth in TB/s (move the
     model lines). ``measured`` is an optional list of sweep rows (``{"n", "method", "ms"}``) drawn as
-    markers. ``.widget`` is the container to display.
+    markers joined by a thin line. ``.widget`` is the container to display; ``layout()`` the layout that its
+    first draw and every slider move set.
     """
 
     METHODS = (("unfused (5 kernels)", False), ("fused (1 kernel)", True))
@@ -54,19 +62,25 @@ class LaunchModelExplorer:
         fig = go.Figure()
         for name, _ in self.METHODS:
             fig.add_scatter(x=self.ns, y=[0.0] * len(self.ns), mode="lines", name=f"model: {name}")
-        fig.add_scatter(x=[0], y=[0], mode="markers", name="slider n", marker=dict(size=12, color="black"))
-        for method in sorted({r["method"] for r in self.measured}):
-            rs = [r for r in self.measured if r["method"] == method]
-            fig.add_scatter(x=[r["n"] for r in rs], y=[r["ms"] for r in rs], mode="markers", name=f"measured {method}")
-        fig.update_layout(
-            xaxis=dict(type="log", dtick=1, title="n (elements)"),
-            yaxis=dict(type="log", dtick=1, title="time (ms)"),
-            legend=dict(orientation="h", y=-0.2, x=0),
-            template="plotly_white",
-            height=480,
-            margin=dict(t=90),
+        # the slider's n: open rings joined by a dotted line, so a measured point under a ring still shows
+        fig.add_scatter(
+            x=[0],
+            y=[0],
+            mode="lines+markers",
+            name="slider n",
+            marker=dict(symbol="circle-open", size=14, color="black", line_width=2),
+            line=dict(color="black", width=1, dash="dot"),
         )
-        self._apply(fig)  # the first state goes into the figure before it becomes a widget
+        for method in sorted({r["method"] for r in self.measured}):
+            rs = sorted((r for r in self.measured if r["method"] == method), key=lambda r: r["n"])
+            fig.add_scatter(
+                x=[r["n"] for r in rs],
+                y=[r["ms"] for r in rs],
+                mode="markers+lines",
+                line_width=1,
+                name=f"measured {method}",
+            )
+        self._apply(fig)  # the first state, layout included, goes into the figure before it becomes a widget
         self.live = widgets.LiveFigure(fig)
         for w in (self.log2_n, self.overhead, self.bandwidth):
             w.observe(lambda _: self.refresh(), names="value")
@@ -79,6 +93,25 @@ class LaunchModelExplorer:
             for name, fused in self.METHODS
         }
 
+    def layout(self) -> dict:
+        """The whole layout at the current sliders (axes, legend, margins and the title's readout): the first
+        draw and every slider move set this one dict, so no draw differs from another but in the readout."""
+        t = self.times(2**self.log2_n.value)
+        u, f = t[self.METHODS[0][0]], t[self.METHODS[1][0]]
+        return dict(
+            title=dict(
+                text=f"{self.title}<br><sup>n = 2^{self.log2_n.value}: unfused {u * 1e3:.3g} µs, "
+                f"fused {f * 1e3:.3g} µs, fused is {u / f:.2f}x faster (model)</sup>",
+                font_size=13,
+            ),
+            xaxis=dict(type="log", dtick=1, title="n (elements)"),
+            yaxis=dict(type="log", dtick=1, title="time (ms)"),
+            legend=LEGEND_BELOW,
+            template="plotly_white",
+            height=480,
+            margin=dict(t=90),
+        )
+
     def _apply(self, fig) -> None:
         n = 2**self.log2_n.value
         for i, (_, fused) in enumerate(self.METHODS):
@@ -86,14 +119,7 @@ class LaunchModelExplorer:
         t = self.times(n)
         fig.data[len(self.METHODS)].x = [n, n]
         fig.data[len(self.METHODS)].y = list(t.values())
-        u, f = t[self.METHODS[0][0]], t[self.METHODS[1][0]]
-        fig.update_layout(
-            title=dict(
-                text=f"{self.title}<br><sup>n = 2^{self.log2_n.value}: unfused {u * 1e3:.3g} µs, "
-                f"fused {f * 1e3:.3g} µs, fused is {u / f:.2f}x faster (model)</sup>",
-                font_size=13,
-            )
-        )
+        fig.update_layout(self.layout())
         self.readout.value = (
             f"n = {n:,}: bytes unfused {bytes_moved(n, self.dtype, False):,}, fused "
             f"{bytes_moved(n, self.dtype, True):,}; launches 5 vs 1"
@@ -116,6 +142,67 @@ _METHOD_LABELS = {
     "fused fast": "fused, fast sin/cos",
     "compile": "torch.compile (1 kernel)",
 }
+#: Each measured method's marker and line, told apart where two lie on one another: an open ring around a small
+#: filled mark, a wide line under a thin one (a later trace is drawn on top).
+_METHOD_STYLE = {
+    "unfused": dict(marker=dict(symbol="circle-open", size=12, line_width=2), line_width=4),
+    "eager": dict(marker=dict(symbol="diamond", size=7), line_width=1.5),
+    "fused": dict(marker=dict(symbol="circle", size=7)),
+    "fused shared": dict(marker=dict(symbol="square-open", size=10, line_width=2), line_width=4),
+    "fused fast": dict(marker=dict(symbol="diamond", size=7), line_width=1.5),
+    "compile": dict(marker=dict(symbol="x", size=8)),
+}
+#: Two measured times "coincide" where they differ by less than this fraction: 3% is 0.013 decade, about one pixel
+#: of the time figure's log axis (some 4 decades over 300 px), so one line covers the other there.
+COINCIDE = 0.03
+
+
+def coincide(a: list[dict], b: list[dict], tol: float = COINCIDE) -> list[tuple[int, int]]:
+    """The stretches of n over which two methods' sweep rows (``{"n", "ms"}``) coincide: ``(first n, last n)`` of
+    each run of two or more consecutive shared sizes whose times differ by less than ``tol`` (a fraction of the
+    larger), smallest n first. Raises ValueError if ``tol`` is not in (0, 1)."""
+    if not 0 < tol < 1:
+        raise ValueError(f"tol must be a fraction in (0, 1), got {tol!r}")
+    ta, tb = {r["n"]: r["ms"] for r in a}, {r["n"]: r["ms"] for r in b}
+    runs, run = [], []
+    for n in sorted(ta.keys() & tb.keys()):
+        if abs(ta[n] - tb[n]) < tol * max(ta[n], tb[n]):
+            run.append(n)
+            continue
+        if len(run) >= 2:
+            runs.append((run[0], run[-1]))
+        run = []
+    if len(run) >= 2:
+        runs.append((run[0], run[-1]))
+    return runs
+
+
+def _coincide_notes(rows: dict, methods, last_n: int) -> list[dict]:
+    """An arrow and a note at the first point of every stretch where two of ``methods`` coincide (``coincide``):
+    the figure says so, as one line there hides the other."""
+    notes = []
+    ms = [m for m in methods if rows.get(m)]
+    for i, a in enumerate(ms):
+        for b in ms[i + 1 :]:
+            for lo, hi in coincide(rows[a], rows[b]):
+                span = "up" if hi == last_n else f"to 2^{hi.bit_length() - 1}"
+                ms_lo = next(r["ms"] for r in rows[b] if r["n"] == lo)
+                notes.append(
+                    dict(
+                        x=math.log10(lo),  # a log axis places annotations in decades
+                        y=math.log10(ms_lo),
+                        text=f"{_METHOD_LABELS.get(a, a)} and {_METHOD_LABELS.get(b, b)}<br>"
+                        f"coincide from n = 2^{lo.bit_length() - 1} {span} (within {COINCIDE:.0%})",
+                        showarrow=True,
+                        arrowhead=2,
+                        ax=-90,
+                        ay=-60,
+                        font_size=11,
+                        align="left",
+                        bgcolor="rgba(255,255,255,0.8)",
+                    )
+                )
+    return notes
 
 
 def time_figure(data: dict, where: str = ""):
@@ -124,9 +211,16 @@ def time_figure(data: dict, where: str = ""):
     (``fusion.model_ms``), in two views picked by a dropdown (``TIME_VIEWS``): five launches against one
     (5 Triton launches + 44n B, 5 torch launches + 44n B, 1 Triton launch + 8n B, and 1 launch at Triton's CPU
     launch cost + 8n B), and the fused kernels against the copy bound (8n B at ``copy_tbps``). Each trace
-    has ``meta`` = the index of its view."""
+    has ``meta`` = the index of its view. Each measured method has its own marker (``_METHOD_STYLE``), and where
+    two of a view coincide (``coincide``: 5 Triton kernels and torch eager from n = 2^22 on the H200) an arrow
+    and a note in that view say so."""
     ns = sorted({r["n"] for r in data["sweep"]})
     launch, bw = data["launch"], data["copy_tbps"]
+    rows = {
+        m: sorted((r for r in data["sweep"] if r["method"] == m), key=lambda r: r["n"])
+        for m in {r["method"] for r in data["sweep"]}
+    }
+    notes = [_coincide_notes(rows, methods, ns[-1]) for _, methods in TIME_VIEWS]
     fig = go.Figure()
     models = (
         (
@@ -139,7 +233,7 @@ def time_figure(data: dict, where: str = ""):
     )
     for v, (_, methods) in enumerate(TIME_VIEWS):
         for method in methods:
-            rs = sorted((r for r in data["sweep"] if r["method"] == method), key=lambda r: r["n"])
+            rs = rows.get(method)
             if rs:
                 fig.add_scatter(
                     x=[r["n"] for r in rs],
@@ -148,6 +242,7 @@ def time_figure(data: dict, where: str = ""):
                     meta=v,
                     name=_METHOD_LABELS.get(method, method),
                     visible=v == 0,
+                    **_METHOD_STYLE.get(method, {}),
                 )
         for label, fused, us in models[v]:
             fig.add_scatter(
@@ -160,7 +255,11 @@ def time_figure(data: dict, where: str = ""):
                 visible=v == 0,
             )
     views = [
-        dict(label=label, method="update", args=[{"visible": [tr.meta == v for tr in fig.data]}, _view_y_axis(fig, v)])
+        dict(
+            label=label,
+            method="update",
+            args=[{"visible": [tr.meta == v for tr in fig.data]}, {**_view_y_axis(fig, v), "annotations": notes[v]}],
+        )
         for v, (label, _) in enumerate(TIME_VIEWS)
     ]
     fig.update_layout(
@@ -179,7 +278,8 @@ def time_figure(data: dict, where: str = ""):
                 pad=dict(b=4),
             )
         ],
-        legend=dict(orientation="h", y=-0.2, x=0),
+        annotations=notes[0],
+        legend=LEGEND_BELOW,
         template="plotly_white",
         height=520,
         margin=dict(t=110),
@@ -221,7 +321,7 @@ def pressure_figure(rows: list[dict], where: str = ""):
             nticks=6,
             showgrid=False,
         ),  # its own round ticks
-        legend=dict(orientation="h", y=-0.2, x=0),
+        legend=LEGEND_BELOW,
         template="plotly_white",
         height=440,
         margin=dict(t=90),
