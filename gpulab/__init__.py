@@ -7,7 +7,7 @@ Importing this package picks the execution mode once, before any Triton kernel i
   ``@triton.jit`` kernel runs in Triton's interpreter on the CPU, on small inputs. Timings shown in this
   mode come from reference data recorded on a real GPU and say so.
 
-It also picks which GPU to plan for (``gpulab.plan.current()``: dtypes, paths, sizes and autotuning lists for
+It also picks which GPU to plan for (``gpulab.core.plan.current()``: dtypes, paths, sizes and autotuning lists for
 that GPU; ``GPULAB_AS_GPU=T4`` plans as a T4 on any machine). ``gpulab.describe()`` prints the mode, the device,
 the GPU planned for and the reasons. ``gpulab.size(gpu=..., interpreter=...)``
 gives the problem size for the current mode, so notebooks never need editing.
@@ -20,8 +20,8 @@ import os
 import sys
 from dataclasses import dataclass
 
-from . import plan as _plan
-from .settings import SETTINGS
+from .core import plan as _plan
+from .core.settings import SETTINGS
 
 __all__ = ["MODE", "DEVICE", "ON_GPU", "Mode", "describe", "size", "mode_info"]
 __version__ = "0.1.0"
@@ -165,7 +165,7 @@ AUTOTUNE: str = SETTINGS.autotune
 
 
 def describe(print_it: bool = True) -> str:
-    """Say which mode gpulab runs in, on which device, which GPU it plans for (``gpulab.plan.current()``), and
+    """Say which mode gpulab runs in, on which device, which GPU it plans for (``gpulab.core.plan.current()``), and
     why. Returns the text (and prints it)."""
     import torch
     import triton
@@ -201,3 +201,41 @@ def source(obj) -> str:
     import inspect
 
     return inspect.getsource(getattr(obj, "fn", obj))
+
+
+#: The short names a notebook may write, ``from gpulab import roofline``: each layer's modules under the name of
+#: the module alone (the folders are the layers: ``core`` below ``models`` below ``kernels`` below ``measure``
+#: below the suites, figures and exercises). Package code imports the full name; ``tools/deps.py`` reads this
+#: table to draw a notebook's arrows.
+SHORT_NAMES: dict[str, str] = {
+    **{m: f"gpulab.core.{m}" for m in ("dtypes", "hardware", "plan", "reference", "timing", "tolerances")},
+    **{
+        m: f"gpulab.models.{m}"
+        for m in (
+            "attention",
+            "comm",
+            "formats",
+            "fusion",
+            "memory",
+            "online_softmax",
+            "precision",
+            "recompute",
+            "roofline",
+            "sectors",
+            "simt",
+            "tiling",
+            "waves",
+        )
+    },
+    **{m: f"gpulab.measure.{m}" for m in ("counters", "device", "live")},
+}
+
+
+def __getattr__(name: str):
+    """``gpulab.<short name>`` (PEP 562): the module that ``SHORT_NAMES`` gives, imported on first use.
+    Raises AttributeError for any other name."""
+    if name in SHORT_NAMES:
+        import importlib  # a short name resolves only when a notebook asks for it
+
+        return importlib.import_module(SHORT_NAMES[name])
+    raise AttributeError(f"module 'gpulab' has no attribute {name!r}")

@@ -6,7 +6,7 @@ the checkers' GPU path (``gpulab.exercises.describe_error``) is tested against t
 Run: ``python tests/compile_errors.py`` (from the project root). Each fixture holds ``repr``-free text: the
 exception's type, then ``str(exc)``, then each ``__cause__`` the same way, separated by lines of ``---``.
 
-``gpulab.targets`` compiles ``sin_16_bit_kernel`` from here too (tests/test_compile_coverage.py): the one line it
+``gpulab.measure.targets`` compiles ``sin_16_bit_kernel`` from here too (tests/test_compile_coverage.py): the one line it
 reports for a kernel that only a GPU's compiler refuses ends with the message these fixtures record.
 """
 

@@ -1,11 +1,11 @@
-"""A stand-in for Nsight Compute on the CPU: ``install(monkeypatch)`` makes ``gpulab.ncu`` see counters as available
+"""A stand-in for Nsight Compute on the CPU: ``install(monkeypatch)`` makes ``gpulab.measure.ncu`` see counters as available
 and answers its ``subprocess.run`` calls: the profiling call writes the report file (or fails as told); the two
 imports print the fixtures in ncu's raw-page CSV (kernel names, and names renamed by NVTX range)."""
 
 import subprocess
 from pathlib import Path
 
-from gpulab import ncu
+from gpulab.measure import ncu
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RAW = (FIXTURES / "ncu_raw_fusion.csv").read_text()

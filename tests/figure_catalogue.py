@@ -10,9 +10,12 @@ from __future__ import annotations
 import ipywidgets as W
 
 import gpulab  # noqa: F401  (first: it picks the mode)
-from gpulab import figures, hardware, reference, simt
-from gpulab.bench import lesson07, lesson08, live
-from gpulab.roofline import KernelPoint
+from gpulab import figures
+from gpulab.bench import lesson07, lesson08
+from gpulab.core import hardware, reference
+from gpulab.measure import live
+from gpulab.models import simt
+from gpulab.models.roofline import KernelPoint
 
 RECORDED = reference.load("h200")
 

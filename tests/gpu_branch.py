@@ -7,7 +7,7 @@ from __future__ import annotations
 import types
 
 import gpulab
-from gpulab import timing
+from gpulab.core import timing
 from gpulab.kernels import _autotune
 
 

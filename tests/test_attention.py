@@ -9,12 +9,12 @@ import pytest
 import torch
 
 import gpulab  # first: it picks the mode before triton is imported
-from gpulab import attention as A
 from gpulab import figures
 from gpulab.bench import lesson08
+from gpulab.core.timing import NoGPUTimingError
 from gpulab.exercises import ex08 as ex
 from gpulab.kernels import flash_attention as F
-from gpulab.timing import NoGPUTimingError
+from gpulab.models import attention as A
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 
@@ -120,7 +120,7 @@ def test_out_of_memory_is_caught_and_other_errors_are_not():
 def test_measured_peak_is_of_a_call_after_the_first(monkeypatch):
     """A new shape's first call autotunes, and its trial buffers are not the method's memory: the peak recorded
     is a later call's. The allocator is played by counters (the test clock reads no device memory)."""
-    from gpulab import timing
+    from gpulab.core import timing
 
     state = {"calls": 0, "peak": 0}
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpulab import reference, settings
+from gpulab.core import reference, settings
 from gpulab.kernels import _autotune
 
 H200 = ("NVIDIA H200", "3.6.0")
@@ -142,9 +142,9 @@ def test_tests_run_with_the_stores_off():
 def test_the_cli_times_every_candidate_only_when_it_records(monkeypatch):
     """``python -m gpulab.bench`` takes stored choices; ``--record`` runs in ``fresh()`` (a recording tunes anew)."""
     import gpulab
-    from gpulab import timing
     from gpulab.bench import __main__ as cli
     from gpulab.bench import lesson02
+    from gpulab.core import timing
 
     if gpulab.ON_GPU:
         pytest.skip("the test clock is for the CPU")

@@ -6,8 +6,9 @@ import os
 import pytest
 
 import gpulab
-from gpulab import device, reference
-from gpulab import timing as bench
+from gpulab.core import reference
+from gpulab.core import timing as bench
+from gpulab.measure import device
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 
@@ -39,7 +40,7 @@ def _profile():
 
 
 def test_profile_round_trip_and_atomic_write(tmp_path, monkeypatch):
-    from gpulab import settings
+    from gpulab.core import settings
 
     monkeypatch.setattr(settings, "SETTINGS", settings.read({"GPULAB_CACHE_DIR": str(tmp_path)}))
     p = device.save_profile(_profile())

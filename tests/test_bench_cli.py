@@ -53,7 +53,7 @@ def test_cli_autotune_report_needs_a_gpu_and_a_suite_that_has_one():
 def test_every_lesson_suite_refuses_to_measure_without_a_gpu(module):
     import importlib
 
-    from gpulab.timing import NoGPUTimingError
+    from gpulab.core.timing import NoGPUTimingError
 
     with pytest.raises(NoGPUTimingError):
         importlib.import_module(module).run(progress=False)
@@ -68,10 +68,10 @@ def test_cli_refuses_json_without_a_gpu_and_writes_nothing(tmp_path):
 
 
 def _recorded_copy(tmp_path, monkeypatch, edit):
-    """A copy of the shipped reference file, edited, as the only reference data ``gpulab.reference`` sees."""
+    """A copy of the shipped reference file, edited, as the only reference data ``gpulab.core.reference`` sees."""
     import json
 
-    from gpulab import reference
+    from gpulab.core import reference
 
     data = json.loads(reference.path_for("h200").read_text())
     edit(data)
@@ -99,7 +99,7 @@ def test_a_recorded_entry_missing_a_key_names_the_file_and_the_suite(tmp_path, m
 
 
 def test_a_truncated_reference_file_is_named(tmp_path, monkeypatch):
-    from gpulab import reference
+    from gpulab.core import reference
 
     path = _recorded_copy(tmp_path, monkeypatch, lambda data: None)
     path.write_text(path.read_text()[:100])

@@ -7,9 +7,9 @@ import json
 import pytest
 
 import gpulab
-from gpulab import memory
 from gpulab.bench import lesson00
-from gpulab.timing import Timing
+from gpulab.core.timing import Timing
+from gpulab.models import memory
 
 
 def test_plan_replicates_small_working_sets_and_shares_out_large_ones():

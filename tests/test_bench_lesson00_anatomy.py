@@ -1,7 +1,7 @@
 """lesson00.anatomy: this GPU's parts from torch's numbers, with the derived counts computed by hand."""
 
-from gpulab import hardware
 from gpulab.bench import lesson00
+from gpulab.core import hardware
 
 # torch.cuda.get_device_properties on an H200, as recorded (gpulab/data/reference-h200.json, lesson00.device)
 H200_INFO = dict(

@@ -6,9 +6,9 @@ import json
 import pytest
 
 import gpulab
-from gpulab import waves
 from gpulab.bench import lesson07
-from gpulab.timing import Timing
+from gpulab.core.timing import Timing
+from gpulab.models import waves
 
 # lines as Triton 3.9 wrote them for gpulab's pointer kernel compiled for sm_90 (aligned and odd N) and TMA path
 PTX = """
@@ -30,7 +30,7 @@ def test_ptx_loads_reads_widths():
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="the fake clock is for the interpreter; on a GPU the suite itself runs")
 def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
-    import gpulab.timing as timing
+    import gpulab.core.timing as timing
 
     calls = []
 
@@ -92,7 +92,7 @@ def test_suite_runs_end_to_end_on_tiny_sizes(monkeypatch):
 def test_partial_run_reports_and_merges_into_an_older_record(monkeypatch):
     """``run(steps=...)`` records only those steps; ``report`` reads the partial record, and after the CLI's
     ``merge_record`` into an older one says when each kept step was recorded."""
-    import gpulab.timing as timing
+    import gpulab.core.timing as timing
     from gpulab.bench.__main__ import merge_record
 
     monkeypatch.setattr(timing, "require_gpu", lambda what="": None)

@@ -4,7 +4,7 @@ import pytest
 
 import gpulab
 from gpulab.bench import lesson08
-from gpulab.timing import NoGPUTimingError
+from gpulab.core.timing import NoGPUTimingError
 
 
 def test_setting_shape_and_flops_by_hand():
@@ -95,7 +95,7 @@ def test_cudnn_leads_counted_by_hand():
 
 
 def test_report_is_short_and_full_has_every_table():
-    from gpulab import reference
+    from gpulab.core import reference
 
     rec = reference.load("h200")[lesson08.KEY]
     short, full = lesson08.report(rec), lesson08.report(rec, full=True)
@@ -119,7 +119,7 @@ def test_teaching_step_refuses_without_a_gpu():
 
 
 def test_recorded_headline_agrees_with_sdpa_and_its_ratios_are_its_times():
-    from gpulab import reference
+    from gpulab.core import reference
 
     for r in reference.load("h200")[lesson08.KEY]["headline"]:
         if "diff_vs_flash" in r:
@@ -133,7 +133,7 @@ def test_recorded_headline_agrees_with_sdpa_and_its_ratios_are_its_times():
 def test_run_refuses_an_unknown_step(suite, monkeypatch):
     import importlib
 
-    import gpulab.timing as timing
+    import gpulab.core.timing as timing
 
     monkeypatch.setattr(timing, "require_gpu", lambda what="": None)
     mod = importlib.import_module(f"gpulab.bench.{suite}")
@@ -143,8 +143,8 @@ def test_run_refuses_an_unknown_step(suite, monkeypatch):
 
 
 def test_recorded_teaching_steps_read():
-    from gpulab import reference
     from gpulab.bench import lesson05, lesson08
+    from gpulab.core import reference
 
     ref = reference.load("h200")
     t5 = lesson05.teaching_report(ref["lesson05"]["teaching"])
@@ -216,7 +216,7 @@ def test_the_sweep_figure_draws_recorded_lengths_apart_and_says_where():
 
 
 def test_the_live_sweep_holds_what_notebook_08_reads_and_the_recording_the_rest():
-    from gpulab import reference
+    from gpulab.core import reference
 
     live = lesson08.LIVE["sweep_lengths"]
     assert 1024 in live and sum(L >= 4096 for L in live) >= 2  # the reveal at 1024; the peak check from 4096

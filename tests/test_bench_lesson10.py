@@ -5,8 +5,9 @@ without GPUs."""
 import pytest
 
 import gpulab
-from gpulab import comm, timing
 from gpulab.bench import lesson10
+from gpulab.core import timing
+from gpulab.models import comm
 
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the test clock runs only without a GPU")
 

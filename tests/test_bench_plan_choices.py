@@ -3,8 +3,8 @@
 import pytest
 
 import gpulab
-from gpulab import plan
 from gpulab.bench import lesson03, lesson05, lesson06, lesson07, lesson08, planned
+from gpulab.core import plan
 
 GPUS = ("T4", "L4", "A100", "H200")
 

@@ -162,8 +162,8 @@ try:
     print("anywidget imported")
 except ModuleNotFoundError:
     print("anywidget absent")
-import gpulab.widgets
-print("figure path", gpulab.widgets.FIGURE_PATH)
+import gpulab.figures.widgets
+print("figure path", gpulab.figures.widgets.FIGURE_PATH)
 """
 _JS_WIDGET_FIGURE_IN_OUTPUT = """
 ([widgetSel, nth, figureSel]) => {

@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 
 import gpulab
-from gpulab import hardware
 from gpulab.capstone import ladder, placement, recorder
 from gpulab.capstone.gpt import GPT2_SMALL, TINY, GPTConfig, Options, Trainer
+from gpulab.core import hardware
 from gpulab.exercises import ex09
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
@@ -220,7 +220,7 @@ def test_predicted_ladder_on_h200():
 def test_measure_refuses_without_gpu():
     if gpulab.ON_GPU:
         pytest.skip("on a GPU the ladder is measured by the benchmark suite")
-    from gpulab.timing import NoGPUTimingError
+    from gpulab.core.timing import NoGPUTimingError
 
     with pytest.raises(NoGPUTimingError):
         ladder.measure(TINY, Options())
@@ -268,7 +268,7 @@ def test_suite_report_is_short_and_groups_profiler_names_like_the_recorder():
     }
     assert {n: lesson09.group_of(n) for n in names} == names
     if not gpulab.ON_GPU:
-        from gpulab.timing import NoGPUTimingError
+        from gpulab.core.timing import NoGPUTimingError
 
         with pytest.raises(NoGPUTimingError):
             lesson09.run(progress=False)
@@ -306,8 +306,8 @@ def test_figures_build_at_both_ends_of_the_explorer(seed):
 
 @pytest.mark.parametrize("name, want", [("T4", torch.float16), ("L4", torch.bfloat16), ("H200", torch.bfloat16)])
 def test_the_bf16_rung_takes_fp16_where_the_plan_has_no_bf16_tensor_cores(name, want):
-    from gpulab import plan
     from gpulab.capstone.gpt import autocast_dtype
+    from gpulab.core import plan
 
     p = plan.for_gpu(plan.as_gpu_spec(name))
     assert autocast_dtype("cuda", p) == want
@@ -344,8 +344,8 @@ def test_recorded_profiler_groups_are_read_as_recorded():
 def test_the_recorded_profiler_groups_count_each_kernel_once():
     """The recording's ``ops`` were summed by ``group_times`` (each kernel once): a record without the mark
     counted every kernel twice and must be re-recorded (``python -m gpulab.bench --only lesson09 --record``)."""
-    from gpulab import reference
     from gpulab.bench import lesson09
+    from gpulab.core import reference
 
     rec = reference.load(reference.DEFAULT_GPU).get(lesson09.KEY)
     assert rec is None or rec.get("ops_counting") == lesson09.OPS_COUNTING

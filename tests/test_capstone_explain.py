@@ -10,11 +10,13 @@ import pytest
 from torch.autograd import DeviceType
 
 import gpulab
-from gpulab import fusion, reference, timing
-from gpulab.bench import lesson09, live
+from gpulab.bench import lesson09
 from gpulab.capstone import explain, ladder
 from gpulab.capstone.gpt import GPT2_SMALL, GPTConfig
+from gpulab.core import reference, timing
 from gpulab.exercises import ex09, ex09_solutions, race
+from gpulab.measure import live
+from gpulab.models import fusion
 
 SMALL = GPTConfig(n_layer=1, d_model=32, n_head=2, vocab_size=100, seq_len=16, batch=1)
 cpu_only = pytest.mark.skipif(gpulab.ON_GPU, reason="the test clock and the recorded paths are for the CPU")

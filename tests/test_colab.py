@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import gpulab
-from gpulab import widgets
+from gpulab.figures import widgets
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))

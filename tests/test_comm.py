@@ -1,4 +1,4 @@
-"""gpulab.comm: the α-β model, ring bytes, bus bandwidth (nccl-tests doc/PERFORMANCE.md), the links and their
+"""gpulab.models.comm: the α-β model, ring bytes, bus bandwidth (nccl-tests doc/PERFORMANCE.md), the links and their
 ridge points, data-parallel gradient bytes, ZeRO memory (the ZeRO paper's Figure 1) and the tensor-parallel MLP,
 each against values computed by hand."""
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gpulab import comm
+from gpulab.models import comm
 
 
 def test_alpha_beta_one_message():

@@ -1,8 +1,8 @@
 """Every @triton.jit kernel compiles ahead of time for the GPUs the lessons plan for, on a CPU.
 
 The interpreter runs a kernel that a GPU's compiler refuses (a 16-bit tl.sin, fp8 below sm_89, a dot of 8 rows),
-so CI compiles them: ``gpulab.targets`` (``triton.compile`` with ``GPUTarget``, no GPU needed) for each row of
-``gpulab.target_kernels.LESSON_KERNELS``. Here:
+so CI compiles them: ``gpulab.measure.targets`` (``triton.compile`` with ``GPUTarget``, no GPU needed) for each row of
+``gpulab.measure.target_kernels.LESSON_KERNELS``. Here:
 
 - coverage: every ``@triton.jit`` function in gpulab/**/*.py, in the notebooks' code cells and in tests/*.py is a
   row's kernel, a helper such a kernel calls, or in an allow-list below that says why it needs no row;
@@ -22,14 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from gpulab import target_kernels, targets
-from gpulab.target_kernels import LESSON_KERNELS, Launch, LessonKernel
+from gpulab.measure import target_kernels, targets
+from gpulab.measure.target_kernels import LESSON_KERNELS, Launch, LessonKernel
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 
 #: The targets CI compiles every configuration for: the lessons' GPUs from the T4 to the H200 (8.6, the A10,
-#: shares 8.0's compiler paths; ``python -m gpulab.targets`` still compiles it).
+#: shares 8.0's compiler paths; ``python -m gpulab.measure.targets`` still compiles it).
 CI_CCS = (75, 80, 89, 90)
 
 # ---- what needs no row, and why -------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ def test_every_jit_function_has_a_row_or_a_reason():
     covered = _reached(rows & set(inventory), inventory)
     missing = sorted(set(inventory) - covered - set(_allowed()))
     assert not missing, (
-        "these @triton.jit functions have no gpulab.targets row (gpulab/target_kernels.py LESSON_KERNELS), are "
+        "these @triton.jit functions have no gpulab.measure.targets row (gpulab/measure/target_kernels.py LESSON_KERNELS), are "
         "called by no kernel that has one, and are in no allow-list of tests/test_compile_coverage.py: "
         + ", ".join(f"{p}::{n}" for p, n in missing)
     )
@@ -268,7 +268,7 @@ SOLUTION_LAUNCHERS = {
 def test_solution_rows_launch_the_launchers_defaults():
     import importlib
 
-    from gpulab import hardware, plan
+    from gpulab.core import hardware, plan
 
     p = plan.for_gpu(hardware.get("H200"))
     solution_rows = [lk for lk in LESSON_KERNELS if lk.module.startswith("gpulab.exercises.")]

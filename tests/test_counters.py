@@ -1,4 +1,4 @@
-"""gpulab.counters and gpulab.counter_cases on the CPU: every case's model against hand-computed numbers, a case
+"""gpulab.measure.counters and gpulab.measure.counter_cases on the CPU: every case's model against hand-computed numbers, a case
 measured with a fake ncu (tests/fake_ncu.py), the report, the atomic merge into the reference file and the command
 line. No GPU and no ncu are needed; tests/test_counters_ncu.py tests the parsing and the runner."""
 
@@ -7,9 +7,10 @@ import json
 import pytest
 
 import gpulab
-from gpulab import counter_cases as CC
-from gpulab import counters as C
-from gpulab import ncu, reference
+from gpulab.core import reference
+from gpulab.measure import counter_cases as CC
+from gpulab.measure import counters as C
+from gpulab.measure import ncu
 from tests import fake_ncu as F
 
 ON_GPU_SKIP = pytest.mark.skipif(gpulab.ON_GPU, reason="checks what the interpreter says; a GPU reads counters")
@@ -390,7 +391,7 @@ def test_help_says_what_to_type_in_a_few_lines(capsys):
     out = capsys.readouterr().out
     description = out.split("\n\n")[1:-1]  # between the usage line and the options
     assert sum(len(part.splitlines()) + 1 for part in description) <= 12, out
-    assert "python -m gpulab.counters --all --record" in out and "NVTX" not in out
+    assert "python -m gpulab.measure.counters --all --record" in out and "NVTX" not in out
 
 
 # ---- recording -------------------------------------------------------------------------------------------------
@@ -457,7 +458,7 @@ def test_cli_json_without_counters_says_nothing_was_written(capsys, tmp_path, mo
 
 def test_module_docstring_starts_with_the_command_for_every_case():
     doc = C.__doc__
-    assert "python -m gpulab.counters --all --record" in doc.split("\n\n")[2]
+    assert "python -m gpulab.measure.counters --all --record" in doc.split("\n\n")[2]
 
 
 # ---- the child's kernels, small, in the interpreter ------------------------------------------------------------
@@ -476,7 +477,7 @@ SMALL = {
 
 @ON_GPU_SKIP
 def test_the_child_refuses_to_run_without_a_gpu():
-    from gpulab.timing import NoGPUTimingError
+    from gpulab.core.timing import NoGPUTimingError
 
     with pytest.raises(NoGPUTimingError):
         C.run_child("precision")

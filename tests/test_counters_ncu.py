@@ -1,4 +1,4 @@
-"""gpulab.ncu on the CPU: ncu's CSV parsed from fixtures in its raw-page format and from small texts that ncu could
+"""gpulab.measure.ncu on the CPU: ncu's CSV parsed from fixtures in its raw-page format and from small texts that ncu could
 print or that a truncated or garbled report holds (parsed strictly: a value is read right or refused, naming the
 metric and the row), availability in the interpreter, and the runner's plumbing with a fake ncu. No GPU and no
 ncu are needed."""
@@ -6,7 +6,7 @@ ncu are needed."""
 import pytest
 
 import gpulab
-from gpulab import counter_cases, ncu
+from gpulab.measure import counter_cases, ncu
 from tests import fake_ncu as F
 
 ON_GPU_SKIP = pytest.mark.skipif(gpulab.ON_GPU, reason="checks what the interpreter says; a GPU reads counters")
@@ -220,7 +220,7 @@ def test_profile_runs_ncu_on_the_child_and_keeps_the_asked_metrics(monkeypatch):
     assert run[0] == "/opt/ncu" and run[run.index("--clock-control") + 1] == "none" and "--nvtx" in run
     includes = [run[i + 1] for i, a in enumerate(run) if a == "--nvtx-include"]
     assert includes == ["gpulab:fusion:unfused/", "gpulab:fusion:fused/"]
-    assert run[-4:] == ["-m", "gpulab.counters", "--child", "fusion"]
+    assert run[-4:] == ["-m", "gpulab.measure.counters", "--child", "fusion"]
     assert run[run.index("--metrics") + 1] == (
         "dram__bytes_read.sum,dram__bytes_write.sum,"
         "lts__t_sectors_srcunit_tex_op_read.sum,"

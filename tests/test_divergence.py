@@ -10,10 +10,11 @@ import torch
 import gpulab  # first: it sets TRITON_INTERPRET=1 when there is no GPU  # isort: skip
 import triton
 
-from gpulab import figures, simt
+from gpulab import figures
 from gpulab.bench import lesson02
+from gpulab.core.timing import Timing
 from gpulab.kernels import divergence as dv
-from gpulab.timing import Timing
+from gpulab.models import simt
 
 SIZES = [1, 17, 1000, 1793]
 K_A, K_B = 6, 3  # short chains keep the interpreter fast; the math is the same at any length
@@ -193,7 +194,7 @@ def test_suite_pipeline_with_a_fake_timer():
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="checks interpreter behaviour")
 def test_suite_refuses_to_time_in_the_interpreter():
-    from gpulab.timing import NoGPUTimingError
+    from gpulab.core.timing import NoGPUTimingError
 
     with pytest.raises(NoGPUTimingError):
         lesson02.run(progress=False)

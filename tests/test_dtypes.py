@@ -1,4 +1,4 @@
-"""gpulab.dtypes: the one dtype table's bytes per element, and one home for the small helpers every model shares."""
+"""gpulab.core.dtypes: the one dtype table's bytes per element, and one home for the small helpers every model shares."""
 
 import ast
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpulab import dtypes
+from gpulab.core import dtypes
 
 ROOT = Path(__file__).resolve().parents[1] / "gpulab"
 
@@ -46,5 +46,5 @@ def _defined(name: str) -> list[str]:
 
 
 def test_one_home_for_itemsize_and_cdiv():
-    assert _defined("itemsize") == ["gpulab/dtypes.py"]
-    assert _defined("cdiv") == ["gpulab/waves.py"]
+    assert _defined("itemsize") == ["gpulab/core/dtypes.py"]
+    assert _defined("cdiv") == ["gpulab/models/waves.py"]

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from gpulab import attention as A
+from gpulab.models import attention as A
 
 
 # ------------------------------------------------------------------------------------------ attention tiles
@@ -50,8 +50,9 @@ def test_causal_counts_at_a_huge_length_are_exact(L):
 def test_largest_square_tile_is_0_when_no_tile_fits_as_lesson_07s_exercise_says():
     from dataclasses import replace
 
-    from gpulab import hardware, tiling
+    from gpulab.core import hardware
     from gpulab.exercises import ex07
+    from gpulab.models import tiling
 
     tiny = replace(hardware.get("T4"), smem_per_sm_kib=1)  # 1024 bytes of shared memory
     got = {}
@@ -73,7 +74,7 @@ def test_largest_square_tile_is_0_when_no_tile_fits_as_lesson_07s_exercise_says(
     ],
 )
 def test_warps_to_saturate_names_its_own_argument(kwargs, named):
-    from gpulab import memory
+    from gpulab.models import memory
 
     with pytest.raises(ValueError, match=rf"^{named} must be"):
         memory.warps_to_saturate(**kwargs)
@@ -82,7 +83,7 @@ def test_warps_to_saturate_names_its_own_argument(kwargs, named):
 # ------------------------------------------------------------------------------------------ SIMT branch
 @pytest.mark.parametrize("cost_a, cost_b", [(2**63, 1), (10**30, 10**29 + 7), (0, 2**80)])
 def test_branch_counts_huge_costs_exactly(cost_a, cost_b):
-    from gpulab import simt
+    from gpulab.models import simt
 
     t = simt.branch(lambda tid: tid < 4, cost_a, cost_b)  # divergent: both paths paid
     assert t.steps_paid == cost_a + cost_b
@@ -95,7 +96,7 @@ def test_branch_counts_huge_costs_exactly(cost_a, cost_b):
 
 
 def test_branch_steps_are_the_same_steps_made_on_demand():
-    from gpulab import simt
+    from gpulab.models import simt
 
     t = simt.branch(lambda tid: tid % 3 == 0, 3, 2)
     steps = list(t.steps)
@@ -109,7 +110,7 @@ def test_branch_steps_are_the_same_steps_made_on_demand():
 # ------------------------------------------------------------------------------------------ fusion
 @pytest.mark.parametrize("bandwidth_tbps", [1e300, 1e-300, 4.0])
 def test_crossover_n_is_where_bytes_take_as_long_as_launches(bandwidth_tbps):
-    from gpulab import fusion
+    from gpulab.models import fusion
 
     for fused in (True, False):
         n = fusion.crossover_n("fp32", fused, 5.0, bandwidth_tbps)
@@ -123,7 +124,7 @@ def test_crossover_n_is_where_bytes_take_as_long_as_launches(bandwidth_tbps):
 
 
 def test_crossover_n_beyond_floats_range_is_inf_not_an_error():
-    from gpulab import fusion
+    from gpulab.models import fusion
 
     assert fusion.crossover_n(overhead_us=1e300, bandwidth_tbps=1e300) == float("inf")
 
@@ -132,7 +133,7 @@ def test_crossover_n_beyond_floats_range_is_inf_not_an_error():
 def test_encode_e8m0_refuses_fractional_and_infinite_exponents():
     import torch
 
-    from gpulab import formats as F
+    from gpulab.models import formats as F
 
     e = torch.tensor([-127.0, -3.0, 0.0, 5.0, 127.0, float("nan")])
     assert F.encode_e8m0(e).tolist() == [0, 124, 127, 132, 254, 255]
@@ -148,7 +149,7 @@ def test_encode_e8m0_refuses_fractional_and_infinite_exponents():
 
 # ------------------------------------------------------------------------------------------ precision
 def test_fastest_within_validates_its_arguments():
-    from gpulab import precision as P
+    from gpulab.models import precision as P
 
     errors = dict(fp32=1e-7, bf16=3e-3, fp16=4e-4, how="emulated")  # "how" is matmul_errors' note: ignored
     rates = dict(fp32=50.0, bf16=670.0, fp16=650.0)

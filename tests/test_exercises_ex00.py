@@ -164,7 +164,7 @@ def test_reverse_stub_and_hints(capsys):
 def test_loads_in_flight_by_hand_and_its_mistakes():
     import math
 
-    from gpulab import hardware
+    from gpulab.core import hardware
 
     check, sol = ex00.check_loads_in_flight, ex00.check_loads_in_flight.solution
     # by hand: H200, 4.8 TB/s x 600 ns = 2.88e6 bytes over 132 x 64 x 32 = 270,336 threads = 10.7 bytes: 3 fp32 loads

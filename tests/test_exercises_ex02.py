@@ -150,7 +150,7 @@ def test_order_steps_matches_every_order_of_small_cases():
 
     import numpy as np
 
-    from gpulab import simt
+    from gpulab.models import simt
 
     rng = np.random.default_rng(0)
     for n, group in ((5, 2), (7, 3), (6, 4), (1, 8)):
@@ -162,7 +162,7 @@ def test_order_steps_matches_every_order_of_small_cases():
 def test_order_steps_mistakes_are_named():
     import numpy as np
 
-    from gpulab import simt
+    from gpulab.models import simt
 
     check, sol = ex02.check_order_steps, ex02.check_order_steps.solution
     assert check(sol).ok

@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from gpulab import procs
+from gpulab.core import procs
 from gpulab.exercises import ex10, ex10_solutions
 from tests.exercise_checks import check_hints_then_solution, check_stub_not_attempted
 

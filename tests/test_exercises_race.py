@@ -6,9 +6,9 @@ or computes wrongly on the large inputs is never reported as a fair time."""
 import pytest
 
 import gpulab
-from gpulab import reference, timing
-from gpulab.bench import live
+from gpulab.core import reference, timing
 from gpulab.exercises import ex00_solutions, ex01_solutions, ex02_solutions, ex03_solutions, ex04_solutions, race
+from gpulab.measure import live
 
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the CPU paths: on a GPU the real clock times these")
 

@@ -4,7 +4,7 @@ gpulab's forward and SDPA's; under the test clock the learner's flash forward ch
 import pytest
 
 import gpulab
-from gpulab import reference, timing
+from gpulab.core import reference, timing
 from gpulab.exercises import ex08_solutions, ex08b_solutions, race
 
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the CPU paths: on a GPU the real clock times these")

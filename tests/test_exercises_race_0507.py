@@ -7,7 +7,7 @@ import math
 import pytest
 
 import gpulab
-from gpulab import reference, timing
+from gpulab.core import reference, timing
 from gpulab.exercises import ex05_solutions, ex06_solutions, ex07_solutions, ex07b_solutions, race
 
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the CPU paths: on a GPU the real clock times these")

@@ -7,9 +7,11 @@ import math
 import pytest
 
 import gpulab  # noqa: F401  (first: it picks the mode)
-from gpulab import attention, figures, hardware, reference, simt
+from gpulab import figures
 from gpulab.bench import lesson08
-from gpulab.roofline import KernelPoint
+from gpulab.core import hardware, reference
+from gpulab.models import attention, simt
+from gpulab.models.roofline import KernelPoint
 from tests.figure_checks import check_figure
 
 from ._figure_checks import assert_readable
@@ -555,7 +557,7 @@ def test_figurewidget_takes_the_cells_width_once_drawn():
     import plotly
     import plotly.graph_objects as go
 
-    from gpulab import widgets
+    from gpulab.figures import widgets
 
     lf = widgets.LiveFigure(go.Figure(go.Scatter(x=[1, 2], y=[1, 2])))
     if lf.static:

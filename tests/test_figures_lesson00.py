@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from gpulab import hardware, reference
+from gpulab.core import hardware, reference
 from gpulab.figures import lesson00 as figs
 from tests._figure_checks import assert_no_empty_panel
 from tests.figure_checks import check_figure

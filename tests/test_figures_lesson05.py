@@ -4,7 +4,8 @@ size explorer at both ends of its slider with the recording and without, and the
 import math
 
 import gpulab
-from gpulab import figures, reference
+from gpulab import figures
+from gpulab.core import reference
 from gpulab.figures.lesson05 import MEMORY_STEPS
 from tests.figure_checks import check_figure
 
@@ -23,7 +24,7 @@ def test_memory_steps_peak_and_held_match_the_counts_by_hand():
         assert (held, peak) == by_hand[way], way
         phases = [p for p, *_ in steps]
         assert steps[-1][2] == ["dx"] and phases == sorted(phases, reverse=True), way  # forward, then backward
-        m = gpulab.recompute.memory_model(way, 1, 4, "loss")
+        m = gpulab.models.recompute.memory_model(way, 1, 4, "loss")
         assert (m["held_tensors"], m["peak_tensors"]) == (held, peak), way
 
 

@@ -4,7 +4,8 @@ the stride table against the recording, and the sector explorer at both ends of 
 import pytest
 
 import gpulab  # noqa: F401  (first: it picks the mode)
-from gpulab import figures, reference
+from gpulab import figures
+from gpulab.core import reference
 from tests.figure_checks import check_figure
 
 from ._figure_checks import assert_readable

@@ -7,10 +7,11 @@ import math
 import pytest
 
 import gpulab  # noqa: F401  (first: it picks the mode)
-from gpulab import figures, plan, reference
+from gpulab import figures
 from gpulab.bench import lesson06, lesson08
 from gpulab.capstone import ladder
 from gpulab.capstone.gpt import GPTConfig
+from gpulab.core import plan, reference
 from gpulab.figures import lesson09 as fig09
 from tests.figure_checks import check_figure
 

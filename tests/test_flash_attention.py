@@ -1,4 +1,4 @@
-"""gpulab's Triton FlashAttention against float64 references within gpulab.tolerances' attention bounds: tiny
+"""gpulab's Triton FlashAttention against float64 references within gpulab.core.tolerances' attention bounds: tiny
 and random shapes (L = 1 .. 300 in the interpreter; inputs seeded, the seed in a failure's report), Lq != Lk,
 both causal flags, every dtype, every backward mode, the TMA load path, poisoned outputs, the causal convention
 against SDPA, and input checks naming the argument. On a GPU the same tests run, plus larger shapes and the
@@ -12,8 +12,8 @@ import pytest
 import torch
 import triton
 
+from gpulab.core.tolerances import ATTENTION_GRAD_REL, ATTENTION_REL, LSE_ABS, max_rel_error
 from gpulab.kernels import flash_attention as F
-from gpulab.tolerances import ATTENTION_GRAD_REL, ATTENTION_REL, LSE_ABS, max_rel_error
 
 pytestmark = pytest.mark.usefixtures("seed")
 DEV = gpulab.DEVICE
@@ -37,7 +37,7 @@ def _ref(q, k, v, do, causal, sm_scale=None):
 
 
 def _close(name, got, ref, rel, what="", floor=1e-3):
-    """max |got - ref| / max(max |ref|, floor) <= rel (gpulab.tolerances.max_rel_error: inf for NaN or inf)."""
+    """max |got - ref| / max(max |ref|, floor) <= rel (gpulab.core.tolerances.max_rel_error: inf for NaN or inf)."""
     assert got.shape == ref.shape, f"{name}: shape {tuple(got.shape)} != {tuple(ref.shape)} {what}"
     err = max_rel_error(got, ref, floor)
     hint = " (a NaN or inf: an unwritten element?)" if err == math.inf else ""
@@ -427,8 +427,8 @@ def test_autotune_through_the_shared_autotuner(monkeypatch):
     tuning runs on scratch outputs: the atomic backward's dq, which accumulates, is still right afterwards.
     ``GPULAB_AUTOTUNE=first`` takes the first candidate untimed. The GPU is pretended (kernels run in the
     interpreter), so the logic is under test, not a speed."""
-    import gpulab.timing as timing
-    from gpulab import settings
+    import gpulab.core.timing as timing
+    from gpulab.core import settings
     from gpulab.kernels import _autotune
 
     launched = []

@@ -7,7 +7,7 @@ import inspect
 import pytest
 import torch
 
-from gpulab import tolerances as tol
+from gpulab.core import tolerances as tol
 from gpulab.kernels import flash_teaching as T
 
 SEED = 8
@@ -83,7 +83,7 @@ GPUS = ("T4", "L4", "A100 40GB SXM", "H200")
 @pytest.mark.parametrize("gpu", GPUS)
 @pytest.mark.parametrize("d", [64, 128])
 def test_planned_blocks_are_the_largest_tiles_that_fit(gpu, d):
-    from gpulab import plan
+    from gpulab.core import plan
 
     p = plan.for_gpu(plan.as_gpu_spec(gpu))
     for itemsize in (2, 4):
@@ -106,7 +106,7 @@ def test_planned_blocks_are_the_largest_tiles_that_fit(gpu, d):
 
 def test_fp32_tiles_have_no_64_row_tile_from_8_0():
     # fp32 dots are "ieee" (FP32 FMA, operands in registers): at d = 32 a 64x64 forward spills on 9.0, 32x32 not
-    from gpulab import plan
+    from gpulab.core import plan
 
     h200 = plan.for_gpu(plan.as_gpu_spec("H200"))
     assert T.planned_blocks(32, 4, "fwd", h200) == (32, 32) and T.planned_blocks(128, 4, "fwd", h200) == (16, 16)
@@ -117,7 +117,7 @@ def test_fp32_tiles_have_no_64_row_tile_from_8_0():
 
 
 def test_planned_blocks_shrink_where_shared_memory_is_short():
-    from gpulab import plan
+    from gpulab.core import plan
 
     t4, l4 = (plan.for_gpu(plan.as_gpu_spec(name)) for name in ("T4", "L4"))
     assert T.planned_blocks(128, 2, "dkdv", l4) == (64, 32)  # 99 KiB: 64x64's estimate is over

@@ -1,4 +1,4 @@
-"""gpulab.formats: value tables, rounding, saturation, the MX and NVFP4 scale rules, bits per value, errors.
+"""gpulab.models.formats: value tables, rounding, saturation, the MX and NVFP4 scale rules, bits per value, errors.
 
 Expected tables are built here independently of the module (from the bit-field definitions, or from torch's
 own float8_e4m3fn decoding), not by calling the functions under test.
@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import gpulab
-from gpulab import figures, tolerances
-from gpulab import formats as F
+from gpulab import figures
+from gpulab.core import tolerances
+from gpulab.models import formats as F
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 
@@ -315,7 +316,7 @@ def test_error_grows_with_block_size_on_outliers():
 
 
 def test_relative_error_kinds():
-    assert not hasattr(F, "relative_error")  # one relative_error: gpulab.tolerances
+    assert not hasattr(F, "relative_error")  # one relative_error: gpulab.core.tolerances
     ref = torch.tensor([1.0, -2.0, 0.0, 4.0])
     got = torch.tensor([1.5, -2.0, 0.0, 3.0])
     assert tolerances.relative_error(ref, got) == pytest.approx((0.5 + 0 + 0.25) / 3)

@@ -1,4 +1,4 @@
-"""gpulab.fusion: byte accounting (the seed's exact numbers), the launch-overhead model, resource-pressure
+"""gpulab.models.fusion: byte accounting (the seed's exact numbers), the launch-overhead model, resource-pressure
 helpers, the lesson's first widget, the suite's report, and the lesson 04 exercise checkers."""
 
 import math
@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from gpulab import figures, fusion
+from gpulab import figures
 from gpulab.bench import lesson04
 from gpulab.exercises import ex04 as ex
+from gpulab.models import fusion
 
 
 @pytest.mark.parametrize("n", [1, 17, 1000, 1793, 2**28])

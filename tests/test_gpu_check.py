@@ -678,7 +678,7 @@ def test_write_atomic_leaves_the_old_file_whole_when_the_write_fails(tmp_path, m
     def boom(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(os, "replace", boom)  # the module object gpulab.device uses too
+    monkeypatch.setattr(os, "replace", boom)  # the module object gpulab.measure.device uses too
     with pytest.raises(OSError, match="disk full"):
         gc.write_atomic(path, {"schema": 1, "a": 2})
     assert json.loads(path.read_text()) == {"schema": 1, "a": 1}

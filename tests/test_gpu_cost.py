@@ -59,7 +59,7 @@ def test_cells_are_counted_as_a_gpu_would_pay_for_them(tmp_path):
 def test_gpulab_is_as_it_was_after_a_count(tmp_path):
     import torch
 
-    from gpulab import timing
+    from gpulab.core import timing
     from gpulab.kernels import sincos, strided
 
     before = (gpulab.DEVICE, timing.time_ms, torch.compile, torch.Tensor.item, sincos.gpulab, strided.gpulab)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpulab import dtypes, hardware
+from gpulab.core import dtypes, hardware
 
 REQUIRED = [
     "T4",
@@ -139,7 +139,7 @@ def test_tpus_are_complete_and_sourced():
 
 
 def test_every_accepted_name_plans_and_the_error_lists_them():
-    from gpulab import plan
+    from gpulab.core import plan
 
     # the short names a person types: each names the table's SXM board, as GPULAB_AS_GPU takes it
     assert hardware.get("V100") is hardware.GPUS["V100 SXM2"]

@@ -1,4 +1,4 @@
-"""The interpreter computes what the GPU computes where a check can see it (gpulab.triton_compat): an fp32 tl.dot
+"""The interpreter computes what the GPU computes where a check can see it (gpulab.core.triton_compat): an fp32 tl.dot
 under the default precision cuts its inputs to TF32 as the tensor cores do, "tf32x3" lands near fp32, "ieee" is
 fp32; and lesson 08's old teaching check (fp32 held to float64 at fp32's bound, with TF32 dots), which failed on
 the H200, now fails on the CPU too. On a GPU the dots here run on the tensor cores: the same assertions then check
@@ -12,8 +12,8 @@ import triton
 import triton.language as tl
 
 import gpulab.kernels  # noqa: F401  (in the interpreter it installs the patch for every launch below)
-from gpulab import tolerances as tol
-from gpulab import triton_compat
+from gpulab.core import tolerances as tol
+from gpulab.core import triton_compat
 from gpulab.kernels import flash_teaching as T
 
 M, N, K = 16, 16, 64

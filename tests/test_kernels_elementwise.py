@@ -7,9 +7,9 @@ import pytest
 import torch
 import triton
 
+from gpulab.core.tolerances import assert_close_elementwise
 from gpulab.kernels import relu as relu_mod
 from gpulab.kernels import vector_add as add_mod
-from gpulab.tolerances import assert_close_elementwise
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 

@@ -1,5 +1,5 @@
 """Lesson 02's CUDA ``if (lane < b)`` kernel (gpulab.kernels.lane_branch): the lane-mask model against b counted by
-hand (gpulab.simt.boundary_sweep), the float64 reference's arithmetic by hand, the launcher's errors naming the
+hand (gpulab.models.simt.boundary_sweep), the float64 reference's arithmetic by hand, the launcher's errors naming the
 argument, the CUDA source's branch, the counter case's model, the suite's ``lane_branch`` step under the test
 clock (the CUDA build replaced by the reference), and the figure with and without a record. On a GPU: the built
 kernel against float64 on poisoned outputs."""
@@ -12,11 +12,14 @@ import torch
 
 import gpulab  # first: it picks the mode  # isort: skip
 
-from gpulab import counter_cases as CC
-from gpulab import counters, figures, ncu, simt, timing
+from gpulab import figures
 from gpulab.bench import __main__ as bench_cli
 from gpulab.bench import lesson02
+from gpulab.core import timing
 from gpulab.kernels import lane_branch as lb
+from gpulab.measure import counter_cases as CC
+from gpulab.measure import counters, ncu
+from gpulab.models import simt
 
 pytestmark = pytest.mark.usefixtures("seed")
 CPU_ONLY = pytest.mark.skipif(gpulab.ON_GPU, reason="checks what gpulab does without a GPU")
@@ -110,7 +113,8 @@ def test_reference_uses_the_kernels_constants():
 def test_build_dir_is_under_gpulabs_cache_dir(monkeypatch, tmp_path):
     from dataclasses import replace
 
-    from gpulab import device, settings
+    from gpulab.core import settings
+    from gpulab.measure import device
 
     monkeypatch.setattr(settings, "SETTINGS", replace(settings.SETTINGS, cache_dir=str(tmp_path / "c")))
     assert lb.build_dir() == tmp_path / "c" / "cuda" / "lane_branch"

@@ -1,17 +1,20 @@
 """The import graph of gpulab: a lower layer never imports a higher one, and no module imports itself back
 through others. Every import counts, at module level or inside a function (a lazy import is still an arrow).
 
-Layers, bottom up (docs/package.md lists the modules of each):
-0 core: the mode and the switches, the GPU planned for (plan, with the hardware table it reads), the dtype
-  table, validators, tolerances, the reference data, and timing (time_ms, CUDA graphs: the autotuners of
-  layer 2 time their candidates with it)
-1 models: pure functions and dataclasses (no timing, no widgets, no CUDA calls)
-2 kernels: Triton kernels with launchers, float64 references and hand counts
-3 measuring: the device profile, hardware counters
-4 suites, figures, widgets, exercises, targets: what the notebooks call
+The folders are the layers, bottom up (docs/package.md lists the modules of each):
+0 ``gpulab/core``: the mode and the switches, the GPU planned for (plan, with the hardware table it reads), the
+  dtype table, validators, tolerances, the reference data, processes, and timing (time_ms, CUDA graphs: the
+  autotuners of layer 2 time their candidates with it); ``gpulab/__init__.py`` picks the mode with them
+1 ``gpulab/models``: pure functions and dataclasses (no timing, no widgets, no CUDA calls)
+2 ``gpulab/kernels``: Triton kernels with launchers, float64 references and hand counts
+3 ``gpulab/measure``: the device profile, hardware counters, live-or-recorded results, ahead-of-time compiles
+4 ``gpulab/bench`` (suites), ``gpulab/figures`` (figures and widgets), ``gpulab/exercises``, ``gpulab/capstone``:
+  what the notebooks call
 
-Inside layer 4, suites measure and models interpret: a figure never imports a suite (``gpulab.bench``); what
-it needs to read a record lives in the models (``memory.fit_record``, ``waves.sweep_rates``, ...).
+Inside layer 4 the packages stand side by side (``APART``): suites measure and models interpret, so a figure never
+imports a suite (what it needs to read a record lives in the models: ``memory.fit_record``,
+``waves.sweep_rates``, ...); an exercise never imports a suite, and a suite never times an exercise's hidden
+solution (the kernels it times live in ``gpulab/kernels``).
 """
 
 import ast
@@ -21,49 +24,24 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "gpulab"
 
-CORE = {
-    "gpulab",
-    "gpulab.settings",
-    "gpulab.triton_compat",
-    "gpulab.dtypes",
-    "gpulab.validate",
-    "gpulab.tolerances",
-    "gpulab.reference",
-    "gpulab.timing",
-    "gpulab.plan",
-    "gpulab.hardware",
-}
-MODELS = {
-    f"gpulab.{m}"
-    for m in (
-        "roofline",
-        "simt",
-        "sectors",
-        "tiling",
-        "waves",
-        "fusion",
-        "recompute",
-        "attention",
-        "online_softmax",
-        "formats",
-        "precision",
-        "memory",
-        "comm",
-    )
-}
-MEASURING = {"gpulab.device", "gpulab.ncu", "gpulab.counter_cases", "gpulab.counters"}
+#: Layer of each folder under gpulab/; the package's ``__init__`` sits with the core.
+LAYERS = {"core": 0, "models": 1, "kernels": 2, "measure": 3, "bench": 4, "figures": 4, "exercises": 4, "capstone": 4}
 
 
 def layer(mod: str) -> int:
-    if mod in CORE:
+    """The layer of module ``mod`` (e.g. ``gpulab.models.waves`` -> 1), from its folder. Raises KeyError for a
+    module outside every layer's folder, so that a new flat module must be given a layer."""
+    parts = mod.split(".")
+    if parts == ["gpulab"]:
         return 0
-    if mod in MODELS or mod.startswith("gpulab.models"):
-        return 1
-    if mod.startswith("gpulab.kernels"):
-        return 2
-    if mod in MEASURING:
-        return 3
-    return 4  # bench, plots, widgets, figures, exercises, targets, capstone
+    return LAYERS[parts[1]]
+
+
+def test_every_module_lies_in_a_layers_folder():
+    flat = sorted(p.name for p in ROOT.glob("*.py") if p.name != "__init__.py")
+    assert not flat, f"modules outside the layer folders of gpulab/ ({', '.join(LAYERS)}): {flat}"
+    folders = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert folders == sorted(LAYERS), f"packages under gpulab/ {folders} differ from the layers {sorted(LAYERS)}"
 
 
 def modules() -> dict[str, pathlib.Path]:
@@ -108,7 +86,12 @@ def test_no_upward_import(mod):
 
 
 #: Inside layer 4: modules under the first name never import those under the second.
-APART = [("gpulab.figures", "gpulab.bench")]
+APART = [
+    ("gpulab.figures", "gpulab.bench"),
+    ("gpulab.exercises", "gpulab.bench"),
+    ("gpulab.bench", "gpulab.exercises"),
+    ("gpulab.figures", "gpulab.exercises"),
+]
 
 
 def _under(mod: str, pkg: str) -> bool:
@@ -116,9 +99,9 @@ def _under(mod: str, pkg: str) -> bool:
 
 
 @pytest.mark.parametrize("low, high", APART)
-def test_figures_never_import_the_suites(low, high):
+def test_side_by_side_packages_never_import_each_other(low, high):
     bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if _under(m, low) for t in ts if _under(t, high))
-    assert not bad, f"{low} imports {high} (suites measure, models interpret): " + ", ".join(bad)
+    assert not bad, f"{low} imports {high} (they stand side by side in layer 4): " + ", ".join(bad)
 
 
 def late_imports(path: pathlib.Path) -> list[str]:
@@ -175,5 +158,6 @@ def test_a_late_import_needs_its_reason(tmp_path):
 
 def test_the_checker_sees_an_upward_arrow(tmp_path):
     fake = tmp_path / "x.py"
-    fake.write_text("def f():\n    from . import widgets\n")
-    assert imports("gpulab.roofline", fake, set(modules())) == {"gpulab.widgets"}
+    fake.write_text("def f():\n    from ..figures import widgets\n")
+    found = imports("gpulab.models.roofline", fake, set(modules()))
+    assert found == {"gpulab.figures.widgets"} and layer("gpulab.figures.widgets") > layer("gpulab.models.roofline")

@@ -3,8 +3,8 @@ tile and wave counts (issue 25, item 5), each against hand counts and the refere
 
 import pytest
 
-from gpulab import reference
 from gpulab.bench import lesson07
+from gpulab.core import reference
 
 REC = reference.load("h200")
 

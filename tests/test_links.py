@@ -86,8 +86,8 @@ def test_docs_lesson_map_is_what_the_notebooks_import():
     named = [p for p in re.findall(r"`(gpulab/[\w/]+\.py)`", block)]
     assert named and all((ROOT / p).exists() for p in named), [p for p in named if not (ROOT / p).exists()]
     assert "`gpulab/kernels/flash_teaching.py`" in block.split("08_flash_attention", 1)[1].split("\n", 1)[0]
-    from gpulab.counter_cases import CASES
-    from gpulab.target_kernels import LESSON_KERNELS
+    from gpulab.measure.counter_cases import CASES
+    from gpulab.measure.target_kernels import LESSON_KERNELS
 
     runs = block.split("| lesson | counter cases", 1)[1]
     for item in [*CASES.values(), *LESSON_KERNELS]:

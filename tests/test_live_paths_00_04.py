@@ -12,10 +12,11 @@ import pytest
 import torch
 
 import gpulab
-from gpulab import device, hardware, plan, reference, settings, timing
-from gpulab.bench import lesson00, lesson02, lesson03, lesson04, live, suite
+from gpulab.bench import lesson00, lesson02, lesson03, lesson04, suite
+from gpulab.core import hardware, plan, reference, settings, timing
 from gpulab.kernels import sincos as S
-from gpulab.roofline import KernelPoint
+from gpulab.measure import device, live
+from gpulab.models.roofline import KernelPoint
 
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the test clock is for the CPU; on a GPU the real paths run")
 
@@ -362,7 +363,7 @@ def test_lesson04_steps_table_against_the_copy_bound():
 def test_lesson01_reads_lesson04s_record_and_sass_counts_by_hand():
     """01's second roof from a lesson04 record: the room a time leaves (FP32 instructions per element) and the
     instructions issued at the autotuner's shape, counted by hand on a record of two elements' worth."""
-    from gpulab import reference
+    from gpulab.core import reference
 
     rec = {
         "n": 1000,

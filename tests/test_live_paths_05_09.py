@@ -1,5 +1,5 @@
 """Every suite of lessons 05-09 runs its GPU-only ``run()`` on the CPU under the labelled test clock
-(``gpulab.timing.test_clock``), kernels in the interpreter, at its smallest sizes: the record has the keys the
+(``gpulab.core.timing.test_clock``), kernels in the interpreter, at its smallest sizes: the record has the keys the
 notebooks, reports and figures read, says it is fake, holds the clock's times and finite numbers, and the
 figures build from it. Each notebook's live cell is ``live.measure_or_recall(KEY, lambda: run(**LIVE))``: the
 same call, so these tests run the code the notebooks run live."""
@@ -11,8 +11,10 @@ import math
 import pytest
 
 import gpulab
-from gpulab import figures, hardware, plan, timing, tolerances
-from gpulab.bench import lesson05, lesson06, lesson07, lesson08, lesson09, live
+from gpulab import figures
+from gpulab.bench import lesson05, lesson06, lesson07, lesson08, lesson09
+from gpulab.core import hardware, plan, timing, tolerances
+from gpulab.measure import live
 
 pytestmark = [
     pytest.mark.skipif(gpulab.ON_GPU, reason="the test clock is for the CPU; on a GPU the real paths run"),
@@ -47,10 +49,10 @@ def _measured(key, run):
 
 def test_lesson05_run_under_the_clock():
     data = _measured(lesson05.KEY, lambda: lesson05.run(progress=False, sizes=(2**10, 2**12), teaching_n=2**12))
-    assert {r["way"] for r in data["rows"]} == set(gpulab.recompute.WAYS) and data["n_ratio"] == 2**12
+    assert {r["way"] for r in data["rows"]} == set(gpulab.models.recompute.WAYS) and data["n_ratio"] == 2**12
     assert all(r["ms"] == MS for r in data["rows"]) and all(r["ms"] == MS for r in data["teaching"])
     assert all(
-        r["bytes_moved"] == gpulab.recompute.counts(r["way"], r["n"], 4).bytes_moved for r in data["rows"]
+        r["bytes_moved"] == gpulab.models.recompute.counts(r["way"], r["n"], 4).bytes_moved for r in data["rows"]
     )  # notebook 05's check cell
     assert max(data["grad_vs_eager"].values()) < 1e-5  # the gradients are really computed, fp32
     assert data["peak_ratio_fused_over_eager"] is None  # no memory read under the clock: no ratio made up
@@ -107,7 +109,7 @@ def test_lesson07_run_under_the_clock():
 def test_the_live_sweep_is_short_and_straddles_the_h200_wave_step():
     """Notebook 07b's live points: a few N (each a CUDA-graph capture and a do_bench), among them the last N of
     one wave and the next aligned N of two waves with the recorded sweep's tile on the H200."""
-    from gpulab import waves
+    from gpulab.models import waves
 
     rec = live.recall(lesson07.KEY).data["sweep"]
     ns = lesson07.LIVE["sweep_ns"]

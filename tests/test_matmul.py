@@ -1,14 +1,14 @@
 """gpulab.kernels.matmul: both tiled paths and the no-reuse kernel against float64 on seeded random inputs (fresh
 each run, the seed in a failure's report) of awkward shapes, per dtype and input precision, within
-gpulab.tolerances' matmul bound, outputs (and padding buffers) poisoned with NaN; the padding path, persistence,
+gpulab.core.tolerances' matmul bound, outputs (and padding buffers) poisoned with NaN; the padding path, persistence,
 configs, bad input; on a GPU the autotuner and the Hopper path."""
 
 import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
 import pytest
 import torch
 
+from gpulab.core.tolerances import matmul_mismatch
 from gpulab.kernels import matmul as mm
-from gpulab.tolerances import matmul_mismatch
 
 pytestmark = pytest.mark.usefixtures("seed")
 
@@ -26,7 +26,7 @@ def _rand(*shape, dtype):
 
 
 def assert_matmul_close(c, a, b, tf32=False):
-    """c: (M, N) in a's dtype, every element within ``gpulab.tolerances.matmul_bound`` of float64 ``a @ b`` (of the
+    """c: (M, N) in a's dtype, every element within ``gpulab.core.tolerances.matmul_bound`` of float64 ``a @ b`` (of the
     rounded inputs; ``tf32``: fp32 inputs rounded to TF32 on a GPU). NaN (an unwritten element) fails."""
     assert c.dtype == a.dtype and c.shape == (a.shape[0], b.shape[1]), (c.dtype, tuple(c.shape))
     msg = matmul_mismatch(c, a, b, mm.matmul_ref(a, b).cpu(), tf32)
@@ -84,7 +84,7 @@ def test_tf32_and_ieee():
     c_ieee = mm.matmul(a, b, input_precision="ieee")
     assert_matmul_close(c_tf32, a, b, tf32=True)  # declared TF32: its bound on any machine
     assert_matmul_close(c_ieee, a, b)
-    # TF32 inputs miss fp32's bound, on a GPU and in the interpreter (which cuts them too: gpulab.triton_compat)
+    # TF32 inputs miss fp32's bound, on a GPU and in the interpreter (which cuts them too: gpulab.core.triton_compat)
     assert matmul_mismatch(c_tf32, a, b, mm.matmul_ref(a, b).cpu()) is not None
 
 
@@ -298,7 +298,7 @@ def test_gpu_tf32_is_less_precise_than_ieee():
 def test_gpu_matmul_replays_from_a_cuda_graph(N):
     """The awkward-size path (pad A and B, TMA matmul, copy C back) is capturable: replaying the graph on new
     values written into the captured inputs gives their product (what lesson 07's graphed timing relies on)."""
-    from gpulab.timing import capture_graph
+    from gpulab.core.timing import capture_graph
 
     a, b = _rand(N, N, dtype=torch.bfloat16), _rand(N, N, dtype=torch.bfloat16)
     out = {}
@@ -328,7 +328,7 @@ def test_autotune_ranks_by_graph_replay_and_falls_back_to_eager(monkeypatch):
     """matmul's autotuner through the shared one (``kernels._autotune``): candidates are ranked by CUDA-graph time
     (GPU time, not the CPU cost of an eager call); where any capture fails, all by eager time; a candidate that
     cannot launch is skipped. Clock and launches are fake (interpreter): the logic is under test, not a speed."""
-    import gpulab.timing as timing
+    import gpulab.core.timing as timing
 
     a, b = _rand(40, 24, dtype=torch.float16), _rand(24, 33, dtype=torch.float16)
     cands = [mm.INTERPRETER_CONFIG, mm.MatmulConfig(32, 32, 16, 4, 4, 1), mm.MatmulConfig(32, 64, 16, 4, 4, 1)]
@@ -379,8 +379,8 @@ def test_autotune_ranks_by_graph_replay_and_falls_back_to_eager(monkeypatch):
 def test_tuned_config_caches_per_bucket_and_first_takes_the_first_candidate(monkeypatch):
     """``tuned_config`` tunes once per size bucket (then reads the shared cache), and with
     ``GPULAB_AUTOTUNE=first`` takes the list's first candidate without timing anything. Fake clock."""
-    import gpulab.timing as timing
-    from gpulab import settings
+    import gpulab.core.timing as timing
+    from gpulab.core import settings
     from gpulab.kernels import _autotune
 
     monkeypatch.setattr(_autotune, "_CACHE", {})

@@ -8,10 +8,10 @@ import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # 
 import pytest
 import torch
 
-from gpulab import plan, settings
+from gpulab.core import plan, settings
+from gpulab.core.tolerances import matmul_mismatch
 from gpulab.kernels import _autotune, _call_cache
 from gpulab.kernels import matmul as mm
-from gpulab.tolerances import matmul_mismatch
 
 pytestmark = pytest.mark.usefixtures("seed")
 

@@ -1,5 +1,5 @@
 """gpulab.kernels.matmul_precision: the Triton matmul against float64 on seeded random inputs (fresh each run, the
-seed in a failure's report) of awkward shapes, within gpulab.tolerances.MATMUL_PRECISION_REL per input precision
+seed in a failure's report) of awkward shapes, within gpulab.core.tolerances.MATMUL_PRECISION_REL per input precision
 and accumulator; the bf16 interpreter detector and its workaround."""
 
 import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
@@ -7,8 +7,8 @@ import pytest
 import torch
 import triton
 
+from gpulab.core.tolerances import MATMUL_PRECISION_REL, matmul_rel_bound, relative_error
 from gpulab.kernels import matmul_precision as mp
-from gpulab.tolerances import MATMUL_PRECISION_REL, matmul_rel_bound, relative_error
 
 pytestmark = pytest.mark.usefixtures("seed")
 FP32_SUMS = MATMUL_PRECISION_REL["ieee"]  # fp32 accumulation of exact products
@@ -48,7 +48,7 @@ def test_non_contiguous_inputs():
 
 
 def test_tf32_is_less_precise_than_ieee():
-    # the interpreter cuts "tf32" inputs to TF32 as the tensor cores do (gpulab.triton_compat)
+    # the interpreter cuts "tf32" inputs to TF32 as the tensor cores do (gpulab.core.triton_compat)
     n = 512 if gpulab.ON_GPU else 64
     a, b = _rand(n, n), _rand(n, n)
     ref = mp.matmul_precision_ref(a, b)

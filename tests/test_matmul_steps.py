@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 import gpulab  # first: it picks the mode (TRITON_INTERPRET) before Triton is imported
-from gpulab import tolerances
+from gpulab.core import tolerances
 from gpulab.kernels import matmul_steps
 
 SMALL = matmul_steps.StepConfig(BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, num_warps=4, BLOCK=64)  # quick in the interpreter

@@ -1,11 +1,12 @@
 """The memory-hierarchy model: capacities, the staircase, Little's law and ridge points, against values
-worked out by hand from the datasheet numbers in gpulab.hardware."""
+worked out by hand from the datasheet numbers in gpulab.core.hardware."""
 
 import math
 
 import pytest
 
-from gpulab import hardware, memory
+from gpulab.core import hardware
+from gpulab.models import memory
 
 H200 = hardware.get("H200")
 

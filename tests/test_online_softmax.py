@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpulab import figures
-from gpulab import online_softmax as O
+from gpulab.models import online_softmax as O
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 

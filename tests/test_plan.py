@@ -1,4 +1,4 @@
-"""The per-GPU choices of gpulab.plan for a T4, an L4, an A100 and an H200, on a CPU.
+"""The per-GPU choices of gpulab.core.plan for a T4, an L4, an A100 and an H200, on a CPU.
 
 Expected values come from the datasheets and the CUDA guide's per-compute-capability limits, by hand: shared
 memory per block 64 KiB on 7.5, 163 KiB on 8.0, 99 KiB on 8.9, 227 KiB on 9.0; bf16 and tf32 from 8.0, fp8
@@ -11,7 +11,7 @@ from collections import namedtuple
 
 import pytest
 
-from gpulab import hardware, plan
+from gpulab.core import hardware, plan
 
 EXPECTED = {  # GPU: (bf16 ->, fp8 ->, tf32 ->, path, attention TMA, smem KiB per block, memory GB, small tiles)
     "T4": ("fp16", "fp16", "ieee", "pointer", False, 64, 16, True),
@@ -106,12 +106,14 @@ def _python(code: str, **env) -> subprocess.CompletedProcess:
 
 
 def test_as_gpu_switch_end_to_end():
-    r = _python("import gpulab, gpulab.plan as p; print(p.current().gpu.name); gpulab.describe()", GPULAB_AS_GPU="T4")
+    r = _python(
+        "import gpulab, gpulab.core.plan as p; print(p.current().gpu.name); gpulab.describe()", GPULAB_AS_GPU="T4"
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == "T4"
     assert "plans for: T4" in r.stdout and "bf16 matmuls: fp16" in r.stdout and "tile loads: pointer" in r.stdout
     bad = _python("import gpulab", GPULAB_AS_GPU="P100")
-    assert bad.returncode != 0 and "GPULAB_AS_GPU must name a GPU of gpulab.hardware" in bad.stderr
+    assert bad.returncode != 0 and "GPULAB_AS_GPU must name a GPU of gpulab.core.hardware" in bad.stderr
 
 
 def test_budget_skip_reason_and_feature_skip_by_hand():

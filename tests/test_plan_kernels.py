@@ -1,4 +1,4 @@
-"""The kernels' automatic choices follow gpulab.plan: matmul's path and autotuning candidates, FlashAttention's TMA
+"""The kernels' automatic choices follow gpulab.core.plan: matmul's path and autotuning candidates, FlashAttention's TMA
 default and candidates, for a T4, an L4, an A100 and an H200, planned on a CPU.
 
 Expected values by hand: shared memory per block 64 KiB on compute capability 7.5 (T4), 99 KiB on 8.9 (L4),
@@ -15,11 +15,8 @@ import sys
 import pytest
 import torch
 
-from gpulab import plan
-from gpulab.kernels import flash_attention as F
-from gpulab.kernels import matmul as mm
-from gpulab.kernels import matmul_precision as mp
-from gpulab.tolerances import (
+from gpulab.core import plan
+from gpulab.core.tolerances import (
     ATTENTION_GRAD_REL,
     ATTENTION_REL,
     declares_tf32,
@@ -28,6 +25,9 @@ from gpulab.tolerances import (
     max_rel_error,
     relative_error,
 )
+from gpulab.kernels import flash_attention as F
+from gpulab.kernels import matmul as mm
+from gpulab.kernels import matmul_precision as mp
 
 pytestmark = pytest.mark.usefixtures("seed")
 
@@ -210,7 +210,7 @@ def test_interpreter_keeps_its_own_choices():
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_t4_matmul_candidates_compute_correctly(dtype):
     """Every small-tile candidate a T4 may tune over, on an awkward shape (masks at every edge), within
-    gpulab.tolerances' matmul bound of float64."""
+    gpulab.core.tolerances' matmul bound of float64."""
     a = torch.randn(70, 45, dtype=torch.float64).to(dtype).to(gpulab.DEVICE)
     b = torch.randn(45, 99, dtype=torch.float64).to(dtype).to(gpulab.DEVICE)
     ref = mm.matmul_ref(a, b).cpu()
@@ -224,7 +224,7 @@ def test_t4_matmul_candidates_compute_correctly(dtype):
 
 def test_t4_flash_candidates_compute_correctly():
     """The T4's first forward and backward candidates in fp16 (the fp32 lists' small tiles), causal and not,
-    against float64 within gpulab.tolerances' attention bounds."""
+    against float64 within gpulab.core.tolerances' attention bounds."""
     t4 = _plan("T4")
     dt = torch.float16
     q, k, v, do = (torch.randn(1, 2, 70, 32, dtype=torch.float64).to(dt).to(gpulab.DEVICE) for _ in range(4))

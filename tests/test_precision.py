@@ -1,4 +1,4 @@
-"""gpulab.precision: ReLU byte counts (seed), matmul error per dtype, TF32/fp8 emulation, hardware gating with a
+"""gpulab.models.precision: ReLU byte counts (seed), matmul error per dtype, TF32/fp8 emulation, hardware gating with a
 faked compute capability, the lesson03 suite's report, and the exercises' checkers."""
 
 import gpulab  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from gpulab import dtypes, tolerances
-from gpulab import precision as P
 from gpulab.bench import lesson03
+from gpulab.core import dtypes, tolerances
+from gpulab.core.timing import NoGPUTimingError
 from gpulab.exercises import ex03 as ex
-from gpulab.timing import NoGPUTimingError
+from gpulab.models import precision as P
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 
@@ -136,7 +136,7 @@ def test_same_inputs_give_same_errors(seed):
 
 
 def test_relative_error_is_the_tolerances_one_reference_first():
-    assert not hasattr(P, "relative_error")  # one relative_error: gpulab.tolerances (ref, approx, kind)
+    assert not hasattr(P, "relative_error")  # one relative_error: gpulab.core.tolerances (ref, approx, kind)
     ref = torch.tensor([[3.0, 4.0]], dtype=torch.float64)
     approx = ref + torch.tensor([[0.0, 0.5]])
     assert tolerances.relative_error(ref, ref, "norm") == 0.0

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import gpulab  # first: it picks the mode before triton is imported
-from gpulab import recompute
 from gpulab.bench import lesson05
+from gpulab.core.timing import NoGPUTimingError
 from gpulab.exercises import ex05 as ex
 from gpulab.kernels import sigmoid3 as S
-from gpulab.timing import NoGPUTimingError
+from gpulab.models import recompute
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 
@@ -248,7 +248,7 @@ def test_memory_window_is_closed_to_the_garbage_collector(monkeypatch):
     """Between the baseline and the peak reading nothing may be freed by Python's garbage collector (on the GPU a
     collected cycle lowered the measured peak by one tensor in 2 of 3 parallel runs): it runs before the window
     and is off inside it, and on again after."""
-    from gpulab import timing
+    from gpulab.core import timing
 
     seen = {}
     collected = []

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from gpulab import hardware, roofline
+from gpulab.core import hardware
+from gpulab.models import roofline
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 

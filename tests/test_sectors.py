@@ -1,4 +1,4 @@
-"""gpulab.sectors: the address model, the seed's four sectors, sectors against stride/offset/element size, the
+"""gpulab.models.sectors: the address model, the seed's four sectors, sectors against stride/offset/element size, the
 copy model, the explorer widget, the lesson06 suite's report, and the lesson 06 exercise checkers."""
 
 import math
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from gpulab import figures
-from gpulab import sectors as sec
 from gpulab.bench import lesson06
 from gpulab.exercises import ex06 as ex
+from gpulab.models import sectors as sec
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 
@@ -164,7 +164,7 @@ def test_explorer_sliders_change_figure():
     e.itemsize.value = 8
     assert e.request == sec.warp_request(8, 2, 24)
     assert "TB/s" in e.readout.value
-    for trace in fig.data:  # every trace holds plain lists (see gpulab.plots)
+    for trace in fig.data:  # every trace holds plain lists (see gpulab.figures.plots)
         assert isinstance(trace.x, tuple) and len(trace.x) > 0
 
 

@@ -1,4 +1,4 @@
-"""The SIMT lane-mask model (gpulab.simt): the seed lecture's `thread_id < 4` example exactly, uniform
+"""The SIMT lane-mask model (gpulab.models.simt): the seed lecture's `thread_id < 4` example exactly, uniform
 branches, random masks against a brute-force count, the loop model and grouping by cost."""
 
 import itertools
@@ -7,7 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from gpulab import figures, simt
+from gpulab import figures
+from gpulab.models import simt
 
 pytestmark = pytest.mark.usefixtures("seed")  # random inputs: fresh each run, the seed in a failure's report
 

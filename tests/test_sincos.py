@@ -197,7 +197,7 @@ def test_the_gpu_branch_tunes_from_tune_min_n_and_takes_the_first_config_below(m
 def test_every_candidate_shape_has_its_sass_counted_for_every_form():
     """Lesson 04 reads the instructions a thread issues at the shape the autotuner chose (``issued_per_element``):
     a candidate without a count would fail there once it wins."""
-    from gpulab import reference
+    from gpulab.core import reference
 
     counted = {(r["variant"], r["block"], r["num_warps"]) for r in reference.sass()["rows"]}
     for cfg in S.AUTOTUNE_CONFIGS:

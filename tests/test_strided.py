@@ -121,7 +121,7 @@ def test_strides_past_64_bits_and_launch_limits(poisoned):
 def test_elements_per_lane_is_the_compiled_layout():
     """The rule against Triton's own compile for sm_90 (TTGIR sizePerThread, PTX loads per thread): the
     coalescing counters' launch, a block too small for 16 bytes a lane, and 2-byte elements."""
-    from gpulab import targets
+    from gpulab.measure import targets
 
     variants = [(1024, 4, "fp32", False), (1024, 4, "fp32", True), (256, 4, "fp32", False), (4096, 8, "fp16", False)]
     for (block, warps, dtype, contiguous), got in zip(variants, targets.strided_layouts(variants)):

@@ -1,4 +1,4 @@
-"""python -m gpulab.targets on a CPU: kernels compile for GPU targets, and each cell says what is taken where.
+"""python -m gpulab.measure.targets on a CPU: kernels compile for GPU targets, and each cell says what is taken where.
 
 The reason cells are checked against what the compiler does: fp8e4nv is refused for sm_80, the TMA kernel
 compiles to wgmma on sm_90, and an fp16 tl.dot has tensor-core mma on sm_80 but none on sm_75."""
@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
-from gpulab import target_kernels, targets
-from gpulab.target_kernels import LESSON_KERNELS, Launch
+from gpulab.measure import target_kernels, targets
+from gpulab.measure.target_kernels import LESSON_KERNELS, Launch
 
 
 @pytest.fixture(autouse=True)
@@ -86,7 +86,7 @@ def test_what_the_compiler_does_matches_the_cells():
 def test_rows_compile_what_the_kernels_choose():
     """The table's configurations are the kernels' own planned lists: the T4's small matmul tiles, the L4's
     pointer list less the tile over its 99 KiB, the fp32 lists' small tiles for the T4's attention."""
-    from gpulab import plan
+    from gpulab.core import plan
     from gpulab.kernels import flash_attention as fa
     from gpulab.kernels import matmul as mm
 
@@ -128,8 +128,8 @@ def _launch(row, jobs) -> tuple:
 
 
 def test_teaching_kernels_are_rows_as_the_lessons_launch_them():
-    from gpulab import hardware, plan
     from gpulab.bench import lesson07, lesson08
+    from gpulab.core import hardware, plan
     from gpulab.kernels import flash_teaching, matmul_steps
 
     rows, jobs = _teaching_rows()
@@ -293,7 +293,7 @@ def test_cli_refuses_a_kernel_name_that_matches_nothing_listing_the_names(capsys
 
 def test_strided_layouts_compile_the_coalescing_cases_launch(monkeypatch):
     """The strided layout compiled by default is lesson 06's coalescing case's launch, contiguous and strided."""
-    from gpulab.counter_cases import COALESCING_LAUNCH
+    from gpulab.measure.counter_cases import COALESCING_LAUNCH
 
     launch = (COALESCING_LAUNCH["block"], COALESCING_LAUNCH["num_warps"])
     assert sorted(target_kernels.STRIDED_VARIANTS) == [(*launch, "fp32", False), (*launch, "fp32", True)]

@@ -1,12 +1,12 @@
-"""The labelled test clock (gpulab.timing.test_clock): GPU-only paths run on the CPU, every number it makes says
+"""The labelled test clock (gpulab.core.timing.test_clock): GPU-only paths run on the CPU, every number it makes says
 it is fake, and it can reach neither a notebook nor a recording."""
 
 import pytest
 
 import gpulab
-from gpulab import timing
 from gpulab.bench import __main__ as cli
-from gpulab.bench import live
+from gpulab.core import timing
+from gpulab.measure import live
 
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the test clock is for the CPU; on a GPU the real paths run")
 
@@ -65,8 +65,8 @@ def test_record_refuses_fake_numbers(monkeypatch, tmp_path):
 
     monkeypatch.setattr(lesson02, "run", lambda progress=True: {"rows": []})
     monkeypatch.setattr(lesson02, "report", lambda data: "")
-    before = {p: p.read_bytes() for p in (gpulab.reference.DATA_DIR).glob("*.json")}
+    before = {p: p.read_bytes() for p in (gpulab.core.reference.DATA_DIR).glob("*.json")}
     with timing.test_clock():
         with pytest.raises(SystemExit, match="test clock"):
             cli.main(["--only", "lesson02", "--record"])
-    assert before == {p: p.read_bytes() for p in (gpulab.reference.DATA_DIR).glob("*.json")}
+    assert before == {p: p.read_bytes() for p in (gpulab.core.reference.DATA_DIR).glob("*.json")}

@@ -1,4 +1,4 @@
-"""gpulab.tiling: the seed's numbers (FP32, T = 32: 8 FLOP/B; 2N^3 loads against 2N^3/T; 2T^2 s bytes), the
+"""gpulab.models.tiling: the seed's numbers (FP32, T = 32: 8 FLOP/B; 2N^3 loads against 2N^3/T; 2T^2 s bytes), the
 general formulas against brute-force counts, the shared-memory limit, bad input."""
 
 import random
@@ -6,7 +6,8 @@ import random
 import numpy as np
 import pytest
 
-from gpulab import figures, tiling
+from gpulab import figures
+from gpulab.models import tiling
 
 pytestmark = [pytest.mark.usefixtures("seed"), pytest.mark.cpu_same]  # seeded inputs; pure models
 

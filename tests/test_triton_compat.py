@@ -1,4 +1,4 @@
-"""gpulab.triton_compat: Triton 3.6's interpreter given 3.9's rule for a kernel's scalar used as an index; both
+"""gpulab.core.triton_compat: Triton 3.6's interpreter given 3.9's rule for a kernel's scalar used as an index; both
 wrappers installed once. What the dot wrapper computes: tests/test_interpreter_fidelity.py."""
 
 import gpulab  # noqa: F401  # first: it sets TRITON_INTERPRET=1 before triton is imported  # isort: skip
@@ -11,7 +11,7 @@ import triton.language as tl
 from triton.runtime import interpreter
 
 import gpulab.kernels  # noqa: F401  (in the interpreter it installs the patch for every launch below)
-from gpulab import triton_compat
+from gpulab.core import triton_compat
 
 
 def test_the_interpreters_index_accepts_a_one_element_array():

@@ -1,4 +1,4 @@
-"""gpulab.waves: the seed's tile and wave numbers exactly, the model's invariants on random shapes, bad input."""
+"""gpulab.models.waves: the seed's tile and wave numbers exactly, the model's invariants on random shapes, bad input."""
 
 import math
 import random
@@ -6,7 +6,9 @@ import random
 import numpy as np
 import pytest
 
-from gpulab import figures, hardware, waves
+from gpulab import figures
+from gpulab.core import hardware
+from gpulab.models import waves
 
 pytestmark = [pytest.mark.usefixtures("seed"), pytest.mark.cpu_same]  # seeded inputs; pure models
 

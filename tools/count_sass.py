@@ -3,7 +3,7 @@
     python tools/count_sass.py [--write]
 
 Compiles ``gpulab.kernels.sincos.sincos_kernel`` ahead of time for compute capability 9.0 (H100, H200), with no
-GPU: ``triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))``, as ``gpulab.targets`` does, for its
+GPU: ``triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))``, as ``gpulab.measure.targets`` does, for its
 three variants (precise ``tl.sin``/``tl.cos``, one shared range reduction, the fast approximations) at a few
 launch shapes; disassembles each cubin with the ``cuobjdump`` that Triton ships; and walks the listing along
 the path a thread takes when each of its elements is in range and small (``|x|`` below the slow paths'
@@ -20,7 +20,7 @@ branch (a loop) on the path is an error: the fast path of this kernel is straigh
 An SM's four schedulers each issue one warp instruction per clock: 128 thread-instructions per clock per SM,
 the same as its 128 FP32 lanes (CUDA C++ Programming Guide, "Hardware Multithreading" and the per-SM
 arithmetic throughput table for 9.0). So instructions per element, of every kind, are what lesson 01's issue
-budget (``gpulab.roofline.instructions_per_element``) is spent on.
+budget (``gpulab.models.roofline.instructions_per_element``) is spent on.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
             f"{r['fast_path_instructions']} on the fast path = {r['per_element']:.1f} per element"
         )
     if args.write:
-        from gpulab.device import write_json_atomic
+        from gpulab.measure.device import write_json_atomic
 
         write_json_atomic(OUT, record)
         print(f"wrote {OUT}")

@@ -123,6 +123,27 @@ class Graph:
 
     # ---- files and module names
 
+    def short_names(self) -> dict[str, str]:
+        """``gpulab.SHORT_NAMES`` read from ``gpulab/__init__.py`` without importing it: the short name a notebook
+        may import (``from gpulab import roofline``) -> the module it stands for (``gpulab.models.roofline``)."""
+        if not hasattr(self, "_short"):
+            self._short = {}
+            tree = self._ast(GPULAB_IMPORT)
+            for node in tree.body if tree is not None else ():
+                if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "SHORT_NAMES":
+                    space: dict = {}
+                    table = ast.Expression(node.value)
+                    ast.fix_missing_locations(table)
+                    space["SHORT_NAMES"] = eval(compile(table, GPULAB_IMPORT, "eval"), {})  # strings only, no names
+                    self._short = dict(space["SHORT_NAMES"])
+        return self._short
+
+    def _short_or_none(self, base: str, name: str) -> str | None:
+        """The module ``from base import name`` stands for through a short name, or None."""
+        if base == "gpulab" and not self.module_file(f"gpulab.{name}"):
+            return self.short_names().get(name)
+        return None
+
     def exists(self, rel: str) -> bool:
         if self.universe is not None:
             return rel in self.universe
@@ -254,6 +275,8 @@ class Graph:
                         p.files |= set((members or {}).values())
                     elif self.module_file(f"{base}.{a.name}"):
                         self._bind_or_import(f"{base}.{a.name}", a.asname or a.name, p)
+                    elif short := self._short_or_none(base, a.name):
+                        self._bind_or_import(short, a.asname or a.name, p)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 if _MODULE_NAME.fullmatch(node.value) and self.module_file(node.value):
                     p.literal_files |= self._with_parents(node.value)  # a hub named so: its own file (rule 2)
@@ -269,6 +292,8 @@ class Graph:
                     n = n.value
                 if isinstance(n, ast.Name):
                     p.chains.add(".".join([n.id, *reversed(parts)]))
+                    if n.id == "gpulab" and parts and (short := self._short_or_none("gpulab", parts[-1])):
+                        p.files |= self._with_parents(short)  # gpulab.timing.time_ms after `import gpulab`
 
     def named_imports(self, rel: str) -> set[str]:
         """The modules of gpulab and tests that ``rel``'s import statements name, dotted: ``from X import n`` names
@@ -290,7 +315,7 @@ class Graph:
                         continue
                     for a in node.names:
                         sub = f"{base}.{a.name}"
-                        out.add(sub if self.module_file(sub) else base)
+                        out.add(sub if self.module_file(sub) else self._short_or_none(base, a.name) or base)
         return out
 
     def _hub_uses(self, p: Parsed) -> set[str]:
@@ -691,6 +716,12 @@ def dynamic_imports_unresolved(graph: Graph | None = None) -> list[str]:
             arg = node.args[0]
             if isinstance(arg, ast.Constant):
                 continue
+            if (
+                rel == GPULAB_IMPORT
+                and isinstance(arg, ast.Subscript)
+                and getattr(arg.value, "id", "") == "SHORT_NAMES"
+            ):
+                continue  # the short names' table, which rule 1 reads (Graph.short_names)
             if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
                 if re.fullmatch(r"(gpulab|tests)(\.\w+)*\.", str(arg.values[0].value)):
                     continue

@@ -485,11 +485,11 @@ def load_stamp(path: Path) -> dict | None:
 
 
 def write_atomic(path: Path, data: dict) -> Path:
-    """``data`` as JSON at ``path``, whole or not at all (``gpulab.device.write_json_atomic``, gpulab's one home
+    """``data`` as JSON at ``path``, whole or not at all (``gpulab.measure.device.write_json_atomic``, gpulab's one home
     for it)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from gpulab.device import write_json_atomic
+    from gpulab.measure.device import write_json_atomic
 
     return write_json_atomic(path, data)
 
@@ -1385,8 +1385,8 @@ def gpu_info() -> tuple[str, str, dict]:
         raise GPUCheckError(NO_GPU)
     import triton
 
-    from gpulab import hardware
-    from gpulab.device import _driver_version, _slug
+    from gpulab.core import hardware
+    from gpulab.measure.device import _driver_version, _slug
 
     name = torch.cuda.get_device_name(0)
     spec = hardware.find(name)

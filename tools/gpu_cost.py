@@ -7,7 +7,7 @@ benchmarks, timed measurements, torch.compile graphs, Nsight Compute runs and fu
     python tools/gpu_cost.py --suite lesson04 --steps all          # the whole suite
     python tools/gpu_cost.py notebooks/06_coalescing.ipynb --recorded h200   # the autotuner's recorded choices taken
 
-How it counts. The cells (or the suite) run on the CPU under gpulab's test clock (``gpulab.timing.test_clock``), read
+How it counts. The cells (or the suite) run on the CPU under gpulab's test clock (``gpulab.core.timing.test_clock``), read
 as a GPU would: in a cell's source ``gpulab.ON_GPU`` is True and ``gpulab.size`` gives its ``gpu=`` size; the modules
 of ``GPU_CHOICES`` read ``gpulab.ON_GPU`` as True (their launchers autotune and take their GPU launch shapes;
 other library code keeps the interpreter's choices); fast math counts as available, and so does torch.compile for the
@@ -24,10 +24,10 @@ numbers computed are meaningless and a cell's own asserts may fail (the table sa
   GPU, is built here from its source: its keys, its pruned configs, each benchmarked, 25 + 100 ms), and bench: the
   candidates timed for them, with their budgets. ``--recorded GPU`` lets the shared autotuner take the choices that
   ``gpulab/data/autotune-<gpu>.json`` records, as on that GPU with that Triton;
-- timed: ``gpulab.timing.time_ms`` calls and their warm-up + repeat budgets (do_bench runs about that long);
+- timed: ``gpulab.core.timing.time_ms`` calls and their warm-up + repeat budgets (do_bench runs about that long);
 - graphs: torch.compile compilations (the first shape static; a second shape compiles once more with dynamic
   shapes, torch's ``automatic_dynamic_shapes``; ``dynamic=True`` compiles once, ``dynamic=False`` per shape);
-- ncu: live Nsight Compute runs (``gpulab.counters.measure``: a child process under ncu);
+- ncu: live Nsight Compute runs (``gpulab.measure.counters.measure``: a child process under ncu);
 - gc: full garbage collections (``gc.collect()``: a notebook kernel's heap takes a good fraction of a second);
 - host s: this machine's wall time for the cell here, less the collections (numpy and Python work; no GPU work).
 
@@ -85,7 +85,7 @@ GPU_CHOICES = (
     "gpulab.kernels.transpose",
     "gpulab.kernels.sincos",
     "gpulab.kernels.matmul_precision",
-    "gpulab.precision",
+    "gpulab.models.precision",
     "gpulab.kernels.flash_attention",  # autotuned launches, TMA loads, the backward's block
     "gpulab.kernels.flash_teaching",  # the GPU's tiles
 )
@@ -285,7 +285,7 @@ class _GpuView:
 
     @staticmethod
     def compute_capability():
-        from gpulab import plan
+        from gpulab.core import plan
 
         return tuple(plan.current().compute_capability)
 
@@ -372,8 +372,9 @@ def gpu_like(ledger: Ledger):
     import torch._dynamo  # noqa: F401  (imported before torch.Generator is wrapped below)
     from triton.runtime.interpreter import InterpretedFunction
 
-    from gpulab import counters, device, ncu, timing
+    from gpulab.core import timing
     from gpulab.kernels import _autotune
+    from gpulab.measure import counters, device, ncu
 
     undo = []
 
@@ -583,7 +584,7 @@ def cost_notebook(
 ) -> list[Cost]:
     """Run every code cell of the notebook at ``path`` in one namespace under ``gpu_like``; one ``Cost`` per cell,
     named as nbval names them ("Cell 0" is the first code cell). ``timed_full_gc``: count a full garbage collection
-    in every ``time_ms`` call (``gpulab.timing`` did until 2026-12: ``gc.collect()`` before each); ``recorded``: a
+    in every ``time_ms`` call (``gpulab.core.timing`` did until 2026-12: ``gc.collect()`` before each); ``recorded``: a
     GPU (``"h200"``) whose recorded autotuner choices the shared autotuner takes, as on that GPU."""
     ledger = Ledger()
     ledger.timed_full_gc, ledger.recorded = timed_full_gc, recorded

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import gpulab  # noqa: E402
-from gpulab.timing import require_gpu, time_ms  # noqa: E402
+from gpulab.core.timing import require_gpu, time_ms  # noqa: E402
 
 SIZES = (1024, 1793, 2048, 2049, 3072, 4096, 4097, 4352)
 SLEEP_CYCLES = 400_000_000  # about 0.2 s at 2 GHz: longer than ``calls`` host paths, so none of them waits

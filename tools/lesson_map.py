@@ -2,7 +2,7 @@
 notebook imports: the models and helpers it uses, its kernels (and those its benchmark suite imports), its
 benchmark suite, its figures, its exercises and
 their hidden solutions (``exNN_solutions.py``); then, from each ``lesson`` field, its counter cases
-(``gpulab.counter_cases.CASES``) and its rows of ``gpulab.target_kernels.LESSON_KERNELS``. ``python tools/lesson_map.py``; tests/test_links.py checks that the
+(``gpulab.measure.counter_cases.CASES``) and its rows of ``gpulab.measure.target_kernels.LESSON_KERNELS``. ``python tools/lesson_map.py``; tests/test_links.py checks that the
 committed map is the one this writes."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def row(notebook: Path) -> str:
     stem = notebook.stem
     num = stem.split("_")[0]
     mods = imports(notebook)
-    suites = sorted(m for m in mods if m.startswith("gpulab.bench.") and m != "gpulab.bench.live")
+    suites = sorted(m for m in mods if m.startswith("gpulab.bench.") and m != "gpulab.measure.live")
     kernels = sorted({m for m in mods if m.startswith("gpulab.kernels.")}.union(*map(suite_kernels, suites)))
     groups = ("gpulab.bench", "gpulab.figures", "gpulab.exercises", "gpulab.kernels")
     models = sorted(m for m in mods if not m.startswith(groups))
@@ -85,8 +85,8 @@ def by_lesson() -> dict[str, tuple[list[str], list[str]]]:
     """Lesson number ("06", "00b": a notebook's name before its first ``_``) -> (its counter case names, its
     targets row names), from the ``lesson`` field of each. Raises ValueError naming a case or row whose lesson
     names no notebook."""
-    from gpulab.counter_cases import CASES
-    from gpulab.target_kernels import LESSON_KERNELS
+    from gpulab.measure.counter_cases import CASES
+    from gpulab.measure.target_kernels import LESSON_KERNELS
 
     found = {_lesson(nb): ([], []) for nb in sorted((ROOT / "notebooks").glob("*.ipynb"))}
     for i, items in enumerate((CASES.values(), LESSON_KERNELS)):
@@ -100,8 +100,8 @@ def by_lesson() -> dict[str, tuple[list[str], list[str]]]:
 def runs_table() -> str:
     """A row per lesson with a counter case or a targets row: lesson | counter cases | targets rows."""
     head = (
-        "| lesson | counter cases (`gpulab/counter_cases.py`, `python -m gpulab.counters`) | targets rows "
-        "(`gpulab/target_kernels.py`, `python -m gpulab.targets`) |\n|---|---|---|"
+        "| lesson | counter cases (`gpulab/measure/counter_cases.py`, `python -m gpulab.measure.counters`) | targets rows "
+        "(`gpulab/measure/target_kernels.py`, `python -m gpulab.measure.targets`) |\n|---|---|---|"
     )
     stems = {_lesson(nb): nb.stem for nb in (ROOT / "notebooks").glob("*.ipynb")}
     rows = [

@@ -6,7 +6,7 @@
 Settings: lesson 08's headline (``gpulab.bench.lesson08``: ``setting_shape``, ``LENGTHS``, FLOPs by
 ``setting_flops``), bf16, causal and not. Candidates are launched through the public launchers
 (``flash_attention_forward``, ``bwd_prepare``/``bwd_launch``, ``flash_attention_backward``) with fixed configs and
-timed with ``gpulab.timing.time_ms``; the winners belong in ``FWD_CONFIGS``/``BWD_CONFIGS``.
+timed with ``gpulab.core.timing.time_ms``; the winners belong in ``FWD_CONFIGS``/``BWD_CONFIGS``.
 
 Steps, each printed as it goes:
 1. compile every candidate in parallel worker processes (they fill Triton's disk cache, so the measuring
@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 import gpulab  # noqa: E402  (picks the mode before triton is imported)
 from gpulab.bench.lesson08 import LENGTHS, sdpa_fn, setting_flops, setting_shape  # noqa: E402
-from gpulab.timing import time_ms  # noqa: E402
+from gpulab.core.timing import time_ms  # noqa: E402
 
 SCREEN_L = 4096
 DEVICE = "cuda"

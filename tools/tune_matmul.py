@@ -32,12 +32,12 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 import gpulab  # noqa: E402  (sets the mode before triton is imported)
-from gpulab import dtypes  # noqa: E402
 from gpulab.bench.lesson07 import tflops  # noqa: E402
+from gpulab.core import dtypes  # noqa: E402
+from gpulab.core.timing import time_ms  # noqa: E402
+from gpulab.core.tolerances import relative_error  # noqa: E402
 from gpulab.kernels import matmul as mm  # noqa: E402
 from gpulab.kernels.resources import kernel_resources  # noqa: E402
-from gpulab.timing import time_ms  # noqa: E402
-from gpulab.tolerances import relative_error  # noqa: E402
 
 # Stage B's configs when stage A does not run: the autotuner's first three TMA candidates and the first pointer one.
 DEFAULT_B = [("tma", c) for c in mm.CONFIGS["tma"][:3]] + [("pointer", mm.CONFIGS["pointer"][0])]

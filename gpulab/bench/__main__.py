@@ -33,9 +33,9 @@ import sys
 from pathlib import Path
 
 import gpulab
-from gpulab import hardware, reference
-from gpulab.device import write_json_atomic
-from gpulab.timing import is_fake, is_fake_record, live, stamp
+from gpulab.core import hardware, reference
+from gpulab.core.timing import is_fake, is_fake_record, live, stamp
+from gpulab.measure.device import write_json_atomic
 
 
 def _print_profile(p: dict, label: str) -> None:
@@ -210,8 +210,8 @@ def main(argv=None) -> int:
 def _measure(args, lesson_mods, run_core: bool, steps: list[str]) -> int:
     """``main``'s GPU part: the autotune report, or the suites measured, printed, written and recorded."""
     from gpulab.bench import suite
-    from gpulab.device import measure_profile, provenance, save_profile
     from gpulab.kernels import _autotune
+    from gpulab.measure.device import measure_profile, provenance, save_profile
 
     if args.autotune_report:
         m = lesson_mods[0]

@@ -15,7 +15,7 @@ GPU only (``time_ms`` raises in interpreter mode); well under a minute on an H20
 - Latency hiding: ``copy_persistent`` copies ``COPY_N`` floats on exactly P programs of ``NUM_WARPS`` warps
   (``COPY_PROGRAMS``: 1 to 4096); each warp moves 2 x 4 x ``BLOCK`` / ``NUM_WARPS`` = 2 KiB (read + write)
   per trip through its loop. Little's law, bandwidth = min(peak, warps x bytes per warp / latency), is
-  fitted to the sweep (``gpulab.memory.fit_little``); when the compiler keeps more than one trip in flight,
+  fitted to the sweep (``gpulab.models.memory.fit_little``); when the compiler keeps more than one trip in flight,
   the fitted latency is the real one divided by that depth.
 """
 
@@ -26,9 +26,10 @@ import math
 import torch
 from tqdm.auto import tqdm
 
-from .. import hardware, memory, timing
-from ..device import properties
+from ..core import hardware, timing
 from ..kernels.read_bw import NUM_WARPS, copy_counts, copy_persistent, read_sum, read_sum_counts
+from ..measure.device import properties
+from ..models import memory
 
 KEY = "lesson00"
 BLOCK = 1024  # fp32 elements per load: 4 KiB
@@ -47,7 +48,7 @@ INFO_KEYS = ("name", "sms", "regs_per_sm", "smem_per_sm", "l2_bytes", "memory_by
 
 
 def device_info(device: int = 0) -> dict:
-    """This GPU's numbers as torch reports them (``gpulab.device.properties``; GPU or test clock): name, SMs,
+    """This GPU's numbers as torch reports them (``gpulab.measure.device.properties``; GPU or test clock): name, SMs,
     registers and shared memory per SM, L2 and memory in bytes, threads per SM."""
     p = properties(device)
     return {k: p[k] for k in INFO_KEYS}

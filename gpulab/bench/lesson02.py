@@ -25,10 +25,12 @@ from tqdm.auto import tqdm
 
 import gpulab
 
-from .. import counters, ncu, simt, timing
+from ..core import timing
 from ..kernels import divergence as dv
 from ..kernels import lane_branch as lb
-from ..simt import loop
+from ..measure import counters, ncu
+from ..models import simt
+from ..models.simt import loop
 
 KEY = "lesson02"
 FRACTIONS_A = (0.0, 0.25, 0.5, 0.75, 1.0)  # fraction of elements (a) or blocks (b) taking path A
@@ -107,7 +109,7 @@ def _lane_kernel():
 
 
 def _lane_counters() -> tuple[dict | None, str]:
-    """``(record, note)``: the counter case ``lane_branch`` measured with ncu (``gpulab.counters.measure``), or None
+    """``(record, note)``: the counter case ``lane_branch`` measured with ncu (``gpulab.measure.counters.measure``), or None
     and why not (no GPU, no ncu, no permission, or ncu failed)."""
     ok, why = ncu.available()
     if not ok:

@@ -23,11 +23,11 @@ from tqdm.auto import tqdm
 
 import gpulab
 
-from .. import plan, timing, tolerances
-from .. import precision as P
-from ..device import matmul_fn
+from ..core import plan, timing, tolerances
 from ..kernels.matmul_precision import matmul_precision
 from ..kernels.relu import relu
+from ..measure.device import matmul_fn
+from ..models import precision as P
 
 KEY = "lesson03"
 RELU_N = 2**28
@@ -49,7 +49,7 @@ LIVE_TRITON = dict(n=TRITON_N)
 
 
 def choices(p) -> dict:
-    """What the suite runs on ``p`` (a ``gpulab.plan.Plan``): ``feats``, the matmul dtypes and units of ``p``'s
+    """What the suite runs on ``p`` (a ``gpulab.core.plan.Plan``): ``feats``, the matmul dtypes and units of ``p``'s
     compute capability (``precision.features``); ``matmul_dtypes``, the cuBLAS dtypes timed; ``matmul_skipped``,
     dtype -> the one-line reason for each dtype not timed (bf16, tf32 and fp8 on a T4; fp8 on an A100)."""
     feats = P.features(p.compute_capability, p.gpu.name)

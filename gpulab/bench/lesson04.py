@@ -26,11 +26,12 @@ import time
 import torch
 from tqdm.auto import tqdm
 
-from .. import device, fusion, timing
-from ..dtypes import torch_dtype
+from ..core import timing
+from ..core.dtypes import torch_dtype
 from ..kernels import sincos as S
 from ..kernels.resources import kernel_resources
-from . import live
+from ..measure import device, live
+from ..models import fusion
 
 KEY = "lesson04"
 N = 2**28
@@ -405,7 +406,7 @@ def instruction_room(data: dict, fp32_tflops: float) -> dict:
 
 def issued_per_element(data: dict, sass: dict) -> list[dict]:
     """Instructions a thread issues per element in each fused form at the launch shape the autotuner chose in the
-    record ``data`` (``FUSED_FORMS``), from ``sass`` (``gpulab.reference.sass()``): ``method``, ``variant``,
+    record ``data`` (``FUSED_FORMS``), from ``sass`` (``gpulab.core.reference.sass()``): ``method``, ``variant``,
     ``block``, ``num_warps``, ``per_element`` and ``sfu_per_element`` (MUFU instructions). Raises KeyError naming
     a shape the SASS counts lack."""
     out = []

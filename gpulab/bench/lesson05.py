@@ -6,7 +6,7 @@ Function of ``gpulab.kernels.sigmoid3``), with x requiring grad so that gradient
 
 - forward + backward time (``time_ms`` of ``torch.autograd.grad(f(x), x, dy)``), ms;
 - extra memory above the inputs: held between forward and backward, and the peak over forward + backward
-  (``timing.reset_peak_memory`` / ``timing.max_memory_allocated``), beside ``gpulab.recompute``'s model, in
+  (``timing.reset_peak_memory`` / ``timing.max_memory_allocated``), beside ``gpulab.models.recompute``'s model, in
   both of its settings: "loss" (training: loss = y.sum(), y not kept; the row's ``held_bytes``/``peak_bytes``)
   and "held" (the caller keeps y and passes a dense dy; the row's ``held_setting`` dict);
 - the bytes, FLOPs and launches counted by hand.
@@ -28,10 +28,11 @@ import gc
 import torch
 from tqdm.auto import tqdm
 
-from .. import dtypes, plan, recompute, timing
+from ..core import dtypes, plan, timing
 from ..exercises import ex05_solutions as E
 from ..kernels import sigmoid3 as S
 from ..kernels.sigmoid3 import WAYS
+from ..models import recompute
 from . import planned
 
 KEY = "lesson05"
@@ -54,7 +55,7 @@ def point_bytes(n: int, itemsize: int = 4) -> int:
 
 
 def choices(p, sizes=SIZES, dtype: str = DTYPE, teaching_n: int = TEACHING_N) -> dict:
-    """What the suite runs on ``p`` (a ``gpulab.plan.Plan``): ``sizes_kept`` and ``sizes_skipped`` (records
+    """What the suite runs on ``p`` (a ``gpulab.core.plan.Plan``): ``sizes_kept`` and ``sizes_skipped`` (records
     ``{"n", "skipped"}``) of ``ways`` by ``point_bytes``, and ``teaching_n``: ``teaching_n``, or the largest kept
     size where its four fp32 buffers do not fit."""
     itemsize = dtypes.torch_dtype(dtype, allowed=dtypes.ELEMENTWISE).itemsize

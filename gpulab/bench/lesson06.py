@@ -7,7 +7,7 @@ GPU only. In one run:
   ``y.copy_(x)`` at n = 2^28 fp32; ratio = torch ms / ours (target >= 0.95);
 - stride sweep: ``y[k] = x[k * stride]`` for ``STRIDES``, n = 2^25 fp32 outputs, ours and torch's
   ``y.copy_(x[::stride])``; effective TB/s on useful bytes (2ns); the model is drawn from ``copy_tbps`` by
-  ``gpulab.sectors.predicted_tbps`` (at report time, so the record holds measurements only);
+  ``gpulab.models.sectors.predicted_tbps`` (at report time, so the record holds measurements only);
 - offsets: the stride-1 copy starting ``OFFSETS`` elements past an aligned base;
 - traversal: a 16384 x 16384 fp32 matrix copied by programs that walk rows, or columns; and torch's copy;
 - transpose: naive, tiled (autotuned; the best tile is recorded), torch ``x.t().contiguous()`` at
@@ -20,11 +20,12 @@ from __future__ import annotations
 import torch
 from tqdm.auto import tqdm
 
-from .. import device, plan, timing
-from ..dtypes import torch_dtype
+from ..core import plan, timing
+from ..core.dtypes import torch_dtype
 from ..kernels import strided as S
 from ..kernels import transpose as T
-from ..sectors import effective_tbps, stride_model_rows
+from ..measure import device
+from ..models.sectors import effective_tbps, stride_model_rows
 from . import planned
 
 KEY = "lesson06"
@@ -46,7 +47,7 @@ def _stride_bytes(stride: int, n: int = SWEEP_N, offsets=OFFSETS) -> int:
 
 
 def choices(p, sweep_n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
-    """What the suite runs on ``p`` (a ``gpulab.plan.Plan``): the strides whose input fits the plan's memory
+    """What the suite runs on ``p`` (a ``gpulab.core.plan.Plan``): the strides whose input fits the plan's memory
     (``strides_kept``) and a record ``{"stride", "skipped"}`` per stride that does not (``strides_skipped``)."""
     kept, skipped = planned.split(p, strides, lambda s: _stride_bytes(s, sweep_n, offsets), key="stride")
     return dict(strides_kept=kept, strides_skipped=skipped)

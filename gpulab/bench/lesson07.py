@@ -39,16 +39,18 @@ from tqdm.auto import tqdm
 
 import gpulab
 
-from .. import dtypes, hardware, memory, plan, reference, tiling, timing
+from ..core import dtypes, hardware, plan, reference, timing
+from ..core.tolerances import relative_error
 from ..kernels import matmul as mm
 from ..kernels import matmul_steps
 from ..kernels.matmul import MatmulConfig
 from ..kernels.resources import kernel_resources
-from ..precision import _with_precision
-from ..tolerances import relative_error
-from ..waves import alignment_split, model_correlation, sweep_rates, sweep_timing, wave_plan
-from ..waves import matmul_tflops as tflops  # every rate of this suite (tools/tune_matmul.py imports it here)
-from . import live, planned
+from ..measure import live
+from ..models import memory, tiling
+from ..models.precision import _with_precision
+from ..models.waves import alignment_split, model_correlation, sweep_rates, sweep_timing, wave_plan
+from ..models.waves import matmul_tflops as tflops  # every rate of this suite (tools/tune_matmul.py imports it here)
+from . import planned
 
 KEY = "lesson07"
 HEADLINE_NS = (4096, 8192)
@@ -78,7 +80,7 @@ def _dt(name):
 
 
 def choices(p, headline_ns=HEADLINE_NS, tile_ts=TILE_TS) -> dict:
-    """What the suite runs on ``p`` (a ``gpulab.plan.Plan``): ``dtype``, the 16-bit dtype of the awkward sizes,
+    """What the suite runs on ``p`` (a ``gpulab.core.plan.Plan``): ``dtype``, the 16-bit dtype of the awkward sizes,
     the tile study, alignment and the sweep ("bf16", or "fp16" without bf16 tensor cores); ``headline_dtypes``
     (bf16 and fp16, once each); ``headline_kept`` and ``headline_skipped`` (A, B and C must fit the plan's
     memory); ``tile_dtypes``; ``tiles_skipped``: the (dtype, T) whose model footprint 2 T^2 s exceeds one block's

@@ -10,7 +10,7 @@ GPU only. bf16 throughout (fp16 where the GPU planned for has no bf16 tensor cor
   ours from SDPA flash (out, dq, dk, dv) relative to its largest entry; the autotuner's choice.
 - ``sweep``: naive attention (S and P in HBM) against ours, forward, B=1, H=16, d=128, non-causal, L = 2^10 ..
   2^16: ms eager and ``graph_ms`` replayed from a CUDA graph (their difference is the launch cost) and extra peak
-  memory beside ``gpulab.attention.memory_model``; naive's out-of-memory is caught and
+  memory beside ``gpulab.models.attention.memory_model``; naive's out-of-memory is caught and
   recorded as ``oom``, and a length whose model bytes do not fit the plan (``choices``) is not run: recorded as
   ``oom`` with the reason under ``skipped``.
 - ``memory``: ours, extra memory held after forward and the peak over forward + backward, L = 2^10 .. 2^16
@@ -39,11 +39,12 @@ import torch.nn.functional as TF
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm.auto import tqdm
 
-from .. import attention, dtypes, plan, timing
+from ..core import dtypes, plan, timing
 from ..kernels import _autotune
 from ..kernels import flash_attention as F
 from ..kernels import flash_teaching as T
-from ..roofline import KernelPoint
+from ..models import attention
+from ..models.roofline import KernelPoint
 from . import planned
 
 KEY = "lesson08"
@@ -90,7 +91,7 @@ def _memory_bytes(L: int, B: int = SWEEP_SHAPE["B"], H: int = SWEEP_SHAPE["H"], 
 
 
 def choices(p, sweep_lengths=SWEEP, memory_lengths=MEMORY_LENGTHS) -> dict:
-    """What the suite runs on ``p`` (a ``gpulab.plan.Plan``): ``dtype`` ("bf16", or "fp16" without bf16 tensor
+    """What the suite runs on ``p`` (a ``gpulab.core.plan.Plan``): ``dtype`` ("bf16", or "fp16" without bf16 tensor
     cores), ``tma`` (whether the teaching step's TMA row runs; ``tma_skip`` the reason when not), the naive
     sweep's lengths ``naive_kept`` and ``naive_skipped`` (records ``{"L", "skipped"}``: S and P would not fit;
     flash runs at every length), and the memory step's ``memory_kept`` and ``memory_skipped``."""
@@ -132,7 +133,7 @@ def run_catching_oom(fn):
 
 def measure(fn, warmup_ms: float = 10, rep_ms: float = 60, graph: bool = False) -> dict:
     """Peak memory above what is allocated before the call (bytes; of a second call, after the first has compiled
-    and autotuned) and time (ms, ``gpulab.timing.time_ms``) of
+    and autotuned) and time (ms, ``gpulab.core.timing.time_ms``) of
     ``fn()`` on the GPU; with ``graph``, also ``graph_ms``: the same call captured in a CUDA graph and replayed
     (``time_ms(graph=True)``), so that eager ms minus graph ms is what launching from Python costs (lesson 04).
     Out of memory gives ``{"oom": True, "ms": None, "peak_bytes": None}`` (and ``graph_ms`` None), not an error.

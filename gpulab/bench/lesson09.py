@@ -7,7 +7,7 @@ GPU only. The GPT-2-small training step of ``gpulab.capstone`` (12 layers, d_mod
   bf16 autocast, fused kernels, FlashAttention, recomputation, the padded vocabulary, CUDA graphs): the
   predicted step time on the H200's datasheet roofline (``predicted_ms``) and on this GPU's measured ceilings
   with lesson 04's measured launch cost (``predicted_profile_ms``, ``gpulab.capstone.explain``), the measured
-  median step time (``gpulab.timing.time_ms``), the peak memory, the loss; the GPU-busy time of one step
+  median step time (``gpulab.core.timing.time_ms``), the peak memory, the loss; the GPU-busy time of one step
   (``gpu_busy_ms``: torch.profiler's device kernel time over profiled steps, the graph's replay for the
   graphs rung) and the kernels it launches (``kernels``); the step at twice the batch (``ms_2x``, the
   overhead test of ``explain.doubling_verdict``);
@@ -31,9 +31,9 @@ from tqdm.auto import tqdm
 
 import gpulab
 
-from .. import hardware, plan, timing
 from ..capstone import explain, ladder
 from ..capstone.gpt import GPT2_SMALL
+from ..core import hardware, plan, timing
 from ..exercises import ex09_solutions
 
 KEY = "lesson09"

@@ -1,13 +1,13 @@
 """Lesson 10 (beyond one GPU) benchmark suite: ``python -m gpulab.bench --only lesson10``.
 
 - ``collectives``: all-reduce, reduce-scatter, all-gather and broadcast on ``torch.distributed`` over message
-  sizes, on p local processes (``gpulab.procs``): gloo on CPU tensors anywhere, NCCL with one GPU a process
+  sizes, on p local processes (``gpulab.core.procs``): gloo on CPU tensors anywhere, NCCL with one GPU a process
   where there are p GPUs. Timed as nccl-tests time them (doc/PERFORMANCE.md): a barrier, then ``reps``
   back-to-back calls on the wall clock (after a device synchronize on NCCL), the slowest rank's mean; algbw and
-  busbw from ``gpulab.comm``. On CPU processes this is a measurement of this machine's gloo, not of a GPU
+  busbw from ``gpulab.models.comm``. On CPU processes this is a measurement of this machine's gloo, not of a GPU
   link, and every record says which backend and how many processes measured it.
 - ``link`` (GPU only): host-to-device and device-to-host copies against size, pinned against pageable host
-  memory (``gpulab.timing.time_ms``; bandwidth = bytes / median time).
+  memory (``gpulab.core.timing.time_ms``; bandwidth = bytes / median time).
 - ``overlap`` (GPU only): a matmul on one stream and a pinned host-to-device copy on another, alone and
   together: how much of the copy the kernel hides.
 
@@ -28,7 +28,8 @@ import torch.distributed as dist
 
 import gpulab
 
-from .. import comm, procs, timing
+from ..core import procs, timing
+from ..models import comm
 
 KEY = "lesson10"
 LINK_SIZES = tuple(2**k for k in range(10, 31, 2))  # bytes: 1 KiB to 1 GiB
@@ -88,7 +89,7 @@ def collectives(ps=(2, 4), sizes=COLLECTIVE_SIZES, reps: int = 5, backend: str =
                 timeout_s: float = 60.0) -> dict:  # fmt: skip
     """Measure ``names`` over message ``sizes`` (bytes) on each p of ``ps`` processes with ``backend``. Returns
     {backend, where, rows}: each row collective, p, n_bytes, t_s (the slowest rank), algbw and busbw (bytes/s,
-    ``gpulab.comm``), and the bytes each rank sends in the ring model. Raises RuntimeError naming the rank and
+    ``gpulab.models.comm``), and the bytes each rank sends in the ring model. Raises RuntimeError naming the rank and
     its error when a rank fails or the run passes ``timeout_s``; NCCL needs p GPUs."""
     if backend == "nccl" and (not gpulab.ON_GPU or max(ps) > torch.cuda.device_count()):
         raise RuntimeError(f"collectives with nccl need {max(ps)} GPUs; use backend='gloo' on CPU processes")

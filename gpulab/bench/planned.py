@@ -1,4 +1,4 @@
-"""What a suite runs on the GPU gpulab plans for (``gpulab.plan``): the sweep points that fit its memory, and
+"""What a suite runs on the GPU gpulab plans for (``gpulab.core.plan``): the sweep points that fit its memory, and
 the skipped ones as records that say why (``Plan.skip_reason``), so that figures and reports show them as out
 of memory instead of leaving them out.
 
@@ -8,7 +8,7 @@ Each suite's ``choices(p)`` is a pure function of a ``plan.Plan`` built from the
 
 from __future__ import annotations
 
-from .. import plan as _plan
+from ..core import plan as _plan
 
 
 def split(p: _plan.Plan, points, nbytes, key: str = "n") -> tuple[list, list[dict]]:

@@ -10,13 +10,13 @@ from dataclasses import asdict
 import torch
 from tqdm.auto import tqdm
 
-from .. import roofline as R
-from .. import timing
-from ..device import get_profile, matmul_fn
+from ..core import timing
+from ..core.timing import time_ms
 from ..kernels.relu import relu, relu_counts
 from ..kernels.vector_add import vector_add, vector_add_counts
-from ..roofline import KernelPoint
-from ..timing import time_ms
+from ..measure.device import get_profile, matmul_fn
+from ..models import roofline as R
+from ..models.roofline import KernelPoint
 
 # Sizes placed on lesson 01's roofline.
 VECTOR_SIZES = (2**16, 2**20, 2**24, 2**28)

@@ -1,7 +1,7 @@
 """Why the ladder's measurements differ from its predictions: this GPU's ceilings, MFU, and the CPU's share.
 
 - ``ceilings``: the roofline the prediction uses: this GPU's measured profile (lesson 00's
-  ``gpulab.device`` profile where one is saved on a GPU, else the ``profile`` recorded in gpulab/data), as
+  ``gpulab.measure.device`` profile where one is saved on a GPU, else the ``profile`` recorded in gpulab/data), as
   ``placement.spec_from_profile`` turns it into a ``GPUSpec``; the datasheet only where neither exists.
 - ``launch_us``: the per-kernel floor of an eager step: lesson 04's recorded do_bench time of a one-element
   ``torch.sin`` (``lesson04`` / ``launch`` / ``torch_us``: the GPU-side cost of one tiny torch kernel); the
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import fusion, hardware, reference
+from ..core import hardware, reference
+from ..models import fusion
 from . import ladder, placement
 
 #: GPU busy under this share of the wall time: the step waits on the CPU.
@@ -54,7 +55,7 @@ def ceilings(gpu: str = reference.DEFAULT_GPU, profile: dict | None = None) -> t
         import gpulab
 
         if gpulab.ON_GPU:
-            from ..device import load_profile
+            from ..measure.device import load_profile
 
             saved = load_profile()
             profile, where = (saved.to_json(), "this GPU's saved profile (lesson 00)") if saved else (None, "")

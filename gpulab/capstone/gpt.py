@@ -23,7 +23,7 @@ rows are never a target).
 - ``pad_vocab``: the vocabulary padded to a multiple of 64 (lesson 07, tile quantization and alignment);
 - ``bias_gelu``: a fused bias + GELU kernel of your own, ``fn(x, bias, out)`` with x, out: (M, 4D) and bias:
   (4D,), used in the MLP's forward (its backward is torch's); lesson 09's exercise swaps it in;
-- ``graphs``: the whole step captured in a CUDA graph (``gpulab.timing.time_ms(graph=True)``; AdamW with
+- ``graphs``: the whole step captured in a CUDA graph (``gpulab.core.timing.time_ms(graph=True)``; AdamW with
   ``capturable=True``) to remove the CPU's per-kernel launch cost (lesson 04, launch overhead).
 """
 
@@ -38,7 +38,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .. import plan, validate
+from ..core import plan, validate
 
 ATTENTION = ("naive", "sdpa", "flash")
 PAD_MULTIPLE = 64

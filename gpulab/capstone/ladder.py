@@ -14,7 +14,7 @@ rewrites them for the other switches by the rule of the lesson the rung comes fr
   made and consumed inside the run stays in registers (the seed's sin^2 + cos^2 accounting, 44n -> 8n bytes);
   AdamW's whole update is then one run, as ``fused=True`` does it;
 - FlashAttention (lesson 08): the attention core's kernels (two matmuls, scale, mask, softmax and their
-  backward) are replaced by one forward kernel (``gpulab.attention.attention_flops`` causal,
+  backward) are replaced by one forward kernel (``gpulab.models.attention.attention_flops`` causal,
   ``flash_bytes``) and one backward (2.5x the forward FLOPs; Q, K, V, O, dO read, dQ, dK, dV written, plus the
   forward's K/V re-reads): the L^2 bytes are gone;
 - recomputation (lesson 05): recorded: each block's forward runs again inside backward (more FLOPs); it buys
@@ -25,8 +25,8 @@ rewrites them for the other switches by the rule of the lesson the rung comes fr
 - CUDA graphs (lesson 04, launch overhead): eager, each kernel costs at least the launch overhead
   (``placement.LAUNCH_OVERHEAD_US``); replayed from a graph only its bound.
 
-On a GPU, ``measure`` times a rung's step with ``gpulab.timing.time_ms`` (graph replay for the graphs rung)
-and reads its peak memory with ``gpulab.timing.max_memory_allocated``.
+On a GPU, ``measure`` times a rung's step with ``gpulab.core.timing.time_ms`` (graph replay for the graphs rung)
+and reads its peak memory with ``gpulab.core.timing.max_memory_allocated``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from .. import attention, hardware
+from ..core import hardware
+from ..models import attention
 from . import placement, recorder
 from .gpt import GPT2_SMALL, GPTConfig, Options, Trainer
 
@@ -233,13 +234,13 @@ def predict_ladder(spec: hardware.GPUSpec, cfg: GPTConfig = GPT2_SMALL, **kw) ->
 
 
 def measure(cfg: GPTConfig, opts: Options, *, rep_ms: float = 300, probe=None) -> dict:
-    """Measured step of ``GPT(cfg, opts)`` on this GPU: median ``ms`` (``gpulab.timing.time_ms``; with
+    """Measured step of ``GPT(cfg, opts)`` on this GPU: median ``ms`` (``gpulab.core.timing.time_ms``; with
     ``opts.graphs`` the replay of one step captured by ``timing.capture_graph``), ``p20_ms``, ``p80_ms``,
     ``peak_mem_gib`` (``timing.max_memory_allocated`` over the timed steps) and the final loss; with ``probe``
     (a function of the timed step function, e.g. ``gpulab.bench.lesson09.profile_step``) its result as
-    ``probe``. Raises ``gpulab.timing.NoGPUTimingError`` without a GPU."""
-    from .. import timing
-    from ..timing import require_gpu, time_ms
+    ``probe``. Raises ``gpulab.core.timing.NoGPUTimingError`` without a GPU."""
+    from ..core import timing
+    from ..core.timing import require_gpu, time_ms
 
     require_gpu("the ladder's step time")
     trainer = Trainer(cfg, opts, device=timing.device())

@@ -1,13 +1,13 @@
 """Every recorded operation on the roofline: its bound time and what bounds it.
 
 For an operation with F FLOPs and D bytes (``gpulab.capstone.recorder.OpRecord``) on a GPU with peak C for
-that operation and bandwidth B, the bound is ``t >= max(F/C, D/B)`` (``gpulab.roofline.bound``). The peak is
-the one that applies (``gpulab.roofline.peak_for``): the tensor-core rate of the operation's dtype for an
+that operation and bandwidth B, the bound is ``t >= max(F/C, D/B)`` (``gpulab.models.roofline.bound``). The peak is
+the one that applies (``gpulab.models.roofline.peak_for``): the tensor-core rate of the operation's dtype for an
 operation with matmul FLOPs (bf16, fp16; fp32 on the CUDA cores, or TF32 with ``tf32=True``), the FP32
 CUDA-core rate otherwise. The class:
 
 - ``"overhead"``: the bound is below the launch overhead (``LAUNCH_OVERHEAD_US``): launching the kernel
-  from the CPU takes longer than the GPU needs to run it (``gpulab.fusion``'s launch-overhead model);
+  from the CPU takes longer than the GPU needs to run it (``gpulab.models.fusion``'s launch-overhead model);
 - ``"compute"``: F/C > D/B;
 - ``"memory"``: otherwise.
 
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import fusion, hardware, roofline, validate
+from ..core import hardware, validate
+from ..models import fusion, roofline
 from .recorder import GROUPS
 
 LAUNCH_OVERHEAD_US = fusion.LAUNCH_OVERHEAD_US  # µs per kernel launch: the launch-overhead model's
@@ -27,7 +28,7 @@ KINDS = ("compute", "memory", "overhead")
 
 
 def spec_from_profile(profile: dict) -> hardware.GPUSpec:
-    """A ``hardware.GPUSpec`` from a device profile (``gpulab.device.DeviceProfile.to_json()``): the measured
+    """A ``hardware.GPUSpec`` from a device profile (``gpulab.measure.device.DeviceProfile.to_json()``): the measured
     copy bandwidth and matmul rates as the ceilings. The FP32 CUDA-core rate (for elementwise work) is the
     measured fp32 matmul rate."""
     rates = {d: profile["matmul_tflops"].get(d) for d in hardware.DTYPES}

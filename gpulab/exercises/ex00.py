@@ -11,7 +11,8 @@ import torch
 
 import gpulab
 
-from .. import hardware, roofline
+from ..core import hardware
+from ..models import roofline
 from . import Report, _short, close, ex00_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
@@ -106,7 +107,7 @@ check_ridge.solution = _ridge_solution
 check_ridge.hints = [
     "the ridge divides a peak by a bandwidth: which of the GPU's peaks does a matmul in this dtype run at, and in "
     "which units are the two numbers given?",
-    "gpulab.hardware.get(gpu) gives the datasheet entry; look at what it holds for a dtype the GPU lacks, and "
+    "gpulab.core.hardware.get(gpu) gives the datasheet entry; look at what it holds for a dtype the GPU lacks, and "
     "return None there instead of raising",
 ]
 

@@ -9,7 +9,7 @@ import torch
 
 import gpulab
 
-from .. import roofline
+from ..models import roofline
 from . import Report, _short, close, ex01_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 

@@ -10,8 +10,8 @@ import torch
 
 import gpulab
 
-from .. import simt
 from ..kernels import divergence
+from ..models import simt
 from . import Report, _short, close, ex02_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
@@ -30,7 +30,7 @@ def check_warp_efficiency(fn) -> Report:
     """fn(condition, cost_a, cost_b) -> efficiency in [0, 1].
 
     condition: a list of 32 bools (lane i takes path A if condition[i]); cost_a, cost_b: issue steps of each
-    path (ints >= 1). Efficiency = useful lane-steps / (issue steps paid x 32), as in ``gpulab.simt.branch``.
+    path (ints >= 1). Efficiency = useful lane-steps / (issue steps paid x 32), as in ``gpulab.models.simt.branch``.
     Cases: the seed's ``thread_id < 4``, uniform branches both ways, fresh random masks.
     """
     rng = random.Random()
@@ -92,7 +92,7 @@ def check_switch_efficiency(fn) -> Report:
 
     case: a list of 32 ints, lane i takes case ``case[i]`` (0 <= case[i] < len(costs)); costs: a list of ints
     >= 1, the instructions of each case. Efficiency = useful lane-steps / (issue steps paid x 32), the count
-    of ``gpulab.simt.branch`` carried from two paths to any number. Cases: the seed's ``thread_id < 4`` as a
+    of ``gpulab.models.simt.branch`` carried from two paths to any number. Cases: the seed's ``thread_id < 4`` as a
     two-way switch, a uniform switch, switches where some cases are taken by no lane, fresh random ones.
     """
     rng = random.Random()

@@ -11,7 +11,7 @@ import triton.language as tl
 
 import gpulab
 
-from .. import formats
+from ..models import formats
 from . import Report, _short, close, ex03_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 

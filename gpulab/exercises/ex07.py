@@ -10,8 +10,8 @@ import torch
 
 import gpulab
 
-from ..tolerances import matmul_mismatch
-from ..waves import cdiv
+from ..core.tolerances import matmul_mismatch
+from ..models.waves import cdiv
 from . import Report, _short, ex07_solutions, ex07b_solutions, is_int, run_cases
 from .kernelcheck import check_kernel
 

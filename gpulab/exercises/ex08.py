@@ -9,7 +9,7 @@ import torch
 
 import gpulab
 
-from .. import tolerances
+from ..core import tolerances
 from ..kernels.flash_attention import flash_attention_ref
 from . import Report, _short, close, ex08_solutions, is_int, run_cases
 from .kernelcheck import check_kernel

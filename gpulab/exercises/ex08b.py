@@ -14,7 +14,7 @@ from torch.overrides import TorchFunctionMode
 
 import gpulab
 
-from .. import tolerances
+from ..core import tolerances
 from ..kernels.flash_attention import flash_attention_ref
 from . import Report, _short, ex08b_solutions, run_cases
 from .kernelcheck import check_kernel

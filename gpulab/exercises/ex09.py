@@ -19,8 +19,9 @@ import torch
 
 import gpulab
 
-from .. import attention, hardware
 from ..capstone import explain, placement
+from ..core import hardware
+from ..models import attention
 from . import Report, _call_on_copies, _short, close, ex09_solutions, run_cases
 from .kernelcheck import check_kernel
 

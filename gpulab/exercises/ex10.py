@@ -1,8 +1,8 @@
 """Exercises of lesson 10 (beyond one GPU).
 
-- ``check_ring_bytes``: count the bytes a rank sends in a ring collective (``gpulab.comm.bytes_per_rank``).
+- ``check_ring_bytes``: count the bytes a rank sends in a ring collective (``gpulab.models.comm.bytes_per_rank``).
 - ``check_ring_all_reduce``: the learner's ring all-reduce from point-to-point sends and receives, run on
-  p = 1, 2, 3, 4 processes of a gloo group (``gpulab.procs``) with n not divisible by p, against a float64
+  p = 1, 2, 3, 4 processes of a gloo group (``gpulab.core.procs``) with n not divisible by p, against a float64
   reference; the bytes each rank sent against the ring's 2(p-1)/p · n; the usual mistakes named (a deadlock
   from matching blocking sends, an off-by-one chunk, a missing final all-gather, a chunk added twice, a
   collective called instead of sends). It never hangs: each p runs under a time limit and every process is
@@ -17,8 +17,8 @@ import random
 import torch
 import torch.distributed as dist
 
-from .. import comm as C
-from .. import procs
+from ..core import procs
+from ..models import comm as C
 from . import Report, _short, close, ex10_solutions, run_cases
 
 # ---- counting ---------------------------------------------------------------------------------------------
@@ -26,7 +26,7 @@ from . import Report, _short, close, ex10_solutions, run_cases
 
 def check_ring_bytes(fn) -> Report:
     """fn(collective, p, n_bytes) -> bytes each rank sends in the ring algorithm, for ``collective`` one of
-    ``gpulab.comm.COLLECTIVES``, ``p`` ranks and an array of ``n_bytes`` (nccl-tests' S). Within 1e-9."""
+    ``gpulab.models.comm.COLLECTIVES``, ``p`` ranks and an array of ``n_bytes`` (nccl-tests' S). Within 1e-9."""
     cases = [
         dict(collective=c, p=p, n_bytes=n)
         for c in C.COLLECTIVES

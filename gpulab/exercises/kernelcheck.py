@@ -49,7 +49,7 @@ import time
 import numpy as np
 import torch
 
-from ..tolerances import elementwise_mismatch
+from ..core.tolerances import elementwise_mismatch
 from . import Report, _short, clip, describe_error
 
 GUARD_BYTES = 1 << 20
@@ -372,7 +372,7 @@ class _Watch:
     def __enter__(self):
         from triton.runtime import interpreter
 
-        from ..triton_compat import patch_interpreter
+        from ..core.triton_compat import patch_interpreter
 
         patch_interpreter()  # the pre-flight runs in the interpreter on a GPU machine too
         from triton.runtime.jit import JITFunction

@@ -30,8 +30,7 @@ import torch
 
 import gpulab
 
-from .. import simt, timing
-from ..bench import live
+from ..core import timing
 from ..kernels import divergence as dv
 from ..kernels import matmul as mm
 from ..kernels import relu as relu_mod
@@ -39,6 +38,8 @@ from ..kernels import sigmoid3 as sig3
 from ..kernels import sincos as S
 from ..kernels import transpose as tr
 from ..kernels import vector_add as va
+from ..measure import live
+from ..models import simt
 from . import describe_error, ex00, ex01, ex01_solutions, ex02, ex03, ex04, ex05, ex06, ex07
 
 FAKE_N = 4096  # the size under the test clock: the kernels run in the interpreter
@@ -750,7 +751,7 @@ def _bench08b(L, dev):
     out = torch.empty(3, *q.shape, device=dev, dtype=q.dtype)
     qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
     sdpa = torch.nn.functional.scaled_dot_product_attention(qg, kg, vg)  # its graph kept: the backward alone is timed
-    model = model_of(2.5 * fwd_flops)  # the backward's FLOPs: 2.5 times the forward's (gpulab.attention)
+    model = model_of(2.5 * fwd_flops)  # the backward's FLOPs: 2.5 times the forward's (gpulab.models.attention)
 
     return _Bench(
         call=lambda mine: (mine(q, k, v, do, lse, delta, False, out), out[0])[1],  # dq compared

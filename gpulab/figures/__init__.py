@@ -1,8 +1,8 @@
 """The lessons' figures and explorers, one module per lesson: a notebook cell that draws is one call here.
 
-``figures.lessonNN`` builds plotly figures and slider explorers from the models (``gpulab.simt``,
-``gpulab.sectors``, ...) and the suites' records; the shared pieces (``LiveFigure``, sliders, the static
-fallback) are in ``gpulab.widgets``, the roofline in ``gpulab.plots``. Notebooks write ``from gpulab import
+``figures.lessonNN`` builds plotly figures and slider explorers from the models (``gpulab.models.simt``,
+``gpulab.models.sectors``, ...) and the suites' records; the shared pieces (``LiveFigure``, sliders, the static
+fallback) are in ``gpulab.figures.widgets``, the roofline in ``gpulab.figures.plots``. Notebooks write ``from gpulab import
 figures`` and call ``figures.lesson07.WaveExplorer(...)``: the names never collide with the suites
 (``gpulab.bench.lessonNN``) or the exercises (``gpulab.exercises.exNN``).
 """

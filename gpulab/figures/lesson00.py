@@ -1,5 +1,5 @@
 """Lesson 00's figures: this GPU's measured ceilings beside the datasheet, its memory hierarchy, the measured staircase, latency hiding and the ridge point
-across generations. Each is one call; each is drawn from the numbers (``gpulab.hardware``, ``gpulab.memory``
+across generations. Each is one call; each is drawn from the numbers (``gpulab.core.hardware``, ``gpulab.models.memory``
 and a lesson00 record from ``python -m gpulab.bench --only lesson00``), never from an image.
 
 ``data`` is a lesson00 record (``gpulab.bench.lesson00.run``) or None; with None the staircase and latency
@@ -13,8 +13,9 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .. import hardware, memory
-from ..plots import COLORS
+from ..core import hardware
+from ..models import memory
+from .plots import COLORS
 
 WIDTH_HINT = 1000  # px: every figure is laid out to read at this width
 LEVEL_COLORS = {"registers": "#2ca02c", "L1/shared": "#1f77b4", "L2": "#9467bd", "HBM": "#d62728"}
@@ -224,7 +225,7 @@ def little_figure(
 
 
 def ridge_generations_figure() -> go.Figure:
-    """The ridge point C / B (FLOP/byte, log) of every GPU and TPU in ``gpulab.hardware`` against the year it
+    """The ridge point C / B (FLOP/byte, log) of every GPU and TPU in ``gpulab.core.hardware`` against the year it
     was announced (``memory.ridge_points``: dense 16-bit tensor/MXU peak over HBM bandwidth), with the
     lecture's imaginary accelerator (100 FLOP/byte) as a reference line."""
     rows = memory.ridge_points()

@@ -1,7 +1,7 @@
 """Lesson 01's figures (roofline): the roofline explorer (a machine and a kernel chosen by slider), and this
 GPU's roofline with the lessons' kernels on it.
 
-Models: ``gpulab.roofline``, ``gpulab.hardware``; the roofline figure itself is ``gpulab.plots``.
+Models: ``gpulab.models.roofline``, ``gpulab.core.hardware``; the roofline figure itself is ``gpulab.figures.plots``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import math
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from .. import hardware, plots, roofline, widgets
+from ..core import hardware
+from ..models import roofline
+from . import plots, widgets
 
 #: A legend laid out in rows under the plot, so it never takes width from the plot (1000 px windows).
 LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0, font=dict(size=10))
@@ -27,7 +29,7 @@ def _readable_axes(fig: go.Figure, y_values) -> None:
 
 def measured_roofline_figure(profile: dict, points, where: str = ""):
     """The measured roofline of ``profile`` (a device-profile dict: ``gpu``, ``copy_tbps``, ``matmul_tflops``;
-    fp32 and bf16 roofs), the datasheet's dashed beside it when ``gpulab.hardware`` knows the GPU, and
+    fp32 and bf16 roofs), the datasheet's dashed beside it when ``gpulab.core.hardware`` knows the GPU, and
     ``points`` (``roofline.KernelPoint``s) on it. ``where`` names the source (the title)."""
     spec = hardware.find(profile["gpu"])  # None if the datasheet table does not know this GPU
     datasheet = plots.ceilings_from_spec(spec) if spec else []
@@ -42,7 +44,7 @@ def measured_roofline_figure(profile: dict, points, where: str = ""):
 class InteractiveRoofline:
     """Lesson 01's explorer: pick a machine (C, B) and a kernel (F, D); see the bound update.
 
-    Presets are the GPUs of ``gpulab.hardware`` (their dense bf16 tensor-core peak, or fp32 where there is
+    Presets are the GPUs of ``gpulab.core.hardware`` (their dense bf16 tensor-core peak, or fp32 where there is
     none) and the seed lecture's accelerator. Sliders are logarithmic: C in TFLOP/s, B in TB/s, F in FLOPs,
     D in bytes. ``.widget`` is the container to display; ``.bound`` is the current ``roofline.Bound``.
     """
@@ -143,7 +145,7 @@ class InteractiveRoofline:
         y_range = [math.log10(min(y[0], rate)) - 0.3, math.log10(self.c.value) + 0.3]  # the roof and the star
 
         def change(fig):
-            fig.data[0].x, fig.data[0].y = x.tolist(), y.tolist()  # lists: see gpulab.plots
+            fig.data[0].x, fig.data[0].y = x.tolist(), y.tolist()  # lists: see gpulab.figures.plots
             fig.data[0].name = f"roof: C={self.c.value:.3g} TFLOP/s, B={self.b.value:.3g} TB/s"
             fig.data[1].x, fig.data[1].y = [b.intensity], [rate]
             fig.data[2].x = [b.ridge, b.ridge]

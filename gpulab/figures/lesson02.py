@@ -2,7 +2,7 @@
 loop model against the fraction of expensive elements, the suite's variants beside their predictions, and the
 CUDA ``if (lane < b)`` kernel's time and active lanes against b beside the lane-mask model.
 
-Models: ``gpulab.simt``; records: ``gpulab.bench.lesson02``. Figures hold plain lists (see ``gpulab.plots``).
+Models: ``gpulab.models.simt``; records: ``gpulab.bench.lesson02``. Figures hold plain lists (see ``gpulab.figures.plots``).
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .. import simt, validate, widgets
+from ..core import validate
 from ..kernels import divergence
-from ..simt import IDLE, PATH_A, PATH_B, WARP_SIZE, BranchTrace, branch
+from ..models import simt
+from ..models.simt import IDLE, PATH_A, PATH_B, WARP_SIZE, BranchTrace, branch
+from . import widgets
 
 _COLORS = [
     [0.0, "#eeeeee"],
@@ -186,7 +188,7 @@ class LoopSweepExplorer:
 
 def variants_figure(data: dict, title: str):
     """Horizontal bars: measured median time (with 20th-80th percentile whiskers) and the model's prediction
-    for each variant. Plain lists in the traces (see gpulab.plots)."""
+    for each variant. Plain lists in the traces (see gpulab.figures.plots)."""
     rs = simt.measured_rows(data)[::-1]  # plotly draws the first bar at the bottom
     names = [r["name"] for r in rs]
     fig = go.Figure()

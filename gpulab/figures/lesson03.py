@@ -1,6 +1,6 @@
 """Lesson 03's figures (precision): quantization error against storage bits, and the block-size explorer.
 
-Models: ``gpulab.formats`` (the block-scaled formats), ``gpulab.precision``. Figures hold plain lists.
+Models: ``gpulab.models.formats`` (the block-scaled formats), ``gpulab.models.precision``. Figures hold plain lists.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import math
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from .. import formats, plots, precision, widgets
+from ..models import formats, precision
+from . import plots, widgets
 
 
 def _format_label(r: dict) -> str:
@@ -72,7 +73,7 @@ def error_vs_bits_figure(
 
 class FormatsExplorer:
     """Error against bits per value for MXFP8, NVFP4, per-tensor FP8, bf16 and fp16 on Gaussian data and on
-    data with outliers (``gpulab.formats``), with sliders for the MXFP8 and NVFP4 block sizes.
+    data with outliers (``gpulab.models.formats``), with sliders for the MXFP8 and NVFP4 block sizes.
 
     ``.widget`` is the container to display; ``.rows`` the current ``formats.error_vs_bits`` rows;
     ``.live.fig`` the figure. Moving a slider recomputes the rows and redraws (title, points).

@@ -1,7 +1,7 @@
 """Lesson 04's figures (fusion): measured time against n beside the launch-overhead model (two views, picked by
 a dropdown), the launch-model explorer with sliders, and resource pressure against BLOCK.
 
-Models: ``gpulab.fusion``. Figures hold plain lists.
+Models: ``gpulab.models.fusion``. Figures hold plain lists.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import math
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from .. import widgets
-from ..fusion import bytes_moved, model_ms
+from ..models.fusion import bytes_moved, model_ms
+from . import widgets
 
 #: Every lesson 04 legend: rows under the plot, its bottom on the figure's bottom edge (``yref="container"``), so
 #: plotly's automargin lifts the plot until the x axis title clears it, at any width and on every draw. A legend

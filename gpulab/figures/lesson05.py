@@ -1,7 +1,7 @@
 """Lesson 05's figures (recomputation): live memory step by step for the three ways, their memory and time at
 a size chosen by slider, and the time against n beside the byte model.
 
-Models: ``gpulab.recompute``. Figures hold plain lists.
+Models: ``gpulab.models.recompute``. Figures hold plain lists.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .. import plots, widgets
-from ..recompute import WAYS, memory_model
+from ..models.recompute import WAYS, memory_model
+from . import plots, widgets
 
 #: What is alive, above x, after each step of forward + backward in the training setting (loss = y.sum(), y
 #: not kept: ``recompute.memory_model(way, n, s, "loss")``), in tensors of n elements. A step is
@@ -96,7 +96,7 @@ def memory_steps_figure(n: int = 2**28, itemsize: int = 4):
     fig.update_layout(
         title=dict(
             text=f"live memory above x, step by step: loss = y.sum(), n = {n:,} elements of "
-            f"{itemsize} B<br><sup>model by hand (gpulab.recompute); each tensor "
+            f"{itemsize} B<br><sup>model by hand (gpulab.models.recompute); each tensor "
             f"{gib:.3g} GiB</sup>",
             font_size=13,
         ),

@@ -1,6 +1,6 @@
 """Lesson 06's figures (coalescing): one warp request drawn lanes -> addresses -> sectors, and its explorer.
 
-Models: ``gpulab.sectors``. Figures hold plain lists.
+Models: ``gpulab.models.sectors``. Figures hold plain lists.
 """
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ import math
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from .. import widgets
-from ..plots import LOG_TICKS
-from ..sectors import (
+from ..models.sectors import (
     ITEMSIZES,
     LINE_BYTES,
     WarpRequest,
@@ -21,6 +19,8 @@ from ..sectors import (
     strided_copy_efficiency,
     warp_request,
 )
+from . import widgets
+from .plots import LOG_TICKS
 
 
 def _picture(req: WarpRequest) -> dict:

@@ -1,6 +1,6 @@
 """Lesson 07's figures (tiling and waves): tile size against intensity and footprint, and tiles in waves.
 
-Models: ``gpulab.tiling``, ``gpulab.waves``, the teaching kernels' counts (``kernels.matmul_steps``). Figures hold
+Models: ``gpulab.models.tiling``, ``gpulab.models.waves``, the teaching kernels' counts (``kernels.matmul_steps``). Figures hold
 plain lists.
 """
 
@@ -12,12 +12,14 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .. import hardware, waves, widgets
+from ..core import hardware
 from ..kernels import matmul_steps
 from ..kernels.matmul import counts
-from ..plots import roof_xy
-from ..tiling import fits, footprint_bytes, input_loads, shared_memory_bytes, tile_intensity
-from ..waves import SEED_SMS, SEED_TILE, WavePlan, sweep, wave_plan
+from ..models import waves
+from ..models.tiling import fits, footprint_bytes, input_loads, shared_memory_bytes, tile_intensity
+from ..models.waves import SEED_SMS, SEED_TILE, WavePlan, sweep, wave_plan
+from . import widgets
+from .plots import roof_xy
 
 
 class TileExplorer:

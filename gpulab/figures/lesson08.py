@@ -1,7 +1,7 @@
 """Lesson 08's figures (FlashAttention): one row walked tile by tile (online softmax), and naive against flash
 attention's memory and time at a length chosen by slider.
 
-Models: ``gpulab.online_softmax``, ``gpulab.attention``. Figures hold plain lists.
+Models: ``gpulab.models.online_softmax``, ``gpulab.models.attention``. Figures hold plain lists.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .. import attention, dtypes, plots, widgets
-from .. import online_softmax as osm
+from ..core import dtypes
+from ..models import attention
+from ..models import online_softmax as osm
+from . import plots, widgets
 
 
 class RowWalkExplorer:

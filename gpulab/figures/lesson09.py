@@ -1,6 +1,6 @@
 """Lesson 09's figures: the step's operations on the roofline, where the step's time goes, the ladder, and a
 model-size explorer. Each is one call; predictions come from the counts (``gpulab.capstone``), measurements
-from this GPU's suite run or the recorded reference data (``gpulab.reference``, key ``lesson09``), labelled;
+from this GPU's suite run or the recorded reference data (``gpulab.core.reference``, key ``lesson09``), labelled;
 where nothing is recorded the figure says so.
 """
 
@@ -12,9 +12,10 @@ import math
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from .. import hardware, plots, reference, widgets
 from ..capstone import ladder, placement, recorder
 from ..capstone.gpt import GPT2_SMALL, GPTConfig
+from ..core import hardware, reference
+from . import plots, widgets
 
 GROUP_COLORS = dict(zip(recorder.GROUPS, plots.COLORS))
 KIND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "overhead": "#7f7f7f"}

@@ -2,7 +2,7 @@
 and β), the host-device link against size (measured on a GPU or recorded; where nothing is recorded the figure
 says so), the links across generations beside HBM with their ridge points, the per-GPU memory of ZeRO's stages
 and FSDP (a slider for the GPU count), and the tensor-parallel MLP's intensity against the links' ridges. Each
-is one call; the models are ``gpulab.comm``.
+is one call; the models are ``gpulab.models.comm``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import math
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from .. import comm, hardware, plots, reference, widgets
+from ..core import hardware, reference
+from ..models import comm
+from . import plots, widgets
 
 NO_LINK_RECORDING = "no recording of lesson 10's host-device link exists yet (python -m gpulab.bench --only lesson10)"
 NO_MULTI_GPU = "no recording of NCCL collectives on several GPUs exists yet: gloo on this CPU only"
@@ -115,7 +117,7 @@ def link_figure(record: dict | None, label: str) -> go.Figure:
 
 
 def links_figure() -> go.Figure:
-    """Each link of ``gpulab.comm.LINKS`` by year: its bandwidth each way beside its GPU's HBM (GB/s), and the
+    """Each link of ``gpulab.models.comm.LINKS`` by year: its bandwidth each way beside its GPU's HBM (GB/s), and the
     ridge point (FLOP per byte) of link and HBM against the GPU's bf16 peak (fp16 on V100)."""
     rows = comm.link_rows()
     fig = go.Figure()

@@ -5,7 +5,7 @@ process.
 
 ``pick(key, candidates, make_run)`` returns the config cached under ``key``; on a miss it
 
-- takes ``candidates[0]`` untimed when ``GPULAB_AUTOTUNE=first`` (``gpulab.settings.SETTINGS.autotune``);
+- takes ``candidates[0]`` untimed when ``GPULAB_AUTOTUNE=first`` (``gpulab.core.settings.SETTINGS.autotune``);
 - otherwise takes a stored choice for ``key`` (below), or calls ``fastest(candidates, make_run())``, caches what it
   returns and stores it;
 - inside ``untimed()``, takes ``candidates[0]`` and caches nothing: a correctness check holds for every candidate
@@ -15,7 +15,7 @@ process.
 
 1. Skip what cannot launch. Each candidate is launched once first (this compiles it); one that raises (too
    much shared memory, an option this GPU or Triton lacks) is no candidate.
-2. One clock for every candidate. Candidates are timed by CUDA-graph replay (``gpulab.timing.time_ms(graph=True)``):
+2. One clock for every candidate. Candidates are timed by CUDA-graph replay (``gpulab.core.timing.time_ms(graph=True)``):
    a config changes only the GPU's time, and an eager call of a small problem is bound by the CPU's Python
    and launch cost, so eager timings would rank configs by CPU noise (``tools/launch_overhead.py --configs``
    shows both costs; lesson 07's awkward sizes in ``gpulab/data`` record eager against graph times). If the
@@ -28,7 +28,7 @@ notebooks and suites. A choice is stored with the GPU's name (``torch.cuda.get_d
 and a digest of the candidate list it was chosen from, and is taken only where all three match; anything else is
 timed. Two stores, looked up in this order:
 
-1. this machine's: ``<gpulab cache dir>/autotune/<gpu>.json`` (``gpulab.settings.cache_dir``); every key timed
+1. this machine's: ``<gpulab cache dir>/autotune/<gpu>.json`` (``gpulab.core.settings.cache_dir``); every key timed
    here is added, so a session's cells and notebooks time each key once;
 2. the recording: ``gpulab/data/autotune-<gpu>.json``, the keys that ``python -m gpulab.bench --record`` timed on
    that GPU (``record``), so a learner on a recorded GPU and Triton times only what the recording lacks.
@@ -52,7 +52,7 @@ import tempfile
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
-from .. import reference, settings, timing
+from ..core import reference, settings, timing
 
 _CACHE: dict = {}  # key (a tuple whose first item names the kernel) -> the chosen config
 _ORIGIN: dict = {}  # key -> where its choice came from (``origin``)
@@ -282,7 +282,7 @@ def _write(path: Path, data: dict) -> Path:
 def record(path: Path, provenance: dict) -> Path | None:
     """Add the keys timed in this process to the recorded store at ``path`` (``gpulab/data/autotune-<gpu>.json``),
     keeping its other keys when it was recorded on the same GPU with the same Triton (else starting anew), with
-    ``provenance`` (``gpulab.device.provenance()``: gpu, triton, date, ...). Returns the path, or None when nothing
+    ``provenance`` (``gpulab.measure.device.provenance()``: gpu, triton, date, ...). Returns the path, or None when nothing
     was timed. GPU only (``python -m gpulab.bench --record``)."""
     if not _TIMED:
         return None

@@ -10,8 +10,8 @@ spreads the block over the program's warps (``num_warps``, 4 by default), so the
     f * t_A + (1 - f) * t_B.
 (c) ``loop_cost``: per-element work of data-dependent cost, ``trips[i]`` iterations of path A's step, as a
     loop to the block's max trip count with a mask per element. A block pays its most expensive element
-    (``gpulab.simt.loop`` with group = BLOCK), so expensive elements spread over every block (interleaved)
-    cost far more than the same elements grouped into a few blocks (sorted, ``gpulab.simt.group_by_cost``).
+    (``gpulab.models.simt.loop`` with group = BLOCK), so expensive elements spread over every block (interleaved)
+    cost far more than the same elements grouped into a few blocks (sorted, ``gpulab.models.simt.group_by_cost``).
 
 The paths are chains of transcendental steps, meant to make their cost arithmetic rather than memory traffic
 (the model's assumption), growing with the chain length: path A repeats ``x = sin(x) * 0.9 + 0.1`` K_A times, path B repeats ``x = cos(x) * 0.9 - 0.1``
@@ -26,7 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import simt, validate
+from ..core import validate
+from ..models import simt
 from ._checks import check_block, check_tensor
 
 K_A, K_B = 32, 16  # default chain lengths of path A and path B (steps)
@@ -182,7 +183,7 @@ def branch_uniform(
 
 def loop_cost(x: torch.Tensor, trips: torch.Tensor, block: int = 1024) -> torch.Tensor:
     """(c) y[i] = path A's step applied trips[i] times to x[i]. x: (n,) float32; trips: (n,) int32 >= 0.
-    A block of ``block`` elements pays max(trips) over the block (``gpulab.simt.loop(trips, block)``)."""
+    A block of ``block`` elements pays max(trips) over the block (``gpulab.models.simt.loop(trips, block)``)."""
     _check_x(x)
     check_tensor("trips", trips, dtypes=(torch.int32,), ndim=1)
     if trips.numel() != x.numel():

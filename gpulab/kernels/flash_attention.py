@@ -7,7 +7,7 @@ For one head, with ``Q: (Lq, d)``, ``K, V: (Lk, d)`` and ``scale = sm_scale`` (d
 Naive attention writes ``S`` and ``P`` (``Lq x Lk`` each) to HBM. Here one program owns a block of
 ``BLOCK_M`` query rows, keeps them in registers, and walks the keys ``BLOCK_N`` at a time: each score tile
 is made by ``tl.dot``, folded into the running state ``(m, l, acc)`` of the online softmax (see
-``gpulab.online_softmax``) and dropped. Only ``O`` and ``lse`` are written: ``O(L)`` memory, not ``O(L^2)``
+``gpulab.models.online_softmax``) and dropped. Only ``O`` and ``lse`` are written: ``O(L)`` memory, not ``O(L^2)``
 (Dao et al., FlashAttention, 2022, Algorithm 1; FlashAttention-2, 2023, Section 3.1 for the loop order and
 the rescaled accumulator; the seed lecture, Stanford CS336 Lecture 5, "FlashAttention brings the ideas
 together").
@@ -55,7 +55,7 @@ Triton 3.9's interpreter bf16 ``tl.dot`` multiplies raw bits (``matmul_precision
 there bf16 tiles are upcast to fp32 before every dot.
 
 Which loads and configs a launch takes on each GPU generation is the plan policy, described once in
-``gpulab.plan``'s module docstring (``planned_tma``, ``fwd_candidates``, ``bwd_candidates``). TMA loads need
+``gpulab.core.plan``'s module docstring (``planned_tma``, ``fwd_candidates``, ``bwd_candidates``). TMA loads need
 ``tma_available()`` (``kernels._hopper``) besides the plan, and run only where Lq and Lk are multiples of
 ``TMA_ROW_MULTIPLE`` on 16-byte aligned tensors. On a GPU each launch without a given config is autotuned by the
 shared autotuner (``kernels._autotune``, keyed by ``_tune_key``: part, dtype, d, causal, TMA, ``l_bucket(L)``).
@@ -76,7 +76,7 @@ import triton.language as tl
 
 import gpulab
 
-from .. import plan
+from ..core import plan
 from . import _autotune
 from ._autograd import differentiable_once
 from ._checks import check_power_of_two, check_tensor
@@ -85,7 +85,7 @@ from .matmul_precision import bf16_dot_is_exact
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HEAD_DIMS = (16, 32, 64, 128)
-#: The head dimensions of lesson 08's headline (``gpulab.bench.lesson08``, ``gpulab.targets``' rows).
+#: The head dimensions of lesson 08's headline (``gpulab.bench.lesson08``, ``gpulab.measure.targets``' rows).
 LESSON_HEAD_DIMS = (64, 128)
 BWD_MODES = ("fused", "split", "atomic")
 # The launches of each backward mode, and each launch's kernel flags.

@@ -4,7 +4,7 @@ For one head, with ``Q, K, V: (L, d)`` and ``scale = 1/sqrt(d)``:
 
     S = scale * Q K^T,   P = softmax_row(S),   O = P V,   lse_i = log sum_j exp(S_ij)
 
-The forward is the online softmax of ``gpulab.online_softmax`` run on tiles: one program owns ``BLOCK_M``
+The forward is the online softmax of ``gpulab.models.online_softmax`` run on tiles: one program owns ``BLOCK_M``
 query rows and walks the keys ``BLOCK_N`` at a time, keeping per row the running maximum ``m``, the running
 sum ``l`` and the unnormalised output ``acc`` (the ``u`` of the model). A new tile raises the maximum to
 ``m_new``; the old ``l`` and ``acc`` are rescaled by ``alpha = exp(m - m_new)`` before the tile's terms are
@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 import gpulab
-from gpulab import plan
+from gpulab.core import plan
 
 from ._checks import check_tensor
 from .flash_attention import flash_attention_ref
@@ -49,7 +49,7 @@ from .matmul_precision import bf16_dot_is_exact
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 HEAD_DIMS = (16, 32, 64, 128)
 #: (d, L) of lesson 08's teaching-against-production step, both causal flags (``gpulab.bench.lesson08.teaching``,
-#: ``gpulab.targets``' rows).
+#: ``gpulab.measure.targets``' rows).
 LESSON_SETTINGS = ((128, 4096), (128, 16384))
 #: (BLOCK_M, BLOCK_N) a GPU may take, largest first: ``planned_blocks`` takes the first that fits.
 GPU_TILES = ((64, 64), (64, 32), (32, 32), (32, 16), (16, 16))
@@ -57,12 +57,12 @@ GPU_TILES = ((64, 64), (64, 32), (32, 32), (32, 16), (16, 16))
 GPU_BLOCKS = GPU_TILES[0]
 #: The tiles where tl.dot compiles to FMA (``plan.Plan.small_tiles``, below 8.0): there the dot's operands and
 #: accumulator live in registers, and a 64-row tile spills. Compiled for 7.5 at d = 128 (fp16, 4 warps, 3
-#: stages; ``gpulab.targets``), bytes spilled at 64x64 / 32x32 / 32x16: forward 49650 / 1840 / 0, dK/dV
+#: stages; ``gpulab.measure.targets``), bytes spilled at 64x64 / 32x32 / 32x16: forward 49650 / 1840 / 0, dK/dV
 #: 87018 / 1964 / 0, dQ 70606 / 15420 / 1016.
 FMA_TILES = ((32, 16), (16, 16))
 #: fp32 inputs from 8.0, part -> head dimension -> tiles, largest first: the dots are "ieee" (``dot_precision``),
 #: which compile to FP32 FMA with operands and accumulators in registers, so 64-row tiles spill as on 7.5.
-#: Compiled for 8.0 and 9.0 (4 warps, 3 stages, ``gpulab.targets``' compile), registers / spill bytes at the
+#: Compiled for 8.0 and 9.0 (4 warps, 3 stages, ``gpulab.measure.targets``' compile), registers / spill bytes at the
 #: first tile: forward d<=64 32x32 168-197 / 0, d=128 16x16 73-80 / 0 (32x16 spills 616 on 9.0); dQ 32x32
 #: at every d, at most 255 / 0; dK/dV d<=32 16x16 203 / 0, d=64 16x16 255 / 752-828, d=128 16x16 32 /
 #: 8776-11300 (the least of any tile: 64x64 spills 141328).
@@ -87,7 +87,7 @@ def smem_bytes(part: str, block_m: int, block_n: int, head_dim: int, itemsize: i
     flash_bwd_dq_kernel), Triton's default 4 warps and 3 stages; times ``FP32_FACTOR`` for ``itemsize`` 4.
     ``itemsize``: 2 (fp16, bf16) or 4 (fp32).
 
-    Source: what Triton 3.9 allocates (``metadata.shared`` of ``python -m gpulab.targets``' compiles, 16-bit
+    Source: what Triton 3.9 allocates (``metadata.shared`` of ``python -m gpulab.measure.targets``' compiles, 16-bit
     dtypes, CAUSAL=False) for compute capabilities 7.5, 8.0, 8.9, 9.0, d in (64, 128), tiles ``GPU_TILES``.
     On 7.5 (tl.dot on FMA) the formula is exact for all 30 compiles: at d=128 and 64x64 the forward takes 64
     KiB, the dK/dV kernel 128 KiB, the dQ kernel 96 KiB. From 8.0 (tensor-core mma) the compiler takes at most

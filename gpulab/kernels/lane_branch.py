@@ -6,11 +6,11 @@ Triton has no per-lane ``if`` (``gpulab.kernels.divergence``: its branches are p
 lane ``threadIdx.x % 32`` and branches on it: lanes ``0 .. b-1`` run path A, ``trips`` dependent FMAs
 ``v = v * 0.999 + 0.001``; lanes ``b .. 31`` run path B, as many FMAs of other work, ``v = v * v - 0.5``. A warp
 with ``0 < b < 32`` runs both loops one after the other, each with part of its lanes masked off: twice the issue
-steps at half the active lanes (``gpulab.simt.branch(lambda lane: lane < b, trips, trips)``); at ``b = 0`` and
+steps at half the active lanes (``gpulab.models.simt.branch(lambda lane: lane < b, trips, trips)``); at ``b = 0`` and
 ``b = 32`` the branch is uniform and the warp runs one loop.
 
 Built on a GPU with ``torch.utils.cpp_extension.load_inline`` (nvcc and ninja needed) into
-``gpulab.settings.cache_dir()/cuda``, once per process. ``lane_branch_ref`` is the same arithmetic in float64.
+``gpulab.core.settings.cache_dir()/cuda``, once per process. ``lane_branch_ref`` is the same arithmetic in float64.
 
 Caveats: path B is meant for |x| <= 1 (``v * v - 0.5`` stays in [-0.5, 0.5] there; larger |x| can grow to inf);
 the lane is ``i % 32`` only because ``block`` is a multiple of 32, which the launcher checks.
@@ -24,10 +24,10 @@ import torch
 
 import gpulab
 
-from .. import settings, validate
+from ..core import settings, validate
 from ._checks import check_tensor
 
-WARP = 32  # lanes per warp (gpulab.simt.WARP_SIZE; not imported: kernels do not need the model)
+WARP = 32  # lanes per warp (gpulab.models.simt.WARP_SIZE; not imported: kernels do not need the model)
 MAX_TRIPS = 1 << 20  # FMAs per path, at most: a launch of n = 2^24 threads then stays well under a second
 
 #: The kernel a learner reads: one element per thread, the branch on the thread's lane.
@@ -72,7 +72,7 @@ _BUILT: dict[str, object] = {}
 
 
 def build_dir():
-    """Where ninja builds the extension: ``gpulab.settings.cache_dir()/cuda/lane_branch`` (a ``Path``)."""
+    """Where ninja builds the extension: ``gpulab.core.settings.cache_dir()/cuda/lane_branch`` (a ``Path``)."""
     return settings.cache_dir() / "cuda" / "lane_branch"
 
 

@@ -25,7 +25,7 @@ Triton's tutorials 03-matrix-multiplication and 09-persistent-matmul):
   loads); nothing is shared on chip, so only the caches can help.
 
 ``matmul(a, b)`` takes the path and the configs of the GPU plan: which ones on each GPU generation is the plan
-policy, described once in ``gpulab.plan``'s module docstring (``planned_path``, ``candidates``,
+policy, described once in ``gpulab.core.plan``'s module docstring (``planned_path``, ``candidates``,
 ``heuristic_config``). ``config=None`` autotunes on a GPU with the shared autotuner (``kernels._autotune``), once
 per size bucket (each dimension rounded up to a power of two); ``config="heuristic"`` takes the first candidate
 untimed (the dense sweeps use it, so nothing is tuned per size); a ``MatmulConfig`` fixes it. The grouped launch
@@ -52,7 +52,7 @@ import triton.language as tl
 
 import gpulab
 
-from .. import plan, settings
+from ..core import plan, settings
 from . import _autotune, _call_cache
 from ._checks import check_matmul_operands, check_power_of_two
 from ._hopper import TensorDescriptor, num_sms, tma_available
@@ -252,7 +252,7 @@ CONFIGS = {
     "pointer_fp32": [C(128, 128, 32, 8, 8, 3), C(64, 128, 32, 8, 4, 4), C(128, 64, 32, 8, 4, 4)],
     # compute capability < 8.0 (plan.small_tiles), every dtype: tl.dot runs as FP32 FMA on the CUDA cores, and
     # the big tiles above spill registers there. These compile for sm_75 without spills in fp16 and fp32
-    # (python -m gpulab.targets --cc 75 --only matmul --all-configs shows registers and spills); none is timed
+    # (python -m gpulab.measure.targets --cc 75 --only matmul --all-configs shows registers and spills); none is timed
     # on a T4 yet, so the first (the heuristic's) is the one with the fewest registers.
     "pointer_small": [
         C(64, 64, 16, 8, 8, 2),

@@ -35,7 +35,7 @@ import triton.language as tl
 
 import gpulab
 
-from .. import plan
+from ..core import plan
 from ._checks import check_matmul_operands, check_power_of_two
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)

@@ -31,12 +31,12 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import tiling
+from ..models import tiling
 from ._checks import check_matmul_operands
 
 STEPS = ("no reuse", "tiled", "grouped", "pipelined")
 DTYPES = (torch.float16, torch.float32)
-#: The element type lesson 07 builds the steps in (``gpulab.bench.lesson07.build_steps``, ``gpulab.targets``' rows).
+#: The element type lesson 07 builds the steps in (``gpulab.bench.lesson07.build_steps``, ``gpulab.measure.targets``' rows).
 BUILD_DTYPE = "fp16"
 
 

@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..validate import positive_int
+from ..core.validate import positive_int
 from ._checks import check_block, check_tensor
 
 NUM_WARPS = 4  # warps per program of both kernels (the latency sweep counts warps as programs x NUM_WARPS)

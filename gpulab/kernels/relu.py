@@ -10,7 +10,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import precision, validate
+from ..core import validate
+from ..models import precision
 from ._checks import check_block, check_tensor
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -50,5 +51,5 @@ def relu_ref(x: torch.Tensor) -> torch.Tensor:
 
 def relu_counts(n: int, dtype: str) -> tuple[int, int]:
     """(FLOPs, bytes) by hand for n elements of ``dtype`` ("fp32", "fp16" or "bf16"): n comparisons; the bytes
-    are the model's, ``gpulab.precision.relu_bytes`` (read x, write y). Raises ValueError naming the argument."""
+    are the model's, ``gpulab.models.precision.relu_bytes`` (read x, write y). Raises ValueError naming the argument."""
     return validate.integer("n", n), precision.relu_bytes(n, dtype)

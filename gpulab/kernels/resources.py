@@ -1,7 +1,7 @@
 """What a compiled Triton kernel costs the SM: registers per thread, spills, shared memory, warps.
 
 Read from the object a launch returns on a GPU (``kernel[grid](...)``); the interpreter returns none. The
-lesson 04 and 07 suites put these beside their timings (register pressure, ``gpulab.fusion.resident_warps``).
+lesson 04 and 07 suites put these beside their timings (register pressure, ``gpulab.models.fusion.resident_warps``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ s2 = s(s1), s3 = s(s2) = y. By the chain rule
 Eager autograd saves s1, s2 and s3 for that product. Here the forward kernel reads x and writes y, and the
 Function saves only x; the backward kernel reads x and dy, rebuilds s1, s2, s3 in registers and writes dx
 (Stanford CS336 Lecture 5, "Recompute a cheap value instead of saving it"; the seed lecture notes' three
-stacked sigmoids). Counts by hand are in ``gpulab.recompute``.
+stacked sigmoids). Counts by hand are in ``gpulab.models.recompute``.
 
 Arithmetic is in fp32 registers whatever the storage dtype (fp32, fp16, bf16: cast on load and on store; this
 also avoids Triton 3.9's interpreter holding bf16 as raw bits), and in fp64 for float64 inputs, so that

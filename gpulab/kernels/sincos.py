@@ -1,7 +1,7 @@
 """y = sin(x)^2 + cos(x)^2, two ways: five separate kernels that write every intermediate to memory, and one
 fused kernel that keeps them in registers (Stanford CS336 Lecture 5, "Fuse operations").
 
-Counts by hand for n elements of s bytes (gpulab.fusion.bytes_moved): unfused, sin, cos and the two squares
+Counts by hand for n elements of s bytes (gpulab.models.fusion.bytes_moved): unfused, sin, cos and the two squares
 each read one array and write one, and the add reads two and writes one: 11n element transfers, 44n bytes in
 fp32. Fused: read x, write y: 2n transfers, 8n bytes in fp32.
 
@@ -240,7 +240,7 @@ def sincos_launch(
     shared: bool = False,
 ):
     """Launch the fused kernel; returns ``(y, compiled)``. ``compiled`` is the launch's compiled kernel on a
-    GPU (``.n_regs``, ``.n_spills``: see gpulab.fusion.kernel_resources), None in the interpreter.
+    GPU (``.n_regs``, ``.n_spills``: see gpulab.models.fusion.kernel_resources), None in the interpreter.
 
     ``block=None`` on a GPU autotunes over ``AUTOTUNE_CONFIGS`` (``_tuned``); a given ``block`` (and
     ``num_warps``, Triton's default 4 if None) launches that shape exactly, as a naive kernel would. In the

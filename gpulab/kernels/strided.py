@@ -8,7 +8,7 @@
   same bytes of useful work; only the order, and so the sectors per warp request, differ.
 
 Counts by hand for n copied elements of s bytes: n reads and n writes, 2ns useful bytes; no FLOPs.
-``gpulab.sectors`` predicts how many bytes move for them. Unlike the strideCopy kernel of NVIDIA's CUDA C++
+``gpulab.models.sectors`` predicts how many bytes move for them. Unlike the strideCopy kernel of NVIDIA's CUDA C++
 Best Practices Guide ("Strided Accesses"), which reads and writes with the same stride, only the read is
 strided here, so the written array holds exactly the useful elements.
 
@@ -17,9 +17,9 @@ Triton lays a 1-D block over the lanes in order, ``v`` consecutive elements a la
 ``j < v``. Triton's coalesce pass picks v from the widest access of the block's loads and stores, here the
 dense store (16 bytes a lane), capped by BLOCK over the threads. For stride > 1 the read's addresses are not
 provably contiguous, so each of a lane's v elements is its own scalar load: one instruction's lanes read
-``v * stride * s`` bytes apart (``gpulab.sectors.warp_request(..., elements_per_lane=v)``). When the stride
+``v * stride * s`` bytes apart (``gpulab.models.sectors.warp_request(..., elements_per_lane=v)``). When the stride
 is known to be 1 the v elements are one 16-byte load; the launcher passes ``CONTIGUOUS`` (a compile-time
-constant) for stride 1, so that this copy is as good as a plain one. ``python -m gpulab.targets
+constant) for stride 1, so that this copy is as good as a plain one. ``python -m gpulab.measure.targets
 --strided-layout --cc 90`` compiles the kernel for sm_90 and prints the layout and the PTX loads.
 """
 
@@ -58,8 +58,8 @@ def elements_per_lane(block: int, num_warps: int = 4, itemsize: int = 4) -> int:
     pass gives the block the widest access of its memory operations: the dense, 16-byte-aligned store allows
     16 bytes a lane; a block smaller than 32 * num_warps * that holds fewer. block: power of two; num_warps:
     1..32; itemsize: bytes per element (4 for fp32, 2 for fp16/bf16). Raises TypeError/ValueError naming the
-    argument. Checked against the compiled TTGIR for sm_90 by ``gpulab.targets.strided_layouts``
-    (``python -m gpulab.targets --strided-layout --cc 90``): BLOCK 1024, 4 warps, fp32 gives ``sizePerThread = [4]``
+    argument. Checked against the compiled TTGIR for sm_90 by ``gpulab.measure.targets.strided_layouts``
+    (``python -m gpulab.measure.targets --strided-layout --cc 90``): BLOCK 1024, 4 warps, fp32 gives ``sizePerThread = [4]``
     and 8 ``ld.global.b32`` per thread at stride > 1 (two ``ld.global.v4.b32`` at stride 1)."""
     check_block("block", block)
     if isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16, 32):

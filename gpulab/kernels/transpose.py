@@ -1,7 +1,7 @@
 """Matrix transpose, B = A^T, two ways (lesson 06).
 
 - naive: a program reads a strip of one row of A (lanes along the row: coalesced) and writes it down a
-  column of B (lanes M * s bytes apart: one sector per element, as in ``gpulab.sectors``).
+  column of B (lanes M * s bytes apart: one sector per element, as in ``gpulab.models.sectors``).
 - tiled: a program loads a (BLOCK_M, BLOCK_N) tile of A with lanes along its rows, transposes it on chip
   (``tl.trans``: Triton moves the tile through shared memory to change which lane holds which element) and
   stores a (BLOCK_N, BLOCK_M) tile of B with lanes along B's rows. Both sides coalesced.

@@ -1,0 +1,281 @@
+"""Coalescing, counted: where each element lives, and which 32-byte sectors one warp's request touches
+(lesson 06).
+
+Address model (Stanford CS336 Lecture 5, "Arrange neighboring accesses together"): a row-major matrix with N
+columns and s bytes per element puts A[i, j] at ``base + s(iN + j)``. Lanes that vary j with i fixed read
+neighbouring bytes; lanes that vary i read bytes N*s apart.
+
+Sector model (NVIDIA CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory"): global memory is
+served in aligned 32-byte sectors, and a warp's request costs one sector for every distinct sector its 32
+lanes' bytes fall in. The guide's case, and the seed lecture's: 32 aligned, consecutive 4-byte loads are
+served by four 32-byte transactions. Efficiency = useful bytes / bytes moved (sectors x 32).
+
+Units: addresses, offsets and sizes in bytes; ``stride`` in elements; bandwidths in TB/s (1e12 bytes/s).
+
+What the model leaves out, so that a measurement can depart from it:
+
+- it counts the sectors of one request, as L1 and L2 serve them. HBM sees less when neighbouring requests
+  share sectors and L2 still holds them (a misaligned stream; a column walk whose neighbour columns sit in
+  the same sectors), and more when L2 fetches more than the sector asked for (CUDA exposes the hint
+  ``cudaLimitMaxL2FetchGranularity``, 0 to 128 bytes). ``sector_bytes`` runs the same count with a coarser
+  granule, to see which one a measurement follows; ``stream_efficiency`` counts every sector once over a
+  whole access stream (perfect reuse).
+- which elements one instruction reads: ``warp_request`` defaults to the textbook warp, lane k reading
+  ``x[k * stride]``. A compiler may give each lane several consecutive elements (Triton's blocked layout,
+  ``sizePerThread``) and issue one load per element; ``elements_per_lane`` models that, lanes then
+  ``elements_per_lane * stride * itemsize`` bytes apart in each instruction.
+- DRAM pages, TLB reach and how many requests are in flight: it is a byte count, not a timing model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core import validate
+from .simt import WARP_SIZE
+
+SECTOR_BYTES = 32  # CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory"
+LINE_BYTES = 128  # an L1/L2 cache line: four sectors (same guide, same section)
+ITEMSIZES = (1, 2, 4, 8, 16)  # bytes per lane that a load can move (16: a float4 / 128-bit vector)
+
+
+def _check_granule(sector_bytes) -> int:
+    g = validate.positive_int("sector_bytes", sector_bytes)
+    if g & (g - 1):
+        raise ValueError(
+            f"sector_bytes must be a power of two (32 is the sector; 64 and 128 model a coarser L2 fetch), got {g}"
+        )
+    return g
+
+
+def _check_itemsize(itemsize) -> int:
+    itemsize = validate.positive_int("itemsize", itemsize)
+    if itemsize not in ITEMSIZES:
+        raise ValueError(f"itemsize must be one of {ITEMSIZES} bytes, got {itemsize}")
+    return itemsize
+
+
+def address(i: int, j: int, n_cols: int, itemsize: int, base: int = 0) -> int:
+    """Byte address of A[i, j] in a row-major matrix with ``n_cols`` columns of ``itemsize``-byte elements:
+    ``base + itemsize * (i * n_cols + j)`` (seed lecture's formula). Raises TypeError/ValueError naming the
+    argument (indices and sizes must be non-negative ints, ``j < n_cols``)."""
+    i, j, base = validate.integer("i", i), validate.integer("j", j), validate.integer("base", base)
+    n_cols, itemsize = validate.positive_int("n_cols", n_cols), validate.positive_int("itemsize", itemsize)
+    if j >= n_cols:
+        raise ValueError(f"j must be < n_cols ({n_cols}), got {j}")
+    return base + itemsize * (i * n_cols + j)
+
+
+@dataclass(frozen=True)
+class WarpRequest:
+    """One memory instruction of a warp: lane k reads ``itemsize`` bytes at ``addresses[k]``.
+
+    Properties: ``sectors`` (sorted indices ``address // sector_bytes`` of every granule touched), ``lines``
+    (128-byte lines touched), ``useful_bytes`` (distinct bytes the lanes asked for), ``bytes_moved``
+    (sectors x sector_bytes) and ``efficiency`` = useful / moved, in (0, 1].
+    """
+
+    addresses: tuple
+    itemsize: int
+    sector_bytes: int = SECTOR_BYTES
+
+    def _spans(self, granule: int):
+        return [(a // granule, (a + self.itemsize - 1) // granule) for a in self.addresses]
+
+    def lane_sectors(self) -> list[tuple]:
+        """For each lane, the sector indices its bytes fall in (two if an element straddles a boundary)."""
+        return [tuple(range(lo, hi + 1)) for lo, hi in self._spans(self.sector_bytes)]
+
+    @property
+    def sectors(self) -> tuple:
+        return tuple(sorted({s for lo, hi in self._spans(self.sector_bytes) for s in range(lo, hi + 1)}))
+
+    @property
+    def lines(self) -> tuple:
+        return tuple(sorted({s for lo, hi in self._spans(LINE_BYTES) for s in range(lo, hi + 1)}))
+
+    @property
+    def n_sectors(self) -> int:
+        return len(self.sectors)
+
+    @property
+    def useful_bytes(self) -> int:
+        return len({a + b for a in self.addresses for b in range(self.itemsize)})
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.n_sectors * self.sector_bytes
+
+    @property
+    def efficiency(self) -> float:
+        return self.useful_bytes / self.bytes_moved
+
+    def used_bytes_per_sector(self) -> dict:
+        """{sector index: how many of its bytes the lanes asked for}."""
+        g, used = self.sector_bytes, {}
+        for b in {a + k for a in self.addresses for k in range(self.itemsize)}:
+            used[b // g] = used.get(b // g, 0) + 1
+        return dict(sorted(used.items()))
+
+    def __str__(self) -> str:
+        return (
+            f"{len(self.addresses)} lanes x {self.itemsize} B: {self.n_sectors} sectors of {self.sector_bytes} B "
+            f"({len(self.lines)} line{'' if len(self.lines) == 1 else 's'} of {LINE_BYTES} B), {self.useful_bytes} useful of {self.bytes_moved} B "
+            f"moved, efficiency {self.efficiency:.3g}"
+        )
+
+
+def request(addresses, itemsize: int, sector_bytes: int = SECTOR_BYTES) -> WarpRequest:
+    """The request of lanes reading ``itemsize`` bytes at the given byte ``addresses`` (one per lane, any
+    order, non-negative ints). Raises TypeError/ValueError naming the argument."""
+    itemsize, g = validate.positive_int("itemsize", itemsize), _check_granule(sector_bytes)
+    addrs = tuple(validate.integer(f"addresses[{k}]", a) for k, a in enumerate(addresses))
+    if not addrs:
+        raise ValueError("addresses must hold at least one lane's address")
+    return WarpRequest(addrs, itemsize, g)
+
+
+def warp_request(
+    itemsize: int = 4,
+    stride: int = 1,
+    offset: int = 0,
+    lanes: int = WARP_SIZE,
+    sector_bytes: int = SECTOR_BYTES,
+    elements_per_lane: int = 1,
+    load: int = 0,
+) -> WarpRequest:
+    """A warp's load instruction over ``x[i * stride]``: lane k reads element ``i = k * v + load`` with
+    ``v = elements_per_lane``, at byte address ``offset + (k * v + load) * stride * itemsize``.
+
+    With the default ``v = 1`` this is the textbook request (NVIDIA CUDA C++ Best Practices Guide, "Coalesced
+    Access to Global Memory"): lane k reads ``x[k * stride]``, neighbouring lanes ``stride * itemsize`` bytes
+    apart. Triton's blocked layout gives each lane ``sizePerThread`` consecutive elements of a 1-D block
+    (``#ttg.blocked<{sizePerThread = [v], ...}>`` in the TTGIR; ``gpulab.kernels.strided.elements_per_lane``);
+    when the addresses are not provably contiguous (stride > 1) it issues one scalar load per element, ``v``
+    requests (``load = 0 .. v-1``), and neighbouring lanes of each are ``v * stride * itemsize`` bytes apart.
+    ``sum(warp_request(..., elements_per_lane=v, load=j).n_sectors for j in range(v))`` over ``32 * v`` elements
+    is what the L1 counts; L2 and DRAM see the shared sectors once (``stream_efficiency``).
+
+    itemsize: bytes per element (1, 2, 4, 8 or 16); stride: elements between neighbouring elements of the
+    array read (>= 1); offset: the base's byte distance from an aligned 128-byte line, a multiple of itemsize
+    (a GPU load needs its natural alignment); lanes: 1..32; elements_per_lane: v >= 1; load: which of the
+    lane's v elements this instruction reads, 0 <= load < v. Raises TypeError/ValueError naming the argument.
+
+    >>> warp_request(4, 1, 0).n_sectors   # the seed's case: four 32-byte transactions
+    4
+    >>> warp_request(4, 2).n_sectors, warp_request(4, 2, elements_per_lane=4).n_sectors   # lanes 8 B / 32 B apart
+    (8, 32)
+    """
+    itemsize = _check_itemsize(itemsize)
+    stride, offset = validate.positive_int("stride", stride), validate.integer("offset", offset)
+    if offset % itemsize:
+        raise ValueError(
+            f"offset must be a multiple of itemsize ({itemsize} B): a {itemsize}-byte load needs an "
+            f"address aligned to {itemsize} bytes; got {offset}"
+        )
+    lanes = validate.integer("lanes", lanes, low=1, high=WARP_SIZE)
+    v = validate.positive_int("elements_per_lane", elements_per_lane)
+    load = validate.integer("load", load, low=0, high=v - 1)
+    return request([offset + (k * v + load) * stride * itemsize for k in range(lanes)], itemsize, sector_bytes)
+
+
+def matrix_request(
+    n_cols: int,
+    itemsize: int = 4,
+    along: str = "row",
+    i: int = 0,
+    j: int = 0,
+    lanes: int = WARP_SIZE,
+    sector_bytes: int = SECTOR_BYTES,
+) -> WarpRequest:
+    """A warp reading a row-major matrix with ``n_cols`` columns from A[i, j]: lanes vary j with i fixed
+    (``along="row"``, addresses itemsize apart) or vary i with j fixed (``along="column"``, n_cols * itemsize
+    apart). The base is 128-byte aligned. Along a row, lanes past the last column are inactive. itemsize: one
+    of ``ITEMSIZES``; lanes: 1..32; i, j: non-negative, ``j < n_cols``. Raises TypeError/ValueError naming the
+    argument."""
+    along = validate.one_of("along", along, ("row", "column"))
+    n_cols, itemsize = validate.positive_int("n_cols", n_cols), _check_itemsize(itemsize)
+    i, j = validate.integer("i", i), validate.integer("j", j)
+    if j >= n_cols:
+        raise ValueError(f"j must be < n_cols ({n_cols}), got {j}")
+    lanes = validate.integer("lanes", lanes, low=1, high=WARP_SIZE)
+    if along == "row":
+        cells = [(i, j + k) for k in range(lanes) if j + k < n_cols]
+    else:
+        cells = [(i + k, j) for k in range(lanes)]
+    return request([address(a, b, n_cols, itemsize) for a, b in cells], itemsize, sector_bytes)
+
+
+def stream_efficiency(
+    n: int, itemsize: int = 4, stride: int = 1, offset: int = 0, sector_bytes: int = SECTOR_BYTES
+) -> float:
+    """Useful bytes over bytes moved when ``n`` elements ``x[k * stride]`` (k < n) are read and every sector
+    is fetched once, however many requests share it: the best L2 reuse can do. Differs from the
+    per-request ``warp_request(...).efficiency`` when neighbouring warps share sectors (a misaligned offset)."""
+    n, itemsize = validate.positive_int("n", n), validate.positive_int("itemsize", itemsize)
+    stride, offset = validate.positive_int("stride", stride), validate.integer("offset", offset)
+    g = _check_granule(sector_bytes)
+    starts = offset + np.arange(n, dtype=np.int64) * stride * itemsize
+    sectors = np.unique(np.concatenate([starts // g, (starts + itemsize - 1) // g]))
+    return n * itemsize / (len(sectors) * g)
+
+
+def copy_efficiency(read_efficiency: float, write_efficiency: float = 1.0) -> float:
+    """Useful bytes over bytes moved for a copy that reads n elements at one efficiency and writes n at
+    another: 2 / (1/read + 1/write). Efficiencies in (0, 1]. Raises ValueError naming the argument."""
+    effs = []
+    for name, e in (("read_efficiency", read_efficiency), ("write_efficiency", write_efficiency)):
+        e = validate.positive(name, e)
+        if e > 1:
+            raise ValueError(f"{name} must be a number in (0, 1], got {e!r}")
+        effs.append(e)
+    return 2.0 / (1.0 / effs[0] + 1.0 / effs[1])
+
+
+def strided_copy_efficiency(stride: int, itemsize: int = 4, offset: int = 0, sector_bytes: int = SECTOR_BYTES) -> float:
+    """Efficiency of ``y[k] = x[k * stride]`` (gpulab.kernels.strided): the read is strided (the sectors of a
+    warp request with this stride and offset), the write is dense and aligned."""
+    read = warp_request(itemsize, stride, offset, sector_bytes=sector_bytes).efficiency
+    write = warp_request(itemsize, 1, 0, sector_bytes=sector_bytes).efficiency
+    return copy_efficiency(read, write)
+
+
+def predicted_tbps(
+    stride: int, itemsize: int, copy_tbps: float, offset: int = 0, sector_bytes: int = SECTOR_BYTES
+) -> float:
+    """The model's effective bandwidth of the strided copy, in TB/s of useful bytes (n read + n written):
+    the measured copy bandwidth times ``strided_copy_efficiency``. At stride 1 it is the copy bandwidth; once
+    stride * itemsize >= sector_bytes each element costs a whole granule, and it levels off at
+    copy_tbps * 2 / (1 + sector_bytes / itemsize). Raises TypeError/ValueError naming the argument (copy_tbps
+    must be positive and finite)."""
+    copy_tbps = validate.positive("copy_tbps", copy_tbps)
+    return copy_tbps * strided_copy_efficiency(stride, itemsize, offset, sector_bytes)
+
+
+def effective_tbps(n: int, itemsize: int, time_ms: float, transfers: int = 2) -> float:
+    """Useful bytes per second, in TB/s: ``transfers`` arrays of n elements (2: one read, one write) over
+    ``time_ms``. Bytes the hardware moved but nobody used do not count. n: int >= 0; itemsize, transfers: ints
+    >= 1; time_ms: positive and finite. Raises TypeError/ValueError naming the argument."""
+    n, itemsize = validate.integer("n", n), validate.positive_int("itemsize", itemsize)
+    transfers, time_ms = validate.positive_int("transfers", transfers), validate.positive("time_ms", time_ms)
+    return transfers * n * itemsize / (time_ms * 1e-3) / 1e12
+
+
+# ---- a measured record beside the model ---------------------------------------------------------------------
+
+
+def stride_model_rows(data: dict, sector_bytes=(32, 64, 128)) -> list[dict]:
+    """Per measured stride of a lesson06 record (``gpulab.bench.lesson06.run``: ``copy_tbps`` and ``stride``
+    with ``itemsize`` and rows of stride, ours_tbps): the sector model's effective TB/s at each granule
+    (``sector_bytes``, bytes; ``predicted_tbps`` from the record's copy bandwidth), and measured / model at the
+    first granule."""
+    rows = []
+    for r in data["stride"]["rows"]:
+        m = {
+            g: predicted_tbps(r["stride"], data["stride"]["itemsize"], data["copy_tbps"], sector_bytes=g)
+            for g in sector_bytes
+        }
+        rows.append({"stride": r["stride"], "model_tbps": m, "ours_over_model": r["ours_tbps"] / m[sector_bytes[0]]})
+    return rows
