@@ -27,21 +27,21 @@ SAFE_S = 120.0
 _AT_SEND: dict = {"dir": None}
 
 
-def _ring(x, comm, chunks_of, rs_recv_index, all_gather=True, add_twice=False):
+def _ring(x, group, chunks_of, rs_recv_index, all_gather=True, add_twice=False):
     """A ring all-reduce with its parts replaceable by the usual mistakes."""
-    p, r = comm.size, comm.rank
+    p, r = group.size, group.rank
     chunks = chunks_of(x, p)
     right, left = (r + 1) % p, (r - 1) % p
     for s in range(p - 1):
         send, recv = chunks[(r - s) % p], chunks[rs_recv_index(r, s, p)]
         buf = torch.empty_like(recv)
-        for q in (comm.isend(send, right), comm.irecv(buf, left)):
+        for q in (group.isend(send, right), group.irecv(buf, left)):
             q.wait()
         recv += buf
         if add_twice:
             recv += buf
     for s in range(p - 1 if all_gather else 0):
-        for q in (comm.isend(chunks[(r + 1 - s) % p], right), comm.irecv(chunks[(r - s) % p], left)):
+        for q in (group.isend(chunks[(r + 1 - s) % p], right), group.irecv(chunks[(r - s) % p], left)):
             q.wait()
     return x
 
@@ -55,42 +55,42 @@ def _right_index(r, s, p):
     return (r - s - 1) % p
 
 
-def off_by_one_chunk(x, comm):
-    return _ring(x, comm, _floor_chunks, _right_index)
+def off_by_one_chunk(x, group):
+    return _ring(x, group, _floor_chunks, _right_index)
 
 
-def chunk_index_off_by_one(x, comm):
-    return _ring(x, comm, torch.tensor_split, lambda r, s, p: (r - s) % p)
+def chunk_index_off_by_one(x, group):
+    return _ring(x, group, torch.tensor_split, lambda r, s, p: (r - s) % p)
 
 
-def missing_all_gather(x, comm):
-    return _ring(x, comm, torch.tensor_split, _right_index, all_gather=False)
+def missing_all_gather(x, group):
+    return _ring(x, group, torch.tensor_split, _right_index, all_gather=False)
 
 
-def added_twice(x, comm):
-    return _ring(x, comm, torch.tensor_split, _right_index, add_twice=True)
+def added_twice(x, group):
+    return _ring(x, group, torch.tensor_split, _right_index, add_twice=True)
 
 
-def blocking_sends(x, comm):
+def blocking_sends(x, group):
     buf = torch.empty_like(x)
-    if comm.size > 1:
+    if group.size > 1:
         if _AT_SEND["dir"]:
-            (Path(_AT_SEND["dir"]) / str(comm.rank)).touch()
-        comm.send(x, (comm.rank + 1) % comm.size)
-        comm.recv(buf, (comm.rank - 1) % comm.size)
+            (Path(_AT_SEND["dir"]) / str(group.rank)).touch()
+        group.send(x, (group.rank + 1) % group.size)
+        group.recv(buf, (group.rank - 1) % group.size)
     return x
 
 
-def uses_all_reduce(x, comm):
+def uses_all_reduce(x, group):
     dist.all_reduce(x)
     return x
 
 
-def sends_everything(x, comm):
+def sends_everything(x, group):
     total = x.clone()
-    for k in range(1, comm.size):
+    for k in range(1, group.size):
         buf = torch.empty_like(x)
-        for q in (comm.isend(x, (comm.rank + k) % comm.size), comm.irecv(buf, (comm.rank - k) % comm.size)):
+        for q in (group.isend(x, (group.rank + k) % group.size), group.irecv(buf, (group.rank - k) % group.size)):
             q.wait()
         total += buf
     return total
@@ -112,7 +112,7 @@ def test_the_solution_passes_on_1_to_4_ranks():
         (chunk_index_off_by_one, (3,), ["off-by-one chunk index"]),
         (missing_all_gather, (4,), ["missing final all-gather"]),
         (added_twice, (2,), ["added twice"]),
-        (uses_all_reduce, (2,), ["all_reduce", "comm.isend"]),
+        (uses_all_reduce, (2,), ["all_reduce", "group.isend"]),
         (sends_everything, (4,), ["2(p-1)/p * n * 4", "sent"]),
     ],
     ids=["remainder", "chunk-index", "no-all-gather", "added-twice", "collective", "too-many-bytes"],

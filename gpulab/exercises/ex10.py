@@ -73,8 +73,8 @@ def _random(seed: int, p: int, n: int, rank: int) -> torch.Tensor:
     return torch.randn(n, generator=g)
 
 
-class Comm:
-    """What the learner's ``ring_all_reduce(x, comm)`` talks through: ``rank``, ``size`` and point-to-point
+class Group:
+    """What the learner's ``ring_all_reduce(x, group)`` talks through: ``rank``, ``size`` and point-to-point
     ``send``/``recv`` (blocking) and ``isend``/``irecv`` (returning a request with ``wait()``), thin wrappers
     over ``torch.distributed`` that count the bytes this rank sends (``sent_bytes``)."""
 
@@ -110,7 +110,7 @@ def _forbid_collectives(dist, used: list) -> None:
 
         def refuse(*a, _name=name, **k):
             used.append(_name)
-            raise RuntimeError(f"torch.distributed.{_name} called: build the ring from comm.isend / comm.irecv")
+            raise RuntimeError(f"torch.distributed.{_name} called: build the ring from group.isend / group.irecv")
 
         setattr(dist, name, refuse)
 
@@ -124,7 +124,7 @@ def _rank_main(rank: int, p: int, fn, seed: int) -> list[dict]:
     n_tr = sizes(p)[0]
     inputs = [("tracer", _tracer(p, n_tr, rank))] + [("random", _random(seed, p, n, rank)) for n in sizes(p)]
     for kind, x in inputs:
-        c = Comm(rank, p)
+        c = Group(rank, p)
         got = fn(x, c)
         got = x if got is None else got
         if not isinstance(got, torch.Tensor) or got.shape != x.shape:
@@ -224,8 +224,8 @@ def _check_p(p: int, res: procs.GroupResult, seed: int, timeout_s: float) -> str
     if res.timed_out:
         return (
             f"p = {p}: ranks {res.missing} did not finish within {timeout_s:g} s: a deadlock. If every rank calls a "
-            "blocking comm.send before its comm.recv, each waits for a receive nobody has posted (gloo's send "
-            "returns only when the receiver takes the data): post comm.isend and comm.irecv together and wait "
+            "blocking group.send before its group.recv, each waits for a receive nobody has posted (gloo's send "
+            "returns only when the receiver takes the data): post group.isend and group.irecv together and wait "
             "on both, or let even ranks send first and odd ranks receive first"
         )
     if res.errors:
@@ -233,7 +233,7 @@ def _check_p(p: int, res: procs.GroupResult, seed: int, timeout_s: float) -> str
     cases = list(zip(*(res.results[r] for r in range(p))))
     used = sorted({u for per_rank in cases[-1] for u in per_rank["used"]})
     if used:
-        return f"p = {p}: called torch.distributed.{used[0]}: build the ring from comm.isend and comm.irecv"
+        return f"p = {p}: called torch.distributed.{used[0]}: build the ring from group.isend and group.irecv"
     tracer = cases[0]
     msg = diagnose_tracer(p, tracer[0]["n"], {r: c["got"] for r, c in enumerate(tracer)})
     if msg:
@@ -266,8 +266,8 @@ def _check_p(p: int, res: procs.GroupResult, seed: int, timeout_s: float) -> str
 
 
 def check_ring_all_reduce(fn, ps=PS, timeout_s: float = TIMEOUT_S) -> Report:
-    """fn(x, comm) -> the sum of ``x`` over all ranks (in place or returned): ``x`` is this rank's 1-D float32
-    tensor, ``comm`` a ``Comm`` (rank, size, send, recv, isend, irecv). Run on ``ps`` ranks (each p a fresh gloo
+    """fn(x, group) -> the sum of ``x`` over all ranks (in place or returned): ``x`` is this rank's 1-D float32
+    tensor, ``group`` a ``Group`` (rank, size, send, recv, isend, irecv). Run on ``ps`` ranks (each p a fresh gloo
     group of forked processes, so ``fn`` may be defined in a notebook cell) on a tracer input and on seeded
     random inputs of ``sizes(p)``; compared with a float64 sum (tolerance: p float32 roundings); the bytes each
     rank sent against 2(p-1)/p · n · 4. ``timeout_s``: the limit of each p; after a deadlock the larger p are
@@ -294,7 +294,7 @@ check_ring_all_reduce.hints = [
     "split x into p chunks that cover all n elements: torch.tensor_split(x, p) gives views whose sizes differ by one",
     "reduce-scatter: for step s in range(p - 1), send chunk (r - s) % p to rank (r + 1) % p, receive into a buffer "
     "from rank (r - 1) % p and add it into chunk (r - s - 1) % p",
-    "post the send and the receive together (comm.isend, comm.irecv, then wait on both): a blocking send on every "
+    "post the send and the receive together (group.isend, group.irecv, then wait on both): a blocking send on every "
     "rank at once waits forever",
     "all-gather: p - 1 more steps, sending chunk (r + 1 - s) % p and receiving straight into chunk (r - s) % p",
 ]
