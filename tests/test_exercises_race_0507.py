@@ -19,7 +19,7 @@ SOLUTIONS = {
     "07": ex07_solutions.tiled_matmul,
     "07b": ex07b_solutions.persistent_matmul,
 }
-_T5 = next(r for r in REC["lesson05"]["teaching"] if r["pas"] == "backward" and r["kernel"] == "production")
+_T5 = next(r for r in REC["lesson05"]["teaching"] if r["pass"] == "backward" and r["kernel"] == "production")
 _T6 = REC["lesson06"]["transpose"]
 _MS6 = {r["method"]: r["ms"] for r in _T6["rows"] if r["dtype"] == "fp32"}
 _B7 = {r["step"]: r for r in REC["lesson07"]["build"]}

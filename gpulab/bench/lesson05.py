@@ -107,7 +107,7 @@ def measure_memory(fn, x, dy=None) -> dict:
 
 def teaching(n: int = TEACHING_N, progress: bool = True) -> list[dict]:
     """The exercise's forward and backward kernels against the production ones at n elements (fp32), each
-    timed alone by CUDA-graph replay: rows ``{"pass", "kernel", "ms", "gbps", "bytes"}``. GPU only."""
+    timed alone by CUDA-graph replay: rows ``{"n", "pass", "kernel", "ms", "gbps", "bytes"}``. GPU only."""
     timing.require_gpu("the lesson05 teaching step")
     x = torch.randn(n, device=timing.device())
     dy, out = torch.randn_like(x), torch.empty_like(x)
@@ -118,9 +118,9 @@ def teaching(n: int = TEACHING_N, progress: bool = True) -> list[dict]:
         ("backward", "production", lambda: S.sigmoid3_backward(x, dy), 12 * n),
     )
     rows = []
-    for pas, kernel, fn, nbytes in tqdm(jobs, desc="lesson05 teaching", disable=not progress):
-        t = timing.time_ms(fn, warmup_ms=25, rep_ms=150, graph=True)
-        rows.append(dict(n=n, pas=pas, kernel=kernel, ms=t.median_ms, bytes=nbytes, gbps=nbytes / t.median_ms / 1e6))
+    for pass_, kernel, fn, nbytes in tqdm(jobs, desc="lesson05 teaching", disable=not progress):
+        ms = timing.time_ms(fn, warmup_ms=25, rep_ms=150, graph=True).median_ms
+        rows.append({"n": n, "pass": pass_, "kernel": kernel, "ms": ms, "bytes": nbytes, "gbps": nbytes / ms / 1e6})
     return rows
 
 
@@ -128,14 +128,14 @@ def teaching_report(rows: list[dict] | None) -> str:
     """One line per pass: the exercise's kernel and the production kernel, ms and GB/s."""
     if not rows:
         return "no recording yet of the teaching-against-production step (run the lesson05 suite on a GPU)"
-    by = {(r["pas"], r["kernel"]): r for r in rows}
+    by = {(r["pass"], r["kernel"]): r for r in rows}
     lines = [
         f"the exercise's solution (128 a program) against gpulab's, fp32, n = {rows[0]['n']:,} (CUDA-graph replay):"
     ]
-    for pas in ("forward", "backward"):
-        t, p = by[(pas, "teaching")], by[(pas, "production")]
+    for pass_ in ("forward", "backward"):
+        t, p = by[(pass_, "teaching")], by[(pass_, "production")]
         lines.append(
-            f"  {pas:8} teaching {t['ms']:.3f} ms ({t['gbps']:.0f} GB/s), production {p['ms']:.3f} ms "
+            f"  {pass_:8} teaching {t['ms']:.3f} ms ({t['gbps']:.0f} GB/s), production {p['ms']:.3f} ms "
             f"({p['gbps']:.0f} GB/s): x{t['ms'] / p['ms']:.2f}"
         )
     return "\n".join(lines)

@@ -668,9 +668,10 @@ def cudnn_leads(headline: list[dict]) -> dict:
     """``{"fwd": (n, of), "bwd": (n, of)}``: in how many of the settings where both ran SDPA's cuDNN backend
     reached a higher rate than ours."""
     out = {}
-    for pas in ("fwd", "bwd"):
-        both = [r for r in headline if f"{pas}_tflops" in r.get("ours", {}) and f"{pas}_tflops" in r.get("cudnn", {})]
-        out[pas] = (sum(r["cudnn"][f"{pas}_tflops"] > r["ours"][f"{pas}_tflops"] for r in both), len(both))
+    for pass_ in ("fwd", "bwd"):
+        key = f"{pass_}_tflops"
+        both = [r for r in headline if key in r.get("ours", {}) and key in r.get("cudnn", {})]
+        out[pass_] = (sum(r["cudnn"][key] > r["ours"][key] for r in both), len(both))
     return out
 
 

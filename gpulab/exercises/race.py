@@ -443,7 +443,7 @@ def _recorded07b(rec):
 
 def _recorded05(rec):
     r5 = rec.get("lesson05") or {}
-    row = next((r for r in r5.get("teaching") or [] if r["pas"] == "backward" and r["kernel"] == "production"), None)
+    row = next((r for r in r5.get("teaching") or [] if r["pass"] == "backward" and r["kernel"] == "production"), None)
     if row is None:
         return None
     model = 12 * row["n"] / (rec["profile"]["copy_tbps"] * 1e9)

@@ -321,13 +321,13 @@ def headline_figure(headline: list[dict], where: str = ""):
         vertical_spacing=0.1,
         subplot_titles=("forward (TFLOP/s)", "backward (TFLOP/s)"),
     )
-    for j, pas in enumerate(("fwd", "bwd")):
+    for j, pass_ in enumerate(("fwd", "bwd")):
         for i, (name, label) in enumerate(
             (("ours", "gpulab Triton"), ("flash", "SDPA flash (FlashAttention-2)"), ("cudnn", "SDPA cuDNN"))
         ):
             fig.add_bar(
                 x=labels,
-                y=[r.get(name, {}).get(f"{pas}_tflops") for r in headline],
+                y=[r.get(name, {}).get(f"{pass_}_tflops") for r in headline],
                 name=label,
                 marker_color=plots.COLORS[i],
                 showlegend=j == 0,
