@@ -12,9 +12,7 @@ from gpulab.bench import lesson08
 from gpulab.core import hardware, reference
 from gpulab.models import attention, simt
 from gpulab.models.roofline import KernelPoint
-from tests.figure_checks import check_figure
-
-from ._figure_checks import assert_readable
+from tests.figure_checks import assert_readable, check_figure
 
 RECORDED = reference.load("h200")
 

@@ -7,8 +7,7 @@ import pytest
 
 from gpulab.core import hardware, reference
 from gpulab.figures import lesson00 as figs
-from tests._figure_checks import assert_no_empty_panel
-from tests.figure_checks import check_figure
+from tests.figure_checks import assert_no_empty_panel, check_figure
 from tests.test_bench_lesson00 import recorded_style
 
 H200 = hardware.get("H200")

@@ -7,9 +7,7 @@ import gpulab
 from gpulab import figures
 from gpulab.core import reference
 from gpulab.figures.lesson05 import MEMORY_STEPS
-from tests.figure_checks import check_figure
-
-from ._figure_checks import assert_readable
+from tests.figure_checks import assert_readable, check_figure
 
 RECORDED = reference.load("h200")
 

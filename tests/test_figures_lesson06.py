@@ -6,9 +6,7 @@ import pytest
 import gpulab  # noqa: F401  (first: it picks the mode)
 from gpulab import figures
 from gpulab.core import reference
-from tests.figure_checks import check_figure
-
-from ._figure_checks import assert_readable
+from tests.figure_checks import assert_readable, check_figure
 
 RECORDED = reference.load("h200")
 

@@ -13,9 +13,7 @@ from gpulab.capstone import ladder
 from gpulab.capstone.gpt import GPTConfig
 from gpulab.core import plan, reference
 from gpulab.figures import lesson09 as fig09
-from tests.figure_checks import check_figure
-
-from ._figure_checks import assert_readable
+from tests.figure_checks import assert_readable, check_figure
 
 RECORDED = reference.load("h200")
 T4 = plan.for_gpu(plan.as_gpu_spec("T4"))
