@@ -98,6 +98,24 @@ def test_a_recorded_entry_missing_a_key_names_the_file_and_the_suite(tmp_path, m
     assert "[lesson03] recorded on" in out, "the complete suites are still shown"
 
 
+def test_a_recorded_value_of_the_wrong_type_names_the_file_and_the_suite(tmp_path, monkeypatch, capsys):
+    """A string where the report formats a number, a number where it reads a table: an error naming the file, the
+    suite and what failed, never a traceback; the other suites are still shown."""
+    from gpulab.bench.__main__ import main
+
+    def edit(data):
+        data["profile"]["copy_tbps"] = "fast"
+        data["lesson02"] = {k: (v if k == "provenance" else 7) for k, v in data["lesson02"].items()}
+
+    path = _recorded_copy(tmp_path, monkeypatch, edit)
+    rc = main(["--only", "ceilings,lesson02,lesson03"])
+    out, err = capsys.readouterr()
+    assert rc == 1 and "Traceback" not in err
+    assert f"[ceilings] {path} holds a value the ceilings report cannot read (ValueError: " in err, err
+    assert f"[lesson02] {path} holds a value the lesson02 report cannot read (TypeError: " in err, err
+    assert "[lesson03] recorded on" in out, "the readable suites are still shown"
+
+
 def test_a_truncated_reference_file_is_named(tmp_path, monkeypatch):
     from gpulab.core import reference
 

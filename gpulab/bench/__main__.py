@@ -21,7 +21,8 @@ every candidate; ``--record`` also adds what it timed to ``gpulab/data/autotune-
 Without a GPU it prints the recorded reference data, labelled as recorded, and measures nothing. ``--record``,
 ``--autotune-report`` and ``--json`` then exit 2 with a message and write nothing: each of them writes what was
 measured, and nothing was (the recorded data is already a file in ``gpulab/data``). A suite whose recorded entry
-lacks a key its report reads is named with the file, the others are still shown, and the exit status is 1.
+lacks a key its report reads, or holds a value of the wrong type there, is named with the file, the others are still
+shown, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -76,15 +77,24 @@ def _print_recorded_suite(data: dict, m) -> None:
 
 
 def _show_recorded(path: Path, suite: str, show, *args) -> bool:
-    """Run ``show(*args)``, which prints suite ``suite``'s part of the recorded file ``path``. A key missing there (a
-    file older than the suite, or edited by hand) is reported naming the file, the suite and the key, instead of
-    a bare KeyError. Returns False then, True when it printed."""
+    """Run ``show(*args)``, which prints suite ``suite``'s part of the recorded file ``path``. A key missing there, or
+    a value of the wrong type or form (a string where a number goes, a list too short: a file older than the suite,
+    or edited by hand), is reported naming the file, the suite and the key or the error, instead of a traceback.
+    Returns False then, True when it printed."""
+    again = f"record it again on a GPU (python -m gpulab.bench --only {suite} --record)"
     try:
         show(*args)
     except KeyError as e:
         print(
             f"\nerror: [{suite}] {path} lacks the key {e} that the {suite} report reads: the file is older than the "
-            f"suite or was edited; record it again on a GPU (python -m gpulab.bench --only {suite} --record)",
+            f"suite or was edited; {again}",
+            file=sys.stderr,
+        )
+        return False
+    except (TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as e:
+        print(
+            f"\nerror: [{suite}] {path} holds a value the {suite} report cannot read ({type(e).__name__}: {e}): the "
+            f"file is older than the suite or was edited; {again}",
             file=sys.stderr,
         )
         return False
