@@ -2,7 +2,7 @@
 notebooks' own labels (``live.recall``'s "no GPU here: recorded on ..."), each explorer at both ends of every slider (its ``gpulab-slider`` widgets, found on the explorer, so a new slider is covered).
 
 ``lesson_figures(lessons)`` yields ``(name, figure)``; the layout checks (``tests/figure_checks.py``) and the
-in-browser geometry check (``tests/test_figure_geometry.py``) both walk it.
+in-browser geometry check (``tests/test_figures_geometry.py``) both walk it.
 """
 
 from __future__ import annotations

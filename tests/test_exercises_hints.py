@@ -3,7 +3,9 @@ solution (the source ``show_solution`` prints), nor the right-hand side of one o
 ``ast.unparse`` (and as written) with all whitespace removed, so that spacing or line breaks do not hide a copied
 line. Statements every kernel shares with the code on screen are not counted: imports, ``def`` lines, docstrings,
 a bare ``return``/``pass``, the copy kernel's skeleton that lesson 00b prints (``SKELETON``); a right-hand side
-that is a bare call of an API with plain arguments (``tl.program_id(0)``) names a function, which a hint may."""
+that is a bare call of an API with plain arguments (``tl.program_id(0)``) names a function, which a hint may.
+Each kernel exercise gives at least two hints, and none holds a line of its hidden solution module (one line of a
+statement written over several included)."""
 
 import ast
 import importlib
@@ -149,3 +151,24 @@ COPY_WORDS = re.compile(r"line for line|line by line|verbatim|copy (it|them|the 
 def test_no_hint_asks_to_copy_a_listing(checker):
     said = [(i + 1, m.group(0)) for i, h in enumerate(getattr(checker, "hints", ())) if (m := COPY_WORDS.search(h))]
     assert not said, f"{checker.__module__}.{checker.__name__}: hints ask to copy: {said}"
+
+
+def _solution_lines(module) -> set[str]:
+    """The hidden solution module's source lines, comments and whitespace dropped, those of 16 characters or more
+    that are code (not a ``def``, decorator, docstring or import line); a line holding several statements split."""
+    out = set()
+    for line in inspect.getsource(module).splitlines():
+        code = re.sub(r"\s+", "", line.split("#")[0])
+        if len(code) >= 16 and not code.startswith(("def", "@", '"""', "import", "from")):
+            out |= {part for part in code.split(";") if len(part) >= 16}
+    return out
+
+
+@pytest.mark.parametrize("checker", [c for c in _checkers() if hasattr(c.values[0], "solution_module")])
+def test_no_hint_of_a_kernel_exercise_holds_a_line_of_its_solution_module(checker):
+    lines = _solution_lines(checker.solution_module)
+    assert lines, "the solution module has code to compare with"
+    assert len(checker.hints) >= 2
+    for i, h in enumerate(checker.hints):
+        leaked_lines = [line for line in lines if line in re.sub(r"\s+", "", h)]
+        assert not leaked_lines, f"{checker.__name__} hint {i + 1} holds the solution's {leaked_lines[0]!r}"

@@ -1,7 +1,7 @@
 """Every lesson figure (tests/figure_catalogue.py: each explorer at both ends of every slider) passes the layout
 checks estimated from its spec at 1400 and 1000 px wide: no marker hidden under another series' marker, log axes
 with a scale to read and evenly spread ticks, titles that fit, notes large enough.
-The same figures drawn in Chromium: tests/test_figure_geometry.py (browser)."""
+The same figures drawn in Chromium: tests/test_figures_geometry.py (browser)."""
 
 import functools
 

@@ -3,7 +3,7 @@ headless Chromium at 1400 and 1000 px wide, and measured (tests/browser/figure_g
 or run together, none leaves the figure or is drawn too small, no marker sits on another series' marker, every
 numeric axis shows a scale. A hand-made figure with each fault shows that each is caught.
 
-Run: ``python -m pytest tests/test_figure_geometry.py -m browser`` (needs /usr/bin/chromium or GPULAB_CHROMIUM).
+Run: ``python -m pytest tests/test_figures_geometry.py -m browser`` (needs /usr/bin/chromium or GPULAB_CHROMIUM).
 """
 
 import plotly.graph_objects as go
@@ -11,7 +11,7 @@ import pytest
 
 from tests.browser.figure_geometry import FigurePage, problems
 from tests.figure_catalogue import LESSONS
-from tests.test_figure_layout import KNOWN, WIDTHS, _figures
+from tests.test_figures_layout import KNOWN, WIDTHS, _figures
 
 pytestmark = pytest.mark.browser
 
