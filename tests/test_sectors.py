@@ -94,6 +94,35 @@ def test_stream_efficiency_counts_shared_sectors_once():
     assert math.isclose(sec.stream_efficiency(2**12, 4, 64, 0), 4 / 32)
 
 
+def _granules_listed(n, itemsize, stride, offset, g):
+    """The granules the n elements touch, every one listed (the count written the slow, obvious way)."""
+    touched = set()
+    for k in range(n):
+        a = offset + k * stride * itemsize
+        touched.update(range(a // g, (a + itemsize - 1) // g + 1))
+    return len(touched)
+
+
+def test_stream_sectors_closed_form_is_the_listed_count(seed):
+    rng = random.Random(seed)
+    for _ in range(3000):
+        n, s = rng.randrange(1, 200), rng.choice([1, 2, 3, 4, 8, 16])
+        stride, offset, g = rng.randrange(1, 70), rng.randrange(0, 600), rng.choice([1, 2, 4, 8, 32, 64, 128, 256])
+        assert sec.stream_sectors(n, s, stride, offset, g) == _granules_listed(n, s, stride, offset, g), (
+            n, s, stride, offset, g,
+        )  # fmt: skip
+    # an element wider than the granule touches every granule it spans, not only its first and last
+    assert sec.stream_sectors(1, 16, 1, 0, 2) == 8
+
+
+def test_stream_efficiency_of_a_huge_stream_lists_no_address():
+    # 2^40 addresses would take 8 TB to list; the closed form needs a few divisions
+    assert sec.stream_efficiency(2**40, 4, 1, 4) == pytest.approx(1.0, abs=1e-9)
+    assert sec.stream_efficiency(2**40, 4, 2, 0) == 0.5
+    # 2^62 elements 12 B apart from byte 12: bytes 12 .. 12 * 2^62 + 3, granules 0 .. 12 * 2^22 of 2^40 B
+    assert sec.stream_sectors(2**62, 4, 3, 12, 2**40) == 12 * 2**22 + 1
+
+
 def test_copy_model():
     assert sec.copy_efficiency(1.0) == 1.0 and math.isclose(sec.copy_efficiency(0.5, 0.5), 0.5)
     assert math.isclose(sec.strided_copy_efficiency(64, 4), 2 / 9)  # read 1/8, write 1

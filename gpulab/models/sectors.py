@@ -31,8 +31,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..core import validate
 from .simt import WARP_SIZE
 
@@ -208,18 +206,61 @@ def matrix_request(
     return request([address(a, b, n_cols, itemsize) for a, b in cells], itemsize, sector_bytes)
 
 
+def _floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """sum(floor((a * k + b) / m) for k in range(n)) for ints n >= 0, m >= 1 and any a, b, in O(log m) steps
+    (the Euclid-like reduction of the AtCoder Library's ``floor_sum``)."""
+    total = 0
+    while True:
+        if not 0 <= a < m:  # floor division and modulo of Python ints: right for negative a and b too
+            total += n * (n - 1) // 2 * (a // m)
+            a %= m
+        if not 0 <= b < m:
+            total += n * (b // m)
+            b %= m
+        y_max = a * n + b
+        if y_max < m:
+            return total
+        n, b, m, a = y_max // m, y_max % m, a, m
+
+
+def stream_sectors(
+    n: int, itemsize: int = 4, stride: int = 1, offset: int = 0, sector_bytes: int = SECTOR_BYTES
+) -> int:
+    """How many distinct ``sector_bytes`` granules the ``n`` elements ``x[k * stride]`` (k < n, ``itemsize`` bytes
+    each, the first at byte ``offset``) touch. Counted in closed form, without listing addresses: element k spans
+    granules ``floor(a_k / g)`` to ``floor((a_k + s - 1) / g)`` with ``a_k = offset + k S``, ``S = stride * itemsize
+    >= s``, so the elements' spans are in order and two neighbours share at most one granule, the one where
+    element k - 1 ends and element k begins. Distinct = sum of the spans' lengths - the shared ones, each sum a
+    sum of floors of a line (``_floor_sum``). Same arguments and errors as ``stream_efficiency``."""
+    n, s = validate.positive_int("n", n), validate.positive_int("itemsize", itemsize)
+    stride, offset = validate.positive_int("stride", stride), validate.integer("offset", offset)
+    g = _check_granule(sector_bytes)
+    S = stride * s
+    # granules per element: 1 + floor((a_k + s - 1) / g) - floor(a_k / g)
+    spans = n + _floor_sum(n, g, S, offset + s - 1) - _floor_sum(n, g, S, offset)
+    # elements k - 1 and k share a granule iff u mod g < g - d, u = a_{k-1} + s - 1 (where k - 1 ends) and
+    # d = S - s + 1 (the bytes from there to where k begins); for x = u mod g in [0, g) and 1 <= d < g,
+    # [x < g - d] is floor((2g - 1 - d - x) / g), and x = u - g floor(u / g)
+    d, pairs = S - s + 1, n - 1
+    shared = 0
+    if d < g and pairs:
+        u0 = offset + s - 1  # u for k = 1
+        shared = _floor_sum(pairs, g, -S, 2 * g - 1 - d - u0) + _floor_sum(pairs, g, S, u0)
+    return spans - shared
+
+
 def stream_efficiency(
     n: int, itemsize: int = 4, stride: int = 1, offset: int = 0, sector_bytes: int = SECTOR_BYTES
 ) -> float:
     """Useful bytes over bytes moved when ``n`` elements ``x[k * stride]`` (k < n) are read and every sector
     is fetched once, however many requests share it: the best L2 reuse can do. Differs from the
-    per-request ``warp_request(...).efficiency`` when neighbouring warps share sectors (a misaligned offset)."""
+    per-request ``warp_request(...).efficiency`` when neighbouring warps share sectors (a misaligned offset).
+    The sectors are counted in closed form (``stream_sectors``): any n at the cost of a few divisions. n, itemsize,
+    stride: ints >= 1; offset: an int >= 0 (bytes); sector_bytes: a power of two. Raises TypeError/ValueError naming the
+    argument."""
     n, itemsize = validate.positive_int("n", n), validate.positive_int("itemsize", itemsize)
-    stride, offset = validate.positive_int("stride", stride), validate.integer("offset", offset)
     g = _check_granule(sector_bytes)
-    starts = offset + np.arange(n, dtype=np.int64) * stride * itemsize
-    sectors = np.unique(np.concatenate([starts // g, (starts + itemsize - 1) // g]))
-    return n * itemsize / (len(sectors) * g)
+    return n * itemsize / (stream_sectors(n, itemsize, stride, offset, g) * g)
 
 
 def copy_efficiency(read_efficiency: float, write_efficiency: float = 1.0) -> float:
