@@ -127,3 +127,19 @@ def test_wave_explorer_slider_changes_the_figure():
     assert ex.live.fig.layout.title.text != title and list(ex.live.fig.data[2].x) == [1793]
     for tr in ex.live.fig.data:
         assert isinstance(tr.x, (list, tuple)) and len(tr.x) == len(tr.y) > 0
+
+
+def test_cdiv_counts_pieces_and_refuses_what_is_not_a_size():
+    assert [waves.cdiv(a, 4) for a in (0, 1, 4, 5, 8)] == [0, 1, 1, 2, 2]
+    assert waves.cdiv(np.int64(1793), np.int32(128)) == 15 and waves.cdiv(2**70 + 1, 2**70) == 2
+    for a, b, error, named in [
+        (-5, 4, ValueError, "a must be >= 0"),
+        (5, -4, ValueError, "b must be >= 1"),
+        (5, 0, ValueError, "b must be >= 1"),
+        (5.0, 4, TypeError, "a must be an integer"),
+        (5, 2.5, TypeError, "b must be an integer"),
+        (True, 4, TypeError, "a must be an integer"),
+        ("5", 4, TypeError, "a must be an integer"),
+    ]:
+        with pytest.raises(error, match=named):
+            waves.cdiv(a, b)

@@ -34,7 +34,10 @@ SEED_SMS = 108  # the seed lecture's A100
 
 
 def cdiv(a: int, b: int) -> int:
-    """Ceiling division of non-negative ints: the number of size-``b`` pieces that cover ``a``."""
+    """Ceiling division: the number of size-``b`` pieces that cover ``a`` (``a`` an int >= 0, ``b`` an int >= 1;
+    NumPy ints too). Raises TypeError naming the argument for a float, a bool or anything but an int, and ValueError
+    for a negative ``a`` or a ``b`` below 1: a count of pieces is defined for sizes only."""
+    a, b = validate.integer("a", a), validate.positive_int("b", b)
     return -(-a // b)
 
 
