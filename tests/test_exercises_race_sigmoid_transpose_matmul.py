@@ -1,6 +1,7 @@
-"""The race of lessons 05 to 07 (gpulab.exercises.race, its 05-07 block): without a GPU it shows gpulab's and
-torch's recorded points beside the lesson's model, read here from the reference file; under the labelled test
-clock the GPU path runs the learner's kernel, gpulab's and torch's on the CPU, and a wrong kernel is flagged."""
+"""The race (gpulab.exercises.race) of the sigmoid3 backward (lesson 05), the transpose (06), the tiled matmul (07)
+and the persistent matmul (07b): without a GPU it shows gpulab's and torch's recorded points beside the lesson's
+model, read here from the reference file; under the labelled test clock the GPU path runs the learner's kernel,
+gpulab's and torch's on the CPU, and a wrong kernel is flagged."""
 
 import math
 

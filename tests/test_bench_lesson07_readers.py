@@ -1,5 +1,5 @@
-"""Record readers lessons 07 and 07b print from: the build's table, and the wave step of the dense sweep with its
-tile and wave counts (issue 25, item 5), each against hand counts and the reference file read here."""
+"""The lesson07 suite's record readers that notebooks 07 and 07b print from: the build's table, and the wave step
+of the dense sweep with its tile and wave counts, each against hand counts and the reference file read here."""
 
 import pytest
 

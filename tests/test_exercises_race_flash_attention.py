@@ -1,5 +1,6 @@
-"""Lesson 08's race (gpulab.exercises.race, its lesson-08 block): without a GPU the recorded headline point of
-gpulab's forward and SDPA's; under the test clock the learner's flash forward checked, then timed."""
+"""The race of the flash-attention forward (lesson 08) and backward (08b) (gpulab.exercises.race): without a GPU
+the recorded headline point of gpulab's kernel and SDPA's; under the test clock the learner's kernel checked,
+then timed, and a kernel wrong only on the race's inputs flagged."""
 
 import pytest
 

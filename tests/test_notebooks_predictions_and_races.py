@@ -1,6 +1,6 @@
-"""Lessons 05 to 07b keep the learner in the loop and stay short (issue 25): at least two predictions a lesson,
-each revealed by a later cell that passes the learner's number to ``reveal``; after each kernel exercise of 05,
-06 and 07 a race of the learner's kernel (their prose words: tests/test_notebook_hygiene.py)."""
+"""Lessons 05 to 07b keep the learner in the loop: at least two predictions a lesson, each revealed by a later cell
+that passes the learner's number to ``reveal``; after each kernel exercise of 05, 06 and 07 a race of the learner's
+kernel (their prose words: tests/test_notebook_hygiene.py)."""
 
 import json
 import re
