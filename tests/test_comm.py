@@ -62,6 +62,12 @@ def test_fit_recovers_alpha_and_beta():
         comm.fit_alpha_beta([1e3], [1.0])
 
 
+@pytest.mark.parametrize("times", [[1e-3, 1e-3, 1e-3], [3e-3, 2e-3, 1e-3]], ids=["flat", "falling"])
+def test_fit_refuses_times_that_do_not_grow_with_the_size(times):
+    with pytest.raises(ValueError, match="does not grow with n_bytes"):
+        comm.fit_alpha_beta([1e3, 1e5, 1e7], times, "all_reduce", 4)
+
+
 def test_links_ridge_points():
     rows = {r["link"]: r for r in comm.link_rows()}
     assert rows["PCIe 5.0 x16"]["link_ridge"] == pytest.approx(989.5e12 / 63e9)

@@ -57,3 +57,12 @@ def test_zero_and_tensor_parallel_explorers():
         for end in (w.min, w.max):
             w.value = end
             check_figure(e.fig, f"{type(e).__name__} at {end}")
+
+
+def test_collective_explorer_without_a_fit_says_so():
+    data = _data()
+    for r in data["rows"]:
+        r["t_s"] = 1e-3  # times that do not grow with the size: comm.fit_alpha_beta refuses them
+    e = fig10.CollectiveExplorer(data)
+    assert e.fit is None and "no α-β fit" in e.fig.layout.annotations[0].text
+    assert e.alpha.value == pytest.approx(10.0) and e.beta.value == pytest.approx(10.0)

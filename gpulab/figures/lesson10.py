@@ -49,15 +49,18 @@ class CollectiveExplorer:
     """Measured collective times against message size (``rows`` of ``bench.lesson10.collectives``) and the ring
     model t = steps · α + bytes_per_rank / β drawn over them; sliders for p, α (µs) and β (GB/s), starting at
     the least-squares fit of the all-reduce at the first p measured. ``.widget``; ``.fig``; ``.fit``: (α s,
-    β B/s). ``multi_gpu``: the NCCL record on several GPUs, or None (the figure says none exists)."""
+    β B/s), or None where the times do not grow with the size (``comm.fit_alpha_beta`` refuses them; the figure
+    says so). ``multi_gpu``: the NCCL record on several GPUs, or None (the figure says none exists)."""
 
     def __init__(self, data: dict, multi_gpu: dict | None = None):
         self.rows, self.where = data["rows"], data["where"]
         ps = sorted({r["p"] for r in self.rows})
         ar = [r for r in self.rows if r["collective"] == "all_reduce" and r["p"] == ps[0]]
-        self.fit = comm.fit_alpha_beta([r["n_bytes"] for r in ar], [r["t_s"] for r in ar], "all_reduce", ps[0])
-        a_us = min(max(self.fit[0] * 1e6, 1.0), 1e4)
-        b_gbps = min(max(self.fit[1] / 1e9, 0.01), 1000.0)
+        try:
+            self.fit = comm.fit_alpha_beta([r["n_bytes"] for r in ar], [r["t_s"] for r in ar], "all_reduce", ps[0])
+            a_us, b_gbps, unfit = min(max(self.fit[0] * 1e6, 1.0), 1e4), min(max(self.fit[1] / 1e9, 0.01), 1e3), ""
+        except ValueError as e:  # times that do not grow with the size: the sliders start at 10 µs and 10 GB/s
+            self.fit, a_us, b_gbps, unfit = None, 10.0, 10.0, f"; no α-β fit: {str(e).split(':')[0]}"
         self.p = widgets.slider(W.IntSlider, value=ps[0], min=2, max=8, description="p (ranks)")
         self.alpha = widgets.slider(W.FloatLogSlider, value=a_us, base=10, min=0, max=4, description="α (µs)")
         self.beta = widgets.slider(W.FloatLogSlider, value=b_gbps, base=10, min=-2, max=3, description="β (GB/s)")
@@ -67,7 +70,7 @@ class CollectiveExplorer:
             fig.add_scatter(x=[], y=[], mode="markers", name=f"{c} measured", marker_color=COLL_COLORS[c])
             fig.add_scatter(x=[], y=[], mode="lines", name=f"{c} model", line=dict(color=COLL_COLORS[c], dash="dot"))
         _log_layout(fig, "", "message size S (bytes)", "time per call (s)")
-        note = NO_MULTI_GPU if multi_gpu is None else f"NCCL recorded: {multi_gpu.get('where', '')}"
+        note = (NO_MULTI_GPU if multi_gpu is None else f"NCCL recorded: {multi_gpu.get('where', '')}") + unfit
         fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=1.0, showarrow=False, font_size=11)
         self._change()(fig)
         self.live = widgets.LiveFigure(fig)

@@ -110,7 +110,8 @@ def busbw(collective: str, p, n_bytes, t_s) -> float:
 def fit_alpha_beta(n_bytes, t_s, collective: str = "all_reduce", p: int = 2) -> tuple[float, float]:
     """(α in s, β in bytes/s) of the least-squares line t = steps · α + bytes_per_rank / β through measured
     points (sequences of equal length >= 2, sizes not all equal). α is clipped at 0 (a fit through noise
-    can cross below it). Raises ValueError on too few points or one size."""
+    can cross below it). Raises ValueError on too few points, one size, or times that do not grow with the size
+    (a slope of 0 or below: no finite bandwidth explains them)."""
     if len(n_bytes) != len(t_s) or len(n_bytes) < 2:
         raise ValueError(f"n_bytes and t_s must be sequences of one length >= 2, got {len(n_bytes)} and {len(t_s)}")
     steps = max(ring_steps(collective, p), 1)
@@ -121,8 +122,14 @@ def fit_alpha_beta(n_bytes, t_s, collective: str = "all_reduce", p: int = 2) -> 
     if sxx == 0:
         raise ValueError("n_bytes must hold at least two different sizes")
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    if not slope > 0:
+        raise ValueError(
+            f"t_s does not grow with n_bytes (the least-squares slope is {slope:.3g} s per byte): no bandwidth "
+            "explains such times; measure sizes far enough apart that the larger take longer (the byte term "
+            "above the noise of the per-message cost α)"
+        )
     intercept = my - slope * mx
-    return max(intercept, 0.0) / steps, 1.0 / slope if slope > 0 else math.inf
+    return max(intercept, 0.0) / steps, 1.0 / slope
 
 
 # ---- links between memories ------------------------------------------------------------------------------
