@@ -1,5 +1,5 @@
 """The models at the edges of their inputs: huge sizes return at once and exactly, sizes that fit nothing say so,
-and bad arguments are named (the hostile sweep of issue 22)."""
+and bad arguments are named."""
 
 from __future__ import annotations
 

@@ -120,7 +120,7 @@ def _transpose_a_stride(a_ptr, b_ptr, M, N, BLOCK: tl.constexpr):
 
 def test_a_store_with_as_row_stride_is_named_not_told_to_mask():
     """Masked, yet its stores land past the end of out (N > M) or on the wrong elements (N < M): the checker
-    says which stride is wrong, never "mask the store" (issue 25, item 1)."""
+    says which stride is wrong, never "mask the store"."""
 
     def transpose_(a, out):
         M, N = a.shape
@@ -162,7 +162,7 @@ def transpose_load_stride(stride):
 )
 def test_a_load_with_outs_row_stride_is_named_not_told_to_mask(stride):
     """Masked, yet its loads run past the end of a (M > N) or leave elements of a unread (M < N): the checker
-    says the load's row stride is wrong, never "mask the load" or "never loaded" (issue 25, item 1)."""
+    says the load's row stride is wrong, never "mask the load" or "never loaded"."""
     rep = ex06.check_transpose(transpose_load_stride(stride))
     text = str(rep)
     assert not rep.ok and "the load steps from one row of a to the next by M, out's row length" in text, text

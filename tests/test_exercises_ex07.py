@@ -330,7 +330,7 @@ def _wave_by_wave(a, b, programs, out):
 
 def test_persistent_matmul_a_non_persistent_launcher_is_named():
     """Every grid is the prescribed (programs,) and every value right, yet the tiles are covered in several
-    launches: the checker counts the launches (issue 25, item 1)."""
+    launches: the checker counts the launches and names the non-persistent launcher."""
     rep = L.check_persistent_matmul(_wave_by_wave)
     assert not rep.ok and "launched" in str(rep) and "one launch per wave" in str(rep), str(rep)
     assert "values differ" not in str(rep) and "grid" not in str(rep).split("persistent kernel is")[0]

@@ -1,6 +1,6 @@
 """Every notebook cell has an id (nbformat 4.5: without one nbformat warns and JupyterLab rewrites the file on
 save), and nbval's markers live in cell tags, out of the learner's code (tools/sync_links.py ``tidy`` writes
-both; issue 23, item 6)."""
+both)."""
 
 import copy
 import json
@@ -116,10 +116,9 @@ def test_tidy_moves_every_marker_to_its_tag_and_gives_stable_unique_ids():
     assert again == nb, "tidy leaves a tidy notebook as it is"
 
 
-# Lesson 00 split in two to stay within about 2,000 prose words each, with the learner writing early (issue 24,
-# item 5): prose words are the markdown cells' words, HTML tags left out (every lesson's limit:
-# test_every_lesson_stays_within_its_prose_words); a learner's cell is a code cell with a "# your" stub (a number
-# to predict, a function to write).
+# Lesson 00 split in two to stay within about 2,000 prose words each, with the learner writing early: prose words
+# are the markdown cells' words, HTML tags left out (every lesson's limit: test_every_lesson_stays_within_its_prose_words);
+# a learner's cell is a code cell with a "# your" stub (a number to predict, a function to write).
 LESSON00 = ["00_the_machine", "00b_first_kernel"]
 PROSE_WORDS_MAX, WORDS_BEFORE_LEARNER_MAX = 2050, 600
 
@@ -140,7 +139,7 @@ def test_lesson00_stays_short_and_the_learner_writes_early(stem):
 
 @pytest.mark.parametrize("stem", ["08_flash_attention", "08b_flash_backward"])
 def test_lesson08_asks_for_two_predictions_each_revealed(stem):
-    """Lesson 08 split in two (issue 25, item 4), each with two predictions (its prose words: the test below)."""
+    """Lesson 08 split in two, each with two predictions (its prose words: the test below)."""
     cells = _load(ROOT / "notebooks" / f"{stem}.ipynb")["cells"]
     stubs = [c for c in cells if c["cell_type"] == "code" and "= None  # your number" in _src(c)]
     reveals = [c for c in cells if c["cell_type"] == "code" and "reveal(my_guess" in _src(c)]
@@ -149,7 +148,7 @@ def test_lesson08_asks_for_two_predictions_each_revealed(stem):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_lesson_stays_within_its_prose_words(path):
-    """Every lesson within about 2,000 prose words (issues 22 and 24, item 5): a longer one is cut or split."""
+    """Every lesson within about 2,000 prose words: a longer one is cut or split."""
     total = sum(map(_prose_words, _load(path)["cells"]))
     assert total <= PROSE_WORDS_MAX, f"{path.stem}: {total} prose words, more than {PROSE_WORDS_MAX}: split or cut"
 

@@ -267,7 +267,7 @@ def test_report_and_model_rows():
 
 def test_exercise_checkers():
     """Lesson 06's counting exercises ask what no printed function answers: the sectors of a tile load and the
-    sector model of a tiled transpose (issue 25); the solutions agree with the package's request count."""
+    sector model of a tiled transpose; the solutions agree with the package's request count."""
     assert ex.check_tile_sectors(ex.check_tile_sectors.solution).ok
     one_per_element = ex.check_tile_sectors(lambda r, c, s, rb: r * c)
     assert not one_per_element.ok and "count distinct sectors" in str(one_per_element)
