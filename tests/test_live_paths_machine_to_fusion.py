@@ -1,6 +1,7 @@
-"""The GPU-only paths of lessons 00-04 (their suites' ``run``, the roofline points, the device profile, and the
-functions the notebooks' live cells call) run on the CPU under the test clock at their smallest sizes: the record
-has the recorded one's keys, says it is fake, and can reach neither the profile cache nor a reference file."""
+"""The GPU-only paths of lessons 00 (the machine) to 04 (fusion): their suites' ``run``, the roofline points, the
+device profile, and the functions the notebooks' live cells call, run on the CPU under the test clock at their
+smallest sizes: the record has the recorded one's keys, says it is fake, and can reach neither the profile cache
+nor a reference file."""
 
 import inspect
 import json

@@ -1,8 +1,9 @@
-"""Every suite of lessons 05-09 runs its GPU-only ``run()`` on the CPU under the labelled test clock
-(``gpulab.core.timing.test_clock``), kernels in the interpreter, at its smallest sizes: the record has the keys the
-notebooks, reports and figures read, says it is fake, holds the clock's times and finite numbers, and the
-figures build from it. Each notebook's live cell is ``live.measure_or_recall(KEY, lambda: run(**LIVE))``: the
-same call, so these tests run the code the notebooks run live."""
+"""Every suite of lessons 05 (recomputation) to 09 (the builder test) runs its GPU-only ``run()`` on the CPU under the
+labelled test clock (``gpulab.core.timing.test_clock``), kernels in the interpreter, at its smallest sizes: the
+record has the keys the notebooks, reports and figures read, says it is fake, holds the clock's times and finite
+numbers, and the figures build from it. Each notebook's live cell is
+``live.measure_or_recall(KEY, lambda: run(**LIVE))``: the same call, so these tests run the code the notebooks run
+live."""
 
 import inspect
 import json
