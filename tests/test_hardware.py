@@ -58,6 +58,18 @@ def test_known_values_and_lookup_by_torch_name():
         hardware.get(None)
 
 
+def test_a_model_whose_name_adds_a_word_is_not_the_tables():
+    for other in ["NVIDIA GeForce RTX 4090 D", "NVIDIA GeForce RTX 4090 D GPU", "NVIDIA H100 SUPER", "NVIDIA A100 Ti"]:
+        with pytest.raises(KeyError, match="another model than the table's"):
+            hardware.get(other)
+        assert hardware.find(other) is None
+    # words that describe the board or its memory keep the model
+    assert hardware.get("NVIDIA GeForce RTX 4090").name == "RTX 4090"
+    assert hardware.get("NVIDIA H100 80GB HBM3").name == "H100 SXM"
+    assert hardware.get("NVIDIA H100 Tensor Core GPU").name == "H100 SXM"
+    assert hardware.get("rtx 4090").name == "RTX 4090" and hardware.get("A100-SXM4-80GB").name == "A100 80GB SXM"
+
+
 def test_peak_errors():
     with pytest.raises(LookupError, match="no fp8"):
         hardware.get("A100 40GB SXM").peak("fp8")

@@ -237,29 +237,52 @@ ACCEPTED_NAMES = tuple(dict.fromkeys([*GPUS, *(needle for needle, _ in _ALIASES)
 
 # Variants that share a base name with a table entry but not its numbers: refuse rather than guess.
 _OTHER_VARIANTS = ("NVL", "Laptop", "MIG", "Max-Q", "Mobile")
+#: Words that may follow a model's name in the name torch reports without making it another model (board, form
+#: factor, memory: "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"). Any other word of letters alone after the model
+#: ("RTX 4090 D", "RTX 4080 SUPER", "RTX 3090 Ti") names another model, with other numbers.
+_DESCRIPTORS = ("GPU", "PCIe", "SXM", "HBM", "Tensor", "Core", "Graphics")
+
+
+def _next_word(name: str, end: int) -> str:
+    """The word of ``name`` after position ``end`` (separated by spaces or hyphens), or ""."""
+    m = re.match(r"[\s-]+([^\s-]+)", name[end:])
+    return m.group(1) if m else ""
 
 
 def get(name: str) -> GPUSpec:
     """Look up a GPU by table name (``"H200"``, any case) or by the name torch reports (``"NVIDIA H200"``).
 
-    Short names (``ACCEPTED_NAMES``: ``"A100"``, ``"H100"``, ``"V100"``) name the table's SXM board. Raises
+    A table name or a short name matched whole comes first; then the short names (``ACCEPTED_NAMES``: ``"A100"``,
+    ``"H100"``, ``"V100"``, which name the table's SXM board) as whole words inside the name, where the word after
+    the model, if any, holds a digit ("80GB", "SXM4") or describes the board (``_DESCRIPTORS``). Raises
     ``TypeError`` if ``name`` is not a string and ``KeyError`` listing ``ACCEPTED_NAMES`` when nothing matches,
-    including variants with other numbers (NVL, laptop, MIG slices, a PCIe board of an SXM entry: A100 or V100 PCIe).
+    including variants with other numbers (NVL, laptop, MIG slices, a PCIe board of an SXM entry: A100 or V100 PCIe;
+    a model whose name adds a word to the table's: RTX 4090 D, RTX 3090 Ti).
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a GPU name string, got {type(name).__name__}")
+    typed = name.strip().lower()
     for key in GPUS:
-        if key.lower() == name.strip().lower():
+        if key.lower() == typed:
+            return GPUS[key]
+    for needle, key in _ALIASES:
+        if needle.lower() == typed:
             return GPUS[key]
     variant = any(re.search(rf"\b{v}\b", name, flags=re.IGNORECASE) for v in _OTHER_VARIANTS)
     pcie = re.search(r"PCIe", name, flags=re.IGNORECASE) is not None
+    other = ""
     if not variant:
         for needle, key in _ALIASES:
-            if re.search(rf"(^|[\s-]){re.escape(needle)}($|[\s-])", name, flags=re.IGNORECASE):
+            m = re.search(rf"(^|[\s-]){re.escape(needle)}($|[\s-])", name, flags=re.IGNORECASE)
+            if m:
+                word = _next_word(name, m.end() - len(m.group(2)))
+                if word.isalpha() and word.lower() not in {d.lower() for d in _DESCRIPTORS}:
+                    other = f" ({needle} {word} is another model than the table's {key}, with other numbers)"
+                    break
                 if pcie and "PCIe" not in key:
                     break  # a PCIe board of a GPU whose entry is the SXM one: other numbers
                 return GPUS[key]
-    raise KeyError(f"unknown GPU {name!r}; accepted names (any case): {', '.join(ACCEPTED_NAMES)}")
+    raise KeyError(f"unknown GPU {name!r}{other}; accepted names (any case): {', '.join(ACCEPTED_NAMES)}")
 
 
 def find(name: str) -> GPUSpec | None:
