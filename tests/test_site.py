@@ -154,9 +154,19 @@ def test_title_is_the_first_heading():
         (".1%", 0.123, "12.3%"),
         (".2e", 12345.0, "1.23e+4"),
         ("~g", 100.0, "100"),
+        (".0g", 1234.5678, "1e+3"),  # d3 clamps a precision of 0 to 1 significant digit
+        (".0~g", 0.000123, "0.0001"),
+        (".0r", 1234.5678, "1000"),
+        (".4r", 1e12, "1000000000000"),  # r: significant digits, never an exponent
+        (".3", 0.5, "0.5"),  # no type is ~g
+        ("", 0.1 + 0.2, "0.3"),
+        (".0f", 2.5, "3"),  # a tie rounds away from zero, as JavaScript's toFixed does
+        (".1f", -0.25, "\u22120.3"),
+        (".2f", -0.0004, "0.00"),  # a negative value that rounds to zero has no sign
     ],
 )
 def test_d3_format_writes_what_the_slider_readout_shows(spec, value, shown):
+    """Each expected value is what d3-format 3.1 writes (``format(spec)(value)`` in node)."""
     assert build_site.d3_format(spec, value) == shown
 
 

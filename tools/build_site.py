@@ -23,6 +23,7 @@ that is not a directory (a file of that name) is refused with exit 2, before any
 from __future__ import annotations
 
 import argparse
+import decimal
 import html
 import math
 import os
@@ -62,43 +63,75 @@ CONTROLS_NOTE = (
 DEFAULT_READOUT = {"FloatSliderModel": ".2f", "FloatLogSliderModel": ".3g", "FloatRangeSliderModel": ".2f"}
 
 
+def _js(x: float, spec: str) -> str:
+    """``x`` formatted by ``spec`` (``.3f``, ``.2e``) as JavaScript rounds: a tie goes away from zero (toFixed,
+    toPrecision and toExponential pick the larger integer), on the exact binary value."""
+    with decimal.localcontext(rounding=decimal.ROUND_HALF_UP):
+        return format(decimal.Decimal(x), spec)
+
+
 def _js_precision(x: float, p: int) -> str:
     """JavaScript's ``x.toPrecision(p)``: fixed notation unless the exponent is below -6 or at least p."""
     if x == 0 or not math.isfinite(x):
         return f"{x:.{max(p - 1, 0)}f}"
-    e = int(f"{x:.{p - 1}e}".split("e")[1])  # the exponent after rounding to p digits
+    e = int(_js(x, f".{p - 1}e").split("e")[1])  # the exponent after rounding to p digits
     if e < -6 or e >= p:
         return _js_exponential(x, p - 1)
-    return f"{x:.{max(p - 1 - e, 0)}f}"
+    return _js(x, f".{max(p - 1 - e, 0)}f")
 
 
 def _js_exponential(x: float, p: int) -> str:
     """JavaScript's ``x.toExponential(p)``: the exponent without leading zeros (1.00e+12, 2.5e-7)."""
-    mantissa, exp = f"{x:.{p}e}".split("e")
-    return f"{mantissa}e{exp[0]}{int(exp[1:])}"
+    if not math.isfinite(x):
+        return str(x)
+    mantissa, exp = _js(x, f".{p}e").split("e")
+    return f"{mantissa}e{exp[0] if exp[0] in '+-' else '+'}{int(exp.lstrip('+-'))}"
+
+
+def _rounded(x: float, p: int) -> str:
+    """d3-format's type r: ``x`` rounded to ``p`` significant digits, in decimal notation (never an exponent)."""
+    if x == 0:
+        return "0"  # at any precision, as d3 writes it
+    mantissa, exp = _js(abs(x), f".{p - 1}e").split("e")
+    digits, e = mantissa.replace(".", ""), int(exp)
+    if e < 0:
+        text = "0." + "0" * (-e - 1) + digits
+    elif len(digits) > e + 1:
+        text = digits[: e + 1] + "." + digits[e + 1 :]
+    else:
+        text = digits + "0" * (e + 1 - len(digits))
+    return ("-" if x < 0 else "") + text
 
 
 def d3_format(spec: str, value) -> str:
     """``value`` as d3-format's ``format(spec)`` writes it, as a slider's readout does, for the specs sliders use:
-    ``[,][.precision][~][type]`` with type d, f, e, g, r, % or none. Any other spec gives ``str(value)``."""
+    ``[,][.precision][~][type]`` with type d, f, e, g, r, % or none. Any other spec gives ``str(value)``. As d3
+    does, a precision is clamped to 1-21 significant digits for g, r and no type (``.0g`` is ``.1g``) and to 0-20
+    decimals for the others, no type is ``~g`` (12 digits where no precision is given), and a tie rounds away from
+    zero."""
     m = re.fullmatch(r"(,)?(?:\.(\d+))?(~)?([defgr%]?)", spec or "")
     if m is None or isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
-    comma, precision, trim, kind = m.groups()
+    comma, digits, trim, kind = m.groups()
+    significant = kind in ("g", "r", "")
+    if digits is None:
+        p = 12 if kind == "" else 6
+    else:
+        p = max(1, min(21, int(digits))) if significant else min(20, int(digits))
     x = float(value)
     if kind == "d":
-        text = str(round(x))
+        text = _js(x, ".0f") if math.isfinite(x) else str(x)
     elif kind == "f":
-        text = f"{x:.{int(precision or 6)}f}"
+        text = _js(x, f".{p}f") if math.isfinite(x) else str(x)
     elif kind == "%":
-        text = f"{x * 100:.{int(precision or 6)}f}"
+        text = _js(x * 100, f".{p}f") if math.isfinite(x) else str(x)
     elif kind == "e":
-        text = _js_exponential(x, int(precision or 6))
-    elif kind in ("g", "r") or precision:
-        text = _js_precision(x, int(precision or 6))
-    else:  # no type and no precision: the shortest form that round-trips, 12 significant digits at most
-        text = _js_precision(x, 12)
-        trim = True
+        text = _js_exponential(x, p)
+    elif kind == "r":
+        text = _rounded(x, p) if math.isfinite(x) else str(x)
+    else:  # g, or no type: ~g
+        text = _js_precision(x, p)
+        trim = trim or kind == ""
     if trim and kind not in ("d",):
         mantissa, sep, exp = text.partition("e")
         if "." in mantissa:
@@ -112,6 +145,8 @@ def d3_format(spec: str, value) -> str:
             text = sign + f"{int(digits):,}" + dot + tail
     if kind == "%":
         text += "%"
+    if text.startswith("-") and not re.search(r"[1-9]", text.partition("e")[0]):
+        text = text[1:]  # a negative value that rounds to zero is written without its sign
     return text.replace("-", "\u2212", 1) if text.startswith("-") else text  # d3 writes a minus sign, not a hyphen
 
 
