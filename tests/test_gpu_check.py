@@ -821,6 +821,31 @@ def test_suites_part_runs_each_headline_and_records_what_it_did_not_reach(three)
     assert p["items"]["lesson05"]["steps"] == "--steps ways" and p["items"]["ceilings"]["steps"] == "all"
 
 
+def test_a_part_keeps_its_results_when_the_stamp_is_not_json(three, capsys):
+    """A stamp that stopped being JSON while a part ran (a hand edit, a copy cut short) is set aside and a new
+    stamp holds the part's results; status and plan name the unreadable file instead of a traceback."""
+    path = gc.stamp_path("h200", three)
+    m = FakeMachine({"ceilings": (5, []), "lesson04": (5, []), "lesson05": (5, [])})
+
+    def corrupting(cmd, env, timeout_s, log):
+        path.write_text('{"schema": 2, "parts": {')  # cut short
+        return m(cmd, env, timeout_s, log)
+
+    ctx = _ctx(three, m, suite_jobs=1)
+    ctx.runner = corrupting
+    s = gc.run_part("suites", ctx)
+    assert sorted(s["parts"]["suites"]["items"]) == ["ceilings", "lesson04", "lesson05"]
+    assert gc.load_stamp(path) == s
+    assert path.with_name(path.name + ".unreadable").read_text() == '{"schema": 2, "parts": {'
+    assert "is not JSON" in capsys.readouterr().out
+    path.write_text("[1, 2]")
+    assert gc.main(["status"], root=three) == 2
+    assert f"error: {path} must hold a JSON object, got list" in capsys.readouterr().err
+    path.write_text("nope")
+    assert gc.main(["plan"], root=three) == 2
+    assert f"error: {path} is not JSON" in capsys.readouterr().err
+
+
 class FakePytest:
     """One pytest run of the tests part: writes the collected ids ($GPU_CHECK_COLLECTED) and a junit xml with
     ``cases`` (file -> [(name, kind)]) of those files the command names; ``unreported`` files are collected but
@@ -924,6 +949,10 @@ def test_parts_refuse_without_a_gpu(capsys):
     with pytest.raises(SystemExit):
         gc.main(["notebooks", "--budget", "-3"])
     assert "--budget must be > 0" in capsys.readouterr().err
+    for text in ("nan", "inf", "-inf"):
+        with pytest.raises(SystemExit):
+            gc.main(["proof", f"--budget={text}"])
+        assert f"--budget must be a finite number, got '{text}'" in capsys.readouterr().err
 
 
 def test_run_command_stops_a_child_at_its_limit(tmp_path, monkeypatch):

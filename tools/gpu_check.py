@@ -79,6 +79,7 @@ import fnmatch
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import platform
 import re
@@ -476,9 +477,16 @@ def upgrade(data: dict) -> dict:
 
 
 def load_stamp(path: Path) -> dict | None:
+    """The stamp at ``path`` (schema 1 upgraded), None where there is none. GPUCheckError naming the file when it is
+    not a JSON object or of a schema this tool does not read."""
     if not path.exists():
         return None
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise GPUCheckError(f"{path} is not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise GPUCheckError(f"{path} must hold a JSON object, got {type(data).__name__}")
     if data.get("schema") not in READ_SCHEMAS:
         raise GPUCheckError(f"{path}: schema {data.get('schema')!r}, this tool reads schemas {READ_SCHEMAS}")
     return upgrade(data) if data["schema"] == 1 else data
@@ -1102,9 +1110,14 @@ def run_part(part: str, ctx: Context) -> dict:
     # parts may run at once (proof): each reads, merges and writes under one lock
     with open(Path(tempfile.gettempdir()) / f"{path.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        new = merge(
-            load_stamp(path), part, result, gpu=ctx.gpu, slug=ctx.slug, versions=ctx.versions, expected=tree.items(part)
-        )
+        try:
+            old = load_stamp(path)
+        except GPUCheckError as e:  # the part's results are kept in a new stamp; the unreadable file is set aside
+            aside = path.with_name(path.name + ".unreadable")
+            os.replace(path, aside)
+            print(f"gpu-check: {e}; moved to {aside.name}, a new stamp holds this part's results", flush=True)
+            old = None
+        new = merge(old, part, result, gpu=ctx.gpu, slug=ctx.slug, versions=ctx.versions, expected=tree.items(part))
         write_atomic(path, new)
         if ctx.out is not None:
             ctx.out.mkdir(parents=True, exist_ok=True)
@@ -1408,6 +1421,8 @@ def _positive(name: str, kind=float, zero_ok: bool = False):
             v = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"{name} must be a finite number, got {text!r}")
         if v < 0 or (v == 0 and not zero_ok):
             raise argparse.ArgumentTypeError(f"{name} must be {'>= 0' if zero_ok else '> 0'}, got {text!r}")
         return v
