@@ -98,3 +98,31 @@ def test_bad_answers_and_units_are_refused():
         reveal(None)  # an empty guess still needs something to reveal
     with pytest.raises(TypeError, match="unit must be a string"):
         reveal(1.0, model=1.0, unit=None)
+
+
+@pytest.mark.parametrize("mu", ["\u00b5", "\u03bc"], ids=["micro sign", "greek mu"])
+def test_microseconds_read_with_either_mu(mu):
+    assert reveal(f"120 {mu}s", model=100.0, unit="us").guess == pytest.approx(120)
+    assert reveal(f"120 {mu}s", model=0.1, unit="ms").guess == pytest.approx(0.12)
+    assert reveal("120 us", model=100.0, unit=f"{mu}s").guess == pytest.approx(120)  # the reveal's unit too
+
+
+def test_commas_group_thousands_and_nothing_else():
+    assert reveal("1,000", model=1.0).guess == 1000.0
+    assert reveal("12,345,678 us", model=1.0, unit="ms").guess == pytest.approx(12345.678)
+    assert reveal("1,000.5 GB", model=1.0, unit="GB").guess == 1000.5
+    with pytest.raises(ValueError, match="a comma may only group thousands"):
+        reveal("1,5", model=1.0, unit="ms")
+    with pytest.raises(ValueError, match="cannot convert '0'"):
+        reveal("1,0000", model=1.0, unit="ms")
+
+
+def test_guesses_at_the_ends_of_the_float_range_are_judged_or_refused_plainly():
+    tiny = reveal(5e-324, model=100.0, unit="us")  # the smallest float: guess / answer underflows to 0
+    assert tiny.verdict == "far" and "2.02e+325x too low" in str(tiny) and tiny.ratio == 0.0
+    huge = reveal(1e308, model=1e-10, unit="us")  # guess / answer overflows
+    assert huge.verdict == "far" and "1e+318x too high" in str(huge)
+    with pytest.raises(ValueError, match="my_guess must be a positive, finite number: an int of 401 digits"):
+        reveal(10**400, model=1.0)
+    with pytest.raises(ValueError, match="model must be a positive, finite number: an int of 401 digits"):
+        reveal(1.0, model=10**400)

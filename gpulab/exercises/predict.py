@@ -15,11 +15,13 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import unicodedata
 from dataclasses import dataclass
 
 #: Units a guess written as text ("120 us", "2 GB") may carry: unit -> (quantity, size in the quantity's base
 #: unit). "" and "x" are plain ratios, so "8%" converts to 0.08; bytes are decimal (GB = 1e9 B) beside the
-#: binary KiB, MiB, GiB; TB/s is 1e12 bytes per second.
+#: binary KiB, MiB, GiB; TB/s is 1e12 bytes per second. Microseconds are "us" or "µs", with either mu a keyboard
+#: gives (the micro sign U+00B5 or the Greek letter U+03BC).
 UNITS = {
     "s": ("time", 1.0),
     "ms": ("time", 1e-3),
@@ -44,11 +46,29 @@ UNITS = {
 }
 CLOSE = 1.25  # within this factor of the answer: "close"
 FAR = 2.0  # beyond this factor: "far off", with a one-line why
-_TEXT = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)\s*$")
+#: A number ("1000", "1,000", "2.5e3", ".5") and one word of unit after it; commas group thousands only.
+_TEXT = re.compile(r"^\s*([-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)\s*$")
 
 
 def _is_empty(guess) -> bool:
     return guess is None or guess is Ellipsis or (isinstance(guess, str) and not guess.strip())
+
+
+def _unit_key(unit: str) -> str:
+    """``unit`` as ``UNITS`` spells it: the Greek mu (U+03BC) and any compatibility form (NFKC) read as the micro
+    sign of "µs"."""
+    return unicodedata.normalize("NFKC", unit).replace("\u03bc", "\u00b5")
+
+
+def _as_float(name: str, v) -> float:
+    """``v`` (a real number) as a float; ValueError naming ``name`` for an int beyond a float's range."""
+    try:
+        return float(v)
+    except OverflowError:
+        raise ValueError(
+            f"{name} must be a positive, finite number: an int of {len(str(abs(int(v))))} digits is beyond a "
+            "float's range (about 1.8e308)"
+        ) from None
 
 
 def _convert(value: float, frm: str, to: str) -> float:
@@ -67,7 +87,12 @@ def _guess_value(guess, unit: str) -> float:
             raise ValueError(
                 f"my_guess must be a number (in {unit or 'the units asked'}), or text such as '2 GB'; got {guess!r}"
             )
-        value, given = float(m.group(1)), m.group(2)
+        value, given = float(m.group(1).replace(",", "")), _unit_key(m.group(2))
+        if given.startswith(","):
+            raise ValueError(
+                f"my_guess {guess!r}: a comma may only group thousands (1,000 or 12,345,678); write a decimal "
+                "point as '.' (1.5)"
+            )
         if given and given != unit:
             if given not in UNITS or unit not in UNITS:
                 known = ", ".join(UNITS)
@@ -79,7 +104,7 @@ def _guess_value(guess, unit: str) -> float:
     elif isinstance(guess, bool) or not isinstance(guess, numbers.Real):
         raise TypeError(f"my_guess must be a number in {unit or 'the units asked'} (or None), got {guess!r}")
     else:
-        value = float(guess)
+        value = _as_float("my_guess", guess)
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"my_guess must be a positive, finite number, got {guess!r}")
     return value
@@ -88,19 +113,37 @@ def _guess_value(guess, unit: str) -> float:
 def _answer(name: str, v):
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v > 0):
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
         raise ValueError(f"{name} must be a positive, finite number or None, got {v!r}")
-    return float(v)
+    f = _as_float(name, v)
+    if not (math.isfinite(f) and f > 0):
+        raise ValueError(f"{name} must be a positive, finite number or None, got {v!r}")
+    return f
 
 
-def _auto_why(factor: float) -> str:
-    """A why from the size of the miss alone: a power of 1000 is a unit, 8 is bits against bytes."""
-    for k, name in ((1e9, "1e9"), (1e6, "a million"), (1e3, "1000")):
-        if abs(math.log10(factor / k)) < 0.15:
+def _auto_why(log10_factor: float) -> str:
+    """A why from the size of the miss alone (``log10_factor``: log10 of how many times off, >= 0): a power of 1000
+    is a unit, 8 is bits against bytes."""
+    for k, name in ((9, "1e9"), (6, "a million"), (3, "1000")):
+        if abs(log10_factor - k) < 0.15:
             return f"a factor of about {name}: check the unit (s, ms, µs, ns; B, KB, MB, GB)"
-    if abs(math.log2(factor / 8)) < 0.2:
+    if abs(log10_factor / math.log10(2) - 3) < 0.2:
         return "a factor of about 8: bits against bytes?"
     return "compare your count with the model's, term by term"
+
+
+def _log10_ratio(a: float, b: float) -> float:
+    """log10(a / b) of positive finite floats, also where a / b would overflow or underflow (5e-324 / 1e300)."""
+    r = a / b
+    return math.log10(r) if 1e-300 < r < 1e300 else math.log10(a) - math.log10(b)
+
+
+def _times(log10_factor: float, digits: int = 3) -> str:
+    """10 ** log10_factor with ``digits`` significant digits, written "3.2e+325" beyond a float's range."""
+    if abs(log10_factor) < 300:
+        return f"{10**log10_factor:.{digits}g}"
+    e = math.floor(log10_factor)
+    return f"{10 ** (log10_factor - e):.{digits}g}e{e:+d}"
 
 
 @dataclass(frozen=True)
@@ -125,15 +168,23 @@ class Reveal:
 
     @property
     def ratio(self) -> float | None:
-        """guess / answer (None without a guess)."""
+        """guess / answer (None without a guess; 0.0 or inf where the quotient is beyond a float's range)."""
         return None if self.guess is None else self.guess / self.answer
+
+    def _factor(self) -> tuple[float, bool]:
+        """(how many times off, >= 1, or inf beyond a float's range; whether the guess is too high)."""
+        r = self.guess / self.answer
+        if 1e-300 < r < 1e300:
+            return max(r, 1 / r), r > 1
+        lr = _log10_ratio(self.guess, self.answer)
+        return 10 ** abs(lr) if abs(lr) < 308 else math.inf, lr > 0
 
     @property
     def verdict(self) -> str:
         """ "none", "close" (within ``CLOSE``), "off" or "far" (beyond ``FAR``)."""
-        if self.ratio is None:
+        if self.guess is None:
             return "none"
-        f = max(self.ratio, 1 / self.ratio)
+        f = self._factor()[0]
         return "close" if f <= CLOSE else ("off" if f <= FAR else "far")
 
     def _num(self, v: float) -> str:
@@ -142,7 +193,7 @@ class Reveal:
     def _vs(self, v: float, what: str) -> str:
         if self.guess is None:
             return ""
-        return f"  -> your guess is {self.guess / v:.3g}x the {what}"
+        return f"  -> your guess is {_times(_log10_ratio(self.guess, v))}x the {what}"
 
     def __str__(self) -> str:
         lines = []
@@ -160,17 +211,17 @@ class Reveal:
             where = f" ({self.where})" if self.where else ""
             lines.append(f"measured: {self._num(self.measured)}{where}{self._vs(self.measured, 'measurement')}")
         if self.guess is not None:
-            f = max(self.ratio, 1 / self.ratio)
-            side = "high" if self.ratio > 1 else "low"
+            lr = abs(_log10_ratio(self.guess, self.answer))
+            side = "high" if self._factor()[1] else "low"
             lines.append(
                 {
                     "close": f"close: within {CLOSE - 1:.0%}",
-                    "off": f"off by {f:.2g}x (too {side})",
-                    "far": f"far off: {f:.3g}x too {side}",
+                    "off": f"off by {self._factor()[0]:.2g}x (too {side})",
+                    "far": f"far off: {_times(lr, 3)}x too {side}",
                 }[self.verdict]
             )
             if self.verdict == "far":
-                lines.append(f"why: {self.why or _auto_why(f)}")
+                lines.append(f"why: {self.why or _auto_why(lr)}")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -193,6 +244,7 @@ def reveal(
     """
     if not isinstance(unit, str):
         raise TypeError(f"unit must be a string such as 'ms' or 'GB', got {unit!r}")
+    unit = _unit_key(unit)
     model, measured = _answer("model", model), _answer("measured", measured)
     if model is None and measured is None:
         raise ValueError("reveal needs an answer: model=, measured= or both")
