@@ -96,6 +96,55 @@ def sends_everything(x, group):
     return total
 
 
+def all_to_all(x, group):
+    """Reduce-scatter and all-gather as exchanges between every pair of ranks: each rank sends chunk k straight
+    to rank k, which sums its chunk, then sends its summed chunk straight to every rank. The ring's bytes, no
+    ring."""
+    p, r = group.size, group.rank
+    chunks = torch.tensor_split(x, p)
+    bufs = {k: torch.empty_like(chunks[r]) for k in range(p) if k != r}
+    reqs = [group.isend(chunks[k], k) for k in range(p) if k != r] + [group.irecv(b, k) for k, b in bufs.items()]
+    for q in reqs:
+        q.wait()
+    for b in bufs.values():
+        chunks[r].add_(b)
+    reqs = [group.isend(chunks[r], k) for k in range(p) if k != r] + [
+        group.irecv(chunks[k], k) for k in range(p) if k != r
+    ]
+    for q in reqs:
+        q.wait()
+    return x
+
+
+def direct_reduce_then_ring_gather(x, group):
+    """A new member of the class: the reduce-scatter sends each chunk straight to its owner (no ring), the
+    all-gather is the ring's. The ring's bytes and a right sum."""
+    p, r = group.size, group.rank
+    chunks = torch.tensor_split(x, p)
+    bufs = {k: torch.empty_like(chunks[r]) for k in range(p) if k != r}
+    reqs = [group.isend(chunks[k], k) for k in range(p) if k != r] + [group.irecv(b, k) for k, b in bufs.items()]
+    for q in reqs:
+        q.wait()
+    for b in bufs.values():
+        chunks[r].add_(b)
+    right, left = (r + 1) % p, (r - 1) % p
+    for s in range(p - 1):  # the ring's all-gather, starting from the chunk this rank owns
+        for q in (group.isend(chunks[(r - s) % p], right), group.irecv(chunks[(r - s - 1) % p], left)):
+            q.wait()
+    return x
+
+
+@pytest.mark.parametrize("fn", [all_to_all, direct_reduce_then_ring_gather], ids=["all-to-all", "direct-reduce"])
+def test_the_ring_bytes_without_a_ring_are_named(fn):
+    rep = _check(fn, (3, 4))
+    assert not rep.ok and len(rep.failures) == 2, str(rep)
+    for p, f in zip((3, 4), rep.failures):
+        assert f.startswith(f"p = {p}: not a ring: rank 0 sent to ranks ["), f
+        assert "sends only to the next, (r + 1) % p = 1" in f, f
+    # the sums and the bytes are right: only who sends to whom tells it from the ring
+    assert "wrong elements" not in str(rep) and "2(p-1)/p" not in str(rep), str(rep)
+
+
 def _check(fn, ps=ex10.PS):
     return ex10.check_ring_all_reduce(fn, ps=ps, timeout_s=SAFE_S)
 

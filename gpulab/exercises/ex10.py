@@ -3,7 +3,8 @@
 - ``check_ring_bytes``: count the bytes a rank sends in a ring collective (``gpulab.models.comm.bytes_per_rank``).
 - ``check_ring_all_reduce``: the learner's ring all-reduce from point-to-point sends and receives, run on
   p = 1, 2, 3, 4 processes of a gloo group (``gpulab.core.procs``) with n not divisible by p, against a float64
-  reference; the bytes each rank sent against the ring's 2(p-1)/p · n; the usual mistakes named (a deadlock
+  reference; the bytes each rank sent against the ring's 2(p-1)/p · n, and whom it sent to (its next rank only)
+  and received from (its previous rank only); the usual mistakes named (a deadlock
   from matching blocking sends, an off-by-one chunk, a missing final all-gather, a chunk added twice, a
   collective called instead of sends). It never hangs: each p runs under a time limit and every process is
   joined or ended.
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import random
 
 import torch
@@ -76,16 +78,24 @@ def _random(seed: int, p: int, n: int, rank: int) -> torch.Tensor:
 class Group:
     """What the learner's ``ring_all_reduce(x, group)`` talks through: ``rank``, ``size`` and point-to-point
     ``send``/``recv`` (blocking) and ``isend``/``irecv`` (returning a request with ``wait()``), thin wrappers
-    over ``torch.distributed`` that count the bytes this rank sends (``sent_bytes``)."""
+    over ``torch.distributed`` that count the bytes this rank sends (``sent_bytes``) and record whom it sends to
+    and receives from (``sent_to``, ``received_from``: the set of peer ranks)."""
 
     def __init__(self, rank: int, size: int):
         self.rank, self.size, self.sent_bytes, self._dist = rank, size, 0, dist
+        self.sent_to: set[int] = set()
+        self.received_from: set[int] = set()
+
+    def _peer(self, peer) -> int:
+        ok = isinstance(peer, numbers.Integral) and not isinstance(peer, bool)
+        if not ok or not 0 <= peer < self.size or peer == self.rank:
+            raise ValueError(f"rank {self.rank}: the peer must be another rank in [0, {self.size}), got {peer!r}")
+        return int(peer)
 
     def _count(self, t: torch.Tensor, peer: int) -> None:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"send a tensor, got {type(t).__name__}")
-        if not 0 <= peer < self.size or peer == self.rank:
-            raise ValueError(f"rank {self.rank}: the peer must be another rank in [0, {self.size}), got {peer}")
+        self.sent_to.add(self._peer(peer))
         self.sent_bytes += t.numel() * t.element_size()
 
     def send(self, t, dst):
@@ -93,6 +103,7 @@ class Group:
         self._dist.send(t.contiguous(), dst)
 
     def recv(self, t, src):
+        self.received_from.add(self._peer(src))
         self._dist.recv(t, src)
 
     def isend(self, t, dst):
@@ -100,6 +111,7 @@ class Group:
         return self._dist.isend(t.contiguous(), dst)
 
     def irecv(self, t, src):
+        self.received_from.add(self._peer(src))
         return self._dist.irecv(t, src)
 
 
@@ -131,7 +143,8 @@ def _rank_main(rank: int, p: int, fn, seed: int) -> list[dict]:
             raise TypeError(f"ring_all_reduce must return the summed tensor of shape {tuple(x.shape)}, "
                             f"got {_short(got)}")  # fmt: skip
         dist.barrier()  # the next case starts on every rank together
-        out.append(dict(kind=kind, n=x.numel(), got=got.double().tolist(), sent=c.sent_bytes, used=list(used)))
+        out.append(dict(kind=kind, n=x.numel(), got=got.double().tolist(), sent=c.sent_bytes, used=list(used),
+                        to=sorted(c.sent_to), frm=sorted(c.received_from)))  # fmt: skip
     return out
 
 
@@ -262,6 +275,24 @@ def _check_p(p: int, res: procs.GroupResult, seed: int, timeout_s: float) -> str
                 f"2(p-1)/p * n * 4 = {model:.0f} bytes a rank ({total:.0f} in all, at most {most} on one rank): "
                 "send one chunk of about n/p elements per step, 2(p - 1) steps"
             )
+    return _not_a_ring(p, cases)
+
+
+def _not_a_ring(p: int, cases) -> str | None:
+    """None when in every case each rank r sent only to r + 1 and received only from r - 1 (mod p): the ring's
+    links; else which rank talked to whom. The bytes alone cannot tell: an exchange between every pair of ranks
+    (each sends its chunk straight to the chunk's owner, then the owner's sum straight to every rank) moves the
+    ring's 2(p-1)/p * n bytes a rank."""
+    for per_rank in cases:
+        for r, c in enumerate(per_rank):
+            nxt, prev = (r + 1) % p, (r - 1) % p
+            if set(c["to"]) - {nxt} or set(c["frm"]) - {prev}:
+                return (
+                    f"p = {p}: not a ring: rank {r} sent to ranks {c['to']} and received from ranks {c['frm']}; in "
+                    f"a ring each rank sends only to the next, (r + 1) % p = {nxt}, and receives only from the "
+                    f"previous, (r - 1) % p = {prev}. An exchange between every pair of ranks moves the same bytes "
+                    "but needs a link between every pair; the ring needs only the links between neighbours"
+                )
     return None
 
 
@@ -270,7 +301,8 @@ def check_ring_all_reduce(fn, ps=PS, timeout_s: float = TIMEOUT_S) -> Report:
     tensor, ``group`` a ``Group`` (rank, size, send, recv, isend, irecv). Run on ``ps`` ranks (each p a fresh gloo
     group of forked processes, so ``fn`` may be defined in a notebook cell) on a tracer input and on seeded
     random inputs of ``sizes(p)``; compared with a float64 sum (tolerance: p float32 roundings); the bytes each
-    rank sent against 2(p-1)/p · n · 4. ``timeout_s``: the limit of each p; after a deadlock the larger p are
+    rank sent against 2(p-1)/p · n · 4; each rank's peers against the ring's (``_not_a_ring``: sends to r + 1 and
+    receives from r - 1 only). ``timeout_s``: the limit of each p; after a deadlock the larger p are
     not run. Every process is joined or ended, also on an exception or an interrupt."""
     seed = random.randrange(2**31)
     rep = Report("ring_all_reduce")
