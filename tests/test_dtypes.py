@@ -48,3 +48,37 @@ def _defined(name: str) -> list[str]:
 def test_one_home_for_itemsize_and_cdiv():
     assert _defined("itemsize") == ["gpulab/core/dtypes.py"]
     assert _defined("cdiv") == ["gpulab/models/waves.py"]
+
+
+def test_name_of_a_torch_dtype_is_the_tables_first_row_else_torchs_name():
+    assert [dtypes.name_of(d) for d in (torch.float64, torch.float32, torch.bfloat16, torch.float16)] == [
+        "fp64",
+        "fp32",  # not "tf32", which stores float32 too
+        "bf16",
+        "fp16",
+    ]
+    assert dtypes.name_of(torch.float8_e4m3fn) == "fp8"
+    assert dtypes.name_of(torch.int64) == "int64" and dtypes.name_of(torch.float8_e5m2) == "float8_e5m2"
+    for d in dtypes.TABLE.values():
+        assert dtypes.TABLE[dtypes.name_of(d.torch)].torch is d.torch
+    with pytest.raises(TypeError, match="torch dtype"):
+        dtypes.name_of("bf16")
+
+
+def _dtype_name_dicts() -> list[str]:
+    """Modules of gpulab holding a dict literal from torch dtypes to strings: a second table of names."""
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Dict)
+                and node.keys
+                and all(isinstance(k, ast.Attribute) and getattr(k.value, "id", None) == "torch" for k in node.keys)
+                and all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in node.values)
+            ):
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    return found
+
+
+def test_one_table_of_dtype_names():
+    assert _dtype_name_dicts() == [], "name a torch dtype with dtypes.name_of"

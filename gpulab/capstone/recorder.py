@@ -38,6 +38,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
+from ..core import dtypes
+
 aten = torch.ops.aten
 
 GROUPS = ("matmuls", "attention", "layer norm", "GELU", "softmax/cross-entropy", "optimizer", "copies/other")
@@ -82,7 +84,6 @@ _SOFTMAX = {
     aten.nll_loss2d_forward,
     aten.nll_loss2d_backward,
 }
-DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64"}
 
 
 _SPARSE_PARTS = {  # the dense tensors a sparse layout stores its data in (torch.sparse docs, "Sparse layouts")
@@ -289,12 +290,8 @@ class OpRecorder(TorchDispatchMode):
                 name=str(func),
                 phase=self.phase,
                 group=classify(packet, self.phase, self._module_group()),
-                inputs=tuple(
-                    (tuple(t.shape), DTYPE_NAMES.get(t.dtype, str(t.dtype).replace("torch.", ""))) for t in ins
-                ),
-                outputs=tuple(
-                    (tuple(t.shape), DTYPE_NAMES.get(t.dtype, str(t.dtype).replace("torch.", ""))) for t in outs
-                ),
+                inputs=tuple((tuple(t.shape), dtypes.name_of(t.dtype)) for t in ins),
+                outputs=tuple((tuple(t.shape), dtypes.name_of(t.dtype)) for t in outs),
                 flops=flops,
                 bytes_read=0 if no_bytes else sum(map(footprint, ins)),
                 bytes_written=0 if no_bytes else sum(map(footprint, outs)),

@@ -1,4 +1,5 @@
-"""The one dtype table: a short name, its torch dtype and its bytes per element; and ``upcast``.
+"""The one dtype table: a short name, its torch dtype and its bytes per element; ``name_of`` a torch dtype; and
+``upcast``.
 
 Names are the field's: "fp32", "tf32" (fp32 storage, TF32 tensor-core inputs), "bf16", "fp16", "fp8"
 (E4M3), "fp64". Every model, kernel, suite and tool looks names up here.
@@ -53,6 +54,19 @@ def lookup(name: str, *, allowed=None, arg: str = "dtype") -> DType:
 def torch_dtype(name: str, *, allowed=None, arg: str = "dtype") -> torch.dtype:
     """The torch dtype that stores ``name`` (``torch_dtype("bf16") is torch.bfloat16``)."""
     return lookup(name, allowed=allowed, arg=arg).torch
+
+
+#: Each torch dtype's name in the table, its first row (float32 is "fp32": "tf32" stores float32 too).
+_NAMES: dict[torch.dtype, str] = {d.torch: d.name for d in reversed(TABLE.values())}
+
+
+def name_of(dtype: torch.dtype) -> str:
+    """The table's name of a torch dtype (``name_of(torch.bfloat16) == "bf16"``, ``name_of(torch.float32) ==
+    "fp32"``); a dtype outside the table by torch's own name (``"int64"``). Raises TypeError for anything but a
+    torch dtype."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch dtype, got {type(dtype).__name__} {dtype!r}")
+    return _NAMES.get(dtype) or str(dtype).removeprefix("torch.")
 
 
 def itemsize(dtype, *, allowed=None, arg: str = "dtype") -> int:

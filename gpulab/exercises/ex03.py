@@ -11,6 +11,7 @@ import triton.language as tl
 
 import gpulab
 
+from ..core import dtypes
 from ..models import formats
 from . import Report, _short, close, ex03_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
@@ -156,7 +157,6 @@ RELU_CAST_PAIRS = (
     (torch.float32, torch.float16),
     (torch.float32, torch.bfloat16),
 )
-_SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 _BF16_NOTE = (
     "only cases with bf16 fail: compute in fp32 (x.to(tl.float32)) and cast on the store "
     "(y.to(out_ptr.dtype.element_ty)); Triton's interpreter mishandles bf16 values otherwise"
@@ -178,7 +178,7 @@ def check_relu_cast(fn) -> Report:
         lengths = sizes + [kernelcheck.LONG_N] * (din == dout == torch.float32)
         cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(din).to(gpulab.DEVICE)) for n in lengths]
         rep = check_kernel(
-            f"relu_cast {_SHORT[din]}->{_SHORT[dout]}",
+            f"relu_cast {dtypes.name_of(din)}->{dtypes.name_of(dout)}",
             fn,
             cases,
             out=lambda c, dout=dout: (c["x"].shape, dout),

@@ -9,6 +9,7 @@ import torch
 
 import gpulab
 
+from ..core import dtypes
 from . import MATH_FP32_ONLY, Report, _short, close, ex04_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
@@ -111,7 +112,6 @@ check_model_time_ms.solution = _model_time_ms_solution
 #: Largest |error| against float64 the fused kernel may have, per dtype: computed in fp32 and rounded once into
 #: the output's dtype, about one unit of the dtype at 1 (fp32: a few ulp of the fp32 sin, cos and squares).
 SINCOS_TOL = {torch.float32: 1e-6, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
-_SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 _BF16_NOTE = (
     "only bf16 cases fail: compute in fp32 (x.to(tl.float32)) and cast on the store "
     "(y.to(out_ptr.dtype.element_ty)); Triton's interpreter mishandles bf16 values otherwise"
@@ -171,7 +171,7 @@ def check_sincos_fused(fn) -> Report:
         lengths = sizes + [kernelcheck.LONG_N] * (dt == torch.float32)
         cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(dt).to(gpulab.DEVICE)) for n in lengths]
         rep = check_kernel(
-            f"sincos_fused {_SHORT[dt]}",
+            f"sincos_fused {dtypes.name_of(dt)}",
             fn,
             cases,
             out=lambda c: (c["x"].shape, c["x"].dtype),
@@ -382,7 +382,7 @@ def check_gated_residual(fn) -> Report:
             {k: torch.randn(n, dtype=torch.float64).to(dt).to(gpulab.DEVICE) for k in ("x", "g", "r")} for n in lengths
         ]
         rep = check_kernel(
-            f"gated_residual {_SHORT[dt]}",
+            f"gated_residual {dtypes.name_of(dt)}",
             fn,
             cases,
             out=lambda c: (c["x"].shape, c["x"].dtype),
