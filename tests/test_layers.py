@@ -1,7 +1,7 @@
 """The import graph of gpulab: a lower layer never imports a higher one, and no module imports itself back
 through others. Every import counts, at module level or inside a function (a lazy import is still an arrow).
 
-The folders are the layers, bottom up (docs/package.md lists the modules of each):
+The folders are the layers, bottom up (docs/package.md lists the modules of each, and a test below holds it to them):
 0 ``gpulab/core``: the mode and the switches, the GPU planned for (plan, with the hardware table it reads), the
   dtype table, validators, tolerances, the reference data, processes, and timing (time_ms, CUDA graphs: the
   autotuners of layer 2 time their candidates with it); ``gpulab/__init__.py`` picks the mode with them
@@ -19,6 +19,7 @@ solution (the kernels it times live in ``gpulab/kernels``).
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -35,6 +36,36 @@ def layer(mod: str) -> int:
     if parts == ["gpulab"]:
         return 0
     return LAYERS[parts[1]]
+
+
+PACKAGE_DOC = ROOT.parent / "docs" / "package.md"
+
+
+def documented() -> dict[str, tuple[int, set[str]]]:
+    """docs/package.md's sections ``## `gpulab/<folder>/` (layer N)``: folder -> (N, the ``x.py`` its table names)."""
+    out = {}
+    for section in PACKAGE_DOC.read_text().split("\n## ")[1:]:
+        head, _, body = section.partition("\n")
+        m = re.fullmatch(r"`gpulab/(\w+)/` \(layer (\d)\)", head.strip())
+        if m:
+            out[m[1]] = (int(m[2]), set(re.findall(r"`(\w+\.py)`", body)))
+    return out
+
+
+def test_docs_package_lists_every_module_under_its_folder_and_layer():
+    doc = documented()
+    assert sorted(doc) == sorted(LAYERS), (
+        f"docs/package.md has sections for {sorted(doc)}, the layers are {sorted(LAYERS)}"
+    )
+    for folder, (n, names) in doc.items():
+        assert n == LAYERS[folder], (
+            f"docs/package.md puts gpulab/{folder} in layer {n}, tests/test_layers.py in {LAYERS[folder]}"
+        )
+        files = {p.name for p in (ROOT / folder).glob("*.py")} - {"__init__.py"}
+        assert names == files, (
+            f"docs/package.md's gpulab/{folder} table: no row for {sorted(files - names)}; "
+            f"rows for no module {sorted(names - files)}"
+        )
 
 
 def test_every_module_lies_in_a_layers_folder():
