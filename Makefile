@@ -14,17 +14,23 @@ PYTEST_NOTEBOOKS := $(VPY) -m pytest --nbval-lax notebooks/
 # every notebook again, choosing as a Colab T4 would (fp16 for bf16, pointer loads, small tiles, 16 GB sizes)
 PYTEST_NOTEBOOKS_T4 := GPULAB_AS_GPU=T4 $(PYTEST_NOTEBOOKS)
 
-# Jupyter refuses to start as root without --allow-root; localhost only, token auth kept. Warnings and errors only,
-# so the last lines `make lab` prints are the URL with its token.
-LAB_ARGS := --ServerApp.ip=127.0.0.1 --ServerApp.log_level=WARN $(if $(filter 0,$(shell id -u)),--allow-root)
+# `make lab` opens JupyterLab on my-notebooks/, the learner's copy of notebooks/ (git-ignored, made on first use, never
+# overwritten; tools/lab.py): localhost only with Jupyter's token, --allow-root as root, kernels over Unix sockets,
+# warnings and errors only, so the last lines it prints are the URL with its token. LAB_ARGS passes JupyterLab more
+# options (`make lab LAB_ARGS=--port=8890`). `make fresh LESSON=04` takes a fresh copy of one lesson into
+# my-notebooks/, renaming yours to 04_....old-<date>-<time>.ipynb beside it.
+LAB_ARGS ?=
 
-.PHONY: setup lab test test-all site clean gpu-check
+.PHONY: setup lab fresh test test-all site clean gpu-check
 
 setup:
 	$(PYTHON) tools/setup_env.py
 
 lab: setup
-	.venv/bin/jupyter lab notebooks/ $(LAB_ARGS)
+	$(VPY) tools/lab.py $(LAB_ARGS)
+
+fresh:
+	$(PYTHON) tools/lab.py fresh $(LESSON)
 
 # Runs every step even if one fails; fails if any did.
 test: setup
