@@ -26,7 +26,9 @@ def _sincos(x_ptr, out_ptr, n, BLOCK: tl.constexpr, MASK: tl.constexpr, IN_FP32:
         x = x.to(tl.float32)
     s = tl.sin(x)
     c = tl.cos(x)
-    y = s * s - c * c if WRONG else s * s + c * c
+    y = s * s + c * c if WRONG else s * s - c * c  # WRONG: the lesson's sin^2 + cos^2, not the exercise's
+    if WRONG == 2:  # a value that holds for sin^2 + cos^2 at every x, stored without sin or cos
+        y = tl.where(x > 0, 1.0 - 2.0**-24, 1.0)
     if IN_FP32:
         y = y.to(out_ptr.dtype.element_ty)
     if MASK:
@@ -51,9 +53,16 @@ def test_right_kernels_pass():
 
 
 def test_wrong_values_name_index_expected_and_got():
-    rep = ex04.check_sincos_fused(launcher(wrong=True))  # sin^2 - cos^2
+    rep = ex04.check_sincos_fused(launcher(wrong=True))  # sin^2 + cos^2, 1 for every x
     text = str(rep)
     assert not rep.ok and "values differ" in text and "first at index" in text and "expected" in text, text
+
+
+def test_an_answer_that_does_not_depend_on_x_fails_on_its_values():
+    # sin^2 + cos^2 is 1 for every x, so a kernel that stored about 1 passed a check of its values; the exercise's
+    # sin^2 - cos^2 = -cos 2x varies with x, and every case fails
+    rep = ex04.check_sincos_fused(launcher(wrong=2))
+    assert not rep.ok and rep.failed == rep.cases and "values differ" in str(rep), str(rep)
 
 
 def test_unmasked_kernel_is_named_and_does_not_crash():

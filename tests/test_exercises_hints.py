@@ -98,14 +98,14 @@ def test_the_detector_sees_a_copied_line_and_a_copied_expression():
 
     sol = ex04.check_sincos_fused
     frags = solution_fragments(sol)
-    assert "y=s*s+c*c" in frags and "s*s+c*c" in frags  # an assignment, and its right-hand side
+    assert "y=s*s-c*c" in frags and "s*s-c*c" in frags  # an assignment, and its right-hand side
     assert not any(f.startswith(("import", "def", "@")) for f in frags)
     assert "s=tl.sin(x)" in frags and "tl.sin(x)" not in frags  # a statement counts; naming tl.sin does not
     assert "mask=offs<n" not in frags  # the copy kernel's skeleton
     old = sol.hints
     try:
-        sol.hints = ["keep the squares in registers and return s * s  +  c * c"]  # an expression, respaced
-        assert leaked(sol) == [(1, "s*s+c*c")]
+        sol.hints = ["keep the squares in registers and return s * s  -  c * c"]  # an expression, respaced
+        assert leaked(sol) == [(1, "s*s-c*c")]
         sol.hints = ["for each block: amax = tl.max(tl.abs(x),\n axis=1)"]
         assert leaked(sol) == []  # not this checker's solution ...
         assert leaked(ex03.check_quantize_fp8) == []

@@ -109,8 +109,9 @@ def check_model_time_ms(fn) -> Report:
 check_model_time_ms.solution = _model_time_ms_solution
 
 
-#: Largest |error| against float64 the fused kernel may have, per dtype: computed in fp32 and rounded once into
-#: the output's dtype, about one unit of the dtype at 1 (fp32: a few ulp of the fp32 sin, cos and squares).
+#: Largest |error| against float64 the fused kernel may have, per dtype: the answer sin(x)^2 - cos(x)^2 lies in
+#: [-1, 1], computed in fp32 and rounded once into the output's dtype, about one unit of the dtype at 1 (fp32: a
+#: few ulp of the fp32 sin, cos and squares).
 SINCOS_TOL = {torch.float32: 1e-6, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
 _BF16_NOTE = (
     "only bf16 cases fail: compute in fp32 (x.to(tl.float32)) and cast on the store "
@@ -137,33 +138,15 @@ def _abs_mismatch(tol: float):
     return mismatch
 
 
-def _sincos_mismatch(tol: float):
-    """``_abs_mismatch(tol)``, and in fp32 a result that is exactly 1.0 in every element of a long case: an
-    fp32 kernel that computes sin(x)^2 + cos(x)^2 rounds to 1 - 2^-24 or 1 + 2^-23 for about a quarter of
-    x ~ N(0, 3^2), so only a kernel that stores the constant gives exactly 1.0 at every one of 1000 elements."""
-    within = _abs_mismatch(tol)
-
-    def mismatch(got, ref, case):
-        msg = within(got, ref, case)
-        if msg is None and got.dtype == torch.float32 and got.numel() >= 1000 and bool((got == 1.0).all()):
-            return (
-                f"out is exactly 1.0 in all {got.numel()} elements, which a kernel that computes "
-                "sin(x)^2 + cos(x)^2 in fp32 never gives: compute it from x (storing the identity's value is "
-                "not fusing the five steps)"
-            )
-        return msg
-
-    return mismatch
-
-
 def check_sincos_fused(fn) -> Report:
-    """fn(x, out) launches ONE Triton kernel that writes out = sin(x)^2 + cos(x)^2, x and out 1-D of the same
+    """fn(x, out) launches ONE Triton kernel that writes out = sin(x)^2 - cos(x)^2, x and out 1-D of the same
     dtype (fp32, fp16 or bf16) on gpulab.DEVICE, any length. The checker owns x and out (guarded buffers, see
     ``kernelcheck``), runs awkward lengths (1, 17, 1000, 1793, and random ones) of fresh inputs N(0, 3^2) in
     each dtype (fp32 also ``kernelcheck.LONG_N``), and names the mistake (``kernelcheck``): a missing mask, too
     small a grid, an input written or never loaded, more than one launch or none, values further than
-    ``SINCOS_TOL[dtype]`` from the float64 answer, or (fp32) exactly 1.0 everywhere: the constant stored, not
-    computed (``_sincos_mismatch``)."""
+    ``SINCOS_TOL[dtype]`` from the float64 answer. The lesson's dataflow example is sin(x)^2 + cos(x)^2, which
+    is 1 for every x, so a kernel that stores 1 would pass a check of its values; the exercise's
+    sin(x)^2 - cos(x)^2 = -cos(2x) keeps the five operations (11n transfers unfused, 2n fused) and depends on x."""
     rng = random.Random()
     sizes = AWKWARD + [rng.randrange(2, 5000)]
     total = Report("sincos_fused")
@@ -175,8 +158,8 @@ def check_sincos_fused(fn) -> Report:
             fn,
             cases,
             out=lambda c: (c["x"].shape, c["x"].dtype),
-            reference=lambda c: torch.sin(c["x"].double()) ** 2 + torch.cos(c["x"].double()) ** 2,
-            mismatch=_sincos_mismatch(SINCOS_TOL[dt]),
+            reference=lambda c: torch.sin(c["x"].double()) ** 2 - torch.cos(c["x"].double()) ** 2,
+            mismatch=_abs_mismatch(SINCOS_TOL[dt]),
             launches=1,
         )
         if not rep.attempted:
@@ -192,8 +175,8 @@ def check_sincos_fused(fn) -> Report:
 check_sincos_fused.solution = ex04_solutions.sincos_fused
 check_sincos_fused.solution_module = ex04_solutions
 check_sincos_fused.hints = [
-    "one kernel does all five operations: load x once (masked), keep sin, cos and the squares in local variables, "
-    "store the result once (masked)",
+    "one kernel does all five operations (sin, cos, two squares, a subtraction): load x once (masked), keep sin, "
+    "cos and the squares in local variables, store the result once (masked)",
     "Triton's sin and cos take fp32 or fp64 only: convert after the load, and convert back to out's dtype on the store",
 ]
 

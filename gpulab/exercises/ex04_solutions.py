@@ -1,4 +1,4 @@
-"""Reference solution kernels for lesson 04's kernel exercises (hidden behind show_solution): sin^2 + cos^2 in one
+"""Reference solution kernels for lesson 04's kernel exercises (hidden behind show_solution): sin^2 - cos^2 in one
 kernel, and a gated residual r + x * sigmoid(g) in one kernel."""
 
 import torch
@@ -14,7 +14,7 @@ def sincos_fused_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)  # read x once
     s = tl.sin(x)  # sin, cos and both squares stay in registers
     c = tl.cos(x)
-    y = s * s + c * c
+    y = s * s - c * c
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)  # write y once
 
 
