@@ -1,6 +1,6 @@
 """The reveal of a prediction (gpulab.exercises.predict): an empty guess still shows the answer, a guess is judged
-against the measurement (else the model) with its ratio, far misses get a why, units convert, bad input names
-itself."""
+against the nearer of the model and the measurement with its ratio, far misses get a why, a gap of 2x or more
+between model and measurement gets its reason, units convert, bad input names itself."""
 
 import math
 
@@ -19,13 +19,43 @@ def test_an_empty_guess_asks_for_one_and_still_shows_the_answer(empty):
     assert repr(r) == text and len(text.splitlines()) <= 6
 
 
-def test_a_close_guess_is_judged_against_the_measurement_not_the_model():
+def test_a_guess_is_judged_against_the_nearer_answer_and_the_report_names_it():
     r = reveal(0.7, model=0.5, measured=0.625, unit="ms")
-    assert r.answer == 0.625 and r.ratio == pytest.approx(0.7 / 0.625) and r.verdict == "close"
+    assert r.matches == "measurement" and r.answer == 0.625 and r.ratio == pytest.approx(0.7 / 0.625)
     text = str(r)
-    assert "1.4x the model" in text and "1.12x the measurement" in text and "close" in text and "why" not in text
-    # the same guess with only a model: judged against the model, 1.4x off
-    assert reveal(0.7, model=0.5, unit="ms").verdict == "off"
+    assert "1.4x the model" in text and "1.12x the measurement" in text and "why" not in text
+    assert r.verdict == "close" and "close to the measurement: within 25%" in text
+    low = reveal(0.45, model=0.5, measured=0.625, unit="ms")
+    assert low.matches == "model" and low.verdict == "close" and "close to the model" in str(low)
+    # with one answer only, that one, and the verdict names no answer
+    assert reveal(0.7, model=0.5, unit="ms").verdict == "off" and reveal(0.7, model=0.5, unit="ms").matches == "model"
+    assert str(reveal(0.6, measured=0.625, unit="ms")).splitlines()[-1] == "close: within 25%"
+    off = reveal(1.0, model=0.5, measured=5.0, unit="ms")
+    assert off.matches == "model" and "off by 2x (too high) against the model, the nearer answer" in str(off)
+
+
+@pytest.mark.parametrize("gap", [1 / 1000, 1 / 4.6, 1 / 2, 1.0, 2.0, 4.6, 12.8 / 5, 1000.0])
+def test_a_guess_equal_to_the_model_or_the_measurement_is_never_far_off(gap):
+    model = 893.0
+    for guess in (model, model * gap):
+        r = reveal(guess, model=model, measured=model * gap, unit="warps", why="count again")
+        assert r.verdict == "close", (gap, guess, str(r))
+        assert "far off" not in str(r) and "why: count again" not in str(r)
+    assert reveal(model, model=model, measured=model * gap).matches == ("measurement" if gap == 1 else "model")
+
+
+def test_a_gap_of_2x_or_more_between_model_and_measurement_gives_its_reason():
+    why_gap = "the measured kernel keeps more loads in flight than Little's law needs"
+    r = reveal(893, model=893.0, measured=4096.0, unit="warps", gap_why=why_gap)
+    assert r.gap == pytest.approx(4096 / 893)
+    assert str(r).splitlines()[-1] == f"the measurement is 4.6x above the model: {why_gap}"
+    below = str(reveal(None, model=10.0, measured=2.0, unit="ms", gap_why="it overlaps"))
+    assert below.splitlines()[-1] == "the measurement is 5x below the model: it overlaps"
+    assert "measurement is 2x above" in str(reveal(1.0, model=1.0, measured=2.0, gap_why="g"))
+    for near in (1.99, 1 / 1.99, 1.0):  # under 2x apart: no gap line
+        assert "the measurement is" not in str(reveal(1.0, model=1.0, measured=near, gap_why="g"))
+    assert "does not say" in str(reveal(1.0, model=1.0, measured=3.0))  # no reason passed: said so
+    assert reveal(1.0, model=1.0).gap is None and reveal(1.0, measured=1.0).gap is None
 
 
 def test_off_and_far_say_by_how_much_and_far_says_why():

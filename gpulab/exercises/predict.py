@@ -2,7 +2,10 @@
 
 A lesson asks for a number first (bytes, a time, a ratio) in a cell of its own, ``my_guess = None``; the reveal
 cell then shows the model's answer and the measurement (live, or recorded with its label) and says how far off
-the guess was: the ratio guess / answer, "close" within 25%, and a one-line why when it is off by more than 2x.
+the guess was from the nearer of the two, naming it: the ratio guess / answer, "close" within 25%, and a one-line
+why when it is off by more than 2x. A guess that counts what the model counts is judged against the model, so it is
+never "far off" because the hardware departs from the model; where the model and the measurement are 2x or more
+apart, the reveal gives the reason for the gap.
 An empty guess (``None`` or ``...``) is not an error: the reveal asks for a prediction and still shows the
 answer, so a notebook runs top to bottom before the learner has written anything.
 
@@ -45,7 +48,7 @@ UNITS = {
     "%": ("ratio", 0.01),
 }
 CLOSE = 1.25  # within this factor of the answer: "close"
-FAR = 2.0  # beyond this factor: "far off", with a one-line why
+FAR = 2.0  # beyond this factor: "far off", with a one-line why; model and measurement this far apart: the gap's reason
 #: A number ("1000", "1,000", "2.5e3", ".5") and one word of unit after it; commas group thousands only.
 _TEXT = re.compile(r"^\s*([-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)\s*$")
 
@@ -138,6 +141,15 @@ def _log10_ratio(a: float, b: float) -> float:
     return math.log10(r) if 1e-300 < r < 1e300 else math.log10(a) - math.log10(b)
 
 
+def _factor(a: float, b: float) -> tuple[float, bool]:
+    """(how many times a is from b, >= 1, or inf beyond a float's range; whether a is the larger)."""
+    r = a / b
+    if 1e-300 < r < 1e300:
+        return max(r, 1 / r), r > 1
+    lr = _log10_ratio(a, b)
+    return 10 ** abs(lr) if abs(lr) < 308 else math.inf, lr > 0
+
+
 def _times(log10_factor: float, digits: int = 3) -> str:
     """10 ** log10_factor with ``digits`` significant digits, written "3.2e+325" beyond a float's range."""
     if abs(log10_factor) < 300:
@@ -151,7 +163,8 @@ class Reveal:
     """A prediction beside its answers. ``guess``: the learner's number in ``unit`` (None: no prediction yet);
     ``model`` and ``measured``: the answers in ``unit`` (None where there is none); ``model_how`` and
     ``where``: what the model counts and where the measurement comes from; ``why``: the line shown when the
-    guess is far off."""
+    guess is far off; ``gap_why``: why the measurement departs from the model, shown when they are ``FAR`` or more
+    apart."""
 
     guess: float | None
     model: float | None
@@ -160,11 +173,32 @@ class Reveal:
     model_how: str = ""
     where: str = ""
     why: str = ""
+    gap_why: str = ""
+
+    @property
+    def matches(self) -> str:
+        """Which answer the guess is judged against: "model" or "measurement", the nearer of the two to the guess
+        (by ratio; the measurement on a tie or without a guess), or the only one given."""
+        if self.model is None:
+            return "measurement"
+        if self.measured is None:
+            return "model"
+        if self.guess is None:
+            return "measurement"
+        to_model = abs(_log10_ratio(self.guess, self.model))
+        return "model" if to_model < abs(_log10_ratio(self.guess, self.measured)) else "measurement"
 
     @property
     def answer(self) -> float:
-        """What the guess is judged against: the measurement where there is one, else the model."""
-        return self.measured if self.measured is not None else self.model
+        """What the guess is judged against: the nearer of the model and the measurement (``matches``)."""
+        return self.model if self.matches == "model" else self.measured
+
+    @property
+    def gap(self) -> float | None:
+        """measured / model (None unless both are given; 0.0 or inf where beyond a float's range)."""
+        if self.model is None or self.measured is None:
+            return None
+        return self.measured / self.model
 
     @property
     def ratio(self) -> float | None:
@@ -173,11 +207,7 @@ class Reveal:
 
     def _factor(self) -> tuple[float, bool]:
         """(how many times off, >= 1, or inf beyond a float's range; whether the guess is too high)."""
-        r = self.guess / self.answer
-        if 1e-300 < r < 1e300:
-            return max(r, 1 / r), r > 1
-        lr = _log10_ratio(self.guess, self.answer)
-        return 10 ** abs(lr) if abs(lr) < 308 else math.inf, lr > 0
+        return _factor(self.guess, self.answer)
 
     @property
     def verdict(self) -> str:
@@ -213,22 +243,38 @@ class Reveal:
         if self.guess is not None:
             lr = abs(_log10_ratio(self.guess, self.answer))
             side = "high" if self._factor()[1] else "low"
+            both = self.model is not None and self.measured is not None
             lines.append(
                 {
-                    "close": f"close: within {CLOSE - 1:.0%}",
+                    "close": f"close{' to the ' + self.matches if both else ''}: within {CLOSE - 1:.0%}",
                     "off": f"off by {self._factor()[0]:.2g}x (too {side})",
                     "far": f"far off: {_times(lr, 3)}x too {side}",
                 }[self.verdict]
+                + (f" against the {self.matches}, the nearer answer" if both and self.verdict != "close" else "")
             )
             if self.verdict == "far":
                 lines.append(f"why: {self.why or _auto_why(lr)}")
+        if self.gap is not None and _factor(self.measured, self.model)[0] >= FAR:
+            lg = _log10_ratio(self.measured, self.model)
+            reason = self.gap_why or "the lesson does not say what the model leaves out here"
+            lines.append(
+                f"the measurement is {_times(abs(lg), 2)}x {'above' if lg > 0 else 'below'} the model: {reason}"
+            )
         return "\n".join(lines)
 
     __repr__ = __str__
 
 
 def reveal(
-    my_guess, *, model=None, measured=None, unit: str = "", model_how: str = "", where: str = "", why: str = ""
+    my_guess,
+    *,
+    model=None,
+    measured=None,
+    unit: str = "",
+    model_how: str = "",
+    where: str = "",
+    why: str = "",
+    gap_why: str = "",
 ) -> Reveal:
     """The reveal of a prediction: ``my_guess`` beside ``model`` and ``measured``, and how far off it was.
 
@@ -238,8 +284,10 @@ def reveal(
     ``unit``: what the numbers are in (a key of ``UNITS``, or any name such as "instructions"; "" for a plain
     ratio). ``model_how``: what the model counts; ``where``: the measurement's label (``live.Shown.where``);
     ``why``: the one line shown when the guess is more than ``FAR`` times off (default: a hint from the size of
-    the miss). Returns a ``Reveal`` (its text is the report, at most six lines). The guess is judged against the
-    measurement where there is one, else the model. Raises TypeError for a guess that is not a number or text,
+    the miss); ``gap_why``: why the measurement departs from the model, shown whenever the two are ``FAR`` or
+    more times apart (a lesson passing both answers passes it). Returns a ``Reveal`` (its text is the report, at
+    most six lines). The guess is judged against the nearer of the model and the measurement, and the report
+    names which: a guess equal to the model is close, however far the measurement lies. Raises TypeError for a guess that is not a number or text,
     ValueError for a non-positive or non-finite number, a unit that does not convert, or no answer at all.
     """
     if not isinstance(unit, str):
@@ -249,4 +297,4 @@ def reveal(
     if model is None and measured is None:
         raise ValueError("reveal needs an answer: model=, measured= or both")
     guess = None if _is_empty(my_guess) else _guess_value(my_guess, unit)
-    return Reveal(guess, model, measured, unit, model_how, where, why)
+    return Reveal(guess, model, measured, unit, model_how, where, why, gap_why)
