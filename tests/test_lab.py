@@ -4,8 +4,10 @@ Unix sockets, without ipykernel's warning about unencrypted TCP, and asks no que
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
 import re
 import secrets
 import shutil
@@ -25,6 +27,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import lab  # noqa: E402  (tools/ is not a package: on the path only from here)
 
 TCP_WARNING = "running over TCP without encryption"
+CUSTOM_CSS = lab.CUSTOM_CSS_DIR / "custom.css"
 
 
 def _lessons(folder: Path, **texts: str) -> Path:
@@ -181,9 +184,14 @@ def test_lab_kernels_use_unix_sockets_without_the_tcp_warning_and_no_news_questi
         assert json.loads(connection.read_text())["transport"] == "ipc"
         client = BlockingKernelClient(connection_file=str(connection))
         client.load_connection_file()
-        client.start_channels()
-        try:
-            client.wait_for_ready(timeout=120)  # the kernel answered over its sockets: its start-up is logged
+        client.start_channels(hb=False)  # no heartbeat: on a loaded machine a late beat reads as a dead kernel
+        try:  # the kernel answers over its sockets: its start-up is logged by then
+            reply, deadline = None, time.monotonic() + 120
+            while reply is None and time.monotonic() < deadline:
+                client.kernel_info()
+                with contextlib.suppress(queue.Empty):
+                    reply = client.get_shell_msg(timeout=2)
+            assert reply is not None and reply["msg_type"] == "kernel_info_reply", reply
         finally:
             client.stop_channels()
         news = json.loads(api("GET", "/lab/api/settings/@jupyterlab/apputils-extension:notification"))
@@ -191,6 +199,7 @@ def test_lab_kernels_use_unix_sockets_without_the_tcp_warning_and_no_news_questi
         assert news["schema"]["properties"]["fetchNews"]["default"] == "false", news["schema"]
         page = api("GET", "/lab").decode()
         assert re.search(r'"preferredPath": "/?my-notebooks"', page), "the file browser opens in the copy"
+        assert "custom/custom.css" in page and api("GET", "/custom/custom.css") == CUSTOM_CSS.read_bytes()
         api("DELETE", f"/api/kernels/{kernel['id']}")
     finally:
         os.killpg(server.pid, signal.SIGTERM)
@@ -202,3 +211,65 @@ def test_lab_kernels_use_unix_sockets_without_the_tcp_warning_and_no_news_questi
         shutil.rmtree(short, ignore_errors=True)
     text = log_path.read_text()
     assert TCP_WARNING not in text, text[-3000:]
+
+
+# ------------------------------------------------------------------------------------------------ the style
+
+
+def _jupyterlab_rule(selector: str) -> str:
+    """JupyterLab's own CSS rule for ``selector``, read from the installed bundle."""
+    import jupyterlab
+
+    for path in sorted((Path(jupyterlab.__file__).parent / "static").glob("*.js")):
+        text = path.read_text(errors="replace")
+        start = text.find(selector + " {")
+        if start >= 0:
+            return text[start : text.index("}", start) + 1]
+    pytest.skip(f"no rule {selector!r} in JupyterLab's bundle")
+
+
+# JS: the indices in the <pre>'s text where a line of the layout starts (the first character on a lower line)
+_LINE_STARTS = """() => {
+  const node = document.querySelector('pre').firstChild, starts = [];
+  const range = document.createRange();
+  let top = null;
+  for (let i = 0; i < node.data.length; i++) {
+    range.setStart(node, i);
+    range.setEnd(node, i + 1);
+    const r = range.getClientRects()[0];
+    if (!r) continue;
+    if (top !== null && r.top > top + 1) starts.push(i);
+    top = r.top;
+  }
+  return starts;
+}"""
+
+
+@pytest.mark.browser
+def test_printed_lines_wrap_at_spaces_in_the_lab(browser):
+    """An output about 570 px wide (the lab at 1000 px with the file browser open) and narrower: JupyterLab's own rule
+    breaks a provenance line inside a word ("torch 2.11." / "0+cu130"); with custom.css before it, as the lab loads
+    them (JupyterLab injects its styles after the page's head), every line break falls at a space or after a hyphen."""
+    jlab = _jupyterlab_rule(".jp-OutputArea-output pre")
+    assert "break-all" in jlab, jlab
+    line = "no GPU here: recorded on NVIDIA H200 (2026-12-03; driver 580.159.04, torch 2.11.0+cu130, Triton 3.6.0)"
+    page = browser.new_page(viewport={"width": 1000, "height": 400})
+    mid_word = {}
+    try:
+        for name, css in (("JupyterLab alone", ""), ("with custom.css", CUSTOM_CSS.read_text())):
+            mid_word[name] = []
+            for width in range(300, 580, 10):
+                page.set_content(
+                    f"<style>{css}</style><style>{jlab}</style><body><div class='jp-OutputArea-output' "
+                    f"style='width: {width}px; font: 13px monospace'><pre>{line}</pre></div></body>"
+                )
+                starts = page.evaluate(_LINE_STARTS)
+                assert starts, f"{name}, {width} px: the line is wider than the output, so it wraps"
+                # a break at a space, or after a hyphen (2026-/12-03), is the browser's ordinary one
+                mid_word[name] += [
+                    (width, line[i - 5 : i + 5]) for i in starts if line[i - 1] not in " -" and line[i] != " "
+                ]
+    finally:
+        page.close()
+    assert mid_word["JupyterLab alone"], "JupyterLab's own rule breaks inside words (the fault custom.css fixes)"
+    assert not mid_word["with custom.css"], mid_word["with custom.css"]

@@ -20,7 +20,9 @@ warns at every start that its localhost traffic is not encrypted. Where the sock
 the system (``jupyter_runtime_dir()`` deeper than ``IPC_RUNTIME_DIR_MAX`` characters), kernels keep TCP.
 JupyterLab's "get notified about official Jupyter news?" question is answered "no" for this environment: a settings
 override, ``share/jupyter/lab/settings/overrides.d/gpulab.json`` under ``sys.prefix``, written at each launch (a
-user's own setting still wins). Stdlib only, apart from jupyter_core for the runtime directory.
+user's own setting still wins). Printed lines wrap at spaces, not inside a word: the lab loads
+``tools/jupyterlab/custom.css`` (``LabApp.custom_css``; that folder replaces ``~/.jupyter/custom`` for this lab).
+Stdlib only, apart from jupyter_core for the runtime directory.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ RECORD = ".copied.json"  # in COPIES: lesson file name -> sha256 of notebooks/'s
 # JupyterLab's notification plugin: "none" asks the news question on first launch, "false" never fetches news
 NEWS_OFF = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}
 OVERRIDES = Path("share", "jupyter", "lab", "settings", "overrides.d", "gpulab.json")  # under sys.prefix
+
+# The folder of custom.css, the lab's one style rule (printed lines wrap at spaces, never inside a word)
+CUSTOM_CSS_DIR = ROOT / "tools" / "jupyterlab"
 
 # An AF_UNIX path holds at most 107 bytes; a kernel's socket is RUNTIME/kernel-<uuid>-ipc-<n>, 52 more or so.
 IPC_RUNTIME_DIR_MAX = 50
@@ -152,6 +157,8 @@ def lab_command(extra: list[str], runtime_dir: str, root: Path = ROOT, copies: P
         f"--FileContentsManager.preferred_dir={copies.relative_to(root).as_posix()}",
         "--ServerApp.ip=127.0.0.1",
         "--ServerApp.log_level=WARN",
+        "--LabApp.custom_css=True",
+        f"--ServerApp.tornado_settings=static_custom_path={CUSTOM_CSS_DIR}",
     ]
     if ipc_usable(runtime_dir):
         cmd.append("--KernelManager.transport=ipc")
