@@ -226,7 +226,8 @@ def test_a_kernel_without_a_row_is_named(monkeypatch):
 
 # ---- the solutions' rows launch what their launchers launch --------------------------------------------------
 
-#: row -> (launcher in its module, {constexpr: the launcher's parameter whose default it takes}).
+#: row -> (launcher in its module, {constexpr: the launcher's parameter whose default it takes}): every row of an
+#: exercise's hidden solution, and the rows of the gpulab kernels a solution shows (its module's ``SHOWN``).
 SOLUTION_LAUNCHERS = {
     "ex00 add (solution)": ("add", {"BLOCK": "block"}),
     "ex00 reverse (solution)": ("reverse", {"BLOCK": "block"}),
@@ -237,8 +238,8 @@ SOLUTION_LAUNCHERS = {
     "ex03 quantize fp8 (solution)": ("quantize_fp8", {"ROWS": "rows"}),
     "ex04 sin^2+cos^2 fused (solution)": ("sincos_fused", {"BLOCK": "block"}),
     "ex04 gated residual (solution)": ("gated_residual", {"BLOCK": "block"}),
-    "ex05 three sigmoids forward (solution)": ("sigmoid3_fwd", {"BLOCK": "block"}),
-    "ex05 three sigmoids backward (solution)": ("sigmoid3_bwd", {"BLOCK": "block"}),
+    "three sigmoids forward, teaching": ("sigmoid3_fwd", {"BLOCK": "block"}),
+    "three sigmoids backward, teaching": ("sigmoid3_bwd", {"BLOCK": "block"}),
     "ex06 strided copy (solution)": ("strided_copy", {"BLOCK": "block"}),
     "ex06 transpose (solution)": ("transpose", {"BLOCK": "block"}),
     "ex07 tiled matmul (solution)": (
@@ -249,7 +250,7 @@ SOLUTION_LAUNCHERS = {
         "persistent_matmul",
         {"BLOCK_M": "block_m", "BLOCK_N": "block_n", "BLOCK_K": "block_k"},
     ),
-    "ex09 bias + GELU (solution)": ("bias_gelu", {"BLOCK": "block"}),
+    "bias + GELU fused": ("bias_gelu", {"BLOCK": "block"}),
     **{
         f"ex08 flash forward{c} (solution)": ("flash_forward", {"BLOCK_M": "block_m", "BLOCK_N": "block_n"})
         for c in ("", " causal")
@@ -267,15 +268,28 @@ SOLUTION_LAUNCHERS = {
 
 def test_solution_rows_launch_the_launchers_defaults():
     import importlib
+    import pkgutil
 
+    import gpulab.exercises
     from gpulab.core import hardware, plan
 
     p = plan.for_gpu(hardware.get("H200"))
-    solution_rows = [lk for lk in LESSON_KERNELS if lk.module.startswith("gpulab.exercises.")]
+    solutions = [
+        importlib.import_module(f"gpulab.exercises.{m.name}")
+        for m in pkgutil.iter_modules(gpulab.exercises.__path__)
+        if m.name.endswith("_solutions")
+    ]
+    shown = [getattr(k, "fn", k) for mod in solutions for k in getattr(mod, "SHOWN", ())]  # a kernel's function
+    shown = {(fn.__module__, fn.__name__) for fn in shown}  # the gpulab kernels and launchers a solution shows
+    solution_rows = [
+        lk
+        for lk in LESSON_KERNELS
+        if lk.module.startswith("gpulab.exercises.") or (targets.module_name(lk.module), lk.kernel) in shown
+    ]
     assert sorted(lk.name for lk in solution_rows) == sorted(SOLUTION_LAUNCHERS)
     for lk in solution_rows:
         launcher, params = SOLUTION_LAUNCHERS[lk.name]
-        fn = getattr(importlib.import_module(lk.module), launcher)
+        fn = getattr(importlib.import_module(targets.module_name(lk.module)), launcher)
         defaults = {k: v.default for k, v in inspect.signature(fn).parameters.items()}
         source = inspect.getsource(fn)
         assert f"{lk.kernel}[" in source, (lk.name, launcher)  # the launcher launches the row's kernel

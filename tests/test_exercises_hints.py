@@ -9,11 +9,12 @@ statement written over several included)."""
 
 import ast
 import importlib
-import inspect
 import re
 import textwrap
 
 import pytest
+
+from gpulab.exercises import solution_source
 
 LESSONS = ("ex00", "ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07", "ex08", "ex09")
 #: The copy kernel's lines (lesson 00b prints them before any exercise), squashed: a hint may use them.
@@ -43,9 +44,8 @@ def _bare_call(node) -> bool:
 
 def solution_fragments(checker) -> set[str]:
     """The squashed statements (compound ones by their header) and assignment right-hand sides of the source that
-    ``show_solution(checker)`` prints, less the shared skeleton (module docstring)."""
-    mod = getattr(checker, "solution_module", None)
-    src = textwrap.dedent(inspect.getsource(mod if mod is not None else checker.solution))
+    ``show_solution(checker)`` prints (``solution_source``), less the shared skeleton (module docstring)."""
+    src = textwrap.dedent(solution_source(checker))
     tree = ast.parse(src)
     out = set()
     for node in ast.walk(tree):
@@ -87,6 +87,14 @@ def _checkers():
                 yield pytest.param(obj, id=qual, marks=marks)
 
 
+@pytest.mark.parametrize("checker", [c for c in _checkers() if hasattr(c.values[0], "solution_module")])
+def test_a_kernel_solution_shows_its_kernel_and_launcher(checker):
+    """What ``show_solution`` prints for a kernel exercise holds a kernel and the launcher the checker runs, whether
+    the solution module writes them or shows them from gpulab/kernels (its ``SHOWN``)."""
+    src = solution_source(checker)
+    assert "@triton.jit" in src and f"def {checker.solution.__name__}(" in src, checker.__name__
+
+
 @pytest.mark.parametrize("checker", list(_checkers()))
 def test_no_hint_holds_the_solutions_code(checker):
     found = leaked(checker)
@@ -122,7 +130,7 @@ def _own_functions_called(checker) -> set[str]:
     """The functions of the checker's lesson module that the source ``show_solution`` prints calls (by name): a
     hint naming one hands over a call that computes the answer."""
     mod = importlib.import_module(checker.__module__)
-    src = textwrap.dedent(inspect.getsource(getattr(checker, "solution_module", None) or checker.solution))
+    src = textwrap.dedent(solution_source(checker))
     names = {n.id for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Name)}
     names |= {n.attr for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Attribute)}
     return {
@@ -153,11 +161,12 @@ def test_no_hint_asks_to_copy_a_listing(checker):
     assert not said, f"{checker.__module__}.{checker.__name__}: hints ask to copy: {said}"
 
 
-def _solution_lines(module) -> set[str]:
-    """The hidden solution module's source lines, comments and whitespace dropped, those of 16 characters or more
-    that are code (not a ``def``, decorator, docstring or import line); a line holding several statements split."""
+def _solution_lines(source: str) -> set[str]:
+    """The hidden solution's lines as ``show_solution`` prints them (``source``), comments and whitespace dropped,
+    those of 16 characters or more that are code (not a ``def``, decorator, docstring or import line); a line
+    holding several statements split."""
     out = set()
-    for line in inspect.getsource(module).splitlines():
+    for line in source.splitlines():
         code = re.sub(r"\s+", "", line.split("#")[0])
         if len(code) >= 16 and not code.startswith(("def", "@", '"""', "import", "from")):
             out |= {part for part in code.split(";") if len(part) >= 16}
@@ -166,7 +175,7 @@ def _solution_lines(module) -> set[str]:
 
 @pytest.mark.parametrize("checker", [c for c in _checkers() if hasattr(c.values[0], "solution_module")])
 def test_no_hint_of_a_kernel_exercise_holds_a_line_of_its_solution_module(checker):
-    lines = _solution_lines(checker.solution_module)
+    lines = _solution_lines(solution_source(checker))
     assert lines, "the solution module has code to compare with"
     assert len(checker.hints) >= 2
     for i, h in enumerate(checker.hints):

@@ -8,6 +8,7 @@ import torch
 import triton
 
 from gpulab.kernels import sigmoid3 as S
+from gpulab.kernels import sigmoid3_teaching as T
 
 pytestmark = pytest.mark.usefixtures("seed")
 
@@ -165,3 +166,49 @@ def test_bad_input_raises_naming_the_argument():
         S.sigmoid3_backward(x, x.half())
     with pytest.raises((TypeError, ValueError), match="block must be"):
         S.sigmoid3_forward(x, block=1000)
+
+
+# ---- the teaching pair (kernels.sigmoid3_teaching): lesson 05's suite and exercise 05's solution ---------------
+
+
+def _nan_like(x):
+    return torch.full_like(x, float("nan"))
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_teaching_pair_matches_float64(n):
+    """fp32 only. dx within FP32_REL |dx| + 2^-24 |dy|: the plain s1 (1 - s1) rounds 1 - s1 to fp32 (the absolute
+    term; exercise 05's checker allows the same), which the production pair avoids."""
+    x, dy = _rand(n, torch.float32), _rand(n, torch.float32, 1.0)
+    y, dx = _nan_like(x), _nan_like(x)
+    T.sigmoid3_fwd(x, y)
+    T.sigmoid3_bwd(x, dy, dx)
+    _assert_close(y, S.sigmoid3_ref(x), torch.float32, "y")
+    ref, got = S.sigmoid3_grad_ref(x, dy).cpu(), dx.double().cpu()
+    bound = FP32_REL * ref.abs() + 2.0**-24 * dy.double().cpu().abs()
+    assert not torch.isnan(got).any() and ((got - ref).abs() <= bound).all(), (got - ref).abs().max()
+
+
+def test_teaching_pair_stops_at_n():
+    n = 100
+    x, dy = _rand(n, torch.float32), _rand(n, torch.float32, 1.0)
+    for launch in (lambda out: T.sigmoid3_fwd(x, out[:n]), lambda out: T.sigmoid3_bwd(x, dy, out[:n])):
+        buf = torch.full((2 * T.BLOCK,), -7.0, device=gpulab.DEVICE)
+        launch(buf)
+        assert torch.all(buf[n:] == -7.0) and not torch.any(buf[:n] == -7.0), "the mask must stop writes at n"
+
+
+def test_teaching_pair_refuses_bad_input_naming_the_argument():
+    x = torch.randn(8, device=gpulab.DEVICE)
+    with pytest.raises(TypeError, match="x must have dtype"):
+        T.sigmoid3_fwd(x.double(), x)
+    with pytest.raises(ValueError, match="x and out must have the same shape"):
+        T.sigmoid3_fwd(x, torch.empty(9, device=gpulab.DEVICE))
+    with pytest.raises(ValueError, match="x and dy must have the same shape"):
+        T.sigmoid3_bwd(x, torch.randn(7, device=gpulab.DEVICE), x.clone())
+    with pytest.raises(ValueError, match="out must be contiguous"):
+        T.sigmoid3_bwd(x[:4], x[:4], torch.empty(8, device=gpulab.DEVICE)[::2])
+    with pytest.raises(ValueError, match="block must be"):
+        T.sigmoid3_fwd(x, x.clone(), block=100)
+    T.sigmoid3_fwd(x[:0], x[:0])  # an empty input launches nothing
+    assert T.sigmoid3_counts(10) == {"forward": 80, "backward": 120}

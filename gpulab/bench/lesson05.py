@@ -14,9 +14,10 @@ Function of ``gpulab.kernels.sigmoid3``), with x requiring grad so that gradient
 At the largest size it checks the three gradients against each other and reports the ratios set as
 targets: eager ms / fused ms (> 1) and fused extra peak memory / eager's (<= 1/3, in the "loss" setting; the
 "held" setting's ratio is reported beside it: there y and dx must coexist, so no way can go below 2/5 of eager).
-Step ``teaching``: the exercise's kernels (``gpulab.exercises.ex05_solutions``, the solution a learner writes)
-against the production pair (``kernels.sigmoid3``), forward and backward alone at ``TEACHING_N`` (fp32): ms and
-GB/s of the bytes each must move (8 B/element forward, 12 backward). The production pieces change no bytes.
+Step ``teaching``: the teaching pair (``kernels.sigmoid3_teaching``, written as the exercise asks: its solution
+shows them) against the production pair (``kernels.sigmoid3``), forward and backward alone at ``TEACHING_N``
+(fp32): ms and GB/s of the bytes each must move (8 B/element forward, 12 backward). The production pieces change
+no bytes.
 
 About a minute. ``measure_memory`` is the memory measurement, for one way at one size.
 """
@@ -29,8 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..core import dtypes, plan, timing
-from ..exercises import ex05_solutions as E
-from ..kernels import sigmoid3 as S
+from ..kernels import sigmoid3, sigmoid3_teaching
 from ..kernels.sigmoid3 import WAYS
 from ..models import recompute
 from . import planned
@@ -106,16 +106,18 @@ def measure_memory(fn, x, dy=None) -> dict:
 
 
 def teaching(n: int = TEACHING_N, progress: bool = True) -> list[dict]:
-    """The exercise's forward and backward kernels against the production ones at n elements (fp32), each
-    timed alone by CUDA-graph replay: rows ``{"n", "pass", "kernel", "ms", "gbps", "bytes"}``. GPU only."""
+    """The teaching forward and backward kernels (exercise 05's solution) against the production ones at n
+    elements (fp32), each timed alone by CUDA-graph replay: rows ``{"n", "pass", "kernel", "ms", "gbps",
+    "bytes"}``. GPU only."""
     timing.require_gpu("the lesson05 teaching step")
     x = torch.randn(n, device=timing.device())
     dy, out = torch.randn_like(x), torch.empty_like(x)
+    moved = sigmoid3_teaching.sigmoid3_counts(n)  # bytes a pass moves; the production pair moves the same
     jobs = (
-        ("forward", "teaching", lambda: E.sigmoid3_fwd(x, out), 8 * n),
-        ("forward", "production", lambda: S.sigmoid3_forward(x), 8 * n),
-        ("backward", "teaching", lambda: E.sigmoid3_bwd(x, dy, out), 12 * n),
-        ("backward", "production", lambda: S.sigmoid3_backward(x, dy), 12 * n),
+        ("forward", "teaching", lambda: sigmoid3_teaching.sigmoid3_fwd(x, out), moved["forward"]),
+        ("forward", "production", lambda: sigmoid3.sigmoid3_forward(x), moved["forward"]),
+        ("backward", "teaching", lambda: sigmoid3_teaching.sigmoid3_bwd(x, dy, out), moved["backward"]),
+        ("backward", "production", lambda: sigmoid3.sigmoid3_backward(x, dy), moved["backward"]),
     )
     rows = []
     for pass_, kernel, fn, nbytes in tqdm(jobs, desc="lesson05 teaching", disable=not progress):

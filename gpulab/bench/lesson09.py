@@ -13,7 +13,7 @@ GPU only. The GPT-2-small training step of ``gpulab.capstone`` (12 layers, d_mod
   overhead test of ``explain.doubling_verdict``);
 - ``ops``: the first and the last eager rung's step, each operation's GPU time summed into the recorder's
   groups (``group_of``) per step; ``op_times``: the same two rungs per operation (``op_times``);
-- ``bias_gelu``: gpulab's fused bias + GELU (``exercises.ex09_solutions``) and torch's eager one on the MLP's
+- ``bias_gelu``: gpulab's fused bias + GELU (``kernels.bias_gelu``) and torch's eager one on the MLP's
   (8192, 3072) activations, and the copy bandwidth: what ``exercises.race`` recalls for lesson 09.
 
 About 4 minutes on an H200 (most of it torch.compile and the FlashAttention autotuner, for both batches).
@@ -34,7 +34,7 @@ import gpulab
 from ..capstone import explain, ladder
 from ..capstone.gpt import GPT2_SMALL
 from ..core import hardware, plan, timing
-from ..exercises import ex09_solutions
+from ..kernels.bias_gelu import bias_gelu as fused_bias_gelu  # ``run``'s flag is named bias_gelu
 
 KEY = "lesson09"
 PROFILED_STEPS = 3
@@ -133,15 +133,15 @@ def op_times(events, steps: int) -> list[dict]:
 
 
 def bias_gelu_times(M: int = 8192, N: int = 3072, rep_ms: float = 100) -> dict:
-    """gpulab's fused bias + GELU (``ex09_solutions.bias_gelu``) and torch's eager ``gelu(x + b)`` on (M, N) fp32,
-    and the copy bandwidth (``out.copy_(x)``, 8 M N bytes) on the same buffers: ``M``, ``N``, ``gpulab_ms``,
-    ``torch_ms``, ``copy_tbps``. GPU only (or the test clock)."""
+    """gpulab's fused bias + GELU (``kernels.bias_gelu``, exercise 09's solution) and torch's eager
+    ``gelu(x + b)`` on (M, N) fp32, and the copy bandwidth (``out.copy_(x)``, 8 M N bytes) on the same buffers:
+    ``M``, ``N``, ``gpulab_ms``, ``torch_ms``, ``copy_tbps``. GPU only (or the test clock)."""
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(M, N, generator=gen).to(timing.device())
     b = torch.randn(N, generator=gen).to(timing.device())
     out = torch.empty_like(x)
     ms = {
-        "gpulab_ms": timing.time_ms(lambda: ex09_solutions.bias_gelu(x, b, out), rep_ms=rep_ms).median_ms,
+        "gpulab_ms": timing.time_ms(lambda: fused_bias_gelu(x, b, out), rep_ms=rep_ms).median_ms,
         "torch_ms": timing.time_ms(lambda: F.gelu(x + b, approximate="tanh"), rep_ms=rep_ms).median_ms,
     }
     copy = timing.time_ms(lambda: out.copy_(x), rep_ms=rep_ms).median_ms

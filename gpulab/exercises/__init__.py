@@ -202,13 +202,27 @@ def _require_checker(fn: str, checker) -> None:
         )
 
 
+def solution_source(checker) -> str:
+    """The source ``show_solution`` prints: the ``solution`` function, or, when the solution is a kernel, the whole
+    module that holds it (``solution_module``) followed by each kernel and launcher it shows from
+    ``gpulab/kernels`` (the module's ``SHOWN``: a solution that a suite times too is written once, there).
+    Raises TypeError naming ``checker`` for anything but a checker."""
+    _require_checker("solution_source", checker)
+    mod = getattr(checker, "solution_module", None)
+    if mod is None:
+        return inspect.getsource(checker.solution)
+    parts = [inspect.getsource(mod)]
+    for obj in getattr(mod, "SHOWN", ()):
+        fn = getattr(obj, "fn", obj)  # a @triton.jit kernel's Python function
+        parts.append(f"# {fn.__module__}\n{inspect.getsource(fn)}")
+    return "\n\n".join(parts)
+
+
 def show_solution(checker) -> None:
-    """Print the reference solution of ``checker``: its ``solution`` function, or the whole module that
-    holds it when the solution is a kernel (``solution_module``). Raises TypeError naming ``checker`` for
+    """Print the reference solution of ``checker`` (``solution_source``). Raises TypeError naming ``checker`` for
     anything but a checker."""
     _require_checker("show_solution", checker)
-    mod = getattr(checker, "solution_module", None)
-    print(inspect.getsource(mod) if mod is not None else inspect.getsource(checker.solution))
+    print(solution_source(checker))
 
 
 def qualified(checker) -> str:

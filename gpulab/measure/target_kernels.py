@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ..core import dtypes
 from ..kernels import (
+    bias_gelu,
     divergence,
     flash_attention,
     flash_teaching,
@@ -34,6 +35,7 @@ from ..kernels import (
     matmul_precision,
     matmul_steps,
     read_bw,
+    sigmoid3_teaching,
     sincos,
     strided,
     transpose,
@@ -476,12 +478,13 @@ LESSON_KERNELS: list[LessonKernel] = [
     LessonKernel(lesson="05", name="three sigmoids backward, dy broadcast",
                  module="sigmoid3", kernel="sigmoid3_backward_kernel", dtype="fp32",
                  launches=_sigmoid3(DY_SCALAR=True), more_dtypes=(*SIXTEEN, "fp64")),
-    LessonKernel(lesson="05", name="ex05 three sigmoids forward (solution)",
-                 module=SOLUTIONS.format("05"), kernel="sigmoid3_fwd_kernel", dtype="fp32",
-                 launches=_one(BLOCK=128)),
-    LessonKernel(lesson="05", name="ex05 three sigmoids backward (solution)",
-                 module=SOLUTIONS.format("05"), kernel="sigmoid3_bwd_kernel", dtype="fp32",
-                 launches=_one(BLOCK=128)),
+    # the teaching pair: bench.lesson05.teaching times it, exercise 05's solution shows it
+    LessonKernel(lesson="05", name="three sigmoids forward, teaching",
+                 module="sigmoid3_teaching", kernel="sigmoid3_fwd_kernel", dtype="fp32",
+                 launches=_one(BLOCK=sigmoid3_teaching.BLOCK)),
+    LessonKernel(lesson="05", name="three sigmoids backward, teaching",
+                 module="sigmoid3_teaching", kernel="sigmoid3_bwd_kernel", dtype="fp32",
+                 launches=_one(BLOCK=sigmoid3_teaching.BLOCK)),
     # 06: coalescing
     LessonKernel(lesson="06", name="strided copy",
                  module="strided", kernel="strided_copy_kernel", dtype="fp32",
@@ -557,9 +560,10 @@ LESSON_KERNELS: list[LessonKernel] = [
     *_teaching_attention_kernels(),
     *_exercise_attention_kernels(),
     # 09: the builder test
-    LessonKernel(lesson="09", name="ex09 bias + GELU (solution)",
-                 module=SOLUTIONS.format("09"), kernel="bias_gelu_kernel", dtype="fp32",
-                 launches=_one(BLOCK=4096)),
+    # bench.lesson09.bias_gelu_times and the race time it, exercise 09's solution shows it
+    LessonKernel(lesson="09", name="bias + GELU fused",
+                 module="bias_gelu", kernel="bias_gelu_kernel", dtype="fp32",
+                 launches=_one(BLOCK=bias_gelu.BLOCK)),
 ]
 # fmt: on
 
