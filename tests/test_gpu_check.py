@@ -4,12 +4,14 @@ dependency hash (an edit changes exactly the entries that depend on it), which t
 the status lines and verdict, the plan; the tree hash against git's; the stamp's merging, junit parsing, the
 90-second rule and the budget with fake runners and a fake clock."""
 
+import hashlib
 import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -21,8 +23,11 @@ gc = importlib.util.module_from_spec(_spec)
 sys.modules["gpu_check"] = gc
 _spec.loader.exec_module(gc)
 deps = gc.deps
+_spec = importlib.util.spec_from_file_location("gpu_cases", ROOT / "tools" / "gpu_cases.py")
+cases = importlib.util.module_from_spec(_spec)
+sys.modules["gpu_cases"] = cases
+_spec.loader.exec_module(cases)
 
-FIXTURE = ROOT / "tests" / "fixtures" / "gpu_check_junit.xml"
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
@@ -291,32 +296,31 @@ def test_an_edit_changes_exactly_the_entries_that_depend_on_it(fake):
     assert _changed(before, after) == {f"{p}:{n}" for p in before for n in before[p]}
 
 
+def _by_hand(root: Path, files) -> str:
+    """The hash rule written out: sha256 over each file's path and the sha256 of its bytes, in path order."""
+    lines = "".join(f"{f}\0{hashlib.sha256((root / f).read_bytes()).hexdigest()}\n" for f in sorted(files))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
 @needs_git
 def test_entry_hashes_are_the_same_with_git_and_without(fake):
-    """The GPU machine gets a copy without .git: each entry's files and hash must be those computed here, and a
-    hash is git's own tree id of the entry's files."""
+    """The GPU machine gets a copy without .git: each entry's files and hash must be those computed here."""
     _git(fake, "init", "-q")
     (fake / "build").mkdir()
     (fake / "build" / "x.py").write_text("ignored\n")
     with_git = gc.Tree(fake, use_git=True)
     assert with_git.how == "git"
     assert with_git.current() == gc.Tree(fake, use_git=False).current()
-    files = sorted(with_git.files_of("notebooks", "04_fusion"))
-    env = {**os.environ, "GIT_INDEX_FILE": str(fake / ".git" / "gpu-check-index")}  # an index of those files alone
-    subprocess.run(["git", "-C", str(fake), "add", "--", *files], env=env, check=True)
-    tree_id = subprocess.run(
-        ["git", "-C", str(fake), "write-tree"], env=env, capture_output=True, text=True, check=True
-    )
-    assert with_git.entry_hash("notebooks", "04_fusion") == tree_id.stdout.strip()
+    files = with_git.files_of("notebooks", "04_fusion")
+    assert with_git.entry_hash("notebooks", "04_fusion") == _by_hand(fake, files)
 
 
 def test_an_entry_hash_leaves_out_the_executable_bit(fake):
-    """A copy of the tree may lose the executable bit: no entry's result depends on it; the whole tree's hash keeps
-    git's modes."""
+    """A copy of the tree may lose the executable bit: no entry's result, and no hash, depends on it."""
     before, whole = gc.Tree(fake).entry_hash("notebooks", "04_fusion"), gc.tree_hash(fake, use_git=False)
     os.chmod(fake / "gpulab/fusion.py", 0o755)
     assert gc.Tree(fake).entry_hash("notebooks", "04_fusion") == before
-    assert gc.tree_hash(fake, use_git=False) != whole
+    assert gc.tree_hash(fake, use_git=False) == whole
 
 
 # ------------------------------------------------------------------------------------------------ status and plan
@@ -471,15 +475,12 @@ def _tree(tmp_path: Path) -> Path:
 
 
 @needs_git
-def test_tree_hash_is_gits_tree_id_of_the_hashed_folders(tmp_path):
+def test_tree_hash_is_the_hash_of_the_hashed_folders_files(tmp_path):
     root = _tree(tmp_path)
     _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "t")
-    listing = _git(root, "ls-tree", "HEAD", *gc.HASHED_DIRS)
-    want = subprocess.run(["git", "-C", str(root), "mktree"], input=listing, capture_output=True, text=True).stdout
-    assert gc.tree_hash(root, use_git=True) == want.strip()
-    assert gc.tree_hash(root, use_git=False) == want.strip()
+    want = [ln for ln in _git(root, "ls-files", "--others", "--exclude-standard").splitlines() if "/" in ln]
+    assert gc.hashed_files(root, use_git=True) == (sorted(want), "git") and "README.md" not in want
+    assert gc.tree_hash(root, use_git=True) == gc.tree_hash(root, use_git=False) == _by_hand(root, want)
 
 
 @needs_git
@@ -503,24 +504,33 @@ def test_tree_hash_leaves_out_the_stamps_and_what_git_ignores(tmp_path):
     (root / "tests/test_x.py").write_text("def test(): assert 1\n")
     assert gc.tree_hash(root, use_git=False) != before
     assert gc.tree_hash(root, use_git=True) == gc.tree_hash(root, use_git=False)  # an untracked edit counts too
-    with pytest.raises(gc.GPUCheckError, match="dirs must be some of"):
-        gc.tree_hash(root, use_git=False, dirs=("docs",))
 
 
 def test_tree_hash_without_git_walks_the_disk(tmp_path, monkeypatch):
-    root = _tree(tmp_path)
-    monkeypatch.setattr(gc.shutil, "which", lambda name: None)
+    root = _tree(tmp_path)  # no .git here
     files, how = gc.hashed_files(root)
     assert how == "walk" and "gpulab/a/c.py" in files and "README.md" not in files
     with pytest.raises(gc.GPUCheckError, match="use_git=True"):
         gc.hashed_files(root, use_git=True)
+    monkeypatch.setitem(sys.modules, "pathspec", None)  # not installed: the walk says what to install
+    with pytest.raises(gc.GPUCheckError, match="pathspec, which reads its .gitignore without git, is not installed"):
+        gc.hashed_files(root)
 
 
-def test_gitignore_negations_are_refused(tmp_path):
+@needs_git
+def test_the_walk_reads_gitignore_as_git_does(tmp_path):
+    """Negations, anchored patterns, folder patterns and globs: the walk lists what git would add."""
     root = _tree(tmp_path)
-    (root / ".gitignore").write_text("!keep.py\n")
-    with pytest.raises(gc.GPUCheckError, match="negations"):
-        gc.tree_hash(root, use_git=False)
+    (root / ".gitignore").write_text("*.log\n!keep.log\n/gpulab/local/\ntests/**/out-*\ndata/\n")
+    for rel in ("gpulab/x.log", "gpulab/keep.log", "gpulab/local/a.py", "tests/local/a.py", "tests/a/b/out-1.txt"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x\n")
+    (root / "tools/data").mkdir()
+    (root / "tools/data/z.csv").write_text("1\n")
+    _git(root, "init", "-q")
+    walk = gc.hashed_files(root, use_git=False)[0]
+    assert walk == gc.hashed_files(root, use_git=True)[0]
+    assert "gpulab/keep.log" in walk and "tests/local/a.py" in walk and "gpulab/x.log" not in walk
 
 
 @needs_git
@@ -532,39 +542,87 @@ def test_this_repository_hashes_the_same_with_and_without_git():
     walk_files, _ = gc.hashed_files(ROOT, use_git=False)
     assert walk_files == git_files
     assert gc.tree_hash(ROOT, use_git=True) == gc.tree_hash(ROOT, use_git=False)
-    dirty = _git(ROOT, "status", "--porcelain", "--", *gc.HASHED_DIRS)
-    if not [ln for ln in dirty.splitlines() if "gpu-check-" not in ln]:
-        listing = _git(ROOT, "ls-tree", "HEAD", *gc.HASHED_DIRS)
-        if "gpu-check-" not in _git(ROOT, "ls-files", "gpulab/data"):
-            want = subprocess.run(["git", "-C", str(ROOT), "mktree"], input=listing, capture_output=True, text=True)
-            assert gc.tree_hash(ROOT) == want.stdout.strip()
 
 
 # ------------------------------------------------------------------------------------------------ junit, --only
 
 
-def test_junit_counts_and_failing_names():
-    j = gc.parse_junit(FIXTURE)
-    assert (j["passed"], j["failed"], j["errors"], j["skipped"]) == (2, 2, 1, 1)
-    assert j["failures"] == [
-        "tests/test_flash_teaching.py::test_forward_and_backward_match_float64[fp32-causal]",
-        "tests/test_recompute.py::TestMemory::test_measured_memory_matches_the_model_on_the_gpu",
-        "notebooks/08_flash_attention.ipynb::Cell 12",
-    ]
-    assert j["reasons"][j["failures"][0]] == "AssertionError: LSE off by 2.6e-04 > 1e-05"
-    assert gc.cell_names(j["failures"][2:]) == ["Cell 12"]
-    assert j["slowest"] == [
-        ["Cell 12", 2.0],
-        ["test_forward_and_backward_match_float64[fp32-causal]", 0.5],
-        ["TestMemory::test_measured_memory_matches_the_model_on_the_gpu", 0.1],
-    ]
-    files = {c["file"] for c in gc.junit_cases(FIXTURE)}  # the case without a file attribute: from its classname
-    assert files == {
-        "tests/test_flash_teaching.py",
-        "tests/test_recompute.py",
-        "tests/test_pad.py",
-        "notebooks/08_flash_attention.ipynb",
+REPORTED = """
+import pytest
+
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup broke")
+
+
+def test_pass(record_property):
+    record_property("entry", '{"ok": true}')
+
+
+def test_fail():
+    assert 1 == 2, "off by one"
+
+
+def test_error(broken):
+    pass
+
+
+def test_skip():
+    pytest.skip("no GPU")
+
+
+@pytest.mark.slow
+def test_deselected():
+    pass
+"""
+
+
+def test_a_real_pytest_reports_each_test_as_it_ends(tmp_path):
+    """A pytest with this tool as its plugin (``run_pytest``) writes pytest's own reports as they come and the ids
+    it collected after deselection; read back, each test has its kind, seconds, first line and properties, and a
+    file that fails to collect is one error."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/test_a.py").write_text(REPORTED)
+    (tmp_path / "tests/test_b.py").write_text("import no_such_module\n")
+    ctx = gc.Context(root=tmp_path, logs=tmp_path / "logs")
+    ctx.logs.mkdir()
+    args = ["tests", "-m", "not slow", "--continue-on-collection-errors", "-W", "ignore"]
+    ran, cases, ids = gc.run_pytest(ctx, "t", args, gc.base_env(), 300)
+    assert ran.rc == 1 and not ran.stopped, ran.output
+    assert ids == [f"tests/test_a.py::test_{n}" for n in ("pass", "fail", "error", "skip")]
+    by = {c["id"]: c for c in cases}
+    assert {i: c["kind"] for i, c in by.items()} == {
+        "tests/test_b.py": "errors",
+        "tests/test_a.py::test_pass": "passed",
+        "tests/test_a.py::test_fail": "failed",
+        "tests/test_a.py::test_error": "errors",
+        "tests/test_a.py::test_skip": "skipped",
     }
+    assert "off by one" in by["tests/test_a.py::test_fail"]["reason"]
+    assert by["tests/test_a.py::test_error"]["reason"] == "RuntimeError: setup broke"
+    assert by["tests/test_a.py::test_skip"]["reason"] == "Skipped: no GPU"
+    assert "no_such_module" in by["tests/test_b.py"]["reason"] and by["tests/test_b.py"]["file"] == "tests/test_b.py"
+    assert by["tests/test_a.py::test_pass"]["properties"] == {"entry": '{"ok": true}'}
+    s = gc.summarize(cases)
+    assert (s["passed"], s["failed"], s["errors"], s["skipped"]) == (1, 1, 2, 1)
+    assert s["failures"] == ["tests/test_b.py", "tests/test_a.py::test_fail", "tests/test_a.py::test_error"]
+
+
+def test_reports_cut_short_are_read_up_to_the_cut(tmp_path):
+    """A run killed at the budget may leave half a line: the reports before it still count."""
+    path = tmp_path / "r.jsonl"
+    line = {"$report_type": "TestReport", "nodeid": "notebooks/x.ipynb::Cell 3", "when": "call", "duration": 2.5}
+    path.write_text(json.dumps({**line, "outcome": "failed", "longrepr": "boom\nmore"}) + "\n" + '{"nodeid": "n')
+    (case,) = gc.read_reports(path)
+    assert (case["file"], case["name"], case["kind"], case["seconds"], case["reason"]) == (
+        "notebooks/x.ipynb",
+        "Cell 3",
+        "failed",
+        2.5,
+        "boom",
+    )
+    assert gc.read_reports(tmp_path / "none.jsonl") == []
 
 
 def test_only_picks_lessons():
@@ -688,9 +746,18 @@ def test_write_atomic_leaves_the_old_file_whole_when_the_write_fails(tmp_path, m
 # ------------------------------------------------------------------------------------------------ parts, faked
 
 
+def _report(nodeid, outcome, seconds=1.5, longrepr=None, **props):
+    """One line of ``run_pytest``'s reports, as pytest serializes a test's call."""
+    props = [[k, v] for k, v in props.items()]
+    return {"$report_type": "TestReport", "nodeid": nodeid, "when": "call", "outcome": outcome, "duration": seconds,
+            "longrepr": longrepr, "user_properties": props}  # fmt: skip
+
+
 class FakeMachine:
-    """A runner and a clock: each command takes the seconds ``plan`` gives its notebook or suite, and writes the
-    junit xml it was asked for with the failing cells ``plan`` lists; a run longer than its timeout is stopped."""
+    """The GPU machine, faked, and its clock. As gpu_check's runner of a pytest of cases it runs each case here
+    (``gpu_cases.run_case``) against a fake child and reports it as pytest does (``test_entry``); each child
+    takes the seconds ``plan`` gives its notebook or suite and reports four cells, failing those ``plan`` lists; a
+    child longer than its timeout is stopped."""
 
     def __init__(self, plan):
         self.plan, self.now, self.calls = plan, 0.0, []
@@ -698,27 +765,37 @@ class FakeMachine:
     def clock(self):
         return self.now
 
-    def __call__(self, cmd, env, timeout_s, log):
+    def __call__(self, cmd, env, timeout_s, log, cwd=None):
+        spec = json.loads(Path(env["GPU_CHECK_CASES"]).read_text())
+        assert str(gc.CASES_FILE) in cmd and timeout_s == spec["deadline"] - self.now + gc.CASE_GRACE_S
+        with open(env["GPU_CHECK_REPORTS"], "a") as out:
+            for case in spec["cases"]:
+                tmp = Path(tempfile.mkdtemp(dir=log.parent))
+                entry = cases.run_case(case, spec["deadline"], tmp, run=self.child, clock=self.clock, root=cwd)
+                outcome = "skipped" if "unreached" in entry else "passed" if entry["ok"] else "failed"
+                nodeid = f"tools/gpu_cases.py::test_entry[{case['name']}]"
+                out.write(json.dumps(_report(nodeid, outcome, entry=json.dumps(entry))) + "\n")
+        return gc.Ran(0, 1.0, "", False)
+
+    def child(self, cmd, env, timeout_s, log, cwd=None):
         key = next(k for k in self.plan if any(k in a for a in cmd))
         seconds, failing = self.plan[key]
         self.calls.append((key, cmd, env, timeout_s))
         stopped = seconds > timeout_s
         seconds = min(seconds, timeout_s)
         self.now += seconds
-        xml = next((a.split("=", 1)[1] for a in cmd if a.startswith("--junitxml=")), None)
-        if xml and not stopped:
-            cases = "".join(
-                f'<testcase classname="n" name="Cell {i}" file="notebooks/{key}.ipynb" time="{i}.0">'
-                + ('<failure message="boom"/>' if i in failing else "")
-                + "</testcase>"
-                for i in range(4)
-            )
-            Path(xml).write_text(f"<testsuites><testsuite>{cases}</testsuite></testsuites>")
+        if "--nbval-lax" in cmd and not stopped:
+            with open(env["GPU_CHECK_REPORTS"], "w") as out:
+                for i in range(4):
+                    bad = i in failing
+                    line = _report(f"notebooks/{key}.ipynb::Cell {i}", "failed" if bad else "passed", float(i))
+                    out.write(json.dumps({**line, "longrepr": "boom" if bad else None}) + "\n")
         rc = None if stopped else (1 if failing else 0)
         return gc.Ran(rc, seconds, "out\n", stopped)
 
 
 def _ctx(root, machine, **kw):
+    kw = {"jobs": 1, "suite_jobs": 1, "workers": 0, **kw}
     return gc.Context(
         root=root, gpu="NVIDIA H200", slug="h200", logs=root / "logs", runner=machine, clock=machine.clock, **kw
     )
@@ -793,7 +870,8 @@ def test_only_all_entries_and_what_reruns(three):
     assert sorted(c[0] for c in m5.calls) == ["00_a", "01_b", "02_c"]
 
 
-def test_emulated_part_names_failing_cells_per_gpu(three):
+def test_emulated_part_names_failing_cells_per_gpu(three, monkeypatch):
+    monkeypatch.setattr(gc, "have_xdist", lambda: True)
     m = FakeMachine({"00_a": (10, []), "01_b": (10, [3]), "02_c": (10, [])})
     s = gc.run_part("emulated", _ctx(three, m, jobs=3))
     items = s["parts"]["emulated"]["items"]
@@ -827,9 +905,9 @@ def test_a_part_keeps_its_results_when_the_stamp_is_not_json(three, capsys):
     path = gc.stamp_path("h200", three)
     m = FakeMachine({"ceilings": (5, []), "lesson04": (5, []), "lesson05": (5, [])})
 
-    def corrupting(cmd, env, timeout_s, log):
+    def corrupting(cmd, env, timeout_s, log, cwd):
         path.write_text('{"schema": 2, "parts": {')  # cut short
-        return m(cmd, env, timeout_s, log)
+        return m(cmd, env, timeout_s, log, cwd)
 
     ctx = _ctx(three, m, suite_jobs=1)
     ctx.runner = corrupting
@@ -847,7 +925,7 @@ def test_a_part_keeps_its_results_when_the_stamp_is_not_json(three, capsys):
 
 
 class FakePytest:
-    """One pytest run of the tests part: writes the collected ids ($GPU_CHECK_COLLECTED) and a junit xml with
+    """One pytest run of the tests part: writes the collected ids ($GPU_CHECK_COLLECTED) and the reports of
     ``cases`` (file -> [(name, kind)]) of those files the command names; ``unreported`` files are collected but
     their last case never reports (the run was stopped)."""
 
@@ -857,25 +935,22 @@ class FakePytest:
     def clock(self):
         return 0.0
 
-    def __call__(self, cmd, env, timeout_s, log):
+    def __call__(self, cmd, env, timeout_s, log, cwd=None):
         self.calls.append((cmd, env))
         files = [a for a in cmd if a.startswith("tests/") and a.endswith(".py")]
         ids = [f"{f}::{name}" for f in files for name, _ in self.cases.get(f, [])]
         Path(env["GPU_CHECK_COLLECTED"]).write_text(json.dumps(ids))
-        xml = next(a.split("=", 1)[1] for a in cmd if a.startswith("--junitxml="))
-        body = ""
-        for f in files:
-            rows = self.cases.get(f, [])
-            for name, kind in rows[:-1] if f in self.unreported else rows:
-                child = {"failed": '<failure message="assert 1 == 2"/>', "skipped": "<skipped/>"}.get(kind, "")
-                body += f'<testcase classname="x" name="{name}" file="{f}" time="1.5">{child}</testcase>'
-        Path(xml).write_text(f"<testsuites><testsuite>{body}</testsuite></testsuites>")
+        with open(env["GPU_CHECK_REPORTS"], "w") as out:
+            for f in files:
+                rows = self.cases.get(f, [])
+                for name, kind in rows[:-1] if f in self.unreported else rows:
+                    crash = {"reprcrash": {"message": "assert 1 == 2"}} if kind == "failed" else None
+                    out.write(json.dumps(_report(f"{f}::{name}", kind, longrepr=crash)) + "\n")
         return gc.Ran(None if self.stopped else self.rc, 42.0, "tail\n", self.stopped)
 
 
 def test_tests_part_gives_each_file_its_entry(fake, monkeypatch):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(gc.importlib.util, "find_spec", lambda n: object() if n == "xdist" else real(n))
+    monkeypatch.setattr(gc, "have_xdist", lambda: True)
     fp = FakePytest(
         {
             "tests/test_fig04.py": [("test_f", "passed"), ("test_g", "skipped")],
@@ -891,7 +966,7 @@ def test_tests_part_gives_each_file_its_entry(fake, monkeypatch):
     assert gc.TEST_MARKERS == "not browser and not slow and not cpu_same"
     assert cmd[cmd.index(gc.TEST_MARKERS) - 1] == "-m"
     assert [a for a in cmd if a.startswith("tests/")] == GPU_TESTS  # CPU-same and browser files never run
-    assert env["GPULAB_AUTOTUNE"] == "first" and "gpu_check_collect" in cmd
+    assert env["GPULAB_AUTOTUNE"] == "first" and cmd[cmd.index("-p") + 1] == "gpu_check"  # reports as they come
     p = s["parts"]["tests"]
     assert p["items"]["tests/test_fig04.py"]["ok"] and p["items"]["tests/test_fig04.py"]["skipped"] == 1
     assert p["items"]["tests/test_fig04.py"]["seconds"] == 3.0
@@ -912,11 +987,10 @@ def test_proof_runs_the_three_parts_then_the_notebooks_with_the_time_left(three)
     plan = {n: (10, []) for n in ("00_a", "01_b", "02_c")} | {k: (20, []) for k in ("ceilings", "lesson04", "lesson05")}
     m = FakeMachine(plan)
 
-    def runner(cmd, env, timeout_s, log):
-        if "gpu_check_collect" not in cmd:
-            return m(cmd, env, timeout_s, log)
+    def runner(cmd, env, timeout_s, log, cwd):
+        if "GPU_CHECK_CASES" in env:
+            return m(cmd, env, timeout_s, log, cwd)
         Path(env["GPU_CHECK_COLLECTED"]).write_text("[]")  # every GPU test file's tests are deselected here
-        Path(next(a.split("=", 1)[1] for a in cmd if a.startswith("--junitxml="))).write_text("<testsuites/>")
         m.now += 50
         m.calls.append(("tests", cmd, env, timeout_s))
         return gc.Ran(5, 50.0, "no tests ran\n")
@@ -939,12 +1013,12 @@ def test_proof_runs_the_three_parts_then_the_notebooks_with_the_time_left(three)
     assert m.calls == []
 
 
-def test_parts_refuse_without_a_gpu(capsys):
+def test_parts_refuse_without_a_gpu(capsys, monkeypatch):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is here")
-    assert gc.main(["tests"]) == 2
+    assert gc.main(["notebooks"]) == 2
     assert "make gpu-check needs an NVIDIA GPU: torch.cuda.is_available() is False" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         gc.main(["notebooks", "--budget", "-3"])
@@ -955,18 +1029,31 @@ def test_parts_refuse_without_a_gpu(capsys):
         assert f"--budget must be a finite number, got '{text}'" in capsys.readouterr().err
 
 
-def test_run_command_stops_a_child_at_its_limit(tmp_path, monkeypatch):
-    """The budget guard for real: SIGINT at the limit, so pytest can still write its report; also when this
-    process was started ignoring SIGINT (a shell's background job), which its children would inherit. The limit
-    passes once the child is ready for it (an event, not this machine's speed: a child still starting would die
-    of the SIGINT without a word)."""
-    import signal
+def test_a_missing_pytest_xdist_is_named_before_anything_runs(capsys, monkeypatch):
+    """Runs at once go through pytest-xdist: without it a part says so and how to get it, or to run one at a time
+    (never quietly one at a time)."""
+    monkeypatch.setattr(gc, "have_xdist", lambda: False)
+    for argv, opt in (
+        (["tests"], "--workers 14"),
+        (["emulated"], "--jobs 7"),
+        (["proof", "--workers", "0"], "--jobs 7"),
+    ):
+        assert gc.main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"error: pytest-xdist is not installed, and {opt} runs" in err and "gpu-wheels.sh pytest-xdist" in err
+    assert gc.main(["tests", "--workers", "1"]) == 2  # one at a time: no xdist needed, and here no GPU either
+    assert "needs an NVIDIA GPU" in capsys.readouterr().err
+
+
+def test_run_child_stops_the_childs_session_at_its_limit(tmp_path, monkeypatch):
+    """The budget for real: at its limit the child and what it started are killed (what it reported is on disk
+    already). The limit passes once the child has started its own child (an event, not this machine's speed)."""
     import time
 
     ready = tmp_path / "ready"
 
     class LimitWhenReady(subprocess.Popen):
-        """run_command's wait for the limit ends as the limit passing, once the child has made ``ready``."""
+        """run_child's wait for the limit ends as the limit passing, once the child has made ``ready``."""
 
         def wait(self, timeout=None):
             if str(ready) not in self.args or getattr(self, "limit_passed", False):
@@ -978,18 +1065,54 @@ def test_run_command_stops_a_child_at_its_limit(tmp_path, monkeypatch):
             raise subprocess.TimeoutExpired(self.args, timeout)
 
     monkeypatch.setattr(subprocess, "Popen", LimitWhenReady)
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     code = (
-        "import pathlib, sys, time\ntry:\n    pathlib.Path(sys.argv[1]).touch()\n    time.sleep(600)\n"
-        "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n"
+        "import pathlib, subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        "pathlib.Path(sys.argv[1]).write_text(str(p.pid))\ntime.sleep(600)\n"
     )
-    try:
-        ran = gc.run_command([sys.executable, "-c", code, str(ready)], dict(os.environ), 1.0, tmp_path / "log")
-    finally:
-        signal.signal(signal.SIGINT, before)
-    assert ran.stopped and ran.rc is None and "interrupted" in ran.output, ran.output
-    ran = gc.run_command([sys.executable, "-c", "print('hi')"], dict(os.environ), 600.0, tmp_path / "log")
+    ran = gc.run_child([sys.executable, "-c", code, str(ready)], dict(os.environ), 1.0, tmp_path / "log")
+    assert ran.stopped and ran.rc is None, ran.output
+    grandchild = int(ready.read_text())
+    t0 = time.monotonic()
+    while _alive(grandchild) and time.monotonic() - t0 < 60:  # SIGKILL lands at once; 60 s: a failure only
+        time.sleep(0.01)
+    assert not _alive(grandchild), "the child's own child outlived the limit"
+    ran = gc.run_child([sys.executable, "-c", "print('hi')"], dict(os.environ), 600.0, tmp_path / "log")
     assert (ran.rc, ran.stopped, ran.output.splitlines()[-1]) == (0, False, "hi")
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed and not yet reaped by whoever adopted it, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_real_run_of_the_cases_on_the_cpu(three):
+    """The notebooks and suites parts for real on the CPU (a labelled test run, no proof): tools/gpu_cases.py
+    under pytest, each case a real nbval run of a notebook of the fake tree or a real ``python -m gpulab.bench`` of
+    its suites, reported by pytest and read back into the stamp's entries."""
+    import nbformat
+
+    for stem, last in (("00_a", "assert x == 1"), ("01_b", "assert x == 2")):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(last)])
+        nbformat.write(nb, three / f"notebooks/{stem}.ipynb")
+    ctx = gc.Context(root=three, gpu="CPU (a test run)", slug="cpu-test", logs=three / "logs", budget_s=300.0)
+    ctx.jobs = ctx.suite_jobs = ctx.workers = 1
+    ctx.only = ["00", "01"]
+    items = gc.run_part("notebooks", ctx)["parts"]["notebooks"]["items"]
+    assert sorted(items) == ["00_a", "01_b"]
+    assert items["00_a"]["ok"] and items["00_a"]["failures"] == [] and 0 < items["00_a"]["seconds"] < 300
+    assert {c for c, _ in items["00_a"]["slowest_cells"]} == {"Cell 0", "Cell 1"}
+    assert not items["01_b"]["ok"] and items["01_b"]["failures"] == ["Cell 1"]
+    assert (three / "logs/nb-01_b.tail.txt").exists() and (three / "logs/notebooks.reports.jsonl").exists()
+    ctx.only, ctx.tree = ["04"], None
+    suites = gc.run_part("suites", ctx)["parts"]["suites"]["items"]
+    assert (
+        list(suites) == ["lesson04"] and suites["lesson04"]["ok"] and suites["lesson04"]["steps"] == "--steps headline"
+    )
+    assert "--only lesson04 --steps headline" in (three / "logs/suite-lesson04.log").read_text()
 
 
 def test_emulated_runs_timing_comparisons_alone_after_the_rest():
@@ -999,13 +1122,13 @@ def test_emulated_runs_timing_comparisons_alone_after_the_rest():
     assert alone == ["T4 01_roofline", "L4 01_roofline"]
 
 
-def test_emulated_run_whose_kernel_ran_no_cell_runs_once_more_alone(three):
+def test_emulated_run_whose_kernel_ran_no_cell_runs_once_more_alone(three, monkeypatch):
     """Every cell failing (a kernel that died or never started) is tried again after the others; the entry keeps
     the first try. A notebook failing only some cells, or failing all cells twice, is not forgiven."""
     tries = {}
 
     class Flaky(FakeMachine):
-        def __call__(self, cmd, env, timeout_s, log):
+        def child(self, cmd, env, timeout_s, log, cwd=None):
             key = next(k for k in self.plan if any(k in a for a in cmd))
             tag = (key, env["GPULAB_AS_GPU"])
             tries[tag] = tries.get(tag, 0) + 1
@@ -1013,9 +1136,10 @@ def test_emulated_run_whose_kernel_ran_no_cell_runs_once_more_alone(three):
                 self.plan[key] = (10, [0, 1, 2, 3] if tries[tag] == 1 else [])
             elif key == "00_a":
                 self.plan[key] = (10, [])
-            return super().__call__(cmd, env, timeout_s, log)
+            return super().child(cmd, env, timeout_s, log)
 
     m = Flaky({"00_a": (10, []), "01_b": (10, [0, 1, 2, 3]), "02_c": (10, [2])})
+    monkeypatch.setattr(gc, "have_xdist", lambda: True)
     s = gc.run_part("emulated", _ctx(three, m, jobs=2))
     items = s["parts"]["emulated"]["items"]
     assert items["T4 00_a"]["ok"] and items["T4 00_a"]["first_try"]["failures"][0] == "Cell 0"
@@ -1029,5 +1153,5 @@ def test_emulated_run_whose_kernel_ran_no_cell_runs_once_more_alone(three):
         ("01_b", "T4"),
     ]
     assert not s["parts"]["emulated"]["ok"]
-    envs = [c[2] for c in m.calls]  # each notebook and GPU has its own IPython and Jupyter runtime folders
-    assert len({e["IPYTHONDIR"] for e in envs}) == len({e["JUPYTER_RUNTIME_DIR"] for e in envs}) == 9
+    envs = [c[2] for c in m.calls]  # each run has its own IPython and Jupyter runtime folders
+    assert len({e["IPYTHONDIR"] for e in envs}) == len({e["JUPYTER_RUNTIME_DIR"] for e in envs}) == len(envs) == 13

@@ -1,10 +1,8 @@
 """``make gpu-check``: prove the collection green on the GPU it runs on, entry by entry, rerunning only what a change
-touched.
+touched. docs/gpu-check.md says how and why it is sound; run from the project root, with gpulab, torch, Triton,
+pytest, nbval and pytest-xdist importable by the Python that runs this file (every child is ``sys.executable``):
 
-Run on a GPU machine from the project root, with gpulab, torch, Triton, pytest and nbval importable by the Python
-that runs this file (every child process is ``sys.executable``; nothing here builds or uses ``.venv``):
-
-    python tools/gpu_check.py tests       # the GPU test files under pytest -n 14, first configs
+    python tools/gpu_check.py tests       # the GPU test files in one pytest, -n 14, first configs
     python tools/gpu_check.py notebooks   # each notebook alone under nbval, full autotuning, cold caches, timed
     python tools/gpu_check.py emulated    # each notebook as a T4, an L4 and an A100 would, first configs
     python tools/gpu_check.py suites      # each benchmark suite's headline steps (python -m gpulab.bench)
@@ -13,58 +11,25 @@ that runs this file (every child process is ``sys.executable``; nothing here bui
     python tools/gpu_check.py status      # entry by entry, proven or not on the tree now (no GPU needed)
     python tools/gpu_check.py plan        # what `all` or `proof` would run now, and its seconds (no GPU needed)
 
-**Entries and what proves them.** Each part is a list of entries: a test file (``tests/test_fusion.py``), a
-notebook (``04_fusion``), an emulated run (``T4 04_fusion``), a suite (``lesson04``, ``ceilings``). An entry records
-``deps``, the hash of the files it depends on (``tools/deps.py``: the notebook, suite or test file and what it imports
-through gpulab and tests, transitively, the package data it reads, conftest and fixtures), and whether it passed.
-An entry is *proven on the tree now* when it passed and its ``deps`` equal the hash of those files now. Every part
-runs only its entries that are not proven (a change, a failure, never run); ``--all-entries`` runs them all. So an
-edit to ``gpulab/figures/lesson04.py`` reruns notebook 04 (and ``T4 04_fusion``, ``L4 04_fusion``, ``A100
-04_fusion``) and the test files that import it, nothing else.
+What is gpulab's own lives here: the entries (a test file, a notebook, an emulated run ``T4 04_fusion``, a suite)
+and the hash of the files each depends on (``tools/deps.py``), the stamp and its verdict, the plan. pytest runs
+everything: the GPU test files, and the other parts as the cases of ``tools/gpu_cases.py``, one case an entry. Each
+pytest loads this file as a plugin (``-p gpu_check``), which writes pytest's own reports as they come (a run
+stopped at the budget keeps what finished) and the ids it collected (a test file counts once each test reported).
 
-**Which test files are entries.** Those that can prove something on a GPU: a file that is CPU-same
-(``deps.Graph.cpu_same``: marked ``cpu_same``, skipping itself on a GPU, or reaching no device word) or whose
-``pytestmark`` deselects it here (``browser``, ``slow``) is no entry; single tests marked ``cpu_same`` are
-deselected (``TEST_MARKERS``). The GPU files run in one pytest (``--dist loadgroup``: each test its own unit, those
-marked ``xdist_group`` together), the longest files first; a file's entry counts only when each of its collected
-tests reported.
-
-Options: ``--only 08,09`` (lessons: notebooks, emulated runs and suites of those lessons only; ``07`` is 07 and 07b,
-``08`` 08 and 08b, ``00`` is 00 and 00b and the ceilings suite), ``--all-entries`` (run proven entries too),
-``--budget S`` (a part starts nothing it cannot finish in S seconds and stops what runs at S, recording what it did
-not reach; ``proof`` shares S between its two phases), ``--out DIR`` (the logs there, and the stamp as
-``stamp.json`` after each part; default ``$OUT`` when set), ``--jobs N`` (emulated runs at once), ``--workers N``
-(pytest-xdist workers; 0: none), ``--suite-jobs N`` (suites at once), ``--as T4,L4`` (the emulated GPUs), ``--gpu
-SLUG`` (status and plan: the stamp ``gpu-check-SLUG.json``; default every stamp, plan the only one).
-
-**proof**: phase 1 runs the tests, emulated and suites parts at once, the cores shared out by their estimated work
-(``share_slots``); phase 2 runs the notebooks alone (they are timed) with the budget left, longest first, each
-starting only where its recorded seconds fit. A second ``proof`` continues with what the first did not reach, since
-proven entries never run again: ``bash tools/gpu_run.sh proof`` twice is the whole proof.
-
-The stamp, ``gpulab/data/gpu-check-<gpu>.json`` (``<gpu>``: the short name the benchmark suite records under,
-e.g. ``h200``), gathers every part's entries; each part merges its own into it and writes it atomically:
+The stamp ``gpulab/data/gpu-check-<gpu>.json`` (schema 2; a schema-1 stamp is read, its entries unhashed) gathers
+every part's entries; each part merges its own:
 
     schema: 2; gpu: the CUDA device name; slug; updated: UTC ISO time of the last write; deps_rule; versions
     parts.<tests|notebooks|emulated|suites>: {ok, items: {name: entry}, missing: [names], last_run: {tree, date,
         versions, only, seconds, unreached: [names], budget_s}} plus, for notebooks, limit_s, total_seconds,
         total_limit_s, and for tests, deselected: {file: why} and last_run.command
     an entry: {deps, date, ok, seconds, failures: [cells, test ids or reasons], stopped} (+ over_limit and
-        slowest_cells: [[cell, s]] for notebooks; steps for suites; passed, failed, errors, skipped, reasons:
-        {test id: first line}, slowest: [[test, s]] for test files, whose seconds are the sum of their tests')
+        slowest_cells: [[cell, s]] for notebooks; steps for suites; first_try for an emulated run tried twice;
+        passed, failed, errors, skipped, reasons: {test id: first line}, slowest: [[test, s]] for test files,
+        whose seconds are the sum of their tests')
 
-A schema-1 stamp (one tree hash a part) is read: its entries keep their seconds (``plan`` estimates from them)
-and have no ``deps``, so none is proven. A part is ``ok`` when every entry it expects passed, wherever it ran;
-``status`` says which are proven on the tree now. Notebooks also keep their total within ``COLLECTION_LIMIT_S``.
-
-The hash of a set of files (``files_hash``) is git's own: the object id of the git tree holding those files as on
-disk, every regular file's mode taken as 100644 (a copy may lose the executable bit); ``tree_hash``, of every file
-under ``HASHED_DIRS`` with git's modes, is the whole tree a run saw. The files that exist for this purpose: where git works
-here, the files git would add (``git ls-files --cached --others --exclude-standard``); elsewhere (a copy of the tree
-without ``.git``: the GPU machine) every file on disk except those the root ``.gitignore`` names (its plain
-patterns: names, globs, ``dir/``); either way without ``__pycache__/``, ``.ipynb_checkpoints/``, ``*.pyc`` and
-``gpulab/data/gpu-check-*.json``. The two agree on this repository (``tests/test_gpu_check.py`` checks it), so a
-hash computed on the GPU machine compares with one computed on a CPU.
+An entry is *proven on the tree now* when it passed and its ``deps`` equal the hash of its files now.
 """
 
 from __future__ import annotations
@@ -75,7 +40,6 @@ import concurrent.futures
 import dataclasses
 import datetime as _dt
 import fcntl
-import fnmatch
 import hashlib
 import importlib.util
 import json
@@ -83,14 +47,11 @@ import math
 import os
 import platform
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,20 +69,29 @@ NOTEBOOK_LIMIT_S = 60.0  # one notebook alone, cold caches, full autotuning: a l
 COLLECTION_LIMIT_S = 480.0  # the whole collection, one notebook after another (8 minutes)
 EMULATED_GPUS = ("T4", "L4", "A100")
 DEFAULT_BUDGET_S = 540.0  # each part fits one 10-minute run with a minute to spare for start-up and copying
-PROOF_BUDGET_S = 525.0  # proof: what gpu_run.sh gives it of a 10-minute call (wheels, 30 s stop grace, packing)
+PROOF_BUDGET_S = 525.0  # proof: what gpu_run.sh gives it of a 10-minute call (wheels, status, packing)
+CASE_GRACE_S = 15.0  # a pytest of cases ends this long after the budget at most (each case stops its child by then)
 SLOWEST = 3  # the longest test cases (notebook cells) an entry names
-MIN_START_S = 30.0  # an untimed child (a suite, an emulated notebook) starts only with this much budget left
-STOP_GRACE_S = 30.0  # after SIGINT at the budget, how long a child gets to write its report before SIGKILL
+MIN_START_S = 30.0  # an untimed case (a suite, an emulated notebook) starts only with this much budget left
 TEST_MARKERS = "not browser and not slow and not cpu_same"
 DESELECTED_MARKS = ("browser", "slow")  # a test file whose pytestmark holds one runs no test under TEST_MARKERS
 ALWAYS_IGNORED = ("__pycache__/", ".ipynb_checkpoints/", "*.pyc")
 DEPS_RULE = (
-    "git tree id, on disk, of the files an entry depends on (tools/deps.py: the notebook, suite or test file, what "
-    "it imports through gpulab and tests transitively, the gpulab/data files it reads, conftest and fixtures; "
-    "gpulab/data/gpu-check-*.json never); files: git ls-files --cached --others --exclude-standard, or without git "
-    "every file not ignored by the root .gitignore"
+    "sha256 over each file's path and the sha256 of its bytes, of the files an entry depends on (tools/deps.py: the "
+    "notebook, suite or test file, what it imports through gpulab and tests transitively, the gpulab/data files it "
+    "reads, conftest and fixtures; gpulab/data/gpu-check-*.json never); files: git ls-files --cached --others "
+    "--exclude-standard, or without git every file the root .gitignore leaves in"
 )
 NO_GPU = "make gpu-check needs an NVIDIA GPU: torch.cuda.is_available() is False"
+WHEELS = "bash ../shared/tools/gpu-wheels.sh pytest-xdist pathspec (tools/gpu_run.sh installs .whl/)"
+NO_XDIST = (
+    "pytest-xdist is not installed, and {opt} {n} runs {n} at once through it (pip install pytest-xdist; on a machine "
+    "without network: " + WHEELS + "); or run one at a time: --workers 0 --jobs 1 --suite-jobs 1"
+)
+NO_PATHSPEC = (
+    "{root} is no git checkout, and pathspec, which reads its .gitignore without git, is not installed (pip install "
+    "pathspec; on a machine without network: " + WHEELS + ")"
+)
 # What an entry with no recorded seconds is estimated to take: a test file (worker-seconds: the H200's last whole
 # run, 297 s at -n 12 over about 85 files, is 40 a file), a notebook (its limit), an emulated run, a suite.
 DEFAULT_ESTIMATE_S = {"tests": 40.0, "notebooks": NOTEBOOK_LIMIT_S, "emulated": 60.0, "suites": 60.0}
@@ -129,42 +99,25 @@ TESTS_START_S = 25.0  # pytest-xdist's start and collection, before the first te
 # proof's phase 1 shares the cores among the three parts (one process a slot, one core left for the rest); the
 # GPU bounds the emulated runs (7 notebooks' kernels at once fitted an H100) and the suites (3 at once).
 SLOT_CAPS = {"tests": 14, "emulated": 7, "suites": 3}
-LIMITS_TEXT = f"a notebook within {NOTEBOOK_LIMIT_S:.0f} s, the collection within {COLLECTION_LIMIT_S:.0f} s"
+# Notebooks whose checks compare two timings taken at different moments (01: each point against the roof measured
+# before it) run one at a time after the others: beside other jobs a point can beat a roof measured while the GPU
+# was busier (on the H200, 01's cell 12 failed as T4, L4 and A100 beside the tests and passed alone).
+ALONE = ("01_roofline",)
 
 
 class GPUCheckError(RuntimeError):
-    """A part cannot run here (no GPU, a bad argument); the message says why."""
+    """A part cannot run here (no GPU, a missing package, a bad argument or stamp); the message says why."""
 
 
-# ------------------------------------------------------------------------------------------------ the tree hash
-
-
-def _is_stamp(rel: str) -> bool:
-    return fnmatch.fnmatchcase(rel, STAMP_PATTERN)
+# ------------------------------------------------------------------------------------------------ files and hashes
 
 
 def _git_files(root: Path) -> list[str] | None:
     """The files git would add under the hashed folders, or None where git does not work here."""
-    if shutil.which("git") is None:
-        return None
+    cmd = ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--"]
     try:
-        r = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(root),
-                "ls-files",
-                "-z",
-                "--cached",
-                "--others",
-                "--exclude-standard",
-                "--",
-                *HASHED_DIRS,
-            ],
-            capture_output=True,
-            timeout=60,
-        )
         top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True, timeout=60)
+        r = subprocess.run([*cmd, *HASHED_DIRS], capture_output=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
     if r.returncode != 0 or top.returncode != 0 or Path(top.stdout.decode().strip()).resolve() != root.resolve():
@@ -172,123 +125,63 @@ def _git_files(root: Path) -> list[str] | None:
     return sorted({p for p in r.stdout.decode("utf-8", "surrogateescape").split("\0") if p})
 
 
-def _ignore_patterns(root: Path) -> list[str]:
-    gi = root / ".gitignore"
-    lines = gi.read_text().splitlines() if gi.exists() else []
-    pats = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    return list(ALWAYS_IGNORED) + pats
-
-
-def _ignored(parts: tuple[str, ...], is_dir: bool, patterns: list[str]) -> bool:
-    """The subset of gitignore rules the root .gitignore uses: ``name`` or ``glob`` (any path component),
-    ``name/`` (directories only), ``/anchored`` or ``a/b`` (the path from the root). Negations are not supported
-    (the walk would disagree with git): a pattern starting with ``!`` raises."""
-    rel = "/".join(parts)
-    for pat in patterns:
-        if pat.startswith("!"):
-            raise GPUCheckError(
-                f".gitignore pattern {pat!r}: negations are outside the subset tools/gpu_check.py reads"
-            )
-        dir_only = pat.endswith("/")
-        p = pat.rstrip("/")
-        if dir_only and not is_dir:
-            continue
-        if "/" in p:
-            if fnmatch.fnmatchcase(rel, p.lstrip("/")):
-                return True
-        elif fnmatch.fnmatchcase(parts[-1], p):
-            return True
-    return False
-
-
 def _walk_files(root: Path) -> list[str]:
-    """Every file under the hashed folders that the root .gitignore (and ``ALWAYS_IGNORED``) leaves in."""
-    patterns = _ignore_patterns(root)
+    """Every file under the hashed folders that the root .gitignore (read by pathspec, as git reads it) and
+    ``ALWAYS_IGNORED`` leave in."""
+    try:
+        import pathspec
+    except ImportError:
+        raise GPUCheckError(NO_PATHSPEC.format(root=root)) from None
+    gi = root / ".gitignore"
+    spec = pathspec.GitIgnoreSpec.from_lines([*ALWAYS_IGNORED, *(gi.read_text().splitlines() if gi.exists() else [])])
     out = []
     for top in HASHED_DIRS:
-        if not (root / top).is_dir():
-            continue
         for dirpath, dirnames, filenames in os.walk(root / top):
-            base = Path(dirpath).relative_to(root).parts
-            links = [d for d in dirnames if Path(dirpath, d).is_symlink()]  # a link to a folder is a file to git
-            dirnames[:] = [d for d in dirnames if d not in links and not _ignored(base + (d,), True, patterns)]
-            filenames = filenames + links
-            for f in filenames:
-                if not _ignored(base + (f,), False, patterns):
-                    out.append("/".join(base + (f,)))
+            base = Path(dirpath).relative_to(root).as_posix()
+            dirnames[:] = [d for d in dirnames if not spec.match_file(f"{base}/{d}/")]
+            out += [f"{base}/{f}" for f in filenames if not spec.match_file(f"{base}/{f}")]
     return sorted(out)
 
 
-def _object_id(kind: str, body: bytes) -> bytes:
-    return hashlib.sha1(f"{kind} {len(body)}\0".encode() + body).digest()
-
-
-def _blob(path: Path) -> tuple[str, bytes]:
-    if path.is_symlink():
-        return "120000", _object_id("blob", os.readlink(path).encode("utf-8", "surrogateescape"))
-    mode = "100755" if os.access(path, os.X_OK) else "100644"
-    return mode, _object_id("blob", path.read_bytes())
-
-
-def _tree_id(node: dict) -> bytes:
-    """``node``: name -> (mode, id) for a blob, or name -> dict for a folder. Git orders entries by name, a
-    folder's name compared as if it ended in '/'."""
-    entries = []
-    for name, v in node.items():
-        if isinstance(v, dict):
-            entries.append((name + "/", b"40000 " + name.encode() + b"\0" + _tree_id(v)))
-        else:
-            entries.append((name, v[0].encode() + b" " + name.encode() + b"\0" + v[1]))
-    entries.sort(key=lambda e: e[0].encode("utf-8", "surrogateescape"))
-    return _object_id("tree", b"".join(e[1] for e in entries))
+def _ignored(rel: str) -> bool:
+    """A stamp, or a file ``ALWAYS_IGNORED`` names (whichever way the files were listed)."""
+    parts = rel.split("/")
+    return (
+        re.fullmatch(r"gpulab/data/gpu-check-[^/]*\.json", rel) is not None
+        or rel.endswith(".pyc")
+        or any(p in ("__pycache__", ".ipynb_checkpoints") for p in parts[:-1])
+    )
 
 
 def hashed_files(root: Path = ROOT, use_git: bool | None = None) -> tuple[list[str], str]:
-    """The files the tree hash covers (relative posix paths; the stamps and ``ALWAYS_IGNORED`` left out, whichever
-    way they were chosen) and how they were chosen:
-    "git" or "walk". ``use_git``: None tries git and falls back to the walk; True requires git."""
+    """The files hashes cover (relative posix paths, the stamps and ``ALWAYS_IGNORED`` left out) and how they were
+    listed: "git" (``git ls-files``) or "walk" (without git: the GPU machine's copy). ``use_git``: None tries git
+    and falls back to the walk; True requires git; False walks."""
     files = _git_files(root) if use_git in (None, True) else None
     how = "git"
     if files is None:
         if use_git:
             raise GPUCheckError(f"use_git=True, but git does not work in {root}")
         files, how = _walk_files(root), "walk"
-    keep = [f for f in files if not _is_stamp(f) and os.path.lexists(root / f) and not _always_ignored(f)]
-    return keep, how
+    return [f for f in files if not _ignored(f) and os.path.isfile(root / f)], how
 
 
-def _always_ignored(rel: str) -> bool:
-    parts = tuple(rel.split("/"))
-    return any(_ignored(parts[: i + 1], i < len(parts) - 1, list(ALWAYS_IGNORED)) for i in range(len(parts)))
-
-
-def files_hash(root: Path, files, blobs: dict | None = None, modes: bool = False) -> str:
-    """The hex id of the git tree holding ``files`` (relative posix paths) as on disk. ``modes`` False: every regular
-    file as 100644, since a copy of the tree (the GPU machine's) may not keep the executable bit, which no entry's
-    result depends on; True: git's own modes. ``blobs``: a cache of each file's (mode, id), shared between calls."""
-    top: dict = {}
+def files_hash(root: Path, files, digests: dict | None = None) -> str:
+    """The hex sha256 of ``files`` (relative posix paths) as on disk: over each file's path and the sha256 of its
+    bytes, in path order. No mode counts (a copy of the tree may lose the executable bit). ``digests``: each file's
+    digest, a cache shared between calls."""
+    digests = {} if digests is None else digests
+    h = hashlib.sha256()
     for rel in sorted(files):
-        *folders, name = rel.split("/")
-        node = top
-        for d in folders:
-            node = node.setdefault(d, {})
-        if blobs is None:
-            mode, oid = _blob(root / rel)
-        else:
-            if rel not in blobs:
-                blobs[rel] = _blob(root / rel)
-            mode, oid = blobs[rel]
-        node[name] = (mode if modes or mode == "120000" else "100644", oid)
-    return _tree_id(top).hex()
+        if rel not in digests:
+            digests[rel] = hashlib.sha256((root / rel).read_bytes()).hexdigest()
+        h.update(f"{rel}\0{digests[rel]}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
 
 
-def tree_hash(root: Path = ROOT, use_git: bool | None = None, dirs: tuple[str, ...] = HASHED_DIRS) -> str:
-    """The hex id of the git tree of ``dirs`` (some of ``HASHED_DIRS``) as on disk, without the stamps (module
-    docstring): the whole tree a run saw, recorded beside its entries."""
-    if set(dirs) - set(HASHED_DIRS):
-        raise GPUCheckError(f"dirs must be some of {HASHED_DIRS}, got {dirs!r}")
-    files, _ = hashed_files(root, use_git)
-    return files_hash(root, [f for f in files if f.split("/", 1)[0] in dirs], modes=True)
+def tree_hash(root: Path = ROOT, use_git: bool | None = None) -> str:
+    """``files_hash`` of every file hashes cover: the whole tree a run saw, recorded beside its entries."""
+    return files_hash(root, hashed_files(root, use_git)[0])
 
 
 # ------------------------------------------------------------------------------------------------ entries
@@ -380,7 +273,7 @@ class Tree:
         self.files = set(files)
         self.graph = deps.Graph(self.root, self.files)
         self.suites = list(suites) if suites is not None else None
-        self._blobs: dict = {}
+        self.digests: dict = {}
         self._hashes: dict[tuple[str, str], str] = {}
         self._tests: tuple[list[str], dict[str, str]] | None = None
 
@@ -443,7 +336,7 @@ class Tree:
         """``files_hash`` of the entry's files (an emulated run's are its notebook's: one hash for the four)."""
         key = ("notebooks", name.split(" ", 1)[-1]) if part == "emulated" else (part, name)
         if key not in self._hashes:
-            self._hashes[key] = files_hash(self.root, self.files_of(part, name), self._blobs)
+            self._hashes[key] = files_hash(self.root, self.files_of(part, name), self.digests)
         return self._hashes[key]
 
     def current(self, parts=PARTS) -> dict[str, dict[str, str]]:
@@ -549,52 +442,84 @@ def merge(
     return new
 
 
-# ------------------------------------------------------------------------------------------------ junit xml
+# ------------------------------------------------------------------------------------------------ pytest's reports
+
+# The plugin half of this file: every pytest that a part starts loads it (``-p gpu_check``), and so does each
+# notebook's nbval run; it writes only where the variables name a file.
+_config = None
 
 
-def junit_cases(path: Path) -> list[dict]:
-    """Each test case of a pytest ``--junitxml`` file (either junit family): file (as the xml gives it, else
-    from the classname: ``tests.test_x.TestC`` -> ``tests/test_x.py``, or from a module's name where it failed to
-    collect), id (``file::name``, a class kept in the
-    name), name, kind ("passed", "failed", "errors" or "skipped"), seconds and reason (a failure's first message
-    line, at most 200 characters)."""
-    root = ET.parse(path).getroot()
-    out = []
-    for case in root.iter("testcase"):
-        name = case.get("name", "?")
-        file = case.get("file") or ""
-        cls = case.get("classname") or ""
-        if file and cls:
-            mod = file[:-3].replace("/", ".") if file.endswith(".py") else None
-            if mod and cls.startswith(mod + "."):
-                name = f"{cls[len(mod) + 1 :]}::{name}"
-        elif cls and not file:
-            parts = cls.split(".")
-            i = next((k + 1 for k, part in enumerate(parts) if part.startswith("test_")), len(parts))
-            file = "/".join(parts[:i]) + ".py"
-            name = "::".join(parts[i:] + [name])
-        elif not file and re.fullmatch(r"\w+(\.\w+)+", name):  # a module that failed to collect
-            file = name.replace(".", "/") + ".py"
-        where = file or cls
-        bad = case.find("failure")
-        kind = "failed" if bad is not None else None
-        if bad is None:
-            bad = case.find("error")
-            kind = "errors" if bad is not None else None
-        if kind is None:
-            kind = "skipped" if case.find("skipped") is not None else "passed"
-        text = (bad.get("message") or bad.text or "").strip() if bad is not None else ""
-        out.append(
-            {
-                "file": file,
-                "id": f"{where}::{name}" if where else name,
-                "name": name,
-                "kind": kind,
-                "seconds": float(case.get("time") or 0.0),
-                "reason": (text.splitlines() or [""])[0][:200],
-            }
-        )
-    return out
+def pytest_configure(config):
+    global _config
+    _config = config
+
+
+def pytest_runtest_logreport(report):
+    """Each report as pytest serializes it (``pytest_report_to_serializable``, as pytest-xdist and pytest-reportlog
+    do), one JSON line as it comes, to $GPU_CHECK_REPORTS (in pytest-xdist's controller only): a run stopped at the
+    budget keeps every report it made."""
+    path = os.environ.get("GPU_CHECK_REPORTS")
+    if path and _config is not None and not hasattr(_config, "workerinput"):
+        data = _config.hook.pytest_report_to_serializable(config=_config, report=report)
+        with open(path, "a") as f:
+            f.write(json.dumps(data, default=str) + "\n")
+
+
+def pytest_collectreport(report):
+    """A file that fails to collect: its report too (one line a worker under pytest-xdist)."""
+    if report.failed:
+        pytest_runtest_logreport(report)
+
+
+def pytest_collection_finish(session):
+    """The ids of the tests collected, after deselection, to $GPU_CHECK_COLLECTED (each xdist worker collects
+    them all): a test file's entry counts once each of them reported."""
+    path = os.environ.get("GPU_CHECK_COLLECTED")
+    if path:
+        Path(f"{path}.{os.getpid()}").write_text(json.dumps([item.nodeid for item in session.items]))
+        os.replace(f"{path}.{os.getpid()}", path)
+
+
+def _first_line(longrepr) -> str:
+    """The message of a serialized report's ``longrepr``, at most 200 characters: a failure's crash line, a skip's
+    reason, else the first line pytest marks ``E`` (a collection error's exception), else the first line."""
+    if isinstance(longrepr, dict):
+        text = (longrepr.get("reprcrash") or {}).get("message") or ""
+    elif isinstance(longrepr, list | tuple):
+        text = str(longrepr[-1]) if longrepr else ""
+    else:
+        text = str(longrepr or "")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    marked = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
+    return (marked or lines or [""])[0][:200]
+
+
+RANK = {"passed": 0, "skipped": 1, "failed": 2, "errors": 2}
+
+
+def read_reports(path: Path) -> list[dict]:
+    """The tests of a $GPU_CHECK_REPORTS file, in the order they first reported, each as {id, file, name, kind
+    ("passed", "failed", "errors" or "skipped"), seconds (setup, call and teardown), reason (``_first_line`` of the
+    first failure, else of the skip), properties ({name: value} that it recorded)}. A failure outside the call is an
+    error; a file that failed to collect is one case of kind "errors"."""
+    cases: dict[str, dict] = {}
+    for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
+        try:
+            r = json.loads(line)
+        except ValueError:  # a line cut short by the stop
+            continue
+        nodeid = r.get("nodeid") or ""
+        file, _, name = nodeid.partition("::")
+        c = cases.setdefault(nodeid, dict(id=nodeid, file=file, name=name or nodeid, kind="passed", seconds=0.0))
+        c.setdefault("reason", "")
+        c["seconds"] += float(r.get("duration") or 0.0)
+        c["properties"] = {**c.get("properties", {}), **dict(r.get("user_properties") or [])}
+        outcome = r.get("outcome")
+        bad = r.get("$report_type") == "CollectReport" or r.get("when") != "call"
+        kind = "errors" if outcome == "failed" and bad else outcome
+        if RANK.get(kind, 0) > RANK[c["kind"]]:
+            c["kind"], c["reason"] = kind, _first_line(r.get("longrepr"))
+    return list(cases.values())
 
 
 def summarize(cases: list[dict]) -> dict:
@@ -619,16 +544,6 @@ def summarize(cases: list[dict]) -> dict:
     }
 
 
-def parse_junit(path: Path) -> dict:
-    """``summarize`` of every case of a pytest ``--junitxml`` file (``junit_cases``)."""
-    return summarize(junit_cases(path))
-
-
-def cell_names(failures: list[str]) -> list[str]:
-    """nbval's failing items as cell names ("Cell 12"), the notebook path left off."""
-    return [f.rsplit("::", 1)[-1] for f in failures]
-
-
 # ------------------------------------------------------------------------------------------------ running
 
 
@@ -643,38 +558,22 @@ class Ran:
     stopped: bool = False
 
 
-def catch_sigint() -> None:
-    """Let children feel SIGINT. A job a shell starts in the background (``gpu_check.py ... &``) ignores SIGINT,
-    its children inherit that, and a Python child that starts with SIGINT ignored never raises
-    KeyboardInterrupt: pytest could not write its report at the budget. A handled signal is reset to the default
-    in a child, an ignored one is not, so this process handles it. Main thread only (Python's rule)."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def run_command(cmd: list[str], env: dict, timeout_s: float, log: Path) -> Ran:
-    """Run ``cmd`` from the project root, output to ``log``. At ``timeout_s`` it gets SIGINT (pytest then still
-    writes its junit xml), and SIGKILL ``STOP_GRACE_S`` later."""
-    catch_sigint()
+def run_child(cmd: list[str], env: dict, timeout_s: float, log: Path, cwd: Path = ROOT) -> Ran:
+    """Run ``cmd`` from ``cwd`` in a session of its own, its output to ``log``; at ``timeout_s`` the session is
+    killed, the child's children with it (what it reported is already on disk, ``pytest_runtest_logreport``)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    stopped = False
     with open(log, "w") as out:
         out.write("+ " + " ".join(cmd) + "\n")
         out.flush()
-        p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = p.wait(timeout=max(timeout_s, 1.0))
         except subprocess.TimeoutExpired:
-            stopped = True
-            os.killpg(p.pid, signal.SIGINT)
-            try:
-                p.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
             rc = None
-    return Ran(rc, time.monotonic() - t0, log.read_text(errors="replace"), stopped)
+    return Ran(rc, time.monotonic() - t0, log.read_text(errors="replace"), rc is None)
 
 
 def tail(text: str, lines: int = 120) -> str:
@@ -689,8 +588,10 @@ def threads_each(processes: int) -> str:
 
 
 def base_env(**set_vars: str) -> dict:
-    """This process's environment without the GPULAB_* switches a part sets itself, plus ``set_vars``."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GPULAB_MODE", "GPULAB_AS_GPU", "GPULAB_AUTOTUNE")}
+    """This process's environment without the GPULAB_* switches a part sets itself and this tool's own
+    GPU_CHECK_* files, plus ``set_vars``."""
+    drop = ("GPULAB_MODE", "GPULAB_AS_GPU", "GPULAB_AUTOTUNE")
+    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("GPU_CHECK_")}
     env.update(PYTHONUNBUFFERED="1", **set_vars)
     return env
 
@@ -712,18 +613,33 @@ def cold_env(tmp: Path, **set_vars: str) -> dict:
     )
 
 
+def have_xdist() -> bool:
+    return importlib.util.find_spec("xdist") is not None
+
+
+def xdist_args(n: int, opt: str) -> list[str]:
+    """pytest's options to run ``n`` at once (pytest-xdist, ``--dist loadgroup``), none for one; GPUCheckError
+    naming the package where more than one is asked for and pytest-xdist is not installed."""
+    if n <= 1:
+        return []
+    if not have_xdist():
+        raise GPUCheckError(NO_XDIST.format(opt=opt, n=n))
+    return ["-n", str(n), "--dist", "loadgroup"]
+
+
 @dataclass
 class Context:
-    """Everything a part needs from outside: the tree and GPU it runs on, where its logs go, how it runs a child
-    (``runner``: ``run_command``'s signature; tests inject fakes), the clock, the budget and the options."""
+    """Everything a part needs from outside: the tree and GPU it runs on, where its logs go, how it runs a pytest
+    (``runner``: ``run_child``'s signature; tests inject fakes), the clock (UNIX seconds: cases in other processes
+    read the deadline), the budget and the options."""
 
     root: Path = ROOT
     gpu: str = ""
     slug: str = ""
     versions: dict = field(default_factory=dict)
     logs: Path = ROOT / "build" / "gpu-check"
-    runner: Callable[..., Ran] = run_command
-    clock: Callable[[], float] = time.monotonic
+    runner: Callable[..., Ran] = run_child
+    clock: Callable[[], float] = time.time
     budget_s: float = DEFAULT_BUDGET_S
     only: list[str] | None = None
     all_entries: bool = False
@@ -787,7 +703,7 @@ def _entry(ctx: Context, part: str, name: str, **kw) -> dict:
 def _last_run(ctx: Context, t0: float, unreached: list[str], **kw) -> dict:
     tree = tree_of(ctx)
     return {
-        "tree": files_hash(tree.root, tree.files, tree._blobs, modes=True),
+        "tree": files_hash(tree.root, tree.files, tree.digests),
         "date": now_iso(),
         "versions": ctx.versions,
         "only": ctx.only,
@@ -802,72 +718,39 @@ def _threads(ctx: Context, processes: int) -> str:
     return ctx.threads or os.environ.get("OMP_NUM_THREADS") or threads_each(processes)
 
 
-def _nbval(ctx: Context, stem: str, env: dict, timeout_s: float, tag: str) -> tuple[Ran, dict | None]:
-    xml = ctx.logs / f"{tag}.xml"
-    xml.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", f"notebooks/{stem}.ipynb"]
-    cmd += ["-o", "junit_family=xunit1", f"--junitxml={xml}"]
-    ran = ctx.runner(cmd, env, timeout_s, ctx.logs / f"{tag}.log")
-    junit = parse_junit(xml) if xml.exists() else None
-    return ran, junit
-
-
-def _failures(ran: Ran, junit: dict | None) -> list[str]:
-    fails = cell_names(junit["failures"]) if junit else []
-    if ran.stopped:
-        fails.append(f"stopped after {ran.seconds:.0f} s")
-    elif ran.rc not in (0, None) and not fails:
-        fails.append(f"pytest exit {ran.rc}" + ("" if junit else " (no junit xml)"))
-    return fails
-
-
-# A pytest plugin each test run loads: it writes the ids of the tests collected (after deselection) to
-# $GPU_CHECK_COLLECTED, so a file's entry counts only once every one of its tests reported.
-COLLECT_PLUGIN = """
-import json, os
-
-
-def pytest_collection_finish(session):
-    path = os.environ.get("GPU_CHECK_COLLECTED")
-    if path:
-        tmp = f"{path}.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump([item.nodeid for item in session.items], f)
-        os.replace(tmp, path)
-"""
+def run_pytest(ctx: Context, tag: str, args: list[str], env: dict, timeout_s: float) -> tuple[Ran, list, list | None]:
+    """``python -m pytest ARGS`` from the tree's root with this file as a plugin, its log ``<tag>.log``, stopped at
+    ``timeout_s``. Returns the run, its tests (``read_reports``) and the ids it collected (None where it wrote none)."""
+    reports, collected = ctx.logs / f"{tag}.reports.jsonl", ctx.logs / f"{tag}.collected.json"
+    reports.unlink(missing_ok=True)
+    collected.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "pytest", "-p", "gpu_check", "-p", "no:cacheprovider", "-q", *args]
+    here = str(Path(__file__).resolve().parent)
+    env = {**env, "GPU_CHECK_REPORTS": str(reports), "GPU_CHECK_COLLECTED": str(collected)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+    ran = ctx.runner(cmd, env, timeout_s, ctx.logs / f"{tag}.log", cwd=ctx.root)
+    ids = json.loads(collected.read_text()) if collected.exists() else None
+    return ran, read_reports(reports), ids
 
 
 def part_tests(ctx: Context) -> dict:
-    """The GPU test files that are not proven (``to_run``), longest first, in one pytest: xdist with
-    ``ctx.workers`` (``--dist loadgroup``) when installed, first configs, CPU-same tests deselected. Each file gets
-    its own entry once every test of it collected here reported (or one failed); the others are unreached."""
+    """The GPU test files that are not proven (``to_run``), longest first, in one pytest: ``ctx.workers`` at once
+    (pytest-xdist, ``--dist loadgroup``), first configs, CPU-same tests deselected, stopped at the budget. Each
+    file gets its own entry once every test of it collected here reported (or one failed); the others are
+    unreached."""
     t0 = ctx.clock()
     tree = tree_of(ctx)
     todo = to_run(ctx, "tests")
     deselected = tree.tests()[1]
     if not todo:
         return {"items": {}, "deselected": deselected, "last_run": _last_run(ctx, t0, [])}
-    xml, collected = ctx.logs / "tests.xml", ctx.logs / "tests-collected.json"
-    xml.unlink(missing_ok=True)
-    collected.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "pytest", *todo, "-m", TEST_MARKERS, "-q", "-p", "no:cacheprovider"]
-    cmd += ["-p", "gpu_check_collect", "--continue-on-collection-errors"]
-    cmd += ["-o", "junit_family=xunit1", f"--junitxml={xml}", "--durations=25"]  # the slowest, in tests.log
-    workers = 0
-    if ctx.workers > 0 and importlib.util.find_spec("xdist") is not None:
-        workers = ctx.workers
-        cmd += ["-n", str(workers), "--dist", "loadgroup"]
+    parallel = xdist_args(ctx.workers, "--workers")
+    workers = ctx.workers if parallel else 0
+    args = [*todo, "-m", TEST_MARKERS, "--continue-on-collection-errors", "--durations=25", *parallel]
     with tempfile.TemporaryDirectory(prefix="gpu-check-tests-") as tmp:
-        (Path(tmp) / "gpu_check_collect.py").write_text(COLLECT_PLUGIN)
-        path = os.pathsep.join(p for p in (tmp, os.environ.get("PYTHONPATH", "")) if p)
-        env = base_env(
-            GPULAB_AUTOTUNE="first", GPULAB_CACHE_DIR=str(Path(tmp) / "cache"), GPU_CHECK_COLLECTED=str(collected)
-        )
-        env["PYTHONPATH"] = path
+        env = base_env(GPULAB_AUTOTUNE="first", GPULAB_CACHE_DIR=str(Path(tmp) / "cache"))
         env["OMP_NUM_THREADS"] = _threads(ctx, workers or 1)
-        ran = ctx.runner(cmd, env, ctx.budget_s, ctx.logs / "tests.log")
-    cases = junit_cases(xml) if xml.exists() else []
-    ids = json.loads(collected.read_text()) if collected.exists() else None
+        ran, cases, ids = run_pytest(ctx, "tests", args, env, ctx.budget_s - (ctx.clock() - t0))
     want: dict[str, int] = {}
     for nodeid in ids or []:
         f = nodeid.split("::", 1)[0]
@@ -880,7 +763,7 @@ def part_tests(ctx: Context) -> dict:
         mine = got.get(f, [])
         s = summarize(mine)
         bad = s["failed"] + s["errors"] > 0
-        complete = ids is not None and len({c["id"] for c in mine}) >= want.get(f, 0)
+        complete = ids is not None and len(mine) >= want.get(f, 0)
         if ids is None and not bad and not cases and ran.rc not in (0, 5, None):
             bad, s["failures"] = True, [f"no test ran (pytest exit {ran.rc}, no list of collected tests)"]
         if not (complete or bad):
@@ -903,8 +786,7 @@ def part_tests(ctx: Context) -> dict:
         )
     if any(not e["ok"] for e in items.values()) or unreached:
         (ctx.logs / "tests.tail.txt").write_text(tail(ran.output, 200))
-    shown = ["python"] + [a if not a.startswith("--junitxml") else "--junitxml=tests.xml" for a in cmd[1:]]
-    shown = [a for a in shown if a not in todo] + [f"<{len(todo)} test files>"]
+    shown = ["python -m pytest -p gpu_check", *[a for a in args if a not in todo], f"<{len(todo)} test files>"]
     bad_n = sum(not e["ok"] for e in items.values())
     print(f"tests: {len(items)} files reported ({bad_n} failing), {len(unreached)} unreached, {ran.seconds:.0f} s")
     last = _last_run(ctx, t0, unreached, command=" ".join(shown), workers=workers, rc=ran.rc, stopped=ran.stopped)
@@ -917,56 +799,10 @@ def notebook_start_s(est: float | None) -> float:
     return NOTEBOOK_LIMIT_S if est is None else min(NOTEBOOK_LIMIT_S, est * 1.25 + 10.0)
 
 
-def part_notebooks(ctx: Context) -> dict:
-    """Each notebook alone, one after another, as a learner's first run: full autotuning, every cache cold, timed.
-    Longest first; a notebook starts only with ``notebook_start_s`` of budget left, and a shorter one after it may
-    still fit. One stopped at the budget before its limit is unreached; past its limit, it fails."""
-    t0 = ctx.clock()
-    todo = to_run(ctx, "notebooks")
-    old = stamp_items(ctx, "notebooks")
-    items, unreached = {}, []
-    for stem in todo:
-        left = ctx.budget_s - (ctx.clock() - t0)
-        est = old[stem]["seconds"] if stem in old and old[stem].get("seconds") else None
-        if left < notebook_start_s(est):
-            unreached.append(stem)
-            continue
-        with tempfile.TemporaryDirectory(prefix=f"gpu-check-{stem}-") as tmp:
-            env = cold_env(Path(tmp), GPULAB_AUTOTUNE="full")
-            ran, junit = _nbval(ctx, stem, env, left, f"nb-{stem}")
-        over = ran.seconds > NOTEBOOK_LIMIT_S
-        if ran.stopped and not over:
-            unreached.append(stem)
-            print(f"  {stem:28} stopped at the budget after {ran.seconds:.0f} s", flush=True)
-            continue
-        fails = _failures(ran, junit)
-        if over:
-            fails.append(f"over {NOTEBOOK_LIMIT_S:.0f} s")
-        ok = ran.rc == 0 and not ran.stopped and not over and not fails
-        slowest = junit["slowest"] if junit else []
-        items[stem] = _entry(
-            ctx,
-            "notebooks",
-            stem,
-            ok=ok,
-            seconds=round(ran.seconds, 1),
-            over_limit=over,
-            failures=fails,
-            stopped=ran.stopped,
-            slowest_cells=slowest,
-        )
-        if not ok:
-            (ctx.logs / f"nb-{stem}.tail.txt").write_text(tail(ran.output))
-        cells = ", ".join(f"{name} {t:.0f} s" for name, t in slowest)
-        verdict = "ok" if ok else "FAIL " + ", ".join(fails[:6])
-        print(f"  {stem:28} {ran.seconds:6.1f} s  {verdict}  (slowest: {cells})", flush=True)
-    return {"items": items, "last_run": _last_run(ctx, t0, unreached)}
-
-
-# Notebooks whose checks compare two timings taken at different moments (01: each point against the roof measured
-# before it) run one at a time after the others: beside other jobs a point can beat a roof measured while the GPU
-# was busier (on the H200, 01's cell 12 failed as T4, L4 and A100 beside the tests and passed alone).
-ALONE = ("01_roofline",)
+def suite_args(key: str, steps: tuple[str, ...]) -> list[str]:
+    """``python -m gpulab.bench`` arguments for a suite's headline: its headline ``steps`` (``suite_list``), or
+    the whole suite for ()."""
+    return ["--only", key] + (["--steps", ",".join(steps)] if steps else [])
 
 
 def split_alone(names: list[str]) -> tuple[list[str], list[str]]:
@@ -975,129 +811,100 @@ def split_alone(names: list[str]) -> tuple[list[str], list[str]]:
     return [n for n in names if n not in alone], alone
 
 
-def _every_cell_failed(junit: dict | None) -> bool:
-    """Whether a notebook's run failed in each of its cells: its kernel never ran a cell (it died or did not
-    start), which a notebook's own fault does not do (a failing cell leaves the next ones to run)."""
-    return bool(junit and junit["failed"] + junit["errors"] > 1 and junit["passed"] == junit["skipped"] == 0)
+def case_of(ctx: Context, part: str, name: str, old: dict, tmp: Path, threads: str) -> dict:
+    """How entry ``name`` of ``part`` runs as a case of tools/gpu_cases.py (``gpu_cases.run_case``): the command,
+    the environment it sets over a fresh one (``cold``: "all" caches fresh, or "gpulab"'s alone), the budget it
+    needs left to start, its log. ``old``: the part's entries in the stamp (a notebook's recorded seconds)."""
+    stem = name.split(" ", 1)[-1]
+    nbval = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "gpu_check", "--nbval-lax"]
+    nbval.append(f"notebooks/{stem}.ipynb")
+    case = {"part": part, "name": name, "start_s": MIN_START_S, "cold": "all", "cmd": nbval}
+    if part == "notebooks":
+        est = old.get(name, {}).get("seconds") or None
+        case.update(start_s=notebook_start_s(est), env={"GPULAB_AUTOTUNE": "full"}, log=f"nb-{stem}.log")
+    elif part == "emulated":
+        gpu = name.split(" ", 1)[0]
+        env = {"GPULAB_AUTOTUNE": "first", "GPULAB_AS_GPU": gpu, "OMP_NUM_THREADS": threads}
+        env["TRITON_CACHE_DIR"] = str(tmp / "triton")  # shared by the part's runs
+        case.update(env=env, log=f"as-{gpu}-{stem}.log")
+    else:
+        tree_of(ctx).suite_keys()
+        args = suite_args(name, dict(tree_of(ctx).suites)[name])
+        env = {"GPULAB_AUTOTUNE": "full", "OMP_NUM_THREADS": threads}
+        case.update(cold="gpulab", cmd=[sys.executable, "-m", "gpulab.bench", *args], env=env, log=f"suite-{name}.log")
+        case["steps"] = " ".join(args[2:]) or "all"
+    case["log"] = str(ctx.logs / case["log"])
+    return case
 
 
-def part_emulated(ctx: Context) -> dict:
-    """Each notebook as each GPU of ``ctx.as_gpus`` would choose (GPULAB_AS_GPU), first configs, ``ctx.jobs`` at
-    once, longest first; each run with its own gpulab cache, Triton's cache shared by the part. A run that fails in
-    every cell (its kernel never ran one) runs once more, alone, after the others: its entry keeps that first
-    try."""
+CASES_FILE = Path(__file__).resolve().with_name("gpu_cases.py")
+
+
+def run_cases(ctx: Context, part: str, names: list[str], jobs: int, t0: float, tmp: Path, tag: str) -> dict:
+    """Entries ``names`` of ``part``, in this order, as the cases of tools/gpu_cases.py in one pytest, ``jobs`` at
+    once, within the budget from ``t0``: {name: what its case recorded} for every case that reported."""
+    old = stamp_items(ctx, part)
+    threads = _threads(ctx, jobs)
+    spec = {"deadline": t0 + ctx.budget_s, "root": str(ctx.root)}
+    spec["cases"] = [case_of(ctx, part, n, old, tmp, threads) for n in names]
+    path = ctx.logs / f"{tag}.cases.json"
+    path.write_text(json.dumps(spec, indent=1))
+    args = [str(CASES_FILE), *xdist_args(jobs, {"emulated": "--jobs", "suites": "--suite-jobs"}.get(part, part))]
+    env = base_env(GPU_CHECK_CASES=str(path), OMP_NUM_THREADS=threads)
+    _, cases, _ = run_pytest(ctx, tag, args, env, spec["deadline"] - ctx.clock() + CASE_GRACE_S)
+    got = {}
+    for c in cases:
+        if "entry" in c["properties"]:
+            entry = json.loads(c["properties"]["entry"])
+            got[entry.pop("name")] = entry
+        elif c["kind"] in ("failed", "errors"):  # the case itself broke: its entry fails, naming why
+            name = re.sub(r"^test_entry\[(.*)\]$", r"\1", c["name"])
+            got[name] = {"ok": False, "seconds": round(c["seconds"], 1), "failures": [c["reason"]], "stopped": False}
+    return got
+
+
+def part_cases(ctx: Context, part: str) -> dict:
+    """The notebooks, emulated runs or suites that are not proven (``to_run``), longest first, as the cases of
+    tools/gpu_cases.py: the notebooks one after another (they are timed), the suites ``ctx.suite_jobs`` at once,
+    the emulated runs ``ctx.jobs`` at once and then, one at a time, those of ``ALONE`` and those whose every cell
+    failed (their kernel never ran one), tried once more (the entry keeps the first try; without time for it, the
+    first try stands)."""
     t0 = ctx.clock()
-    todo = to_run(ctx, "emulated")
-    items, unreached, retry = {}, [], {}
-    lock = threading.Lock()
-    threads = _threads(ctx, ctx.jobs)
-    with tempfile.TemporaryDirectory(prefix="gpu-check-emulated-") as tmp:
-
-        def one(name: str) -> None:
-            gpu, stem = name.split(" ", 1)
-            left = ctx.budget_s - (ctx.clock() - t0)
-            if left < MIN_START_S:
-                with lock:
-                    if name in retry:  # no time to try again: the first try stands
-                        first = retry[name]
-                        items[name] = _entry(
-                            ctx, "emulated", name, ok=False, seconds=first["seconds"], failures=first["failures"]
-                        )
-                        items[name]["stopped"] = False
-                    else:
-                        unreached.append(name)
-                return
-            env = cold_env(Path(tmp) / name.replace(" ", "-"), GPULAB_AUTOTUNE="first", GPULAB_AS_GPU=gpu)
-            env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton")
-            env["OMP_NUM_THREADS"] = threads
-            ran, junit = _nbval(ctx, stem, env, left, f"as-{gpu}-{stem}")
-            if ran.stopped and not (junit and junit["failures"]):
-                with lock:
-                    unreached.append(name)
-                return
-            fails = _failures(ran, junit)
-            ok = ran.rc == 0 and not fails
-            if not ok:
-                (ctx.logs / f"as-{gpu}-{stem}.tail.txt").write_text(tail(ran.output))
-            with lock:
-                if not ok and name not in retry and _every_cell_failed(junit):
-                    retry[name] = {"failures": fails[:3] + ["..."], "seconds": round(ran.seconds, 1)}
-                    return
-                items[name] = _entry(
-                    ctx, "emulated", name, ok=ok, seconds=round(ran.seconds, 1), failures=fails, stopped=ran.stopped
-                )
-                if name in retry:
-                    items[name]["first_try"] = retry[name]
-            print(f"  {name:32} {ran.seconds:6.1f} s  {'ok' if ok else 'FAIL ' + ', '.join(fails[:6])}", flush=True)
-
-        (Path(tmp) / "triton").mkdir()
-        together, alone = split_alone(todo)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, ctx.jobs)) as pool:
-            list(pool.map(one, together))
-        for name in alone + sorted(retry, key=todo.index):
-            one(name)
-    unreached.sort(key=todo.index)
+    todo = to_run(ctx, part)
+    jobs = {"notebooks": 1, "emulated": ctx.jobs, "suites": ctx.suite_jobs}[part]
+    together, alone = split_alone(todo) if part == "emulated" else (todo, [])
+    got: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix=f"gpu-check-{part}-") as tmp:
+        if together:
+            got = run_cases(ctx, part, together, jobs, t0, Path(tmp), part)
+        retry = [n for n in together if got.get(n, {}).get("every_cell_failed")]
+        if alone or retry:
+            again = run_cases(ctx, part, alone + retry, 1, t0, Path(tmp), f"{part}-alone")
+            for n in retry:
+                if "unreached" not in again.get(n, {"unreached": ""}):
+                    again[n]["first_try"] = {"failures": got[n]["failures"][:3] + ["..."], "seconds": got[n]["seconds"]}
+                else:
+                    again[n] = got[n]
+            got.update(again)
+    items, unreached = {}, []
+    for n in todo:
+        r = got.get(n, {"unreached": "not reported"})
+        if "unreached" in r:
+            unreached.append(n)
+            continue
+        items[n] = _entry(ctx, part, n, **{k: v for k, v in r.items() if k != "every_cell_failed"})
+        verdict = "ok" if r["ok"] else "FAIL " + ", ".join(r["failures"][:6])
+        cells = ", ".join(f"{c} {t:.0f} s" for c, t in r.get("slowest_cells", []))
+        print(f"  {n:32} {r['seconds']:6.1f} s  {verdict}" + (f"  (slowest: {cells})" if cells else ""), flush=True)
     return {"items": items, "last_run": _last_run(ctx, t0, unreached)}
 
 
-def suite_args(key: str, steps: tuple[str, ...]) -> list[str]:
-    """``python -m gpulab.bench`` arguments for a suite's headline: its headline ``steps`` (``suite_list``), or
-    the whole suite for ()."""
-    return ["--only", key] + (["--steps", ",".join(steps)] if steps else [])
-
-
-def part_suites(ctx: Context) -> dict:
-    """Each benchmark suite's headline steps, ``ctx.suite_jobs`` at once, longest first, full autotuning, each with
-    a fresh gpulab cache."""
-    t0 = ctx.clock()
-    tree = tree_of(ctx)
-    tree.suite_keys()
-    steps = dict(tree.suites)
-    todo = to_run(ctx, "suites")
-    items, unreached = {}, []
-    lock = threading.Lock()
-    threads = _threads(ctx, ctx.suite_jobs)
-
-    def one(key: str) -> None:
-        left = ctx.budget_s - (ctx.clock() - t0)
-        if left < MIN_START_S:
-            with lock:
-                unreached.append(key)
-            return
-        args = suite_args(key, steps[key])
-        with tempfile.TemporaryDirectory(prefix=f"gpu-check-{key}-") as tmp:
-            env = base_env(GPULAB_AUTOTUNE="full", GPULAB_CACHE_DIR=tmp, OMP_NUM_THREADS=threads)
-            ran = ctx.runner([sys.executable, "-m", "gpulab.bench", *args], env, left, ctx.logs / f"suite-{key}.log")
-        if ran.stopped:
-            with lock:
-                unreached.append(key)
-            return
-        ok = ran.rc == 0
-        last = [ln for ln in ran.output.splitlines() if ln.strip()][-1:] or [""]
-        fails = [] if ok else [f"exit {ran.rc}: {last[0][:200]}"]
-        entry = _entry(
-            ctx,
-            "suites",
-            key,
-            ok=ok,
-            seconds=round(ran.seconds, 1),
-            steps=" ".join(args[2:]) or "all",
-            failures=fails,
-            stopped=False,
-        )
-        with lock:
-            items[key] = entry
-        if not ok:
-            (ctx.logs / f"suite-{key}.tail.txt").write_text(tail(ran.output))
-        print(f"  {key:12} {ran.seconds:6.1f} s  {'ok' if ok else 'FAIL ' + fails[0]}", flush=True)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, ctx.suite_jobs)) as pool:
-        list(pool.map(one, todo))
-    unreached.sort(key=todo.index)
-    return {"items": {k: items[k] for k in todo if k in items}, "last_run": _last_run(ctx, t0, unreached)}
-
-
-PART_FUNCS = {"tests": part_tests, "notebooks": part_notebooks, "emulated": part_emulated, "suites": part_suites}
+PART_FUNCS = {
+    "tests": part_tests,
+    "notebooks": lambda ctx: part_cases(ctx, "notebooks"),
+    "emulated": lambda ctx: part_cases(ctx, "emulated"),
+    "suites": lambda ctx: part_cases(ctx, "suites"),
+}
 
 
 def run_part(part: str, ctx: Context) -> dict:
@@ -1283,9 +1090,9 @@ def run_proof(ctx: Context, concurrent_parts: bool = True) -> dict:
     if first:
         sub = dataclasses.replace(
             ctx,
-            workers=slots.get("tests", 1) if ctx.workers else 0,
-            jobs=slots.get("emulated", 1),
-            suite_jobs=slots.get("suites", 1),
+            workers=min(slots.get("tests", 1), ctx.workers),
+            jobs=min(slots.get("emulated", 1), ctx.jobs),
+            suite_jobs=min(slots.get("suites", 1), ctx.suite_jobs),
             threads=ctx.threads or threads_each(sum(slots.values())),
         )
         if concurrent_parts:
@@ -1450,7 +1257,9 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     ap.add_argument("--budget", type=_positive("--budget"), default=None, help="seconds per part (proof: in all)")
     ap.add_argument("--out", default=os.environ.get("OUT", ""), help="logs and stamp.json here (default $OUT)")
     ap.add_argument("--jobs", type=_positive("--jobs", int), default=7, help="emulated notebook runs at once")
-    ap.add_argument("--workers", type=_positive("--workers", int, True), default=14, help="pytest -n (0: none)")
+    ap.add_argument(
+        "--workers", type=_positive("--workers", int, True), default=14, help="pytest -n (0, 1: one process)"
+    )
     ap.add_argument("--suite-jobs", type=_positive("--suite-jobs", int), default=3, help="suites at once")
     ap.add_argument("--as", dest="as_gpus", default=",".join(EMULATED_GPUS), help="emulated GPUs, e.g. T4,L4")
     ap.add_argument("--gpu", default="", help="status, plan: the stamp gpu-check-GPU.json (default: every stamp)")
@@ -1461,13 +1270,17 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     if set(as_gpus) - set(EMULATED_GPUS) or not as_gpus:
         ap.error(f"--as must name some of {', '.join(EMULATED_GPUS)}, got {args.as_gpus!r}")
     budget = args.budget or (PROOF_BUDGET_S if args.part in ("proof", "plan") else DEFAULT_BUDGET_S)
-    catch_sigint()  # before any thread starts a child
     try:
         check_only(only, root)
         if args.part == "status":
             return _status(args.gpu or None, root)
         if args.part == "plan":
             return _plan(args.gpu or None, root, only, args.all_entries, as_gpus, budget, args.json)
+        at_once = {"tests": ("--workers", args.workers), "emulated": ("--jobs", args.jobs)}
+        at_once["suites"] = ("--suite-jobs", args.suite_jobs)
+        for part, (opt, n) in at_once.items():
+            if args.part in (part, "all", "proof"):
+                xdist_args(n, opt)
         gpu, slug, versions = gpu_info()
         out = Path(args.out) if args.out else None
         logs = (out / "gpu-check-logs") if out else root / "build" / "gpu-check"
