@@ -11,8 +11,11 @@ a visible trace with points, the explorers' controls shown with their values. Ru
 from __future__ import annotations
 
 import contextlib
+import datetime
 import html
+import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -242,6 +245,81 @@ def test_page_leaves_out_colabs_install_cell():
     assert "Colab only" not in page and "google.colab" not in page, "Colab's install cell is not for a reader"
 
 
+def test_page_shows_no_image_from_the_web():
+    """Offline, an image from the web shows as broken alt text: the badge line goes (the top bar links to Binder and
+    Colab), any other web image becomes its alt text."""
+    import nbformat
+
+    badges = sync_links.badges(sync_links.repo_url(), "lesson.ipynb")
+    page = _page(
+        nbformat.v4.new_markdown_cell(
+            f"{badges}\n\n# 04 · A lesson\n\nSee <img src='https://x.org/a.png' alt='a chart'>."
+        ),
+        nbformat.v4.new_markdown_cell("And ![the roofline](https://x.org/r.svg) here; ![local](figure.png) stays."),
+    )
+    assert not re.findall(r"<img[^>]+src=.https?:", page), "no image the page would fetch from the web"
+    assert "See a chart." in page and "And the roofline here" in page
+    assert 'src="figure.png"' in page, "an image beside the page is kept"
+    assert re.search(r"<h1[^>]*>04 · A lesson", page) and "gpulab-colab" in page and "gpulab-binder" in page
+
+
+def test_index_lists_the_lessons_unnumbered(tmp_path):
+    """The titles carry the lessons' ids ("07b · Waves"): a numbered list put "10." beside "07b"."""
+    lessons = [{"stem": s, "title": t, "ok": True} for s, t in (("07_t", "07 · Tiling"), ("07b_w", "07b · Waves"))]
+    build_site.write_index(tmp_path, lessons)
+    index = (tmp_path / "index.html").read_text()
+    assert "<ol" not in index and '<ul class="lessons">' in index
+    assert re.search(r"\.lessons \{[^}]*list-style: none", index), "no bullets either"
+
+
+def test_measured_now_is_said_as_built():
+    """On a page, "measured now" is when the page was built, on the machine that built it, not the reader's."""
+    import nbformat
+
+    where = "measured now on this machine: gloo on 2, 4 CPU processes"
+    cell = nbformat.v4.new_code_cell("coll")
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text=where + "\n"),
+        nbformat.v4.new_output("display_data", data={"text/html": f'<div>{{"title": "p = 2 ({where})"}}</div>'}),
+        nbformat.v4.new_output("stream", name="stdout", text="measured now: NCCL on 2 GPUs\n"),
+    ]
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    build_site.as_built(nb, "a CPU, 2 cores, 2026-12-07")
+    said = json.dumps(nb.cells[0].outputs)
+    assert "measured now" not in said and "this machine" not in said
+    assert said.count("measured on the machine that built this page (a CPU, 2 cores, 2026-12-07): gloo") == 2
+    assert "measured when this page was built (a CPU, 2 cores, 2026-12-07): NCCL" in said
+    nbformat.validate(nb)
+    assert build_site.build_machine().endswith(f"cores, {datetime.date.today().isoformat()}")
+
+
+def test_site_kernel_talks_over_unix_sockets_without_the_tcp_warning(tmp_path):
+    """`make site` starts one kernel per lesson: over localhost TCP each printed ipykernel's warning that the traffic
+    is not encrypted; on Unix sockets it prints none. The page says "measured now" as built."""
+    import nbformat
+
+    code = (
+        "from ipykernel.connect import get_connection_info\n"
+        "print('transport:', get_connection_info(unpack=True)['transport'])\n"
+        "print('measured ' + 'now on this machine: gloo on 2 CPU processes')  # the phrase in the output only"
+    )
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 00 · T"), nbformat.v4.new_code_cell(code)])
+    nbformat.write(nb, tmp_path / "00_t.ipynb")
+    built = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build_site.py"), str(tmp_path / "00_t.ipynb"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert "without encryption" not in built.stdout + built.stderr, built.stderr
+    page = (tmp_path / "00_t.html").read_text()
+    expected = "ipc" if sys.platform != "win32" else "tcp"
+    assert f"transport: {expected}" in page
+    assert "measured on the machine that built this page" in page and "measured now" not in page
+
+
 def test_pages_and_index_link_to_binder(tmp_path):
     binder = sync_links.binder_url(sync_links.repo_url(), "lesson.ipynb")
     assert html.escape(binder) in _page()
@@ -262,6 +340,31 @@ _JS_FIGURES = r"""
     points: Math.max(0, ...['x', 'y', 'z', 'values', 'r', 'lat'].map(k => (t[k] && t[k].length) || 0)),
   })),
 }))
+"""
+
+
+# JS: line breaks inside a word in the page's text (not in figures, which plotly lays out): where a character is on a
+# lower line than the one before it, neither is a space and the one before is no hyphen, dash or slash ("torch 2.11." /
+# "0+cu130")
+_JS_MID_WORD_BREAKS = r"""
+() => {
+  const out = [], range = document.createRange();
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (!n.parentElement || n.parentElement.closest('svg, script, style, math') || !/\S{8}/.test(n.data)) continue;
+    let top = null;
+    for (let i = 0; i < n.data.length; i++) {
+      range.setStart(n, i);
+      range.setEnd(n, i + 1);
+      const r = range.getClientRects()[0];
+      if (!r) continue;
+      if (top !== null && r.top > top + 1 && !/[\s\-\u2013\u2014\/]/.test(n.data[i - 1]) && !/\s/.test(n.data[i]))
+        out.push(n.data.slice(Math.max(0, i - 20), i) + '|' + n.data.slice(i, i + 12));
+      top = r.top;
+    }
+  }
+  return out;
+}
 """
 
 
@@ -289,7 +392,7 @@ def page(built_site, browser):
 @pytest.mark.slow
 def test_index_lists_the_lessons(built_site, page):
     page.goto((built_site / "index.html").as_uri())
-    links = page.eval_on_selector_all("ol.lessons a", "els => els.map(a => a.getAttribute('href'))")
+    links = page.eval_on_selector_all("ul.lessons a", "els => els.map(a => a.getAttribute('href'))")
     assert links == [Path(n).stem + ".html" for n in SITE_LESSONS], links
 
 
@@ -331,3 +434,9 @@ def test_page_loads_with_data_in_every_figure(built_site, page, lesson):
     assert wrapping == 0, f"{lesson}: {wrapping} text outputs wrap their lines (a printed table then reads as a mess)"
     if "gpulab-static-controls" in html_text:  # an explorer: its controls shown as text with their values
         assert page.locator(".gpulab-static-control").count() > 0
+    broken = page.evaluate(
+        "() => Array.from(document.images).filter(i => !i.complete || !i.naturalWidth).map(i => i.alt || i.src)"
+    )
+    assert not broken, f"{lesson}: images that do not load offline, shown as their alt text: {broken}"
+    split = page.evaluate(_JS_MID_WORD_BREAKS)
+    assert not split, f"{lesson}: lines broken inside a word on a 412 px screen: {split[:5]}"

@@ -23,10 +23,13 @@ that is not a directory (a file of that name) is refused with exit 2, before any
 from __future__ import annotations
 
 import argparse
+import datetime
 import decimal
 import html
+import json
 import math
 import os
+import platform
 import re
 import shutil
 import sys
@@ -362,11 +365,58 @@ def drop_colab_install_cell(nb) -> None:
     nb.cells = [c for c in nb.cells if not (c.cell_type == "code" and c.source.startswith(sync_links.INSTALL_MARK))]
 
 
+# a line of markdown made only of linked images from the web: the Colab and Binder badges
+_BADGE_LINE = re.compile(r"^(?:\s*<a\s[^>]*>\s*<img\s[^>]*src=[\"']https?://[^>]*>\s*</a>)+\s*$\n?", re.MULTILINE)
+_REMOTE_IMG = re.compile(r"<img\s[^>]*src=[\"']https?://[^>]*>|!\[([^\]]*)\]\(https?://[^)]*\)")
+
+
+def drop_remote_images(nb) -> None:
+    """In place: markdown without images from the web, which a page read offline shows as broken alt text. A line
+    of linked images only (the Colab and Binder badges: the page's top bar links to both) is removed; any other such
+    image becomes its alt text."""
+
+    def alt(m: re.Match) -> str:
+        if m.group(1) is not None:
+            return m.group(1)
+        found = re.search(r"\balt=[\"']([^\"']*)[\"']", m.group(0))
+        return found.group(1) if found else ""
+
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _REMOTE_IMG.sub(alt, _BADGE_LINE.sub("", cell.source))
+
+
+def build_machine() -> str:
+    """This machine, for the few numbers a page measures as it is built: CPU model, core count and the date."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {datetime.date.today().isoformat()}"
+
+
+def as_built(nb, machine: str) -> None:
+    """In place: outputs that say "measured now" (lesson 10's collectives, gloo on this CPU) say instead that they were
+    measured when the page was built, and on which machine (``build_machine``): a reader's machine measured nothing."""
+    import nbformat
+
+    def said(text: str) -> str:
+        text = text.replace("measured now on this machine", f"measured on the machine that built this page ({machine})")
+        return re.sub(r"\bmeasured now\b", f"measured when this page was built ({machine})", text)
+
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.outputs:
+            cell.outputs = [nbformat.from_dict(o) for o in json.loads(said(json.dumps(cell.outputs)))]
+
+
 def render_page(nb, stem: str, stems: list[str]) -> str:
-    """The page for an executed, flattened notebook, without Colab's install cell."""
+    """The page for an executed, flattened notebook, without Colab's install cell and images from the web."""
     import jinja2
 
     drop_colab_install_cell(nb)
+    drop_remote_images(nb)
 
     exporter = _site_exporter_class()(
         template_name="lab",
@@ -412,19 +462,21 @@ def write_index(out: Path, lessons: list[dict]) -> None:
 <style>
   body {{ font: 16px/1.5 system-ui, sans-serif; max-width: 46em; margin: 2em auto; padding: 0 1em; }}
   li {{ margin: 0.5em 0; }} .file {{ color: #777; font-size: 0.85em; }}
+  .lessons {{ list-style: none; padding-left: 0; }}
 </style></head>
 <body>
 <h1>gpulab: the lessons</h1>
 <p>GPU performance taught with real Triton kernels. Each page is a lesson run top to bottom in Triton's interpreter
-on a CPU: its timing figures draw measurements recorded on an H200 (labelled as such), its figures zoom and hover,
+on a CPU: its timing figures draw measurements recorded on an H200 (labelled as such; the few measured on the CPU
+that built the pages say so), its figures zoom and hover,
 and its sliders are shown at their starting values. To run a lesson and move its sliders, open the notebook in
 JupyterLab, Colab or Binder.</p>
 <p class="gpulab-launch"><a class="gpulab-binder" href="{html.escape(sync_links.binder_url(sync_links.repo_url()))}">Launch
 lesson 00 on Binder</a> (JupyterLab in your browser, CPU only, nothing to install; the first launch takes a few
 minutes) · on a GPU, each notebook's Colab badge.</p>
-<ol class="lessons">
+<ul class="lessons">
 {rows}
-</ol>
+</ul>
 </body></html>
 """)
 
@@ -446,6 +498,17 @@ def _output_widget_class():
     return OutputWidgetNoEcho
 
 
+def kernel_config(sockets: Path):
+    """nbclient's config: the kernel talks over Unix sockets named ``sockets/kernel-N`` (IPC transport), where
+    ipykernel on localhost TCP warns at every start that the traffic is not encrypted; TCP where Unix sockets are
+    missing (Windows). ``sockets``: a private directory with a short path (a socket's path holds 107 bytes)."""
+    from traitlets.config import Config
+
+    if os.name != "posix":
+        return Config()
+    return Config({"KernelManager": {"transport": "ipc", "ip": str(sockets / "kernel")}})
+
+
 def build_one(path: str, out: str, stems: list[str], timeout_s: float) -> dict:
     """Execute one notebook and write its page. Returns {stem, title, ok, seconds, error}."""
     import nbformat
@@ -463,12 +526,14 @@ def build_one(path: str, out: str, stems: list[str], timeout_s: float) -> dict:
         result["seconds"] = round(time.monotonic() - t0, 1)
         return result
     result["title"] = title_of(nb, stem)
+    sockets = tempfile.mkdtemp(prefix="gpulab-kernel-")  # the kernel's Unix sockets, removed with it
     client = NotebookClient(
         nb,
         timeout=timeout_s,
         kernel_name="python3",
         store_widget_state=True,
         resources={"metadata": {"path": str(src.parent)}},
+        config=kernel_config(Path(sockets)),
     )
     client.widget_registry["@jupyter-widgets/output"]["OutputModel"] = _output_widget_class()
     try:
@@ -479,8 +544,11 @@ def build_one(path: str, out: str, stems: list[str], timeout_s: float) -> dict:
         result["error"] = f"{type(e).__name__}: {e}"[-3000:]
     else:
         flatten_notebook(nb)
+        as_built(nb, build_machine())
         (Path(out) / f"{stem}.html").write_text(render_page(nb, stem, stems))
         result["ok"] = True
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
     result["seconds"] = round(time.monotonic() - t0, 1)
     return result
 
