@@ -22,7 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from gpulab.exercises import Report, ex00, ex01, ex04, ex06, kernelcheck
+from gpulab.exercises import Report, ex00, ex01, ex04, ex06, kernelcheck, kerneldiagnosis, kernelwatch
+from gpulab.exercises.kernelwatch import Seen, Violation
 
 pytestmark = pytest.mark.usefixtures("seed")
 
@@ -239,7 +240,7 @@ def test_a_time_out_names_the_grid_it_stopped(monkeypatch):
 def test_a_time_out_in_a_very_fine_grid_does_not_only_blame_a_loop(monkeypatch):
     monkeypatch.setattr(kernelcheck, "CASE_TIME_LIMIT_S", 0.5)
     monkeypatch.setattr(kernelcheck, "CLOCK", ProgramClock(1e-3))  # 500 programs fit in a case
-    monkeypatch.setattr(kernelcheck, "FINE_GRID_PROGRAMS", 256)
+    monkeypatch.setattr(kerneldiagnosis, "FINE_GRID_PROGRAMS", 256)
     text = failing(ex00.check_add(add_with(0, block=1)))  # right, one element per program
     # lengths 1, 17 and 128 fit; 1000 is the first to run more than 500 programs
     assert "did not finish within 0.5 s" in text and "1000 programs (grid (1000,))" in text, text
@@ -252,7 +253,7 @@ def test_a_case_that_ends_past_the_limit_is_a_time_out_too(monkeypatch):
     monkeypatch.setattr(kernelcheck, "CASE_TIME_LIMIT_S", 0.5)
     monkeypatch.setattr(kernelcheck, "POLL_S", 3600.0)  # no read while the child runs
     monkeypatch.setattr(kernelcheck, "CLOCK", ProgramClock(1e-3))
-    monkeypatch.setattr(kernelcheck, "FINE_GRID_PROGRAMS", 256)
+    monkeypatch.setattr(kerneldiagnosis, "FINE_GRID_PROGRAMS", 256)
     text = failing(ex00.check_add(add_with(0, block=1)))
     assert "did not finish within 0.5 s" in text and "(grid (1000,))" in text, text
 
@@ -530,15 +531,16 @@ def test_a_gpu_style_jit_function_is_interpreted_in_the_pre_flight():
 
 
 def test_on_a_gpu_only_an_interpreter_failure_runs_unguarded():
-    run = kernelcheck._run_unguarded
-    failed = {"raised": "InterpreterError: TypeError(...)", "interpreter_error": True}
-    assert run(failed, "cuda")
-    assert not run(failed, "cpu")  # the interpreter is the only run here
-    assert not run({}, "cuda")  # a clean pre-flight runs guarded
-    for bad in ({"timeout": True}, {"died": "SIGSEGV"}, {"violations": {("store", "out", "after"): [1, 0, 0]}}):
-        assert not run({**failed, **bad}, "cuda"), bad  # a far store or a hang never reaches the GPU
-    assert not run({"raised": "NotImplementedError", "not_implemented": True}, "cuda")
-    assert not run({"raised": "SystemExit: 3", "interpreter_error": False}, "cuda")  # the launcher's own raise
+    run = kernelwatch.run_unguarded
+    failed = dict(raised="InterpreterError: TypeError(...)", interpreter_error=True)
+    assert run(Seen(**failed), "cuda")
+    assert not run(Seen(**failed), "cpu")  # the interpreter is the only run here
+    assert not run(Seen(), "cuda")  # a clean pre-flight runs guarded
+    far = [Violation("store", "out", "after", 1, 0, 0)]
+    for bad in (dict(timeout=True), dict(died=int(signal.SIGSEGV)), dict(violations=far)):
+        assert not run(Seen(**failed, **bad), "cuda"), bad  # a far store or a hang never reaches the GPU
+    assert not run(Seen(raised="NotImplementedError", not_implemented=True), "cuda")
+    assert not run(Seen(raised="SystemExit: 3", interpreter_error=False), "cuda")  # the launcher's own raise
 
 
 def test_only_an_error_inside_the_interpreters_run_of_a_kernel_counts_as_the_interpreters():
@@ -550,10 +552,10 @@ def test_only_an_error_inside_the_interpreters_run_of_a_kernel_counts_as_the_int
 
         return fn
 
-    assert kernelcheck._call(raises(InterpreterError("TypeError('x')")), [])["interpreter_error"]
+    assert kernelwatch.call(raises(InterpreterError("TypeError('x')")), []).interpreter_error
     for e in (SystemExit(3), ValueError("bad grid"), TypeError("x")):
-        seen = kernelcheck._call(raises(e), [])
-        assert seen["raised"].startswith(type(e).__name__) and not seen["interpreter_error"], seen
+        seen = kernelwatch.call(raises(e), [])
+        assert seen.raised.startswith(type(e).__name__) and not seen.interpreter_error, seen
 
 
 @pytest.mark.skipif(gpulab.ON_GPU, reason="stands for a GPU's JITFunctions by hand; a GPU compiles the real ones")
@@ -595,7 +597,7 @@ def test_a_stored_nan_equal_to_one_runs_poison_is_still_seen_stored():
     assert wide.poison & 0xFFFFFFFF == 0xFFC0DEAD and torch.isnan(wide.view).all()
     host.view.view(torch.int8)[:2] = torch.tensor([-1, 0x38], dtype=torch.int8)  # the interpreter stored -NaN, 1.0
     dev.view.view(torch.int8)[:2] = torch.tensor([-1, 0x38], dtype=torch.int8)  # the GPU stored the same
-    case = kernelcheck._Case({}, dev, {}, checked=True, preflight_out=host)
+    case = kerneldiagnosis.Case({}, dev, Seen(), checked=True, preflight_out=host)
     assert dev.unwritten().tolist() == [True, False, True, True]  # the run alone mistakes the -NaN for its poison
-    assert case.unwritten().tolist() == [False, False, True, True]
-    assert kernelcheck._Case({}, dev, {}, checked=False).unwritten().tolist() == [True, False, True, True]
+    assert case.unwritten.tolist() == [False, False, True, True]
+    assert kerneldiagnosis.Case({}, dev, Seen(), checked=False).unwritten.tolist() == [True, False, True, True]

@@ -10,7 +10,7 @@ import torch
 import gpulab
 
 from ..core import dtypes
-from . import MATH_FP32_ONLY, Report, _short, close, ex04_solutions, is_int, kernelcheck, run_cases
+from . import Report, _short, close, ex04_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.float8_e4m3fn)
@@ -161,13 +161,12 @@ def check_sincos_fused(fn) -> Report:
             reference=lambda c: torch.sin(c["x"].double()) ** 2 - torch.cos(c["x"].double()) ** 2,
             mismatch=_abs_mismatch(SINCOS_TOL[dt]),
             launches=1,
+            advice={"math_fp32": _FP32_NOTE},
         )
         if not rep.attempted:
             return Report("sincos_fused", attempted=False)
         total.extend(rep)
-    if any(MATH_FP32_ONLY in f for f in total.failures):  # describe_error's note, compiled or interpreted
-        total.failures[0] += "\n    -> " + _FP32_NOTE  # the first failure shown carries the note
-    elif total.failures and all(f.startswith("sincos_fused bf16") for f in total.failures):
+    if total.failures and all(f.startswith("sincos_fused bf16") for f in total.failures):
         total.failures[0] += "\n    -> " + _BF16_NOTE  # the first failure shown carries the note
     return total
 

@@ -213,9 +213,8 @@ def _probe(fn, shape):
     a = torch.arange(M * N, dtype=torch.float32).reshape(M, N)
     host = dict(device="cpu", shared=True, guard_bytes=kernelcheck.PREFLIGHT_GUARD_BYTES)
     g_in, g_out = kernelcheck.Guarded(a.shape, a.dtype, fill=a, **host), kernelcheck.Guarded((N, M), a.dtype, **host)
-    regions = [g_in.region("a", "in"), g_out.region("out", "out")]
-    seen = kernelcheck._preflight(fn, [g_in.view, g_out.view], regions, "out", g_out, kernelcheck.CASE_TIME_LIMIT_S)
-    if any(seen.get(k) for k in ("timeout", "died", "raised")):
+    seen = kernelcheck.preflight_once(fn, {"a": g_in}, g_out)
+    if seen.timeout or seen.died is not None or seen.raised:
         return None
     return seen, g_out
 
@@ -251,7 +250,7 @@ def _load_with_out_stride(fn) -> bool:
     if probed is None:
         return False
     seen, g_out = probed
-    if seen.get("violations") or g_out.unwritten().any():
+    if seen.violations or g_out.unwritten().any():
         return False
     i, j = torch.meshgrid(torch.arange(M), torch.arange(N), indexing="ij")
     signature = torch.zeros(N, M, dtype=torch.float64)

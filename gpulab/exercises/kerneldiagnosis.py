@@ -1,0 +1,398 @@
+"""Naming the mistake of one case of a learner's kernel from what ``kernelwatch`` saw (a ``Seen``) and the buffers
+it left: an ordered list of small rules (``RULES``), each naming one mistake or passing, the first that names
+one wins. Each message is true for what was seen: a store or load outside its buffer ("mask the store", "mask
+the load"), an input written, no Triton launch, ``out`` written by something other than the kernel, ``out``
+never written, a grid too small, an input element never loaded, NaN from the kernel's own arithmetic, a launch
+shape other than the exercise prescribes, wrong values (how many, the first index, expected against got), an
+exception, a time-out.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import NamedTuple
+
+import torch
+
+from ..core.tolerances import elementwise_mismatch
+from . import MATH_FP32_ONLY
+from .kernelwatch import Guarded, Limits, Seen, Violation
+
+#: A launch of at least this many programs that takes the time limit is named as a grid too fine for the
+#: interpreter (it runs a grid's programs one after another) as well as a possible endless loop.
+FINE_GRID_PROGRAMS = 1 << 14
+#: An out of at least this many elements written by a single program (every launch on grid (1,)) is named: on a
+#: GPU one program runs on one SM.
+ONE_PROGRAM_MIN_ELEMENTS = 1 << 16
+
+
+class Finding(NamedTuple):
+    """A mistake: ``kind`` (cases of one kind share a report line; its part before ":" selects the exercise's
+    note) and the ``message`` for the learner."""
+
+    kind: str
+    message: str
+
+
+@dataclass
+class Case:
+    """One case's buffers, what was seen, and what the exercise asks. ``inputs`` and ``out``: the buffers the
+    verdict reads (on a GPU, the device run's); ``checked``: whether ``seen`` holds the pre-flight's address
+    checks; ``preflight_out``: on a GPU, the pre-flight's out (its poison differs from out's); ``limits``: the
+    pre-flight's. Of the exercise: ``ref64`` the float64 answer, ``mismatch(got, ref64) -> None or message``
+    (None: within one ulp of out's dtype), ``expect_launches`` and ``expect_grid`` (None: any), ``must_read``
+    (inputs every element of which must be loaded; None: all), ``unwritten_hint(mask, stores, launches) -> None or
+    message`` for a partly written out."""
+
+    inputs: dict[str, Guarded]
+    out: Guarded
+    seen: Seen
+    checked: bool
+    preflight_out: Guarded | None = None
+    limits: Limits | None = None
+    ref64: torch.Tensor | None = None
+    mismatch: Callable | None = None
+    expect_launches: int | None = None
+    expect_grid: tuple | list | None = None
+    must_read: tuple | list | None = None
+    unwritten_hint: Callable | None = None
+
+    @cached_property
+    def unwritten(self) -> torch.Tensor:
+        """Elements of out holding poison after the run, and after the pre-flight too where there was one: a
+        kernel that stores a NaN equal to one run's poison (an e4m3 NaN is 0x7F or 0xFF) is seen storing it."""
+        mask = self.out.unwritten()
+        return mask & self.preflight_out.unwritten() if self.preflight_out is not None else mask
+
+    @property
+    def launches(self) -> list[dict]:
+        return self.seen.launches
+
+    @cached_property
+    def grids(self) -> list[tuple]:
+        """The grids seen, in launch order."""
+        return [tuple(rec["grid"]) for rec in self.launches if rec["grid"] is not None]
+
+    @cached_property
+    def got(self) -> torch.Tensor:
+        return self.out.view.detach().double().cpu()
+
+    @cached_property
+    def ref(self) -> torch.Tensor:
+        return self.ref64.double().cpu().reshape(self.got.shape)
+
+    def compare(self, got: torch.Tensor, ref: torch.Tensor) -> str | None:
+        if self.mismatch is not None:
+            return self.mismatch(got, ref)
+        return elementwise_mismatch(got, ref, self.out.view.dtype)
+
+
+# ---- the messages ---------------------------------------------------------------------------------------------
+
+
+def _span(lo: int, hi: int) -> str:
+    return f"index {lo}" if lo == hi else f"indices {lo} to {hi}"
+
+
+def violation_message(v: Violation, sizes: dict[str, int]) -> str:
+    """The learner's message for accesses outside their buffer (``sizes``: elements of each buffer by name)."""
+    n, span = sizes[v.name], _span(v.lo, v.hi)
+    where = {
+        "after": f"past the end of {v.name} ({span}; n={n})",
+        "before": f"before the start of {v.name} ({span})",
+        "after_far": f"far past the end of {v.name} ({span}; n={n}), beyond its guard region",
+        "before_far": f"far before the start of {v.name} ({span}), beyond its guard region",
+        "into": f"into {v.name}, an input ({span})",
+    }[v.side]
+    verb = "stored" if v.op == "store" else "loaded"
+    fix = {
+        ("store", "after"): "mask the store, e.g. tl.store(out_ptr + offs, result, mask=offs < n)",
+        ("load", "after"): "mask the load too, e.g. tl.load(x_ptr + offs, mask=offs < n)",
+        ("store", "before"): "check the offsets (pid * BLOCK + tl.arange(0, BLOCK))",
+        ("load", "before"): "check the offsets (pid * BLOCK + tl.arange(0, BLOCK))",
+        ("store", "into"): "an input must stay as it is; write only into out",
+    }.get((v.op, v.side.replace("_far", "")), "check the grid, the offsets and the mask")
+    return f"{verb} {where}: {fix}"
+
+
+def timeout_message(grid: list[int] | None, limit_s: float) -> str:
+    head = f"did not finish within {limit_s:g} s in Triton's interpreter (stopped)"
+    if not grid:
+        return f"{head}: an endless loop? check each loop's bounds and step"
+    programs = math.prod(grid)
+    if programs >= FINE_GRID_PROGRAMS:
+        return (
+            f"{head} in a launch of {programs} programs (grid {tuple(grid)}): the interpreter runs a grid's programs "
+            "one after another, so a grid this fine is slow there; give each program more work (a BLOCK of a few "
+            "hundred elements or more), and check each loop's bounds and step in case one never ends"
+        )
+    return f"{head} in a launch with grid {tuple(grid)}: an endless loop? check each loop's bounds and step"
+
+
+# ---- the rules, in the order they are tried ---------------------------------------------------------------------
+
+
+def timed_out(c: Case) -> Finding | None:
+    if c.seen.timeout:
+        return Finding("timeout", timeout_message(c.seen.grid, c.limits.seconds))
+    return None
+
+
+def died(c: Case) -> Finding | None:
+    sig = c.seen.died
+    if sig is None:
+        return None
+    if sig == getattr(signal, "SIGXCPU", None):
+        return Finding("died", (
+            f"the process running the kernel used its {c.limits.cpu_s:g} CPU seconds and was stopped: an "
+            "endless loop? check each loop's bounds and step; the notebook is unharmed"
+        ))  # fmt: skip
+    sname = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+    return Finding("died", f"the process running the kernel died ({sname}); the notebook is unharmed")
+
+
+def raised(c: Case) -> Finding | None:
+    """An exception; kind "math_fp32" where it is a 16-bit input to one of Triton's math functions
+    (``describe_error``'s ``MATH_FP32_ONLY``), else "raised"."""
+    r = c.seen.raised
+    if not r:
+        return None
+    return Finding(("math_fp32:" if MATH_FP32_ONLY in r else "raised:") + r[:40], f"raised {r}")
+
+
+def outside_its_buffer(c: Case) -> Finding | None:
+    if not c.seen.violations:
+        return None
+    sizes = {**{k: g.n for k, g in c.inputs.items()}, "out": c.out.n}
+    viol = sorted(c.seen.violations, key=lambda v: (v.op != "store", v.name, v.side))
+    msgs = [violation_message(v, sizes) for v in viol[:3]]
+    return Finding("bounds:" + ",".join(f"{v.op}:{v.name}:{v.side}" for v in viol), "; ".join(msgs))
+
+
+def input_changed(c: Case) -> Finding | None:
+    for name, g in c.inputs.items():
+        changed = g.changed()
+        if changed.any() or g.written_after() or g.written_before():
+            if changed.any():
+                k, first = int(changed.sum()), int(changed.nonzero()[0])
+                what = f"{k} of {g.n} elements of {name} changed (the first at flat index {first})"
+            else:
+                what = f"the memory next to {name} was written"
+            return Finding(f"input:{name}", f"{what}: an input must stay as it is; write only into out")
+    return None
+
+
+def out_guard_written(c: Case) -> Finding | None:
+    out = c.out
+    after, before = out.written_after(), out.written_before()
+    if after:
+        return Finding("bounds:store:out:after", (
+            f"wrote {after} element{'s' * (after > 1)} past the end of out (n={out.n}): mask the store, "
+            "e.g. tl.store(out_ptr + offs, result, mask=offs < n)"
+        ))  # fmt: skip
+    if before:
+        return Finding("bounds:store:out:before", (
+            f"wrote {before} element(s) before the start of out: check the offsets (pid * BLOCK + tl.arange(0, BLOCK))"
+        ))  # fmt: skip
+    return None
+
+
+def no_launch(c: Case) -> Finding | None:
+    if c.launches:
+        return None
+    return Finding("no_launch", (
+        "launched no Triton kernel: the exercise is to write one (@triton.jit) and launch it, kernel[grid](...)"
+        + ("; out was written another way (torch?)" if not c.unwritten.all() else "")
+    ))  # fmt: skip
+
+
+def launch_count(c: Case) -> Finding | None:
+    want = c.expect_launches
+    if want is None or len(c.launches) == want:
+        return None
+    names = ", ".join(sorted({rec["kernel"] for rec in c.launches}))
+    return Finding("launch_count", (
+        f"launched {len(c.launches)} kernels ({names}); the exercise asks for exactly {want}: do every step in one kernel"
+    ))  # fmt: skip
+
+
+def grid_shape(c: Case) -> Finding | None:
+    if c.expect_grid is None:
+        return None
+    want = list(c.expect_grid)
+    got = [rec["grid"] for rec in c.launches]
+    if any(g is not None and (g + [1] * 3)[:3] != (want + [1] * 3)[:3] for g in got):
+        return Finding("grid_shape", f"launched with grid {tuple(got[0])}; the exercise prescribes grid {tuple(want)}")
+    return None
+
+
+def never_written(c: Case) -> Finding | None:
+    if not c.unwritten.all():
+        return None
+    if not c.checked:
+        return Finding("never_written", (
+            "out was never written: store into the out the launcher is given (a tensor the launcher returns or "
+            "allocates is not read)"
+        ))  # fmt: skip
+    into = sorted({b for rec in c.launches for b in rec["stored"]} - {"out"})
+    did = f"stored into {', '.join(into)}" if into else "stored nothing into the checker's buffers"
+    empty = [g for g in c.grids if 0 in g]
+    if empty and not into:
+        return Finding("never_written", (
+            f"out was never written: your kernel was launched with grid {empty[0]}, which runs no program; "
+            "launch triton.cdiv(n, BLOCK) programs (at least one)"
+        ))  # fmt: skip
+    return Finding("never_written", (
+        f"out was never written: your kernel {did}; store into the out the launcher is given (a tensor "
+        "the launcher returns or allocates is not read)"
+    ))  # fmt: skip
+
+
+def out_not_by_kernel(c: Case) -> Finding | None:
+    if c.checked and not any("out" in rec["stored"] for rec in c.launches):
+        return Finding("not_by_kernel", (
+            "out was written, but not by a tl.store of your kernel (torch code in the launcher?): the kernel "
+            "must write out"
+        ))  # fmt: skip
+    return None
+
+
+def out_changed_after(c: Case) -> Finding | None:
+    if c.checked and c.seen.changed_after:
+        return Finding("changed_after", (
+            "out changed after your kernel's last launch (torch code in the launcher?): out must hold what the "
+            "kernel stored"
+        ))  # fmt: skip
+    return None
+
+
+def partly_written(c: Case) -> Finding | None:
+    unwritten, out = c.unwritten, c.out
+    if not unwritten.any():
+        return None
+    if c.unwritten_hint is not None:
+        named = c.unwritten_hint(unwritten, c.seen.stores if c.checked else None, c.launches)
+        if named:
+            return Finding("unwritten", named)
+    first = int(unwritten.nonzero()[0])
+    count = int(unwritten.sum())
+    grids = c.grids
+    grid = f" (the grid was {grids[-1]})" if grids else ""
+    tail = count == out.n - first  # every element from the first unwritten one on
+    if tail and c.expect_grid is not None:
+        # the grid is the one prescribed (checked before): the programs stopped short, the grid did not
+        return Finding("partial", (
+            f"elements {first} to {out.n - 1} of out were never written (n={out.n}) by the grid the exercise "
+            f"prescribes{grid}"
+        ))  # fmt: skip
+    blocks = [rec["ints"].get("BLOCK") for rec in c.launches]
+    one_d = len(grids) == len(c.launches) and all(len(g) == 1 for g in grids)
+    if tail and grids and one_d and all(blocks):
+        covered = max(g[0] * b for g, b in zip(grids, blocks))
+        if covered >= out.n:  # the programs' blocks reach past n: the store stopped short, not the grid
+            return Finding("store_short", (
+                f"elements {first} to {out.n - 1} of out were never written (n={out.n}), though the grid "
+                f"{grids[-1]} of BLOCK={blocks[-1]} covers them: check the store's mask (offs < n) and its offsets"
+            ))  # fmt: skip
+    if tail:
+        return Finding("grid_small", (
+            f"elements {first} to {out.n - 1} of out were never written (n={out.n}): the grid is too small"
+            f"{grid}; launch triton.cdiv(n, BLOCK) programs"
+        ))  # fmt: skip
+    return Finding("partial", f"{count} of {out.n} elements of out were never written, the first at flat index {first}")
+
+
+def input_unread(c: Case) -> Finding | None:
+    if not c.checked:
+        return None
+    for name in c.must_read if c.must_read is not None else c.inputs:
+        miss = c.seen.unread.get(name)
+        if miss:
+            return Finding(f"unread:{name}", (
+                f"{miss[0]} of {c.inputs[name].n} elements of {name} were never loaded (the first at flat "
+                f"index {miss[1]}): out must be computed from every element of {name}"
+            ))  # fmt: skip
+    return None
+
+
+def nan_in_out(c: Case) -> Finding | None:
+    got, ref = c.got, c.ref
+    nan_in = torch.isnan(got) & ~torch.isnan(ref)
+    if not nan_in.any():
+        return None
+    i = int(nan_in.flatten().nonzero()[0])
+    head = f"out[{i}] (flat) is NaN where the reference is {ref.flatten()[i].item():.6g}"
+    if c.checked:
+        return Finding("nan_arith", (
+            f"{head}: every load stayed inside its input, so the NaN comes from the kernel's arithmetic "
+            "(0/0, inf - inf, sqrt or log of a negative, ...)"
+        ))  # fmt: skip
+    return Finding("nan", f"{head}: a load past the end of an input (its guard holds NaN), or the kernel's arithmetic")
+
+
+def wrong_values(c: Case) -> Finding | None:
+    msg = c.compare(c.out.view, c.ref)
+    return Finding("values", f"values differ: {msg}") if msg is not None else None
+
+
+def prefilled(c: Case) -> Finding | None:
+    host = c.preflight_out if c.preflight_out is not None else c.out
+    shadow = getattr(host, "shadow", None)
+    if not (c.checked and shadow is not None and c.launches[0].get("out_full_before") and bool(c.ref.ne(0).any())):
+        return None
+    if c.compare(shadow.view, c.ref) is None:
+        return Finding("prefilled", (
+            "out already held the answer before your kernel's first launch (computed in the launcher: torch?): "
+            "the kernel must compute out, and the launcher only launch it"
+        ))  # fmt: skip
+    return None
+
+
+def one_program(c: Case) -> Finding | None:
+    grids, out = c.grids, c.out
+    alone = len(grids) == len(c.launches) and all(math.prod(g) == 1 for g in grids)
+    if c.expect_grid is None and out.n >= ONE_PROGRAM_MIN_ELEMENTS and alone:
+        return Finding("one_program", (
+            f"one program did all the work (every launch had grid (1,) for the {out.n} elements of out): on a GPU a "
+            "program runs on one SM while the others idle, and a block this large does not fit in its registers; "
+            "keep the block fixed (1024 elements, or a 64 x 64 tile) and launch one program per block, "
+            "triton.cdiv(n, BLOCK) of them"
+        ))  # fmt: skip
+    return None
+
+
+#: The rules, in order: what ends a run first (a time-out, a death, an exception, an access outside the buffers),
+#: then what was written where, then the values, then how the work was spread.
+RULES = (
+    timed_out,
+    died,
+    raised,
+    outside_its_buffer,
+    input_changed,
+    out_guard_written,
+    no_launch,
+    launch_count,
+    grid_shape,
+    never_written,
+    out_not_by_kernel,
+    out_changed_after,
+    partly_written,
+    input_unread,
+    nan_in_out,
+    wrong_values,
+    prefilled,
+    one_program,
+)
+
+
+def diagnose(c: Case) -> Finding | None:
+    """The first of ``RULES`` that names a mistake in case ``c``, or None when it passed."""
+    for rule in RULES:
+        hit = rule(c)
+        if hit is not None:
+            return hit
+    return None

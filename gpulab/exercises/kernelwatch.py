@@ -1,0 +1,704 @@
+"""Watching a learner's Triton launches: guarded buffers, every load and store checked before it happens, and the
+pre-flight child that runs the launcher under a time limit. What is seen comes back as a ``Seen``;
+``kerneldiagnosis`` names the mistake from it and ``kernelcheck.check_kernel`` runs the cases.
+
+- ``Guarded``: a tensor set in the middle of a larger buffer whose guard regions hold a poison bit pattern;
+  ``Region``: the addresses of one such buffer, as the checks see them.
+- ``Watch``: while it is entered, every Triton launch is recorded (kernel, grid, the buffers it stored into, its
+  integer arguments), and with ``check`` the launches run in Triton's interpreter, whose loads and stores all go
+  through ``InterpreterBuilder`` (triton/runtime/interpreter.py): each address is checked against the buffers
+  before it happens, and an access outside them is named (which buffer, which side, which indices) and masked
+  off, so a far store never lands and never crashes the process.
+- ``preflight``: the launcher under a checking ``Watch`` in a forked child process on guarded CPU buffers in
+  shared memory, stopped once ``Limits.clock`` has moved more than ``Limits.seconds``. The child never touches
+  CUDA, dies with the process that forked it (PR_SET_PDEATHSIG) and has a CPU limit of its own (RLIMIT_CPU);
+  without ``os.fork`` it runs in this process, with the same address checks and no time limit.
+- ``run_on_device``: the launcher on a GPU's buffers, its launches recorded, nothing checked per address.
+
+The address checks are what compute-sanitizer does on a GPU, done in the interpreter.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import hashlib
+import inspect
+import io
+import json
+import math
+import mmap
+import os
+import select
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from . import clip, describe_error
+
+GUARD_BYTES = 1 << 20
+#: Guard regions of the pre-flight's buffers: smaller, since there every access is checked before it happens.
+PREFLIGHT_GUARD_BYTES = 1 << 16
+#: Poison bit patterns per element size: a quiet NaN with a payload for floats, a marker for integers.
+#: Outputs and inputs get different patterns: NaN arithmetic keeps a payload, so a value computed from an
+#: input's guard and stored past the end of out must not look like out's own untouched guard.
+_POISON_BITS = {8: 0x7FF8_DEAD_BEEF_0001, 4: 0x7FC0_DEAD, 2: 0x7FDA, 1: 0x7F}  # NaN in fp64/32/16, bf16, e4m3
+_INPUT_POISON_BITS = {8: 0x7FF8_0BAD_F00D_0002, 4: 0x7FC0_0BAD, 2: 0x7FCB, 1: 0x7E}
+_INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
+#: In a pre-flight's child: the ``Progress`` it publishes to its parent (None elsewhere).
+_PROGRESS: Progress | None = None
+
+_INHERITED = object()  # an attribute a patch shadows on a class that only inherits it
+
+
+@dataclass(frozen=True)
+class Region:
+    """One guarded buffer as the address checks see it: ``name`` (the launcher's argument), ``role`` ("in" or
+    "out"), the view's bytes [``lo``, ``hi``), the whole buffer's bytes [``buf_lo``, ``buf_hi``) (its guard
+    regions included), ``itemsize`` (bytes) and ``n`` (elements of the view). Addresses in bytes."""
+
+    name: str
+    role: str
+    lo: int
+    hi: int
+    buf_lo: int
+    buf_hi: int
+    itemsize: int
+    n: int
+
+    def index(self, addr):
+        """The view's element index of byte address ``addr`` (an int or an int64 array; negative before it)."""
+        return (addr - self.lo) // self.itemsize
+
+
+class Guarded:
+    """A tensor of ``shape`` and ``dtype`` on ``device`` (``.view``), set in the middle of a buffer whose
+    guard regions, ``GUARD_BYTES`` before and after, hold poison. ``fill`` is None to poison the view too
+    (an output), or a tensor to copy into it (an input; its bits are kept to see later writes). ``shared``
+    puts a CPU buffer in shared memory, so that a forked child's writes are seen here; ``guard_bytes`` is the
+    size of each guard region; ``sign_flipped`` uses the poison with its sign bit set (an output's second run:
+    ``unwritten`` of the two runs together cannot mistake a stored NaN that equals one poison for no store)."""
+
+    def __init__(
+        self,
+        shape,
+        dtype,
+        device,
+        fill: torch.Tensor | None = None,
+        shared: bool = False,
+        guard_bytes: int = GUARD_BYTES,
+        sign_flipped: bool = False,
+    ):
+        self.itemsize = torch.empty((), dtype=dtype).element_size()
+        self.n = math.prod(shape)
+        self.g = guard_bytes // self.itemsize
+        self.poison = (_POISON_BITS if fill is None else _INPUT_POISON_BITS)[self.itemsize]
+        if sign_flipped:  # the same pattern with the sign bit set, as the signed integer the view holds
+            self.poison -= 1 << (8 * self.itemsize - 1)
+        ints = _INT_VIEW[self.itemsize]
+        total = self.g + self.n + self.g
+        if shared and torch.device(device).type == "cpu":
+            self._mm = mmap.mmap(-1, total * self.itemsize)  # anonymous, MAP_SHARED: a forked child writes here
+            self.bits = torch.frombuffer(self._mm, dtype=ints, count=total)
+            self.bits.fill_(self.poison)
+        else:
+            self.bits = torch.full((total,), self.poison, dtype=ints, device=device)
+        self.buf = self.bits.view(dtype)
+        self.view = self.buf[self.g : self.g + self.n].view(shape)
+        self.original = None
+        if fill is not None:
+            self.view.copy_(fill)
+            self.original = self.bits[self.g : self.g + self.n].clone()
+
+    def _poisoned(self, part: torch.Tensor) -> torch.Tensor:
+        return part == self.poison
+
+    def written_before(self) -> int:
+        """How many guard elements before the view were overwritten."""
+        return int((~self._poisoned(self.bits[: self.g])).sum())
+
+    def written_after(self) -> int:
+        """How many guard elements after the view were overwritten."""
+        return int((~self._poisoned(self.bits[self.g + self.n :])).sum())
+
+    def unwritten(self) -> torch.Tensor:
+        """A bool mask over the view's elements (flat) still holding poison."""
+        return self._poisoned(self.bits[self.g : self.g + self.n]).cpu()
+
+    def changed(self) -> torch.Tensor:
+        """For an input: a bool mask over the view's elements (flat) whose bits differ from what was filled."""
+        return (self.bits[self.g : self.g + self.n] != self.original).cpu()
+
+    def digest(self) -> str:
+        """A hash of the view's bits (to see whether it changed between two moments)."""
+        return hashlib.blake2b(self.bits[self.g : self.g + self.n].cpu().numpy().tobytes(), digest_size=16).hexdigest()
+
+    def region(self, name: str, role: str) -> Region:
+        """This buffer's ``Region``, named ``name``, of ``role`` ("in" or "out")."""
+        lo, blo = self.view.data_ptr(), self.bits.data_ptr()
+        return Region(name, role, lo, lo + self.n * self.itemsize, blo, blo + self.bits.numel() * self.itemsize,
+                      self.itemsize, self.n)  # fmt: skip
+
+
+class Progress:
+    """What a pre-flight's child has done so far, in int64s of memory it shares with its parent: ``programs``, the
+    programs it started in this case (every launch together, counted as the interpreter starts each one), and
+    ``grid``, the grid of the launch now running (None before the first). The child writes it; the parent reads it
+    to name the launch a time-out stopped, and hands it to the time limit's clock."""
+
+    def __init__(self):
+        self._mm = mmap.mmap(-1, 8 * 8)  # anonymous, MAP_SHARED: seen by a child forked after this
+        self.words = np.frombuffer(self._mm, dtype=np.int64)  # [programs, number of dims, dims...]
+        self.words[:] = 0
+
+    @property
+    def programs(self) -> int:
+        return int(self.words[0])
+
+    @property
+    def grid(self) -> list[int] | None:
+        dims = int(self.words[1])
+        return [int(v) for v in self.words[2 : 2 + dims]] if dims else None
+
+    def launch(self, grid: list[int]) -> None:
+        """The child is about to run a launch of ``grid``."""
+        if 0 < len(grid) <= len(self.words) - 2:
+            self.words[2 : 2 + len(grid)] = grid
+            self.words[1] = len(grid)
+
+    def program(self) -> None:
+        """The child is about to run one more program."""
+        self.words[0] += 1
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How a pre-flight runs: stopped once ``clock(progress) -> seconds`` has moved more than ``seconds`` since
+    the child started, the clock read every ``poll_s`` seconds while it runs and once more when it has finished;
+    the child's own CPU limit, ``cpu_s`` seconds (RLIMIT_CPU); ``fork``: whether to run in a forked child (else
+    here, with no time limit)."""
+
+    seconds: float
+    clock: Callable[[Progress], float]
+    poll_s: float
+    cpu_s: int
+    fork: bool
+
+
+@dataclass
+class Violation:
+    """Accesses outside their buffer of one kind: ``op`` ("load" or "store") ``side`` of buffer ``name``
+    ("after", "before", "after_far", "before_far" beyond the guard region, or "into" an input), on ``lanes``
+    lanes in all, at element indices ``lo`` to ``hi`` of that buffer."""
+
+    op: str
+    name: str
+    side: str
+    lanes: int
+    lo: int
+    hi: int
+
+
+@dataclass
+class Seen:
+    """What one case's run showed. Of the launcher: ``launches`` (one record a launch: ``kernel``, ``grid``,
+    ``stored`` the buffers it stored into, ``ints`` its integer arguments by parameter name, and
+    ``out_full_before`` when out was whole before the first), ``raised`` (its exception, described; with
+    ``interpreter_error`` when Triton's interpreter raised it while running a kernel), ``not_implemented`` (the
+    stub), ``interrupted``. Of the address checks (the pre-flight only): ``violations``, ``unread`` (input name ->
+    [elements never loaded, the first]), ``stores`` (uint8 counts of the stores into each element of out, at most
+    255), ``last_digest`` (out's digest after the last launch) and ``changed_after`` (out changed since). Of the
+    child: ``timeout`` with ``grid`` (the launch it stopped), ``died`` (the signal that ended it), ``no_fork``
+    (it ran in this process, without a time limit)."""
+
+    launches: list[dict] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    unread: dict[str, list[int]] = field(default_factory=dict)
+    stores: np.ndarray | None = None
+    last_digest: str | None = None
+    changed_after: bool = False
+    raised: str = ""
+    interpreter_error: bool = False
+    not_implemented: bool = False
+    interrupted: bool = False
+    timeout: bool = False
+    grid: list[int] | None = None
+    died: int | None = None
+    no_fork: bool = False
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the run ended early: a time-out, a death, an exception or an access outside the buffers."""
+        return self.timeout or self.died is not None or bool(self.raised) or bool(self.violations)
+
+    def to_json(self) -> str:
+        """As JSON (it crosses from the child process through a pipe)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["violations"] = [dataclasses.asdict(v) for v in self.violations]
+        d["stores"] = None if self.stores is None else base64.b64encode(self.stores.tobytes()).decode()
+        return json.dumps(d)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Seen:
+        d = json.loads(text or "{}")
+        d["violations"] = [Violation(**v) for v in d.get("violations", [])]
+        if d.get("stores") is not None:
+            d["stores"] = np.frombuffer(base64.b64decode(d["stores"]), dtype=np.uint8)
+        return cls(**d)
+
+
+# ---- watching launches, loads and stores -------------------------------------------------------------------
+
+
+class _Abort(Exception):
+    """Raised inside a launch at its first stray store: the store was not run, and the launch stops."""
+
+
+class Watch:
+    """For the duration of a ``with`` block: records every Triton launch (kernel name, grid, the buffers it
+    stored into) by wrapping ``run`` of ``JITFunction`` and ``InterpretedFunction`` (``kernel[grid](...)``
+    and autotuners both go through it, Triton 3.6 to 3.9). With ``check``, the launches run in Triton's
+    interpreter (a ``JITFunction`` is interpreted through ``InterpretedFunction(jit_fn.fn)``), and every
+    load and store address is checked against ``regions`` before it happens: an access outside them is
+    recorded in ``violations`` and masked off; the input elements loaded are marked in ``read``, and the stores
+    into each element of ``out_name`` are counted in ``stores``. Each launch's record holds its integer arguments
+    by parameter name (``ints``: ``BLOCK_M`` and the like)."""
+
+    def __init__(self, regions: list[Region], out_name: str, check: bool, out: Guarded | None = None):
+        self.regions, self.out_name, self.check, self.out = regions, out_name, check, out
+        n_out = next((r.n for r in regions if r.name == out_name), 0)
+        self.stores = np.zeros(n_out, dtype=np.int64) if check else None
+        self.launches: list[dict] = []
+        self.violations: dict[tuple, Violation] = {}  # (op, name, side) -> what was seen
+        self.read = {r.name: np.zeros(r.n, dtype=bool) for r in regions if r.role == "in"} if check else {}
+        self.allowed: list[tuple[int, int]] = []  # storages of the learner's own tensors passed to a kernel
+        self.last_digest = None
+        self._interpreted: dict = {}
+        self._current = None
+        self.aborted = False
+
+    # launches
+    def _begin(self, kernel, args, kwargs) -> dict:
+        fn = getattr(kernel, "fn", kernel)
+        rec = dict(
+            kernel=getattr(fn, "__name__", type(kernel).__name__), grid=None, stored=[], ints=_ints(fn, args, kwargs)
+        )
+        shadow = getattr(self.out, "shadow", None)
+        if self.check and shadow is not None and not self.launches and not self.out.unwritten().any():
+            shadow.view.copy_(self.out.view)  # out was whole before the first launch: keep it to compare
+            rec["out_full_before"] = True
+        ours = [(r.buf_lo, r.buf_hi) for r in self.regions]
+        for a in list(args) + list(kwargs.values()):
+            if isinstance(a, torch.Tensor) and a.device.type == "cpu":
+                lo = a.untyped_storage().data_ptr()
+                if not any(b0 <= lo < b1 for b0, b1 in ours):
+                    self.allowed.append((lo, lo + a.untyped_storage().nbytes()))
+        self.launches.append(rec)
+        self._current = rec
+        return rec
+
+    def _grid(self, grid, rec):
+        if callable(grid):
+
+            def spy(meta, grid=grid):
+                g = grid(meta)
+                rec["grid"] = [int(v) for v in g]
+                _show_progress(rec["grid"])
+                return g
+
+            return spy
+        rec["grid"] = [int(v) for v in grid]
+        _show_progress(rec["grid"])
+        return grid
+
+    def _end(self, rec):
+        if self.check and self.out is not None:
+            self.last_digest = self.out.digest()
+        self._current = None
+
+    def _as_interpreted(self, kernel):
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+
+        key = id(kernel)
+        if key not in self._interpreted:
+            self._interpreted[key] = InterpretedFunction(kernel.fn)
+            g = kernel.fn.__globals__
+            for name, v in list(g.items()):  # @triton.jit helpers the kernel calls must be interpreted too
+                if isinstance(v, JITFunction):
+                    self._swaps.append((g, name, v))
+                    g[name] = InterpretedFunction(v.fn)
+        return self._interpreted[key]
+
+    def _interpreted_helper(self, fn):
+        from triton.runtime.interpreter import InterpretedFunction
+
+        key = ("helper", id(fn))
+        if key not in self._interpreted:
+            self._interpreted[key] = InterpretedFunction(fn.fn)
+        return self._interpreted[key]
+
+    # loads and stores, in the interpreter
+    def _access(self, op: str, ptrs, mask):
+        from triton.runtime.interpreter import TensorHandle
+
+        addr = np.asarray(ptrs.data).astype(np.int64)
+        m = np.ones(addr.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask.data, bool), addr.shape)
+        try:
+            ty = ptrs.get_element_ty() if hasattr(ptrs, "get_element_ty") else ptrs.dtype.element_ty
+            size = max(1, ty.primitive_bitwidth // 8)
+        except Exception:
+            size = 1
+        ok = ~m
+        bad_into = np.zeros(addr.shape, bool)
+        for r in self.regions:
+            inside = m & (addr >= r.lo) & (addr + size <= r.hi)
+            if not inside.any():
+                continue
+            if op == "store" and r.role == "in":
+                bad_into |= inside
+                continue
+            ok |= inside
+            if op == "load" and r.role == "in":
+                self.read[r.name][r.index(addr[inside])] = True
+            if op == "store" and self._current is not None and r.name not in self._current["stored"]:
+                self._current["stored"].append(r.name)
+            if op == "store" and r.name == self.out_name and self.stores is not None:
+                np.add.at(self.stores, r.index(addr[inside]), 1)
+        for lo, hi in self.allowed:
+            ok |= m & (addr >= lo) & (addr + size <= hi)
+        bad = m & ~ok
+        if not bad.any():
+            return mask
+        self._classify(op, addr[bad & ~bad_into], addr[bad_into], addr[m & ok])
+        return TensorHandle(np.ascontiguousarray(m & ~bad), mask.dtype if mask is not None else _int1())
+
+    def _classify(self, op, stray, into, valid):
+        regions = self.regions
+        for r in regions:
+            sel = (into >= r.lo) & (into < r.hi)
+            if sel.any():
+                self._note(op, r.name, "into", r.index(into[sel]))
+        if not stray.size:
+            return
+        # a stray lane is named by the buffer the access's other lanes hit (the pointer it offsets from);
+        # where no lane hit one, by the nearest buffer starting below it (offsets are most often positive)
+        hit = [r for r in regions if ((valid >= r.lo) & (valid < r.hi)).any()]
+        first = int(stray.min())
+        if len(hit) == 1:
+            r = hit[0]
+        else:
+            below = [r for r in regions if r.lo <= first]
+            r = min(below, key=lambda b: first - b.lo) if below else min(regions, key=lambda b: b.lo - first)
+        for after in (True, False):
+            for far in (False, True):
+                side_sel = (stray >= r.hi) if after else (stray < r.lo)
+                sel = side_sel & (((stray < r.buf_lo) | (stray >= r.buf_hi)) == far)
+                if sel.any():
+                    side = ("after" if after else "before") + ("_far" if far else "")
+                    self._note(op, r.name, side, r.index(stray[sel]))
+
+    def _note(self, op, name, side, index):
+        index = np.atleast_1d(index)
+        lo, hi = int(index.min()), int(index.max())
+        v = self.violations.setdefault((op, name, side), Violation(op, name, side, 0, lo, hi))
+        v.lanes += int(index.size)
+        v.lo, v.hi = min(v.lo, lo), max(v.hi, hi)
+        if op == "store":  # the message is known: stop the launch before it spends the time limit
+            self.aborted = True
+            raise _Abort((op, name, side))
+
+    def __enter__(self):
+        from triton.runtime import interpreter
+
+        from ..core.triton_compat import patch_interpreter
+
+        patch_interpreter()  # the pre-flight runs in the interpreter on a GPU machine too
+        from triton.runtime.jit import JITFunction
+
+        self._patches, self._swaps = [], []
+        orig_jit, orig_interp = JITFunction.run, interpreter.InterpretedFunction.run
+        watch = self
+
+        def wrap(orig, interpret_jit):
+            def run(kernel, *args, grid, warmup, **kwargs):
+                if warmup:
+                    return orig(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+                rec = watch._begin(kernel, args, kwargs)
+                grid = watch._grid(grid, rec)
+                try:
+                    if interpret_jit:
+                        return orig_interp(watch._as_interpreted(kernel), *args, grid=grid, warmup=False, **kwargs)
+                    return orig(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+                finally:
+                    watch._end(rec)
+
+            return run
+
+        self._patch(JITFunction, "run", wrap(orig_jit, self.check))
+        self._patch(interpreter.InterpretedFunction, "run", wrap(orig_interp, False))
+        if self.check:
+            # every @triton.jit function a kernel reaches (its helpers however named, their helpers, and
+            # triton.language's own: tl.cdiv, tl.max, tl.sum are @jit functions too) runs interpreted: where
+            # @triton.jit gave a JITFunction (a GPU), calling one raises "Cannot call @triton.jit'd outside of
+            # the scope of a kernel"
+            def call_interpreted(fn, *args, **kwargs):
+                return watch._interpreted_helper(fn)(*args, **kwargs)
+
+            self._patch(JITFunction, "__call__", call_interpreted)
+            b = interpreter.InterpreterBuilder
+            load, store = b.create_masked_load, b.create_masked_store
+            rmw, cas = b.create_atomic_rmw, b.create_atomic_cas
+            self._patch(
+                b, "create_masked_load", lambda s, p, m, *r, **k: load(s, p, watch._access("load", p, m), *r, **k)
+            )
+            self._patch(
+                b,
+                "create_masked_store",
+                lambda s, p, v, m, *r, **k: store(s, p, v, watch._access("store", p, m), *r, **k),
+            )
+            self._patch(
+                b,
+                "create_atomic_rmw",
+                lambda s, o, p, v, m, *r, **k: rmw(s, o, p, v, watch._access("store", p, m), *r, **k),
+            )
+
+            def atomic_cas(s, p, *r, **k):
+                if watch._access("store", p, None) is not None:
+                    raise RuntimeError("an atomic_cas outside the checker's buffers (not run)")
+                return cas(s, p, *r, **k)
+
+            self._patch(b, "create_atomic_cas", atomic_cas)
+            set_grid_idx = b.set_grid_idx  # called once before each program (Triton 3.6 to 3.9)
+
+            def count_program(s, *idx, **k):
+                _count_program()
+                return set_grid_idx(s, *idx, **k)
+
+            self._patch(b, "set_grid_idx", count_program)
+        return self
+
+    def _patch(self, owner, name, new):
+        self._patches.append((owner, name, owner.__dict__.get(name, _INHERITED)))
+        setattr(owner, name, new)
+
+    def __exit__(self, *exc):
+        for owner, name, old in reversed(self._patches):
+            if old is _INHERITED:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, old)
+        for g, name, v in reversed(self._swaps):
+            g[name] = v
+        return False
+
+    def record(self, outcome: Seen) -> Seen:
+        """``outcome`` (what the launcher's call gave) with what was watched added."""
+        unread = {}
+        for name, r in self.read.items():
+            missed = np.flatnonzero(~r)
+            if missed.size:
+                unread[name] = [int(missed.size), int(missed[0])]
+        stores = None if self.stores is None else np.minimum(self.stores, 255).astype(np.uint8)  # one byte each
+        return dataclasses.replace(
+            outcome,
+            launches=self.launches,
+            violations=list(self.violations.values()),
+            unread=unread,
+            last_digest=self.last_digest,
+            stores=stores,
+        )
+
+
+def _show_progress(grid: list[int]) -> None:
+    """In a pre-flight's child, publish the grid of the launch about to run (``_PROGRESS``)."""
+    if _PROGRESS is not None:
+        _PROGRESS.launch(grid)
+
+
+def _count_program() -> None:
+    """In a pre-flight's child, count one more program started (``_PROGRESS``)."""
+    if _PROGRESS is not None:
+        _PROGRESS.program()
+
+
+def _ints(fn, args, kwargs) -> dict:
+    """The integer arguments of a launch of the kernel whose Python function is ``fn``, by parameter name."""
+    try:
+        params = inspect.signature(fn).parameters
+        bound = inspect.signature(fn).bind_partial(*args, **{k: v for k, v in kwargs.items() if k in params})
+    except (TypeError, ValueError):
+        return {}
+    return {k: int(v) for k, v in bound.arguments.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _int1():
+    import triton.language as tl
+
+    return tl.int1
+
+
+# ---- one run: the launcher's call, the pre-flight in a child, the run on a GPU --------------------------------
+
+
+def call(fn, args) -> Seen:
+    """Run the learner's launcher; an exception it raises (SystemExit too) becomes ``Seen.raised``.
+    KeyboardInterrupt is passed on: the learner stops the check."""
+    try:
+        fn(*args)
+    except NotImplementedError:
+        return Seen(raised="NotImplementedError", not_implemented=True)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # the learner's bug (SystemExit included), reported rather than raised
+        return Seen(raised=clip(describe_error(e), 300), interpreter_error=_is_interpreter_error(e))
+    return Seen()
+
+
+def _is_interpreter_error(e: BaseException) -> bool:
+    """Whether ``e`` was raised inside Triton's interpreter while it ran a kernel (``InterpreterError``)."""
+    try:
+        from triton.runtime.errors import InterpreterError
+    except ImportError:  # pragma: no cover - a Triton without the interpreter's error class
+        return False
+    return isinstance(e, InterpreterError)
+
+
+def run_unguarded(seen: Seen, device_type: str) -> bool:
+    """Whether a case whose pre-flight ended as ``seen`` runs on the GPU without the address checks: on a GPU,
+    when the interpreter raised and nothing else went wrong (no time-out, no crash, no access outside the
+    buffers): the interpreter does not run every kernel the GPU compiles, and the GPU's own error, if any, is
+    the true one. Only an error raised inside the interpreter's run of a kernel counts (``interpreter_error``);
+    what the launcher's own Python raises (SystemExit, a ValueError, NotImplementedError) is the learner's, and is
+    reported without a run on the GPU."""
+    return (
+        device_type != "cpu"
+        and seen.interpreter_error
+        and not (seen.timeout or seen.died is not None or seen.violations)
+    )
+
+
+def warm_interpreter(fn) -> None:
+    """Rewrite, here, the interpreted kernels the launcher names (its globals and closure), so that each forked
+    child finds them in ``InterpretedFunction``'s cache instead of rewriting them again. Best effort: a kernel
+    it misses is rewritten in the child. GPU kernels (``JITFunction``) are left alone: rewriting adds names to
+    their module."""
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        names = getattr(getattr(fn, "__code__", None), "co_names", ())
+        found = [getattr(fn, "__globals__", {}).get(k) for k in names]
+        found += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None]
+        for k in found:
+            if isinstance(k, InterpretedFunction):
+                k.rewrite()
+    except Exception:
+        pass
+
+
+def _preflight_here(fn, args, regions, out_name, out: Guarded) -> Seen:
+    with Watch(regions, out_name, check=True, out=out) as w:
+        outcome = call(fn, args)
+    if w.aborted:  # the launch was stopped at a stray store: that, not the exception, is the news
+        outcome = Seen()
+    return w.record(outcome)
+
+
+def preflight(fn, args, regions: list[Region], out_name: str, out: Guarded, limits: Limits) -> Seen:
+    """Run ``fn(*args)`` (CPU tensors in shared memory) under a checking ``Watch`` in a forked child, stopped
+    once ``limits.clock`` has moved more than ``limits.seconds`` since the child started; returns its record,
+    or one with ``timeout`` (and ``grid``, the launch it stopped, or None) or ``died`` (a signal number)."""
+    if not limits.fork:
+        return dataclasses.replace(_preflight_here(fn, args, regions, out_name, out), no_fork=True)
+    clock = limits.clock
+    r, w = os.pipe()
+    progress = Progress()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    start = clock(progress)
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the child: CPU buffers only, never CUDA; it leaves by os._exit, running no cleanup of ours
+        try:
+            _tie_to_parent(parent, limits.cpu_s)
+            global _PROGRESS
+            _PROGRESS = progress
+            os.close(r)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt stops the child at once
+            sys.stdout = sys.stderr = io.StringIO()  # the learner's prints stay out of the parent's streams
+            torch.set_num_threads(1)
+            os.environ["TRITON_INTERPRET"] = "1"
+            with contextlib.suppress(Exception):
+                import triton
+
+                triton.knobs.runtime.interpret = True
+            try:
+                res = _preflight_here(fn, args, regions, out_name, out)
+            except KeyboardInterrupt:
+                res = Seen(interrupted=True)
+            except BaseException as e:
+                res = Seen(raised=clip(describe_error(e), 300))
+            data = res.to_json().encode()
+            while data:
+                data = data[os.write(w, data) :]
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks, done, timed_out = [], False, False
+    try:
+        while not done:
+            if select.select([r], [], [], limits.poll_s)[0]:
+                chunk = os.read(r, 1 << 16)
+                done = not chunk  # the child closed its end: its record is whole
+                chunks.append(chunk)
+            if clock(progress) - start > limits.seconds:  # read once more after the record: a late finish counts
+                timed_out = True
+                break
+    finally:
+        os.close(r)
+        if timed_out or sys.exc_info()[0] is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    if timed_out:
+        return Seen(timeout=True, grid=progress.grid)
+    if os.WIFSIGNALED(status):
+        return Seen(died=os.WTERMSIG(status))
+    res = Seen.from_json(b"".join(chunks))
+    if res.interrupted:
+        raise KeyboardInterrupt
+    return res
+
+
+def _tie_to_parent(parent: int, cpu_s: int) -> None:
+    """In a pre-flight's child: die with the process ``parent`` that forked it (Linux's PR_SET_PDEATHSIG; a
+    notebook kernel killed mid-check leaves no child spinning), and use at most ``cpu_s`` CPU seconds
+    (RLIMIT_CPU). Source: prctl(2), getrlimit(2)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        pr_set_pdeathsig = 1  # <linux/prctl.h>
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:  # the parent ended before the signal was asked for
+        os._exit(0)
+    with contextlib.suppress(Exception):
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
+
+
+def run_on_device(fn, args, out: Guarded) -> Seen:
+    """The run on a GPU (after a clean pre-flight): launches recorded, nothing checked per address."""
+    with Watch([], "out", check=False) as w:
+        res = call(fn, args)
+    if not res.raised and out.view.is_cuda:
+        try:
+            torch.cuda.synchronize()
+        except Exception as e:
+            res = Seen(raised=clip(describe_error(e), 300))
+    return dataclasses.replace(res, launches=w.launches)
