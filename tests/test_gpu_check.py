@@ -40,6 +40,26 @@ def _git(cwd, *args) -> str:
 # ------------------------------------------------------------------------------------------------ the committed stamp
 
 
+def warn_unless_proven(path: Path, stamp: dict, now: dict[str, dict[str, str]]) -> None:
+    """One UserWarning, of one line, when the stamp at ``path`` does not prove the tree ``now``: its verdict."""
+    if gc.stamp_warnings(stamp, now):
+        verdict = gc.status_lines(stamp, now, path.name)[-1].removeprefix("verdict: ")
+        msg = f"{path.relative_to(ROOT)}: {verdict}; run make gpu-check on a GPU machine"
+        print("warning:", msg)
+        warnings.warn(msg, UserWarning, stacklevel=2)
+
+
+def test_an_unproven_stamp_is_one_warning_of_one_line():
+    now = {part: {f"{part}_{i}": "h" for i in range(3)} for part in gc.PARTS}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_unless_proven(ROOT / "gpulab" / "data" / "gpu-check-x.json", {"parts": {}}, now)
+    assert len(caught) == 1, [str(w.message) for w in caught]
+    (msg,) = [str(w.message) for w in caught]
+    assert "\n" not in msg and msg.startswith("gpulab/data/gpu-check-x.json: not proven on the tree now"), msg
+    assert all(f"{part} 3" in msg for part in gc.PARTS), msg
+
+
 def test_the_committed_stamp_proves_the_tree_now_or_warns(monkeypatch, capsys):
     """A stamp whose entries are not proven on the tree now is a warning: the CPU cannot re-run the GPU parts.
     ``status`` runs here, without a GPU, in at most 15 lines a stamp."""
@@ -50,10 +70,7 @@ def test_the_committed_stamp_proves_the_tree_now_or_warns(monkeypatch, capsys):
         stamp = gc.load_stamp(path)
         lines = gc.status_lines(stamp, now, path.name)
         assert len(lines) <= 15 and lines[-1].startswith("verdict: ")
-        for why in gc.stamp_warnings(stamp, now):
-            msg = f"{path.relative_to(ROOT)}: {why}; run make gpu-check on a GPU machine"
-            print("warning:", msg)
-            warnings.warn(msg, UserWarning, stacklevel=1)
+        warn_unless_proven(path, stamp, now)
     # rule 2 is sound when each figure module a notebook only imports is another notebook's dependency in full
     hub = tree.graph.hub_members("gpulab/figures/__init__.py") or {}
     used = set().union(*(tree.files_of("notebooks", nb) for nb in tree.notebooks()))
