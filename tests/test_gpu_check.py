@@ -530,7 +530,7 @@ def test_tree_hash_without_git_walks_the_disk(tmp_path, monkeypatch):
     with pytest.raises(gc.GPUCheckError, match="use_git=True"):
         gc.hashed_files(root, use_git=True)
     monkeypatch.setitem(sys.modules, "pathspec", None)  # not installed: the walk says what to install
-    with pytest.raises(gc.GPUCheckError, match="pathspec, which reads its .gitignore without git, is not installed"):
+    with pytest.raises(gc.GPUCheckError, match="pathspec is not installed, and .* is no git checkout"):
         gc.hashed_files(root)
 
 
@@ -888,7 +888,7 @@ def test_only_all_entries_and_what_reruns(three):
 
 
 def test_emulated_part_names_failing_cells_per_gpu(three, monkeypatch):
-    monkeypatch.setattr(gc, "have_xdist", lambda: True)
+    monkeypatch.setattr(gc, "have", lambda module: True)
     m = FakeMachine({"00_a": (10, []), "01_b": (10, [3]), "02_c": (10, [])})
     s = gc.run_part("emulated", _ctx(three, m, jobs=3))
     items = s["parts"]["emulated"]["items"]
@@ -967,7 +967,7 @@ class FakePytest:
 
 
 def test_tests_part_gives_each_file_its_entry(fake, monkeypatch):
-    monkeypatch.setattr(gc, "have_xdist", lambda: True)
+    monkeypatch.setattr(gc, "have", lambda module: True)
     fp = FakePytest(
         {
             "tests/test_fig04.py": [("test_f", "passed"), ("test_g", "skipped")],
@@ -982,6 +982,7 @@ def test_tests_part_gives_each_file_its_entry(fake, monkeypatch):
     assert cmd[cmd.index("-n") + 1] == "12" and cmd[cmd.index("--dist") + 1] == "loadgroup"
     assert gc.TEST_MARKERS == "not browser and not slow and not cpu_same"
     assert cmd[cmd.index(gc.TEST_MARKERS) - 1] == "-m"
+    assert cmd[cmd.index("--timeout") + 1] == "300" and cmd[cmd.index("--timeout-method") + 1] == "thread"
     assert [a for a in cmd if a.startswith("tests/")] == GPU_TESTS  # CPU-same and browser files never run
     assert env["GPULAB_AUTOTUNE"] == "first" and cmd[cmd.index("-p") + 1] == "gpu_check"  # reports as they come
     p = s["parts"]["tests"]
@@ -1000,7 +1001,8 @@ def test_tests_part_gives_each_file_its_entry(fake, monkeypatch):
     assert s["parts"]["tests"]["ok"]  # test_marked_bad.py collected nothing this time: nothing left unproven
 
 
-def test_proof_runs_the_three_parts_then_the_notebooks_with_the_time_left(three):
+def test_proof_runs_the_three_parts_then_the_notebooks_with_the_time_left(three, monkeypatch):
+    monkeypatch.setattr(gc, "have", lambda module: True)
     plan = {n: (10, []) for n in ("00_a", "01_b", "02_c")} | {k: (20, []) for k in ("ceilings", "lesson04", "lesson05")}
     m = FakeMachine(plan)
 
@@ -1046,10 +1048,10 @@ def test_parts_refuse_without_a_gpu(capsys, monkeypatch):
         assert f"--budget must be a finite number, got '{text}'" in capsys.readouterr().err
 
 
-def test_a_missing_pytest_xdist_is_named_before_anything_runs(capsys, monkeypatch):
-    """Runs at once go through pytest-xdist: without it a part says so and how to get it, or to run one at a time
-    (never quietly one at a time)."""
-    monkeypatch.setattr(gc, "have_xdist", lambda: False)
+def test_a_missing_plugin_is_named_before_anything_runs(capsys, monkeypatch):
+    """Runs at once go through pytest-xdist, and the tests part's limit through pytest-timeout: without one, a part
+    says which and how to get it (never quietly one at a time, nor without a limit)."""
+    monkeypatch.setattr(gc, "have", lambda module: module != "xdist")
     for argv, opt in (
         (["tests"], "--workers 14"),
         (["emulated"], "--jobs 7"),
@@ -1058,7 +1060,11 @@ def test_a_missing_pytest_xdist_is_named_before_anything_runs(capsys, monkeypatc
         assert gc.main(argv) == 2
         err = capsys.readouterr().err
         assert f"error: pytest-xdist is not installed, and {opt} runs" in err and "gpu-wheels.sh pytest-xdist" in err
-    assert gc.main(["tests", "--workers", "1"]) == 2  # one at a time: no xdist needed, and here no GPU either
+        assert "--workers 0 --jobs 1 --suite-jobs 1" in err
+    monkeypatch.setattr(gc, "have", lambda module: module != "pytest_timeout")
+    assert gc.main(["tests"]) == 2
+    assert "error: pytest-timeout is not installed, and the tests part stops a test hung" in capsys.readouterr().err
+    assert gc.main(["emulated", "--jobs", "1"]) == 2  # one at a time and no tests: neither is needed; no GPU here
     assert "needs an NVIDIA GPU" in capsys.readouterr().err
 
 
@@ -1156,7 +1162,7 @@ def test_emulated_run_whose_kernel_ran_no_cell_runs_once_more_alone(three, monke
             return super().child(cmd, env, timeout_s, log)
 
     m = Flaky({"00_a": (10, []), "01_b": (10, [0, 1, 2, 3]), "02_c": (10, [2])})
-    monkeypatch.setattr(gc, "have_xdist", lambda: True)
+    monkeypatch.setattr(gc, "have", lambda module: True)
     s = gc.run_part("emulated", _ctx(three, m, jobs=2))
     items = s["parts"]["emulated"]["items"]
     assert items["T4 00_a"]["ok"] and items["T4 00_a"]["first_try"]["failures"][0] == "Cell 0"

@@ -83,15 +83,9 @@ DEPS_RULE = (
     "--exclude-standard, or without git every file the root .gitignore leaves in"
 )
 NO_GPU = "make gpu-check needs an NVIDIA GPU: torch.cuda.is_available() is False"
-WHEELS = "bash ../shared/tools/gpu-wheels.sh pytest-xdist pathspec (tools/gpu_run.sh installs .whl/)"
-NO_XDIST = (
-    "pytest-xdist is not installed, and {opt} {n} runs {n} at once through it (pip install pytest-xdist; on a machine "
-    "without network: " + WHEELS + "); or run one at a time: --workers 0 --jobs 1 --suite-jobs 1"
-)
-NO_PATHSPEC = (
-    "{root} is no git checkout, and pathspec, which reads its .gitignore without git, is not installed (pip install "
-    "pathspec; on a machine without network: " + WHEELS + ")"
-)
+WHEELS = "bash ../shared/tools/gpu-wheels.sh pytest-xdist pytest-timeout pathspec (tools/gpu_run.sh installs .whl/)"
+MISSING = "{package} is not installed, and {why} (pip install {package}; on a machine without network: " + WHEELS + ")"
+TEST_LIMIT_S = 300.0  # a GPU test running longer is hung or must be split: pytest-timeout stops it, naming its stack
 # What an entry with no recorded seconds is estimated to take: a test file (worker-seconds: the H200's last whole
 # run, 297 s at -n 12 over about 85 files, is 40 a file), a notebook (its limit), an emulated run, a suite.
 DEFAULT_ESTIMATE_S = {"tests": 40.0, "notebooks": NOTEBOOK_LIMIT_S, "emulated": 60.0, "suites": 60.0}
@@ -128,10 +122,9 @@ def _git_files(root: Path) -> list[str] | None:
 def _walk_files(root: Path) -> list[str]:
     """Every file under the hashed folders that the root .gitignore (read by pathspec, as git reads it) and
     ``ALWAYS_IGNORED`` leave in."""
-    try:
-        import pathspec
-    except ImportError:
-        raise GPUCheckError(NO_PATHSPEC.format(root=root)) from None
+    need("pathspec", "pathspec", f"{root} is no git checkout: pathspec reads its .gitignore as git does")
+    import pathspec
+
     gi = root / ".gitignore"
     spec = pathspec.GitIgnoreSpec.from_lines([*ALWAYS_IGNORED, *(gi.read_text().splitlines() if gi.exists() else [])])
     out = []
@@ -613,18 +606,28 @@ def cold_env(tmp: Path, **set_vars: str) -> dict:
     )
 
 
-def have_xdist() -> bool:
-    return importlib.util.find_spec("xdist") is not None
+def have(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def need(module: str, package: str, why: str) -> None:
+    """GPUCheckError naming ``package``, ``why`` it is needed and how to get it, where ``module`` is missing."""
+    if not have(module):
+        raise GPUCheckError(MISSING.format(package=package, why=why))
 
 
 def xdist_args(n: int, opt: str) -> list[str]:
     """pytest's options to run ``n`` at once (pytest-xdist, ``--dist loadgroup``), none for one; GPUCheckError
-    naming the package where more than one is asked for and pytest-xdist is not installed."""
+    naming the package where more than one is asked for and pytest-xdist is not installed (never one at a time
+    without a word)."""
     if n <= 1:
         return []
-    if not have_xdist():
-        raise GPUCheckError(NO_XDIST.format(opt=opt, n=n))
+    one = "or run one at a time: --workers 0 --jobs 1 --suite-jobs 1"
+    need("xdist", "pytest-xdist", f"{opt} {n} runs {n} at once through it; {one}")
     return ["-n", str(n), "--dist", "loadgroup"]
+
+
+TIMEOUT_WHY = f"the tests part stops a test hung past {TEST_LIMIT_S:.0f} s through it"
 
 
 @dataclass
@@ -745,8 +748,10 @@ def part_tests(ctx: Context) -> dict:
     if not todo:
         return {"items": {}, "deselected": deselected, "last_run": _last_run(ctx, t0, [])}
     parallel = xdist_args(ctx.workers, "--workers")
+    need("pytest_timeout", "pytest-timeout", TIMEOUT_WHY)
     workers = ctx.workers if parallel else 0
     args = [*todo, "-m", TEST_MARKERS, "--continue-on-collection-errors", "--durations=25", *parallel]
+    args += ["--timeout", f"{TEST_LIMIT_S:.0f}", "--timeout-method", "thread"]  # a hang in CUDA too
     with tempfile.TemporaryDirectory(prefix="gpu-check-tests-") as tmp:
         env = base_env(GPULAB_AUTOTUNE="first", GPULAB_CACHE_DIR=str(Path(tmp) / "cache"))
         env["OMP_NUM_THREADS"] = _threads(ctx, workers or 1)
@@ -1281,6 +1286,8 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
         for part, (opt, n) in at_once.items():
             if args.part in (part, "all", "proof"):
                 xdist_args(n, opt)
+        if args.part in ("tests", "all", "proof"):
+            need("pytest_timeout", "pytest-timeout", TIMEOUT_WHY)
         gpu, slug, versions = gpu_info()
         out = Path(args.out) if args.out else None
         logs = (out / "gpu-check-logs") if out else root / "build" / "gpu-check"
