@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# One batched run on a GPU machine without network: install the carried wheels (../shared/tools/gpu-wheels.sh
-# fills .whl/) and set PYTHONPATH, then run the steps, writing logs and results under $OUT. Usage from the project
-# root:  bash tools/gpu_run.sh [steps]. JUPYTER_PATH points at the wheels' data (nbconvert's templates for the site tests).
+# One batched run on a GPU machine without network: install the carried wheels (`bash ../shared/tools/gpu-wheels.sh
+# pytest-xdist pytest-timeout pathspec` fills .whl/; gpu_check needs those three) and set PYTHONPATH, then run the
+# steps, writing logs and results under $OUT. Usage from the project root:  bash tools/gpu_run.sh [steps].
+# JUPYTER_PATH points at the wheels' data (nbconvert's templates for the site tests).
 #
 # The proof (docs/gpu-check.md): `bash tools/gpu_run.sh proof`, twice at most. Each call runs
-# `python tools/gpu_check.py proof` within one 10-minute call: phase 1, the tests, emulated runs and suites at once
-# (16 cores shared by their estimated work), then phase 2, the notebooks alone (they are timed), until its budget;
-# entries proven on the tree now never run again, so a second call goes on with what the first did not reach.
+# `python tools/gpu_check.py proof` within one call of GPU_CHECK_END seconds: phase 1, the tests, emulated runs and
+# suites at once (16 cores shared by their estimated work), then phase 2, the notebooks alone (they are timed),
+# until its budget; entries proven on the tree now never run again, so a second call goes on with what the first
+# did not reach.
 # proof-1 and proof-2 are the same step under the names of the first and second call. It ends by packing the logs
 # into $OUT/logs-proof.tgz and copying the stamp to $OUT/stamp.json (a call brings back at most 8 files, from at most
 # two folders down). Between calls on a warm machine the step keeps the stamp in build/gpu-check-stamps/ (ignored,
@@ -61,8 +63,9 @@ for step in $steps; do
              --json "$OUT/autotune_report.json" 2>&1 | tee "$OUT/autotune_report.log" || rc=1 ;;
     proof|proof-1|proof-2)
            newer_stamps
-           # gpu_check stops its children at the budget and gives each STOP_GRACE_S (30 s) to write its report; it
-           # copies the stamp to $OUT/stamp.json after each part, so a call cut short keeps what it proved
+           # gpu_check's runs end by the budget (a pytest of cases within CASE_GRACE_S, 15 s); the 30 s left are for
+           # that, the status and the packing. It copies the stamp to $OUT/stamp.json after each part, so a call cut
+           # short keeps what it proved
            budget=$(( ${GPU_CHECK_END:-580} - SECONDS - 30 ))
            if [ "$budget" -lt 60 ]; then echo "gpu_run: $budget s left for the proof: nothing run"; rc=1; continue; fi
            python3 tools/gpu_check.py proof --budget "$budget" --out "$OUT" ${GPU_CHECK_ARGS:-} 2>&1 \
