@@ -986,6 +986,8 @@ def _quantities():
     return {
         "ld sectors/request": ("sector", lambda t: t.per_request("load"), ratio(ncu.LD_SECTORS, ncu.LD_REQUESTS)),
         "st sectors/request": ("sector", lambda t: t.per_request("store"), ratio(ncu.ST_SECTORS, ncu.ST_REQUESTS)),
+        "ld sectors/32 el": ("sector", lambda t: _per32(t, "load"), lambda m: None),
+        "st sectors/32 el": ("sector", lambda t: _per32(t, "store"), lambda m: None),
         "ld efficiency": ("%", lambda t: _efficiency(t, "load"), lambda m: None),
         "st efficiency": ("%", lambda t: _efficiency(t, "store"), lambda m: None),
         "lanes on/mem inst": ("lane", lambda t: _lanes(t), lambda m: None),
@@ -1029,6 +1031,17 @@ def _quantities():
         ),
         "DRAM read bytes": ("byte", lambda t: t.dram("read"), lambda m: m.get(ncu.DRAM_READ)),
     }
+
+
+def _per32(t: Trace, kind: str) -> float | None:
+    """Sectors per 32 elements accessed by the ``kind`` sites: per request of the textbook's one-element lanes,
+    whatever the layout (``gpulab.models.sectors.warp_request``'s count)."""
+    sec = el = 0.0
+    for lc in t.launches:
+        for s in lc.sites:
+            if s.kind == kind and s.modelled:
+                sec, el = sec + s.sectors, el + s.requested / s.itemsize
+    return sec * WARP_SIZE / el if el else None
 
 
 def _lanes(t: Trace) -> float | None:
@@ -1123,7 +1136,10 @@ def report(
         q
         for q in quantities
         if metrics
-        and quantities[q][2](metrics) is not None
+        and (
+            quantities[q][2](metrics) is not None
+            or (quantities[q][0] != "byte" and any(c["quantity"] == q for c in comparison))
+        )
         and (quantities[q][0] != "byte" or any(c["quantity"] == q and c.get("model") for c in comparison))
     ]
     for k in list(model) + from_record:
@@ -1142,6 +1158,8 @@ def report(
         unit, get, rec_get = quantities[q]
         mine = get(t)
         theirs = rec_get(metrics) if metrics else None
+        if theirs is None and unit != "byte":
+            theirs = next((c["counter"] for c in comparison if c["quantity"] == q), None)
         if unit == "byte" and theirs is not None:
             row = next((c for c in comparison if c["quantity"] == q and c.get("model")), None)
             theirs_txt = f"{theirs / row['model']:.2f}x its model" if row else f"{_fmt(theirs, unit)} at its size"
