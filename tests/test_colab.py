@@ -38,7 +38,7 @@ import IPython.display
 shown, draws = [], []
 IPython.display.display = lambda *objs, **kw: shown.extend(objs)
 import plotly.graph_objects as go
-from gpulab import widgets
+from gpulab.figures import widgets
 draw = widgets.LiveFigure._draw
 def counted(self):  # off Colab, fig.show() would pick a renderer for a plain process: count only
     draws.append(1)
@@ -143,7 +143,7 @@ def test_install_cell_never_replaces_torch_or_triton():
 def test_colab_detection_is_read_once_from_sys_modules():
     code = textwrap.dedent("""
         import sys, types
-        from gpulab import widgets
+        from gpulab.figures import widgets
         before = widgets.ON_COLAB
         sys.modules["google.colab"] = types.ModuleType("google.colab")
         import importlib
@@ -153,22 +153,51 @@ def test_colab_detection_is_read_once_from_sys_modules():
     assert r.stdout.split() == ["False", "False"], r.stderr[-2000:]
 
 
-# Colab's GPU image as far as the install cell meets it (googlecolab/backend-info, pip-freeze.gpu.txt; docs/colab.md):
-# gpulab's dependencies and plotly's, at Colab's versions. Colab has no JupyterLab.
-COLAB_PINNED = {
-    "torch": ("2.11.0+cu128", []),
-    "triton": ("3.6.0", []),
-    "numpy": ("2.0.2", []),
-    "ipywidgets": ("7.7.1", []),
-    "plotly": ("5.24.1", []),
-    "anywidget": ("0.9.21", ["ipywidgets>=7.6.0"]),
-    "tqdm": ("4.67.3", []),
-    "platformdirs": ("4.10.0", []),
-    "narwhals": ("2.22.0", []),
-    "packaging": ("26.2", []),
-}
-# what the cell's second line finds on PyPI: the plotly it upgrades to
-INDEX = {"plotly": ("6.0.0", ["narwhals>=1.15.1", "packaging"])}
+# Colab's GPU image as far as the install cell meets it: docs/colab.md's table (googlecolab/backend-info's
+# pip-freeze.gpu.txt), read here so the two cannot disagree. Python and JupyterLab (not installed) are no packages.
+COLAB_DOC = ROOT / "docs" / "colab.md"
+# what Colab's versions require, where it matters: a seeded package is installed without its dependencies
+COLAB_REQUIRES = {"anywidget": ["ipywidgets>=7.6.0"]}
+
+
+def colab_packages() -> dict[str, str]:
+    """{package: version} from docs/colab.md's table of the Colab GPU image (its second column's first word)."""
+    text = COLAB_DOC.read_text()
+    table = text[text.index("| package | Colab GPU image |") :].split("\n\n", 1)[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    versions = {name: cell.split()[0] for name, cell, *_ in rows}
+    return {n: v for n, v in versions.items() if n != "Python" and re.fullmatch(r"\d[\w.+]*", v)}
+
+
+def newest_on_the_index(names) -> dict[str, tuple[str, list[str]]]:
+    """{package: (version, requirements)} for ``names`` and what they require, as this environment holds them: the
+    versions pip took from PyPI when ``make setup`` built it, the newest then (the cell's pip takes the newest)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    found: dict[str, tuple[str, list[str]]] = {}
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        dist = metadata.distribution(name)
+        requires = dist.requires or []
+        found[name] = (dist.version, requires)
+        needed = [Requirement(r) for r in requires]
+        todo += [q.name for q in needed if q.marker is None or q.marker.evaluate({"extra": ""})]
+    return found
+
+
+def test_the_colab_table_is_read_whole():
+    colab = colab_packages()
+    assert colab["numpy"] == "2.1.3" and colab["platformdirs"] == "4.11.3" and colab["ipywidgets"] == "7.7.1"
+    assert "jupyterlab" not in colab and "Python" not in colab
+    # every package gpulab requires, and every one the cell names, is in the table
+    _, install = sync_links.expected(sync_links.repo_url())
+    named = re.findall(r'"([a-z_-]+)>=', sync_links.install_cell(install))
+    assert named and set(named) | set(_pyproject_minimums()) <= set(colab), set(named) | set(_pyproject_minimums())
 
 
 def _fake_wheel(folder: Path, name: str, version: str, requires: list[str]) -> Path:
@@ -199,8 +228,12 @@ def test_install_cell_on_colabs_packages_prints_no_error(tmp_path):
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     colab, index = tmp_path / "colab", tmp_path / "index"
     colab.mkdir(), index.mkdir()
-    base = [_fake_wheel(colab, n, v, r) for n, (v, r) in COLAB_PINNED.items()]
-    for n, (v, r) in INDEX.items():
+    pinned = colab_packages()
+    base = [_fake_wheel(colab, n, v, COLAB_REQUIRES.get(n, [])) for n, v in pinned.items()]
+    _, install = sync_links.expected(sync_links.repo_url())
+    cell = sync_links.install_cell(install)
+    served = newest_on_the_index(re.findall(r'"([a-z_-]+)>=', cell))
+    for n, (v, r) in served.items():
         _fake_wheel(index, n, v, r)
     gpulab_wheel = _fake_wheel(index, "gpulab", project["version"], project["dependencies"])
 
@@ -222,8 +255,6 @@ def test_install_cell_on_colabs_packages_prints_no_error(tmp_path):
     seeded = pip_run("install", "--no-deps", *offline, *map(str, base))
     assert seeded.returncode == 0, seeded.stderr[-3000:]
 
-    _, install = sync_links.expected(sync_links.repo_url())
-    cell = sync_links.install_cell(install)
     lines = [ln.split("%pip", 1)[1] for ln in cell.splitlines() if "%pip" in ln]
     assert len(lines) == 2, lines
     for line in lines:
@@ -234,6 +265,8 @@ def test_install_cell_on_colabs_packages_prints_no_error(tmp_path):
 
     listed = pip_run("list", "--format", "json")
     have = {p["name"].lower(): p["version"] for p in json.loads(listed.stdout)}
-    assert have["torch"] == COLAB_PINNED["torch"][0] and have["triton"] == COLAB_PINNED["triton"][0], have
-    assert have["ipywidgets"] == COLAB_PINNED["ipywidgets"][0], "Colab's front end pairs with its own ipywidgets"
-    assert have["gpulab"] == project["version"] and have["plotly"] == INDEX["plotly"][0], have
+    assert have["gpulab"] == project["version"] and have["plotly"] == served["plotly"][0], "the newest plotly"
+    kept = {n: have[n] for n in pinned if n != "plotly"}
+    assert kept == {n: v for n, v in pinned.items() if n != "plotly"}, (
+        "every other package stays Colab's (docs/colab.md)"
+    )
