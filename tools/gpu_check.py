@@ -774,21 +774,11 @@ def part_tests(ctx: Context) -> dict:
         if not (complete or bad):
             unreached.append(f)
             continue
-        items[f] = _entry(
-            ctx,
-            "tests",
-            f,
-            ok=complete and not bad,
-            seconds=s["seconds"],
-            passed=s["passed"],
-            failed=s["failed"],
-            errors=s["errors"],
-            skipped=s["skipped"],
-            failures=s["failures"][:10],
-            reasons={k: s["reasons"][k] for k in s["failures"][:10] if k in s["reasons"]},
-            slowest=s["slowest"],
-            stopped=ran.stopped and not complete,
-        )
+        counts = {k: s[k] for k in ("seconds", "passed", "failed", "errors", "skipped", "slowest")}
+        failures = s["failures"][:10]
+        reasons = {k: s["reasons"][k] for k in failures if k in s["reasons"]}
+        counts.update(failures=failures, reasons=reasons, stopped=ran.stopped and not complete)
+        items[f] = _entry(ctx, "tests", f, ok=complete and not bad, **counts)
     if any(not e["ok"] for e in items.values()) or unreached:
         (ctx.logs / "tests.tail.txt").write_text(tail(ran.output, 200))
     shown = ["python -m pytest -p gpu_check", *[a for a in args if a not in todo], f"<{len(todo)} test files>"]
@@ -1291,21 +1281,8 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
         gpu, slug, versions = gpu_info()
         out = Path(args.out) if args.out else None
         logs = (out / "gpu-check-logs") if out else root / "build" / "gpu-check"
-        ctx = Context(
-            root=root,
-            gpu=gpu,
-            slug=slug,
-            versions=versions,
-            logs=logs,
-            budget_s=budget,
-            only=only,
-            all_entries=args.all_entries,
-            jobs=args.jobs,
-            workers=args.workers,
-            suite_jobs=args.suite_jobs,
-            as_gpus=as_gpus,
-            out=out,
-        )
+        opts = {k: getattr(args, k) for k in ("all_entries", "jobs", "workers", "suite_jobs")}
+        ctx = Context(root, gpu, slug, versions, logs, budget_s=budget, only=only, as_gpus=as_gpus, out=out, **opts)
         if args.part == "proof":
             logs.mkdir(parents=True, exist_ok=True)
             run_proof(ctx)
