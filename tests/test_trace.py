@@ -328,6 +328,62 @@ def test_grid_cap_samples_programs_and_scales():
     assert part.dram("read")[0] is None and whole.dram("read")[0] is not None  # no lower bound from a sample
 
 
+# A notebook cell as the learner writes it (its kernel is the learner's: no targets row compiles it); the cell is
+# executed from this text, as IPython executes a cell, with its source in linecache.
+CELL = """
+import triton
+import triton.language as tl
+
+SCALE = tl.constexpr(2.0)
+
+@triton.jit
+def _twice(v):
+    return v * SCALE
+
+@triton.jit
+def every_other_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, _twice(tl.load(x_ptr + offs * 2, mask=mask)), mask=mask)
+
+def every_other(x, y):
+    every_other_kernel[(triton.cdiv(y.numel(), 256),)](x, y, y.numel(), BLOCK=256)
+"""
+
+
+def _cell(source: str, name: str):
+    import linecache
+
+    path = f"/tmp/ipykernel_0/{name}.py"  # where IPython keeps a cell's source
+    linecache.cache[path] = (len(source), None, source.splitlines(True), path)
+    scope = {"__name__": "__main__"}
+    exec(compile(source, path, "exec"), scope)
+    return scope["every_other"]
+
+
+def test_a_notebook_cell_s_kernel_is_compiled_with_its_helpers_and_constants():
+    launch = _cell(CELL, "good")
+    x, y = torch.randn(8192), torch.empty(4096)
+    t = tr.trace(launch, x, y)
+    assert torch.equal(y, x[::2] * 2)
+    (lc,) = t.launches
+    assert lc.layout_source.startswith("compiled sm_90") and lc.compile_error is None
+    # 256 outputs on 128 threads: 2 a lane (8 bytes of the store); the load's 2 elements are scalar loads 16 bytes
+    # apart between lanes: 16 sectors a request
+    assert (t.per_request("store"), t.per_request("load")) == (8, 16)
+
+
+def test_a_kernel_a_gpu_would_refuse_is_counted_emulated_and_the_error_named():
+    launch = _cell(CELL.replace("tl.constexpr(2.0)", "2.0"), "bad")  # a plain global: the interpreter takes it
+    x, y = torch.randn(8192), torch.empty(4096)
+    t = tr.trace(launch, x, y)
+    (lc,) = t.launches
+    assert lc.layout_source == "emulated" and "Cannot access global variable SCALE" in lc.compile_error
+    assert "in _twice, line 2" in lc.compile_error
+    text = tr.report(launch, x, y, print_it=False)
+    assert "not compiled for sm_90: NameError in _twice" in text
+
+
 # ---- residency ------------------------------------------------------------------------------------------------
 
 
@@ -401,6 +457,14 @@ def test_a_kernel_error_and_the_time_limit_are_named():
     assert text.startswith("not traced: over 0 s")
     with pytest.raises(ValueError, match="layout"):
         tr.trace(strided_copy, torch.randn(4096), 2, layout="fast")
+
+
+def test_a_call_of_many_launches_is_stopped(monkeypatch):
+    from gpulab.kernels.sincos import sincos_unfused
+
+    monkeypatch.setattr(tr, "MAX_LAUNCHES", 2)  # the unfused chain launches 5 kernels
+    with pytest.raises(tr.TraceLimit, match="more than 2 Triton launches"):
+        tr.trace(sincos_unfused, torch.randn(1024), layout="emulated")
 
 
 def test_the_interpreter_is_left_as_it_was():

@@ -40,8 +40,9 @@ What the count leaves out, so that hardware can differ from it:
   sectors: what the copy reads from L2), its requests are not.
 
 Bounds: at most ``MAX_PROGRAMS`` programs a launch are run (an evenly spaced sample beyond; counts scaled, the
-DRAM lower bound left out), ``TIME_LIMIT_S`` seconds of interpretation and ``MAX_PATTERN_BYTES`` of recorded
-addresses; past a limit ``trace`` raises ``TraceLimit`` and ``report`` prints one line instead of a table.
+DRAM lower bound left out), ``MAX_LAUNCHES`` launches a call, ``TIME_LIMIT_S`` seconds of interpretation and
+``MAX_PATTERN_BYTES`` of recorded addresses; past a limit ``trace`` raises ``TraceLimit`` and ``report`` prints one
+line instead of a table.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from . import trace_layout as tlay
 MAX_PROGRAMS = 4096  # programs of one launch run in the interpreter; a sample beyond
 TIME_LIMIT_S = 60.0  # seconds of interpretation for one trace
 MAX_PATTERN_BYTES = 2**28  # bytes of distinct address patterns held for one trace
+MAX_LAUNCHES = 64  # Triton launches in one traced call
 DRAM_READ_GRANULE = 64  # bytes a DRAM read moves at least (the H200's counters, docs/trace.md)
 DRAM_WRITE_GRANULE = SECTOR_BYTES
 THREADS_PER_INST = WARP_SIZE  # every lane of a Triton warp runs every instruction (masks predicate)
@@ -155,7 +157,8 @@ class _Site:
                 budget[0] += off.nbytes + mask.nbytes
                 if budget[0] > MAX_PATTERN_BYTES:
                     raise TraceLimit(
-                        f"more than {MAX_PATTERN_BYTES / 2**20:.0f} MiB of distinct address patterns: trace a smaller size"
+                        f"more than {MAX_PATTERN_BYTES / 2**20:.0f} MiB of distinct address patterns: "
+                        "trace a smaller size"
                     )
                 p = self.index[h.digest()] = len(self.patterns)
                 self.patterns.append((off.copy(), mask.copy()))
@@ -209,6 +212,11 @@ class _Tracer:
 
     # -- launches
     def _begin(self, kernel, args, kwargs):
+        if len(self.launches) >= MAX_LAUNCHES:
+            raise TraceLimit(
+                f"more than {MAX_LAUNCHES} Triton launches in one call (an autotuner timing its candidates?): trace "
+                "one launch of the kernel"
+            )
         pyfn = getattr(kernel, "fn", kernel)
         rec = _Launch(getattr(pyfn, "__name__", "kernel"), pyfn)
         rec.num_warps = int(kwargs.get("num_warps") or 4)
@@ -300,10 +308,8 @@ class _Tracer:
         key = _user_site(sys._getframe(1))
         addr = np.asarray(ptrs.data).astype(np.int64, copy=False)
         m = np.ones(addr.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask.data, bool), addr.shape)
-        try:
-            bits = ptrs.get_element_ty().primitive_bitwidth
-        except AttributeError:
-            bits = 8
+        ty = ptrs.get_element_ty() if hasattr(ptrs, "get_element_ty") else ptrs.dtype.element_ty
+        bits = getattr(ty, "primitive_bitwidth", 8)
         site = rec.sites.get((kind,) + key)
         if site is None:
             site = rec.sites[(kind,) + key] = _Site(key, kind, addr.shape, max(1, bits // 8))
@@ -533,7 +539,10 @@ class SiteCount:
         if self.kind == "where":
             return f"{head}: first side on {self.true_share:.1%} of lanes, {self.per_program:.3g} runs a program"
         if not self.modelled:
-            return f"{head} {list(self.shape)}: {self.note}; {self.requested:.4g} B requested, {self.moved:.4g} B of sectors"
+            return (
+                f"{head} {list(self.shape)}: {self.note}; {self.requested:.4g} B requested, "
+                f"{self.moved:.4g} B of sectors"
+            )
         return (
             f"{head} {list(self.shape)} x{self.itemsize} B: {self.requests:.4g} requests, "
             f"{self.sectors_per_request:.3g} sectors/request, {self.lanes_per_instruction:.3g} lanes on, "
@@ -568,6 +577,7 @@ class LaunchCount:
     refused: list
     dram_read: tuple
     dram_write: tuple
+    compile_error: str | None = None
 
     def _side(self, kind):
         return [s for s in self.sites if s.kind == kind]
@@ -608,6 +618,8 @@ class LaunchCount:
             f"layout {self.layout_source}"
             + ("" if self.regs is None else f", {self.regs} registers, {self.smem} B shared")
         ]
+        if self.compile_error:
+            lines.append(f"  not compiled for sm_{self.cc}: {self.compile_error}")
         lines += [s.line() for s in self.sites]
         lines += [f"  {k:5} line {w[1]}: not modelled: {why}" for k, w, why in self.refused]
         return "\n".join(lines)
@@ -830,9 +842,7 @@ def count_launch(rec: _Launch, gpu: hardware.GPUSpec, compiled) -> LaunchCount:
         num_warps=rec.num_warps,
         gpu=gpu.name,
         cc=None if compiled is None else compiled.cc,
-        layout_source=source
-        if ok
-        else (f"emulated ({compiled.error})" if compiled is not None else f"emulated ({rec.compile_note})"),
+        layout_source=source if ok else ("emulated" if compiled is not None else f"emulated ({rec.compile_note})"),
         regs=compiled.regs if ok else None,
         smem=compiled.smem if ok else None,
         spill_bytes=compiled.spill_bytes if ok else None,
@@ -843,6 +853,7 @@ def count_launch(rec: _Launch, gpu: hardware.GPUSpec, compiled) -> LaunchCount:
         refused=list(rec.refused),
         dram_read=(low_r, high_r),
         dram_write=(low_w, high_w),
+        compile_error=None if compiled is None or ok else compiled.error,
     )
 
 
@@ -909,8 +920,9 @@ def trace(
     kernel for the GPU's target where possible, else emulate) or "emulated" (never compile). The launches' outputs
     are written as by a normal call, except in a launch with more than ``max_programs`` programs, whose untraced
     programs write nothing. Raises TraceRefused when ``fn`` launches no Triton kernel, TraceLimit past
-    ``time_limit_s`` or the recorded-address budget, TraceError when a kernel raises in the interpreter (the
-    error's first line), ValueError naming a bad argument."""
+    ``time_limit_s``, ``MAX_LAUNCHES`` or the recorded-address budget, TraceError when the call raises (the
+    error's first line), ValueError naming a bad ``layout``, TypeError for an ``fn`` that is not callable, KeyError
+    for a GPU name ``gpulab.core.hardware`` does not know."""
     if layout not in ("compiled", "emulated"):
         raise ValueError(f"layout must be 'compiled' or 'emulated', got {layout!r}")
     if not callable(fn):
@@ -1168,6 +1180,9 @@ def report(
         rows.append((q, _fmt(mine, unit), _fmt(model.get(q), unit), theirs_txt))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = [head] + ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    failed = next((x for x in t.launches if x.compile_error), None)
+    if failed is not None:
+        lines.append(f"  not compiled for sm_{failed.cc}: {failed.compile_error[:150]}")
     refused = [(k, w, why) for x in t.launches for k, w, why in x.refused]
     if refused:
         lines.append(

@@ -40,6 +40,24 @@ def _load(source: str, folder: Path):
     return mod, path
 
 
+def _one_line(e: BaseException) -> str:
+    """A compile error in one line: the innermost error of the chain (a helper's, not the call site's), where it is
+    (Triton's front end writes "at L:C:", the function's source, a caret, then the message) and its message."""
+    chain = [e]
+    while (chain[-1].__cause__ or chain[-1].__context__) is not None and len(chain) < 20:
+        chain.append(chain[-1].__cause__ or chain[-1].__context__)
+    where = ""
+    for c in reversed(chain):  # the innermost located error: "at L:C:" then "def name(...)"
+        lines = [ln.strip() for ln in str(c).splitlines() if ln.strip()]
+        if len(lines) > 1 and lines[0].startswith("at ") and lines[1].startswith("def "):
+            where = f" in {lines[1][4:].split('(')[0]}, line {lines[0][3:].split(':')[0]}"
+            break
+    inner = chain[-1]
+    lines = [ln.strip() for ln in str(inner).splitlines() if ln.strip() and ln.strip() != "^"]
+    message = lines[-1] if lines and lines[0].startswith("at ") else (lines[0] if lines else "")
+    return f"{type(inner).__name__}{where}: {message}"[:300]
+
+
 def compile_job(job: dict) -> dict:
     """Compile ``job`` (module docstring); returns OUT.json's dict."""
     os.environ.pop("TRITON_INTERPRET", None)
@@ -68,8 +86,7 @@ def compile_job(job: dict) -> dict:
                     options={"num_warps": job["num_warps"], "num_stages": job["num_stages"]},
                 )
         except Exception as e:  # noqa: BLE001  (as above)
-            first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
-            return {"error": f"{type(e).__name__}: {first}"[:300]}
+            return {"error": _one_line(e)}
         regs, spills = _REGS.search(log.getvalue()), _SPILLS.search(log.getvalue())
         return {
             "ttgir": k.asm.get("ttgir", ""),

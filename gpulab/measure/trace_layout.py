@@ -342,7 +342,7 @@ def kernel_source(fn) -> tuple[str, list[Block]]:
 
     visit(fn, fn.__name__)
     out = header + sorted(set(consts.values())) + [""]
-    for name, pyfn, body, file, orig in reversed(defs):  # helpers before their callers
+    for name, pyfn, body, file, orig in defs:  # helpers before their callers (visited depth first)
         out += ["", "@triton.jit"]
         blocks.append(Block(pyfn.__name__, len(out) + 1, file, orig, body.count("\n") + 1))
         out += body.splitlines()
