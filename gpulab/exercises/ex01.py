@@ -10,10 +10,17 @@ import torch
 import gpulab
 
 from ..models import roofline
-from . import Report, _short, close, ex01_solutions, is_int, kernelcheck, run_cases
+from . import Report, _short, clip, close, ex01_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
+
+
+def _as_returned(v) -> str:
+    """``v`` as the learner's function returned it, with its type: 600.0 stays "600.0 (a float)", where a rounded
+    "600" would read as the int asked for."""
+    kind = type(v).__name__
+    return f"{clip(repr(v), 80)} ({'an' if kind[0] in 'aeiou' else 'a'} {kind})"
 
 
 def _matmul_counts_solution(M: int, N: int, K: int, itemsize: int) -> tuple[int, int]:
@@ -131,7 +138,7 @@ def check_crossing_n(fn) -> Report:
     def compare(case, got):
         exp = _crossing_n_solution(**case)
         if not is_int(got):
-            return f"expected an int N, got {_short(got)}"
+            return f"expected an int N, got {_as_returned(got)}: N counts elements, a whole number; return an int"
         if got == exp:
             return None
         c, b, s = case["peak_tflops"], case["hbm_tbps"], case["itemsize"]
@@ -172,15 +179,23 @@ def check_scale_add(fn) -> Report:
         # a * x + b in fp32: a and b are rounded to fp32 when launched, then one rounding (an FMA on a GPU) or two
         # (multiply, then add, in the interpreter); each is at most 2^-24 relative to its value, so the result is
         # within 2^-22 (|a x| + |b|) of the exact value, even where a x and b cancel
-        scale = (case["a"] * case["x"].double()).abs().cpu() + abs(case["b"])
-        bad = ~((got.double().cpu() - ref).abs() <= 2.0**-22 * scale)
+        x, a, b = case["x"].double().cpu(), case["a"], case["b"]
+        g = got.double().cpu()
+
+        def within(want, scale):
+            return (g - want).abs() <= 2.0**-22 * scale
+
+        bad = ~within(ref, (a * x).abs() + abs(b))
         if not bad.any():
             return None
         i = int(bad.nonzero()[0])
-        return (
+        head = (
             f"{int(bad.sum())} of {ref.numel()} elements differ; first at index {i}: expected "
             f"{ref[i].item():.7g}, got {got[i].item():.7g}"
         )
+        if within(b * x + a, (b * x).abs() + abs(a)).all():
+            return f"{head}: out = b * x + a, a and b swapped (the order the launcher passes them, or the formula)"
+        return head
 
     return check_kernel(
         "scale_add",
@@ -259,7 +274,7 @@ def check_batch_to_ridge(fn) -> Report:
         if got is None:
             return f"expected B = {exp}, got None"
         if not is_int(got):
-            return f"expected an int batch (or None), got {_short(got)}"
+            return f"expected an int batch (or None), got {_as_returned(got)}"
         if got == exp:
             return None
         head = f"expected B = {exp}, got {got}"

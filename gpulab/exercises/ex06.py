@@ -11,7 +11,7 @@ import torch
 
 import gpulab
 
-from . import Report, _short, close, ex06_solutions, is_int, kernelcheck, run_cases
+from . import Report, _short, close, ex06_solutions, is_int, kernelcheck, mistakes, run_cases
 from .kernelcheck import check_kernel
 
 
@@ -152,6 +152,9 @@ def _exact(what: str):
         a = case.get("a")
         if a is not None and min(a.shape) > 1 and torch.equal(got, a.double().cpu().reshape(got.shape)):
             msg += " (out holds a's elements in a's own order, as a copy would; a transpose moves a[i, j] to b[j, i])"
+        x, stride = case.get("x"), case.get("stride")
+        if x is not None and stride and stride > 1 and torch.equal(got, x.double().cpu()[: got.numel()]):
+            msg += ": out holds x[0], x[1], x[2], ... in order: the stride is not applied; the load reads x[k * stride]"
         return msg
 
     return mismatch
@@ -288,6 +291,9 @@ def check_transpose(fn) -> Report:
         reference=lambda c: c["a"].double().t(),
         mismatch=_exact("out"),
         notes={"partial": edges, "grid_small": edges},
+        unwritten=lambda c, mask, stores, launches: mistakes.swapped_grid(
+            mask, (c["a"].shape[1], c["a"].shape[0]), launches
+        ),
     )
     hit = [f for f in rep.failures if any(e in f for e in _STRIDE_EFFECTS)]
     if hit and _wrong_row_stride(fn):  # one mistake behind the stores past the end and the elements missed

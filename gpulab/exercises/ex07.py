@@ -12,7 +12,7 @@ import gpulab
 
 from ..core.tolerances import matmul_mismatch
 from ..models.waves import cdiv
-from . import Report, _short, ex07_solutions, ex07b_solutions, is_int, run_cases
+from . import Report, _short, ex07_solutions, ex07b_solutions, is_int, mistakes, run_cases
 from .kernelcheck import check_kernel
 
 
@@ -197,6 +197,9 @@ def check_tiled_matmul(fn) -> Report:
         out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
         reference=lambda c: c["a"].double() @ c["b"].double(),
         mismatch=mismatch,
+        unwritten=lambda c, mask, stores, launches: mistakes.swapped_grid(
+            mask, (c["a"].shape[0], c["b"].shape[1]), launches
+        ),
     )
 
 
@@ -214,6 +217,38 @@ check_tiled_matmul.hints = [
 #: (M, N, K, programs) of the persistent-matmul exercise: more tiles than programs (32 x 32 tiles), and one
 #: program for everything.
 PERSISTENT_CASES = [(65, 47, 129, 3), (100, 33, 40, 1), (17, 100, 70, 2), (96, 96, 16, 4)]
+
+
+def accumulator_carried(got: torch.Tensor, a: torch.Tensor, b: torch.Tensor, programs: int) -> bool:
+    """Whether ``got`` (M, N) is what a persistent matmul writes when each program's accumulator runs on from
+    one tile to the next: its t-th tile the sum of the products of its tiles so far. Tried for square and
+    rectangular tiles of 16 to 128 and tiles numbered by rows or by columns; True only where one explains every
+    element (within fp16's rounding of the sum)."""
+    a64, b64 = a.detach().double().cpu(), b.detach().double().cpu()
+    c, mag = a64 @ b64, a64.abs() @ b64.abs()
+    got = got.detach().double().cpu()
+    M, N = c.shape
+    for bm in (16, 32, 64, 128):
+        for bn in (16, 32, 64, 128):
+            tm, tn = -(-M // bm), -(-N // bn)
+            if tm * tn <= programs:
+                continue  # one tile a program: nothing carries
+            for by_rows in (True, False):
+                want, bound = torch.zeros(M, N, dtype=torch.float64), torch.zeros(M, N, dtype=torch.float64)
+                for p in range(programs):
+                    acc = torch.zeros(bm, bn, dtype=torch.float64)
+                    acc_mag = torch.zeros(bm, bn, dtype=torch.float64)
+                    for t in range(p, tm * tn, programs):
+                        i, j = (t // tn, t % tn) if by_rows else (t % tm, t // tm)
+                        rows, cols = slice(i * bm, min((i + 1) * bm, M)), slice(j * bn, min((j + 1) * bn, N))
+                        h, w = rows.stop - rows.start, cols.stop - cols.start
+                        acc[:h, :w] += c[rows, cols]
+                        acc_mag[:h, :w] += mag[rows, cols]
+                        want[rows, cols], bound[rows, cols] = acc[:h, :w], acc_mag[:h, :w]
+                tol = 2.0**-10 * want.abs() + 2.0**-16 * bound + 1e-6
+                if bool(((got - want).abs() <= tol).all()) and not torch.equal(want, c):
+                    return True
+    return False
 
 
 def check_persistent_matmul(fn) -> Report:
@@ -240,7 +275,14 @@ def check_persistent_matmul(fn) -> Report:
     def mismatch(got, ref, case):
         msg = matmul_mismatch(got, case["a"], case["b"], ref)
         M, K, N = case["a"].shape[0], case["a"].shape[1], case["b"].shape[1]
-        return None if msg is None else f"{msg} (M, N, K = {M, N, K})"
+        if msg is None:
+            return None
+        if accumulator_carried(got, case["a"], case["b"], case["programs"]):
+            msg += (
+                ": each program's later tiles hold its earlier tiles' sums too, the accumulator is not zeroed per "
+                "tile (acc = tl.zeros(...) inside the loop over tiles, before the loop over K)"
+            )
+        return f"{msg} (M, N, K = {M, N, K})"
 
     # a tile never written here means a program stopped after its first tile (the grid is prescribed)
     loop = (

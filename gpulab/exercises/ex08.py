@@ -76,11 +76,16 @@ def check_merge(fn) -> Report:
             return None
         msg = f"expected (m, l, u) = ({exp[0]:.6g}, {exp[1]:.6g}, {exp[2]:.6g}), got ({vals[0]:.6g}, {vals[1]:.6g}, {vals[2]:.6g})"
         m_a, l_a, u_a, m_b, l_b, u_b = args
+        if vals[0] != exp[0] and vals[0] == max(0.0, m_a, m_b):
+            return (
+                msg + f": m = {vals[0]:.6g} is max(0, m_a, m_b), the running max started at 0; an empty state's m is "
+                "-inf, so start the max at float('-inf'): it stays -inf when both states are empty"
+            )
         if abs(vals[1] - (l_a + l_b)) < 1e-9 * max(1, l_a + l_b) and abs(exp[1] - (l_a + l_b)) > 1e-9:
             return (
                 msg + ": rescale each state to the shared maximum first (alpha = exp(m_a - m'), beta = exp(m_b - m'))"
             )
-        if close(vals[2], exp[2] / exp[1] if exp[1] else 0.0):
+        if exp[1] and close(vals[2], exp[2] / exp[1]):
             return msg + ": u is the unnormalised weighted sum; do not divide by l inside the merge"
         return msg
 

@@ -285,6 +285,41 @@ def gelu_ref(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     return 0.5 * h * (1 + torch.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h**3)))
 
 
+def gelu_erf_ref(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """The exact GELU, h Phi(h) = 0.5 h (1 + erf(h / sqrt 2)), of h = x + bias, in float64: not GPT-2's."""
+    h = x.double() + bias.double()
+    return 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))
+
+
+def bias_gelu_mistake(got: torch.Tensor, x: torch.Tensor, bias: torch.Tensor) -> str | None:
+    """The mistake a wrong ``out`` (float64 on the CPU, (M, N)) shows in its pattern, or None: the exact (erf) GELU
+    for GPT-2's tanh one, the bias left out, or the bias indexed by the row (flat index // N), by k // M or by
+    k mod M instead of the column (flat index mod N). Each is named only where it explains every element."""
+    x, bias = x.double().cpu(), bias.double().cpu()
+    M, N = x.shape
+
+    def fits(ref):
+        return bool(((got - ref).abs() <= REL * ref.abs() + ABS).all())
+
+    if fits(gelu_erf_ref(x, bias)):
+        return (
+            "that is the exact GELU, 0.5 h (1 + erf(h / sqrt 2)); GPT-2's is the tanh approximation, "
+            "0.5 h (1 + tanh(sqrt(2 / pi) (h + 0.044715 h^3))), up to 1e-3 apart"
+        )
+    if fits(gelu_ref(x, torch.zeros_like(bias))):
+        return "out is GELU(x): the bias was never added (h = x + bias[column], in registers)"
+    rows, flat = torch.arange(M)[:, None].expand(M, N), torch.arange(M * N).reshape(M, N)
+    wrong = {
+        "the bias of the row, bias[k // N]": rows,
+        "bias[k // M], the column were x stored column by column": flat // M,
+        "bias[k % M], the flat index modulo the number of rows": flat % M,
+    }
+    for what, index in wrong.items():
+        if int(index.max()) < N and not torch.equal(index, flat % N) and fits(gelu_ref(x, bias[index])):
+            return f"the bias is indexed wrong: out used {what}; element k = i N + j needs its column's, bias[k % N]"
+    return None
+
+
 def check_bias_gelu(fn) -> Report:
     """fn(x, bias, out): write tanh-GELU(x + bias) into ``out``; x, out: (M, N) contiguous fp32 on
     gpulab.DEVICE, bias: (N,). The checker owns every buffer (guarded, see ``kernelcheck``): ``out`` starts
@@ -306,10 +341,12 @@ def check_bias_gelu(fn) -> Report:
         if not len(bad):
             return None
         i, j = bad[0].tolist()
-        return (
+        head = (
             f"shape {tuple(got.shape)} (seed {seed}): {len(bad)} wrong, first at [{i}, {j}]: expected "
             f"{ref[i, j].item():.7g}, got {got[i, j].item():.7g}"
         )
+        named = bias_gelu_mistake(got, case["x"], case["bias"])
+        return f"{head}: {named}" if named else head
 
     return check_kernel(
         "bias_gelu",
