@@ -55,14 +55,14 @@ def explorer_states(name: str, make):
 
 
 def _lesson07():
-    rec, where = live.recall(lesson07.KEY)
-    roofs = lesson07.recorded_roofs()
+    rec = live.recall(lesson07.KEY)
+    roofs = lesson07.roofs()
     profile, l2 = roofs.data["profile"], roofs.data["l2_tbps"]
-    build, build_where = lesson07.build_now_or_recorded()
-    yield "07 tiles_figure", figures.lesson07.tiles_figure(rec, where)
-    yield "07 build_figure", figures.lesson07.build_figure(build, profile, build_where, l2_tbps=l2)
+    build = lesson07.build_now_or_recorded()
+    yield "07 tiles_figure", figures.lesson07.tiles_figure(rec.data, rec.where)
+    yield "07 build_figure", figures.lesson07.build_figure(build.data, profile, build.where, l2_tbps=l2)
     yield "07 build_figure (no recording)", figures.lesson07.build_figure(None, profile, "no GPU", l2_tbps=l2)
-    yield "07 sweep_figure", figures.lesson07.sweep_figure(rec["sweep"], where)
+    yield "07 sweep_figure", figures.lesson07.sweep_figure(rec.data["sweep"], rec.where)
     yield "07 wave_model_figure", figures.lesson07.wave_model_figure(range(1024, 4353, 8), (256, 128))
     yield from explorer_states("07 TileExplorer", lambda: figures.lesson07.TileExplorer(T=32, dtype="fp32", gpu="H200"))
     yield from explorer_states(
@@ -71,7 +71,8 @@ def _lesson07():
 
 
 def _lesson08():
-    rec, where = live.recall(lesson08.KEY)
+    shown = live.recall(lesson08.KEY)
+    rec, where = shown.data, shown.where
     profile = RECORDED["profile"]
     yield "08 naive_flash_figure", figures.lesson08.naive_flash_figure(rec["sweep"], where)
     yield "08 naive_flash_figure (model)", figures.lesson08.naive_flash_figure(None)
@@ -104,7 +105,8 @@ def _lane_stand_in(trips: int = 256) -> dict:
 
 def _lesson02():
     yield "02 branch_figure", figures.lesson02.branch_figure(simt.branch(lambda t: t < 4, 3, 2), title="t < 4")
-    rec02, where02 = live.recall("lesson02")
+    shown02 = live.recall("lesson02")
+    rec02, where02 = shown02.data, shown02.where
     lane = rec02.get("lane_branch")
     yield "02 lane_branch_figure (no recording)", figures.lesson02.lane_branch_figure(None, where02)
     if lane is not None:

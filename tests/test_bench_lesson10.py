@@ -35,9 +35,10 @@ def test_the_gpu_paths_refuse_without_a_gpu_or_clock():
 
 
 def test_collectives_on_gloo_processes():
-    data = lesson10.collectives(ps=(2, 3), sizes=(4096, 65536), reps=2)
-    assert "gloo" in data["where"]
-    rows = data["rows"]
+    shown = lesson10.collectives(ps=(2, 3), sizes=(4096, 65536), reps=2)
+    assert shown.live and shown.where == "measured now: gloo on 2, 3 CPU processes of this machine"
+    assert (shown.data["backend"], shown.data["ps"], shown.data["device"]) == ("gloo", [2, 3], "CPU processes")
+    rows = shown.data["rows"]
     assert len(rows) == 2 * 4 * 2
     for r in rows:
         assert r["t_s"] > 0 and r["n_bytes"] % (4 * r["p"]) == 0
@@ -74,3 +75,17 @@ def test_steps_run_apart_and_every_copy_takes_the_short_budgets(monkeypatch):
         assert budgets[4:] == [lesson10.TIMING] * 3  # the copy, the matmul, both at once (matmul_n given here: 64)
         with pytest.raises(ValueError, match="unknown"):
             lesson10.run(progress=False, steps=["links"])
+
+
+def test_an_nccl_record_is_labelled_by_what_measured_it_wherever_it_is_read():
+    """A lesson10 record with NCCL collectives (made up: the CPU has no NCCL): the report and ``multi_gpu`` name the
+    backend, the GPU count and the GPU from the record, and ``multi_gpu`` adds the label of the result it came in."""
+    from gpulab.measure import live
+
+    rec = dict(gpu="G", collectives=dict(backend="nccl", ps=[2, 4], device="NVIDIA H200", rows=[]))
+    assert "collectives: NCCL on 2, 4 GPUs (NVIDIA H200)" in lesson10.report(rec)
+    multi = lesson10.multi_gpu(live.Shown(rec, "recorded on NVIDIA H200 (d)", False))
+    assert multi.data is rec["collectives"] and not multi.live
+    assert multi.where == "NCCL on 2, 4 GPUs (NVIDIA H200); recorded on NVIDIA H200 (d)"
+    assert lesson10.multi_gpu(live.Shown({"gpu": "G"}, "x", True)) is None
+    assert lesson10.multi_gpu(live.Shown(None, "no recording yet", False)) is None

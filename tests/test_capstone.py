@@ -299,7 +299,7 @@ def test_figures_build_at_both_ends_of_the_explorer(seed):
     assert ex.live.fig.layout.legend.orientation == "h"
     bd = fig09.breakdown(GPTConfig(n_layer=1), "H200")
     title = bd.layout.title.text
-    assert ("no recording" in title) == (fig09.recorded()[0] is None), title
+    assert ("no recording" in title) == (fig09.recorded().data is None), title
     for f in (bd, fig09.ladder_figure(GPTConfig(n_layer=1), "H200")):  # the source in a subtitle: no clipped title
         assert f.layout.legend.orientation == "h" and "<br><sup>" in f.layout.title.text
 

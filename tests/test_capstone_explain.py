@@ -47,18 +47,38 @@ def test_doubling_refuses_a_non_positive_time():
 
 def test_ceilings_are_the_measured_profile_and_the_launch_cost_lesson_04s(monkeypatch):
     prof = reference.load()["profile"]
-    spec, where = explain.ceilings(profile=prof)
-    assert spec.peak("bf16") == prof["matmul_tflops"]["bf16"] and spec.hbm_tbps == pytest.approx(prof["copy_tbps"])
+    given = explain.ceilings(profile=prof)
+    assert given.data.peak("bf16") == prof["matmul_tflops"]["bf16"] and given.data.hbm_tbps == pytest.approx(
+        prof["copy_tbps"]
+    )
+    assert given.where == "the profile given" and not given.live
     if not gpulab.ON_GPU:  # here the recorded profile, labelled
-        spec2, where2 = explain.ceilings()
-        assert spec2.peak("fp32") == prof["matmul_tflops"]["fp32"] and "recorded" in where2
+        rec = explain.ceilings()
+        assert rec.data.peak("fp32") == prof["matmul_tflops"]["fp32"] and "recorded" in rec.where and not rec.live
         monkeypatch.setattr(explain, "_recorded", lambda gpu: {})
-        spec3, where3 = explain.ceilings("h200")
-        assert spec3.peak("bf16") == 989.5 and "datasheet" in where3  # the H200's dense bf16 (hardware.py)
+        sheet = explain.ceilings("h200")
+        assert sheet.data.peak("bf16") == 989.5 and "datasheet" in sheet.where  # the H200's dense bf16 (hardware.py)
         monkeypatch.undo()
-    assert explain.launch_us(record={"launch": {"torch_us": 3.25}})[0] == 3.25
-    us, why = explain.launch_us(record={})
-    assert us == fusion.LAUNCH_OVERHEAD_US and "not recorded" in why
+    assert explain.launch_us(record={"launch": {"torch_us": 3.25}}).data == 3.25
+    default = explain.launch_us(record={})
+    assert default.data == fusion.LAUNCH_OVERHEAD_US and "not recorded" in default.where and not default.live
+
+
+def test_ceilings_on_a_gpu_are_its_saved_profile(monkeypatch):
+    """The GPU branch, run on the CPU: with gpulab on a GPU, the profile saved in the cache wins over the
+    recording, labelled as this GPU's."""
+    import types
+
+    from gpulab.measure import device
+
+    mine = dict(reference.load()["profile"], gpu="NVIDIA H100 80GB HBM3", copy_tbps=3.0)
+    monkeypatch.setattr(explain, "gpulab", types.SimpleNamespace(ON_GPU=True))
+    monkeypatch.setattr(device, "load_profile", lambda: device.DeviceProfile.from_json(mine))
+    shown = explain.ceilings()
+    assert shown.live and shown.where == "this GPU's saved profile (lesson 00)"
+    assert shown.data.hbm_tbps == pytest.approx(3.0)
+    monkeypatch.setattr(device, "load_profile", lambda: None)  # none saved yet: the recording
+    assert not explain.ceilings().live and "recorded" in explain.ceilings().where
 
 
 def _record(over=None):
@@ -131,7 +151,7 @@ def test_the_suite_records_busy_kernels_and_the_doubled_batch_under_the_clock(mo
     assert batches == [1, 2, 1, 2]  # each rung at its batch, then at twice it
     row = data["ladder"][1]
     assert row["gpu_busy_ms"] == 2.0 and row["ms_2x"] == 2.0 and row["predicted_profile_ms"] > 0
-    assert data["launch_us"] == explain.launch_us()[0] and data["bias_gelu"]["N"] == 4 * SMALL.d_model
+    assert data["launch_us"] == explain.launch_us().data and data["bias_gelu"]["N"] == 4 * SMALL.d_model
     assert "GPU busy" in lesson09.report(data)
 
 
@@ -139,7 +159,7 @@ def test_ex09_residual_layer_norm_stays_fp32_and_the_launch_cost_is_the_ops():
     ops = {o["name"].split(" as ")[0]: o for o in ex09.builder_ops()}
     ln = ops["residual add + layer norm"]
     assert ln["fp32_only"] and ex09._reference(ln)[0] == ex09._builder_solution(ln)[0] == "fusion"
-    assert all(o["launch_us"] == ex09.LAUNCH_US == explain.launch_us()[0] for o in ops.values())
+    assert all(o["launch_us"] == ex09.LAUNCH_US == explain.launch_us().data for o in ops.values())
     tiny = dict(ops["bias gradient of a 64-wide head, one sequence"])
     assert ex09._reference(tiny) == ex09._builder_solution(tiny) == ("none", 1.0)
     tiny["launch_us"] = 1e-6  # with no launch cost, the tiny op is bound by its bytes: precision halves them

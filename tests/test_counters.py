@@ -201,7 +201,7 @@ def test_coalescing_model_from_the_sectors():
 def test_coalescing_recording_matches_the_layout_model():
     """The recorded H200 counters: at strides 2 and 4 the L1 counts 32 sectors a load, as the request Triton
     issues (4 outputs a lane, lanes 4 x stride x 4 B apart) predicts, not the textbook's 8 and 16."""
-    rec, _ = C.recorded("coalescing")
+    rec = C.recorded("coalescing").data
     if rec is None:
         pytest.skip("no recording of the coalescing counters")
     case = CC.get_case("coalescing")

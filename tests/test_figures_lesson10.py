@@ -5,6 +5,7 @@ import pytest
 
 import gpulab  # noqa: F401  (first: it picks the mode)
 from gpulab.figures import lesson10 as fig10
+from gpulab.measure import live
 from tests.figure_checks import check_figure
 
 SIZES = (1024, 65536, 4194304)
@@ -19,13 +20,18 @@ def _data():
                 steps = 2 * (p - 1) if c == "all_reduce" else p - 1
                 share = {"all_reduce": 2 * (p - 1) / p, "broadcast": 1.0}.get(c, (p - 1) / p)
                 rows.append(dict(collective=c, p=p, n_bytes=s, t_s=steps * alpha + share * s / beta))
-    return dict(where="made up", rows=rows)
+    return live.Shown(dict(backend="gloo", ps=[2, 4], device="CPU processes", rows=rows), "made up", True)
 
 
 def test_collective_explorer_fits_and_follows_its_sliders():
     e = fig10.CollectiveExplorer(_data())
     assert e.fit[0] == pytest.approx(1e-4, rel=1e-6) and e.fit[1] == pytest.approx(1e9, rel=1e-6)
-    assert fig10.NO_MULTI_GPU in e.fig.layout.annotations[0].text
+    assert fig10.NO_MULTI_GPU in e.fig.layout.annotations[0].text and "(made up)" in e.fig.layout.title.text
+    nccl = live.Shown(_data().data, "NCCL on 2, 4 GPUs (G); recorded on G", False)
+    assert (
+        "NCCL: NCCL on 2, 4 GPUs (G); recorded on G"
+        in fig10.CollectiveExplorer(_data(), nccl).fig.layout.annotations[0].text
+    )
     model = e.fig.data[1]  # all-reduce model at p = 2, α = 100 µs, β = 1 GB/s
     assert model.y[-1] == pytest.approx(2 * 1e-4 + 4194304 / 1e9)
     for w in (e.p, e.alpha, e.beta):
@@ -60,9 +66,9 @@ def test_zero_and_tensor_parallel_explorers():
 
 
 def test_collective_explorer_without_a_fit_says_so():
-    data = _data()
-    for r in data["rows"]:
+    shown = _data()
+    for r in shown.data["rows"]:
         r["t_s"] = 1e-3  # times that do not grow with the size: comm.fit_alpha_beta refuses them
-    e = fig10.CollectiveExplorer(data)
+    e = fig10.CollectiveExplorer(shown)
     assert e.fit is None and "no α-β fit" in e.fig.layout.annotations[0].text
     assert e.alpha.value == pytest.approx(10.0) and e.beta.value == pytest.approx(10.0)

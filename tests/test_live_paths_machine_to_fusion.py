@@ -17,6 +17,7 @@ from gpulab.bench import lesson00, lesson02, lesson03, lesson04, suite
 from gpulab.core import hardware, plan, reference, settings, timing
 from gpulab.kernels import sincos as S
 from gpulab.measure import device, live
+from gpulab.models import precision as P
 from gpulab.models.roofline import KernelPoint
 
 pytestmark = pytest.mark.skipif(gpulab.ON_GPU, reason="the test clock is for the CPU; on a GPU the real paths run")
@@ -254,6 +255,33 @@ def test_the_copy_bandwidth_is_the_saved_profiles_else_measured_now_and_unsaved(
         device.copy_bandwidth()
 
 
+def test_the_profile_shown_is_this_gpus_saved_or_measured_now_and_else_the_recording(monkeypatch):
+    """``live.profile``, the roofs a lesson's model reads: under the test clock measured now (the whole profile,
+    or the copy and the matmul dtypes asked for) and never saved; as on a GPU with a saved profile, that profile,
+    labelled with its date and path; without a GPU the recording's."""
+    with timing.test_clock(ms=2.0):
+        whole = live.profile()
+        some = live.profile(matmul=("fp16",))
+        copy = live.profile(matmul=())
+    assert whole.live and whole.where == timing.FAKE_LABEL and whole.data["clock"] == timing.FAKE_LABEL
+    assert (
+        set(whole.data["matmul_tflops"]) == set(device.MATMUL_DTYPES) and whole.data["gpu"] == device.FAKE_GPU["name"]
+    )
+    assert set(some.data["matmul_tflops"]) == {"fp16"} and "the copy, the fp16 matmul alone, unsaved" in some.where
+    assert copy.data["matmul_tflops"] == {} and copy.where.endswith("(the copy alone, unsaved)")
+    assert copy.data["copy_tbps"] == pytest.approx(2 * device.FAKE_COPY_BYTES / 2e-3 / 1e12)
+    assert live.profile() == live.Shown(RECORDED["profile"], live.recall("profile").where, False)
+    saved = dict(RECORDED["profile"], gpu="NVIDIA H100 80GB HBM3", provenance={"date": "2026-12-01"})
+    with timing.test_clock(), monkeypatch.context() as m:  # as on a GPU, where a saved profile is read
+        m.setattr(timing, "is_fake", lambda: False)
+        m.setattr(timing, "live", lambda: True)
+        m.setattr(device, "load_profile", lambda: device.DeviceProfile.from_json(saved))
+        m.setattr(device, "profile_path", lambda: "/cache/profile-h100.json")
+        shown = live.profile(matmul=("fp16",))
+    assert shown.live and shown.data["gpu"] == "NVIDIA H100 80GB HBM3" and shown.data["copy_tbps"] == saved["copy_tbps"]
+    assert shown.where == "this GPU's profile (NVIDIA H100 80GB HBM3, measured 2026-12-01, /cache/profile-h100.json)"
+
+
 def test_a_measured_point_is_drawn_against_the_gpu_that_measured_it(monkeypatch):
     """GPULAB_AS_GPU=T4 on an H200: the label names both, the profile is the H200's, and the H200's recorded
     points sit under its roof (a T4's roof is far below them: drawn against it, lesson 01 would assert falsely)."""
@@ -313,6 +341,7 @@ def no_show(monkeypatch):
         ("02_warp_divergence", "257cc8d6", lesson02, "LIVE", dict(TINY_ARGS["lesson02"]), "measured"),
         ("03_precision", "1c320343", lesson03, "LIVE_RELU", dict(n=1024, sweep=(256,)), "relu_rows"),
         ("03_precision", "b8782fd3", lesson03, "LIVE_TRITON", dict(n=32), "t"),
+        ("03_precision", "30ee29ab", lesson03, "LIVE_RATES", dict(n=32), "rates"),
         ("04_fusion", "81f7ef72", lesson04, "LIVE", dict(TINY_ARGS["lesson04"]), "data"),
     ],
 )
@@ -322,7 +351,7 @@ def test_a_notebooks_live_cell_runs_its_live_branch_under_the_clock(
     monkeypatch.setattr(module, name, tiny)
     ns = {"gpulab": gpulab, "hardware": hardware, "live": live, "spec": hardware.get("H200"), "copy_tbps": 1.0}
     ns["figures"] = __import__("gpulab.figures", fromlist=["lesson01"])
-    ns.update(lesson00=lesson00, lesson03=lesson03)  # imported by earlier cells of their notebooks
+    ns.update(lesson00=lesson00, lesson03=lesson03, precision=P)  # imported by earlier cells of their notebooks
     with timing.test_clock():
         exec(compile(_cell(notebook, cell_id), f"{notebook}:{cell_id}", "exec"), ns)
     out = capsys.readouterr().out
@@ -330,11 +359,42 @@ def test_a_notebooks_live_cell_runs_its_live_branch_under_the_clock(
     assert ns[reads] and "recorded on" not in out and len(out.splitlines()) <= 15
 
 
+def test_notebook_03s_rates_are_read_against_the_dtypes_of_the_gpu_that_timed_them(monkeypatch, capsys):
+    """Cell 30ee29ab with no GPU: the recording's rates beside the recording GPU's dtypes (an H200's: every one),
+    where the plan is a T4's; under the clock, the T4's, the GPU planned for, and its rates only."""
+    t4 = plan.for_gpu(hardware.get("T4"), "GPULAB_AS_GPU=T4 (test)")
+    monkeypatch.setattr(plan, "current", lambda: t4)
+    monkeypatch.setattr(lesson03, "LIVE_RATES", dict(n=32))
+    ns = {"gpulab": gpulab, "live": live, "lesson03": lesson03, "precision": P}
+    exec(compile(_cell("03_precision", "30ee29ab"), "03:30ee29ab", "exec"), ns)
+    assert not ns["matmul"].live and ns["feats"].name == RECORDED["profile"]["gpu"] and ns["feats"].has("bf16")
+    assert ns["errors"]["bf16"] is None  # computed for the plan: a T4 has no bf16
+    assert "recorded on" in capsys.readouterr().out
+    with timing.test_clock():
+        exec(compile(_cell("03_precision", "30ee29ab"), "03:30ee29ab", "exec"), ns)
+    assert ns["matmul"].live and ns["feats"].name == "T4" and not ns["feats"].has("bf16")
+    assert {d for d, r in ns["rates"].items() if r} == {"fp32", "fp16"} and "recorded on" not in capsys.readouterr().out
+
+
+def test_notebook_00bs_profile_cells_run_on_the_gpus_path_under_the_clock(capsys, no_show):
+    """The profile cells of notebook 00b (the measurement, the datasheet check, the figure) under the clock: the
+    profile is this (fake) GPU's, measured now and labelled fake, never the recording, and never saved (the
+    fixture checks the cache)."""
+    ns = {"gpulab": gpulab, "hardware": hardware, "figures": __import__("gpulab.figures", fromlist=["lesson00"])}
+    with timing.test_clock():
+        for cell_id in ("4a986a94", "894d1189", "7c21bf98"):
+            exec(compile(_cell("00b_first_kernel", cell_id), f"00b:{cell_id}", "exec"), ns)
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == timing.FAKE_LABEL and "recorded on" not in out
+    assert ns["profile"]["gpu"] == device.FAKE_GPU["name"] and ns["ceilings"].live
+    assert "not in gpulab.hardware's table" in out and timing.FAKE_LABEL in no_show[0].layout.title.text
+
+
 def test_lesson04_reads_the_launch_model_from_a_record_or_from_the_roofline_points(monkeypatch):
     data = {"launch": {"triton_us": 3.0}, "copy_tbps": 2.0, "sweep": [{"method": "fused"}, {"method": "eager"}]}
     assert lesson04.launch_and_copy(data) == (3.0, 2.0)
-    got = lesson04.launch_model_inputs(data, "here")
-    assert got == dict(overhead_us=3.0, tbps=2.0, where="here", measured=[{"method": "fused"}])
+    got = lesson04.launch_model_inputs(live.Shown(data, "here", True))
+    assert got == live.Shown(dict(overhead_us=3.0, tbps=2.0, measured=[{"method": "fused"}]), "here", True)
     points = [
         {"name": "vector add big", "bytes_moved": 100, "time_ms": 0.5},
         {"name": "vector add small", "bytes_moved": 10, "time_ms": 0.004},
@@ -342,9 +402,9 @@ def test_lesson04_reads_the_launch_model_from_a_record_or_from_the_roofline_poin
     ]
     fake = {"provenance": {"gpu": "G"}, "profile": {"copy_tbps": 4.5}, "roofline_points": points}
     monkeypatch.setitem(live._LOADED, reference.DEFAULT_GPU, fake)
-    got = lesson04.launch_model_inputs(None, "unused")
-    assert (got["overhead_us"], got["tbps"], got["measured"]) == (4.0, 4.5, [])  # 0.004 ms: the smallest add
-    assert got["where"].startswith("overhead = vector add small time") and "recorded on G" in got["where"]
+    got = lesson04.launch_model_inputs(live.Shown(None, "no recording yet for lesson04", False))
+    assert got.data == dict(overhead_us=4.0, tbps=4.5, measured=[]) and not got.live  # 0.004 ms: the smallest add
+    assert got.where.startswith("overhead = vector add small time") and "recorded on G" in got.where
 
 
 def test_lesson04_steps_table_against_the_copy_bound():

@@ -8,6 +8,8 @@ live."""
 import inspect
 import json
 import math
+import pathlib
+import statistics
 
 import pytest
 
@@ -299,7 +301,7 @@ def test_lesson07_reads_the_lines_notebook_07_prints_from_a_record():
 
 
 def test_the_roofs_and_the_build_say_where_they_come_from(monkeypatch):
-    roofs = lesson07.recorded_roofs()
+    roofs = lesson07.roofs()
     assert roofs.where.startswith("no GPU here: recorded on") and not roofs.live
     assert roofs.data["fp16_tflops"] == live.recorded()["profile"]["matmul_tflops"]["fp16"] > 0
     assert 0 < roofs.data["l2_tbps"]
@@ -307,6 +309,91 @@ def test_the_roofs_and_the_build_say_where_they_come_from(monkeypatch):
     assert build.data is live.recorded()[lesson07.KEY] and build.where.startswith("no GPU here: recorded on")
     monkeypatch.setitem(live._LOADED, "h200", {k: v for k, v in live.recorded().items() if k != "lesson00"})
     with pytest.raises(KeyError, match="lesson00"):
-        lesson07.recorded_roofs()
+        lesson07.roofs()
     monkeypatch.setitem(live._LOADED, "h200", {"provenance": {}, lesson07.KEY: {"headline": []}})
     assert lesson07.build_now_or_recorded() == live.Shown(None, "no GPU recording of the build yet", False)
+
+
+def test_on_a_gpu_the_roofs_are_this_gpus_profile_and_its_l2_measured_now(monkeypatch):
+    """Notebook 07's roofs under the test clock, as on a GPU: the fp16 rate and the copy from this GPU's profile
+    (``live.profile``, measured now), never the recording's; the L2 plateau measured now by lesson 00's staircase
+    where the hardware table knows the GPU's caches, else the copy standing in, and the label says which."""
+    from dataclasses import replace
+
+    from gpulab.bench import lesson00
+
+    with timing.test_clock(ms=MS):
+        roofs = lesson07.roofs()
+    assert roofs.live and roofs.where.startswith(timing.FAKE_LABEL) and "the copy stands in" in roofs.where
+    profile = roofs.data["profile"]
+    assert profile["gpu"] == gpulab.measure.device.FAKE_GPU["name"] and profile["provenance"]["clock"]
+    assert (
+        roofs.data["fp16_tflops"]
+        == profile["matmul_tflops"]["fp16"]
+        != live.recorded()["profile"]["matmul_tflops"]["fp16"]
+    )
+    assert roofs.data["l2_tbps"] == profile["copy_tbps"]
+    # a GPU the table knows (made small: an L2 of 2 MiB, an L1 of 64 KiB): its L2 window is read now
+    small = replace(hardware.get("H200"), l2_kib=2048, l1_smem_per_sm_kib=64)
+    monkeypatch.setattr(lesson00.hardware, "find", lambda name: small)
+    monkeypatch.setattr(lesson00, "TARGET_BYTES", 1)  # one pass over each working set in the interpreter
+    timed = []
+    real = lesson00._run
+    monkeypatch.setattr(lesson00, "_run", lambda *a: timed.append(a[4]) or real(*a))
+    with timing.test_clock(ms=MS):
+        roofs = lesson07.roofs()
+    assert timed == [lesson00.l2_sizes(small, gpulab.measure.device.FAKE_GPU)] and timed[0]
+    assert "L2 (lesson 00's staircase) measured now" in roofs.where
+    bytes_read = [lesson00.staircase_plan(w, 2, 1 << 20, 1)["bytes_read"] for w in timed[0]]
+    assert roofs.data["l2_tbps"] == pytest.approx(statistics.median(b / (MS * 1e-3) / 1e12 for b in bytes_read))
+
+
+def test_the_build_figure_reads_the_records_intensity():
+    """A made-up fp32 build whose steps carry intensities the default tiles would not give: the figure places
+    each teaching step at the record's ``intensity`` and the fast path and torch at the least bytes of fp32
+    (4 bytes an element), not of a 16-bit dtype."""
+    from gpulab.kernels.matmul import counts
+
+    n = 64
+    rows = [
+        dict(step=st, n=n, dtype="fp32", tflops=1.0 + i, intensity=3.0 + i)
+        for i, st in enumerate(("no reuse", "tiled", "grouped", "pipelined"))
+    ]
+    rows += [dict(step=st, n=n, dtype="fp32", tflops=9.0) for st in ("fast path", "torch")]
+    fig = figures.lesson07.build_figure({"build": rows}, live.recorded()["profile"], "made up")
+    at = {tr.name: tr.customdata[0] for tr in fig.data if tr.customdata is not None}
+    flops, nbytes = counts(n, n, n, 4)
+    assert at == {
+        "no reuse": 3.0,
+        "tiled": 4.0,
+        "grouped": 5.0,
+        "pipelined": 6.0,
+        "fast path": flops / nbytes,
+        "torch": flops / nbytes,
+    }
+
+
+def _cell(notebook: str, cell_id: str) -> str:
+    nb = json.loads((pathlib.Path(__file__).resolve().parents[1] / "notebooks" / f"{notebook}.ipynb").read_text())
+    return next(c["source"] for c in nb["cells"] if c.get("id") == cell_id)
+
+
+def test_the_roofs_cells_of_notebooks_05_and_07_read_this_gpus_profile_under_the_clock(monkeypatch, capsys):
+    """Notebook 05's matmul-recompute cell and notebook 07's roofs and build cells under the clock: the roofs are
+    this (fake) GPU's, labelled fake, never the recording's; 07's build runs now (at a tiny N) and its figure is
+    drawn on those roofs."""
+    import plotly.basedatatypes
+
+    drawn = []
+    monkeypatch.setattr(plotly.basedatatypes.BaseFigure, "show", lambda self, *a, **k: drawn.append(self))
+    monkeypatch.setattr(lesson07, "LIVE_BUILD", dict(steps=("build",), build_n=32, progress=False))
+    ns = {"live": live, "recompute": gpulab.models.recompute, "n": 1024, "figures": figures}
+    with timing.test_clock(ms=MS):
+        exec(compile(_cell("05_recomputation", "l05-matmul"), "05:l05-matmul", "exec"), ns)
+        assert ns["roofs"].live and ns["B"] == ns["roofs"].data["copy_tbps"] * 1e12
+        for cell_id in ("l07a-09", "l07a-21"):
+            exec(compile(_cell("07_tiling", cell_id), f"07:{cell_id}", "exec"), ns)
+    out = capsys.readouterr().out
+    assert out.count(timing.FAKE_LABEL) == 2 and "recorded on" not in out
+    assert ns["profile"]["gpu"] == gpulab.measure.device.FAKE_GPU["name"] and ns["build"].live
+    assert timing.FAKE_LABEL in drawn[0].layout.title.text and [r["n"] for r in ns["build"].data["build"]][0] == 32

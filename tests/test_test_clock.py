@@ -56,8 +56,10 @@ def test_measure_or_recall_runs_live_under_the_clock_and_recalls_otherwise():
     assert shown.live and shown.where == timing.FAKE_LABEL and shown.data["clock"] == timing.FAKE_LABEL
     shown = live.measure_or_recall("lesson02", lambda: pytest.fail("ran without a GPU"))
     assert not shown.live and shown.where.startswith("no GPU here: recorded on")
-    data, where = live.recall("no-such-suite")
-    assert data is None and "no recording yet" in where
+    missing = live.recall("no-such-suite")
+    assert missing.data is None and "no recording yet" in missing.where and not missing.live
+    with pytest.raises(TypeError):
+        data, where = missing  # read by name: a Shown is no tuple
 
 
 def test_record_refuses_fake_numbers(monkeypatch, tmp_path):

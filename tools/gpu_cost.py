@@ -462,7 +462,7 @@ def gpu_like(ledger: Ledger):
     def measure(case, executable=None):
         ledger.cost.ncu += 1
         name = getattr(case, "name", case)
-        return counters.recorded(name)[0]
+        return counters.recorded(name).data
 
     real_collect = gc.collect
 

@@ -105,6 +105,33 @@ def run(
     return timing.stamp(data)
 
 
+def l2_sizes(spec: hardware.GPUSpec, info: dict) -> list[int]:
+    """The working sets of ``SIZES`` that the L2 plateau is read from on a GPU of ``spec`` (its cache sizes) and
+    ``info`` (``device_info()``: SMs, L2 bytes): shared out (above ``replicate_limit``) and inside the L2's
+    window of ``memory.fit_plateaus`` (more than twice one SM's L1, at most half the L2)."""
+    l1, l2 = (lv.capacity for lv in memory.staircase_levels(spec)[:2])
+    limit = replicate_limit(info["sms"], info.get("l2_bytes"))
+    return [s for s in SIZES if s > limit and s > 2 * l1 and 2 * s <= l2]
+
+
+def l2_plateau(spec: hardware.GPUSpec | None = None, target_bytes: int | None = None) -> float | None:
+    """This GPU's L2 plateau in TB/s, measured now: the staircase at ``l2_sizes`` alone (no latency sweep, a few
+    seconds), fitted as ``memory.fit_record`` fits a whole record. ``spec``: whose cache sizes choose the sizes
+    (default: the table's entry for this GPU); ``target_bytes``: bytes read per launch (default
+    ``TARGET_BYTES``). None where the table does not know this GPU's caches or no size falls in the window. GPU
+    or test clock only (raises NoGPUTimingError elsewhere)."""
+    timing.require_gpu("an L2 plateau")
+    info = device_info()
+    spec = spec or hardware.find(info["name"])
+    if spec is None or None in (spec.sms, spec.regs_per_sm, spec.l1_smem_per_sm_kib, spec.l2_kib, spec.hbm_gb):
+        return None  # the table has no memory hierarchy for it (memory.hierarchy)
+    sizes = l2_sizes(spec, info)
+    if not sizes:
+        return None
+    data = _run(timing.time_ms, timing.device(), info, False, sizes, (), 1, target_bytes or TARGET_BYTES)
+    return memory.fit_record(data, spec)["plateaus"]["L2"]
+
+
 def replicate_limit(sms: int, l2_bytes: int | None = None) -> int:
     """The largest working set (bytes) that every program reads whole: ``REPLICATE_TILES`` tiles per program
     (past it, sharing the set out still gives each program several tiles to keep in flight), and at most a

@@ -23,9 +23,10 @@ from tqdm.auto import tqdm
 
 import gpulab
 
-from ..core import plan, timing, tolerances
+from ..core import plan, reference, timing, tolerances
 from ..kernels.matmul_precision import matmul_precision
 from ..kernels.relu import relu
+from ..measure import live
 from ..measure.device import matmul_fn
 from ..models import precision as P
 
@@ -63,6 +64,16 @@ def choices(p) -> dict:
 def planned_features():
     """``precision.features`` of the GPU gpulab plans for (``plan.current()``; GPULAB_AS_GPU=T4 gives a T4's)."""
     return choices(plan.current())["feats"]
+
+
+def rate_features(shown: live.Shown, gpu: str = reference.DEFAULT_GPU):
+    """``precision.features`` of the GPU whose matmul rates ``shown`` holds: the GPU planned for where they were
+    measured now (``shown.live``: the suite times that plan's dtypes), else the recording's GPU of ``gpu``'s
+    reference file (its profile's compute capability and name)."""
+    if shown.live:
+        return planned_features()
+    profile = live.recorded(gpu)["profile"]
+    return P.features(tuple(profile["compute_capability"]), profile["gpu"])
 
 
 # ---- measurements: ReLU and cuBLAS rates (GPU only), gpulab's Triton matmul errors (GPU or interpreter) ------

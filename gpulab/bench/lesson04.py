@@ -452,21 +452,18 @@ def steps_table(data: dict) -> str:
     return "\n".join(lines)
 
 
-def launch_model_inputs(data: dict | None, where: str) -> dict:
-    """What the launch-model explorer draws: ``overhead_us`` and ``tbps`` with ``where`` they come from, and the
-    ``measured`` unfused and fused rows of the sweep. ``data``: a lesson04 record (``where``: its label) or
-    None, where the recording has no lesson04: then the overhead is the recorded time of the smallest vector
-    add of the roofline points and the bandwidth the recorded copy (``live.recall``)."""
-    if data is not None:
-        us, tbps = launch_and_copy(data)
-        measured = [r for r in data["sweep"] if r["method"] in ("unfused", "fused")]
-        return dict(overhead_us=us, tbps=tbps, where=where, measured=measured)
-    shown = live.recall(None)
-    adds = [p for p in shown.data["roofline_points"] if p["name"].startswith("vector add")]
+def launch_model_inputs(shown: live.Shown) -> live.Shown:
+    """What the launch-model explorer draws: ``data`` holds ``overhead_us`` and ``tbps`` and the ``measured``
+    unfused and fused rows of the sweep, ``where`` says where they come from. ``shown``: lesson04's result
+    (``live.measure_or_recall``: measured now or recorded); where it holds no record (the recording has no
+    lesson04), the overhead is the recorded time of the smallest vector add of the roofline points and the
+    bandwidth the recorded copy (``live.recall``)."""
+    if shown.data is not None:
+        us, tbps = launch_and_copy(shown.data)
+        measured = [r for r in shown.data["sweep"] if r["method"] in ("unfused", "fused")]
+        return live.Shown(dict(overhead_us=us, tbps=tbps, measured=measured), shown.where, shown.live)
+    rec = live.recall(None)
+    adds = [p for p in rec.data["roofline_points"] if p["name"].startswith("vector add")]
     small = min(adds, key=lambda p: p["bytes_moved"])
-    return dict(
-        overhead_us=small["time_ms"] * 1e3,
-        tbps=shown.data["profile"]["copy_tbps"],
-        where=f"overhead = {small['name']} time, bandwidth = copy; {shown.where}",
-        measured=[],
-    )
+    data = dict(overhead_us=small["time_ms"] * 1e3, tbps=rec.data["profile"]["copy_tbps"], measured=[])
+    return live.Shown(data, f"overhead = {small['name']} time, bandwidth = copy; {rec.where}", False)

@@ -50,7 +50,7 @@ from ..models import memory, tiling
 from ..models.precision import _with_precision
 from ..models.waves import alignment_split, model_correlation, sweep_rates, sweep_timing, wave_plan
 from ..models.waves import matmul_tflops as tflops  # every rate of this suite (tools/tune_matmul.py imports it here)
-from . import planned
+from . import lesson00, planned
 
 KEY = "lesson07"
 HEADLINE_NS = (4096, 8192)
@@ -756,11 +756,21 @@ def report(data: dict, full: bool = False) -> str:
 # ---- what notebooks 07 and 07b show: measured now, or the recording, and the lines read from it ---------------
 
 
-def recorded_roofs(gpu: str = reference.DEFAULT_GPU) -> live.Shown:
-    """The roofs notebook 07 counts the build against, from the recording of ``gpu``: ``data`` holds
-    ``profile`` (the device profile), ``fp16_tflops`` (its fp16 matmul rate at 8192^3, TFLOP/s) and
-    ``l2_tbps`` (lesson 00's L2 plateau, ``memory.fit_record``, TB/s); ``where`` says whose recording.
-    Raises KeyError naming the key when the file lacks the profile or lesson 00."""
+def roofs(gpu: str = reference.DEFAULT_GPU) -> live.Shown:
+    """The roofs notebook 07 counts the build against: ``data`` holds ``profile`` (a device profile),
+    ``fp16_tflops`` (its fp16 matmul rate at 8192^3, TFLOP/s) and ``l2_tbps`` (lesson 00's L2 plateau, TB/s).
+
+    Where ``timing.live()``: this GPU's, labelled so: the profile saved in the cache, else the copy and the fp16
+    matmul measured now (``live.profile``), and the L2 plateau measured now (``lesson00.l2_plateau``, a few
+    seconds); where gpulab's hardware table lacks this GPU's caches, the profile's copy bandwidth stands in for
+    the L2 and the label says so. Elsewhere the recording of ``gpu``: its profile and ``memory.fit_record`` of
+    its lesson 00. Raises KeyError naming the key when that file lacks the profile or lesson 00."""
+    if timing.live():
+        mine = live.profile(matmul=(BUILD_DTYPE,))
+        l2 = lesson00.l2_plateau()
+        l2_from = "L2 (lesson 00's staircase) measured now" if l2 else "no L2 plateau for this GPU: the copy stands in"
+        data = dict(profile=mine.data, fp16_tflops=mine.data["matmul_tflops"][BUILD_DTYPE])
+        return live.Shown(dict(data, l2_tbps=l2 or mine.data["copy_tbps"]), f"{mine.where}; {l2_from}", True)
     shown = live.recall(None, gpu)
     for key in ("profile", "lesson00"):
         if key not in shown.data:

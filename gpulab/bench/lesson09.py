@@ -183,10 +183,10 @@ def run(
         raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
     cfg = cfg or GPT2_SMALL
     spec = hardware.get("H200")
-    mine, ceilings_where = explain.ceilings()
-    us, launch_where = explain.launch_us()
-    out = dict(config=dataclasses.asdict(cfg), spec=spec.name, profile=ceilings_where, launch_us=us)
-    out.update(launch_where=launch_where, ops_counting=OPS_COUNTING)
+    ceilings, launch = explain.ceilings(), explain.launch_us()
+    mine, us = ceilings.data, launch.data
+    out = dict(config=dataclasses.asdict(cfg), spec=spec.name, profile=ceilings.where, launch_us=us)
+    out.update(launch_where=launch.where, ops_counting=OPS_COUNTING)
     measure = dict(cfg=cfg, spec=spec, mine=mine, us=us, rep_ms=rep_ms, need_bytes=need_bytes or {})
     if steps is None or "ladder" in steps:
         kept = (ladder.RUNGS[0].name, ladder.RUNGS[-2].name) if ops else ()

@@ -29,6 +29,7 @@ import torch.distributed as dist
 import gpulab
 
 from ..core import procs, timing
+from ..measure import live
 from ..models import comm
 
 KEY = "lesson10"
@@ -86,11 +87,13 @@ def _collective_rank(rank: int, p: int, backend: str, sizes, reps: int, names) -
 
 
 def collectives(ps=(2, 4), sizes=COLLECTIVE_SIZES, reps: int = 5, backend: str = "gloo", names=comm.COLLECTIVES,
-                timeout_s: float = 60.0) -> dict:  # fmt: skip
-    """Measure ``names`` over message ``sizes`` (bytes) on each p of ``ps`` processes with ``backend``. Returns
-    {backend, where, rows}: each row collective, p, n_bytes, t_s (the slowest rank), algbw and busbw (bytes/s,
-    ``gpulab.models.comm``), and the bytes each rank sends in the ring model. Raises RuntimeError naming the rank and
-    its error when a rank fails or the run passes ``timeout_s``; NCCL needs p GPUs."""
+                timeout_s: float = 60.0) -> live.Shown:  # fmt: skip
+    """Measure ``names`` over message ``sizes`` (bytes) on each p of ``ps`` processes with ``backend``. Returns a
+    ``live.Shown``: ``data`` {backend, ps, device, rows}, each row collective, p, n_bytes, t_s (the slowest rank),
+    algbw and busbw (bytes/s, ``gpulab.models.comm``), and the bytes each rank sends in the ring model; ``device``
+    "CPU processes" or the GPU's name; ``where`` "measured now ..." naming the backend and the processes. Raises
+    RuntimeError naming the rank and its error when a rank fails or the run passes ``timeout_s``; NCCL needs p
+    GPUs."""
     if backend == "nccl" and (not gpulab.ON_GPU or max(ps) > torch.cuda.device_count()):
         raise RuntimeError(f"collectives with nccl need {max(ps)} GPUs; use backend='gloo' on CPU processes")
     rows = []
@@ -115,12 +118,27 @@ def collectives(ps=(2, 4), sizes=COLLECTIVE_SIZES, reps: int = 5, backend: str =
                     model_bytes_per_rank=comm.bytes_per_rank(name, p, n),
                 )
             )
-    where = (
-        f"measured now on this machine: gloo on {', '.join(map(str, ps))} CPU processes"
-        if backend == "gloo"
-        else f"measured now: NCCL on {', '.join(map(str, ps))} GPUs ({torch.cuda.get_device_name(0)})"
-    )
-    return dict(backend=backend, where=where, rows=rows)
+    dev = torch.cuda.get_device_name(0) if backend == "nccl" else "CPU processes"
+    data = dict(backend=backend, ps=list(ps), device=dev, rows=rows)
+    return live.Shown(data, f"measured now: {collectives_label(data)}", True)
+
+
+def multi_gpu(shown: live.Shown) -> live.Shown | None:
+    """The NCCL collectives on several GPUs in ``shown``, lesson 10's result (measured now or recorded): ``data``
+    the collectives record, ``where`` what measured it and ``shown.where``; None where it holds none."""
+    rec = (shown.data or {}).get("collectives")
+    if rec is None:
+        return None
+    return live.Shown(rec, f"{collectives_label(rec)}; {shown.where}", shown.live)
+
+
+def collectives_label(data: dict) -> str:
+    """What measured a record of ``collectives``: "gloo on 2, 4 CPU processes", "NCCL on 2, 4, 8 GPUs (NVIDIA
+    H200)"."""
+    ps = ", ".join(map(str, data["ps"]))
+    if data["backend"] == "gloo":
+        return f"gloo on {ps} CPU processes of this machine"
+    return f"NCCL on {ps} GPUs ({data['device']})"
 
 
 # ---- the host-device link (GPU only) -----------------------------------------------------------------------
@@ -243,7 +261,7 @@ def run(
     gpus = torch.cuda.device_count() if gpulab.ON_GPU else 0
     if "collectives" in want and (nccl if nccl is not None else gpus >= 2):
         ps = tuple(p for p in (2, 4, 8) if p <= gpus)
-        out["collectives"] = collectives(ps, NCCL_SIZES, reps=20, backend="nccl")
+        out["collectives"] = collectives(ps, NCCL_SIZES, reps=20, backend="nccl").data
     return timing.stamp(out)
 
 
@@ -263,5 +281,5 @@ def report(data: dict) -> str:
             f"{o['both_ms']:.3f} ms (serial {o['serial_ms']:.3f}): {o['hidden']:.0%} of the shorter hidden"
         )
     if "collectives" in data:
-        lines.append(f"collectives: {data['collectives']['where']}")
+        lines.append(f"collectives: {collectives_label(data['collectives'])}")
     return "\n".join(lines)

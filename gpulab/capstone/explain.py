@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import gpulab
+
 from ..core import hardware, reference
+from ..measure import device, live
 from ..models import fusion
 from . import ladder, placement
 
@@ -45,37 +48,33 @@ def _recorded(gpu: str) -> dict:
     return reference.load(gpu) if gpu in reference.available() else {}
 
 
-def ceilings(gpu: str = reference.DEFAULT_GPU, profile: dict | None = None) -> tuple[hardware.GPUSpec, str]:
-    """(the ``GPUSpec`` of this GPU's measured ceilings, where they come from). ``profile``: a
-    ``DeviceProfile.to_json()`` dict to use; default: the profile saved on this GPU (``device.load_profile``)
-    where gpulab runs on one, else the ``profile`` of ``gpu``'s reference file; the datasheet of
-    ``hardware.get(gpu)`` where neither exists (and the label says so)."""
-    where = "the profile given"
-    if profile is None:
-        import gpulab
-
-        if gpulab.ON_GPU:
-            from ..measure.device import load_profile
-
-            saved = load_profile()
-            profile, where = (saved.to_json(), "this GPU's saved profile (lesson 00)") if saved else (None, "")
-        if profile is None:
-            profile = _recorded(gpu).get("profile")
-            where = f"the profile recorded on {profile['gpu']} (gpulab/data)" if profile else ""
-    if profile is None:
-        spec = hardware.get(gpu)
-        return spec, f"the {spec.name} datasheet (no measured profile)"
-    return placement.spec_from_profile(profile), where
+def ceilings(gpu: str = reference.DEFAULT_GPU, profile: dict | None = None) -> live.Shown:
+    """The roofline the prediction uses: ``data`` the ``GPUSpec`` of the measured ceilings, ``where`` whose they
+    are, ``live`` True for this GPU's. ``profile``: a ``DeviceProfile.to_json()`` dict to use; default: the profile
+    saved on this GPU (``device.load_profile``) where gpulab runs on one, else the ``profile`` of ``gpu``'s
+    reference file; the datasheet of ``hardware.get(gpu)`` where neither exists (and the label says so)."""
+    if profile is not None:
+        return live.Shown(placement.spec_from_profile(profile), "the profile given", False)
+    saved = device.load_profile() if gpulab.ON_GPU else None
+    if saved is not None:
+        return live.Shown(placement.spec_from_profile(saved.to_json()), "this GPU's saved profile (lesson 00)", True)
+    profile = _recorded(gpu).get("profile")
+    if profile is not None:
+        where = f"the profile recorded on {profile['gpu']} (gpulab/data)"
+        return live.Shown(placement.spec_from_profile(profile), where, False)
+    spec = hardware.get(gpu)
+    return live.Shown(spec, f"the {spec.name} datasheet (no measured profile)", False)
 
 
-def launch_us(gpu: str = reference.DEFAULT_GPU, record: dict | None = None) -> tuple[float, str]:
-    """(µs, where): the per-kernel floor of an eager step, from a lesson04 record (``record``, default the one
-    in ``gpu``'s reference file): its ``launch.torch_us``. Without one, ``fusion.LAUNCH_OVERHEAD_US``."""
+def launch_us(gpu: str = reference.DEFAULT_GPU, record: dict | None = None) -> live.Shown:
+    """The per-kernel floor of an eager step: ``data`` in µs, from a lesson04 record (``record``, default the one
+    in ``gpu``'s reference file): its ``launch.torch_us``; without one, ``fusion.LAUNCH_OVERHEAD_US``. ``where``
+    says which."""
     rec = record if record is not None else _recorded(gpu).get("lesson04")
     us = ((rec or {}).get("launch") or {}).get("torch_us")
     if us is None:
-        return fusion.LAUNCH_OVERHEAD_US, "a round launch cost (lesson 04 not recorded)"
-    return float(us), "lesson 04's recorded tiny torch kernel (do_bench, GPU side)"
+        return live.Shown(fusion.LAUNCH_OVERHEAD_US, "a round launch cost (lesson 04 not recorded)", False)
+    return live.Shown(float(us), "lesson 04's recorded tiny torch kernel (do_bench, GPU side)", False)
 
 
 def model_flops_per_token(cfg) -> float:
@@ -158,8 +157,8 @@ def gaps(data: dict | None, cfg=None, spec: hardware.GPUSpec | None = None, over
     from .gpt import GPTConfig
 
     cfg = cfg or GPTConfig(**data["config"])
-    spec = spec or ceilings()[0]
-    overhead_us = launch_us()[0] if overhead_us is None else overhead_us
+    spec = spec or ceilings().data
+    overhead_us = launch_us().data if overhead_us is None else overhead_us
     peak = hardware.get(data.get("spec", "H200")).peak("bf16")
     opts = {r.name: r.options for r in ladder.RUNGS}
     out, prev, prev_pred, prev_busy = [], None, None, None

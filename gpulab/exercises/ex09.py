@@ -30,7 +30,7 @@ GPU = "H200"
 T, D, B, H, L = 8192, 768, 8, 12, 1024  # GPT-2 small: tokens, d_model, batch, heads, sequence
 #: µs: the least time of one eager kernel, lesson 04's measured launch cost (``explain.launch_us``); each op
 #: carries it as ``op["launch_us"]``.
-LAUNCH_US = explain.launch_us()[0]
+LAUNCH_US = explain.launch_us().data
 
 
 def builder_ops() -> list[dict]:

@@ -12,9 +12,10 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..core import hardware
+from ..core import dtypes, hardware
 from ..kernels import matmul_steps
 from ..kernels.matmul import counts
+from ..kernels.matmul_steps import BUILD_DTYPE
 from ..models import waves
 from ..models.tiling import fits, footprint_bytes, input_loads, shared_memory_bytes, tile_intensity
 from ..models.waves import SEED_SMS, SEED_TILE, WavePlan, sweep, wave_plan
@@ -299,8 +300,9 @@ def _side_by_side(xs: list[float]) -> list[float]:
 
 def build_figure(data: dict | None, profile: dict | None = None, where: str = "", l2_tbps: float | None = None):
     """The lesson's build on the roofline: each step of a ``gpulab.bench.lesson07`` record's ``"build"`` at its
-    model intensity (2 N^3 FLOPs over the requested input bytes, ``matmul_steps.step_counts``; the fast path and
-    torch at the least bytes, A and B read and C written once), measured TFLOP/s. Roofs: the measured tensor-core peak and
+    model intensity (the record's ``intensity``: 2 N^3 FLOPs over the requested input bytes,
+    ``matmul_steps.step_counts``; the fast path and torch at the least bytes, A and B read and C written once, at
+    the itemsize of the record's dtype), measured TFLOP/s. Roofs: the measured tensor-core peak and
     copy bandwidth of ``profile`` (the device profile: the peak of the build's dtype, fp16 without a record), and the
     H200 datasheet's fp16 dashed; with ``l2_tbps`` (TB/s, lesson 00's L2 plateau) the L2 roof too, dotted. A
     step's bound is the roof at its intensity: the L2 roof for the steps (the bytes they request are re-reads
@@ -328,11 +330,12 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
         )
     if l2_tbps:
         roofs.insert(1, (f"L2 (lesson 00), {l2_tbps:.2f} TB/s", roofs[0][1], l2_tbps, "dot"))
-    n, s = (rows[0]["n"], 2) if rows else (4096, 2)
+    n, s = (rows[0]["n"], dtypes.itemsize(rows[0]["dtype"])) if rows else (4096, dtypes.itemsize(BUILD_DTYPE))
     steps = list(matmul_steps.STEPS) + ["fast path", "torch"]
     intensity = {st: (lambda f, b: f / b)(*matmul_steps.step_counts(st, n, n, n, s)) for st in matmul_steps.STEPS}
-    least = counts(n, n, n, s)
+    least = counts(n, n, n, s)  # the fast path and torch: A and B read, C written, once
     intensity.update({"fast path": least[0] / least[1], "torch": least[0] / least[1]})
+    intensity.update({r["step"]: r["intensity"] for r in rows or () if "intensity" in r})  # the record's own
     lo, hi = min(intensity.values()) / 3, max(intensity.values()) * 3
     fig = make_subplots(
         rows=1,

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from ..capstone import ladder, placement, recorder
 from ..capstone.gpt import GPT2_SMALL, GPTConfig
 from ..core import hardware, reference
+from ..measure import live
 from . import plots, widgets
 
 GROUP_COLORS = dict(zip(recorder.GROUPS, plots.COLORS))
@@ -24,14 +25,12 @@ NO_RECORDING = "no recording of lesson 09 exists yet: predictions only"
 LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0, font=dict(size=11))
 
 
-def recorded(gpu: str = reference.DEFAULT_GPU) -> tuple[dict | None, str]:
-    """(lesson 09's recorded suite data or None, a label saying where it came from or that none exists)."""
-    if gpu not in reference.available():
-        return None, NO_RECORDING
-    data = reference.load(gpu)
+def recorded(gpu: str = reference.DEFAULT_GPU) -> live.Shown:
+    """Lesson 09's recording: ``data`` the suite's record or None, ``where`` whose recording or ``NO_RECORDING``."""
+    data = reference.load(gpu) if gpu in reference.available() else {}
     if "lesson09" not in data:
-        return None, NO_RECORDING
-    return data["lesson09"], reference.label(data, "lesson09")
+        return live.Shown(None, NO_RECORDING, False)
+    return live.Shown(data["lesson09"], reference.label(data, "lesson09"), False)
 
 
 def _spec(spec) -> hardware.GPUSpec:
@@ -115,13 +114,14 @@ def breakdown(
             marker_color=KIND_COLORS[k],
             offsetgroup="predicted",
         )
-    data, label = recorded()
+    rec = recorded()
+    data = rec.data
     measured = ladder.measured_ops(data).get(r.name)
     if measured:
-        source = label
+        source = rec.where
     elif data:  # recorded, but the profiler ran on other rungs only
         step = next((x["ms"] for x in data["ladder"] if x["rung"] == r.name), None)
-        source = f"{label}; this rung not profiled by group" + (f" (measured step {step:.1f} ms)" if step else "")
+        source = f"{rec.where}; this rung not profiled by group" + (f" (measured step {step:.1f} ms)" if step else "")
     else:
         source = NO_RECORDING
     if measured:
@@ -158,7 +158,8 @@ def ladder_figure(
     names = [f"{r['rung']}<br>(lesson {r['lesson']})" for r in rows]
     fig = go.Figure()
     fig.add_bar(name=f"predicted ({spec.name})", x=names, y=[r["predicted_ms"] for r in rows], marker_color="#1f77b4")
-    data, label = recorded()
+    rec = recorded()
+    data = rec.data
     values = [r["predicted_ms"] for r in rows]
     if data:
         fig.add_bar(name="measured", x=names, y=[r["ms"] for r in data["ladder"]], marker_color="#d62728")
@@ -178,7 +179,7 @@ def ladder_figure(
         yaxis=dict(title="ms per step", type="log", tickvals=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], range=y_range),
         title=dict(
             font_size=14,
-            text="The ladder of habits, GPT-2 small<br><sup>" + (label if data else NO_RECORDING) + "</sup>",
+            text="The ladder of habits, GPT-2 small<br><sup>" + rec.where + "</sup>",
         ),
     )
     return fig

@@ -12,23 +12,14 @@ import math
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from ..core import hardware, reference
+from ..core import hardware
+from ..measure import live
 from ..models import comm
 from . import plots, widgets
 
 NO_LINK_RECORDING = "no recording of lesson 10's host-device link exists yet (python -m gpulab.bench --only lesson10)"
 NO_MULTI_GPU = "no recording of NCCL collectives on several GPUs exists yet: gloo on this CPU only"
 COLL_COLORS = dict(zip(comm.COLLECTIVES, plots.COLORS))
-
-
-def recorded(gpu: str = reference.DEFAULT_GPU) -> tuple[dict | None, str]:
-    """(lesson 10's recorded suite data or None, a label saying where it came from or that none exists)."""
-    if gpu not in reference.available():
-        return None, NO_LINK_RECORDING
-    data = reference.load(gpu)
-    if "lesson10" not in data:
-        return None, NO_LINK_RECORDING
-    return data["lesson10"], reference.label(data, "lesson10")
 
 
 def _log_layout(fig, title, xt, yt, height=420):
@@ -50,10 +41,12 @@ class CollectiveExplorer:
     model t = steps · α + bytes_per_rank / β drawn over them; sliders for p, α (µs) and β (GB/s), starting at
     the least-squares fit of the all-reduce at the first p measured. ``.widget``; ``.fig``; ``.fit``: (α s,
     β B/s), or None where the times do not grow with the size (``comm.fit_alpha_beta`` refuses them; the figure
-    says so). ``multi_gpu``: the NCCL record on several GPUs, or None (the figure says none exists)."""
+    says so). ``shown``: the ``live.Shown`` that ``collectives`` returns (its ``data["rows"]`` and ``where``);
+    ``multi_gpu``: the NCCL record on several GPUs (``bench.lesson10.multi_gpu``), or None (the figure says none
+    exists)."""
 
-    def __init__(self, data: dict, multi_gpu: dict | None = None):
-        self.rows, self.where = data["rows"], data["where"]
+    def __init__(self, shown: live.Shown, multi_gpu: live.Shown | None = None):
+        self.rows, self.where = shown.data["rows"], shown.where
         ps = sorted({r["p"] for r in self.rows})
         ar = [r for r in self.rows if r["collective"] == "all_reduce" and r["p"] == ps[0]]
         try:
@@ -70,7 +63,7 @@ class CollectiveExplorer:
             fig.add_scatter(x=[], y=[], mode="markers", name=f"{c} measured", marker_color=COLL_COLORS[c])
             fig.add_scatter(x=[], y=[], mode="lines", name=f"{c} model", line=dict(color=COLL_COLORS[c], dash="dot"))
         _log_layout(fig, "", "message size S (bytes)", "time per call (s)")
-        note = (NO_MULTI_GPU if multi_gpu is None else f"NCCL recorded: {multi_gpu.get('where', '')}") + unfit
+        note = (NO_MULTI_GPU if multi_gpu is None else f"NCCL: {multi_gpu.where}") + unfit
         fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=1.0, showarrow=False, font_size=11)
         self._change()(fig)
         self.live = widgets.LiveFigure(fig)

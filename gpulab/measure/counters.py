@@ -35,6 +35,7 @@ from ..core.timing import require_gpu
 from . import ncu
 from .counter_cases import CASES, CounterCase, get_case
 from .device import provenance, write_json_atomic
+from .live import Shown
 from .ncu import TIME, CountersUnavailable, ncu_short
 
 # ---- compare ---------------------------------------------------------------------------------------------------
@@ -149,8 +150,9 @@ def report(case, data: dict | None = None, live: bool | None = None, print_it: b
             except (RuntimeError, ValueError, OSError, subprocess.SubprocessError) as e:  # the recording instead
                 why = f"ncu could not measure here ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
         if data is None:
-            data, where = recorded(case.name)
-            lines += [f"  {why or 'not measured live'}", f"  {where}"]
+            shown = recorded(case.name)
+            data = shown.data
+            lines += [f"  {why or 'not measured live'}", f"  {shown.where}"]
     if data is not None:
         lines.append(table(data["comparison"]))
     text = "\n".join(lines)
@@ -159,24 +161,26 @@ def report(case, data: dict | None = None, live: bool | None = None, print_it: b
     return text
 
 
-def recorded(case_name: str) -> tuple[dict | None, str]:
-    """``(record, line)``: the recorded record of ``case_name`` (as ``measure`` returns it, its comparison
-    recomputed by ``_comparison``) from the first reference file that has one, with a one-line provenance; or
-    ``(None, why there is none)``."""
+def recorded(case_name: str) -> Shown:
+    """The recording of ``case_name``'s counters: ``data`` the record (as ``measure`` returns it, its comparison
+    recomputed by ``_comparison``) from the first reference file that has one, ``where`` its one-line provenance;
+    ``data`` None and ``where`` why there is none."""
     for gpu in reference.available():
         data = reference.load(gpu)
         rec = data.get("counters", {}).get("cases", {}).get(case_name)
         if rec is not None:
             rec = {**rec, "comparison": _comparison(get_case(case_name), rec)}
             p = rec.get("provenance", {})
-            return rec, (
+            where = (
                 f"recorded on {p.get('gpu', '?')} ({p.get('date', '?')}; {ncu_short(p.get('ncu', '?'))}, "
                 f"torch {p.get('torch', '?')}, Triton {p.get('triton', '?')})"
             )
-    return None, (
+            return Shown(rec, where, False)
+    where = (
         f"no recording of the {case_name!r} counters yet: run `python -m gpulab.measure.counters --case "
         f"{case_name} --record` on a GPU with ncu"
     )
+    return Shown(None, where, False)
 
 
 def _provenance(executable: str | None, metrics) -> dict:
