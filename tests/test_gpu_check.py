@@ -1112,6 +1112,24 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def test_an_emulated_run_with_no_time_to_try_again_keeps_its_first_try(three):
+    """00_a fails every cell on each GPU: 9 runs of 10 s leave 35 s of 125, time for one more try (T4's); the
+    other two keep their first try, and so does each of them when no try can start at all (budget 110)."""
+    every = [0, 1, 2, 3]
+    m = FakeMachine({"00_a": (10, every), "01_b": (10, []), "02_c": (10, [])})
+    items = gc.run_part("emulated", _ctx(three, m, budget_s=125))["parts"]["emulated"]["items"]
+    assert len(m.calls) == 10 and len(items) == 9
+    assert items["T4 00_a"]["first_try"]["failures"] == ["Cell 0", "Cell 1", "Cell 2", "..."]
+    for name in ("L4 00_a", "A100 00_a"):
+        assert items[name]["failures"] == [f"Cell {i}" for i in every] and "first_try" not in items[name]
+    gc.stamp_path("h200", three).unlink()
+    m = FakeMachine({"00_a": (10, every), "01_b": (10, []), "02_c": (10, [])})
+    s = gc.run_part("emulated", _ctx(three, m, budget_s=110))
+    items = s["parts"]["emulated"]["items"]
+    assert len(m.calls) == 9 and len(items) == 9 and s["parts"]["emulated"]["last_run"]["unreached"] == []
+    assert not items["T4 00_a"]["ok"] and "first_try" not in items["T4 00_a"]
+
+
 def test_a_real_run_of_the_cases_on_the_cpu(three):
     """The notebooks and suites parts for real on the CPU (a labelled test run, no proof): tools/gpu_cases.py
     under pytest, each case a real nbval run of a notebook of the fake tree or a real ``python -m gpulab.bench`` of

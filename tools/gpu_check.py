@@ -842,6 +842,8 @@ def run_cases(ctx: Context, part: str, names: list[str], jobs: int, t0: float, t
     threads = _threads(ctx, jobs)
     spec = {"deadline": t0 + ctx.budget_s, "root": str(ctx.root)}
     spec["cases"] = [case_of(ctx, part, n, old, tmp, threads) for n in names]
+    if spec["deadline"] - ctx.clock() < min(c["start_s"] for c in spec["cases"]):
+        return {}  # no case could start: each is unreached
     path = ctx.logs / f"{tag}.cases.json"
     path.write_text(json.dumps(spec, indent=1))
     args = [str(CASES_FILE), *xdist_args(jobs, {"emulated": "--jobs", "suites": "--suite-jobs"}.get(part, part))]
@@ -876,10 +878,10 @@ def part_cases(ctx: Context, part: str) -> dict:
         if alone or retry:
             again = run_cases(ctx, part, alone + retry, 1, t0, Path(tmp), f"{part}-alone")
             for n in retry:
-                if "unreached" not in again.get(n, {"unreached": ""}):
-                    again[n]["first_try"] = {"failures": got[n]["failures"][:3] + ["..."], "seconds": got[n]["seconds"]}
+                if "unreached" in again.get(n, {"unreached": ""}):
+                    again.pop(n, None)  # no time to try again: the first try stands
                 else:
-                    again[n] = got[n]
+                    again[n]["first_try"] = {"failures": got[n]["failures"][:3] + ["..."], "seconds": got[n]["seconds"]}
             got.update(again)
     items, unreached = {}, []
     for n in todo:
