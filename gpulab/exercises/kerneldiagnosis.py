@@ -270,6 +270,38 @@ def out_changed_after(c: Case) -> Finding | None:
     return None
 
 
+def _pid(number: int, grid: list[int] | None) -> str:
+    """The program id of the ``number``-th program the interpreter ran of a launch of ``grid`` (its loops: the
+    first axis outermost), as the learner's tl.program_id values."""
+    dims = list(grid or [number + 1])
+    ids = []
+    for d in reversed(dims):
+        number, i = divmod(number, max(d, 1))
+        ids.append(i)
+    return str(tuple(reversed(ids)))
+
+
+def programs_race(c: Case) -> Finding | None:
+    r = c.seen.race
+    if r is None or not c.checked:
+        return None
+    grid = c.launches[r.launch]["grid"] if r.launch < len(c.launches) else None
+    a, b = _pid(r.first, grid), _pid(r.second, grid)
+    order = "on a GPU the programs of a launch run in no fixed order"
+    if r.op == "store":
+        return Finding("race:store", (
+            f"programs {a} and {b} both stored into out[{r.index}] ({r.elements} element(s) of out were stored by "
+            f"more than one program): right here only because Triton's interpreter runs the programs one after "
+            f"another; {order}, so which store lands is chance, and work done more than once is wasted: each "
+            "program must store only its own block"
+        ))  # fmt: skip
+    return Finding("race:load", (
+        f"program {b} loaded out[{r.index}], which program {a} stored: right here only because Triton's "
+        f"interpreter runs the programs one after another; {order}, so the load may come before the store: a "
+        "program must compute from the inputs, not from what another program wrote"
+    ))  # fmt: skip
+
+
 def partly_written(c: Case) -> Finding | None:
     unwritten, out = c.unwritten, c.out
     if not unwritten.any():
@@ -380,6 +412,7 @@ RULES = (
     never_written,
     out_not_by_kernel,
     out_changed_after,
+    programs_race,
     partly_written,
     input_unread,
     nan_in_out,

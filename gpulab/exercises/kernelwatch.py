@@ -205,10 +205,27 @@ class Violation:
 
 
 @dataclass
+class Race:
+    """Two programs of one launch that touched one element of out, the first seen: program number ``second``
+    (in the interpreter's order: the last grid axis fastest) did ``op`` ("store" or "load") on flat element
+    ``index`` of out, which program ``first`` had stored; in launch ``launch`` (its index). ``elements``: how
+    many elements of out such a pair touched in all."""
+
+    op: str
+    index: int
+    first: int
+    second: int
+    launch: int
+    elements: int
+
+
+@dataclass
 class Seen:
     """What one case's run showed. Of the launcher: ``launches`` (one record a launch: ``kernel``, ``grid``,
     ``stored`` the buffers it stored into, ``ints`` its integer arguments by parameter name, and
-    ``out_full_before`` when out was whole before the first), ``raised`` (its exception, described; with
+    ``out_full_before`` when out was whole before the first), ``race`` (two programs of one launch that stored
+    into one element of out, or one that loaded what another stored: right only in the interpreter's order),
+    ``raised`` (its exception, described; with
     ``interpreter_error`` when Triton's interpreter raised it while running a kernel), ``not_implemented`` (the
     stub), ``interrupted``. Of the address checks (the pre-flight only): ``violations``, ``unread`` (input name ->
     [elements never loaded, the first]), ``stores`` (uint8 counts of the stores into each element of out, at most
@@ -217,6 +234,7 @@ class Seen:
     (it ran in this process, without a time limit)."""
 
     launches: list[dict] = field(default_factory=list)
+    race: Race | None = None
     violations: list[Violation] = field(default_factory=list)
     unread: dict[str, list[int]] = field(default_factory=dict)
     stores: np.ndarray | None = None
@@ -240,6 +258,7 @@ class Seen:
         """As JSON (it crosses from the child process through a pipe)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["violations"] = [dataclasses.asdict(v) for v in self.violations]
+        d["race"] = None if self.race is None else dataclasses.asdict(self.race)
         d["stores"] = None if self.stores is None else base64.b64encode(self.stores.tobytes()).decode()
         return json.dumps(d)
 
@@ -247,6 +266,7 @@ class Seen:
     def from_json(cls, text: str | bytes) -> Seen:
         d = json.loads(text or "{}")
         d["violations"] = [Violation(**v) for v in d.get("violations", [])]
+        d["race"] = None if d.get("race") is None else Race(**d["race"])
         if d.get("stores") is not None:
             d["stores"] = np.frombuffer(base64.b64decode(d["stores"]), dtype=np.uint8)
         return cls(**d)
@@ -267,12 +287,20 @@ class Watch:
     load and store address is checked against ``regions`` before it happens: an access outside them is
     recorded in ``violations`` and masked off; the input elements loaded are marked in ``read``, and the stores
     into each element of ``out_name`` are counted in ``stores``. Each launch's record holds its integer arguments
-    by parameter name (``ints``: ``BLOCK_M`` and the like)."""
+    by parameter name (``ints``: ``BLOCK_M`` and the like).
+
+    The interpreter runs a grid's programs one after another, in a fixed order; a GPU runs them in none. So each
+    element of out remembers which program of the launch stored it (``owner``), and a store into it by another
+    program, or a load of it by another program, is a ``Race``: right here only because of the order. Atomics
+    are left out (their order does not matter)."""
 
     def __init__(self, regions: list[Region], out_name: str, check: bool, out: Guarded | None = None):
         self.regions, self.out_name, self.check, self.out = regions, out_name, check, out
         n_out = next((r.n for r in regions if r.name == out_name), 0)
         self.stores = np.zeros(n_out, dtype=np.int64) if check else None
+        self.owner = np.full(n_out, -1, dtype=np.int64) if check else None  # program number that stored, this launch
+        self.program = -1  # number of the program running in this launch, in the interpreter's order
+        self.race: Race | None = None
         self.launches: list[dict] = []
         self.violations: dict[tuple, Violation] = {}  # (op, name, side) -> what was seen
         self.read = {r.name: np.zeros(r.n, dtype=bool) for r in regions if r.role == "in"} if check else {}
@@ -300,6 +328,9 @@ class Watch:
                     self.allowed.append((lo, lo + a.untyped_storage().nbytes()))
         self.launches.append(rec)
         self._current = rec
+        self.program = -1
+        if self.owner is not None:
+            self.owner.fill(-1)
         return rec
 
     def _grid(self, grid, rec):
@@ -344,7 +375,7 @@ class Watch:
         return self._interpreted[key]
 
     # loads and stores, in the interpreter
-    def _access(self, op: str, ptrs, mask):
+    def _access(self, op: str, ptrs, mask, atomic: bool = False):
         from triton.runtime.interpreter import TensorHandle
 
         addr = np.asarray(ptrs.data).astype(np.int64)
@@ -368,8 +399,12 @@ class Watch:
                 self.read[r.name][r.index(addr[inside])] = True
             if op == "store" and self._current is not None and r.name not in self._current["stored"]:
                 self._current["stored"].append(r.name)
-            if op == "store" and r.name == self.out_name and self.stores is not None:
-                np.add.at(self.stores, r.index(addr[inside]), 1)
+            if r.name == self.out_name and self.stores is not None:
+                idx = r.index(addr[inside])
+                if op == "store":
+                    np.add.at(self.stores, idx, 1)
+                if not atomic and self.program >= 0:
+                    self._order(op, idx)
         for lo, hi in self.allowed:
             ok |= m & (addr >= lo) & (addr + size <= hi)
         bad = m & ~ok
@@ -377,6 +412,19 @@ class Watch:
             return mask
         self._classify(op, addr[bad & ~bad_into], addr[bad_into], addr[m & ok])
         return TensorHandle(np.ascontiguousarray(m & ~bad), mask.dtype if mask is not None else _int1())
+
+    def _order(self, op: str, idx: np.ndarray) -> None:
+        """Program ``self.program`` does ``op`` on out's elements ``idx``: a ``Race`` where another program of
+        this launch stored one of them; a store makes them this program's."""
+        prev = self.owner[idx]
+        clash = (prev >= 0) & (prev != self.program)
+        if clash.any():
+            k = int(np.flatnonzero(clash)[0])
+            if self.race is None:
+                self.race = Race(op, int(idx[k]), int(prev[k]), self.program, len(self.launches) - 1, 0)
+            self.race.elements += int(clash.sum())
+        if op == "store":
+            self.owner[idx] = self.program
 
     def _classify(self, op, stray, into, valid):
         regions = self.regions
@@ -465,11 +513,11 @@ class Watch:
             self._patch(
                 b,
                 "create_atomic_rmw",
-                lambda s, o, p, v, m, *r, **k: rmw(s, o, p, v, watch._access("store", p, m), *r, **k),
+                lambda s, o, p, v, m, *r, **k: rmw(s, o, p, v, watch._access("store", p, m, atomic=True), *r, **k),
             )
 
             def atomic_cas(s, p, *r, **k):
-                if watch._access("store", p, None) is not None:
+                if watch._access("store", p, None, atomic=True) is not None:
                     raise RuntimeError("an atomic_cas outside the checker's buffers (not run)")
                 return cas(s, p, *r, **k)
 
@@ -478,6 +526,7 @@ class Watch:
 
             def count_program(s, *idx, **k):
                 _count_program()
+                watch.program += 1
                 return set_grid_idx(s, *idx, **k)
 
             self._patch(b, "set_grid_idx", count_program)
@@ -508,6 +557,7 @@ class Watch:
         return dataclasses.replace(
             outcome,
             launches=self.launches,
+            race=self.race,
             violations=list(self.violations.values()),
             unread=unread,
             last_digest=self.last_digest,
