@@ -933,9 +933,12 @@ def trace(
     try:
         with tracer:
             fn(*args, **kwargs)
-    except TraceError:
-        raise
-    except Exception as e:  # noqa: BLE001  (the kernel's own error, named)
+    except BaseException as e:
+        for rec in tracer.launches:  # no count follows: the compiles started for it stop
+            if rec.compile is not None:
+                rec.compile.cancel()
+        if not isinstance(e, Exception):
+            raise
         cause = e
         while cause.__cause__ is not None and not isinstance(cause, TraceError):
             cause = cause.__cause__

@@ -664,6 +664,14 @@ class PendingCompile:
             text=True,
         )
 
+    def cancel(self) -> None:
+        """Stop a compile still under way (the trace that wanted it failed) and remove its files."""
+        if self.proc is not None and self.done is None:
+            self.proc.kill()
+            self.proc.communicate()
+            self.done = Compiled(self.job["cc"], self.job["num_warps"], error="cancelled")
+            self._tmp.cleanup()
+
     def result(self, timeout: float = COMPILE_TIMEOUT_S) -> Compiled:
         if self.done is not None:
             return self.done
