@@ -35,9 +35,9 @@ What the count leaves out, so that hardware can differ from it:
 - vectorization the compiler adds or drops: without the compile, the access width is emulated from the traced
   addresses, which can show more contiguity or alignment than the compiler proves.
 - instructions: the interpreter runs Python, not SASS, so no instruction count (ncu's ``inst_executed``).
-- TMA (descriptor loads and stores), ``tl.dot`` operands the compiler copies into shared memory (``cp.async``),
-  and atomics: named, never given a number. A dot operand's bytes are still counted (each tile's distinct
-  sectors: what the copy reads from L2), its requests are not.
+- TMA (descriptor loads and stores) and atomics: named, never given a number, nor any total they would enter.
+  ``tl.dot`` operands the compiler copies into shared memory (``cp.async``): named, and given their bytes only
+  (each tile's distinct sectors: what the copy reads from L2), never requests or sectors per request.
 
 Bounds: at most ``MAX_PROGRAMS`` programs a launch are run (an evenly spaced sample beyond; counts scaled, the
 DRAM lower bound left out), ``MAX_LAUNCHES`` launches a call, ``TIME_LIMIT_S`` seconds of interpretation and
