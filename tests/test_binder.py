@@ -137,6 +137,8 @@ def test_binder_environment_runs_a_notebook(tmp_path):
 
     # repo2docker's last step: ./binder/postBuild from the repository root
     _run(["./binder/postBuild"], repo, env, 300)
+    news = venv / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "gpulab.json"
+    assert json.loads(news.read_text()) == {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}
 
     python = str(venv / "bin" / "python")
     probe = _run(

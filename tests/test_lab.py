@@ -273,3 +273,13 @@ def test_printed_lines_wrap_at_spaces_in_the_lab(browser):
         page.close()
     assert mid_word["JupyterLab alone"], "JupyterLab's own rule breaks inside words (the fault custom.css fixes)"
     assert not mid_word["with custom.css"], mid_word["with custom.css"]
+
+
+def test_binder_writes_the_news_override_too(tmp_path):
+    """binder/postBuild runs ``python tools/lab.py settings``: the override lands under that Python's prefix."""
+    assert "python tools/lab.py settings" in (ROOT / "binder" / "postBuild").read_text()
+    venv = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / ("Scripts" if os.name == "nt" else "bin") / "python"
+    subprocess.run([str(python), str(ROOT / "tools" / "lab.py"), "settings"], check=True, timeout=60, cwd=tmp_path)
+    assert json.loads((venv / lab.OVERRIDES).read_text()) == lab.NEWS_OFF

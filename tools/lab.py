@@ -4,6 +4,7 @@
     python tools/lab.py [JUPYTER_ARGS ...]   copy the lessons if needed, then open JupyterLab (`make lab`)
     python tools/lab.py copy                 copy the lessons if needed, and nothing else
     python tools/lab.py fresh LESSON         a fresh copy of one lesson, yours kept aside (`make fresh LESSON=04`)
+    python tools/lab.py settings             write the settings override only (binder/postBuild)
 
 The lessons in notebooks/ are tracked by git and stay as committed. The learner works in ``my-notebooks/`` (git
 ignores it), at the same depth as notebooks/, so a notebook's relative links (``../gpulab/kernels/x.py``) resolve
@@ -197,6 +198,10 @@ def main(argv: list[str]) -> int:
             print(f"[lab] yours is now {where}/{kept.name}; {where}/{name} is a fresh copy of notebooks/{name}")
         else:
             print(f"[lab] {where}/{name} is a fresh copy of notebooks/{name}")
+        return 0
+    if argv[:1] == ["settings"]:
+        path = write_settings()
+        print(f"[lab] JupyterLab's news question answered no: {path}" if path else "[lab] settings not writable")
         return 0
     _copy_and_say()
     if argv[:1] == ["copy"]:
