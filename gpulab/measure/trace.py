@@ -328,7 +328,6 @@ class _Tracer:
             rec.refused.append((kind, where, what))
 
     def __enter__(self):
-        import triton
         from triton.runtime import interpreter
         from triton.runtime.jit import JITFunction
 
@@ -424,7 +423,6 @@ class _Tracer:
                         getattr(b, name), "tma", "a TMA descriptor: the copy engine's requests are not modelled"
                     ),
                 )
-        del triton
         return self
 
     def _quiet(self, orig, kind, what):
