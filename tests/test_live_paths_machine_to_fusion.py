@@ -216,7 +216,7 @@ def test_lesson04_variants_tune_their_own_shape_or_take_the_fused_kernels(monkey
         calls.append((fast or shared, block))
         return real(x, fast=fast, block=block, num_warps=num_warps, repeat=repeat, shared=shared)
 
-    monkeypatch.setattr(lesson04.S, "sincos", spy)
+    monkeypatch.setattr(lesson04.sincos, "sincos", spy)
     with timing.test_clock():
         data = lesson04.run(**{**TINY_ARGS["lesson04"], "tune_variants": tune})
     variant_blocks = {b for is_variant, b in calls if is_variant}

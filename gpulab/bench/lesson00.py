@@ -30,6 +30,7 @@ from ..core import hardware, timing
 from ..kernels.read_bw import NUM_WARPS, copy_counts, copy_persistent, read_sum, read_sum_counts
 from ..measure.device import properties
 from ..models import memory
+from ..models.waves import cdiv
 
 KEY = "lesson00"
 BLOCK = 1024  # fp32 elements per load: 4 KiB
@@ -155,9 +156,9 @@ def staircase_plan(working_set: int, sms: int, l2_bytes: int | None = None, targ
     programs = PROGRAMS_PER_SM * sms
     l2_only = working_set > replicate_limit(sms, l2_bytes)
     if l2_only:
-        part = -(-n // programs)
+        part = cdiv(n, programs)
         part += -part % 16
-        programs = -(-n // part)
+        programs = cdiv(n, part)
     else:
         part = n
     per_pass = read_sum_counts(n, programs, part)[1]

@@ -31,6 +31,7 @@ from ..kernels import lane_branch as lb
 from ..measure import counters, ncu
 from ..models import simt
 from ..models.simt import loop
+from ..models.waves import cdiv
 
 KEY = "lesson02"
 FRACTIONS_A = (0.0, 0.25, 0.5, 0.75, 1.0)  # fraction of elements (a) or blocks (b) taking path A
@@ -164,7 +165,7 @@ def _run(time_ms, device, progress, n, k_a, k_b, block, cheap, expensive, fracti
     k_a, k_b = k_a if k_a is not None else dv.K_A, k_b if k_b is not None else dv.K_B
     gen = torch.Generator(device=device).manual_seed(0)
     x = torch.randn(n, device=device, generator=gen) * 3
-    n_blocks = -(-n // block)
+    n_blocks = cdiv(n, block)
     jobs = (
         ["path A", "path B"]
         + [("where", f) for f in fractions_a]

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from ..core import timing
 from ..core.dtypes import torch_dtype
-from ..kernels import sincos as S
+from ..kernels import sincos
 from ..kernels.resources import kernel_resources
 from ..measure import device, live
 from ..models import fusion
@@ -75,11 +75,11 @@ def _methods(x, compiled_eager, variant_config=None):
     own."""
     b, w = variant_config or (None, None)
     fns = {
-        "unfused": lambda: S.sincos_unfused(x),
-        "fused": lambda: S.sincos(x),
-        "fused shared": lambda: S.sincos(x, shared=True, block=b, num_warps=w),
-        "fused fast": lambda: S.sincos(x, fast=True, block=b, num_warps=w),
-        "eager": lambda: S.sincos_eager(x),
+        "unfused": lambda: sincos.sincos_unfused(x),
+        "fused": lambda: sincos.sincos(x),
+        "fused shared": lambda: sincos.sincos(x, shared=True, block=b, num_warps=w),
+        "fused fast": lambda: sincos.sincos(x, fast=True, block=b, num_warps=w),
+        "eager": lambda: sincos.sincos_eager(x),
         "compile": lambda: compiled_eager(x),
     }
     if compiled_eager is None:
@@ -92,7 +92,7 @@ def launch_costs(launches: int = 1000) -> dict:
     the CPU time per Triton launch (``launches`` back-to-back launches, wall clock)."""
     x1 = torch.randn(1, device=timing.device())
     y1 = torch.empty_like(x1)
-    launch = lambda: S.sin_kernel[(1,)](x1, y1, 1, BLOCK=1024)  # noqa: E731
+    launch = lambda: sincos.sin_kernel[(1,)](x1, y1, 1, BLOCK=1024)  # noqa: E731
     triton_us = timing.time_ms(launch, warmup_ms=10, rep_ms=100).median_ms * 1e3
     torch_us = timing.time_ms(lambda: torch.sin(x1), warmup_ms=10, rep_ms=100).median_ms * 1e3
     timing.synchronize()
@@ -104,19 +104,19 @@ def launch_costs(launches: int = 1000) -> dict:
     return {"triton_us": triton_us, "torch_us": torch_us, "triton_cpu_us": cpu_us}
 
 
-def accuracy(n: int = ACCURACY_N, compiled_eager=S.sincos_eager, variant_config=None, dtypes16=("fp16", "bf16")):
+def accuracy(n: int = ACCURACY_N, compiled_eager=sincos.sincos_eager, variant_config=None, dtypes16=("fp16", "bf16")):
     """Max absolute error against the float64 reference on normal inputs (fp32), per method (torch.compile's left
     out where ``compiled_eager`` is None); and, per 16-bit dtype of ``dtypes16``, the fraction of elements where torch
     eager and the fused kernel differ. ``variant_config``: as ``_methods``'s. Returns a JSON-able dict."""
     x = torch.randn(n, device=timing.device(), generator=torch.Generator(timing.device()).manual_seed(0))
-    ref = S.sincos_ref(x)
-    out = {"n": n, "fp32_max_abs_error": {}, "fast_math": S.FAST_MATH_AVAILABLE}
+    ref = sincos.sincos_ref(x)
+    out = {"n": n, "fp32_max_abs_error": {}, "fast_math": sincos.FAST_MATH_AVAILABLE}
     for name, fn in _methods(x, compiled_eager, variant_config).items():
         out["fp32_max_abs_error"][name] = float((fn().double() - ref).abs().max())
     for dname in dtypes16:
         xd = x.to(torch_dtype(dname))
-        eager, fused = S.sincos_eager(xd), S.sincos(xd)
-        r = S.sincos_ref(xd)
+        eager, fused = sincos.sincos_eager(xd), sincos.sincos(xd)
+        r = sincos.sincos_ref(xd)
         out[dname] = {
             "eager_fused_differ": float((eager != fused).double().mean()),
             "eager_max_abs_error": float((eager.double() - r).abs().max()),
@@ -131,8 +131,8 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
     x = torch.randn(n, device=timing.device(), generator=torch.Generator(timing.device()).manual_seed(0))
     rows = []
     for b in blocks:
-        _, k = S.sincos_launch(x, block=b, num_warps=4)
-        t = timing.time_ms(lambda: S.sincos(x, block=b, num_warps=4), warmup_ms=10, rep_ms=100)
+        _, k = sincos.sincos_launch(x, block=b, num_warps=4)
+        t = timing.time_ms(lambda: sincos.sincos(x, block=b, num_warps=4), warmup_ms=10, rep_ms=100)
         rows.append(
             {
                 "study": "block",
@@ -144,11 +144,11 @@ def pressure(n: int = N, blocks=PRESSURE_BLOCKS, repeats=PRESSURE_REPEATS) -> di
                 **_resources(k),
             }
         )
-    S.sincos(x)
-    b, w = _best(S.best_config(), S.INTERPRETER_BLOCK)
+    sincos.sincos(x)
+    b, w = _best(sincos.best_config(), sincos.INTERPRETER_BLOCK)
     for r in repeats:
-        _, k = S.sincos_launch(x, block=b, num_warps=w, repeat=r)
-        t = timing.time_ms(lambda: S.sincos(x, block=b, num_warps=w, repeat=r), warmup_ms=10, rep_ms=100)
+        _, k = sincos.sincos_launch(x, block=b, num_warps=w, repeat=r)
+        t = timing.time_ms(lambda: sincos.sincos(x, block=b, num_warps=w, repeat=r), warmup_ms=10, rep_ms=100)
         rows.append(
             {
                 "study": "repeat",
@@ -208,7 +208,7 @@ def run(
     if unknown:
         raise ValueError(f"steps must be drawn from {STEPS}, got unknown {sorted(unknown)}")
     timing.require_gpu("the lesson04 suite")
-    compiled_eager = torch.compile(S.sincos_eager, backend=compile_backend)
+    compiled_eager = torch.compile(sincos.sincos_eager, backend=compile_backend)
     elsewhere = None if compile_at_n_only else compiled_eager  # torch.compile at sizes other than n
     dev = timing.device()
     gen = torch.Generator(dev).manual_seed(0)
@@ -222,8 +222,8 @@ def run(
             out["copy_tbps"] = device.measure_copy_tbps(copy_bytes)
             x = torch.randn(n, device=dev, generator=gen)
             if not tune_variants:
-                S.sincos(x)  # tunes the fused kernel at n: its shape is the variants'
-                variant_config = _best(S.best_config(), S.INTERPRETER_BLOCK)
+                sincos.sincos(x)  # tunes the fused kernel at n: its shape is the variants'
+                variant_config = _best(sincos.best_config(), sincos.INTERPRETER_BLOCK)
             out |= _headline(x, compiled_eager, variant_config)
             del x
         elif step == "launch":
@@ -254,7 +254,7 @@ def _headline(x, compiled_eager, variant_config) -> dict:
     the autotuner's shapes (``best_config``, ``best_config_fast``, ``best_config_shared``)."""
     n = x.numel()
     fns = _methods(x, compiled_eager, variant_config)
-    fns["naive fused"] = lambda: S.sincos(x, block=NAIVE_BLOCK)
+    fns["naive fused"] = lambda: sincos.sincos(x, block=NAIVE_BLOCK)
     rows = []
     for name, fn in fns.items():
         fn()  # compile / autotune outside the timing
@@ -279,8 +279,8 @@ def _headline(x, compiled_eager, variant_config) -> dict:
         if variant_config is not None and (fast or shared):
             b, w = variant_config
         else:
-            S.sincos(x, fast=fast, shared=shared)  # cached: sets the autotuner's best_config for this key
-            b, w = _best(S.best_config(), S.INTERPRETER_BLOCK)
+            sincos.sincos(x, fast=fast, shared=shared)  # cached: sets the autotuner's best_config for this key
+            b, w = _best(sincos.best_config(), sincos.INTERPRETER_BLOCK)
         out[key] = {"BLOCK": b, "num_warps": w}
     return out
 

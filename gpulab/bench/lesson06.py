@@ -22,8 +22,7 @@ from tqdm.auto import tqdm
 
 from ..core import plan, timing
 from ..core.dtypes import torch_dtype
-from ..kernels import strided as S
-from ..kernels import transpose as T
+from ..kernels import strided, transpose
 from ..measure import device
 from ..models.sectors import effective_tbps, stride_model_rows
 from . import planned
@@ -57,8 +56,8 @@ def headline(n: int = N) -> dict:
     """Triton stride-1 copy against torch's copy at n fp32: ms, TB/s, ratio = torch / ours."""
     x = torch.randn(n, device=timing.device())
     y = torch.empty_like(x)
-    S.strided_copy(x, 1)  # autotune outside the timing
-    ours, theirs = timing.time_ms(lambda: S.strided_copy(x, 1)), timing.time_ms(lambda: y.copy_(x))
+    strided.strided_copy(x, 1)  # autotune outside the timing
+    ours, theirs = timing.time_ms(lambda: strided.strided_copy(x, 1)), timing.time_ms(lambda: y.copy_(x))
     return {
         "n": n,
         "dtype": "fp32",
@@ -67,7 +66,7 @@ def headline(n: int = N) -> dict:
         "ours_tbps": effective_tbps(n, 4, ours.median_ms),
         "torch_tbps": effective_tbps(n, 4, theirs.median_ms),
         "ratio": theirs.median_ms / ours.median_ms,
-        "best_config": S.best_config(),
+        "best_config": strided.best_config(),
     }
 
 
@@ -80,9 +79,9 @@ def stride_sweep(n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
     rows = []
     for s in ch["strides_kept"]:
         xs = x[: n * s]
-        S.strided_copy(xs, s)
-        ours = timing.time_ms(lambda: S.strided_copy(xs, s), **SWEEP_BENCH).median_ms
-        theirs = timing.time_ms(lambda: S.strided_copy_torch(xs, y, s), **SWEEP_BENCH).median_ms
+        strided.strided_copy(xs, s)
+        ours = timing.time_ms(lambda: strided.strided_copy(xs, s), **SWEEP_BENCH).median_ms
+        theirs = timing.time_ms(lambda: strided.strided_copy_torch(xs, y, s), **SWEEP_BENCH).median_ms
         rows.append(
             {
                 "stride": s,
@@ -90,14 +89,14 @@ def stride_sweep(n: int = SWEEP_N, strides=STRIDES, offsets=OFFSETS) -> dict:
                 "torch_ms": theirs,
                 "ours_tbps": effective_tbps(n, 4, ours),
                 "torch_tbps": effective_tbps(n, 4, theirs),
-                "best_config": S.best_config(),
+                "best_config": strided.best_config(),
             }
         )
     off_rows = []
     for o in offsets:
         xo = x[o : o + n]
-        S.strided_copy(xo, 1)
-        ms = timing.time_ms(lambda: S.strided_copy(xo, 1), **SWEEP_BENCH).median_ms
+        strided.strided_copy(xo, 1)
+        ms = timing.time_ms(lambda: strided.strided_copy(xo, 1), **SWEEP_BENCH).median_ms
         off_rows.append({"offset": o, "offset_bytes": 4 * o, "ms": ms, "tbps": effective_tbps(n, 4, ms)})
     return {"n": n, "itemsize": 4, "rows": rows, "offsets": off_rows, "skipped": ch["strides_skipped"]}
 
@@ -107,8 +106,8 @@ def traversal(side: int = MATRIX) -> dict:
     a = torch.randn(side, side, device=timing.device())
     b = torch.empty_like(a)
     fns = {
-        "by rows": lambda: S.matrix_copy(a, "rows"),
-        "by columns": lambda: S.matrix_copy(a, "columns"),
+        "by rows": lambda: strided.matrix_copy(a, "rows"),
+        "by columns": lambda: strided.matrix_copy(a, "columns"),
         "torch copy": lambda: b.copy_(a),
     }
     rows = []
@@ -127,21 +126,21 @@ def transposes(side: int = MATRIX) -> dict:
         a = torch.randn(side, side, device=timing.device(), dtype=torch_dtype(dname))
         b = torch.empty_like(a)
         if dname == "fp32":
-            T.transpose(a)  # autotune outside the timing
-            best = out["best_config"] = T.best_config()
+            transpose.transpose(a)  # autotune outside the timing
+            best = out["best_config"] = transpose.best_config()
             fns = {
                 "copy (torch)": lambda: b.copy_(a),
-                "naive": lambda: T.transpose_naive(a),
-                "tiled": lambda: T.transpose(a),
-                "torch": lambda: T.transpose_torch(a),
+                "naive": lambda: transpose.transpose_naive(a),
+                "tiled": lambda: transpose.transpose(a),
+                "torch": lambda: transpose.transpose_torch(a),
             }
         else:
             # the fp32 choice; none where nothing was tuned (the interpreter's fixed tile)
             kw = dict(block_m=best["BLOCK_M"], block_n=best["BLOCK_N"], num_warps=best["num_warps"]) if best else {}
             fns = {
                 "copy (torch)": lambda: b.copy_(a),
-                "tiled": lambda: T.transpose(a, **kw),
-                "torch": lambda: T.transpose_torch(a),
+                "tiled": lambda: transpose.transpose(a, **kw),
+                "torch": lambda: transpose.transpose_torch(a),
             }
         copy_tbps = None
         for name, fn in fns.items():

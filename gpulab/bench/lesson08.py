@@ -35,14 +35,14 @@ from __future__ import annotations
 import re
 
 import torch
-import torch.nn.functional as TF
+import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm.auto import tqdm
 
 from ..core import dtypes, plan, timing
 from ..kernels import _autotune
-from ..kernels import flash_attention as F
-from ..kernels import flash_teaching as T
+from ..kernels import flash_attention as fa
+from ..kernels import flash_teaching as ft
 from ..models import attention
 from ..models.roofline import KernelPoint
 from . import planned
@@ -50,7 +50,7 @@ from . import planned
 KEY = "lesson08"
 DTYPE = "bf16"
 TOKENS, HIDDEN = 16384, 2048
-HEAD_DIMS = F.LESSON_HEAD_DIMS
+HEAD_DIMS = fa.LESSON_HEAD_DIMS
 LENGTHS = (1024, 4096, 16384)
 SWEEP = tuple(2**e for e in range(10, 17))
 SWEEP_SHAPE = dict(B=1, H=16, d=128)
@@ -195,7 +195,7 @@ def sdpa_fn(backend_name: str, causal: bool):
 
     def fn(q, k, v):
         with sdpa_kernel(backend):
-            return TF.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     return fn
 
@@ -228,7 +228,7 @@ def headline(
         fl_b = setting_flops(L, d, causal, backward=True, tokens=tokens, hidden=hidden)
         row = {"d": d, "L": L, "causal": causal, "B": B, "H": H, "fwd_flops": fl_f, "bwd_flops": fl_b}
         impls = {
-            "ours": lambda q_, k_, v_: F.flash_attention(q_, k_, v_, causal),
+            "ours": lambda q_, k_, v_: fa.flash_attention(q_, k_, v_, causal),
             "flash": sdpa_fn("FLASH_ATTENTION", causal),
             "cudnn": sdpa_fn("CUDNN_ATTENTION", causal),
         }
@@ -254,10 +254,10 @@ def headline(
                 n: float((a.float() - b.float()).abs().max() / b.float().abs().max())
                 for n, a, b in zip(("out", "dq", "dk", "dv"), grads["ours"], grads["flash"])
             }
-        configs = F.chosen_configs(q, k, v, causal)
-        chosen = {part: F.config_label(c) if c else None for part, c in configs.items()}
+        configs = fa.chosen_configs(q, k, v, causal)
+        chosen = {part: fa.config_label(c) if c else None for part, c in configs.items()}
         row["config_fwd"] = chosen.pop("fwd")
-        row["config_bwd"] = f"{F.DEFAULT_BWD_MODE}: " + ", ".join(f"{p} {c}" for p, c in chosen.items())
+        row["config_bwd"] = f"{fa.DEFAULT_BWD_MODE}: " + ", ".join(f"{p} {c}" for p, c in chosen.items())
         rows.append(row)
         q = k = v = do = grads = None  # free the buffers before the next size (the lambdas above hold the names)
         timing.empty_cache()
@@ -272,7 +272,7 @@ def sweep(lengths=SWEEP, B=SWEEP_SHAPE["B"], H=SWEEP_SHAPE["H"], d=SWEEP_SHAPE["
     rows = []
     for L in tqdm(lengths, desc="lesson08 sweep", disable=not progress):
         q, k, v, _ = _qkv(B, H, L, d, seed=L)
-        fns = {"naive": lambda: attention.naive_attention(q, k, v), "flash": lambda: F.flash_attention(q, k, v)}
+        fns = {"naive": lambda: attention.naive_attention(q, k, v), "flash": lambda: fa.flash_attention(q, k, v)}
         for method, fn in fns.items():
             if method == "naive" and L in skipped:  # out of memory on the GPU planned for: not run
                 m = {"oom": True, "ms": None, "peak_bytes": None, "graph_ms": None, "skipped": skipped[L]}
@@ -319,7 +319,7 @@ def memory(
     backward (adds delta and the gradients), above q, k, v and dO, per L; beside the model."""
     ch = choices(_plan(), memory_lengths=lengths)
     rows = []
-    with F.untuned():  # the bytes depend on the dq mode, never on the tiles: each list's first config, no autotuning
+    with fa.untuned():  # the bytes depend on the dq mode, never on the tiles: each list's first config, no autotuning
         for L in tqdm(ch["memory_kept"], desc="lesson08 memory", disable=not progress):
             rows.append(_memory_row(L, B, H, d))
             timing.empty_cache()
@@ -328,7 +328,7 @@ def memory(
         "H": H,
         "d": d,
         "dtype": ch["dtype"],
-        "bwd_mode": F.DEFAULT_BWD_MODE,
+        "bwd_mode": fa.DEFAULT_BWD_MODE,
         "rows": rows,
         "skipped": ch["memory_skipped"],
     }
@@ -337,17 +337,17 @@ def memory(
 def _memory_row(L: int, B: int, H: int, d: int) -> dict:
     """One length of the memory step: held and peak bytes above the inputs, beside the model."""
     q, k, v, do = _qkv(B, H, L, d, requires_grad=True, seed=L)
-    torch.autograd.grad(F.flash_attention(q, k, v), (q, k, v), do)  # compile outside the measurement
+    torch.autograd.grad(fa.flash_attention(q, k, v), (q, k, v), do)  # compile outside the measurement
     timing.synchronize()
     base = timing.memory_allocated()
     timing.reset_peak_memory()
-    out = F.flash_attention(q, k, v)
+    out = fa.flash_attention(q, k, v)
     timing.synchronize()
     held = timing.memory_allocated() - base
     grads = torch.autograd.grad(out, (q, k, v), do)
     timing.synchronize()
     peak = timing.max_memory_allocated() - base
-    model = attention.flash_training_memory(B, H, L, d, 2, F.DEFAULT_BWD_MODE)
+    model = attention.flash_training_memory(B, H, L, d, 2, fa.DEFAULT_BWD_MODE)
     del grads
     return {
         "L": L,
@@ -413,7 +413,7 @@ def run(
     return out
 
 
-TEACHING_SETTINGS = T.LESSON_SETTINGS  # (d, L) of the teaching-against-production step, both causal flags
+TEACHING_SETTINGS = ft.LESSON_SETTINGS  # (d, L) of the teaching-against-production step, both causal flags
 #: (key, what it adds), in order: each forward step adds one piece of the production kernel to the one above.
 TEACHING_STEPS = {
     "fwd": (
@@ -444,18 +444,18 @@ def teaching(
     for d, L, causal in tqdm(jobs, desc="lesson08 teaching", disable=not progress):
         B, H, _, _ = setting_shape(L, d, tokens, hidden)
         q, k, v, do = _qkv(B, H, L, d, seed=L + d)
-        fixed = F.fwd_config(*T.planned_blocks(d, q.element_size(), "fwd"), 4, 2)  # the teaching forward's tiles
-        out, lse = F.flash_attention_forward(q, k, v, causal)
+        fixed = fa.fwd_config(*ft.planned_blocks(d, q.element_size(), "fwd"), 4, 2)  # the teaching forward's tiles
+        out, lse = fa.flash_attention_forward(q, k, v, causal)
         fwd = {
-            "teaching": lambda: T.flash_teaching_forward(q, k, v, causal),
-            "fixed": lambda: F.flash_attention_forward(q, k, v, causal, config=fixed, use_tma=False),
-            "autotuned": lambda: F.flash_attention_forward(q, k, v, causal, use_tma=False),
-            "tma": lambda: F.flash_attention_forward(q, k, v, causal, use_tma=True),
+            "teaching": lambda: ft.flash_teaching_forward(q, k, v, causal),
+            "fixed": lambda: fa.flash_attention_forward(q, k, v, causal, config=fixed, use_tma=False),
+            "autotuned": lambda: fa.flash_attention_forward(q, k, v, causal, use_tma=False),
+            "tma": lambda: fa.flash_attention_forward(q, k, v, causal, use_tma=True),
         }
-        t_out, t_lse = T.flash_teaching_forward(q, k, v, causal)
-        bwd = {"teaching": lambda: T.flash_teaching_backward(q, k, v, t_out, t_lse, do, causal)}
+        t_out, t_lse = ft.flash_teaching_forward(q, k, v, causal)
+        bwd = {"teaching": lambda: ft.flash_teaching_backward(q, k, v, t_out, t_lse, do, causal)}
         bwd.update(
-            {m: (lambda m=m: F.flash_attention_backward(q, k, v, out, lse, do, causal, mode=m)) for m in F.BWD_MODES}
+            {m: (lambda m=m: fa.flash_attention_backward(q, k, v, out, lse, do, causal, mode=m)) for m in fa.BWD_MODES}
         )
         row = {
             "d": d,
@@ -598,18 +598,18 @@ def autotune_report(settings=AUTOTUNE_SETTINGS, progress: bool = True) -> list[d
         for causal in (False, True):
             flops = setting_flops(L, d, causal)
             row = {"d": d, "L": L, "B": B, "H": H, "causal": causal, "fixed_tflops": {}}
-            for cfg in F.fwd_candidates(q.dtype, causal, d):
+            for cfg in fa.fwd_candidates(q.dtype, causal, d):
                 try:
                     t = timing.time_ms(
-                        lambda: F.flash_attention_forward(q, k, v, causal, config=cfg), warmup_ms=25, rep_ms=100
+                        lambda: fa.flash_attention_forward(q, k, v, causal, config=cfg), warmup_ms=25, rep_ms=100
                     )
-                    row["fixed_tflops"][F.config_label(cfg)] = t.rate(flops)
+                    row["fixed_tflops"][fa.config_label(cfg)] = t.rate(flops)
                 except Exception as e:  # noqa: BLE001  (a candidate that cannot run here is a result)
-                    row["fixed_tflops"][F.config_label(cfg)] = f"{type(e).__name__}: {str(e)[:120]}"
-            t = timing.time_ms(lambda: F.flash_attention_forward(q, k, v, causal), warmup_ms=25, rep_ms=100)
+                    row["fixed_tflops"][fa.config_label(cfg)] = f"{type(e).__name__}: {str(e)[:120]}"
+            t = timing.time_ms(lambda: fa.flash_attention_forward(q, k, v, causal), warmup_ms=25, rep_ms=100)
             row["autotuned_tflops"] = t.rate(flops)
-            chosen = F.chosen_configs(q, k, v, causal)["fwd"]
-            row["autotuned_config"] = F.config_label(chosen) if chosen else None
+            chosen = fa.chosen_configs(q, k, v, causal)["fwd"]
+            row["autotuned_config"] = fa.config_label(chosen) if chosen else None
             sdpa = sdpa_fn("FLASH_ATTENTION", causal)
             row["sdpa_flash_tflops"] = timing.time_ms(lambda: sdpa(q, k, v), warmup_ms=25, rep_ms=100).rate(flops)
             rows.append(row)

@@ -39,6 +39,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..core import plan, validate
+from ..models.waves import cdiv
 
 ATTENTION = ("naive", "sdpa", "flash")
 PAD_MULTIPLE = 64
@@ -68,7 +69,7 @@ class GPTConfig:
 
     def vocab(self, pad: bool) -> int:
         """The embedding's rows: ``vocab_size``, or rounded up to a multiple of 64 when ``pad``."""
-        return -(-self.vocab_size // PAD_MULTIPLE) * PAD_MULTIPLE if pad else self.vocab_size
+        return cdiv(self.vocab_size, PAD_MULTIPLE) * PAD_MULTIPLE if pad else self.vocab_size
 
     def n_params(self, pad: bool = False) -> int:
         """Parameters, counted by hand: embeddings V*D + L*D; per block 12 D^2 + 13 D (qkv 3D^2 + 3D, proj

@@ -12,6 +12,7 @@ import gpulab
 
 from ..kernels import divergence
 from ..models import simt
+from ..models.waves import cdiv
 from . import Report, _short, close, ex02_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
@@ -276,7 +277,7 @@ def _order_steps_solution(trips, group: int) -> tuple[int, int]:
     pays the ((k - 1) group + 1)-th largest count. Most: the ceil(n / group) largest counts, one in each group,
     each then its group's max: no order pays more, since k group maxima sum to at most the k largest counts."""
     t = np.sort(np.asarray(trips, dtype=np.int64))[::-1]
-    k = -(-t.size // group)
+    k = cdiv(t.size, group)
     return int(t[::group].sum()), int(t[:k].sum())
 
 
@@ -310,7 +311,7 @@ def check_order_steps(fn) -> Report:
             hint = ""
             if gw == simt.loop(np.sort(trips), group).steps or gw == simt.loop(trips, group).steps:
                 hint = ": an order can do worse: give each group one of the most expensive elements"
-            elif gw == int(np.asarray(trips).max()) * -(-trips.size // group):
+            elif gw == int(np.asarray(trips).max()) * cdiv(trips.size, group):
                 hint = ": only one element can hold the largest count; each group's max is a different element"
             msgs.append(f"most expected {worst}, got {gw}{hint}")
         return "; ".join(msgs) or None

@@ -13,6 +13,7 @@ import gpulab
 
 from ..core import dtypes
 from ..models import formats
+from ..models.waves import cdiv
 from . import Report, _short, close, ex03_solutions, is_int, kernelcheck, run_cases
 from .kernelcheck import check_kernel
 
@@ -218,7 +219,7 @@ def _quant_cases(rng: random.Random) -> list[dict]:
     cases = []
     for n in [1, 31, 32, 33, 1000, 1793, kernelcheck.LONG_N, rng.randrange(2, 5000)]:
         g = torch.Generator().manual_seed(rng.randrange(2**31))
-        nb = -(-n // QUANT_BLOCK)
+        nb = cdiv(n, QUANT_BLOCK)
         mag = 10.0 ** (torch.rand(nb, generator=g, dtype=torch.float64) * 6 - 3)
         x = torch.randn(nb * QUANT_BLOCK, generator=g, dtype=torch.float64) * mag.repeat_interleave(QUANT_BLOCK)
         if nb > 2:
@@ -230,7 +231,7 @@ def _quant_cases(rng: random.Random) -> list[dict]:
 def _quant_amax(x: torch.Tensor) -> torch.Tensor:
     """Per block of ``QUANT_BLOCK``: the largest |x| (float64, CPU, (cdiv(n, 32),)), the last block partial."""
     x64 = x.detach().double().cpu()
-    nb = -(-x64.numel() // QUANT_BLOCK)
+    nb = cdiv(x64.numel(), QUANT_BLOCK)
     padded = torch.zeros(nb * QUANT_BLOCK, dtype=torch.float64)
     padded[: x64.numel()] = x64.abs()
     return padded.view(nb, QUANT_BLOCK).amax(dim=1)
@@ -346,9 +347,9 @@ def check_quantize_fp8(fn) -> Report:
     zero scale, one scale for the tensor, the reciprocal scale, rounding toward zero. The rounding rules are
     ``formats.quantize_e4m3``'s (OCP 8-bit floating point, e4m3fn)."""
     cases = _quant_cases(random.Random())
-    nblocks = lambda c: -(-c["x"].numel() // QUANT_BLOCK)  # noqa: E731
+    nblocks = lambda c: cdiv(c["x"].numel(), QUANT_BLOCK)  # noqa: E731
     q_of = lambda c: torch.empty(c["x"].shape, dtype=torch.float8_e4m3fn, device=c["x"].device)  # noqa: E731
-    s_of = lambda x: torch.empty(-(-x.numel() // QUANT_BLOCK), dtype=torch.float32, device=x.device)  # noqa: E731
+    s_of = lambda x: torch.empty(cdiv(x.numel(), QUANT_BLOCK), dtype=torch.float32, device=x.device)  # noqa: E731
     total = Report("quantize_fp8")
     runs = [
         (
@@ -398,7 +399,7 @@ def _quant_bytes_solution(n: int, dtype: torch.dtype, block: int) -> int:
     """HBM bytes of the block quantizer (``check_quantize_fp8``, any block size): read n values of ``dtype``,
     write n one-byte e4m3 values and one 4-byte fp32 scale per block of ``block`` (the last block may be
     partial, and has its scale too)."""
-    return n * dtype.itemsize + n + -(-n // block) * 4
+    return n * dtype.itemsize + n + cdiv(n, block) * 4
 
 
 def check_quant_bytes(fn) -> Report:
@@ -427,9 +428,9 @@ def check_quant_bytes(fn) -> Report:
             return head + ": the scales are written too, one fp32 per block"
         if got == n * d.itemsize + n + (n // b) * 4:
             return head + ": a partial last block has a scale too: ceil(n / block) scales"
-        if got == n * d.itemsize + n + -(-n // b):
+        if got == n * d.itemsize + n + cdiv(n, b):
             return head + ": each scale here is fp32, 4 bytes (MXFP8's E8M0 scale would be 1)"
-        if got == 2 * n * d.itemsize + -(-n // b) * 4 or got == 2 * n * d.itemsize:
+        if got == 2 * n * d.itemsize + cdiv(n, b) * 4 or got == 2 * n * d.itemsize:
             return head + ": the values are written as e4m3, one byte each, whatever the input dtype"
         return head
 

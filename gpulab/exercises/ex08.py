@@ -11,6 +11,7 @@ import gpulab
 
 from ..core import tolerances
 from ..kernels.flash_attention import flash_attention_ref
+from ..models.waves import cdiv
 from . import Report, _short, close, ex08_solutions, is_int, run_cases
 from .kernelcheck import check_kernel
 
@@ -99,7 +100,7 @@ def _causal_tiles_solution(L: int, block_m: int, block_n: int) -> int:
     """(query block, key tile) pairs a causal forward visits for Lq = Lk = L: query block i holds rows
     [i*block_m, min((i+1)*block_m, L)); its last row sees keys up to that bound, so it visits
     ceil(min((i+1)*block_m, L) / block_n) tiles and skips the rest (fully masked)."""
-    return sum(-(-min((i + 1) * block_m, L) // block_n) for i in range(-(-L // block_m)))
+    return sum(cdiv(min((i + 1) * block_m, L), block_n) for i in range(cdiv(L, block_m)))
 
 
 def check_causal_tiles(fn) -> Report:
@@ -120,11 +121,11 @@ def check_causal_tiles(fn) -> Report:
             return f"expected an int count of tiles, got {_short(got)}"
         if got == exp:
             return None
-        n_m, n_n = -(-L // bm), -(-L // bn)
+        n_m, n_n = cdiv(L, bm), cdiv(L, bn)
         hints = {
             n_m * n_n: "that is every tile: skip the tiles right of the diagonal (fully masked)",
             sum(
-                -(-(i + 1) * bm // bn) for i in range(n_m)
+                cdiv((i + 1) * bm, bn) for i in range(n_m)
             ): "the last query block ends at row L, not at (i+1)*block_m: it visits fewer tiles",
             (n_m * n_n) // 2: "not exactly half: the diagonal band's tiles are visited too",
         }
@@ -162,7 +163,7 @@ def _tiled64(q, k, v, causal, block_n, *, rescale_l=True, rescale_acc=True, divi
     seen give NaN, as the kernel would."""
     q, k, v = (t.detach().double().cpu() for t in (q, k, v))
     L, d = q.shape[2], q.shape[3]
-    tiles = -(-L // block_n)
+    tiles = cdiv(L, block_n)
     pad = tiles * block_n - L
     k = torch.nn.functional.pad(k, (0, 0, 0, pad))
     v = torch.nn.functional.pad(v, (0, 0, 0, pad))
@@ -358,7 +359,7 @@ def _flash_unwritten(case, unwritten, stores, launches) -> str | None:
         return None
     grid = tuple((list(launches[0]["grid"]) + [1, 1])[:3])
     bm = next((v for k, v in launches[0].get("ints", {}).items() if k.upper() == "BLOCK_M" and v > 0), None)
-    if bm is None or grid != (-(-L // bm), B * H, 1):
+    if bm is None or grid != (cdiv(L, bm), B * H, 1):
         return None
     never = unwritten.reshape(B * H, L, D).any(-1).sum(-1).tolist()  # rows of each head with an element never stored
     head = (

@@ -19,6 +19,7 @@ from ..models.sectors import (
     strided_copy_efficiency,
     warp_request,
 )
+from ..models.waves import cdiv
 from . import widgets
 from .plots import LOG_TICKS
 
@@ -29,7 +30,7 @@ def _picture(req: WarpRequest) -> dict:
     used = req.used_bytes_per_sector()
     lo = min(min(req.addresses) // LINE_BYTES * LINE_BYTES, req.sectors[0] * g)
     hi = max(req.sectors[-1] * g + g, max(req.addresses) + req.itemsize)
-    hi = -(-hi // LINE_BYTES) * LINE_BYTES
+    hi = cdiv(hi, LINE_BYTES) * LINE_BYTES
     lanes = len(req.addresses)
     lane_x = [lo + (hi - lo) * (k + 0.5) / lanes for k in range(lanes)]
     centres = [a + req.itemsize / 2 for a in req.addresses]

@@ -18,6 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..models.waves import cdiv
 from ._checks import check_disjoint, check_tensor
 
 BLOCK_R, BLOCK_C = 8, 256
@@ -116,7 +117,7 @@ def row_padded_empty(rows: int, cols: int, dtype: torch.dtype, device) -> torch.
     """An uninitialised (rows, cols) view of a new (rows, cols rounded up to 16 bytes) buffer: rows that TMA can
     read (``aligned16``). The padding columns are never written here."""
     per16 = 16 // dtype.itemsize
-    return torch.empty((rows, -(-cols // per16) * per16), device=device, dtype=dtype).narrow(1, 0, cols)
+    return torch.empty((rows, cdiv(cols, per16) * per16), device=device, dtype=dtype).narrow(1, 0, cols)
 
 
 def copy_rows(src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -172,8 +173,7 @@ def copy_pairs(pairs) -> None:
     for job in jobs:
         by_word.setdefault(job[0].dtype, []).append(job)
     for both in (g[i : i + 2] for g in by_word.values() for i in range(0, len(g), 2)):
-        # tiles, integer arithmetic (triton.cdiv is a JIT function in the interpreter, slow to call from Python)
-        tiles = max(-(-r // BLOCK_R) * -(-c // BLOCK_C) for _, _, r, c in both)
+        tiles = max(cdiv(r, BLOCK_R) * cdiv(c, BLOCK_C) for _, _, r, c in both)
         (s0, d0, r0, c0), (s1, d1, r1, c1) = both[0], both[-1]
         pad_rows_kernel[(tiles, len(both))](
             s0,

@@ -24,6 +24,7 @@ import triton
 import triton.language as tl
 
 from ..core.validate import positive_int
+from ..models.waves import cdiv
 from ._checks import check_block, check_tensor
 
 NUM_WARPS = 4  # warps per program of both kernels (the latency sweep counts warps as programs x NUM_WARPS)
@@ -109,7 +110,7 @@ def read_sum_ref(x: torch.Tensor, programs: int, part: int, passes: int = 1) -> 
     """The partial sums in float64, program by program: (programs,)."""
     x64 = x.detach().double().cpu()
     n = x64.numel()
-    n_parts = -(-n // part)
+    n_parts = cdiv(n, part)
     sums = torch.stack([x64[p * part : (p + 1) * part].sum() for p in range(n_parts)])
     # program p reads part p mod n_parts when parts are fewer than programs, else parts p, p + programs, ...
     return torch.stack([passes * sums[pid % n_parts :: programs].sum() for pid in range(programs)])
@@ -120,7 +121,7 @@ def read_sum_counts(n: int, programs: int, part: int, passes: int = 1) -> tuple[
     program visits is read once per pass. With ``n_parts >= programs`` the programs share the parts out and
     the launch reads 4n bytes per pass; with fewer parts, each part j is read by the programs p = j mod
     n_parts, ``programs // n_parts`` of them plus one for the first ``programs % n_parts`` parts."""
-    n_parts = -(-n // part)
+    n_parts = cdiv(n, part)
     sizes = [part] * (n // part) + ([n % part] if n % part else [])
     if n_parts >= programs:
         elems = n

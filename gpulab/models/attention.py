@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 
 from ..core import validate
+from .waves import cdiv
 
 
 def _ints(**kw) -> tuple[int, ...]:
@@ -104,7 +105,7 @@ def tiles_visited(L: int, block_m: int, block_n: int, causal: bool) -> int:
     if block_m < 1 or block_n < 1:
         raise ValueError(f"block_m and block_n must be >= 1, got {block_m}, {block_n}")
     causal = _flag("causal", causal)
-    n_m, n_n = -(-L // block_m), -(-L // block_n)
+    n_m, n_n = cdiv(L, block_m), cdiv(L, block_n)
     if not causal or n_m == 0:
         return n_m * n_n
     # ceil(j*bm/bn) = floor((j*bm + bn - 1)/bn); j = i + 1 for i in [0, n_m - 1)
@@ -122,7 +123,7 @@ def flash_bytes(B: int, H: int, L: int, d: int, itemsize: int, causal: bool = Fa
     if block_m < 1:
         raise ValueError(f"block_m must be >= 1, got {block_m}")
     causal = _flag("causal", causal)
-    n_m = -(-L // block_m)
+    n_m = cdiv(L, block_m)
     # causal: blocks 0..n_m-2 read (i+1)*block_m keys, the last one L: block_m * (n_m-1) n_m / 2 + L
     keys = (block_m * (n_m - 1) * n_m // 2 + L if n_m else 0) if causal else n_m * L
     return B * H * ((2 * L * d + 2 * keys * d) * itemsize + 4 * L)

@@ -28,6 +28,7 @@ from numbers import Integral
 import numpy as np
 
 from ..core import validate
+from .waves import cdiv
 
 WARP_SIZE = 32  # lanes per warp on every NVIDIA GPU so far (CUDA C++ Programming Guide, "SIMT Architecture")
 IDLE, PATH_A, PATH_B = 0, 1, 2  # cell values of BranchTrace.grid()
@@ -303,7 +304,7 @@ def loop(trips, group: int = WARP_SIZE) -> LoopCost:
     """
     t = _check_trips(trips)
     group = validate.positive_int("group", group)
-    n_groups = -(-t.size // group)
+    n_groups = cdiv(t.size, group)
     padded = np.zeros(n_groups * group, dtype=np.int64)
     padded[: t.size] = t
     return LoopCost(t, group, padded.reshape(n_groups, group).max(axis=1))
