@@ -11,6 +11,7 @@ import torch
 
 import gpulab
 
+from ..models.waves import cdiv
 from . import Report, _short, close, ex06_solutions, is_int, kernelcheck, mistakes, run_cases
 from .kernelcheck import check_kernel
 
@@ -181,7 +182,7 @@ def check_strided_copy(fn) -> Report:
         "strided_copy",
         fn,
         cases,
-        out=lambda c: ((-(-c["x"].numel() // c["stride"]),), torch.float32),
+        out=lambda c: ((cdiv(c["x"].numel(), c["stride"]),), torch.float32),
         reference=lambda c: c["x"].double()[:: c["stride"]],
         mismatch=_exact("out"),
         must_read=(),  # a strided read skips elements by design
