@@ -8,13 +8,16 @@ import pytest
 import torch
 
 from gpulab.kernels import (
+    bias_gelu,
     divergence,
     flash_attention,
     matmul,
     matmul_precision,
+    matmul_steps,
     pad,
     relu,
     sigmoid3,
+    sigmoid3_teaching,
     sincos,
     strided,
     transpose,
@@ -51,7 +54,13 @@ CASES = [
     ("pad_rows", "t", lambda x: pad.pad_rows(x.view(2, 8)[:, 1:])),
     ("copy_rows", "src", lambda x: pad.copy_rows(x.view(2, 8), torch.empty(2, 8, device=DEV))),
     ("matmul", "a", lambda x: matmul.matmul(x.view(4, 4), torch.eye(4, device=DEV), input_precision="ieee")),
-    ("matmul_noreuse", "b", lambda x: matmul.matmul_noreuse(torch.eye(4, device=DEV), x.view(4, 4))),
+    (
+        "matmul_step no reuse",
+        "b",
+        lambda x: matmul_steps.matmul_step(torch.eye(4, device=DEV), x.view(4, 4), "no reuse"),
+    ),
+    ("sigmoid3_fwd (teaching)", "x", lambda x: sigmoid3_teaching.sigmoid3_fwd(x, torch.empty(16, device=DEV))),
+    ("bias_gelu", "x", lambda x: bias_gelu.bias_gelu(x.view(2, 8), torch.ones(8, device=DEV))),
     ("matmul_precision", "a", lambda x: matmul_precision.matmul_precision(x.view(4, 4), torch.eye(4, device=DEV))),
     (
         "flash_attention_forward",

@@ -1,4 +1,4 @@
-"""gpulab.kernels.matmul: both tiled paths and the no-reuse kernel against float64 on seeded random inputs (fresh
+"""gpulab.kernels.matmul: both tiled paths against float64 on seeded random inputs (fresh
 each run, the seed in a failure's report) of awkward shapes, per dtype and input precision, within
 gpulab.core.tolerances' matmul bound, outputs (and padding buffers) poisoned with NaN; the padding path, persistence,
 configs, bad input; on a GPU the autotuner and the Hopper path."""
@@ -120,20 +120,11 @@ def test_tma_output_through_a_row_padded_buffer(N, poisoned):
     assert_matmul_close(c, a, b)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_noreuse_matches_float64(dtype, poisoned):
-    a, b = _rand(33, 70, dtype=dtype), _rand(70, 17, dtype=dtype)
-    assert_matmul_close(mm.matmul_noreuse(a, b, block=64, block_k=16), a, b)
-    a1, b1 = _rand(1, 1, dtype=dtype), _rand(1, 1, dtype=dtype)
-    assert_matmul_close(mm.matmul_noreuse(a1, b1), a1, b1)
-
-
 def test_empty_and_k0():
     z = mm.matmul(torch.empty(0, 5, device=gpulab.DEVICE), torch.empty(5, 3, device=gpulab.DEVICE))
     assert z.shape == (0, 3)
-    for f in (mm.matmul, mm.matmul_noreuse):
-        c = f(torch.empty(4, 0, device=gpulab.DEVICE), torch.empty(0, 3, device=gpulab.DEVICE))
-        assert c.shape == (4, 3) and (c == 0).all()
+    c = mm.matmul(torch.empty(4, 0, device=gpulab.DEVICE), torch.empty(0, 3, device=gpulab.DEVICE))
+    assert c.shape == (4, 3) and (c == 0).all()
 
 
 def test_counts():
@@ -163,10 +154,6 @@ def test_counts():
         (lambda a, b: mm.matmul(a, b, config=mm.MatmulConfig(32, 32, 16, num_stages=True)), "num_stages"),
         (lambda a, b: mm.matmul(a.requires_grad_(), b), "a requires grad.*torch.matmul.*detach"),  # no backward
         (lambda a, b: mm.matmul(a, b.requires_grad_()), "b requires grad.*torch.matmul.*detach"),
-        (lambda a, b: mm.matmul_noreuse(a.requires_grad_(), b), "a requires grad"),
-        (lambda a, b: mm.matmul_noreuse(a, b, block=100), "block"),
-        (lambda a, b: mm.matmul_noreuse(a, b, block=0), "block"),  # not "0 means the default"
-        (lambda a, b: mm.matmul_noreuse(a, b, block_k=0), "block_k"),
     ],
 )
 def test_bad_input_names_the_argument(call, word):
@@ -201,32 +188,7 @@ def test_k_offsets_past_2_31_elements(poisoned):
     cfg = mm.MatmulConfig(16, 16, 16, GROUP_M=1, num_stages=1)
     for path in _paths(torch.float16):  # TMA: these rows are not 16-byte aligned, so both are copied first
         assert_matmul_close(mm.matmul(a, b, path=path, config=cfg), a, b)
-    assert_matmul_close(mm.matmul_noreuse(a, b, block=16, block_k=16), a, b)
     del big
-
-
-def test_noreuse_kernel_mask_past_2_31_outputs():
-    """The no-reuse kernel's mask with M N = 65536 * 32769 > 2^31: one program (the first 64 outputs, row 0) of
-    the launch, on buffers holding just what it touches. An int32 M * N wraps negative: nothing is stored."""
-    M, N, K, BLOCK = 65536, 32769, 20, 64
-    a, b = _rand(1, K, dtype=torch.float32), _rand(K, BLOCK, dtype=torch.float32)  # row 0 of A, columns 0..63 of B
-    c = torch.full((1, BLOCK), float("nan"), device=gpulab.DEVICE)
-    mm.matmul_noreuse_kernel[(1,)](
-        a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), N, c.stride(1), BLOCK=BLOCK, BLOCK_K=16
-    )
-    assert_matmul_close(c, a, b)
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not gpulab.ON_GPU, reason="needs a GPU (a 4.3 GB output)")
-def test_gpu_noreuse_past_2_31_outputs(poisoned):
-    """M N = 65536 * 32769 > 2^31 outputs: an int32 M * N wraps negative and no output would be stored (the
-    output is poisoned with NaN, so every unwritten element shows)."""
-    a, b = _rand(65536, 16, dtype=torch.float16), _rand(16, 32769, dtype=torch.float16)
-    c = mm.matmul_noreuse(a, b)
-    assert not torch.isnan(c).any(), "outputs left unwritten"
-    for rows in (slice(0, 2), slice(32767, 32769), slice(65534, 65536)):  # first, middle (2^31 / N), last rows
-        assert_matmul_close(c[rows], a[rows], b)
 
 
 @pytest.mark.gpu

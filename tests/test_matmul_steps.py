@@ -82,3 +82,37 @@ def test_bad_arguments_are_named():
         )
     with pytest.raises(TypeError):
         matmul_steps.matmul_step(a.double(), a.t().double(), "tiled")
+
+
+def test_no_reuse_is_exact_in_fp32_on_one_element_and_k_zero(poisoned):
+    """The no-reuse step as lesson 07's suite and counters launch it (``StepConfig()``, fp32): a 1 x 1 x 1 product,
+    and K = 0 (a zero matrix, every element written)."""
+    a, b = torch.tensor([[3.0]], device=gpulab.DEVICE), torch.tensor([[-2.5]], device=gpulab.DEVICE)
+    assert matmul_steps.matmul_step(a, b, "no reuse").item() == -7.5
+    for step in matmul_steps.STEPS:
+        c = matmul_steps.matmul_step(
+            torch.empty(4, 0, device=gpulab.DEVICE), torch.empty(0, 3, device=gpulab.DEVICE), step
+        )
+        assert c.shape == (4, 3) and (c == 0).all(), step
+    assert matmul_steps.matmul_step(
+        torch.empty(0, 5, device=gpulab.DEVICE), torch.ones(5, 3, device=gpulab.DEVICE), "tiled"
+    ).shape == (0, 3)
+
+
+def test_sizes_past_int32_offsets_are_refused_naming_the_argument():
+    """The steps' offsets are int32: an operand or output whose last element lies 2^31 elements past its first, or
+    M * N >= 2^31 outputs for no reuse, is refused before any launch (M * N on views of one element)."""
+    one = torch.ones(1, device=gpulab.DEVICE, dtype=torch.float16)
+    try:  # address space only: the pages are never written (refused before any launch)
+        a = torch.empty(2**31 + 1, device=gpulab.DEVICE, dtype=torch.float16).as_strided((2, 1), (2**31, 1))
+    except (RuntimeError, MemoryError) as e:
+        pytest.skip(f"cannot reserve 4 GB of address space: {e}")
+    with pytest.raises(ValueError, match="a: the teaching kernels' offsets are int32"):
+        matmul_steps.matmul_step(a, one.view(1, 1), "tiled")
+    big = one.expand(65536, 32769)  # stride 0: offset 0, but M * N = 65536 * 32769 > 2^31
+    with pytest.raises(ValueError, match="M \\* N must be below 2\\^31"):
+        matmul_steps.matmul_step(one.expand(65536, 1), one.expand(1, 32769), "no reuse", out=big)
+    with pytest.raises(ValueError, match="config: BLOCK must be a power of two"):
+        matmul_steps.matmul_step(one.view(1, 1), one.view(1, 1), "no reuse", matmul_steps.StepConfig(BLOCK=100))
+    with pytest.raises(ValueError, match="config: BLOCK_M must be a power of two"):
+        matmul_steps.matmul_step(one.view(1, 1), one.view(1, 1), "tiled", matmul_steps.StepConfig(BLOCK_M=8))

@@ -17,7 +17,8 @@ GPU only. Measures, in one run (minutes, most of them the dense sweep):
 - the tile study: the pointer kernel with square T x T x T tiles (one pipeline stage, so its input tiles take
   2 T^2 s bytes), fp32 (ieee) and bf16, at 4096^3: TFLOP/s, shared memory and registers of the compiled
   kernel, beside the model's footprint; T whose model footprint exceeds the SM's shared memory is not run;
-- no reuse: ``matmul_noreuse`` in fp32 at 2048^3, with its 2 N^3 requested loads per second;
+- no reuse: the build's first step (``matmul_steps.naive_kernel``) in fp32 at 2048^3, with its 2 N^3 requested
+  loads per second;
 - alignment: load instructions in the PTX of the pointer kernel compiled for N = 4096 and N = 4097;
 - the build: each step of the teaching matmul (``kernels.matmul_steps``: no reuse, tiled, grouped, pipelined)
   and the fast path (``matmul``, autotuned) with torch.matmul beside them, fp16 at 4096^3: ms, TFLOP/s, and
@@ -46,7 +47,7 @@ from ..kernels import matmul_steps
 from ..kernels.matmul import MatmulConfig
 from ..kernels.resources import kernel_resources
 from ..measure import live
-from ..models import memory, tiling
+from ..models import memory, tiling, waves
 from ..models.precision import _with_precision
 from ..models.waves import alignment_split, model_correlation, sweep_rates, sweep_timing, wave_plan
 from ..models.waves import matmul_tflops as tflops  # every rate of this suite (tools/tune_matmul.py imports it here)
@@ -210,7 +211,7 @@ def awkward(ns=AWKWARD_NS, dtype="bf16") -> list[dict]:
     rows = []
     for n in ns:
         a, b = _rand(n, n, dtype=_dt(dtype)), _rand(n, n, dtype=_dt(dtype))
-        n8 = -(-n // 8) * 8
+        n8 = waves.cdiv(n, 8) * 8
 
         def torch_padded():
             ap = torch.zeros(n, n8, device=a.device, dtype=a.dtype)
@@ -361,10 +362,12 @@ def tile_study(ts=TILE_TS, n=TILE_N, dtypes=("fp32", "bf16"), gpu_name=None, sme
 
 
 def noreuse(n=NOREUSE_N) -> dict:
-    """``matmul_noreuse`` in fp32: ms, TFLOP/s, and its requested loads (2 N^3 elements) per second."""
+    """The no-reuse step (``matmul_steps.matmul_step(a, b, "no reuse")``, ``StepConfig()``'s launch) in fp32: ms,
+    TFLOP/s, and its requested loads (2 N^3 elements) per second."""
     a, b = _rand(n, n, dtype=torch.float32), _rand(n, n, dtype=torch.float32)
-    mm.matmul_noreuse(a, b)
-    t = timing.time_ms(lambda: mm.matmul_noreuse(a, b), warmup_ms=10, rep_ms=200)
+    c = torch.empty(n, n, device=a.device, dtype=a.dtype)
+    matmul_steps.matmul_step(a, b, "no reuse", out=c)
+    t = timing.time_ms(lambda: matmul_steps.matmul_step(a, b, "no reuse", out=c), warmup_ms=10, rep_ms=200)
     loads_bytes = 2 * n**3 * 4
     return {
         "n": n,

@@ -685,6 +685,25 @@ def _tune_key(part: str, q, k, causal: bool, use_tma: bool) -> tuple:
     return ("flash_attention", part, q.dtype, q.shape[-1], causal, use_tma, l_bucket(max(q.shape[2], k.shape[2])))
 
 
+def _launch(kernel, grid, args: tuple, meta: dict, cfg: triton.Config) -> None:
+    """``kernel[grid](*args)`` with the constexpr flags ``meta`` and ``cfg``'s blocks, warps and stages."""
+    kernel[grid](*args, **meta, **cfg.kwargs, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+
+def _launch_configured(launch, outputs: tuple, config, *, fallback, check, key, candidates, what: str) -> None:
+    """``launch(cfg, outputs)`` once, with the config this launch takes: ``config`` where given (checked by
+    ``check``); on a GPU without one, the shared autotuner's choice under ``key`` among ``candidates()``, each
+    timed into scratch outputs (zeros shaped like ``outputs``: an atomic dQ adds into its buffer); in the
+    interpreter, ``fallback``."""
+    if config is None and gpulab.ON_GPU:
+        scratch = lambda: tuple(torch.zeros_like(t) for t in outputs)  # noqa: E731  (made only when timing)
+        config = _autotune.pick(key, candidates(), lambda: functools.partial(launch, outputs=scratch()), what=what)
+    else:
+        config = config or fallback
+        check(config)
+    launch(config, outputs)
+
+
 def flash_attention_forward(
     q,
     k,
@@ -720,36 +739,22 @@ def _forward(q, k, v, causal: bool, scale: float, config=None, use_tma=None):
     use_tma = _use_tma(use_tma, DEFAULT_FWD_TMA, (q, k, v), Lq, Lk)
     meta = dict(HEAD_DIM=d, CAUSAL=causal, USE_TMA=use_tma, UPCAST=_upcast(q.dtype), DOT_PREC=_dot_prec(q.dtype))
 
-    def launch(cfg, out, lse):
+    def launch(cfg, outputs):
         bm, bn = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"]
-        descs = (_descriptor(q, bm), _descriptor(k, bn), _descriptor(v, bn)) if use_tma else (None, None, None)
-        flash_attention_fwd_kernel[(triton.cdiv(Lq, bm), B * H)](
-            q,
-            k,
-            v,
-            out,
-            lse,
-            *descs,
-            scale * LOG2E,
-            Lq,
-            Lk,
-            **meta,
-            **cfg.kwargs,
-            num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages,
-        )
+        descs = (_descriptor(q, bm), _descriptor(k, bn), _descriptor(v, bn)) if use_tma else (None,) * 3
+        args = (q, k, v, *outputs, *descs, scale * LOG2E, Lq, Lk)  # outputs: (out, lse)
+        _launch(flash_attention_fwd_kernel, (triton.cdiv(Lq, bm), B * H), args, meta, cfg)
 
-    if config is None and gpulab.ON_GPU:
-        config = _autotune.pick(
-            _tune_key("fwd", q, k, causal, use_tma),
-            fwd_candidates(q.dtype, causal, d),
-            lambda: functools.partial(launch, out=torch.empty_like(out), lse=torch.empty_like(lse)),
-            what=f"flash forward config for q {tuple(q.shape)}",
-        )
-    else:
-        config = config or INTERPRETER_FWD
-        _check_fwd_config(config, causal)
-    launch(config, out, lse)
+    _launch_configured(
+        launch,
+        (out, lse),
+        config,
+        fallback=INTERPRETER_FWD,
+        check=lambda c: _check_fwd_config(c, causal),
+        key=_tune_key("fwd", q, k, causal, use_tma),
+        candidates=lambda: fwd_candidates(q.dtype, causal, d),
+        what=f"flash forward config for q {tuple(q.shape)}",
+    )
     return out, lse
 
 
@@ -796,54 +801,25 @@ def bwd_launch(
         HEAD_DIM=d, CAUSAL=causal, USE_TMA=use_tma, UPCAST=_upcast(q.dtype), DOT_PREC=_dot_prec(q.dtype), **flags
     )
 
-    def launch(cfg, dq, dk, dv):
+    def launch(cfg, outputs):
         kw = cfg.kwargs
-        descs = (
-            (
-                _descriptor(q, kw["BLOCK_M1"]),
-                _descriptor(k, kw["BLOCK_N2"]),
-                _descriptor(v, kw["BLOCK_N2"]),
-                _descriptor(do, kw["BLOCK_M1"]),
-            )
-            if use_tma
-            else (None,) * 4
-        )
+        rows = (kw["BLOCK_M1"], kw["BLOCK_N2"], kw["BLOCK_N2"], kw["BLOCK_M1"])  # the loop tiles of q, k, v, do
+        descs = tuple(_descriptor(t, r) for t, r in zip((q, k, v, do), rows)) if use_tma else (None,) * 4
         n1 = triton.cdiv(Lk, kw["BLOCK_N1"]) if flags["DKDV"] else 0
         n2 = triton.cdiv(Lq, kw["BLOCK_M2"]) if flags["DQ_MODE"] == 1 else 0
-        flash_attention_bwd_kernel[(max(n1, n2), B * H)](
-            q,
-            k,
-            v,
-            do,
-            lse,
-            delta,
-            dq,
-            dk,
-            dv,
-            *descs,
-            scale * LOG2E,
-            scale,
-            Lq,
-            Lk,
-            **meta,
-            **kw,
-            num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages,
-        )
+        args = (q, k, v, do, lse, delta, *outputs, *descs, scale * LOG2E, scale, Lq, Lk)  # outputs: (dq, dk, dv)
+        _launch(flash_attention_bwd_kernel, (max(n1, n2), B * H), args, meta, cfg)
 
-    if config is None and gpulab.ON_GPU:
-        config = _autotune.pick(
-            _tune_key(part, q, k, causal, use_tma),
-            bwd_candidates(part, q.dtype),
-            lambda: functools.partial(
-                launch, dq=torch.zeros_like(dq), dk=torch.empty_like(dk), dv=torch.empty_like(dv)
-            ),
-            what=f"flash backward {part} config for q {tuple(q.shape)}",
-        )
-    else:
-        config = config or INTERPRETER_BWD
-        _check_bwd_config(config)
-    launch(config, dq, dk, dv)
+    _launch_configured(
+        launch,
+        (dq, dk, dv),
+        config,
+        fallback=INTERPRETER_BWD,
+        check=_check_bwd_config,
+        key=_tune_key(part, q, k, causal, use_tma),
+        candidates=lambda: bwd_candidates(part, q.dtype),
+        what=f"flash backward {part} config for q {tuple(q.shape)}",
+    )
 
 
 def flash_attention_backward(

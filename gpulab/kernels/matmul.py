@@ -1,12 +1,12 @@
-"""Tiled matmul, C = A @ B: the lesson's kernel, a Hopper fast path, and a kernel with no reuse for contrast.
+"""The fast matmul, C = A @ B, that lesson 07 links: a tiled pointer kernel and a Hopper TMA kernel.
 
 Shapes and dtypes: ``a: (M, K)``, ``b: (K, N)``, one dtype in (fp32, fp16, bf16), any M, N, K >= 1 and any
 strides; ``c: (M, N)`` in the same dtype (like ``torch.matmul``), accumulated in fp32.
 
 Lesson 07's short teaching kernels, built step by step (no reuse, tiled, grouped, pipelined), are in
-``kernels/matmul_steps.py``; this file is the fast path the lesson links.
+``kernels/matmul_steps.py``; the lesson summarises this file in a table and never prints it.
 
-Three kernels (the seed lecture, CS336 Lecture 5, "Tile the computation to reuse inputs"; the structure of
+Two kernels (the seed lecture, CS336 Lecture 5, "Tile the computation to reuse inputs"; the structure of
 Triton's tutorials 03-matrix-multiplication and 09-persistent-matmul):
 
 - ``matmul_kernel``: one program per ``BLOCK_M x BLOCK_N`` output tile. Each step along K loads a
@@ -21,8 +21,10 @@ Triton's tutorials 03-matrix-multiplication and 09-persistent-matmul):
   is not a multiple of 16, the output tile goes to a row-padded buffer first and is copied back: stores into
   rows of odd length are per-element, which drives the epilogue's register use into spills and slows the
   whole persistent loop.
-- ``matmul_noreuse_kernel``: each output element reads its own row of A and column of B (``2 M N K``
-  loads); nothing is shared on chip, so only the caches can help.
+
+The K loops of the two differ in how a tile is addressed (pointers stepped by ``BLOCK_K`` strides, masked;
+descriptor coordinates, zero-filled), so each kernel writes its own. The kernel with no reuse, for contrast, is
+lesson 07's first step, ``matmul_steps.naive_kernel`` (``matmul_steps.matmul_step(a, b, "no reuse")``).
 
 ``matmul(a, b)`` takes the path and the configs of the GPU plan: which ones on each GPU generation is the plan
 policy, described once in ``gpulab.core.plan``'s module docstring (``planned_path``, ``candidates``,
@@ -53,8 +55,9 @@ import triton.language as tl
 import gpulab
 
 from ..core import plan, settings
+from ..models import waves
 from . import _autotune, _call_cache
-from ._checks import check_matmul_operands, check_power_of_two
+from ._checks import check_matmul_operands
 from ._hopper import TensorDescriptor, num_sms, tma_available
 from .matmul_precision import bf16_dot_is_exact
 from .matmul_steps import launch_order  # the grouped order (GROUP_M tile rows at a time): lesson 07's step 3
@@ -68,25 +71,16 @@ TMA_DTYPES = (torch.float16, torch.bfloat16)
 
 @triton.jit
 def matmul_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_ak,
-    stride_bk,
-    stride_bn,
-    stride_cm,
-    stride_cn,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr,
-    UPCAST: tl.constexpr,
-):
+    a_ptr, b_ptr, c_ptr,  # a: (M, K), b: (K, N), c: (M, N), any strides
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr,
+):  # fmt: skip
+    """C = A @ B, one program per (BLOCK_M, BLOCK_N) tile of C, grid ``(cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),)``,
+    tiles taken GROUP_M tile rows at a time (``launch_order``). Accumulates in fp32 and stores in c's dtype.
+    INPUT_PRECISION: ``tl.dot``'s for fp32 inputs ("tf32" or "ieee"); UPCAST: bf16 tiles upcast to fp32 before
+    the dot (the interpreter's workaround). Offsets times strides are int64: operands past 2^31 elements."""
     pid_m, pid_n = launch_order(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     # int64 offsets wherever one is multiplied by a stride: offs * stride must not wrap past 2^31 elements
     # (a (64, 2^25) fp16 B is 4 GiB, and BLOCK_K * N = 2^31 already). The masks keep int32 offsets.
@@ -113,24 +107,17 @@ def matmul_kernel(
 
 @triton.jit(do_not_specialize=["num_programs"])  # one compiled kernel whatever the program count
 def matmul_tma_kernel(
-    a_desc,
-    b_desc,
-    c_ptr,
-    M,
-    N,
-    K,
-    stride_cm,
-    stride_cn,
-    num_programs,
-    N_STORE,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    FLATTEN: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr,
-    UPCAST: tl.constexpr,
-):
+    a_desc, b_desc, c_ptr,  # descriptors over a: (M, K) and b: (K, N), row-major; c: (M, N_STORE) rows
+    M, N, K,
+    stride_cm, stride_cn,
+    num_programs, N_STORE,  # programs launched; columns stored (>= N: row padding of a scratch output)
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, UPCAST: tl.constexpr,
+):  # fmt: skip
+    """C = A @ B with tiles loaded by TMA, fp16 or bf16: program ``pid`` computes the tiles pid, pid +
+    num_programs, ... of C (persistent when num_programs < the tile count; grid ``(num_programs,)``), in
+    ``launch_order`` with GROUP_M; a descriptor's block is (BLOCK_M, BLOCK_K) for a, (BLOCK_K, BLOCK_N) for b.
+    FLATTEN, WARP_SPECIALIZE: ``tl.range``'s flags for the tile loop; UPCAST as ``matmul_kernel``'s."""
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     tile_id_c = tl.program_id(0) - num_programs  # a second counter for the epilogue, as in Triton's tutorial 09
@@ -154,39 +141,6 @@ def matmul_tma_kernel(
         c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
         # N_STORE >= N: columns past N hold zeros (B's descriptor zero-fills), written only into row padding
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N_STORE))
-
-
-@triton.jit
-def matmul_noreuse_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_ak,
-    stride_bk,
-    stride_bn,
-    stride_cm,
-    stride_cn,
-    BLOCK: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-):
-    idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # flat output indices (BLOCK,), int64
-    m = idx // N
-    n = idx % N
-    valid = m < M  # idx < M * N, without the int32 product M * N (it wraps at 2^31 outputs)
-    acc = tl.zeros((BLOCK,), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        ks = k0 + tl.arange(0, BLOCK_K)
-        mask = valid[:, None] & (ks[None, :] < K)
-        ks64 = ks.to(tl.int64)  # ks * stride wraps once K * stride >= 2^31
-        # every output element loads its own BLOCK_K values of row m of A and of column n of B
-        a = tl.load(a_ptr + m[:, None] * stride_am + ks64[None, :] * stride_ak, mask=mask, other=0.0)
-        b = tl.load(b_ptr + ks64[None, :] * stride_bk + n[:, None] * stride_bn, mask=mask, other=0.0)
-        acc += tl.sum(a.to(tl.float32) * b.to(tl.float32), axis=1)
-    tl.store(c_ptr + m * stride_cm + n * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=valid)
 
 
 @dataclass(frozen=True)
@@ -384,7 +338,7 @@ def _new_plan(a, b, c, config: MatmulConfig, path: str, input_precision: str, tu
     M, K = a.shape
     N = b.shape[1]
     bm, bn, bk = config.BLOCK_M, config.BLOCK_N, config.BLOCK_K
-    tiles = -(-M // bm) * -(-N // bn)  # integer arithmetic: triton.cdiv is a JIT function in the interpreter
+    tiles = waves.cdiv(M, bm) * waves.cdiv(N, bn)
     p = _LaunchPlan(path, config, input_precision, (tiles,), _upcast(a.dtype), tune_key)
     if path == "pointer":
         return p
@@ -397,7 +351,7 @@ def _new_plan(a, b, c, config: MatmulConfig, path: str, input_precision: str, tu
     if p.b_pad is not None:
         p.b_desc = TensorDescriptor(p.b_pad, [K, N], [p.b_pad.stride(0), 1], [bk, bn])
     if not _store_aligned(c):
-        p.c_pad = torch.empty((M, -(-N // 16) * 16), device=c.device, dtype=c.dtype)
+        p.c_pad = torch.empty((M, waves.cdiv(N, 16) * 16), device=c.device, dtype=c.dtype)
     return p
 
 
@@ -411,50 +365,24 @@ def _run(p: _LaunchPlan, a, b, c):
     opts = dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if p.path == "pointer":
         return matmul_kernel[p.grid](
-            a,
-            b,
-            c,
-            M,
-            N,
-            K,
-            a.stride(0),
-            a.stride(1),
-            b.stride(0),
-            b.stride(1),
-            c.stride(0),
-            c.stride(1),
-            BLOCK_M=bm,
-            BLOCK_N=bn,
-            BLOCK_K=bk,
-            GROUP_M=cfg.GROUP_M,
-            INPUT_PRECISION=p.input_precision,
-            UPCAST=p.upcast,
-            **opts,
-        )
+            a, b, c,
+            M, N, K,
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=cfg.GROUP_M,
+            INPUT_PRECISION=p.input_precision, UPCAST=p.upcast, **opts,
+        )  # fmt: skip
     _fill_scratch([(a, p.a_pad), (b, p.b_pad)])
     a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk]) if p.a_desc is None else p.a_desc
     b_desc = TensorDescriptor(b, [K, N], [b.stride(0), 1], [bk, bn]) if p.b_desc is None else p.b_desc
     out = c if p.c_pad is None else p.c_pad
     k = matmul_tma_kernel[p.grid](
-        a_desc,
-        b_desc,
-        out,
-        M,
-        N,
-        K,
-        out.stride(0),
-        out.stride(1),
-        p.grid[0],
-        out.shape[1],
-        BLOCK_M=bm,
-        BLOCK_N=bn,
-        BLOCK_K=bk,
-        GROUP_M=cfg.GROUP_M,
-        FLATTEN=cfg.flatten,
-        WARP_SPECIALIZE=cfg.warp_specialize,
-        UPCAST=p.upcast,
-        **opts,
-    )
+        a_desc, b_desc, out,
+        M, N, K,
+        out.stride(0), out.stride(1),
+        p.grid[0], out.shape[1],
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=cfg.GROUP_M,
+        FLATTEN=cfg.flatten, WARP_SPECIALIZE=cfg.warp_specialize, UPCAST=p.upcast, **opts,
+    )  # fmt: skip
     if out is not c:
         copy_pairs([(out.narrow(1, 0, N), c)])
     return k
@@ -619,41 +547,6 @@ def matmul(
     key = _plan_key(a, b, c, path, input_precision, config)
     p = PLANS.get(key, lambda: _plan_of_call(a, b, c, path, input_precision, config), _still_chosen)
     _run(p, a, b, c)  # c is new: never a view of the plan's scratch
-    return c
-
-
-def matmul_noreuse(a: torch.Tensor, b: torch.Tensor, block: int | None = None, block_k: int = 32) -> torch.Tensor:
-    """C = A @ B with no on-chip reuse (``matmul_noreuse_kernel``): ``2 M N K`` element loads, fp32 sums on
-    the CUDA cores. Shapes and dtypes as ``matmul``; ``block`` outputs per program (a power of two; None: 128 on
-    a GPU, 64 in the interpreter), ``block_k`` K values per step. Not differentiable, like ``matmul``.
-    Raises TypeError/ValueError naming the argument."""
-    _check_inputs(a, b, "tf32", "pointer")
-    if block is None:
-        block = 128 if gpulab.ON_GPU else 64
-    for name, v in (("block", block), ("block_k", block_k)):
-        check_power_of_two(name, v, 1, 4096)
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    if M and N:
-        if K == 0:
-            return c.zero_()
-        matmul_noreuse_kernel[(triton.cdiv(M * N, block),)](
-            a,
-            b,
-            c,
-            M,
-            N,
-            K,
-            a.stride(0),
-            a.stride(1),
-            b.stride(0),
-            b.stride(1),
-            c.stride(0),
-            c.stride(1),
-            BLOCK=block,
-            BLOCK_K=block_k,
-        )
     return c
 
 

@@ -61,25 +61,15 @@ def num_warps_for(block_m: int, block_n: int) -> int:
 
 @triton.jit
 def matmul_precision_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_ak,
-    stride_bk,
-    stride_bn,
-    stride_cm,
-    stride_cn,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr,
-    ACC_FP16: tl.constexpr,
-    UPCAST: tl.constexpr,
-):
+    a_ptr, b_ptr, c_ptr,  # a: (M, K), b: (K, N) of one dtype; c: (M, N) fp32; any strides
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, ACC_FP16: tl.constexpr, UPCAST: tl.constexpr,
+):  # fmt: skip
+    """C = A @ B, one program per (BLOCK_M, BLOCK_N) tile of C, grid ``(cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))``.
+    INPUT_PRECISION: how ``tl.dot`` takes fp32 inputs ("tf32" or "ieee"); ACC_FP16: the running sum in fp16
+    instead of fp32; UPCAST: bf16 tiles upcast to fp32 first. Stores the accumulator's value as fp32."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     # int64 offsets: an element offset past 2^31 (a 4 GiB operand, or a large stride) must not wrap
@@ -155,26 +145,13 @@ def matmul_precision(
             return c.zero_()
         grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
         matmul_precision_kernel[grid](
-            a,
-            b,
-            c,
-            M,
-            N,
-            K,
-            a.stride(0),
-            a.stride(1),
-            b.stride(0),
-            b.stride(1),
-            c.stride(0),
-            c.stride(1),
-            BLOCK_M=bm,
-            BLOCK_N=bn,
-            BLOCK_K=bk,
-            INPUT_PRECISION=input_precision,
-            ACC_FP16=acc_dtype == torch.float16,
-            UPCAST=bool(upcast_bf16) and a.dtype == torch.bfloat16,
-            num_warps=num_warps_for(bm, bn),
-        )
+            a, b, c,
+            M, N, K,
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+            INPUT_PRECISION=input_precision, ACC_FP16=acc_dtype == torch.float16,
+            UPCAST=bool(upcast_bf16) and a.dtype == torch.bfloat16, num_warps=num_warps_for(bm, bn),
+        )  # fmt: skip
     return c
 
 

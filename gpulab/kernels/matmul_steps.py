@@ -4,7 +4,8 @@ Teaching kernels, kept short to be read: the fast kernel is ``gpulab.kernels.mat
 loop, autotuning, padding of awkward sizes), which the lesson links and summarises, never prints.
 
 1. ``"no reuse"`` (``naive_kernel``): each program computes ``BLOCK`` output elements and each element loads
-   its own row of A and column of B: ``2 M N K`` element loads, one FLOP per element loaded.
+   its own row of A and column of B: ``2 M N K`` element loads, one FLOP per element loaded. gpulab's only
+   kernel without reuse: lesson 07's suite also times it in fp32 (``noreuse``), and so do its counters.
 2. ``"tiled"`` (``tiled_kernel``, ``GROUP_M = 1``): one program per ``BLOCK_M x BLOCK_N`` tile of C; each step
    along K loads a ``BLOCK_M x BLOCK_K`` tile of A and a ``BLOCK_K x BLOCK_N`` tile of B and hands both to
    ``tl.dot``, so each element of A is used ``BLOCK_N`` times and each of B ``BLOCK_M`` times:
@@ -19,8 +20,9 @@ loop, autotuning, padding of awkward sizes), which the lesson links and summaris
 
 Shapes and dtypes: ``a: (M, K)``, ``b: (K, N)`` fp16 or fp32 (fp32 products as ``tl.dot``'s default, TF32 on a
 GPU), any M, N, K >= 1, any strides; ``c: (M, N)`` in the same dtype, accumulated in fp32. Offsets are int32:
-for teaching sizes (fewer than 2^31 elements per matrix). The tile idea is the seed lecture's (CS336 Lecture 5,
-"Tile the computation to reuse inputs"); the grouped order is Triton's tutorial 03-matrix-multiplication.
+for teaching sizes (fewer than 2^31 elements per matrix and M * N below 2^31; ``matmul_step`` refuses larger).
+The tile idea is the seed lecture's (CS336 Lecture 5, "Tile the computation to reuse inputs"); the grouped order
+is Triton's tutorial 03-matrix-multiplication.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..models import tiling
-from ._checks import check_matmul_operands
+from ..models import tiling, waves
+from ._checks import check_matmul_operands, check_power_of_two
 
 STEPS = ("no reuse", "tiled", "grouped", "pipelined")
 DTYPES = (torch.float16, torch.float32)
@@ -42,21 +44,13 @@ BUILD_DTYPE = "fp16"
 
 @triton.jit
 def naive_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_ak,
-    stride_bk,
-    stride_bn,
-    stride_cm,
-    stride_cn,
-    BLOCK: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-):
+    a_ptr, b_ptr, c_ptr,  # a: (M, K), b: (K, N), c: (M, N), any strides
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    """C = A @ B with no reuse: one program computes BLOCK elements of C (row-major order), grid
+    ``(cdiv(M * N, BLOCK),)``; each element loads its own row of A and column of B, BLOCK_K values a step."""
     idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # flat output indices, (BLOCK,)
     m, n = idx // N, idx % N
     valid = idx < M * N
@@ -82,23 +76,13 @@ def launch_order(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_
 
 @triton.jit
 def tiled_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_ak,
-    stride_bk,
-    stride_bn,
-    stride_cm,
-    stride_cn,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-):
+    a_ptr, b_ptr, c_ptr,  # a: (M, K), b: (K, N), c: (M, N), any strides
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):  # fmt: skip
+    """C = A @ B by tiles: one program computes one (BLOCK_M, BLOCK_N) tile of C, grid
+    ``(cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),)``, its tile chosen by ``launch_order``; fp32 accumulator."""
     pid_m, pid_n = launch_order(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,) rows of C
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,) columns of C
@@ -140,8 +124,11 @@ STEP_LAUNCH = {"no reuse": None, "tiled": (1, 1), "grouped": (8, 1), "pipelined"
 def matmul_step(
     a: torch.Tensor, b: torch.Tensor, step: str, config: StepConfig = StepConfig(), out: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """C = A @ B with the teaching kernel of ``step`` (one of ``STEPS``), into ``out`` if given (M, N), same dtype
-    and device). Raises TypeError/ValueError naming the bad argument."""
+    """C = A @ B with the teaching kernel of ``step`` (one of ``STEPS``); returns ``c: (M, N)`` in the inputs'
+    dtype, ``out`` if given. a: (M, K), b: (K, N), fp16 or fp32, any strides, every element offset of a, b and c
+    below 2^31 (the kernels' offsets are int32; ``gpulab.kernels.matmul.matmul`` takes any size). ``config``: the
+    launch shape (its ``BLOCK*`` fields powers of two, those of the tiles >= 16). Raises TypeError/ValueError
+    naming the bad argument."""
     if step not in STEPS:
         raise ValueError(f"step must be one of {STEPS}, got {step!r}")
     check_matmul_operands(a, b, DTYPES)
@@ -152,22 +139,39 @@ def matmul_step(
         raise ValueError(
             f"out must be ({M}, {N}) {a.dtype} on {a.device}, got {tuple(c.shape)} {c.dtype} on {c.device}"
         )
+    naive = STEP_LAUNCH[step] is None
+    blocks = ("BLOCK", "BLOCK_K") if naive else ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+    for name in blocks:
+        check_power_of_two(f"config: {name}", getattr(config, name), 1 if naive else 16)
+    for name, t in (("a", a), ("b", b), ("out", c)):
+        _check_int32_offsets(name, t)
+    if naive and M * N >= 2**31:
+        raise ValueError(
+            f"the no-reuse kernel numbers the M * N outputs in int32: M * N must be below 2^31, got {M * N}"
+        )
+    if M == 0 or N == 0:
+        return c
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-    if STEP_LAUNCH[step] is None:
-        naive_kernel[(triton.cdiv(M * N, config.BLOCK),)](*args, BLOCK=config.BLOCK, BLOCK_K=config.BLOCK_K)
+    if naive:
+        naive_kernel[(waves.cdiv(M * N, config.BLOCK),)](*args, BLOCK=config.BLOCK, BLOCK_K=config.BLOCK_K)
         return c
     group_m, stages = STEP_LAUNCH[step]
-    grid = (triton.cdiv(M, config.BLOCK_M) * triton.cdiv(N, config.BLOCK_N),)
+    grid = (waves.cdiv(M, config.BLOCK_M) * waves.cdiv(N, config.BLOCK_N),)
     tiled_kernel[grid](
-        *args,
-        BLOCK_M=config.BLOCK_M,
-        BLOCK_N=config.BLOCK_N,
-        BLOCK_K=config.BLOCK_K,
-        GROUP_M=group_m,
-        num_warps=config.num_warps,
-        num_stages=stages,
-    )
+        *args, BLOCK_M=config.BLOCK_M, BLOCK_N=config.BLOCK_N, BLOCK_K=config.BLOCK_K, GROUP_M=group_m,
+        num_warps=config.num_warps, num_stages=stages,
+    )  # fmt: skip
     return c
+
+
+def _check_int32_offsets(name: str, t: torch.Tensor) -> None:
+    """ValueError naming ``t`` when its last element lies 2^31 elements or more past its first (strides >= 0)."""
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) if t.numel() else 0
+    if last >= 2**31:
+        raise ValueError(
+            f"{name}: the teaching kernels' offsets are int32, and its last element lies {last} elements past its "
+            "first (2^31 or more); gpulab.kernels.matmul.matmul takes any size"
+        )
 
 
 def matmul_ref(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

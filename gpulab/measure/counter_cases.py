@@ -36,7 +36,7 @@ from ..kernels import divergence as dv
 from ..kernels import flash_attention as fa
 from ..kernels import lane_branch as lb
 from ..kernels import matmul as mm
-from ..kernels import sincos
+from ..kernels import matmul_steps, sincos
 from ..kernels.divergence import mixed_trips
 from ..kernels.relu import relu, relu_counts
 from ..kernels.strided import elements_per_lane, strided_copy
@@ -532,10 +532,10 @@ TILED_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "
 
 
 def tiling_case(n_noreuse: int = 2048, n_tiled: int = 4096) -> CounterCase:
-    """fp32 matmuls: ``matmul_noreuse`` at ``n_noreuse``, and the tiled pointer kernel (``TILED_CONFIG``, TF32
-    inputs) at ``n_tiled`` with GROUP_M 8 and 1 (grouping off). Model: ``gpulab.models.tiling.input_loads`` x 4 bytes,
-    2N^3 s without reuse and 2N^3 s / T with T x T tiles, against DRAM read bytes and the bytes the SMs read
-    from L2; the L2 hit rate beside them."""
+    """fp32 matmuls: lesson 07's no-reuse step (``matmul_steps.naive_kernel``) at ``n_noreuse``, and the tiled
+    pointer kernel (``TILED_CONFIG``, TF32 inputs) at ``n_tiled`` with GROUP_M 8 and 1 (grouping off). Model:
+    ``gpulab.models.tiling.input_loads`` x 4 bytes, 2N^3 s without reuse and 2N^3 s / T with T x T tiles, against
+    DRAM read bytes and the bytes the SMs read from L2; the L2 hit rate beside them."""
     name = "tiling"
     ranges = (
         Range(name, "noreuse", {"n": n_noreuse, "tile": None}),
@@ -557,7 +557,7 @@ def tiling_case(n_noreuse: int = 2048, n_tiled: int = 4096) -> CounterCase:
             torch.randn(n_noreuse, n_noreuse, device=gpulab.DEVICE),
         )
         a, b = torch.randn(n_tiled, n_tiled, device=gpulab.DEVICE), torch.randn(n_tiled, n_tiled, device=gpulab.DEVICE)
-        runs = [(case.range("noreuse"), lambda: mm.matmul_noreuse(a0, b0))]
+        runs = [(case.range("noreuse"), lambda: matmul_steps.matmul_step(a0, b0, "no reuse"))]
         for r in case.ranges[1:]:
             cfg = mm.MatmulConfig(**TILED_CONFIG, GROUP_M=r.params["GROUP_M"])
             runs.append((r, lambda cfg=cfg: mm.matmul(a, b, path="pointer", config=cfg)))

@@ -512,9 +512,10 @@ LESSON_KERNELS: list[LessonKernel] = [
                  module=SOLUTIONS.format("06"), kernel="transpose_kernel", dtype="fp32",
                  launches=_one(BLOCK=32), more_dtypes=SIXTEEN),
     # 07: tiling
-    LessonKernel(lesson="07", name="matmul no reuse",
-                 module="matmul", kernel="matmul_noreuse_kernel", dtype="bf16",
-                 launches=_one(BLOCK=128, BLOCK_K=32)),
+    # the build's first step in fp32: bench.lesson07.noreuse and the tiling counter case
+    LessonKernel(lesson="07", name="matmul no reuse, fp32",
+                 module="matmul_steps", kernel="naive_kernel", dtype="fp32",
+                 launches=_step("no reuse")),
     LessonKernel(lesson="07", name="matmul fp32 (pointer)",
                  module="matmul", kernel="matmul_kernel", dtype="fp32",
                  launches=_matmul("pointer"), dot=True),
