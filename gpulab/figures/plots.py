@@ -94,13 +94,17 @@ def ceilings_from_profile(profile: dict, dtypes=("fp32", "bf16"), label: str = "
 
 
 def ceilings_from_spec(spec, dtypes=("fp32", "bf16")) -> list[dict]:
-    """Datasheet rooflines (dashed) for a ``hardware.GPUSpec``."""
+    """Rooflines for a ``hardware.GPUSpec``: a datasheet's dashed and labelled "datasheet"; one made from a
+    measured device profile (``capstone.placement.spec_from_profile``, source "device-profile") solid and
+    labelled "measured"."""
+    measured = "device-profile" in (spec.sources or ())
+    kind, name = ("measured" if measured else "datasheet"), spec.name.removesuffix(" (measured)")
     return [
         dict(
-            label=f"datasheet {spec.name} {d}: {spec.peak_tflops[d]:g} TFLOP/s, {spec.hbm_tbps:.2f} TB/s",
+            label=f"{kind} {name} {d}: {spec.peak_tflops[d]:.4g} TFLOP/s, {spec.hbm_tbps:.2f} TB/s",
             peak_tflops=spec.peak_tflops[d],
             hbm_tbps=spec.hbm_tbps,
-            dash="dash",
+            dash="solid" if measured else "dash",
             color=DTYPE_COLORS[d],
         )
         for d in dtypes
