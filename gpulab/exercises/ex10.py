@@ -234,6 +234,11 @@ def _first_error(errors: dict) -> str:
 
 
 def _check_p(p: int, res: procs.GroupResult, seed: int, timeout_s: float) -> str | None:
+    if res.timed_out and p == 1:  # one rank waits on no one: what never ends is a loop
+        return (
+            f"p = 1: the rank did not finish within {timeout_s:g} s: a loop that never ends (with one rank there is "
+            "no message to wait for); at p = 1 the ring has no steps: range(p - 1) is empty"
+        )
     if res.timed_out:
         return (
             f"p = {p}: ranks {res.missing} did not finish within {timeout_s:g} s: a deadlock. If every rank calls a "
@@ -315,7 +320,9 @@ def check_ring_all_reduce(fn, ps=PS, timeout_s: float = TIMEOUT_S) -> Report:
         if msg:
             rep.failures.append(msg)
             if res.timed_out:
-                rep.failures.append(f"not run after the deadlock: p in {[q for q in ps if q > p]}")
+                rest = [q for q in ps if q > p]
+                if rest:
+                    rep.failures.append(f"not run after the {'deadlock' if p > 1 else 'loop'}: p in {rest}")
                 break
     return rep
 

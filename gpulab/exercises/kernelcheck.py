@@ -111,6 +111,7 @@ def check_kernel(
     notes: dict | None = None,
     advice: dict | None = None,
     unwritten=None,
+    memory=None,
 ) -> Report:
     """Run the learner's launcher on each case (the module docstring says how) and name each mistake; returns a
     ``Report`` with one line per distinct mistake and the number of cases it hit.
@@ -120,7 +121,9 @@ def check_kernel(
     mismatch(got, ref64, case) -> None or a message comparing the values (default: one ulp of out's dtype).
     launches: the number of kernel launches the exercise prescribes (None: any, at least one); grid(case) ->
     the grid it prescribes (None: any); must_read: the inputs every element of which must be loaded (default
-    all; ``()`` for none); notes: extra text per kind of mistake ("grid_small", "partial", "never_written",
+    all; ``()`` for none); memory(case) -> the bytes the
+    launcher's process may grow by while it runs (its peak resident memory over its start, measured in the
+    pre-flight's child; None: no bound); notes: extra text per kind of mistake ("grid_small", "partial", "never_written",
     "values", ...), appended to its message; advice: a line per kind of mistake, said under its line
     ("-> advice"); unwritten(case, mask, stores, launches) -> None or the message for a
     partly written out, said before the generic ones (mask: bool, flat, True where out was never written;
@@ -147,7 +150,7 @@ def check_kernel(
         warm_interpreter(fn)
         regions = [g.region(k, "in") for k, g in host_in.items()] + [host_out.region("out", "out")]
         args = [host_in[k].view if k in host_in else v for k, v in case.items()] + [host_out.view]
-        seen = preflight(fn, args, regions, "out", host_out, lim)
+        seen = preflight(fn, args, regions, "out", host_out, lim, pick=i)
         seen.changed_after = seen.last_digest not in (None, host_out.digest())
         no_fork |= seen.no_fork
         if seen.not_implemented:
@@ -191,6 +194,7 @@ def check_kernel(
                 expect_launches=launches,
                 expect_grid=grid and grid(case),
                 must_read=must_read,
+                memory_bound=memory and memory(case),
                 unwritten_hint=unwritten and (lambda u, st, ln, case=case: unwritten(case, u, st, ln)),
             )
             hit = diagnose(c)

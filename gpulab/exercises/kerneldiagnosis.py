@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from ..core.tolerances import elementwise_mismatch
@@ -46,7 +47,7 @@ class Case:
     pre-flight's. Of the exercise: ``ref64`` the float64 answer, ``mismatch(got, ref64) -> None or message``
     (None: within one ulp of out's dtype), ``expect_launches`` and ``expect_grid`` (None: any), ``must_read``
     (inputs every element of which must be loaded; None: all), ``unwritten_hint(mask, stores, launches) -> None or
-    message`` for a partly written out."""
+    message`` for a partly written out, ``memory_bound`` (bytes the launcher's process may grow by; None: any)."""
 
     inputs: dict[str, Guarded]
     out: Guarded
@@ -60,13 +61,20 @@ class Case:
     expect_grid: tuple | list | None = None
     must_read: tuple | list | None = None
     unwritten_hint: Callable | None = None
+    memory_bound: int | None = None
 
     @cached_property
     def unwritten(self) -> torch.Tensor:
-        """Elements of out holding poison after the run, and after the pre-flight too where there was one: a
-        kernel that stores a NaN equal to one run's poison (an e4m3 NaN is 0x7F or 0xFF) is seen storing it."""
+        """Elements of out holding poison after the run, and after the pre-flight too where there was one, and
+        never stored into where the pre-flight counted the stores: a kernel that stores a NaN equal to one run's
+        poison (an e4m3 NaN is 0x7F or 0xFF) is seen storing it."""
         mask = self.out.unwritten()
-        return mask & self.preflight_out.unwritten() if self.preflight_out is not None else mask
+        if self.preflight_out is not None:
+            mask = mask & self.preflight_out.unwritten()
+        stores = self.seen.stores if self.checked else None
+        if stores is not None and stores.size == mask.numel():
+            mask = mask & torch.from_numpy(stores == 0)
+        return mask
 
     @property
     def launches(self) -> list[dict]:
@@ -95,18 +103,24 @@ class Case:
 
 
 def _span(lo: int, hi: int) -> str:
+    if max(abs(lo), abs(hi)) >= 2**31:  # no offset of this buffer: another pointer, or an offset that overflowed
+        return "more than 2^31 elements away: an offset that overflowed, or a pointer from elsewhere?"
     return f"index {lo}" if lo == hi else f"indices {lo} to {hi}"
 
 
-def violation_message(v: Violation, sizes: dict[str, int]) -> str:
-    """The learner's message for accesses outside their buffer (``sizes``: elements of each buffer by name)."""
-    n, span = sizes[v.name], _span(v.lo, v.hi)
+def violation_message(v: Violation) -> str:
+    """The learner's message for accesses outside their buffer."""
+    n, span = v.n, _span(v.lo, v.hi)
+    name = f"{v.name}, a tensor of the launcher's own," if v.own else v.name
+    wide = v.width > v.itemsize > 0
+    if wide:
+        span += f", an access {v.width} bytes wide where the elements of {v.name} are {v.itemsize} bytes"
     where = {
-        "after": f"past the end of {v.name} ({span}; n={n})",
-        "before": f"before the start of {v.name} ({span})",
-        "after_far": f"far past the end of {v.name} ({span}; n={n}), beyond its guard region",
-        "before_far": f"far before the start of {v.name} ({span}), beyond its guard region",
-        "into": f"into {v.name}, an input ({span})",
+        "after": f"past the end of {name} ({span}; n={n})",
+        "before": f"before the start of {name} ({span})",
+        "after_far": f"far past the end of {name} ({span}; n={n}), beyond its guard region",
+        "before_far": f"far before the start of {name} ({span}), beyond its guard region",
+        "into": f"into {name}, an input ({span})",
     }[v.side]
     verb = "stored" if v.op == "store" else "loaded"
     fix = {
@@ -116,6 +130,8 @@ def violation_message(v: Violation, sizes: dict[str, int]) -> str:
         ("load", "before"): "check the offsets (pid * BLOCK + tl.arange(0, BLOCK))",
         ("store", "into"): "an input must stay as it is; write only into out",
     }.get((v.op, v.side.replace("_far", "")), "check the grid, the offsets and the mask")
+    if wide:
+        fix = f"access {v.name} through a pointer of its own dtype, one element a lane"
     return f"{verb} {where}: {fix}"
 
 
@@ -155,6 +171,15 @@ def died(c: Case) -> Finding | None:
     return Finding("died", f"the process running the kernel died ({sname}); the notebook is unharmed")
 
 
+def record_lost(c: Case) -> Finding | None:
+    if not c.seen.lost:
+        return None
+    return Finding("lost", (
+        f"the process running your launcher ended before it could report ({c.seen.lost}: os._exit? a crash "
+        "outside Python?): nothing it did could be checked; the notebook is unharmed"
+    ))  # fmt: skip
+
+
 def raised(c: Case) -> Finding | None:
     """An exception; kind "math_fp32" where it is a 16-bit input to one of Triton's math functions
     (``describe_error``'s ``MATH_FP32_ONLY``), else "raised"."""
@@ -167,9 +192,8 @@ def raised(c: Case) -> Finding | None:
 def outside_its_buffer(c: Case) -> Finding | None:
     if not c.seen.violations:
         return None
-    sizes = {**{k: g.n for k, g in c.inputs.items()}, "out": c.out.n}
     viol = sorted(c.seen.violations, key=lambda v: (v.op != "store", v.name, v.side))
-    msgs = [violation_message(v, sizes) for v in viol[:3]]
+    msgs = [violation_message(v) for v in viol[:3]]
     return Finding("bounds:" + ",".join(f"{v.op}:{v.name}:{v.side}" for v in viol), "; ".join(msgs))
 
 
@@ -228,6 +252,20 @@ def grid_shape(c: Case) -> Finding | None:
     if any(g is not None and (g + [1] * 3)[:3] != (want + [1] * 3)[:3] for g in got):
         return Finding("grid_shape", f"launched with grid {tuple(got[0])}; the exercise prescribes grid {tuple(want)}")
     return None
+
+
+def accumulated_into_out(c: Case) -> Finding | None:
+    read = c.seen.poison_read
+    if not c.checked or not read:
+        return None
+    if not (c.out.unwritten().any() or torch.isnan(c.got).any()):  # the poison read did not reach out
+        return None
+    how, first, count = read
+    return Finding("poison_read", (
+        f"your kernel {how} out[{first}] while it held the checker's poison (NaN), before anything stored there "
+        f"({count} element(s) in all): out does not start as zeros (torch.empty gives whatever memory held); "
+        "accumulate in registers and store once, or zero out in the launcher (out.zero_()) before the launch"
+    ))  # fmt: skip
 
 
 def never_written(c: Case) -> Finding | None:
@@ -321,14 +359,15 @@ def partly_written(c: Case) -> Finding | None:
             f"elements {first} to {out.n - 1} of out were never written (n={out.n}) by the grid the exercise "
             f"prescribes{grid}"
         ))  # fmt: skip
-    blocks = [rec["ints"].get("BLOCK") for rec in c.launches]
+    lanes = [rec.get("lanes") for rec in c.launches]  # the most lanes a store into out had: the block
     one_d = len(grids) == len(c.launches) and all(len(g) == 1 for g in grids)
-    if tail and grids and one_d and all(blocks):
-        covered = max(g[0] * b for g, b in zip(grids, blocks))
+    if tail and grids and one_d and all(lanes):
+        covered = max(g[0] * b for g, b in zip(grids, lanes))
         if covered >= out.n:  # the programs' blocks reach past n: the store stopped short, not the grid
             return Finding("store_short", (
                 f"elements {first} to {out.n - 1} of out were never written (n={out.n}), though the grid "
-                f"{grids[-1]} of BLOCK={blocks[-1]} covers them: check the store's mask (offs < n) and its offsets"
+                f"{grids[-1]} of programs storing {lanes[-1]} elements each covers them: check the store's mask "
+                "(offs < n) and its offsets"
             ))  # fmt: skip
     if tail:
         return Finding("grid_small", (
@@ -338,15 +377,28 @@ def partly_written(c: Case) -> Finding | None:
     return Finding("partial", f"{count} of {out.n} elements of out were never written, the first at flat index {first}")
 
 
+def computed_elsewhere(c: Case) -> Finding | None:
+    made = c.seen.outside_data
+    if not c.checked or not made:
+        return None
+    name, lanes = made
+    return Finding("outside_data", (
+        f"your kernel loaded {name}, a tensor the launcher made, in {lanes} lane(s) where no kernel had stored: "
+        "its data was computed outside the kernel (torch?); out must be computed by your kernel, from the "
+        "inputs it loads itself"
+    ))  # fmt: skip
+
+
 def input_unread(c: Case) -> Finding | None:
     if not c.checked:
         return None
     for name in c.must_read if c.must_read is not None else c.inputs:
-        miss = c.seen.unread.get(name)
-        if miss:
+        read = c.seen.read.get(name)
+        missed = np.flatnonzero(~read) if read is not None else ()
+        if len(missed):
             return Finding(f"unread:{name}", (
-                f"{miss[0]} of {c.inputs[name].n} elements of {name} were never loaded (the first at flat "
-                f"index {miss[1]}): out must be computed from every element of {name}"
+                f"{len(missed)} of {c.inputs[name].n} elements of {name} were never loaded (the first at flat "
+                f"index {int(missed[0])}): out must be computed from every element of {name}"
             ))  # fmt: skip
     return None
 
@@ -384,6 +436,17 @@ def prefilled(c: Case) -> Finding | None:
     return None
 
 
+def memory_past_bound(c: Case) -> Finding | None:
+    peak, bound = c.seen.peak_bytes, c.memory_bound
+    if bound is None or peak is None or peak <= bound:
+        return None
+    return Finding("memory", (
+        f"the process running your launcher grew by {peak / 2**20:.0f} MB at its peak, more than the "
+        f"{bound / 2**20:.0f} MB the exercise allows for this case: the work needs no tensor that large (a whole "
+        "matrix where a block at a time would do?)"
+    ))  # fmt: skip
+
+
 def one_program(c: Case) -> Finding | None:
     grids, out = c.grids, c.out
     alone = len(grids) == len(c.launches) and all(math.prod(g) == 1 for g in grids)
@@ -402,6 +465,7 @@ def one_program(c: Case) -> Finding | None:
 RULES = (
     timed_out,
     died,
+    record_lost,
     raised,
     outside_its_buffer,
     input_changed,
@@ -409,15 +473,18 @@ RULES = (
     no_launch,
     launch_count,
     grid_shape,
+    accumulated_into_out,
     never_written,
     out_not_by_kernel,
     out_changed_after,
-    programs_race,
     partly_written,
+    programs_race,
+    computed_elsewhere,
     input_unread,
     nan_in_out,
     wrong_values,
     prefilled,
+    memory_past_bound,
     one_program,
 )
 

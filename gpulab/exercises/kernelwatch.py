@@ -194,7 +194,9 @@ class Limits:
 class Violation:
     """Accesses outside their buffer of one kind: ``op`` ("load" or "store") ``side`` of buffer ``name``
     ("after", "before", "after_far", "before_far" beyond the guard region, or "into" an input), on ``lanes``
-    lanes in all, at element indices ``lo`` to ``hi`` of that buffer."""
+    lanes in all, at element indices ``lo`` to ``hi`` of that buffer. An access ``after`` may start inside the
+    buffer and run past its end (``width``, its bytes, above ``itemsize``, the buffer's). ``n``: the buffer's
+    elements; ``own``: the buffer is a tensor of the launcher's own (a kernel parameter's name, no guard)."""
 
     op: str
     name: str
@@ -202,6 +204,10 @@ class Violation:
     lanes: int
     lo: int
     hi: int
+    n: int = 0
+    width: int = 0
+    itemsize: int = 0
+    own: bool = False
 
 
 @dataclass
@@ -227,17 +233,22 @@ class Seen:
     into one element of out, or one that loaded what another stored: right only in the interpreter's order),
     ``raised`` (its exception, described; with
     ``interpreter_error`` when Triton's interpreter raised it while running a kernel), ``not_implemented`` (the
-    stub), ``interrupted``. Of the address checks (the pre-flight only): ``violations``, ``unread`` (input name ->
-    [elements never loaded, the first]), ``stores`` (uint8 counts of the stores into each element of out, at most
-    255), ``last_digest`` (out's digest after the last launch) and ``changed_after`` (out changed since). Of the
-    child: ``timeout`` with ``grid`` (the launch it stopped), ``died`` (the signal that ended it), ``no_fork``
-    (it ran in this process, without a time limit)."""
+    stub), ``interrupted``. Of the address checks (the pre-flight only): ``violations``, ``read`` (input name ->
+    bool per element: loaded by a kernel), ``stores`` (uint8 counts of the stores into each element of out, at
+    most 255), ``poison_read`` (a load of out, or an atomic on it, while it held the poison: [how, first flat
+    index, elements]), ``outside_data`` (a load of data the launcher made: [the kernel's parameter name, lanes]),
+    ``last_digest`` (out's digest after the last launch) and ``changed_after`` (out changed since). Of the child:
+    ``timeout`` with ``grid`` (the launch it stopped), ``died`` (the signal that ended it), ``lost`` (how it
+    ended without its record), ``no_fork`` (it ran in this process, without a time limit), ``peak_bytes`` (how much its resident memory grew at its peak while
+    the launcher ran; None where unmeasured)."""
 
     launches: list[dict] = field(default_factory=list)
     race: Race | None = None
     violations: list[Violation] = field(default_factory=list)
-    unread: dict[str, list[int]] = field(default_factory=dict)
+    read: dict[str, np.ndarray] = field(default_factory=dict)
     stores: np.ndarray | None = None
+    poison_read: list | None = None
+    outside_data: list | None = None
     last_digest: str | None = None
     changed_after: bool = False
     raised: str = ""
@@ -247,12 +258,14 @@ class Seen:
     timeout: bool = False
     grid: list[int] | None = None
     died: int | None = None
+    lost: str = ""
     no_fork: bool = False
+    peak_bytes: int | None = None
 
     @property
     def stopped(self) -> bool:
         """Whether the run ended early: a time-out, a death, an exception or an access outside the buffers."""
-        return self.timeout or self.died is not None or bool(self.raised) or bool(self.violations)
+        return self.timeout or self.died is not None or bool(self.lost or self.raised or self.violations)
 
     def to_json(self) -> str:
         """As JSON (it crosses from the child process through a pipe)."""
@@ -260,6 +273,9 @@ class Seen:
         d["violations"] = [dataclasses.asdict(v) for v in self.violations]
         d["race"] = None if self.race is None else dataclasses.asdict(self.race)
         d["stores"] = None if self.stores is None else base64.b64encode(self.stores.tobytes()).decode()
+        d["read"] = {
+            k: [int(v.size), base64.b64encode(np.packbits(v).tobytes()).decode()] for k, v in self.read.items()
+        }
         return json.dumps(d)
 
     @classmethod
@@ -269,6 +285,10 @@ class Seen:
         d["race"] = None if d.get("race") is None else Race(**d["race"])
         if d.get("stores") is not None:
             d["stores"] = np.frombuffer(base64.b64decode(d["stores"]), dtype=np.uint8)
+        d["read"] = {
+            k: np.unpackbits(np.frombuffer(base64.b64decode(bits), dtype=np.uint8), count=n).astype(bool)
+            for k, (n, bits) in d.get("read", {}).items()
+        }
         return cls(**d)
 
 
@@ -287,24 +307,34 @@ class Watch:
     load and store address is checked against ``regions`` before it happens: an access outside them is
     recorded in ``violations`` and masked off; the input elements loaded are marked in ``read``, and the stores
     into each element of ``out_name`` are counted in ``stores``. Each launch's record holds its integer arguments
-    by parameter name (``ints``: ``BLOCK_M`` and the like).
+    by parameter name (``ints``: ``BLOCK_M`` and the like) and the most lanes one of its stores into out had
+    (``lanes``: the block a program stores, whatever the kernel calls it). An autotuned kernel is not timed: case
+    ``pick`` takes the configs in turn from config ``pick``, so that every config runs in some case.
 
     The interpreter runs a grid's programs one after another, in a fixed order; a GPU runs them in none. So each
     element of out remembers which program of the launch stored it (``owner``), and a store into it by another
     program, or a load of it by another program, is a ``Race``: right here only because of the order. Atomics
-    are left out (their order does not matter)."""
+    are left out (their order does not matter).
 
-    def __init__(self, regions: list[Region], out_name: str, check: bool, out: Guarded | None = None):
-        self.regions, self.out_name, self.check, self.out = regions, out_name, check, out
+    A tensor of the launcher's own passed to a kernel (scratch) is allowed, and watched: a load of its bytes
+    before any kernel stored them, where it held data (not one repeated value, as torch.zeros gives), is data
+    computed outside the kernels (``outside_data``)."""
+
+    def __init__(self, regions: list[Region], out_name: str, check: bool, out: Guarded | None = None, pick: int = 0):
+        self.regions, self.out_name, self.check, self.out, self.pick = regions, out_name, check, out, pick
         n_out = next((r.n for r in regions if r.name == out_name), 0)
         self.stores = np.zeros(n_out, dtype=np.int64) if check else None
         self.owner = np.full(n_out, -1, dtype=np.int64) if check else None  # program number that stored, this launch
         self.program = -1  # number of the program running in this launch, in the interpreter's order
         self.race: Race | None = None
+        self.poison_read: list | None = None
+        self._out_bits = out.bits.numpy() if check and out is not None and out.bits.device.type == "cpu" else None
         self.launches: list[dict] = []
         self.violations: dict[tuple, Violation] = {}  # (op, name, side) -> what was seen
         self.read = {r.name: np.zeros(r.n, dtype=bool) for r in regions if r.role == "in"} if check else {}
         self.allowed: list[tuple[int, int]] = []  # storages of the learner's own tensors passed to a kernel
+        self.own: list[_Own] = []  # the same, watched for data made outside the kernels
+        self.outside_data: list | None = None
         self.last_digest = None
         self._interpreted: dict = {}
         self._current = None
@@ -321,11 +351,13 @@ class Watch:
             shadow.view.copy_(self.out.view)  # out was whole before the first launch: keep it to compare
             rec["out_full_before"] = True
         ours = [(r.buf_lo, r.buf_hi) for r in self.regions]
-        for a in list(args) + list(kwargs.values()):
-            if isinstance(a, torch.Tensor) and a.device.type == "cpu":
+        for pname, a in _tensors(fn, args, kwargs):
+            if a.device.type == "cpu":
                 lo = a.untyped_storage().data_ptr()
                 if not any(b0 <= lo < b1 for b0, b1 in ours):
                     self.allowed.append((lo, lo + a.untyped_storage().nbytes()))
+                    if self.check and not any(o.lo == lo for o in self.own):
+                        self.own.append(_Own(pname, a))
         self.launches.append(rec)
         self._current = rec
         self.program = -1
@@ -375,7 +407,7 @@ class Watch:
         return self._interpreted[key]
 
     # loads and stores, in the interpreter
-    def _access(self, op: str, ptrs, mask, atomic: bool = False):
+    def _access(self, op: str, ptrs, mask, atomic: str = ""):
         from triton.runtime.interpreter import TensorHandle
 
         addr = np.asarray(ptrs.data).astype(np.int64)
@@ -401,17 +433,37 @@ class Watch:
                 self._current["stored"].append(r.name)
             if r.name == self.out_name and self.stores is not None:
                 idx = r.index(addr[inside])
+                if op == "load" or atomic:
+                    self._poisoned_read(atomic or "loaded", idx)
                 if op == "store":
                     np.add.at(self.stores, idx, 1)
+                    if self._current is not None:
+                        self._current["lanes"] = max(self._current.get("lanes", 0), int(addr.size))
                 if not atomic and self.program >= 0:
                     self._order(op, idx)
         for lo, hi in self.allowed:
             ok |= m & (addr >= lo) & (addr + size <= hi)
+        for o in self.own:
+            inside = m & (addr >= o.lo) & (addr + size <= o.hi)
+            if inside.any():
+                made = o.touch(op, addr[inside] - o.lo, size, atomic)
+                if made and self.outside_data is None:
+                    self.outside_data = [o.name, made]
         bad = m & ~ok
         if not bad.any():
             return mask
-        self._classify(op, addr[bad & ~bad_into], addr[bad_into], addr[m & ok])
+        self._classify(op, addr[bad & ~bad_into], addr[bad_into], addr[m & ok], size)
         return TensorHandle(np.ascontiguousarray(m & ~bad), mask.dtype if mask is not None else _int1())
+
+    def _poisoned_read(self, how: str, idx: np.ndarray) -> None:
+        """A load of out's elements ``idx`` (or an atomic on them, ``how``): note those that hold the poison."""
+        if self._out_bits is None:
+            return
+        hit = np.flatnonzero(self._out_bits[self.out.g + idx] == self.out.poison)
+        if hit.size:
+            if self.poison_read is None:
+                self.poison_read = [how, int(idx[hit[0]]), 0]
+            self.poison_read[2] += int(hit.size)
 
     def _order(self, op: str, idx: np.ndarray) -> None:
         """Program ``self.program`` does ``op`` on out's elements ``idx``: a ``Race`` where another program of
@@ -426,35 +478,49 @@ class Watch:
         if op == "store":
             self.owner[idx] = self.program
 
-    def _classify(self, op, stray, into, valid):
-        regions = self.regions
-        for r in regions:
+    def _buffers(self) -> list[_Buffer]:
+        """Every buffer an address may belong to: the checker's (with their guard regions) and the launcher's own
+        tensors (their storage, no guard)."""
+        return [_Buffer(r.name, r.lo, r.hi, r.buf_lo, r.buf_hi, r.itemsize, r.n, False) for r in self.regions] + [
+            _Buffer(o.name, o.t_lo, o.t_lo + o.n * o.itemsize, o.lo, o.hi, o.itemsize, o.n, True) for o in self.own
+        ]
+
+    def _classify(self, op, stray, into, valid, size):
+        for r in self.regions:
             sel = (into >= r.lo) & (into < r.hi)
             if sel.any():
-                self._note(op, r.name, "into", r.index(into[sel]))
+                self._note(op, r.name, "into", r.index(into[sel]), Violation(op, r.name, "into", 0, 0, 0, r.n, size,
+                                                                             r.itemsize))  # fmt: skip
         if not stray.size:
             return
-        # a stray lane is named by the buffer the access's other lanes hit (the pointer it offsets from);
-        # where no lane hit one, by the nearest buffer starting below it (offsets are most often positive)
-        hit = [r for r in regions if ((valid >= r.lo) & (valid < r.hi)).any()]
-        first = int(stray.min())
-        if len(hit) == 1:
-            r = hit[0]
-        else:
-            below = [r for r in regions if r.lo <= first]
-            r = min(below, key=lambda b: first - b.lo) if below else min(regions, key=lambda b: b.lo - first)
-        for after in (True, False):
-            for far in (False, True):
-                side_sel = (stray >= r.hi) if after else (stray < r.lo)
-                sel = side_sel & (((stray < r.buf_lo) | (stray >= r.buf_hi)) == far)
-                if sel.any():
-                    side = ("after" if after else "before") + ("_far" if far else "")
-                    self._note(op, r.name, side, r.index(stray[sel]))
+        # a stray lane belongs to the buffer the access's other lanes hit (the pointer it offsets from); where they
+        # hit none or several, to the buffer whose guard region holds it, else to the nearest buffer
+        bufs = self._buffers()
+        hit = [k for k, b in enumerate(bufs) if ((valid >= b.lo) & (valid < b.hi)).any()]
+        home = np.full(stray.shape, hit[0] if len(hit) == 1 else -1)
+        for k, b in enumerate(bufs):
+            if not b.own:
+                home[(home < 0) & (stray >= b.buf_lo) & (stray < b.buf_hi)] = k
+        if (home < 0).any():
+            dist = np.stack([np.maximum(b.lo - stray, stray + size - b.hi) for b in bufs])
+            home[home < 0] = np.argmin(dist, axis=0)[home < 0]
+        for k in np.unique(home):
+            b, lanes = bufs[k], stray[home == k]
+            for after in (True, False):
+                for far in (False, True):
+                    side_sel = (lanes + size > b.hi) & (lanes >= b.lo) if after else (lanes < b.lo)
+                    sel = side_sel & (((lanes < b.buf_lo) | (lanes >= b.buf_hi)) == far)
+                    if sel.any():
+                        side = ("after" if after else "before") + ("_far" if far and not b.own else "")
+                        index = (lanes[sel] - b.lo) // b.itemsize
+                        self._note(op, b.name, side, index, Violation(op, b.name, side, 0, 0, 0, b.n, size, b.itemsize,
+                                                                      b.own))  # fmt: skip
 
-    def _note(self, op, name, side, index):
+    def _note(self, op, name, side, index, new: Violation):
         index = np.atleast_1d(index)
         lo, hi = int(index.min()), int(index.max())
-        v = self.violations.setdefault((op, name, side), Violation(op, name, side, 0, lo, hi))
+        new.lo, new.hi = lo, hi
+        v = self.violations.setdefault((op, name, side), new)
         v.lanes += int(index.size)
         v.lo, v.hi = min(v.lo, lo), max(v.hi, hi)
         if op == "store":  # the message is known: stop the launch before it spends the time limit
@@ -513,11 +579,13 @@ class Watch:
             self._patch(
                 b,
                 "create_atomic_rmw",
-                lambda s, o, p, v, m, *r, **k: rmw(s, o, p, v, watch._access("store", p, m, atomic=True), *r, **k),
+                lambda s, o, p, v, m, *r, **k: rmw(
+                    s, o, p, v, watch._access("store", p, m, atomic=_atomic(o)), *r, **k
+                ),
             )
 
             def atomic_cas(s, p, *r, **k):
-                if watch._access("store", p, None, atomic=True) is not None:
+                if watch._access("store", p, None, atomic="tl.atomic_cas") is not None:
                     raise RuntimeError("an atomic_cas outside the checker's buffers (not run)")
                 return cas(s, p, *r, **k)
 
@@ -530,6 +598,14 @@ class Watch:
                 return set_grid_idx(s, *idx, **k)
 
             self._patch(b, "set_grid_idx", count_program)
+            with contextlib.suppress(ImportError):
+                from triton.runtime.autotuner import Autotuner
+
+                def bench(tuner, *args, config, **meta):  # no timing (none in the interpreter): configs in turn
+                    k = next((i for i, c in enumerate(tuner.configs) if c is config), 0)
+                    return [float((k - watch.pick) % max(1, len(tuner.configs)))] * 3
+
+                self._patch(Autotuner, "_bench", bench)
         return self
 
     def _patch(self, owner, name, new):
@@ -548,18 +624,15 @@ class Watch:
 
     def record(self, outcome: Seen) -> Seen:
         """``outcome`` (what the launcher's call gave) with what was watched added."""
-        unread = {}
-        for name, r in self.read.items():
-            missed = np.flatnonzero(~r)
-            if missed.size:
-                unread[name] = [int(missed.size), int(missed[0])]
         stores = None if self.stores is None else np.minimum(self.stores, 255).astype(np.uint8)  # one byte each
         return dataclasses.replace(
             outcome,
             launches=self.launches,
             race=self.race,
+            poison_read=self.poison_read,
             violations=list(self.violations.values()),
-            unread=unread,
+            read=self.read,
+            outside_data=self.outside_data,
             last_digest=self.last_digest,
             stores=stores,
         )
@@ -575,6 +648,64 @@ def _count_program() -> None:
     """In a pre-flight's child, count one more program started (``_PROGRESS``)."""
     if _PROGRESS is not None:
         _PROGRESS.program()
+
+
+class _Own:
+    """A tensor of the launcher's own passed to a kernel: its storage's bytes [``lo``, ``hi``), the tensor's
+    first byte ``t_lo``, ``n`` elements of ``itemsize`` bytes, the kernel's parameter ``name``, whether it held
+    data when first seen (``made``: not one repeated byte value), and which of its bytes a kernel has stored
+    (``stored``)."""
+
+    def __init__(self, name: str, t: torch.Tensor):
+        st = t.untyped_storage()
+        self.name, self.lo, self.hi = name, st.data_ptr(), st.data_ptr() + st.nbytes()
+        self.t_lo, self.n, self.itemsize = t.data_ptr(), t.numel(), t.element_size()
+        raw = torch.empty(0, dtype=torch.uint8).set_(st) if st.nbytes() else torch.empty(0, dtype=torch.uint8)
+        self.made = bool(raw.numel()) and not bool((raw == raw[0]).all())
+        self.stored = np.zeros(self.hi - self.lo, dtype=bool)
+
+    def touch(self, op: str, offset: np.ndarray, size: int, atomic: bool) -> int:
+        """A kernel's ``op`` on the elements at byte ``offset`` (array) of ``size`` bytes; returns how many were
+        loads of data made outside the kernels."""
+        made = 0
+        if op == "load" and not atomic and self.made:
+            made = int((~self.stored[offset]).sum())
+        if op == "store":
+            for k in range(size):
+                self.stored[offset + k] = True
+        return made
+
+
+@dataclass(frozen=True)
+class _Buffer:
+    """A buffer as a stray address is named by: the view's bytes [lo, hi), the span [buf_lo, buf_hi) that is
+    still its own (guard regions, or a storage), ``itemsize``, ``n`` elements, ``own``: the launcher's tensor."""
+
+    name: str
+    lo: int
+    hi: int
+    buf_lo: int
+    buf_hi: int
+    itemsize: int
+    n: int
+    own: bool
+
+
+def _atomic(op) -> str:
+    """The learner's name of an interpreter's atomic op (``tl.atomic_add`` for ATOMIC_OP.FADD)."""
+    return "tl.atomic_" + str(op).rsplit(".", 1)[-1].lower().lstrip("fu")
+
+
+def _tensors(fn, args, kwargs) -> list[tuple[str, torch.Tensor]]:
+    """The tensor arguments of a launch of the kernel whose Python function is ``fn``, with their parameter
+    names (positions where the signature cannot be read)."""
+    try:
+        params = inspect.signature(fn).parameters
+        bound = inspect.signature(fn).bind_partial(*args, **{k: v for k, v in kwargs.items() if k in params})
+        items = list(bound.arguments.items())
+    except (TypeError, ValueError):
+        items = [(f"argument {i}", a) for i, a in enumerate(list(args) + list(kwargs.values()))]
+    return [(k, v) for k, v in items if isinstance(v, torch.Tensor)]
 
 
 def _ints(fn, args, kwargs) -> dict:
@@ -651,20 +782,51 @@ def warm_interpreter(fn) -> None:
         pass
 
 
-def _preflight_here(fn, args, regions, out_name, out: Guarded) -> Seen:
-    with Watch(regions, out_name, check=True, out=out) as w:
+def _preflight_here(fn, args, regions, out_name, out: Guarded, pick: int = 0, measure: bool = False) -> Seen:
+    base = _reset_peak() if measure else None
+    with Watch(regions, out_name, check=True, out=out, pick=pick) as w:
         outcome = call(fn, args)
     if w.aborted:  # the launch was stopped at a stray store: that, not the exception, is the news
         outcome = Seen()
-    return w.record(outcome)
+    seen = w.record(outcome)
+    if base is not None:
+        peak = _status_kib("VmHWM")
+        seen.peak_bytes = None if peak is None else max(0, peak - base) * 1024
+    return seen
 
 
-def preflight(fn, args, regions: list[Region], out_name: str, out: Guarded, limits: Limits) -> Seen:
-    """Run ``fn(*args)`` (CPU tensors in shared memory) under a checking ``Watch`` in a forked child, stopped
-    once ``limits.clock`` has moved more than ``limits.seconds`` since the child started; returns its record,
-    or one with ``timeout`` (and ``grid``, the launch it stopped, or None) or ``died`` (a signal number)."""
+def _status_kib(key: str) -> int | None:
+    """A memory figure of this process from /proc/self/status (kiB), None where unreadable (not Linux)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _reset_peak() -> int | None:
+    """Reset this process's peak resident memory to its present one (Linux: "5" into /proc/self/clear_refs,
+    proc(5)); returns the resident memory now (kiB), None where it cannot be measured."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return None
+    return _status_kib("VmRSS")
+
+
+def preflight(fn, args, regions: list[Region], out_name: str, out: Guarded, limits: Limits, pick: int = 0) -> Seen:
+    """Run ``fn(*args)`` (CPU tensors in shared memory) under a checking ``Watch`` (autotuned kernels: configs
+    taken in turn from ``pick``) in a forked child, stopped once ``limits.clock`` has moved more than
+    ``limits.seconds`` since the child started; returns its record, or one with ``timeout`` (and ``grid``, the
+    launch it stopped, or None), ``died`` (a signal number) or ``lost`` (it ended without its record). The child
+    leads a process group of its own: processes the launcher forks close the record's pipe, die with the child
+    (PR_SET_PDEATHSIG), and are killed with the group when the case ends."""
     if not limits.fork:
-        return dataclasses.replace(_preflight_here(fn, args, regions, out_name, out), no_fork=True)
+        return dataclasses.replace(_preflight_here(fn, args, regions, out_name, out, pick), no_fork=True)
     clock = limits.clock
     r, w = os.pipe()
     progress = Progress()
@@ -676,6 +838,10 @@ def preflight(fn, args, regions: list[Region], out_name: str, out: Guarded, limi
     if pid == 0:  # the child: CPU buffers only, never CUDA; it leaves by os._exit, running no cleanup of ours
         try:
             _tie_to_parent(parent, limits.cpu_s)
+            me = os.getpid()
+            with contextlib.suppress(OSError):
+                os.setpgid(0, 0)
+            os.register_at_fork(after_in_child=lambda: _learners_child(w, me))
             global _PROGRESS
             _PROGRESS = progress
             os.close(r)
@@ -688,17 +854,21 @@ def preflight(fn, args, regions: list[Region], out_name: str, out: Guarded, limi
 
                 triton.knobs.runtime.interpret = True
             try:
-                res = _preflight_here(fn, args, regions, out_name, out)
+                res = _preflight_here(fn, args, regions, out_name, out, pick, measure=True)
             except KeyboardInterrupt:
                 res = Seen(interrupted=True)
             except BaseException as e:
                 res = Seen(raised=clip(describe_error(e), 300))
+            if os.getpid() != me:  # a process the launcher forked, returned from it: only the child reports
+                os._exit(0)
             data = res.to_json().encode()
             while data:
                 data = data[os.write(w, data) :]
         finally:
             os._exit(0)
     os.close(w)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)  # as the child does: whichever runs first
     chunks, done, timed_out = [], False, False
     try:
         while not done:
@@ -711,18 +881,45 @@ def preflight(fn, args, regions: list[Region], out_name: str, out: Guarded, limi
                 break
     finally:
         os.close(r)
-        if timed_out or sys.exc_info()[0] is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        # the child itself when stopped, and what the launcher forked and left running; before the wait, while
+        # the child's id is still its own (after its record, it is already ending: its exit status stays)
+        _kill_group(pid)
         _, status = os.waitpid(pid, 0)
     if timed_out:
         return Seen(timeout=True, grid=progress.grid)
     if os.WIFSIGNALED(status):
         return Seen(died=os.WTERMSIG(status))
-    res = Seen.from_json(b"".join(chunks))
+    data = b"".join(chunks)
+    try:
+        res = Seen.from_json(data) if data else None
+    except (ValueError, TypeError) as e:
+        return Seen(lost=f"its record could not be read: {type(e).__name__}")
+    if res is None:
+        return Seen(lost=f"exit status {os.WEXITSTATUS(status)}")
     if res.interrupted:
         raise KeyboardInterrupt
     return res
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL to the process group child ``pid`` leads, and to ``pid`` itself should it not lead one yet; only
+    before ``pid`` is waited for (until then no other process can have its id)."""
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
+
+
+def _learners_child(w: int, child: int) -> None:
+    """In a process the launcher forks inside a pre-flight's child ``child``: close the record's pipe (``w``, so
+    the parent's read ends when the child's does) and die with ``child`` (PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(OSError):
+        os.close(w)
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != child:
+        os._exit(0)
 
 
 def _tie_to_parent(parent: int, cpu_s: int) -> None:
