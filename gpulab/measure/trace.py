@@ -1110,32 +1110,41 @@ def report(
     **kwargs,
 ) -> str:
     """Trace ``fn(*args, **kwargs)`` (``trace``) and show, in at most 15 lines, the learner's kernel's counts beside
-    the model and beside gpulab's recorded kernel: one row a quantity (``QUANTITIES``), columns yours (traced on
-    this machine, as the planned GPU would issue it), the model, and gpulab's (Nsight Compute on the GPU of the
-    recording). ``model``: {quantity: value} (sectors, lanes, steps, waves; bytes at your size); ``recorded``:
-    ``(case, range label)`` of ``gpulab.measure.counter_cases`` (e.g. ``("coalescing", "stride4")``); bytes there
-    are shown as a multiple of that case's own model, since its size is not yours. ``show``: the quantities, in
-    order (default: what the trace has, then the model's and the recording's). Never raises: a call the trace
-    refuses, a bound it passes or an error in the kernel is one line saying so. Returns the text (and prints it
-    when ``print_it``)."""
-    model = dict(model or {})
+    the model and beside gpulab's recorded kernel (``table``: its arguments ``model``, ``recorded``, ``show``).
+    Never raises: a call the trace refuses, a bound it passes or an error in the kernel is one line saying so.
+    Returns the text (and prints it when ``print_it``)."""
     try:
         t = trace(fn, *args, gpu=gpu, **kwargs)
-    except TraceError as e:
-        text = f"not traced: {e}"
-        if print_it:
-            print(text)
-        return text
+        text = table(t, model=model, recorded=recorded, show=show)
     except Exception as e:  # noqa: BLE001  (a notebook's call never fails here: the reason, in one line)
-        text = f"not traced: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
-        if print_it:
-            print(text)
-        return text
+        text = not_traced(e)
+    if print_it:
+        print(text)
+    return text
+
+
+def not_traced(e: Exception) -> str:
+    """The one line ``report`` prints for a call it could not count: the trace's own reason, or the error's first
+    line."""
+    if isinstance(e, TraceError):
+        return f"not traced: {e}"
+    return f"not traced: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+
+
+def table(t: Trace, model: dict | None = None, recorded: tuple | None = None, show=None, record=None) -> str:
+    """At most 15 lines: one row a quantity (``QUANTITIES``), columns yours (the trace ``t``: traced on this
+    machine, as the planned GPU would issue it), the model, and gpulab's (Nsight Compute on the GPU of the
+    recording). ``model``: {quantity: value} (sectors, lanes, steps, waves; bytes at your size); ``recorded``:
+    ``(case, range label)`` of ``gpulab.measure.counter_cases`` (e.g. ``("coalescing", "stride4")``); bytes there
+    are shown as a multiple of that case's own model, since its size is not yours. ``record``: ``(case record,
+    provenance line)`` to read instead of the stored recording (a case measured now, ``counters.measure``).
+    ``show``: the quantities, in order (default: what the trace has, then the model's and the recording's)."""
+    model = dict(model or {})
     quantities = _quantities()
     metrics, comparison, where = {}, [], ""
     if recorded is not None:
         case, label = recorded
-        rec, where = recording(case)
+        rec, where = record if record is not None else recording(case)
         if rec is not None and rec.get("rows"):
             from .counters import aggregate
 
@@ -1143,7 +1152,7 @@ def report(
             triton_rows = [r for r in rec["rows"] if re.fullmatch(r"\w+", r.get("kernel", ""))]
             metrics = aggregate(triton_rows, f"gpulab:{case}:{label}")[0]
             comparison = [c for c in rec.get("comparison", []) if c.get("label") == label]
-            where = f"gpulab's: {case} / {label} recorded on {where}"
+            where = f"gpulab's: {case} / {label} {'recorded on ' if record is None else ''}{where}"
     names = list(show) if show is not None else _default_show(t)
     from_record = [
         q
@@ -1194,7 +1203,4 @@ def report(
         lines.append("  tl.dot operands are copied to shared memory: their bytes are counted, not their requests")
     if where:
         lines.append(f"  {where}")
-    text = "\n".join(lines[:15])
-    if print_it:
-        print(text)
-    return text
+    return "\n".join(lines[:15])
