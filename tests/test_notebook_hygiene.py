@@ -120,7 +120,7 @@ def test_tidy_moves_every_marker_to_its_tag_and_gives_stable_unique_ids():
 # are the markdown cells' words, HTML tags left out (every lesson's limit: test_every_lesson_stays_within_its_prose_words);
 # a learner's cell is a code cell with a "# your" stub (a number to predict, a function to write).
 LESSON00 = ["00_the_machine", "00b_first_kernel"]
-PROSE_WORDS_MAX, WORDS_BEFORE_LEARNER_MAX = 2050, 600
+PROSE_WORDS_MAX, WORDS_BEFORE_LEARNER_MAX = 2000, 600
 
 
 def _prose_words(cell: dict) -> int:
@@ -148,7 +148,7 @@ def test_lesson08_asks_for_two_predictions_each_revealed(stem):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_lesson_stays_within_its_prose_words(path):
-    """Every lesson within about 2,000 prose words: a longer one is cut or split."""
+    """Every lesson within 2,000 prose words: a longer one is cut or split."""
     total = sum(map(_prose_words, _load(path)["cells"]))
     assert total <= PROSE_WORDS_MAX, f"{path.stem}: {total} prose words, more than {PROSE_WORDS_MAX}: split or cut"
 
