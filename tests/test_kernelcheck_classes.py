@@ -343,3 +343,57 @@ def test_a_ring_that_loops_on_one_rank_is_not_called_a_deadlock():
     rep = ex10.check_ring_all_reduce(ring, ps=(1,), timeout_s=3.0)
     text = str(rep)
     assert not rep.ok and "loop" in text and "deadlock" not in text, text
+
+
+# ---- the time limit reads the interpreter's progress: slow is told slow, a loop is told it loops ---------------
+
+
+class CostClock:
+    """A clock for the time limit (``kernelcheck.CLOCK``) that charges each program ``seconds`` as it starts, and
+    program number ``k`` (counted over the case, from 0) ``costs[k]`` instead: a kernel's time decided by what it
+    ran, not by this machine's speed."""
+
+    def __init__(self, seconds: float, costs: dict | None = None):
+        self.seconds, self.costs = seconds, costs or {}
+
+    def __call__(self, progress) -> float:
+        started = progress.programs
+        extra = sum(c - self.seconds for k, c in self.costs.items() if k < started)
+        return started * self.seconds + extra
+
+
+def test_a_slow_right_kernel_runs_on_and_passes(monkeypatch):
+    monkeypatch.setattr(kernelcheck, "CASE_TIME_LIMIT_S", 1.0)
+    monkeypatch.setattr(kernelcheck, "CLOCK", CostClock(0.01))  # BLOCK 16: 257 programs, 2.57 s on the long case
+    rep = ex00.check_add(add_order(0, block=16))
+    assert rep.ok and "took more than 1 s" in str(rep) and "kept finishing" in str(rep), str(rep)
+
+
+def test_a_kernel_too_slow_even_so_is_told_it_is_slow(monkeypatch):
+    monkeypatch.setattr(kernelcheck, "CASE_TIME_LIMIT_S", 1.0)
+    monkeypatch.setattr(kernelcheck, "CLOCK", CostClock(0.01))  # BLOCK 2: 2050 programs, 20.5 s, past 5 x 1 s
+    text = failing(ex00.check_add(add_order(0, block=2)))
+    assert "too slow for Triton's interpreter" in text and "endless loop" not in text, text
+
+
+@triton.jit
+def _add_stuck(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    if pid == 3:  # the fourth program never ends
+        i = 0
+        while i >= 0:
+            i += 1
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+def test_a_loop_in_one_program_is_told_it_loops(monkeypatch):
+    # each case runs in a child of its own, its programs counted from 0: case 1000's fourth program charges 100 s
+    monkeypatch.setattr(kernelcheck, "CLOCK", CostClock(0.01, {3: 100.0}))
+    text = failing(
+        ex00.check_add(lambda x, y, out: _add_stuck[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK=128))
+    )
+    assert "program (3,) ran 100 s without finishing in a launch with grid (8,)" in text and "endless loop" in text, (
+        text
+    )

@@ -39,8 +39,8 @@ class Report:
     def __str__(self) -> str:
         if not self.attempted:
             return f"[ ] {self.name}: not attempted yet (the stub raises NotImplementedError)"
-        if self.ok:
-            return f"[pass] {self.name}: all {self.cases} cases pass"
+        if self.ok:  # a note is said on a pass too (a case slow in the interpreter, a check this platform lacks)
+            return f"[pass] {self.name}: all {self.cases} cases pass" + (f"\n  ({self.note})" * bool(self.note))
         failed = len(self.failures) if self.failed is None else self.failed
         lines = [f"[FAIL] {self.name}: {failed} of {self.cases} cases fail"]
         lines += [f"  - {clip(f)}" for f in self.failures[:5]]

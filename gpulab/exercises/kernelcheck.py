@@ -52,10 +52,14 @@ from .kernelwatch import (  # noqa: F401  (Guarded, PREFLIGHT_GUARD_BYTES, Progr
     warm_interpreter,
 )
 
-#: Seconds one case may take in the pre-flight (Triton's interpreter, a child process) before it is stopped
-#: and reported as a time-out ("an endless loop?"), read on ``CLOCK``. The slowest right kernel of the collection
-#: takes a few seconds on its longest case.
+#: Seconds one case may take in the pre-flight (Triton's interpreter, a child process), read on ``CLOCK``. Past
+#: them, the interpreter's progress decides: a case where nothing started or ended in a kernel for this long (one
+#: program running all that while) is stopped as an endless loop; one whose programs keep finishing runs on while
+#: at its pace it would end within ``SLOW_LIMIT_FACTOR`` times this, and is stopped as slow otherwise. The
+#: slowest right kernel of the collection takes a few seconds on its longest case on an idle machine.
 CASE_TIME_LIMIT_S = 60.0
+#: How many times ``CASE_TIME_LIMIT_S`` a case whose programs keep finishing may take (a busy machine, a small block).
+SLOW_LIMIT_FACTOR = 5.0
 #: How often (seconds) the parent of a pre-flight's child reads ``CLOCK`` while it waits for the child's record.
 POLL_S = 0.05
 #: CPU seconds a pre-flight's child may use (``RLIMIT_CPU``; then SIGXCPU): a backstop for a child its parent can no
@@ -74,16 +78,16 @@ def wall_clock(progress: Progress) -> float:
 
 
 #: The clock the pre-flight's time limit reads: ``CLOCK(progress) -> seconds`` (``Progress``), read when the child
-#: starts, every ``POLL_S`` while it runs, and once more when it has finished (a case whose reading passed
-#: ``CASE_TIME_LIMIT_S`` by then is a time-out too). A test puts in a clock that counts ``progress.programs``, so that
-#: a time-out is decided by what the kernel did, not by this machine's speed.
+#: starts, by the child as each program starts, every ``POLL_S`` while it runs, and once more when it has finished
+#: (a case is judged by that reading too). A test puts in a clock that counts ``progress.programs``, so that a
+#: time-out is decided by what the kernel did, not by this machine's speed.
 CLOCK = wall_clock
 
 
 def limits() -> Limits:
     """The pre-flight's limits as this module's settings stand now (``CASE_TIME_LIMIT_S``, ``CLOCK``, ``POLL_S``,
-    ``CHILD_CPU_LIMIT_S``, whether this platform forks)."""
-    return Limits(CASE_TIME_LIMIT_S, CLOCK, POLL_S, CHILD_CPU_LIMIT_S, _CAN_FORK)
+    ``CHILD_CPU_LIMIT_S``, whether this platform forks, ``SLOW_LIMIT_FACTOR``)."""
+    return Limits(CASE_TIME_LIMIT_S, CLOCK, POLL_S, CHILD_CPU_LIMIT_S, _CAN_FORK, SLOW_LIMIT_FACTOR)
 
 
 def preflight_once(fn, inputs: dict[str, Guarded], out: Guarded) -> Seen:
@@ -135,6 +139,7 @@ def check_kernel(
     rep = Report(name, failed=0)
     found: dict[str, list] = {}  # kind -> [message, cases hit, first case's arguments]
     no_fork = False
+    slow: list[tuple[float, str]] = []  # (seconds, arguments) of cases that ended past the time limit
     unguarded: list[str] = []  # the interpreter's errors of cases that ran on the GPU without the pre-flight
     lim = limits()
     for i, case in enumerate(cases):
@@ -153,6 +158,8 @@ def check_kernel(
         seen = preflight(fn, args, regions, "out", host_out, lim, pick=i)
         seen.changed_after = seen.last_digest not in (None, host_out.digest())
         no_fork |= seen.no_fork
+        if not seen.timeout and seen.elapsed is not None and seen.elapsed > lim.seconds:
+            slow.append((seen.elapsed, desc))
         if seen.not_implemented:
             if i == 0:
                 return Report(name, attempted=False)
@@ -218,6 +225,13 @@ def check_kernel(
             rep.failures[-1] += "\n    -> " + line
     if no_fork:
         rep.note = "no time limit here (this platform has no os.fork): an endless loop would hang the check"
+    if slow:
+        t, desc = max(slow)
+        rep.note = clip(
+            f"{len(slow)} case(s) took more than {lim.seconds:g} s in Triton's interpreter (the longest {t:.3g} s, "
+            f"{name}({desc})); their programs kept finishing, so they ran on: a larger BLOCK runs faster there",
+            400,
+        )
     if unguarded:
         rep.note = clip(
             f"Triton's interpreter could not pre-flight {len(unguarded)} case(s) ({unguarded[0]}): they ran on the "

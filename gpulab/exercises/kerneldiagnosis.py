@@ -21,11 +21,8 @@ import torch
 
 from ..core.tolerances import elementwise_mismatch
 from . import MATH_FP32_ONLY
-from .kernelwatch import Guarded, Limits, Seen, Violation
+from .kernelwatch import Guarded, Limits, Seen, Stop, Violation
 
-#: A launch of at least this many programs that takes the time limit is named as a grid too fine for the
-#: interpreter (it runs a grid's programs one after another) as well as a possible endless loop.
-FINE_GRID_PROGRAMS = 1 << 14
 #: An out of at least this many elements written by a single program (every launch on grid (1,)) is named: on a
 #: GPU one program runs on one SM.
 ONE_PROGRAM_MIN_ELEMENTS = 1 << 16
@@ -135,27 +132,48 @@ def violation_message(v: Violation) -> str:
     return f"{verb} {where}: {fix}"
 
 
-def timeout_message(grid: list[int] | None, limit_s: float) -> str:
-    head = f"did not finish within {limit_s:g} s in Triton's interpreter (stopped)"
-    if not grid:
-        return f"{head}: an endless loop? check each loop's bounds and step"
-    programs = math.prod(grid)
-    if programs >= FINE_GRID_PROGRAMS:
+def stop_message(stop: Stop, limits: Limits) -> str:
+    """The learner's message for a case the time limit stopped (``Stop``): a loop, or a kernel too slow for the
+    interpreter, each said as what the interpreter's progress showed."""
+    grid = f" in a launch with grid {tuple(stop.grid)}" if stop.grid else ""
+    slow_fix = (
+        "the interpreter runs a grid's programs one after another, so many small programs are slow there: give "
+        "each program more work (a BLOCK of a few hundred elements or more)"
+    )
+    if stop.kind == "loop":
+        head = f"did not finish within {limits.seconds:g} s in Triton's interpreter (stopped): "
+        if stop.program < 0:
+            what = f"no kernel ran for {stop.stalled:.3g} s (the launcher's own Python?)"
+        else:
+            what = f"program {_pid(stop.program, stop.grid)} ran {stop.stalled:.3g} s without finishing{grid}"
+            if stop.finished:
+                pace = (stop.elapsed - stop.stalled) / stop.finished
+                what += f", where the {stop.finished} program(s) before it took {pace:.2g} s each"
+        return f"{head}{what}: an endless loop? check each loop's bounds and step"
+    if stop.ended:
         return (
-            f"{head} in a launch of {programs} programs (grid {tuple(grid)}): the interpreter runs a grid's programs "
-            "one after another, so a grid this fine is slow there; give each program more work (a BLOCK of a few "
-            "hundred elements or more), and check each loop's bounds and step in case one never ends"
+            f"took {stop.elapsed:.3g} s in Triton's interpreter, past the {limits.slow_seconds:g} s a case may take "
+            f"(its programs kept finishing: slow, not stuck){grid}: {slow_fix}"
         )
-    return f"{head} in a launch with grid {tuple(grid)}: an endless loop? check each loop's bounds and step"
+    done = (
+        f"{stop.started} of {math.prod(stop.grid)} programs{grid} started" if stop.grid else "programs kept finishing"
+    )
+    need = f", so it needs about {stop.need:.3g} s" if stop.need else ""
+    return (
+        f"too slow for Triton's interpreter (stopped after {stop.elapsed:.3g} s): {done}, {stop.finished} finished "
+        f"in all{need}, past the {limits.slow_seconds:g} s a case may take (programs keep finishing: slow, not "
+        f"stuck): {slow_fix}"
+    )
 
 
 # ---- the rules, in the order they are tried ---------------------------------------------------------------------
 
 
 def timed_out(c: Case) -> Finding | None:
-    if c.seen.timeout:
-        return Finding("timeout", timeout_message(c.seen.grid, c.limits.seconds))
-    return None
+    stop = c.seen.stop
+    if not c.seen.timeout or stop is None:
+        return None
+    return Finding("timeout" if stop.kind == "loop" else "slow", stop_message(stop, c.limits))
 
 
 def died(c: Case) -> Finding | None:

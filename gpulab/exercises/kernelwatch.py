@@ -50,8 +50,9 @@ PREFLIGHT_GUARD_BYTES = 1 << 16
 _POISON_BITS = {8: 0x7FF8_DEAD_BEEF_0001, 4: 0x7FC0_DEAD, 2: 0x7FDA, 1: 0x7F}  # NaN in fp64/32/16, bf16, e4m3
 _INPUT_POISON_BITS = {8: 0x7FF8_0BAD_F00D_0002, 4: 0x7FC0_0BAD, 2: 0x7FCB, 1: 0x7E}
 _INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
-#: In a pre-flight's child: the ``Progress`` it publishes to its parent (None elsewhere).
+#: In a pre-flight's child: the ``Progress`` it publishes to its parent (None elsewhere), and the time limit's clock.
 _PROGRESS: Progress | None = None
+_CLOCK = None
 
 _INHERITED = object()  # an attribute a patch shadows on a class that only inherits it
 
@@ -146,48 +147,139 @@ class Guarded:
 
 
 class Progress:
-    """What a pre-flight's child has done so far, in int64s of memory it shares with its parent: ``programs``, the
-    programs it started in this case (every launch together, counted as the interpreter starts each one), and
-    ``grid``, the grid of the launch now running (None before the first). The child writes it; the parent reads it
-    to name the launch a time-out stopped, and hands it to the time limit's clock."""
+    """What a pre-flight's child has done so far, in memory it shares with its parent: ``programs``, the programs
+    it started in this case (every launch together, counted as the interpreter starts each one), ``finished``
+    (those that ended), ``running`` (whether one runs now), ``grid`` (the launch now running; None before the
+    first), ``in_launch`` (the programs it started of that launch), ``last_event`` (the time-limit clock's reading
+    when a program last started or ended, or a launch ended). The child writes it; the parent reads it to tell a
+    kernel that loops from one that is slow, and hands it to the clock."""
+
+    _PROGRAMS, _FINISHED, _RUNNING, _IN_LAUNCH, _DIMS, _GRID, _LAST = 0, 1, 2, 3, 4, 5, 8  # word offsets
 
     def __init__(self):
-        self._mm = mmap.mmap(-1, 8 * 8)  # anonymous, MAP_SHARED: seen by a child forked after this
-        self.words = np.frombuffer(self._mm, dtype=np.int64)  # [programs, number of dims, dims...]
+        self._mm = mmap.mmap(-1, 16 * 8)  # anonymous, MAP_SHARED: seen by a child forked after this
+        self.words = np.frombuffer(self._mm, dtype=np.int64)
+        self.times = np.frombuffer(self._mm, dtype=np.float64)  # the same memory; only _LAST is read as a time
         self.words[:] = 0
 
     @property
     def programs(self) -> int:
-        return int(self.words[0])
+        return int(self.words[self._PROGRAMS])
+
+    @property
+    def finished(self) -> int:
+        return int(self.words[self._FINISHED])
+
+    @property
+    def running(self) -> bool:
+        return bool(self.words[self._RUNNING])
+
+    @property
+    def in_launch(self) -> int:
+        return int(self.words[self._IN_LAUNCH])
+
+    @property
+    def last_event(self) -> float:
+        return float(self.times[self._LAST])
 
     @property
     def grid(self) -> list[int] | None:
-        dims = int(self.words[1])
-        return [int(v) for v in self.words[2 : 2 + dims]] if dims else None
+        dims = int(self.words[self._DIMS])
+        return [int(v) for v in self.words[self._GRID : self._GRID + dims]] if dims else None
 
     def launch(self, grid: list[int]) -> None:
         """The child is about to run a launch of ``grid``."""
-        if 0 < len(grid) <= len(self.words) - 2:
-            self.words[2 : 2 + len(grid)] = grid
-            self.words[1] = len(grid)
+        if 0 < len(grid) <= 3:
+            self.words[self._GRID : self._GRID + len(grid)] = grid
+            self.words[self._DIMS] = len(grid)
+        self.words[self._IN_LAUNCH] = 0
 
-    def program(self) -> None:
-        """The child is about to run one more program."""
-        self.words[0] += 1
+    def program(self, clock) -> None:
+        """The child is about to run one more program; ``clock`` is read before it is counted, so a clock that
+        charges each program as it starts leaves this one's time out of ``last_event``."""
+        self._end_program()
+        self.times[self._LAST] = clock(self)
+        self.words[self._PROGRAMS] += 1
+        self.words[self._IN_LAUNCH] += 1
+        self.words[self._RUNNING] = 1
+
+    def end_launch(self, clock) -> None:
+        """The launch now running has ended (its last program with it)."""
+        if self.running:
+            self._end_program()
+            self.times[self._LAST] = clock(self)
+
+    def _end_program(self) -> None:
+        if self.words[self._RUNNING]:
+            self.words[self._FINISHED] += 1
+            self.words[self._RUNNING] = 0
 
 
 @dataclass(frozen=True)
 class Limits:
-    """How a pre-flight runs: stopped once ``clock(progress) -> seconds`` has moved more than ``seconds`` since
-    the child started, the clock read every ``poll_s`` seconds while it runs and once more when it has finished;
-    the child's own CPU limit, ``cpu_s`` seconds (RLIMIT_CPU); ``fork``: whether to run in a forked child (else
-    here, with no time limit)."""
+    """How a pre-flight runs, on ``clock(progress) -> seconds`` (read every ``poll_s`` seconds while the child
+    runs, once more when it has finished, and by the child as each program starts). Once a case has taken
+    ``seconds``, the interpreter's progress decides: where nothing started or ended in a kernel for ``seconds``
+    (one program running all that while), it loops and is stopped; where programs keep finishing, it runs on
+    while it would end within ``slow_factor`` times ``seconds`` at its pace, and is stopped as slow otherwise.
+    ``cpu_s``: the child's own CPU limit (RLIMIT_CPU); ``fork``: whether to run in a forked child (else here,
+    with no time limit)."""
 
     seconds: float
     clock: Callable[[Progress], float]
     poll_s: float
     cpu_s: int
     fork: bool
+    slow_factor: float = 5.0
+
+    @property
+    def slow_seconds(self) -> float:
+        return self.seconds * self.slow_factor
+
+
+@dataclass
+class Stop:
+    """Why the pre-flight stopped a case, or judged it after it ended: ``kind`` "loop" (nothing started or
+    ended in a kernel for ``stalled`` seconds) or "slow" (programs kept finishing, too slowly: ``need`` seconds
+    in all at their pace; ``ended`` when it did end, past the limit). ``elapsed``: seconds on the clock; ``grid``:
+    the launch running (None: the launcher's own code); ``program``: the number of the program running in it (in
+    the interpreter's order; -1: none); ``started``: the programs of that launch started; ``finished``: the
+    programs the case finished, all launches together."""
+
+    kind: str
+    elapsed: float
+    grid: list[int] | None = None
+    program: int = -1
+    started: int = 0
+    finished: int = 0
+    stalled: float = 0.0
+    need: float = 0.0
+    ended: bool = False
+
+
+def judge_progress(progress: Progress, elapsed: float, now: float, limits: Limits, ended: bool) -> Stop | None:
+    """The time limit, read on the interpreter's progress: None to go on (or, ``ended``, to take the case as it
+    is), else why to stop. ``elapsed``: seconds since the child started; ``now``: the clock's reading."""
+    if elapsed <= limits.seconds:
+        return None
+    grid, started, finished = progress.grid, progress.in_launch, progress.finished
+    if ended:
+        if elapsed <= limits.slow_seconds:
+            return None
+        return Stop("slow", elapsed, grid, -1, started, finished, need=elapsed, ended=True)
+    stalled = now - progress.last_event if progress.last_event or finished or progress.running else elapsed
+    running = progress.running
+    if stalled > limits.seconds:
+        return Stop("loop", elapsed, grid if running else None, started - 1 if running else -1, started, finished,
+                    stalled)  # fmt: skip
+    if finished == 0:  # a first program under way: no pace yet
+        return Stop("slow", elapsed, grid, started - 1, started, finished) if elapsed > limits.slow_seconds else None
+    pace = elapsed / finished
+    left = (math.prod(grid) - started + running) if grid and running else 0
+    need = elapsed + pace * left
+    if need > limits.slow_seconds or elapsed > limits.slow_seconds:
+        return Stop("slow", elapsed, grid, started - 1 if running else -1, started, finished, stalled, need)
+    return None
 
 
 @dataclass
@@ -238,7 +330,8 @@ class Seen:
     most 255), ``poison_read`` (a load of out, or an atomic on it, while it held the poison: [how, first flat
     index, elements]), ``outside_data`` (a load of data the launcher made: [the kernel's parameter name, lanes]),
     ``last_digest`` (out's digest after the last launch) and ``changed_after`` (out changed since). Of the child:
-    ``timeout`` with ``grid`` (the launch it stopped), ``died`` (the signal that ended it), ``lost`` (how it
+    ``timeout`` with ``stop`` (why the time limit stopped it, or judged it slow once it ended), ``elapsed`` (its
+    seconds on the time limit's clock), ``died`` (the signal that ended it), ``lost`` (how it
     ended without its record), ``no_fork`` (it ran in this process, without a time limit), ``peak_bytes`` (how much its resident memory grew at its peak while
     the launcher ran; None where unmeasured)."""
 
@@ -256,7 +349,8 @@ class Seen:
     not_implemented: bool = False
     interrupted: bool = False
     timeout: bool = False
-    grid: list[int] | None = None
+    stop: Stop | None = None
+    elapsed: float | None = None
     died: int | None = None
     lost: str = ""
     no_fork: bool = False
@@ -272,6 +366,7 @@ class Seen:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["violations"] = [dataclasses.asdict(v) for v in self.violations]
         d["race"] = None if self.race is None else dataclasses.asdict(self.race)
+        d["stop"] = None if self.stop is None else dataclasses.asdict(self.stop)
         d["stores"] = None if self.stores is None else base64.b64encode(self.stores.tobytes()).decode()
         d["read"] = {
             k: [int(v.size), base64.b64encode(np.packbits(v).tobytes()).decode()] for k, v in self.read.items()
@@ -283,6 +378,7 @@ class Seen:
         d = json.loads(text or "{}")
         d["violations"] = [Violation(**v) for v in d.get("violations", [])]
         d["race"] = None if d.get("race") is None else Race(**d["race"])
+        d["stop"] = None if d.get("stop") is None else Stop(**d["stop"])
         if d.get("stores") is not None:
             d["stores"] = np.frombuffer(base64.b64decode(d["stores"]), dtype=np.uint8)
         d["read"] = {
@@ -380,6 +476,7 @@ class Watch:
         return grid
 
     def _end(self, rec):
+        _end_launch()
         if self.check and self.out is not None:
             self.last_digest = self.out.digest()
         self._current = None
@@ -647,7 +744,13 @@ def _show_progress(grid: list[int]) -> None:
 def _count_program() -> None:
     """In a pre-flight's child, count one more program started (``_PROGRESS``)."""
     if _PROGRESS is not None:
-        _PROGRESS.program()
+        _PROGRESS.program(_CLOCK)
+
+
+def _end_launch() -> None:
+    """In a pre-flight's child, say the launch running has ended (``_PROGRESS``)."""
+    if _PROGRESS is not None:
+        _PROGRESS.end_launch(_CLOCK)
 
 
 class _Own:
@@ -842,8 +945,8 @@ def preflight(fn, args, regions: list[Region], out_name: str, out: Guarded, limi
             with contextlib.suppress(OSError):
                 os.setpgid(0, 0)
             os.register_at_fork(after_in_child=lambda: _learners_child(w, me))
-            global _PROGRESS
-            _PROGRESS = progress
+            global _PROGRESS, _CLOCK
+            _PROGRESS, _CLOCK = progress, clock
             os.close(r)
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt stops the child at once
             sys.stdout = sys.stderr = io.StringIO()  # the learner's prints stay out of the parent's streams
@@ -869,15 +972,16 @@ def preflight(fn, args, regions: list[Region], out_name: str, out: Guarded, limi
     os.close(w)
     with contextlib.suppress(OSError):
         os.setpgid(pid, pid)  # as the child does: whichever runs first
-    chunks, done, timed_out = [], False, False
+    chunks, done, stop = [], False, None
     try:
         while not done:
             if select.select([r], [], [], limits.poll_s)[0]:
                 chunk = os.read(r, 1 << 16)
                 done = not chunk  # the child closed its end: its record is whole
                 chunks.append(chunk)
-            if clock(progress) - start > limits.seconds:  # read once more after the record: a late finish counts
-                timed_out = True
+            now = clock(progress)  # read once more after the record: a case that ended is judged too
+            stop = judge_progress(progress, now - start, now, limits, ended=done)
+            if stop is not None:
                 break
     finally:
         os.close(r)
@@ -885,8 +989,8 @@ def preflight(fn, args, regions: list[Region], out_name: str, out: Guarded, limi
         # the child's id is still its own (after its record, it is already ending: its exit status stays)
         _kill_group(pid)
         _, status = os.waitpid(pid, 0)
-    if timed_out:
-        return Seen(timeout=True, grid=progress.grid)
+    if stop is not None:
+        return Seen(timeout=True, stop=stop, elapsed=stop.elapsed)
     if os.WIFSIGNALED(status):
         return Seen(died=os.WTERMSIG(status))
     data = b"".join(chunks)
@@ -898,6 +1002,7 @@ def preflight(fn, args, regions: list[Region], out_name: str, out: Guarded, limi
         return Seen(lost=f"exit status {os.WEXITSTATUS(status)}")
     if res.interrupted:
         raise KeyboardInterrupt
+    res.elapsed = now - start
     return res
 
 
