@@ -62,6 +62,41 @@ class Report:
         self.note = self.note or other.note
 
 
+#: A failure line of ``kernelcheck.check_kernel``: the message, then "[hits of cases cases, e.g. name(arguments)]",
+#: then any advice lines.
+_CASE_LINE = re.compile(
+    r"^(?P<msg>.*) \[(?P<hits>\d+) of (?P<cases>\d+) cases, e\.g\. (?P<name>[^(\[]*)\((?P<args>.*?)\)\](?P<rest>\n.*)?$",
+    re.S,
+)
+
+
+def say_once(report: Report) -> Report:
+    """``report`` (a checker made of several ``check_kernel`` runs, one per dtype: "relu_cast fp16->fp16", ...) with
+    each message the runs share said once: the cases it hit in all, and the runs it hit ("in fp32, fp16, bf16"),
+    beside the first run's example. Lines whose messages differ (an index, a value) stay apart. Returns
+    ``report``, changed in place."""
+    merged: dict[tuple, list] = {}
+    for line in report.failures:
+        m = _CASE_LINE.match(line)
+        if m is None:
+            merged.setdefault((line,), [line])
+            continue
+        entry = merged.setdefault((m["msg"], m["rest"] or ""), [m, 0, 0, []])
+        entry[1], entry[2] = entry[1] + int(m["hits"]), entry[2] + int(m["cases"])
+        entry[3].append(m["name"].strip().removeprefix(report.name).strip() or m["name"].strip())
+    lines = []
+    for entry in merged.values():
+        if len(entry) == 1:
+            lines.append(entry[0])
+            continue
+        m, hits, cases, runs = entry
+        where = f", in {', '.join(runs)}" if len(runs) > 1 else ""
+        example = f"{m['name'].strip()}({m['args']})"
+        lines.append(f"{m['msg']} [{hits} of {cases} cases{where}; e.g. {example}]{m['rest'] or ''}")
+    report.failures = lines
+    return report
+
+
 #: The note ``describe_error`` gives a 16-bit input to one of Triton's math functions (tl.sin, tl.exp, ...).
 MATH_FP32_ONLY = "Triton's math functions (tl.sin, tl.cos, tl.exp, tl.log, tl.sqrt, ...) take fp32 or fp64 only"
 _MATH_OPS = ("sin", "cos", "exp2", "exp", "log2", "log", "sqrt_rn", "sqrt", "rsqrt", "erf", "floor", "ceil")

@@ -14,7 +14,7 @@ import gpulab
 from ..core import dtypes
 from ..models import formats
 from ..models.waves import cdiv
-from . import Report, _short, close, ex03_solutions, is_int, kernelcheck, run_cases
+from . import Report, _short, close, ex03_solutions, is_int, kernelcheck, run_cases, say_once
 from .kernelcheck import check_kernel
 
 RELU_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float64)
@@ -190,7 +190,7 @@ def check_relu_cast(fn) -> Report:
         total.extend(rep)
     if total.failures and all("bf16" in f.split("(")[0] for f in total.failures):
         total.failures[0] += "\n    -> " + _BF16_NOTE  # the first failure shown carries the note
-    return total
+    return say_once(total)
 
 
 check_relu_cast.solution = ex03_solutions.relu_cast
@@ -380,7 +380,7 @@ def check_quantize_fp8(fn) -> Report:
         if not rep.attempted:
             return Report("quantize_fp8", attempted=False)
         total.extend(rep)
-    return total
+    return say_once(total)
 
 
 check_quantize_fp8.solution = ex03_solutions.quantize_fp8

@@ -10,7 +10,7 @@ import torch
 import gpulab
 
 from ..core import dtypes
-from . import Report, _short, close, ex04_solutions, is_int, kernelcheck, run_cases
+from . import Report, _short, close, ex04_solutions, is_int, kernelcheck, run_cases, say_once
 from .kernelcheck import check_kernel
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.float8_e4m3fn)
@@ -168,7 +168,7 @@ def check_sincos_fused(fn) -> Report:
         total.extend(rep)
     if total.failures and all(f.startswith("sincos_fused bf16") for f in total.failures):
         total.failures[0] += "\n    -> " + _BF16_NOTE  # the first failure shown carries the note
-    return total
+    return say_once(total)
 
 
 check_sincos_fused.solution = ex04_solutions.sincos_fused
@@ -377,7 +377,7 @@ def check_gated_residual(fn) -> Report:
         total.extend(rep)
     if total.failures and all(f.startswith("gated_residual bf16") for f in total.failures):
         total.failures[0] += "\n    -> " + _BF16_NOTE
-    return total
+    return say_once(total)
 
 
 check_gated_residual.solution = ex04_solutions.gated_residual
