@@ -1,8 +1,8 @@
 """The kernel checkers name a mistake from the pattern of the output, not only "values differ": a and b swapped
 (scale_add), the stride not applied (strided_copy), a 2-D grid with its axes swapped (transpose, tiled matmul),
 the accumulator carried from tile to tile (persistent matmul), the erf GELU for the tanh one and the bias indexed
-by the row or left out (bias_gelu); and the function checkers show what came back: a float N as returned, an
-empty state merged with m started at 0."""
+by the row or left out (bias_gelu); a checker run once per dtype says a shared mistake once, naming the dtypes;
+and the function checkers show what came back: a float N as returned, an empty state merged with m started at 0."""
 
 import math
 
@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 
 import gpulab  # noqa: F401  (the interpreter before any kernel)
-from gpulab.exercises import ex01, ex06, ex07, ex08, ex09, mistakes
+from gpulab.exercises import Report, ex01, ex04, ex06, ex07, ex08, ex09, mistakes, say_once
 
 pytestmark = pytest.mark.usefixtures("seed")
 
@@ -212,3 +212,37 @@ def test_merge_with_m_started_at_zero_names_the_start_value():
 
     text = _text(ex08.check_merge(from_zero))
     assert "-inf" in text and "start" in text and "do not divide by l" not in text
+
+
+# ---- one line for a mistake every dtype's run makes ------------------------------------------------------------
+
+
+def test_a_line_every_dtype_shares_is_said_once_with_the_dtypes():
+    rep = Report("relu_cast", cases=11, failed=11)
+    mask = "stored past the end of out (indices 1 to 127; n=1): mask the store"
+    rep.failures = [
+        f"{mask} [6 of 6 cases, e.g. relu_cast fp32->fp32(x=<float32 tensor of shape (1,)>)]",
+        f"{mask} [5 of 5 cases, e.g. relu_cast fp16->fp16(x=<float16 tensor of shape (1,)>)]\n    -> advice",
+        f"{mask} [5 of 5 cases, e.g. relu_cast fp16->fp16(x=<float16 tensor of shape (1,)>)]\n    -> advice",
+        "values differ: first at index 3 [2 of 5 cases, e.g. relu_cast bf16->bf16(x=<bfloat16 tensor of shape (17,)>)]",
+    ]
+    lines = say_once(rep).failures
+    assert lines[0] == f"{mask} [6 of 6 cases; e.g. relu_cast fp32->fp32(x=<float32 tensor of shape (1,)>)]"
+    assert lines[1].startswith(f"{mask} [10 of 10 cases, in fp16->fp16, fp16->fp16;") and lines[1].endswith("-> advice")
+    assert lines[2].startswith("values differ: first at index 3 [2 of 5 cases;") and len(lines) == 3
+
+
+@triton.jit
+def _sincos_unmasked_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs).to(tl.float32)
+    tl.store(y_ptr + offs, (tl.sin(x) * tl.sin(x) - tl.cos(x) * tl.cos(x)).to(y_ptr.dtype.element_ty))
+
+
+def test_a_mask_missing_in_every_dtype_is_one_line():
+    def unmasked(x, out):
+        _sincos_unmasked_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128)
+
+    rep = ex04.check_sincos_fused(unmasked)
+    assert not rep.ok and len(rep.failures) == 1, str(rep)
+    assert "mask the store" in rep.failures[0] and ", in fp32, fp16, bf16;" in rep.failures[0]
