@@ -54,7 +54,7 @@ def solved():
         "tiled_matmul": ex07_solutions.tiled_matmul,
         "persistent_matmul": ex07b_solutions.persistent_matmul,
     }
-    return {k: P.profile(fn, gpu=GPU, print_it=False) for k, fn in sols.items()}
+    return {k: P.profile_mine(fn, gpu=GPU, print_it=False) for k, fn in sols.items()}
 
 
 def test_every_table_is_labelled_as_traced_here_for_the_gpu(solved):
@@ -167,7 +167,7 @@ def test_a_stub_is_one_line_that_sends_to_the_checker():
     def loop_grouped(x, trips, order, out):
         raise NotImplementedError
 
-    text = P.profile(loop_grouped, gpu=GPU, print_it=False)
+    text = P.profile_mine(loop_grouped, gpu=GPU, print_it=False)
     assert text.count("\n") == 0
     assert text == (
         "not profiled: loop_grouped is still the stub (it raises NotImplementedError); "
@@ -196,7 +196,7 @@ def test_a_stub_is_one_line_that_sends_to_the_checker():
     ids=["copies", "unmasked", "no-stride", "torch-only", "raises"],
 )
 def test_a_wrong_kernel_is_one_line_naming_the_checker(fn, said):
-    text = P.profile(fn, gpu=GPU, print_it=False)
+    text = P.profile_mine(fn, gpu=GPU, print_it=False)
     assert text.count("\n") == 0, text
     assert text.startswith(f"not profiled: {said}"), text
     assert "; the checker names the mistake: ex0" in text, text
@@ -207,7 +207,7 @@ def test_a_result_wrong_only_at_the_trace_size_is_caught_there():
     def loop_grouped(x, trips, order, out):
         ex02_solutions.loop_grouped_kernel[(8,)](x, trips, order, out, x.numel(), BLOCK=128)
 
-    text = P.profile(loop_grouped, gpu=GPU, print_it=False)
+    text = P.profile_mine(loop_grouped, gpu=GPU, print_it=False)
     assert text == (
         "not profiled: loop_grouped's result at 4096 differs from the reference; "
         "the checker names the mistake: ex02.check_loop_grouped(loop_grouped)"
@@ -216,7 +216,7 @@ def test_a_result_wrong_only_at_the_trace_size_is_caught_there():
 
 def test_a_kernel_past_the_time_limit_is_one_line(monkeypatch):
     monkeypatch.setattr(kernelcheck, "CASE_TIME_LIMIT_S", -1.0)  # every run is past it when it is read
-    text = P.profile(ex06_solutions.transpose, gpu=GPU, print_it=False)
+    text = P.profile_mine(ex06_solutions.transpose, gpu=GPU, print_it=False)
     assert text.startswith("not profiled: transpose did not finish on a 70 x 70 probe"), text
 
 
@@ -228,17 +228,19 @@ def test_a_naive_transpose_shows_its_stores_against_the_model():
         grid = (M * triton.cdiv(N, 128),)
         T.transpose_naive_kernel[grid](a, out, M, N, a.stride(0), a.stride(1), out.stride(0), out.stride(1), BLOCK=128)
 
-    text = P.profile(transpose, gpu=GPU, print_it=False)
+    text = P.profile_mine(transpose, gpu=GPU, print_it=False)
     assert _row(text, "st sectors/32 el")[:2] == ["32", "4"]
     assert _row(text, "ld sectors/32 el")[:2] == ["4", "4"]
 
 
 def test_an_unknown_exercise_and_a_non_function_are_one_line():
-    assert P.profile(_named("my_copy", ex06_solutions.transpose), print_it=False).startswith(
-        "not profiled: 'my_copy' is no kernel exercise profile knows (loop_grouped, strided_copy, transpose"
+    assert P.profile_mine(_named("my_copy", ex06_solutions.transpose), print_it=False).startswith(
+        "not profiled: 'my_copy' is no kernel exercise profile_mine knows (loop_grouped, strided_copy, transpose"
     )
-    assert P.profile(42, exercise="transpose", print_it=False).startswith("not profiled: 'transpose' is not a function")
-    text = P.profile(_named("my_copy", ex06_solutions.transpose), exercise="transpose", gpu=GPU, print_it=False)
+    assert P.profile_mine(42, exercise="transpose", print_it=False).startswith(
+        "not profiled: 'transpose' is not a function"
+    )
+    text = P.profile_mine(_named("my_copy", ex06_solutions.transpose), exercise="transpose", gpu=GPU, print_it=False)
     assert _row(text, "st sectors/32 el")[:2] == ["4", "4"]
 
 
@@ -258,16 +260,16 @@ def test_on_a_gpu_ncu_is_offered_and_run_only_when_asked(monkeypatch):
     monkeypatch.setattr(P, "_on_gpu", lambda: True)
     monkeypatch.setattr(counters, "measure", measure)
     monkeypatch.setattr(ncu, "available", lambda: (False, "the driver lets only administrators read GPU counters"))
-    text = P.profile(ex06_solutions.transpose, gpu=GPU, print_it=False)
+    text = P.profile_mine(ex06_solutions.transpose, gpu=GPU, print_it=False)
     assert (
         text.splitlines()[-1]
         == "  no hardware counters on this GPU: the driver lets only administrators read GPU counters"
     )
     monkeypatch.setattr(ncu, "available", lambda: (True, ""))
-    text = P.profile(ex06_solutions.transpose, gpu=GPU, print_it=False)
-    assert "profile(transpose, counters=True) measures gpulab's kernel now" in text.splitlines()[-1]
+    text = P.profile_mine(ex06_solutions.transpose, gpu=GPU, print_it=False)
+    assert "profile_mine(transpose, counters=True) measures gpulab's kernel now" in text.splitlines()[-1]
     assert runs == [] and "recorded on NVIDIA H200" in text
-    text = P.profile(ex06_solutions.transpose, counters=True, gpu=GPU, print_it=False)
+    text = P.profile_mine(ex06_solutions.transpose, counters=True, gpu=GPU, print_it=False)
     assert runs == ["coalescing"]
     assert "gpulab's: coalescing / transpose-tiled measured now on NVIDIA H100 (a test's fake)" in text
     assert _row(text, "st sectors/32 el") == ["4", "4", "4"]
@@ -278,6 +280,6 @@ def test_off_a_gpu_no_counters_line_and_no_ncu(monkeypatch):
 
     monkeypatch.setattr(P, "_on_gpu", lambda: False)
     monkeypatch.setattr(counters, "measure", lambda case: pytest.fail("ncu run off a GPU"))
-    text = P.profile(ex06_solutions.transpose, counters=True, gpu=GPU, print_it=False)
+    text = P.profile_mine(ex06_solutions.transpose, counters=True, gpu=GPU, print_it=False)
     assert "Nsight Compute" not in text and "ncu could not" not in text
     assert "recorded on NVIDIA H200" in text

@@ -1,7 +1,7 @@
 """After a checker passes: the learner's kernel's counters, traced in Triton's interpreter, beside the lesson's model
 and beside gpulab's kernel as Nsight Compute recorded it.
 
-One call, ``profile(transpose)`` (the launcher the learner wrote; ``exercise=`` names the exercise when the
+One call, ``profile_mine(transpose)`` (the launcher the learner wrote; ``exercise=`` names the exercise when the
 function's name is not the exercise's), prints a short table and returns its text. It builds the exercise's inputs at
 a size the interpreter traces in a second or two (seeded), then:
 
@@ -19,9 +19,10 @@ against ``simt.loop``; 06 ``strided_copy`` and ``transpose``, sectors per reques
 ``persistent_matmul``, the work balance of its programs against ``waves.wave_plan`` on as many SMs as programs.
 
 Hardware counters: on a GPU where Nsight Compute can read them (``gpulab.measure.ncu.available``), the table says
-so and ``profile(fn, counters=True)`` measures gpulab's kernel of the case now (``gpulab.measure.counters.measure``,
-about a minute) for the gpulab column; the default never runs ncu. The learner's own kernel is traced, not
-profiled by ncu: it lives in the notebook, which ncu's child process cannot import.
+so and ``profile_mine(fn, counters=True)`` measures gpulab's kernel of the case now
+(``gpulab.measure.counters.measure``, about a minute) for the gpulab column; the default never runs ncu. The
+learner's own kernel is traced, not profiled by ncu: it lives in the notebook, which ncu's child process cannot
+import.
 """
 
 from __future__ import annotations
@@ -305,7 +306,10 @@ def _counters_line(ex: Exercise, name: str, counters: bool) -> tuple[str, tuple 
     if ex.recorded is None:
         return "  Nsight Compute reads this GPU's counters, but gpulab records no counter case for this kernel", None
     if not counters:
-        return f"  Nsight Compute can read this GPU: profile({name}, counters=True) measures gpulab's kernel now", None
+        return (
+            f"  Nsight Compute can read this GPU: profile_mine({name}, counters=True) measures gpulab's kernel now",
+            None,
+        )
     try:
         rec = hw.measure(ex.recorded[0])
     except Exception as e:  # noqa: BLE001  (ncu refused or failed: the recording stays, and the line says why)
@@ -314,7 +318,7 @@ def _counters_line(ex: Exercise, name: str, counters: bool) -> tuple[str, tuple 
     return "", (rec, f"measured now on {p.get('gpu', '?')}, {ncu.ncu_short(p.get('ncu', '?'))}")
 
 
-def profile(mine, exercise: str | None = None, *, counters: bool = False, gpu=None, print_it: bool = True) -> str:
+def profile_mine(mine, exercise: str | None = None, *, counters: bool = False, gpu=None, print_it: bool = True) -> str:
     """Trace ``mine``, the learner's launcher of a kernel exercise, at a small size, and show its counts beside
     the lesson's model and gpulab's recorded kernel (the module docstring says how). ``mine``: 02
     ``loop_grouped(x, trips, order, out)``, 06 ``strided_copy(x, stride, out)`` or ``transpose(a, out)``, 07
@@ -328,9 +332,8 @@ def profile(mine, exercise: str | None = None, *, counters: bool = False, gpu=No
     ex = EXERCISES.get(name)
     try:
         if ex is None:
-            text = (
-                f"not profiled: {name!r} is no kernel exercise profile knows ({', '.join(EXERCISES)}): pass exercise="
-            )
+            known = ", ".join(EXERCISES)
+            text = f"not profiled: {name!r} is no kernel exercise profile_mine knows ({known}): pass exercise="
         elif not callable(mine):
             text = f"not profiled: {name!r} is not a function (pass the launcher you wrote)"
         else:
