@@ -106,6 +106,61 @@ def check_waves(fn) -> Report:
 check_waves.solution = _waves_solution
 
 
+def _largest_one_wave_solution(tile_m: int, tile_n: int, sms: int) -> int:
+    """The largest square size N whose ceil(N / tile_m) x ceil(N / tile_n) tiles fit in one wave on ``sms`` SMs
+    (at most ``sms`` tiles): the tile counts grow with N, so walk N up until one more row would not fit."""
+    n = 1
+    while (-(-(n + 1) // tile_m)) * (-(-(n + 1) // tile_n)) <= sms:
+        n += 1
+    return n
+
+
+def check_largest_one_wave(fn) -> Report:
+    """fn(tile_m, tile_n, sms) -> the largest square size N whose output tiles, ceil(N/tile_m) x ceil(N/tile_n),
+    all run in one wave (at most ``sms`` of them). Seed: 256 x 128 tiles on 108 SMs -> 1792 (1793 needs 120);
+    gpulab's 128 x 256 tile on the H200's 132 SMs -> 2048 (lesson 07b's wave step). Random tiles of 16 to 256
+    and GPUs of 40 to 170 SMs."""
+    rng = random.Random()
+    cases = [
+        dict(tile_m=256, tile_n=128, sms=108),
+        dict(tile_m=128, tile_n=256, sms=132),
+        dict(tile_m=64, tile_n=64, sms=1),
+    ]
+    cases += [
+        dict(tile_m=rng.choice([16, 32, 64, 128, 256]), tile_n=rng.choice([16, 32, 64, 128, 256]),
+             sms=rng.choice([40, 58, 72, 108, 114, 132, 170]))
+        for _ in range(20)
+    ]  # fmt: skip
+
+    def compare(case, got):
+        tm, tn, sms = case.values()
+        exp = _largest_one_wave_solution(tm, tn, sms)
+        if not is_int(got):
+            return f"expected an int N, got {_short(got)}"
+        if got == exp:
+            return None
+        tiles = (-(-got // tm)) * (-(-got // tn))
+        head = f"expected N = {exp}, got {got} ({tiles} tiles on {sms} SMs)"
+        if tiles > sms and (got // tm) * (got // tn) <= sms:
+            return head + ": that needs a second wave; a partial tile at an edge is a whole tile (round up)"
+        if tiles > sms:
+            return head + ": that needs a second wave; the answer is the last N whose tiles fit"
+        if got < exp and (-(-(got + 1) // tm)) * (-(-(got + 1) // tn)) == sms:
+            return head + ": N + 1 fills the wave exactly, and a full wave is still one wave (at most sms tiles)"
+        return head + f": N = {exp} still fits one wave"
+
+    return run_cases("largest_one_wave", fn, cases, compare)
+
+
+check_largest_one_wave.solution = _largest_one_wave_solution
+check_largest_one_wave.hints = [
+    "write the number of tiles of an N x N output as a function of N; it only grows with N, so the answer is "
+    "the last N before it passes the number of SMs",
+    "the tile count jumps where N passes a multiple of a tile side: try the multiples, and the size just "
+    "under the next jump",
+]
+
+
 def _largest_tile_solution(itemsize: int, smem_bytes: int, stages: int) -> int:
     """The largest power of two T whose two T x T input tiles, one copy per pipeline stage
     (2 T^2 itemsize stages bytes), fit in smem_bytes; 0 if not even T = 1 fits."""

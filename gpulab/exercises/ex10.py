@@ -45,6 +45,52 @@ def check_ring_bytes(fn) -> Report:
 
 
 check_ring_bytes.solution = lambda collective, p, n_bytes: C.bytes_per_rank(collective, p, n_bytes)
+
+
+def _half_busbw_solution(collective: str, p: int, alpha_s: float, beta_Bps: float) -> float:
+    """The message size S (bytes) at which a ring collective's bus bandwidth is half the link's β in the α-β
+    model: busbw = bytes_per_rank / t (nccl-tests), and t = steps α + bytes_per_rank / β, so busbw = β / 2 where
+    the two terms are equal: bytes_per_rank(S) = steps α β, S = steps α β / (bytes per rank of a 1-byte S)."""
+    return C.ring_steps(collective, p) * alpha_s * beta_Bps / C.bytes_per_rank(collective, p, 1)
+
+
+def check_half_busbw_bytes(fn) -> Report:
+    """fn(collective, p, alpha_s, beta_Bps) -> the message size S in bytes at which the ring ``collective`` on ``p``
+    ranks reaches half the link's bandwidth as bus bandwidth, in the α-β model of ``gpulab.models.comm``
+    (``ring_time_s``, ``busbw``). All-reduce: p α β. Cases: every collective, p from 2 to 64, α of 1 to 30 µs and
+    β of NVLink, PCIe and network links. Within 1e-9."""
+    rng = random.Random()
+    cases = [dict(collective="all_reduce", p=8, alpha_s=10e-6, beta_Bps=450e9)]
+    cases += [
+        dict(collective=c, p=rng.choice([2, 3, 4, 8, 16, 64]), alpha_s=rng.uniform(1e-6, 30e-6),
+             beta_Bps=rng.choice([12.5e9, 25e9, 63e9, 450e9, 900e9]))
+        for c in C.COLLECTIVES
+        for _ in range(5)
+    ]  # fmt: skip
+
+    def compare(case, got):
+        c, p, a, b = case.values()
+        want = _half_busbw_solution(c, p, a, b)
+        if close(got, want, 1e-9):
+            return None
+        head = f"expected {want:.6g} bytes, got {_short(got)}"
+        if close(got, a * b, 1e-9):
+            return head + ": alpha x beta is one message's; the ring sends ring_steps messages of S/p bytes each"
+        if close(got, 2 * want, 1e-9):
+            return head + ": at half the bus bandwidth the latency term equals the bandwidth term, not half of it"
+        if close(got, C.ring_steps(c, p) * a * b, 1e-9):
+            return head + ": each rank sends bytes_per_rank(S), a fraction of S: divide by it"
+        return head + ": set the bus bandwidth bytes_per_rank(S) / t to beta / 2 and solve for S"
+
+    return run_cases("half_busbw_bytes", fn, cases, compare)
+
+
+check_half_busbw_bytes.solution = _half_busbw_solution
+check_half_busbw_bytes.hints = [
+    "write the α-β time of the ring and the bus bandwidth, bytes per rank over that time; half of beta means "
+    "the time is twice the bandwidth term alone",
+    "twice the bandwidth term means the latency term equals it: steps x alpha = bytes_per_rank(S) / beta",
+]
 check_ring_bytes.hints = [
     "all-reduce = reduce-scatter + all-gather; each phase is p - 1 steps of one chunk of S/p bytes",
     "a broadcast's root sends all S bytes (nccl-tests: its bus factor is 1); with p = 1 nobody sends",
