@@ -6,12 +6,12 @@ checker owns every buffer: each input and ``out`` is a view into the middle of a
 regions (1 MiB before and after) hold a poison bit pattern (``kernelwatch.Guarded``). Each case runs in two steps:
 
 1. **Pre-flight**, in Triton's interpreter, in a forked child process with a time limit (``CASE_TIME_LIMIT_S``
-   seconds on ``CLOCK``, the wall clock; a test puts in a clock that counts the child's programs instead), on
-   guarded CPU buffers in shared memory. Every Triton launch is recorded (kernel, grid), and every load and
+   seconds on ``CLOCK``, the wall clock; a test puts in a clock that counts the child's programs instead; past
+   it, the interpreter's progress tells a loop from a slow kernel), on guarded CPU buffers in shared memory. Every Triton launch is recorded (kernel, grid), and every load and
    store address is checked against the buffers before it happens: an access outside them is named (which
    buffer, which side, which indices) and masked off, so a far store never lands and never crashes the
-   process. The record also says which buffers each launch stored into and which input elements were
-   loaded. The child never touches CUDA (its buffers are CPU ones), dies with the process that forked it, and
+   process. The record also says which buffers each launch stored into, which input elements were loaded,
+   which program stored each element of out, and what the launcher's own tensors held. The child never touches CUDA (its buffers are CPU ones), dies with the process that forked it, and
    has a CPU limit (``CHILD_CPU_LIMIT_S``); where ``os.fork`` is missing (macOS, Windows) the pre-flight runs
    in this process, with the same address checks but no time limit, and the report says so.
 2. **The run**: without a GPU the pre-flight was the run, and its shared buffers are read. On a GPU, only a
@@ -125,16 +125,16 @@ def check_kernel(
     mismatch(got, ref64, case) -> None or a message comparing the values (default: one ulp of out's dtype).
     launches: the number of kernel launches the exercise prescribes (None: any, at least one); grid(case) ->
     the grid it prescribes (None: any); must_read: the inputs every element of which must be loaded (default
-    all; ``()`` for none); memory(case) -> the bytes the
-    launcher's process may grow by while it runs (its peak resident memory over its start, measured in the
-    pre-flight's child; None: no bound); notes: extra text per kind of mistake ("grid_small", "partial", "never_written",
-    "values", ...), appended to its message; advice: a line per kind of mistake, said under its line
-    ("-> advice"); unwritten(case, mask, stores, launches) -> None or the message for a
-    partly written out, said before the generic ones (mask: bool, flat, True where out was never written;
-    stores: uint8 counts of the pre-flight's stores into each element of out, None where unseen; launches: the
-    records, with ``grid`` and ``ints``). The call is ``fn(*case.values(), out)``. NotImplementedError on the
-    first case means "not attempted"; whatever else the launcher raises is reported, never raised
-    (KeyboardInterrupt excepted: it stops the check).
+    all; ``()`` for none); memory(case) -> the bytes the launcher's process may grow by while it runs (its peak
+    resident memory over its start, measured in the pre-flight's child, which counts the interpreter's own first
+    run of a kernel too, 10 to 20 MB; None: no bound); notes: extra text per kind of mistake ("grid_small",
+    "partial", "never_written", "values", ...), appended to its message; advice: a line per kind of mistake, said
+    under its line ("-> advice"); unwritten(case, mask, stores, launches) -> None or the message for a partly
+    written out, said before the generic ones (mask: bool, flat, True where out was never written; stores: uint8
+    counts of the pre-flight's stores into each element of out, None where unseen; launches: the records, with
+    ``grid``, ``ints`` and ``lanes``). The call is ``fn(*case.values(), out)``. NotImplementedError on the first
+    case means "not attempted"; whatever else the launcher raises is reported, never raised (KeyboardInterrupt
+    excepted: it stops the check). Case i runs an autotuned kernel's configs in turn from config i.
     """
     rep = Report(name, failed=0)
     found: dict[str, list] = {}  # kind -> [message, cases hit, first case's arguments]

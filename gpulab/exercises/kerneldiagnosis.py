@@ -1,10 +1,13 @@
 """Naming the mistake of one case of a learner's kernel from what ``kernelwatch`` saw (a ``Seen``) and the buffers
 it left: an ordered list of small rules (``RULES``), each naming one mistake or passing, the first that names
-one wins. Each message is true for what was seen: a store or load outside its buffer ("mask the store", "mask
-the load"), an input written, no Triton launch, ``out`` written by something other than the kernel, ``out``
-never written, a grid too small, an input element never loaded, NaN from the kernel's own arithmetic, a launch
-shape other than the exercise prescribes, wrong values (how many, the first index, expected against got), an
-exception, a time-out.
+one wins. Each message is true for what was seen: a loop or a kernel too slow for the interpreter, a process
+that died or ended without its record, an exception, a store or load outside its buffer ("mask the store",
+"mask the load"), an input written, no Triton launch, a launch count or shape other than the exercise
+prescribes, out read while it held the poison (an accumulation into out), ``out`` never written or written by
+something other than the kernel, a grid too small, two programs storing one element of out (or one loading
+what another stored), data the launcher made loaded by a kernel, an input element never loaded, NaN from the
+kernel's own arithmetic, wrong values (how many, the first index, expected against got), out filled before the
+first launch, more memory than the exercise allows, one program doing all the work.
 """
 
 from __future__ import annotations
@@ -258,7 +261,8 @@ def launch_count(c: Case) -> Finding | None:
         return None
     names = ", ".join(sorted({rec["kernel"] for rec in c.launches}))
     return Finding("launch_count", (
-        f"launched {len(c.launches)} kernels ({names}); the exercise asks for exactly {want}: do every step in one kernel"
+        f"launched {len(c.launches)} kernels ({names}); the exercise asks for exactly {want}: do every step in "
+        "one kernel"
     ))  # fmt: skip
 
 

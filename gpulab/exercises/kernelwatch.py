@@ -8,11 +8,15 @@ pre-flight child that runs the launcher under a time limit. What is seen comes b
   integer arguments), and with ``check`` the launches run in Triton's interpreter, whose loads and stores all go
   through ``InterpreterBuilder`` (triton/runtime/interpreter.py): each address is checked against the buffers
   before it happens, and an access outside them is named (which buffer, which side, which indices) and masked
-  off, so a far store never lands and never crashes the process.
+  off, so a far store never lands and never crashes the process. It also records which program stored each
+  element of out (a ``Race``), reads of out's poison, and loads of data the launcher made itself.
 - ``preflight``: the launcher under a checking ``Watch`` in a forked child process on guarded CPU buffers in
-  shared memory, stopped once ``Limits.clock`` has moved more than ``Limits.seconds``. The child never touches
-  CUDA, dies with the process that forked it (PR_SET_PDEATHSIG) and has a CPU limit of its own (RLIMIT_CPU);
-  without ``os.fork`` it runs in this process, with the same address checks and no time limit.
+  shared memory, under a time limit read on the interpreter's progress (``Limits``, ``judge_progress``): a case
+  where nothing starts or ends in a kernel for ``Limits.seconds`` loops, one whose programs keep finishing may
+  run on, and is stopped as slow only where its pace says it would take too long. The child never touches CUDA,
+  dies with the process that forked it (PR_SET_PDEATHSIG), has a CPU limit of its own (RLIMIT_CPU), and leads a
+  process group that is killed when the case ends (what the launcher forks goes with it); without ``os.fork``
+  it runs in this process, with the same address checks and no time limit.
 - ``run_on_device``: the launcher on a GPU's buffers, its launches recorded, nothing checked per address.
 
 The address checks are what compute-sanitizer does on a GPU, done in the interpreter.
@@ -320,20 +324,20 @@ class Race:
 @dataclass
 class Seen:
     """What one case's run showed. Of the launcher: ``launches`` (one record a launch: ``kernel``, ``grid``,
-    ``stored`` the buffers it stored into, ``ints`` its integer arguments by parameter name, and
-    ``out_full_before`` when out was whole before the first), ``race`` (two programs of one launch that stored
-    into one element of out, or one that loaded what another stored: right only in the interpreter's order),
-    ``raised`` (its exception, described; with
-    ``interpreter_error`` when Triton's interpreter raised it while running a kernel), ``not_implemented`` (the
-    stub), ``interrupted``. Of the address checks (the pre-flight only): ``violations``, ``read`` (input name ->
-    bool per element: loaded by a kernel), ``stores`` (uint8 counts of the stores into each element of out, at
-    most 255), ``poison_read`` (a load of out, or an atomic on it, while it held the poison: [how, first flat
-    index, elements]), ``outside_data`` (a load of data the launcher made: [the kernel's parameter name, lanes]),
-    ``last_digest`` (out's digest after the last launch) and ``changed_after`` (out changed since). Of the child:
-    ``timeout`` with ``stop`` (why the time limit stopped it, or judged it slow once it ended), ``elapsed`` (its
-    seconds on the time limit's clock), ``died`` (the signal that ended it), ``lost`` (how it
-    ended without its record), ``no_fork`` (it ran in this process, without a time limit), ``peak_bytes`` (how much its resident memory grew at its peak while
-    the launcher ran; None where unmeasured)."""
+    ``stored`` the buffers it stored into, ``ints`` its integer arguments by parameter name, ``lanes`` the most
+    lanes a store into out had, and ``out_full_before`` when out was whole before the first), ``raised`` (its
+    exception, described; with ``interpreter_error`` when Triton's interpreter raised it while running a kernel),
+    ``not_implemented`` (the stub), ``interrupted``. Of the address checks (the pre-flight only): ``race`` (two
+    programs of one launch that stored into one element of out, or one that loaded what another stored: right
+    only in the interpreter's order), ``violations``, ``read`` (input name -> bool per element: loaded by a
+    kernel), ``stores`` (uint8 counts of the stores into each element of out, at most 255), ``poison_read`` (a
+    load of out, or an atomic on it, while it held the poison: [how, first flat index, elements]),
+    ``outside_data`` (a load of data the launcher made: [the kernel's parameter name, lanes]), ``last_digest``
+    (out's digest after the last launch) and ``changed_after`` (out changed since). Of the child: ``timeout``
+    with ``stop`` (why the time limit stopped it, or judged it slow once it ended), ``elapsed`` (its seconds on
+    the time limit's clock), ``died`` (the signal that ended it), ``lost`` (how it ended without its record),
+    ``no_fork`` (it ran in this process, without a time limit), ``peak_bytes`` (how much its resident memory grew
+    at its peak while the launcher ran; None where unmeasured)."""
 
     launches: list[dict] = field(default_factory=list)
     race: Race | None = None
@@ -403,8 +407,8 @@ class Watch:
     load and store address is checked against ``regions`` before it happens: an access outside them is
     recorded in ``violations`` and masked off; the input elements loaded are marked in ``read``, and the stores
     into each element of ``out_name`` are counted in ``stores``. Each launch's record holds its integer arguments
-    by parameter name (``ints``: ``BLOCK_M`` and the like) and the most lanes one of its stores into out had
-    (``lanes``: the block a program stores, whatever the kernel calls it). An autotuned kernel is not timed: case
+    by parameter name (``ints``: ``BLOCK_M`` and the like) and the most lanes a 1-D store of it into out had
+    (``lanes``: the block a program stores, whatever the kernel calls it; a 2-D tile's store is left out). An autotuned kernel is not timed: case
     ``pick`` takes the configs in turn from config ``pick``, so that every config runs in some case.
 
     The interpreter runs a grid's programs one after another, in a fixed order; a GPU runs them in none. So each
@@ -534,7 +538,7 @@ class Watch:
                     self._poisoned_read(atomic or "loaded", idx)
                 if op == "store":
                     np.add.at(self.stores, idx, 1)
-                    if self._current is not None:
+                    if self._current is not None and addr.ndim == 1:  # a 1-D block's store: its lanes are the block
                         self._current["lanes"] = max(self._current.get("lanes", 0), int(addr.size))
                 if not atomic and self.program >= 0:
                     self._order(op, idx)
