@@ -1,7 +1,8 @@
 """The kernel checkers name a mistake from the pattern of the output, not only "values differ": a and b swapped
 (scale_add), the stride not applied (strided_copy), a 2-D grid with its axes swapped (transpose, tiled matmul),
 the accumulator carried from tile to tile (persistent matmul), the erf GELU for the tanh one and the bias indexed
-by the row or left out (bias_gelu); a checker run once per dtype says a shared mistake once, naming the dtypes;
+by the row or left out (bias_gelu); a checker run once per dtype says a shared mistake once, naming the dtypes; the torch backward of 08b says each
+mistake in one short line;
 and the function checkers show what came back: a float N as returned, an empty state merged with m started at 0."""
 
 import math
@@ -12,7 +13,7 @@ import triton
 import triton.language as tl
 
 import gpulab  # noqa: F401  (the interpreter before any kernel)
-from gpulab.exercises import Report, ex01, ex04, ex06, ex07, ex08, ex09, mistakes, say_once
+from gpulab.exercises import Report, ex01, ex04, ex06, ex07, ex08, ex08b, ex09, mistakes, run_cases_once, say_once
 
 pytestmark = pytest.mark.usefixtures("seed")
 
@@ -246,3 +247,38 @@ def test_a_mask_missing_in_every_dtype_is_one_line():
     rep = ex04.check_sincos_fused(unmasked)
     assert not rep.ok and len(rep.failures) == 1, str(rep)
     assert "mask the store" in rep.failures[0] and ", in fp32, fp16, bf16;" in rep.failures[0]
+
+
+# ---- one short line a mistake (lesson 08b's backward) -----------------------------------------------------------
+
+
+def _backward_without_delta(q, k, v, o, lse, do, causal):
+    sc = 1 / math.sqrt(q.shape[-1])
+    s = q @ k.transpose(-1, -2) * sc
+    if causal:
+        L = q.shape[2]
+        s = s.masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), float("-inf"))
+    p = torch.exp(s - lse[..., None])
+    ds = p * (do @ v.transpose(-1, -2))  # dS = P o dP: the delta term left out
+    return ds @ k * sc, ds.transpose(-1, -2) @ q * sc, p.transpose(-1, -2) @ do
+
+
+def test_the_torch_backwards_mistake_is_one_short_line():
+    rep = ex08b.check_flash_backward(_backward_without_delta)
+    assert not rep.ok and len(rep.failures) == 1, str(rep)
+    line = rep.failures[0]
+    assert (
+        "the delta term" in line and f"[{rep.cases} of {rep.cases} cases, e.g. flash_backward((B, H, L, d) = " in line
+    )
+    assert len(line) <= 200, line
+
+
+def test_run_cases_once_says_each_message_once_and_counts_its_cases():
+    cases = [dict(x=x) for x in (1, 2, 3, 4, 0)]
+    rep = run_cases_once(
+        "inv", lambda x: 1 / x if x != 3 else "no", cases, lambda c, got: "not a number" if got == "no" else None
+    )
+    assert rep.failed == 2 and len(rep.failures) == 2
+    assert "raised ZeroDivisionError: division by zero [1 of 5 cases, e.g. inv(x=0)]" in rep.failures
+    assert "not a number [1 of 5 cases, e.g. inv(x=3)]" in rep.failures
+    assert not run_cases_once("stub", lambda x: (_ for _ in ()).throw(NotImplementedError), cases, None).attempted

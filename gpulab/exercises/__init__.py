@@ -209,6 +209,46 @@ def run_cases(name: str, fn, cases, compare, *, call=_call_on_copies) -> Report:
     return rep
 
 
+def run_cases_once(name: str, fn, cases, compare, *, call=_call_on_copies, describe=None) -> Report:
+    """``run_cases``, with one line per distinct message instead of one per case: the message, how many cases it
+    hit and one of them, ``describe(case)`` (default: its arguments, as ``run_cases`` writes them). For checkers
+    whose cases share their mistakes (the same wrong formula at every shape), so the report stays a few short
+    lines. What the learner's code raises is a message too ("raised ...")."""
+    said: dict[str, list] = {}  # message -> [cases hit, the first case]
+
+    def call_once(fn, case):
+        try:
+            return call(fn, case)
+        except (NotImplementedError, KeyboardInterrupt):
+            raise
+        except BaseException as e:  # the learner's bug, reported as this case's message
+            return _Raised(describe_error(e))
+
+    def compare_once(case, got):
+        msg = f"raised {got.text}" if isinstance(got, _Raised) else compare(case, got)
+        if msg:
+            entry = said.setdefault(msg, [0, case])
+            entry[0] += 1
+        return msg
+
+    rep = run_cases(name, fn, cases, compare_once, call=call_once)
+    if rep.attempted and said:
+        rep.failed = sum(hits for hits, _ in said.values())
+        show = describe or (lambda c: ", ".join(f"{k}={_short(v)}" for k, v in c.items() if not k.startswith("_")))
+        rep.failures = [
+            clip(f"{msg} [{hits} of {rep.cases} cases, e.g. {name}({show(case)})]")
+            for msg, (hits, case) in said.items()
+        ]
+    return rep
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """What the learner's function raised, described (``describe_error``), as ``run_cases_once`` passes it on."""
+
+    text: str
+
+
 def _short(v) -> str:
     if hasattr(v, "shape") and hasattr(v, "dtype"):  # a tensor: its shape and dtype, not its values
         kind = "array" if type(v).__module__ == "numpy" else "tensor"

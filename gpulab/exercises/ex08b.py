@@ -16,7 +16,7 @@ import gpulab
 
 from ..core import tolerances
 from ..kernels.flash_attention import flash_attention_ref
-from . import Report, _short, ex08b_solutions, run_cases
+from . import Report, _short, ex08b_solutions, run_cases_once
 from .kernelcheck import check_kernel
 
 #: (B, H, L) of the backward's cases: L = 1, lengths that are multiples of no tile of 16 or more, B and H above 1;
@@ -32,6 +32,11 @@ _SIGNATURES = (
     (dict(transpose=False), "dK = scale dS^T Q: dS is transposed (keys are its columns)"),
     (dict(normalised=False), "P is exp(scale q k^T - lse): subtract the saved logsumexp of the row"),
 )
+
+
+def _describe(case) -> str:
+    """A case in a report line: its shape and causal flag (its six tensors share the shape)."""
+    return f"(B, H, L, d) = {tuple(case['q'].shape)}, causal={case['causal']}"
 
 
 def _grads64(q, k, v, do, causal, *, delta=True, scaled=True, masked=True, transpose=True, normalised=True):
@@ -66,7 +71,7 @@ def _mismatch(got: list, ref: list, q, k, v, do, causal, dtype, input_precision=
     bad = [n for n, e in zip(("dq", "dk", "dv"), errs) if not e <= rel]
     if not bad:
         return None
-    msg = ", ".join(f"{n}: max |error| / max |reference| = {e:.2e}" for n, e in zip(("dq", "dk", "dv"), errs))
+    msg = "max |error| / max |reference| " + ", ".join(f"{n} {e:.1e}" for n, e in zip(("dq", "dk", "dv"), errs))
     for switch, fix in _SIGNATURES:
         if switch.get("masked") is False and not causal:
             continue
@@ -133,7 +138,7 @@ def check_flash_backward(fn) -> Report:
             )
         return msg
 
-    return run_cases("flash_backward", fn, cases, compare, call=call)
+    return run_cases_once("flash_backward", fn, cases, compare, call=call, describe=_describe)
 
 
 check_flash_backward.solution = ex08b_solutions.flash_backward
