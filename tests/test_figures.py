@@ -26,6 +26,30 @@ def _traces_ok(fig):
             assert len(x) == len(y), (tr.name, len(x), len(y))
 
 
+def test_plots_title_wraps_each_line_and_sits_above_the_plot():
+    from gpulab.figures import plots
+
+    t = plots.title("word " * 30, "source " * 30, gap=34)
+    lines = t["text"].split("<br>")
+    big, small = [x for x in lines if not x.startswith("<sup>")], [x for x in lines if x.startswith("<sup>")]
+    assert len(big) == 3 and all(len(x) <= plots.TITLE_CHARS for x in big)  # 150 characters: three lines
+    assert len(small) == 3 and all(x.endswith("</sup>") and len(x) - 11 <= plots.SUB_CHARS for x in small)
+    assert lines == big + small  # the subtitle under the title, each line its own <sup>
+    assert t["automargin"] and (t["yref"], t["y"], t["yanchor"]) == ("paper", 1, "bottom") and t["pad"]["b"] == 34
+    assert plots.title("short")["text"] == "short"
+
+
+def test_plots_coincide_finds_runs_of_two_or_more_shared_x():
+    from gpulab.figures import plots
+
+    a = {k: 1.0 for k in range(6)}
+    b = dict(zip(range(6), [1.02, 1.5, 1.01, 0.98, 1.5, 1.0]))  # 0 alone; 2..3 within 5%; 5 alone
+    assert plots.coincide(a, b) == [(2, 3)] and plots.coincide(a, b, tol=0.01) == []
+    assert plots.coincide(a, dict(a)) == [(0, 5)] and plots.coincide(a, {9: 1.0}) == []  # no shared x: none
+    with pytest.raises(ValueError, match="tol"):
+        plots.coincide(a, b, tol=1.5)
+
+
 def test_lesson00_ceilings_beside_the_datasheet():
     profile = RECORDED["profile"]
     spec = hardware.find(profile["gpu"])

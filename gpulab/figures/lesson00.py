@@ -15,9 +15,9 @@ from plotly.subplots import make_subplots
 
 from ..core import hardware
 from ..models import memory
+from . import plots
 from .plots import COLORS
 
-WIDTH_HINT = 1000  # px: every figure is laid out to read at this width
 LEVEL_COLORS = {"registers": "#2ca02c", "L1/shared": "#1f77b4", "L2": "#9467bd", "HBM": "#d62728"}
 NO_RECORDING = "no recording on a GPU yet: run python -m gpulab.bench --only lesson00 --record"
 
@@ -44,13 +44,15 @@ def _byte_ticks(lo: float, hi: float) -> dict:
     return dict(tickvals=vals, ticktext=text)
 
 
-def _layout(fig: go.Figure, title: str, height: int = 430) -> go.Figure:
+def _layout(fig: go.Figure, title: str, height: int = 430, sub: str = "") -> go.Figure:
+    """The lesson's layout: ``plots.title`` (``title`` and its small ``sub`` line, wrapped, never cut), the legend
+    in rows under the plot (``plots.LEGEND_BELOW``); the margins grow to hold both at any width."""
     fig.update_layout(
-        title=dict(text=title, font=dict(size=13)),
+        title=plots.title(title, sub),
         template="plotly_white",
         height=height,
-        margin=dict(l=70, r=30, t=70, b=60),
-        legend=dict(orientation="h", y=-0.2, font=dict(size=11)),
+        margin=dict(l=70, r=30, t=30, b=30),
+        legend={**plots.LEGEND_BELOW, "font": dict(size=11)},
     )
     return fig
 
@@ -139,19 +141,22 @@ def staircase_figure(data: dict | None, spec: hardware.GPUSpec, where: str = "")
             line=dict(shape="hv", dash="dot", color="#444"),
         )
         ymax = max(r["tbps"] for r in st)
-        title = f"{spec.name}: read bandwidth against working set (fp32, {data['device']['name']})"
-        title += f"<br><sup>{where}</sup>" if where else ""
+        title, sub = f"{spec.name}: read bandwidth against working set (fp32, {data['device']['name']})", where
     else:
         lo_ws, hi_ws = 4096, 4 * 2**30
         ymax = spec.hbm_tbps
-        title = f"{spec.name}: read bandwidth against working set: model only<br>{NO_RECORDING}"
+        title, sub = f"{spec.name}: read bandwidth against working set: model only", NO_RECORDING
     fig.add_scatter(
         x=[lo_ws, hi_ws],
         y=[spec.hbm_tbps] * 2,
         mode="lines",
         name=f"datasheet HBM {spec.hbm_tbps:g} TB/s",
-        line=dict(color=LEVEL_COLORS["HBM"], dash="dash"),
+        line=dict(color=LEVEL_COLORS["HBM"], dash="dash", width=4),
+        opacity=0.6,
+        legendrank=1001,  # listed last, drawn first (below)
     )
+    # the datasheet line under the model's steps, wider: the HBM step lies on it on a narrow figure, both show
+    fig.data = (fig.data[-1], *fig.data[:-1])
     ytop = 1.15 * max(ymax, spec.hbm_tbps)
     for lv, label in ((l1, f"L1 of one SM: {_bytes(l1.capacity)}"), (l2, f"L2: {_bytes(l2.capacity)}")):
         if lo_ws <= lv.capacity <= hi_ws:
@@ -166,7 +171,7 @@ def staircase_figure(data: dict | None, spec: hardware.GPUSpec, where: str = "")
         type="log", title="working set (bytes)", range=_log_range(lo_ws, hi_ws), **_byte_ticks(lo_ws, hi_ws)
     )
     fig.update_yaxes(title="read bandwidth (TB/s)", range=[0, ytop])
-    return _layout(fig, title)
+    return _layout(fig, title, height=500, sub=sub)  # six legend rows under the plot in a narrow column
 
 
 def little_figure(
@@ -189,19 +194,22 @@ def little_figure(
             line=dict(color=COLORS[0]),
             hovertemplate="%{x} warps: %{y:.3g} TB/s<extra></extra>",
         )
-        title = (
-            f"{spec.name}: latency hiding, copy on a limited grid (Little's law fit: {latency:.0f} ns, "
-            f"{peak:.2f} TB/s, {memory.bytes_in_flight(peak, latency) / 2**20:.2f} MiB in flight)"
-        ) + (f"<br><sup>{where}</sup>" if where else "")
+        title, sub = (
+            (
+                f"{spec.name}: latency hiding, copy on a limited grid (Little's law fit: {latency:.0f} ns, "
+                f"{peak:.2f} TB/s, {memory.bytes_in_flight(peak, latency) / 2**20:.2f} MiB in flight)"
+            ),
+            where,
+        )
         ymax = max(r["tbps"] for r in rows)
         lo, hi = min(warps), max(warps)
     else:
         b, latency, peak = 2048, example_latency_ns, spec.hbm_tbps
         lo, hi = 4, 4 * 4096
         ymax = peak
-        title = (
-            f"{spec.name}: Little's law with an example latency of {latency:g} ns (2 KiB per warp): model "
-            f"only<br>{NO_RECORDING}"
+        title, sub = (
+            f"{spec.name}: Little's law with an example latency of {latency:g} ns (2 KiB per warp): model only",
+            NO_RECORDING,
         )
     xs = sorted(
         {
@@ -221,55 +229,52 @@ def little_figure(
     )
     fig.update_xaxes(type="log", title="warps in flight (programs x 4)", range=_log_range(lo, hi), dtick=1)
     fig.update_yaxes(title="copy bandwidth (TB/s, read + write)", range=[0, 1.15 * ymax])
-    return _layout(fig, title)
+    return _layout(fig, title, sub=sub)
 
 
 def ridge_generations_figure() -> go.Figure:
-    """The ridge point C / B (FLOP/byte, log) of every GPU and TPU in ``gpulab.core.hardware`` against the year it
-    was announced (``memory.ridge_points``: dense 16-bit tensor/MXU peak over HBM bandwidth), with the
-    lecture's imaginary accelerator (100 FLOP/byte) as a reference line."""
-    rows = memory.ridge_points()
+    """The ridge point C / B (FLOP/byte, log x) of every GPU and TPU in ``gpulab.core.hardware``
+    (``memory.ridge_points``: dense 16-bit tensor/MXU peak over HBM bandwidth), one row each, named with the year
+    it was announced, oldest at the top (ties by ridge), with the lecture's imaginary accelerator (100 FLOP/byte)
+    as a reference line. A row a product: its name is a tick label, so no two names share a spot at any width."""
+    rows = sorted(memory.ridge_points(), key=lambda r: (r["year"], r["ridge"]))
+    names = [f"{r['name']} ({r['year']})" for r in rows]
     fig = go.Figure()
-    seen: dict[int, int] = {}
     for kind, symbol, color in (("GPU", "circle", COLORS[0]), ("TPU", "diamond", COLORS[1])):
-        rs = [r for r in rows if r["kind"] == kind]
-        xs, positions = [], []
-        for r in rs:  # spread the points of one year so their labels do not sit on each other
-            k = seen.get(r["year"], 0)
-            seen[r["year"]] = k + 1
-            xs.append(r["year"] + 0.18 * k)
-            positions.append("middle right" if k % 2 == 0 else "middle left")
+        rs = [(n, r) for n, r in zip(names, rows) if r["kind"] == kind]
         fig.add_scatter(
-            x=xs,
-            y=[r["ridge"] for r in rs],
+            x=[r["ridge"] for _, r in rs],
+            y=[n for n, _ in rs],
             mode="markers+text",
             name=f"{kind}s",
-            text=[r["name"] for r in rs],
-            textposition=positions,
+            text=[f"{r['ridge']:.0f}" for _, r in rs],
+            textposition="middle right",
             textfont=dict(size=10),
             marker=dict(symbol=symbol, size=10, color=color),
-            customdata=[[r["dtype"], r["peak_tflops"], r["hbm_tbps"]] for r in rs],
-            hovertemplate="%{text}: %{y:.0f} FLOP/B<br>%{customdata[0]} %{customdata[1]:g} TFLOP/s / "
+            customdata=[[r["dtype"], r["peak_tflops"], r["hbm_tbps"]] for _, r in rs],
+            hovertemplate="%{y}: %{x:.0f} FLOP/B<br>%{customdata[0]} %{customdata[1]:g} TFLOP/s / "
             "%{customdata[2]:.3g} TB/s<extra></extra>",
         )
-    years = [r["year"] for r in rows]
     fig.add_scatter(
-        x=[min(years) - 0.5, max(years) + 0.9],
-        y=[100, 100],
+        x=[100, 100],
+        y=[names[0], names[-1]],
         mode="lines",
         name="the lecture's imaginary accelerator: 100 FLOP/B",
         line=dict(color="#888", dash="dash"),
     )
     ridges = [r["ridge"] for r in rows] + [100]
-    fig.update_xaxes(title="year announced", range=[min(years) - 0.5, max(years) + 0.9], dtick=1)
-    fig.update_yaxes(
-        type="log", title="ridge point (FLOP per byte of HBM)", range=_log_range(min(ridges), max(ridges), 0.12)
+    fig.update_xaxes(
+        type="log",
+        title="ridge point (FLOP per byte of HBM)",
+        range=[math.log10(min(ridges)) - 0.05, math.log10(max(ridges)) + 0.15],  # room for the largest's number
+        tickvals=[v for v in (50, 100, 150, 200, 300, 500, 700, 1000, 1500, 2000) if min(ridges) / 1.2 <= v],
     )
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=names, autorange="reversed", title=None)
     return _layout(
         fig,
         "Compute grew faster than memory bandwidth: the ridge point of each generation "
         "(16-bit tensor/MXU peak / HBM bandwidth)",
-        height=460,
+        height=560,
     )
 
 
@@ -281,6 +286,7 @@ def ceilings_figure(profile: dict, spec=None, where: str = ""):
     fig = make_subplots(
         rows=1, cols=2, column_widths=[0.25, 0.75], subplot_titles=("HBM copy (TB/s)", "matmul (TFLOP/s)")
     )
+    plots.panel_titles(fig)
     dtypes = [d for d, r in profile["matmul_tflops"].items() if r]
     fig.add_bar(
         x=["copy"],
@@ -326,13 +332,14 @@ def ceilings_figure(profile: dict, spec=None, where: str = ""):
     fig.update_yaxes(type="log", row=1, col=2, range=_log_range(min(rates), max(rates), 0.12), tickvals=ticks)
     copy_top = max(profile["copy_tbps"], spec.hbm_tbps if spec else 0)
     fig.update_yaxes(row=1, col=1, range=[0, 1.15 * copy_top])
-    fig.update_traces(textposition="outside", cliponaxis=False, textfont_size=11)
+    # the labels keep their size over narrow bars (plotly shrinks them to the bar's width otherwise)
+    fig.update_traces(textposition="outside", cliponaxis=False, textfont_size=11, constraintext="none")
     fig.update_layout(
-        title=dict(text=f"Measured beside the datasheet:<br>{where}", font=dict(size=12)),
+        title=plots.title("Measured beside the datasheet", where, gap=34),  # above the panels' titles
         barmode="group",
         template="plotly_white",
         height=440,
-        margin=dict(l=60, r=30, t=90, b=60),
-        legend=dict(orientation="h", y=-0.15, font=dict(size=11)),
+        margin=dict(l=60, r=30, t=30, b=30),
+        legend={**plots.LEGEND_BELOW, "font": dict(size=11)},
     )
     return fig

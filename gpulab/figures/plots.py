@@ -20,12 +20,70 @@ LOG_TICKS = [k * 10.0**e for e in range(-3, 4) for k in (1, 2, 5)]
 DTYPE_COLORS = {"fp32": "#1f77b4", "tf32": "#17becf", "bf16": "#d62728", "fp16": "#ff7f0e", "fp8": "#9467bd"}
 
 
+#: A title line's characters at 13 px, and a subtitle's (``<sup>``, about 0.7 of the size): both fit a 380 px
+#: figure (a 412 px phone's page), so no title is cut in a narrow notebook column either.
+TITLE_CHARS, SUB_CHARS = 56, 80
+#: A legend in rows under the plot, its bottom on the figure's bottom edge (``yref="container"``): plotly's
+#: automargin lifts the plot until the x axis title clears it, at any width and on every draw. A legend at a
+#: paper y under the plot (``y=-0.2``) hangs a fraction of the plot's height below the axis, a height that depends
+#: on the margin the legend pushes; plotly.js keeps the push of a first draw made at 700 px, before a notebook
+#: cell's width is known, and a legend placed so lands on the x title once the figure is widened.
+LEGEND_BELOW = dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom")
+
+
 def wrap(text: str, width: int = 90) -> str:
     """``text`` (plotly's HTML, lines split at ``<br>``) with every line longer than ``width`` characters broken
     at spaces into lines of at most ``width``, joined by ``<br>``: a subtitle that a narrow figure does not cut."""
     return "<br>".join(
         "<br>".join(textwrap.wrap(line, width, break_long_words=False) or [""]) for line in text.split("<br>")
     )
+
+
+def title(text: str, sub: str = "", size: int = 13, gap: int = 12) -> dict:
+    """A figure's ``layout.title``: ``text`` wrapped at ``TITLE_CHARS``, then ``sub`` (the data's source, a
+    note) in small type wrapped at ``SUB_CHARS``, from the figure's left edge. It sits ``gap`` px above the plot
+    area (``yref="paper"``, anchored at its bottom; room for subplot titles there) and pushes the top margin to
+    hold every line (``automargin``), so a title of more lines lowers the plot instead of leaving the figure.
+    ``size`` in px."""
+    lines = [wrap(text, TITLE_CHARS)] + [f"<sup>{line}</sup>" for line in wrap(sub, SUB_CHARS).split("<br>") if sub]
+    body = "<br>".join(lines)  # a <sup> a line: plotly spaces a <br> inside one as a full-size line
+    return dict(
+        text=body,
+        font_size=size,
+        automargin=True,
+        xref="container",
+        x=0,
+        xanchor="left",
+        yref="paper",
+        y=1,
+        yanchor="bottom",
+        pad=dict(l=10, b=gap),
+    )
+
+
+def panel_titles(fig: go.Figure, size: int = 13) -> go.Figure:
+    """``fig``'s subplot titles (``make_subplots``' annotations, its only ones when called) at ``size`` px: at
+    plotly's 16 px the titles of two side-by-side panels run into each other in a narrow figure."""
+    fig.update_annotations(font_size=size)
+    return fig
+
+
+def coincide(a: dict, b: dict, tol: float = 0.05) -> list[tuple]:
+    """Where two series lie on one another: ``(first x, last x)`` of each run of two or more consecutive shared
+    x (sorted) at which the values of ``a`` and ``b`` (dicts x -> y) differ by less than ``tol``, a fraction of
+    the larger. On a log axis 5% is 0.02 decade, a pixel or two of a figure's few decades: one line covers the
+    other there. Raises ValueError if ``tol`` is not in (0, 1)."""
+    if not 0 < tol < 1:
+        raise ValueError(f"tol must be a fraction in (0, 1), got {tol!r}")
+    runs, run = [], []
+    for x in sorted(a.keys() & b.keys()) + [None]:  # None: the end, closing the last run
+        if x is not None and abs(a[x] - b[x]) < tol * max(abs(a[x]), abs(b[x])):
+            run.append(x)
+            continue
+        if len(run) >= 2:
+            runs.append((run[0], run[-1]))
+        run = []
+    return runs
 
 
 def roof_xy(peak_tflops: float, hbm_tbps: float, n: int = 200, log_range=None):
