@@ -476,7 +476,7 @@ def test_lesson08_figures_and_points():
     assert len(model_only.data) == 2 and "model only" in model_only.layout.title.text
     _traces_ok(figures.lesson08.naive_flash_figure(rec["sweep"], "recorded"))
     fig = figures.lesson08.headline_figure(rec["headline"], "recorded")
-    assert len(fig.data) == 6 and len(fig.data[0].x) == len(rec["headline"])
+    assert len(fig.data) == 6 and len(fig.data[0].y) == len(rec["headline"])
     points = lesson08.roofline_points(rec)
     fig = figures.lesson08.roofline_figure(points, RECORDED["profile"], "recorded")
     _traces_ok(fig)
@@ -497,10 +497,15 @@ def test_lesson08_every_figure_is_readable():
         assert_readable(fig)
 
 
-def test_lesson08_headline_labels_sit_under_the_lower_panel_unrotated():
-    fig = figures.lesson08.headline_figure(RECORDED["lesson08"]["headline"], "recorded")
-    assert fig.layout.xaxis.matches == "x2" and fig.layout.xaxis.showticklabels is False  # shared: none on top
-    assert fig.layout.xaxis2.tickangle == 0
+def test_lesson08_headline_names_each_setting_once_in_one_line():
+    headline = RECORDED["lesson08"]["headline"]
+    fig = figures.lesson08.headline_figure(headline, "recorded")
+    assert {tr.orientation for tr in fig.data} == {"h"}  # names read across: none turns or runs into the next
+    assert fig.layout.yaxis2.matches == "y" and fig.layout.yaxis2.showticklabels is False  # named at the left only
+    names = list(fig.data[0].y)
+    assert len(set(names)) == len(headline) and not any("<br>" in n for n in names)
+    r = headline[0]
+    assert names[0] == f"d={r['d']}, L={r['L'] // 1024}k, {'causal' if r['causal'] else 'full'}"
 
 
 def test_lesson08_roofline_axes_span_the_points_not_ten_decades():

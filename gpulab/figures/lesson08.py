@@ -41,6 +41,7 @@ class RowWalkExplorer:
             vertical_spacing=0.12,
             subplot_titles=("scores s_j (x: masked, -inf; shaded: a skipped tile)", "running state after each tile"),
         )
+        plots.panel_titles(fig)
         finite = [float(s) if s > osm.NEG_INF else None for s in self.scores]
         fig.add_bar(x=list(range(n)), y=finite, name="score", marker_color=["#9e9e9e"] * n, row=1, col=1)
         for name, color in (
@@ -72,7 +73,11 @@ class RowWalkExplorer:
                 col=1,
             )
         fig.update_layout(
-            height=520, template="plotly_white", margin=dict(t=90), title_font_size=13, xaxis2=dict(title="key index j")
+            height=560,
+            template="plotly_white",
+            margin=dict(t=30, b=30),
+            xaxis2=dict(title="key index j"),
+            legend=plots.LEGEND_BELOW,
         )
         self._change()(fig)
         self.live = widgets.LiveFigure(fig)
@@ -115,8 +120,9 @@ class RowWalkExplorer:
             fig.data[3].x, fig.data[3].y = xs, [float(st.state.output()[0]) for st in live]
             fig.layout.shapes = shaded
             skipped = sum(st.skipped for st in self.steps)
-            fig.layout.title = (
-                f"tile width {t}: {len(self.steps)} tiles ({skipped} skipped), output {out:.6f}; exact {self.exact:.6f}"
+            fig.layout.title = plots.title(
+                f"tile width {t}: {len(self.steps)} tiles ({skipped} skipped), output {out:.6f}; exact {self.exact:.6f}",
+                gap=34,  # above the first panel's title
             )
 
         return change
@@ -160,7 +166,9 @@ class NaiveVsFlashExplorer:
             if data
             else ("extra memory above q, k, v (GiB), model only",)
         )
-        fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.12)
+        fig = plots.panel_titles(
+            make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.12)
+        )
         fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="model (by hand)", marker_color="#9e9e9e", row=1, col=1)
         if data:
             fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="measured peak", marker_color="#1f77b4", row=1, col=1)
@@ -170,9 +178,8 @@ class NaiveVsFlashExplorer:
             template="plotly_white",
             barmode="group",
             bargap=0.15,
-            margin=dict(t=80, b=90, l=60, r=20),
-            title_font_size=12,
-            legend=dict(orientation="h", yanchor="top", y=-0.16, xanchor="left", x=0),
+            margin=dict(t=30, b=30, l=60, r=20),
+            legend=plots.LEGEND_BELOW,
         )
         # naive's L^2 and flash's L differ by orders of magnitude: a log axis, labelled 1-2-5 so that a range of
         # under two decades (L = 1024) still reads
@@ -221,12 +228,11 @@ class NaiveVsFlashExplorer:
             if self.data:
                 fig.data[1].y, fig.data[1].text = peak, label(peak, "GiB")
                 fig.data[2].y, fig.data[2].text = ms, label(ms, "ms")
-            sub = plots.wrap(note, 110)
-            fig.layout.title = (
-                f"L = 2**{self.k.value} = {L:,}; B={self.B}, H={self.H}, d={self.d}, "
-                f"{self.itemsize}-byte elements<br><sup>{sub}</sup>"
+            fig.layout.title = plots.title(
+                f"L = 2**{self.k.value} = {L:,}; B={self.B}, H={self.H}, d={self.d}, {self.itemsize}-byte elements",
+                note,
+                gap=34,  # above the panels' titles
             )
-            fig.layout.margin.t = 100 + 28 * sub.count("<br>")  # the title is centred in the margin: room each side
 
         return change
 
@@ -239,7 +245,11 @@ def naive_flash_figure(sweep: dict | None, where: str = "", lengths=tuple(2**e f
     labelled with the sweep's ``recorded_where``."""
     sw = sweep or {"B": 1, "H": 16, "d": 128}
     lengths = list(lengths)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("extra peak memory (GiB)", "forward time (ms)"))
+    fig = plots.panel_titles(
+        make_subplots(
+            rows=1, cols=2, subplot_titles=("extra peak memory, GiB", "forward time, ms"), horizontal_spacing=0.14
+        )
+    )
     for i, m in enumerate(("naive", "flash")):
         c = plots.COLORS[i]
         fig.add_scatter(
@@ -290,62 +300,69 @@ def naive_flash_figure(sweep: dict | None, where: str = "", lengths=tuple(2**e f
                     col=1,
                 )
     # one labelled tick a length, a decade a tick up the side: plotly's minor labels ("2 3 4 5") read as values
-    ticks = [f"{L // 1024}k" if L >= 1024 else str(L) for L in lengths]
-    fig.update_xaxes(type="log", title="L (tokens)", tickvals=lengths, ticktext=ticks)
+    # every other length labelled: seven labels run together in a phone's half-figure panel
+    shown = lengths[:: 2 if len(lengths) > 4 else 1]
+    fig.update_xaxes(type="log", title="L (tokens)", tickvals=shown, ticktext=[_length(L) for L in shown])
     fig.update_yaxes(type="log", dtick=1)
     note = where if sweep else "model only: no measurement recorded yet"
     if sweep and sweep.get("recorded_where"):
         note += f"<br>open markers: {sweep['recorded_where']}"
     dtype = sw.get("dtype", "bf16")
     fig.update_layout(
-        title=dict(
-            text=f"naive against flash, B={sw['B']}, H={sw['H']}, d={sw['d']}, {dtype}<br><sup>{note}</sup>",
-            font_size=13,
-        ),
-        height=430,
+        title=plots.title(f"naive against flash, B={sw['B']}, H={sw['H']}, d={sw['d']}, {dtype}", note, gap=34),
+        height=500,
         template="plotly_white",
-        margin=dict(t=90),
+        margin=dict(t=30, b=30, l=55, r=20),
+        legend=plots.LEGEND_BELOW,
     )
     return fig
 
 
 def headline_figure(headline: list[dict], where: str = ""):
     """Forward and backward TFLOP/s of gpulab's Triton kernel, SDPA flash (FlashAttention-2) and SDPA cuDNN for
-    each setting of the ``headline`` rows of a ``gpulab.bench.lesson08`` record (bars; a backend that did not
-    run is left empty). The two panels share the x axis; its labels sit under the lower one, unrotated."""
-    labels = [f"d={r['d']}<br>L={r['L']}<br>{'causal' if r['causal'] else 'full'}" for r in headline]
+    each setting of the ``headline`` rows of a ``gpulab.bench.lesson08`` record: horizontal bars, forward in the
+    left panel and backward in the right, one row a setting, named once at the left ("d=64, L=1k, causal"); a
+    backend that did not run is left empty. Names read across, so none turns or runs into the next at any
+    width."""
+    labels = [f"d={r['d']}, L={_length(r['L'])}, {'causal' if r['causal'] else 'full'}" for r in headline]
     fig = make_subplots(
-        rows=2,
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.1,
+        rows=1,
+        cols=2,
+        shared_yaxes=True,
+        horizontal_spacing=0.06,
         subplot_titles=("forward (TFLOP/s)", "backward (TFLOP/s)"),
     )
+    plots.panel_titles(fig)
     for j, pass_ in enumerate(("fwd", "bwd")):
         for i, (name, label) in enumerate(
             (("ours", "gpulab Triton"), ("flash", "SDPA flash (FlashAttention-2)"), ("cudnn", "SDPA cuDNN"))
         ):
             fig.add_bar(
-                x=labels,
-                y=[r.get(name, {}).get(f"{pass_}_tflops") for r in headline],
+                y=labels,
+                x=[r.get(name, {}).get(f"{pass_}_tflops") for r in headline],
+                orientation="h",
                 name=label,
                 marker_color=plots.COLORS[i],
                 showlegend=j == 0,
-                row=j + 1,
-                col=1,
+                row=1,
+                col=j + 1,
             )
-    fig.update_xaxes(tickangle=0, tickfont_size=10)
-    for a in fig.layout.annotations:  # the panel titles at the left, clear of the legend at the right
-        a.update(x=0, xanchor="left")
+    fig.update_yaxes(autorange="reversed", tickfont_size=11)  # the first setting at the top
     fig.update_layout(
         barmode="group",
-        height=620,
+        bargap=0.25,
+        height=120 + 34 * len(headline) + 110,  # three bars a row, 10 px each, and room for titles and legend
         template="plotly_white",
-        margin=dict(t=90, b=80),
-        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
-        title=dict(text=f"attention, bf16, B*L = 16384, H*d = 2048<br><sup>{where}</sup>", font_size=13),
+        margin=dict(t=30, b=30, r=20),
+        legend=plots.LEGEND_BELOW,
+        title=plots.title("attention, bf16, B*L = 16384, H*d = 2048", where, gap=34),
     )
     return fig
+
+
+def _length(L: int) -> str:
+    """A sequence length as a reader says it: 16384 -> "16k", 1000 -> "1000"."""
+    return f"{L // 1024}k" if L >= 1024 and L % 1024 == 0 else str(L)
 
 
 def roofline_figure(points, profile: dict, where: str = "", l2_tbps: float | None = None):
@@ -371,7 +388,7 @@ def roofline_figure(points, profile: dict, where: str = "", l2_tbps: float | Non
         y=[bw * x0, peak, peak],
         mode="lines",
         line=dict(color="#555"),
-        name=f"measured {half} roof: {peak:.0f} TFLOP/s, HBM {bw:.2f} TB/s (ridge {ridge:.0f} FLOP/B)",
+        name=f"measured {half} roof: {peak:.0f} TFLOP/s, HBM {bw:.2f} TB/s<br>(ridge {ridge:.0f} FLOP/B)",
     )
     if l2_tbps:
         x2 = max(x_lo, y_lo / l2_tbps)
@@ -396,7 +413,13 @@ def roofline_figure(points, profile: dict, where: str = "", l2_tbps: float | Non
             mode="markers+text",
             name=g,
             text=text,
-            textposition=["middle left"] + ["middle right"] * (len(ps) - 1),
+            # the first left of its point, the others right, but left in the right quarter of the axis (room there)
+            textposition=[
+                "middle left"
+                if i == 0 or math.log10(x_hi / p.intensity) < 0.25 * math.log10(x_hi / x_lo)
+                else "middle right"
+                for i, p in enumerate(ps)
+            ],
             textfont_size=10,
             customdata=[p.name for p in ps],
             marker=dict(
@@ -405,10 +428,10 @@ def roofline_figure(points, profile: dict, where: str = "", l2_tbps: float | Non
             hovertemplate="%{customdata}<br>I=%{x:.3g} FLOP/B<br>%{y:.3g} TFLOP/s<extra></extra>",
         )
     fig.update_layout(
-        title=dict(text=f"attention on the roofline<br><sup>{where}</sup>", font_size=13),
-        height=520,
+        title=plots.title("attention on the roofline", where),
+        height=560,
         template="plotly_white",
-        margin=dict(t=90),
+        margin=dict(t=30, b=30),
         showlegend=True,
         xaxis=dict(
             type="log",
@@ -421,6 +444,6 @@ def roofline_figure(points, profile: dict, where: str = "", l2_tbps: float | Non
             range=[math.log10(y_lo), math.log10(y_hi)],
             tickvals=[v for v in (10, 20, 50, 100, 200, 300, 500, 700, 1000, 2000) if y_lo <= v <= y_hi],
         ),
-        legend=dict(font_size=11, orientation="h", y=-0.18, yanchor="top", x=0),
+        legend={**plots.LEGEND_BELOW, "font_size": 11},
     )
     return fig
