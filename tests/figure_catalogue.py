@@ -1,5 +1,9 @@
 """Every lesson figure as a learner without a GPU sees it: built from the H200 reference recording with the
-notebooks' own labels (``live.recall``'s "no GPU here: recorded on ..."), each explorer at both ends of every slider (its ``gpulab-slider`` widgets, found on the explorer, so a new slider is covered).
+notebooks' own labels (``live.recall``'s "no GPU here: recorded on ..."), each explorer at both ends of every
+slider (its ``gpulab-slider`` widgets, found on the explorer, so a new slider is covered); lesson 10's collectives
+from a made-up gloo run (``gloo_collectives``: the notebook measures them live), and the exercises' race figures
+under "races". Left out: lesson 09's op roofline (it needs a recorded training step) and lesson 04's second
+time view (its dropdown: tests/test_figures.py's lesson 04 browser test draws it).
 
 ``lesson_figures(lessons)`` yields ``(name, figure)``; the layout checks (``tests/figure_checks.py``) and the
 in-browser geometry check (``tests/test_figures_geometry.py``) both walk it.
@@ -8,6 +12,7 @@ in-browser geometry check (``tests/test_figures_geometry.py``) both walk it.
 from __future__ import annotations
 
 import ipywidgets as W
+import plotly.graph_objects as go
 
 import gpulab  # noqa: F401  (first: it picks the mode)
 from gpulab import figures
@@ -39,8 +44,6 @@ def explorer_states(name: str, make):
     """``(name at slider=end, figure)`` for the explorer ``make()`` builds, at its start and at both ends of each
     slider in turn (the slider then back to its start value, the others at theirs); each figure is a copy, so
     later moves leave it as it was."""
-    import plotly.graph_objects as go
-
     e = make()
     yield f"{name} (start)", go.Figure(e.live.fig)
     for attr, s in sliders(e).items():
@@ -136,13 +139,113 @@ def _lesson06():
 
 def _lesson00():
     spec = hardware.get("H200")
-    yield "00 hierarchy_figure", figures.lesson00.hierarchy_figure(spec)
+    mem = live.recall("lesson00")
+    yield "00 hierarchy_figure", figures.lesson00.hierarchy_figure(spec, mem.data)
+    yield "00 hierarchy_figure (no recording)", figures.lesson00.hierarchy_figure(spec)
+    yield "00 staircase_figure", figures.lesson00.staircase_figure(mem.data, spec, where=mem.where)
+    yield "00 staircase_figure (no recording)", figures.lesson00.staircase_figure(None, spec)
+    yield "00 little_figure", figures.lesson00.little_figure(mem.data, spec, where=mem.where)
+    yield "00 little_figure (no recording)", figures.lesson00.little_figure(None, spec)
     yield "00 ridge_generations_figure", figures.lesson00.ridge_generations_figure()
-    yield "00 ceilings_figure", figures.lesson00.ceilings_figure(RECORDED["profile"], spec, "recorded")
 
 
-LESSONS = {"00": _lesson00, "01": _lesson01, "02": _lesson02, "05": _lesson05, "06": _lesson06, "07": _lesson07}
-LESSONS["08"] = _lesson08
+def _lesson00b():
+    shown = live.profile()
+    spec = hardware.find(shown.data["gpu"])
+    yield "00b ceilings_figure", figures.lesson00.ceilings_figure(shown.data, spec, shown.where)
+    yield "00b ceilings_figure (no datasheet)", figures.lesson00.ceilings_figure(shown.data, None, shown.where)
+
+
+def gloo_collectives(seed: int = 10) -> live.Shown:
+    """A lesson 10 ``collectives`` result as gloo on 2 and 4 CPU processes gives it (``bench.lesson10.LIVE_COLLECTIVES``'
+    sizes): the ring model at α = 100 µs, β = 1 GB/s, each time scattered by a seeded factor of 0.5 to 2 (a busy
+    CPU's spread)."""
+    import random
+
+    from gpulab.bench import lesson10
+    from gpulab.models import comm
+
+    rng = random.Random(seed)
+    rows = [
+        dict(collective=c, p=p, n_bytes=s, t_s=comm.ring_time_s(c, p, s, 1e-4, 1e9) * 2 ** rng.uniform(-1, 1))
+        for p in (2, 4)
+        for c in comm.COLLECTIVES
+        for s in lesson10.COLLECTIVE_SIZES
+    ]
+    data = dict(backend="gloo", ps=[2, 4], device="CPU processes", rows=rows)
+    return live.Shown(data, f"measured now: {lesson10.collectives_label(data)}", True)
+
+
+def _lesson10():
+    from gpulab.bench import lesson10
+
+    fig10 = figures.lesson10
+    shown = live.recall(lesson10.KEY)
+    yield "10 links_figure", fig10.links_figure()
+    yield "10 link_figure", fig10.link_figure(shown.data, shown.where)
+    yield "10 link_figure (no recording)", fig10.link_figure(None, fig10.NO_LINK_RECORDING)
+
+    def collectives():
+        return fig10.CollectiveExplorer(gloo_collectives(), multi_gpu=lesson10.multi_gpu(shown))
+
+    yield from explorer_states("10 CollectiveExplorer", collectives)
+    e = collectives()
+    e.p.value = 7  # no measurement at p = 7: the model alone over p = 4's points
+    yield "10 CollectiveExplorer at p=7", go.Figure(e.fig)
+    yield from explorer_states(
+        "10 ZeroExplorer", lambda: fig10.ZeroExplorer(n_params=7_500_000_000, activation_bytes=8e9, p=8)
+    )
+    yield from explorer_states("10 TensorParallelExplorer", lambda: fig10.TensorParallelExplorer(t=8))
+
+
+def _lesson03():
+    rec = RECORDED["lesson03"]
+    m = rec["matmul"]
+    yield (
+        "03 relu_sweep_figure",
+        figures.lesson03.relu_sweep_figure(rec["relu_sweep"], RECORDED["profile"]["copy_tbps"], "r"),
+    )
+    yield "03 rate_vs_error_figure", figures.lesson03.rate_vs_error_figure({**m["error"]}, m["tflops"], "recorded")
+    yield "03 accumulation_figure", figures.lesson03.accumulation_figure(rec["accumulation"], "recorded")
+    yield from explorer_states("03 FormatsExplorer", lambda: figures.lesson03.FormatsExplorer(mx_block=32, nv_block=16))
+
+
+def _lesson04():
+    """The time figure as first drawn (its dropdown's other view: tests/test_figures.py's lesson 04 test), the
+    launch explorer, the pressure figure."""
+    rec = RECORDED["lesson04"]
+    yield "04 time_figure", figures.lesson04.time_figure(rec, "recorded")
+    measured = [r for r in rec["sweep"] if r["method"] in ("unfused", "fused")]
+    yield from explorer_states(
+        "04 LaunchModelExplorer",
+        lambda: figures.lesson04.LaunchModelExplorer(
+            rec["launch"]["triton_us"], rec["copy_tbps"], measured=measured, title="model time against n"
+        ),
+    )
+    yield "04 pressure_figure", figures.lesson04.pressure_figure(rec["pressure"]["rows"], "recorded")
+
+
+def _lesson09():
+    """The ladder, the breakdown and the model-size explorer (the op roofline needs a recorded training step)."""
+    from gpulab.capstone.gpt import GPT2_SMALL
+
+    yield "09 ladder_figure", figures.lesson09.ladder_figure(GPT2_SMALL, "H200")
+    yield "09 breakdown", figures.lesson09.breakdown(GPT2_SMALL, "H200", rung=0)
+    yield from explorer_states("09 ModelSizeExplorer", lambda: figures.lesson09.ModelSizeExplorer("H200"))
+
+
+def _races():
+    """The race figure of every lesson with a kernel exercise (``exercises.race``), as a learner without a GPU sees
+    it: the recorded gpulab and torch times beside the empty bar of theirs."""
+    from gpulab.exercises import race
+
+    for key, spec in race.LESSONS.items():
+        yield f"race {key} race_figure", race.race_figure(race._recorded_race(key, spec))
+
+
+LESSONS = {"00": _lesson00, "00b": _lesson00b, "01": _lesson01, "02": _lesson02, "03": _lesson03, "04": _lesson04}
+LESSONS |= {"05": _lesson05, "06": _lesson06, "07": _lesson07, "08": _lesson08, "09": _lesson09, "10": _lesson10}
+LESSONS["races"] = _races
 
 
 def lesson_figures(lessons=tuple(LESSONS)):

@@ -124,7 +124,7 @@ assert_axes_fit_data = check_axes
 # What plotly.js will draw, estimated without drawing it (tests/browser/figure_geometry.py measures it in Chromium):
 # the plot area from the figure's width, margins and axis domains; positions from the axis ranges (or the data's
 # extent where plotly picks the range); a text's width from its characters (CHAR_EM of its font size each).
-MARKER_PX, CLOUD, MIN_NOTE_PX, CHAR_EM = 3.0, 50, 11, 0.6  # px, markers, px, em
+MARKER_PX, CLOUD, MIN_NOTE_PX, CHAR_EM, RING_PX = 3.0, 50, 11, 0.6, 3.0  # px, markers, px, em, px
 _MARGIN = dict(l=80, r=80, t=100, b=80)  # plotly's defaults
 
 
@@ -203,9 +203,22 @@ def _markers(fig, width: float) -> list[tuple[int, bool, float, float]]:
     return out
 
 
+def _ring(fig, i: int, j: int) -> bool:
+    """Markers of traces ``i`` and ``j`` on one spot both show: the larger is an open symbol at least ``RING_PX``
+    wider, a ring around the other (plotly's default marker: a 6 px filled circle)."""
+    (si, zi), (sj, zj) = [
+        (str(fig.data[k].marker.symbol or "circle"), fig.data[k].marker.size or 6) for k in (i, j)
+    ]  # fmt: skip
+    if not all(isinstance(z, (int, float)) for z in (zi, zj)):
+        return False  # sizes by point: not a ring throughout
+    big, small = ((si, zi), (sj, zj)) if zi >= zj else ((sj, zj), (si, zi))
+    return "open" in big[0] and big[1] - small[1] >= RING_PX
+
+
 def check_markers_apart(fig, what: str = "figure", width: float = 1000) -> None:
     """No marker of one trace within ``MARKER_PX`` of a marker of another, at ``width`` px, where one of them is
-    drawn alone (a line through a marker still shows it) and neither trace is a cloud of over ``CLOUD`` markers."""
+    drawn alone (a line through a marker still shows it), neither trace is a cloud of over ``CLOUD`` markers and
+    neither is a ring around the other (``_ring``)."""
     ms = _markers(fig, width)
     count: dict = {}
     for m in ms:
@@ -213,7 +226,8 @@ def check_markers_apart(fig, what: str = "figure", width: float = 1000) -> None:
     ms = [m for m in ms if count[m[0]] <= CLOUD]
     for k, a in enumerate(ms):
         for b in ms[k + 1 :]:
-            if a[0] != b[0] and (a[1] or b[1]) and math.hypot(a[2] - b[2], a[3] - b[3]) < MARKER_PX:
+            near = math.hypot(a[2] - b[2], a[3] - b[3]) < MARKER_PX
+            if a[0] != b[0] and (a[1] or b[1]) and near and not _ring(fig, a[0], b[0]):
                 names = fig.data[a[0]].name, fig.data[b[0]].name
                 raise AssertionError(f"{what}: markers of {names[0]!r} and {names[1]!r} sit on one spot")
 

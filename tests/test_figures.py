@@ -366,7 +366,7 @@ def test_lesson04_figures_in_chromium_as_first_drawn_and_widened(browser):
     """Each lesson 04 figure drawn by plotly.js at a narrow notebook column (570 px) and a wide one (1400 px):
     directly, and first at plotly's default 700 px then widened to the cell, as a notebook's first draw is
     (``widgets.LiveFigure._fit_width``): no text on another (the x title on the legend), no hidden marker."""
-    from tests.browser.figure_geometry import _MEASURE, FigurePage, problems
+    from tests.browser.figure_geometry import FigurePage, problems, stale, unknown
 
     page = FigurePage(browser)
     found = []
@@ -380,10 +380,19 @@ def test_lesson04_figures_in_chromium_as_first_drawn_and_widened(browser):
                              return Plotly.relayout(gd, {width: w}).then(() => update && Plotly.update(gd, ...update)); }""",
                         [width, update],
                     )
-                    found += problems(page.page.evaluate(_MEASURE), f"{name} at {width} px (first drawn at {first})")
+                    found += problems(page.geometry(), f"{name} at {width} px (first drawn at {first})")
     finally:
         page.close()
-    assert not found, "\n".join(found)
+    left = unknown(found, LESSON04_KNOWN) + stale(found, LESSON04_KNOWN)
+    assert not left, "\n".join(left)
+
+
+#: What is still broken in lesson 04's figures, let pass by its browser test (and failing it once fixed).
+LESSON04_KNOWN = {
+    ("time figure, view 'the fused kernels' at 570", "'fused (1 Triton kernel)' and 'torch.compile (1 kernel)' lie"): (
+        "issue 41 item 3, open: 3% (the figure's tolerance for a note) is a pixel at 1400 px, under two at 570 px"
+    ),
+}
 
 
 def _annotations_within_x(fig, what):

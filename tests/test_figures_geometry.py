@@ -1,19 +1,88 @@
-"""Every lesson figure (tests/figure_catalogue.py: each explorer at both ends of every slider) drawn by plotly.js in
-headless Chromium at 1400 and 1000 px wide, and measured (tests/browser/figure_geometry.py): no two texts overlap
-or run together, none leaves the figure or is drawn too small, no marker sits on another series' marker, every
-numeric axis shows a scale. A hand-made figure with each fault shows that each is caught.
+"""Every lesson figure (tests/figure_catalogue.py: each explorer at both ends of every slider, and the exercises'
+race figures) drawn by plotly.js in headless Chromium and measured (tests/browser/figure_geometry.py): no two texts overlap or run together, none
+leaves the figure, is cut by its plot area's edge or is drawn too small, no title, legend entry or tick label lies
+on a plot area, the plot area is not squeezed by its legend, no marker or line hides another series' unless the
+figure says so, no two legend entries are drawn alike, every numeric axis shows a scale.
+
+- ``test_lesson_figures_in_chromium``: each figure as a notebook first draws it, at plotly's default 700 px and then
+  widened to the cell (``widgets.LiveFigure._fit_width``), in a narrow notebook column (570 px: JupyterLab at
+  1000 px with its file browser open) and a wide one (1400 px);
+- ``test_lesson_figures_drawn_directly`` (slow): each drawn at those widths directly, and the figures of the lessons
+  in ``SITE_LESSONS`` at 366 px, a figure's width on the static site on a 412 px phone.
+
+``KNOWN`` holds what is still broken in the other lessons' figures (issue 41's review reached 00, 00b, 04, 08 and
+10), by figure and kind of problem: those are let pass, and an entry that no longer occurs fails the first test,
+so the list only shrinks. A hand-made figure with each fault shows that each is caught.
 
 Run: ``python -m pytest tests/test_figures_geometry.py -m browser`` (needs /usr/bin/chromium or GPULAB_CHROMIUM).
 """
 
+import functools
+
 import plotly.graph_objects as go
 import pytest
 
-from tests.browser.figure_geometry import FigurePage, problems
-from tests.figure_catalogue import LESSONS
-from tests.test_figures_layout import KNOWN, WIDTHS, _figures
+from gpulab.figures import plots
+from tests.browser.figure_geometry import FigurePage, problems, stale, unknown
+from tests.figure_catalogue import LESSONS, lesson_figures
 
 pytestmark = pytest.mark.browser
+
+WIDTHS = (570, 1400)  # px: a narrow notebook column and a wide one
+FIRST = 700  # px: plotly.js's default width, at which a notebook's FigureWidget draws before it is on the page
+SITE, SITE_LESSONS = 366, ("00", "00b", "08", "10")  # px: the site's figure on a 412 px phone; lessons held to it
+
+_OPEN = "issue 41 item 1, still open in this lesson's figures"
+#: Per lesson: (figure name prefix, words of the problem) -> why it is let pass.
+KNOWN: dict[str, dict[tuple[str, str], str]] = {
+    "01": {
+        (
+            "01 measured_roofline_figure",
+            "lie on one another",
+        ): "two roofs of one bandwidth share their slope: by design",
+    },
+    "02": {("02 LoopSweepExplorer", "xtick '0.001' and ytick '0' overlap"): _OPEN},
+    "03": {("03 relu_sweep_figure", "lie on one another"): _OPEN, ("03 relu_sweep_figure", "g-xtitle"): _OPEN},
+    "05": {
+        ("05 memory_steps_figure", "overlap"): _OPEN,
+        ("05 time_figure", "and g-xtitle 'n (elements)' overlap"): _OPEN,
+    },
+    "06": {("06 stride_figure", "lie on one another"): _OPEN, ("06 traversal_figure", "overlap"): _OPEN},
+    "07": {
+        ("07 WaveExplorer", "g-ytitle 'SMs' lies on the plot area"): _OPEN,
+        ("07 WaveExplorer at sms=1", "overlap"): _OPEN,
+        ("07 build_figure", "overlap"): _OPEN,
+        ("07 build_figure", "lies on the plot area"): _OPEN,
+        ("07 build_figure", "lie on one another"): _OPEN,
+        ("07 build_figure", "squeezed"): _OPEN,
+        ("07 sweep_figure", "and g-xtitle 'N' overlap"): _OPEN,
+    },
+    "09": {
+        ("09 ModelSizeExplorer", "leaves the figure"): _OPEN,
+        ("09 ModelSizeExplorer", "overlap"): _OPEN,
+        ("09 breakdown", "overlap"): _OPEN,
+        ("09 ladder_figure", "overlap"): _OPEN,
+    },
+    "races": {
+        ("race", "g-xtitle 'median time (ms); dashed: model"): _OPEN + " (exercises/race.py: the model in the x title)",
+        ("race 07b race_figure", "overlap"): _OPEN + " (exercises/race.py)",
+        ("race 07b race_figure", "cut by the plot area's edge"): _OPEN + " (exercises/race.py)",
+        ("race 07b race_figure", "ytick"): _OPEN + " (exercises/race.py)",
+    },
+}
+_SITE_OPEN = "the site on a phone, still open: "
+#: The issue's lessons at the site's 366 px: what is let pass there.
+KNOWN_SITE: dict[tuple[str, str], str] = {
+    ("00 hierarchy_figure", "too small to read"): _SITE_OPEN + "a level's two lines shrink to its short log bar",
+    ("08 NaiveVsFlashExplorer", "bartext"): _SITE_OPEN + "the values of two bars 28 px wide run together",
+    ("08 NaiveVsFlashExplorer at k=16", "xtick 'naive(out of memory)' and ytick '0'"): _SITE_OPEN + "a long name",
+    ("08 roofline_figure", "textpoint"): _SITE_OPEN + "two lengths' labels beside close points",
+}
+
+
+@functools.cache
+def _figures(lesson: str) -> tuple:
+    return tuple(lesson_figures([lesson]))
 
 
 @pytest.fixture(scope="module")
@@ -52,16 +121,94 @@ def test_each_fault_is_caught(page):
     assert problems(page.measure(clean, 1000), "clean") == []
 
 
-@pytest.mark.parametrize(
-    "lesson",
-    [
-        pytest.param(k, id=f"lesson{k}", marks=[pytest.mark.xfail(reason=KNOWN[k], strict=True)] if k in KNOWN else [])
-        for k in LESSONS
-    ],
-)
+def _lines(**over) -> go.Figure:
+    """Two lines of four points that lie on one another from the second point on, and a third apart."""
+    x = [1, 2, 3, 4]
+    a = dict(x=x, y=[1, 5, 6, 7], mode="lines", name="H2D pinned")
+    b = dict(x=x, y=[3, 5, 6, 7], mode="lines", name="D2H pinned")
+    c = dict(x=x, y=[9, 9, 9, 9], mode="lines", name="apart", line_color="#999")
+    a, b = {**a, **over.get("a", {})}, {**b, **over.get("b", {})}
+    return go.Figure([go.Scatter(**a), go.Scatter(**b), go.Scatter(**c)], layout=over.get("layout", {}))
+
+
+def test_hidden_series_are_caught_unless_the_figure_says_so_or_both_show(page):
+    found = "\n".join(problems(page.measure(_lines(), 800), "made"))
+    assert "lines 'H2D pinned' and 'D2H pinned' lie on one another" in found and "'apart'" not in found
+    named = _lines(layout=dict(annotations=[dict(text="H2D and D2H pinned coincide", x=2, y=8, showarrow=False)]))
+    assert problems(page.measure(named, 800), "named") == []
+    wide_under = _lines(a=dict(line_width=5), b=dict(line_width=2))  # the first drawn is under: its edges show
+    assert problems(page.measure(wide_under, 800), "wide under thin") == []
+    dots = dict(mode="lines+markers", marker=dict(symbol="circle", size=6))
+    same_marks = _lines(a=dots, b=dots)  # markers on markers hide each other as lines do
+    assert "lie on one another" in "\n".join(problems(page.measure(same_marks, 800), "dots on dots"))
+    ringed = _lines(a=dots, b=dict(mode="lines+markers", marker=dict(symbol="circle-open", size=12)))
+    assert problems(page.measure(ringed, 800), "rings around dots") == []
+
+
+def test_layout_faults_are_caught(page):
+    x, y = [1, 2, 3], [1, 2, 3]
+    alike = go.Figure(
+        [go.Scatter(x=x, y=[v + k for v in y], mode="lines", name=f"PCIe {k}", line_color="#999") for k in (3, 4)]
+    )
+    assert "'PCIe 3' and 'PCIe 4' are drawn alike" in "\n".join(problems(page.measure(alike, 800), "alike"))
+    labelled = go.Figure(alike)
+    for k in (3, 4):
+        labelled.add_annotation(x=1, y=1 + k, text=f"PCIe {k}", showarrow=False, yanchor="bottom", xanchor="left")
+    assert problems(page.measure(labelled, 800), "labelled") == []
+    inside = go.Figure(go.Scatter(x=x, y=y, name="a"), layout=dict(showlegend=True, legend=dict(x=0.4, y=0.5)))
+    assert "legendtext 'a' lies on the plot area" in "\n".join(problems(page.measure(inside, 800), "legend inside"))
+    many = go.Figure(
+        [go.Scatter(x=x, y=y, name=f"a long legend entry number {k}") for k in range(12)],
+        layout=dict(height=420, legend=plots.LEGEND_BELOW),
+    )
+    assert "squeezed" in "\n".join(problems(page.measure(many, 570), "twelve legend rows"))
+    edge = go.Figure(go.Scatter(x=x, y=y, mode="markers+text", text=["", "", "a label past the edge"]))
+    assert "cut by the plot area's edge" in "\n".join(problems(page.measure(edge, 800), "label"))
+
+
+def _legend_under_at(y_legend) -> go.Figure:
+    """Lesson 10's collectives explorer as it was: eight legend rows under a log plot, placed by ``y_legend``."""
+    fig = go.Figure(
+        [go.Scatter(x=[1e3, 1e6], y=[1e-4 * 2**k, 1e-2], mode="lines", name=f"collective {k} model") for k in range(8)]
+    )
+    fig.update_layout(height=420, xaxis=dict(type="log", title="message size S (bytes)"), yaxis_type="log")
+    fig.update_layout(legend=y_legend, margin=dict(b=110))
+    return fig
+
+
+def test_a_first_draw_at_700_px_then_widened_is_what_is_measured(page):
+    """A legend hung at a paper y under the plot keeps the margin of its first draw at 700 px: widened to 1400 px
+    it lies on the x axis title (plotly.js); drawn at 1400 px at once it does not. Pinned to the figure's bottom
+    (``plots.LEGEND_BELOW``), it is clear either way."""
+    old = _legend_under_at(dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    assert problems(page.measure(old, 1400), "direct") == []
+    assert "g-xtitle 'message size S (bytes)'" in "\n".join(problems(page.measure(old, 1400, FIRST), "widened"))
+    assert problems(page.measure(_legend_under_at(plots.LEGEND_BELOW), 1400, FIRST), "pinned") == []
+
+
+def _param(lesson, **kw):
+    return pytest.param(lesson, id=f"lesson{lesson}" if lesson[0].isdigit() else lesson, **kw)
+
+
+@pytest.mark.parametrize("lesson", [_param(k) for k in LESSONS])
 def test_lesson_figures_in_chromium(page, lesson):
     found = []
     for name, fig in _figures(lesson):
         for width in WIDTHS:
+            found += problems(page.measure(fig, width, FIRST), f"{name} at {width} px, first drawn at {FIRST}")
+    known = KNOWN.get(lesson, {})
+    left = unknown(found, known) + stale(found, known)
+    assert not left, "\n".join(left)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", [_param(k) for k in LESSONS])
+def test_lesson_figures_drawn_directly(page, lesson):
+    found, site = [], []
+    for name, fig in _figures(lesson):
+        for width in WIDTHS:
             found += problems(page.measure(fig, width), f"{name} at {width} px")
-    assert not found, "\n".join(found)
+        if lesson in SITE_LESSONS:
+            site += problems(page.measure(fig, SITE), f"{name} at {SITE} px")
+    left = unknown(found, KNOWN.get(lesson, {})) + unknown(site, {**KNOWN.get(lesson, {}), **KNOWN_SITE})
+    assert not left, "\n".join(left)
