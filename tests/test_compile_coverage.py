@@ -85,6 +85,8 @@ ALLOWED_IN_TESTS = {
         _FIXTURE,
     ),
     "tests/test_exercises_ex08.py": (("_flash",), _FIXTURE),
+    "tests/test_exercises_ex08b.py": (("_copy_kernel",), _FIXTURE),
+    "tests/test_exercises_ex09.py": (("_row_gelu",), _FIXTURE),
     "tests/test_kernelcheck.py": (("_scale_add",), _FIXTURE),
     "tests/test_kernelcheck_hostile.py": (
         ("_add", "keep", "short_store", "one_per_thread", "_sincos", "_transpose"),
@@ -301,7 +303,8 @@ def test_solution_rows_launch_the_launchers_defaults():
 def test_exercise_head_dims_are_the_checkers_and_the_races():
     from gpulab.exercises import ex08, ex08b, race
 
-    assert set(target_kernels.EXERCISE_HEAD_DIMS) == {ex08.FLASH_D, ex08b.BACKWARD_D, race._SHAPE08["d"]}
+    used = {*ex08.FLASH_HEAD_DIMS, *ex08b.BACKWARD_HEAD_DIMS, race._SHAPE08["d"]}
+    assert set(target_kernels.EXERCISE_HEAD_DIMS) == used
 
 
 # ---- compiling: the quick check, the exhaustive one, and a compile error made plain ----------------------------

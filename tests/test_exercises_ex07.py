@@ -3,6 +3,7 @@
 
 import random
 
+import pytest
 import torch
 
 import gpulab
@@ -130,11 +131,17 @@ def _matmul_variant_kernel(
         tl.store(c_ptrs, acc.to(tl.float16))
 
 
-def _variant(masked=True, accumulate=True, grid_rows=lambda M, bm: triton.cdiv(M, bm)):
-    def fn(a, b, out, bm=32, bn=32, bk=32):
+def _variant(
+    masked=True,
+    accumulate=True,
+    grid_rows=lambda M, bm: triton.cdiv(M, bm),
+    bn=32,
+    grid_cols=lambda N, bn: triton.cdiv(N, bn),
+):
+    def fn(a, b, out, bm=32, bk=32):
         M, K = a.shape
         N = b.shape[1]
-        grid = (grid_rows(M, bm) * triton.cdiv(N, bn),)
+        grid = (grid_rows(M, bm) * grid_cols(N, bn),)
         if grid[0] == 0:
             return
         _matmul_variant_kernel[grid](
@@ -220,9 +227,12 @@ def _persistent_variant_kernel(
 ):
     num_n = tl.cdiv(N, BN)
     num_tiles = tl.cdiv(M, BM) * num_n
-    step = num_programs if LOOP else num_tiles  # LOOP=False: one tile per program, the mistake
+    # LOOP 1 (True): the persistent loop. The mistakes: 0 (False) one tile per program; 2 every program steps by 1
+    # from its pid (tile t computed and stored by t + 1 programs); 3 every program computes every tile and stores
+    # only its own (each tile stored once, computed num_programs times)
+    step = num_programs if LOOP == 1 else (1 if LOOP >= 2 else num_tiles)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for tile in range(tl.program_id(0), num_tiles, step):
+    for tile in range(tl.program_id(0) if LOOP != 3 else 0, num_tiles, step):
         offs_m = (tile // num_n) * BM + tl.arange(0, BM)
         offs_n = (tile % num_n) * BN + tl.arange(0, BN)
         if RESET:
@@ -246,7 +256,10 @@ def _persistent_variant_kernel(
             acc = tl.dot(a, b, acc)
         c_ptrs = c_ptr + offs_m[:, None] * scm + offs_n[None, :] * scn
         if MASKED:
-            tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+            rows = M
+            if LOOP == 3:  # only the program whose tile this is stores it: the others' mask holds no row
+                rows = M * (tile % num_programs == tl.program_id(0)).to(tl.int32)
+            tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < rows) & (offs_n[None, :] < N))
         else:
             tl.store(c_ptrs, acc.to(tl.float16))
 
@@ -295,6 +308,39 @@ def test_persistent_matmul_one_tile_per_program_is_named():
 def test_persistent_matmul_accumulator_kept_across_tiles_is_wrong_values():
     rep = L.check_persistent_matmul(_persistent(reset=False))
     assert not rep.ok and "values differ" in str(rep), str(rep)
+
+
+@pytest.mark.parametrize(
+    "loop, stored_twice",
+    [(2, True), (3, False)],
+    ids=["steps-by-1-from-pid", "computes-every-tile-stores-its-own"],
+)
+def test_persistent_matmul_tiles_computed_more_than_once_are_named(loop, stored_twice):
+    """Right values on the prescribed grid in one launch, but the work is not done once: programs that step through
+    the tiles by 1 from their pid compute and store tile t t + 1 times (the stores say so); programs that compute
+    every tile and store only their own store each tile once, and their tl.dot calls do num_programs times the
+    multiply-adds of one pass over C's tiles (the dots say so)."""
+    rep = L.check_persistent_matmul(_persistent(loop=loop))
+    text = str(rep)
+    assert not rep.ok and "values differ" not in text and "launched" not in text, text
+    if stored_twice:  # named by the work's count, or earlier by kernelcheck's two programs storing one element
+        assert "computed some tiles of C more than once" in text or "both stored into out" in text, text
+    else:
+        assert "multiply-adds of one pass over C's tiles" in text and "tiles of 32 x 32" in text, text
+    # (100, 33, 40) on one program computes each tile once, whatever the loop: that case passes
+    assert 0 < rep.failed < rep.cases, text
+
+
+def test_tiled_matmul_reaches_past_every_tile_side_it_might_fix():
+    """A drawn shape has each of M, N and K past ``cases.TILE_LIMIT``: a kernel that takes all of N in one block
+    (BLOCK_N fixed at 256: the old shapes never passed N = 130) fails on the wide N."""
+    shapes = L._past_tiles(L.Draw(3))
+    assert [max(s) > L.TILE_LIMIT for s in shapes] == [True] * 3
+    assert [s.index(max(s)) for s in shapes] == [0, 1, 2]
+    rep = L.check_tiled_matmul(_variant(bn=256, grid_cols=lambda N, bn: 1))  # one block of 256 columns: N untiled
+    text = str(rep)
+    assert not rep.ok and rep.failed == 1 and "never written" in text, text  # the wide N alone
+    assert f"(seed {rep.seed})" in text and f"seed={rep.seed}" in text, text
 
 
 def test_persistent_matmul_unmasked_kernel_is_named():

@@ -83,14 +83,15 @@ def _flash(
 
 def launcher(
     mask=True, rescale=True, causal_mask=True, grid=None, block=32, offset=0, divide=True, tail=True, stride=0,
-    skip=False, block_n=None,
+    skip=False, block_n=None, fixed_d=None,
 ):  # fmt: skip
     """A flash forward launcher with each usual mistake as a switch; ``stride``: 1 heads L - 1 rows apart, 2 k and v
     read from head 0 of each batch, 3 heads one row apart (bh * D), 4 every head at head 0; ``skip``: the solution's
-    causal tile skip; ``block_n``: the key tile (default ``block``)."""
+    causal tile skip; ``block_n``: the key tile (default ``block``); ``fixed_d``: D hard-coded, whatever q's d."""
 
     def flash_forward(q, k, v, causal, out):
         B, H, L, d = q.shape
+        d = fixed_d or d
         g = grid(L, block) if grid else triton.cdiv(L, block)
         _flash[(g, B * H)](
             q, k, v, out, L, H, 1 / math.sqrt(d),
@@ -113,6 +114,14 @@ def test_right_kernels_pass():
 def short_cases(monkeypatch):
     """The forward's cases without the long one: for the mistakes that show at any length (quicker)."""
     monkeypatch.setattr(ex08, "FLASH_CASES", tuple(c for c in ex08.FLASH_CASES if c[2] < 100))
+
+
+def test_a_launcher_that_fixes_the_head_dimension_fails():
+    """Every case had d = 16, so a launcher that hard-coded D = 16 passed; d is now drawn from the lesson's head
+    dimensions (16 to 128), each among the cases: the cases of d = 16 pass, the others fail."""
+    rep = ex08.check_flash_forward(launcher(fixed_d=16))
+    assert not rep.ok and 0 < rep.failed < rep.cases, str(rep)
+    assert f"(seed {rep.seed})" in str(rep)
 
 
 def test_the_cases_cross_several_tiles_of_256_and_have_several_heads():

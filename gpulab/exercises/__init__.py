@@ -31,6 +31,8 @@ class Report:
     failed: int | None = None
     #: a line said under the report (e.g. what this platform could not check)
     note: str = ""
+    #: the seed the cases were drawn from (``cases.Draw``; None: fixed cases): ``check(fn, seed=...)`` draws them again
+    seed: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -39,15 +41,18 @@ class Report:
     def __str__(self) -> str:
         if not self.attempted:
             return f"[ ] {self.name}: not attempted yet (the stub raises NotImplementedError)"
+        seed = "" if self.seed is None else f" (seed {self.seed})"
         if self.ok:  # a note is said on a pass too (a case slow in the interpreter, a check this platform lacks)
-            return f"[pass] {self.name}: all {self.cases} cases pass" + (f"\n  ({self.note})" * bool(self.note))
+            return f"[pass] {self.name}: all {self.cases} cases pass{seed}" + (f"\n  ({self.note})" * bool(self.note))
         failed = len(self.failures) if self.failed is None else self.failed
-        lines = [f"[FAIL] {self.name}: {failed} of {self.cases} cases fail"]
+        lines = [f"[FAIL] {self.name}: {failed} of {self.cases} cases fail{seed}"]
         lines += [f"  - {clip(f)}" for f in self.failures[:5]]
         if len(self.failures) > 5:
             lines.append(f"  ... and {len(self.failures) - 5} more")
         if self.note:
             lines.append(f"  ({self.note})")
+        if self.seed is not None:
+            lines.append(f"  (the same cases again: call the checker with seed={self.seed})")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -187,7 +192,8 @@ def run_cases(name: str, fn, cases, compare, *, call=_call_on_copies) -> Report:
     rep = Report(name)
     for i, case in enumerate(cases):
         rep.cases += 1
-        args = ", ".join(f"{k}={_short(v)}" for k, v in case.items() if not k.startswith("_"))
+        # the arguments name the case; cut short, so that the message after them stays within the line
+        args = clip(", ".join(f"{k}={_short(v)}" for k, v in case.items() if not k.startswith("_")), LINE_LIMIT // 2)
         try:
             got = call(fn, case)
         except NotImplementedError:

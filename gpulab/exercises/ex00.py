@@ -9,31 +9,33 @@ import random
 
 import torch
 
-import gpulab
-
 from ..core import hardware
 from ..models import roofline
 from . import Report, _short, close, ex00_solutions, is_int, kernelcheck, run_cases
+from .cases import Draw
 from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 128, 1000, 1793]  # one element, less than a block, exactly one block, partial last blocks
 
 
-def check_add(fn) -> Report:
+def check_add(fn, seed: int | None = None) -> Report:
     """fn(x, y, out) launches a Triton kernel that writes out = x + y; x, y and out: 1-D float32 of one length
     on gpulab.DEVICE, any length. The checker owns x, y and out (guarded buffers, see ``kernelcheck``), runs
     lengths 1, 17, 128, 1000, 1793, ``kernelcheck.LONG_N`` (more than one program of any block) and two
-    random ones on fresh random inputs, and names the mistake (``kernelcheck``): a missing mask, too small a
-    grid, an input written, no Triton launch, wrong values (against float64: an fp32 add is within one ulp)."""
-    rng = random.Random()
-    sizes = AWKWARD + [kernelcheck.LONG_N] + [rng.randrange(2, 5000) for _ in range(2)]
-    cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), y=torch.randn(n, device=gpulab.DEVICE)) for n in sizes]
-    return check_kernel(
-        "add",
-        fn,
-        cases,
-        out=lambda c: (c["x"].shape, torch.float32),
-        reference=lambda c: c["x"].double() + c["y"].double(),
+    random ones in [2, 5000] on fresh random inputs (``cases.Draw`` from ``seed``, which the report prints), and
+    names the mistake (``kernelcheck``): a missing mask, too small a grid, an input written, no Triton launch,
+    wrong values (against float64: an fp32 add is within one ulp)."""
+    draw = Draw(seed)
+    sizes = AWKWARD + [kernelcheck.LONG_N] + [draw.size(2, 5000) for _ in range(2)]
+    cases = [dict(x=draw.randn(n), y=draw.randn(n)) for n in sizes]
+    return draw.stamp(
+        check_kernel(
+            "add",
+            fn,
+            cases,
+            out=lambda c: (c["x"].shape, torch.float32),
+            reference=lambda c: c["x"].double() + c["y"].double(),
+        )
     )
 
 
@@ -112,15 +114,16 @@ check_ridge.hints = [
 ]
 
 
-def check_reverse(fn) -> Report:
+def check_reverse(fn, seed: int | None = None) -> Report:
     """fn(x, out) launches a Triton kernel that writes out[i] = x[n - 1 - i]; x and out: 1-D float32 of one length
     n on gpulab.DEVICE, any length. The checker owns x and out (guarded buffers, see ``kernelcheck``), runs the
     lengths of ``check_add`` on fresh random inputs (distinct values, so that a shifted index cannot match), and
     names the mistake (``kernelcheck``): a load before the start of x or past its end (an index off by one), a
-    missing mask, too small a grid, out not reversed (values compared exactly: a copy does no arithmetic)."""
-    rng = random.Random()
-    sizes = AWKWARD + [kernelcheck.LONG_N] + [rng.randrange(2, 5000) for _ in range(2)]
-    cases = [dict(x=torch.randn(n, device=gpulab.DEVICE)) for n in sizes]
+    missing mask, too small a grid, out not reversed (values compared exactly: a copy does no arithmetic). Cases
+    drawn by ``cases.Draw`` from ``seed``, which the report prints."""
+    draw = Draw(seed)
+    sizes = AWKWARD + [kernelcheck.LONG_N] + [draw.size(2, 5000) for _ in range(2)]
+    cases = [dict(x=draw.randn(n)) for n in sizes]
 
     def mismatch(got, ref, case):
         g = got.detach().double().cpu()
@@ -136,13 +139,15 @@ def check_reverse(fn) -> Report:
             return head + ": out is a copy of x, not reversed"
         return head
 
-    return check_kernel(
-        "reverse",
-        fn,
-        cases,
-        out=lambda c: (c["x"].shape, torch.float32),
-        reference=lambda c: c["x"].double().flip(0),
-        mismatch=mismatch,
+    return draw.stamp(
+        check_kernel(
+            "reverse",
+            fn,
+            cases,
+            out=lambda c: (c["x"].shape, torch.float32),
+            reference=lambda c: c["x"].double().flip(0),
+            mismatch=mismatch,
+        )
     )
 
 

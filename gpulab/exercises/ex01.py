@@ -7,10 +7,9 @@ import random
 
 import torch
 
-import gpulab
-
 from ..models import roofline
 from . import Report, _short, clip, close, ex01_solutions, is_int, kernelcheck, run_cases
+from .cases import Draw
 from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
@@ -165,15 +164,16 @@ check_crossing_n.hints = [
 ]
 
 
-def check_scale_add(fn) -> Report:
+def check_scale_add(fn, seed: int | None = None) -> Report:
     """fn(x, a, b, out) launches a Triton kernel that writes out = a * x + b; x and out: 1-D fp32 on
     gpulab.DEVICE, any length. The checker owns x and out (guarded buffers, see ``kernelcheck``), runs awkward
     lengths (1, 17, 1000, 1793, ``kernelcheck.LONG_N``, and random ones) on fresh random inputs, and names the
     mistake (``kernelcheck``): a missing mask, too small a grid, an input written, no Triton launch, wrong
-    values (against float64, one fp32 ulp plus the rounding of a * x)."""
-    rng = random.Random()
-    sizes = AWKWARD + [kernelcheck.LONG_N] + [rng.randrange(2, 5000) for _ in range(2)]
-    cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), a=rng.uniform(-3, 3), b=rng.uniform(-3, 3)) for n in sizes]
+    values (against float64, one fp32 ulp plus the rounding of a * x). Cases drawn by ``cases.Draw`` from
+    ``seed``, which the report prints."""
+    draw = Draw(seed)
+    sizes = AWKWARD + [kernelcheck.LONG_N] + [draw.size(2, 5000) for _ in range(2)]
+    cases = [dict(x=draw.randn(n), a=draw.rng.uniform(-3, 3), b=draw.rng.uniform(-3, 3)) for n in sizes]
 
     def mismatch(got, ref, case):
         # a * x + b in fp32: a and b are rounded to fp32 when launched, then one rounding (an FMA on a GPU) or two
@@ -197,13 +197,15 @@ def check_scale_add(fn) -> Report:
             return f"{head}: out = b * x + a, a and b swapped (the order the launcher passes them, or the formula)"
         return head
 
-    return check_kernel(
-        "scale_add",
-        fn,
-        cases,
-        out=lambda c: (c["x"].shape, torch.float32),
-        reference=lambda c: c["a"] * c["x"].double() + c["b"],
-        mismatch=mismatch,
+    return draw.stamp(
+        check_kernel(
+            "scale_add",
+            fn,
+            cases,
+            out=lambda c: (c["x"].shape, torch.float32),
+            reference=lambda c: c["a"] * c["x"].double() + c["b"],
+            mismatch=mismatch,
+        )
     )
 
 

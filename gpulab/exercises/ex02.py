@@ -14,6 +14,7 @@ from ..kernels import divergence
 from ..models import simt
 from ..models.waves import cdiv
 from . import Report, _short, close, ex02_solutions, is_int, kernelcheck, run_cases
+from .cases import Draw
 from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
@@ -192,22 +193,19 @@ def check_group_by_cost(fn) -> Report:
 check_group_by_cost.solution = _group_by_cost_solution
 
 
-def _loop_cases(rng: random.Random) -> list[dict]:
-    """Awkward lengths and ``kernelcheck.LONG_N``, a few expensive elements (12 trips) among cheap ones (2), in
-    the order the lesson uses (``simt.group_by_cost``: most expensive first) or in a random order (so that an
-    order which is not read cannot pass); the long case is cost-sorted (its interpreter time stays small)."""
+def _loop_cases(draw: Draw) -> list[dict]:
+    """Awkward lengths, ``kernelcheck.LONG_N`` and two drawn in [2, 3000], a few expensive elements (12 trips)
+    among cheap ones (2), in the order the lesson uses (``simt.group_by_cost``: most expensive first) or in a
+    random order (so that an order which is not read cannot pass); the long case is cost-sorted (its interpreter
+    time stays small). Everything drawn by ``draw``."""
     cases = []
-    for i, n in enumerate([1, 17, 1000, 1793, kernelcheck.LONG_N] + [rng.randrange(2, 3000) for _ in range(2)]):
-        frac = rng.choice([0.05, 0.25, 0.5])
-        trips = torch.from_numpy(divergence.mixed_trips(n, frac, 2, 12, seed=rng.randrange(2**31)))
-        order = (
-            torch.from_numpy(simt.group_by_cost(trips.numpy()))
-            if i % 2 == 0
-            else torch.randperm(n, generator=torch.Generator().manual_seed(rng.randrange(2**31)))
-        )
+    for i, n in enumerate([1, 17, 1000, 1793, kernelcheck.LONG_N] + [draw.size(2, 3000) for _ in range(2)]):
+        frac = draw.choice([0.05, 0.25, 0.5])
+        trips = torch.from_numpy(divergence.mixed_trips(n, frac, 2, 12, seed=draw.seed_for()))
+        order = torch.from_numpy(simt.group_by_cost(trips.numpy())) if i % 2 == 0 else draw.randperm(n, "cpu")
         cases.append(
             dict(
-                x=torch.randn(n, device=gpulab.DEVICE) * 3,
+                x=draw.randn(n, scale=3.0),
                 trips=trips.to(gpulab.DEVICE),
                 order=order.to(torch.int32).to(gpulab.DEVICE),
             )
@@ -233,7 +231,7 @@ def _loop_mismatch(got, ref64, case):
     )
 
 
-def check_loop_grouped(fn) -> Report:
+def check_loop_grouped(fn, seed: int | None = None) -> Report:
     """fn(x, trips, order, out) launches a Triton kernel that fills ``out`` slot by slot: slot j holds work
     item ``order[j]``, path A's step ``x <- sin(x) * 0.9 + 0.1`` applied ``trips[order[j]]`` times to
     ``x[order[j]]``. x, out: (n,) float32; trips, order: (n,) int32 (order a permutation of range(n)); all on
@@ -243,21 +241,25 @@ def check_loop_grouped(fn) -> Report:
     The checker owns every buffer (guarded, see ``kernelcheck``: a load past the end of trips or order is
     named and never run, so it cannot become a wild index or an endless loop), runs awkward lengths with
     cost-sorted and random orders against float64 (``divergence.loop_cost_ref``), and names the mistake: a
-    missing mask, too small a grid, an order that is not read, wrong values.
+    missing mask, too small a grid, an order that is not read, wrong values. Cases drawn by ``cases.Draw`` from
+    ``seed``, which the report prints.
     """
-    return check_kernel(
-        "loop_grouped",
-        fn,
-        _loop_cases(random.Random()),
-        out=lambda c: (c["x"].shape, torch.float32),
-        reference=lambda c: divergence.loop_cost_ref(
-            c["x"].cpu()[c["order"].long().cpu()], c["trips"].cpu()[c["order"].long().cpu()]
-        ),
-        mismatch=_loop_mismatch,
-        notes={
-            "unread": "; slot j must hold item order[j]: load idx = tl.load(order_ptr + offs), read x and trips at "
-            "idx, store at offs"
-        },
+    draw = Draw(seed)
+    return draw.stamp(
+        check_kernel(
+            "loop_grouped",
+            fn,
+            _loop_cases(draw),
+            out=lambda c: (c["x"].shape, torch.float32),
+            reference=lambda c: divergence.loop_cost_ref(
+                c["x"].cpu()[c["order"].long().cpu()], c["trips"].cpu()[c["order"].long().cpu()]
+            ),
+            mismatch=_loop_mismatch,
+            notes={
+                "unread": "; slot j must hold item order[j]: load idx = tl.load(order_ptr + offs), read x and trips at "
+                "idx, store at offs"
+            },
+        )
     )
 
 

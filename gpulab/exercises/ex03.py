@@ -15,6 +15,7 @@ from ..core import dtypes
 from ..models import formats
 from ..models.waves import cdiv
 from . import Report, _short, close, ex03_solutions, is_int, kernelcheck, run_cases, say_once
+from .cases import Draw
 from .kernelcheck import check_kernel
 
 RELU_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float64)
@@ -164,20 +165,21 @@ _BF16_NOTE = (
 )
 
 
-def check_relu_cast(fn) -> Report:
+def check_relu_cast(fn, seed: int | None = None) -> Report:
     """fn(x, out) launches a Triton kernel that writes out = max(x, 0) in out's dtype; x: 1-D fp32, fp16 or
     bf16 on gpulab.DEVICE, any length; out: x's shape, in x's dtype or (for fp32 x) fp16 or bf16. The checker
     owns x and out (guarded buffers, see ``kernelcheck``), runs each (x dtype, out dtype) pair of
     ``RELU_CAST_PAIRS`` on awkward lengths (1, 17, 1000, 1793, and random ones; the fp32 pair also
     ``kernelcheck.LONG_N``) with fresh normal inputs, and names the mistake (``kernelcheck``): a missing mask,
     too small a grid, an input written, no Triton launch, wrong values (against float64: within one ulp of
-    out's dtype, i.e. one rounding)."""
-    rng = random.Random()
-    sizes = AWKWARD + [rng.randrange(2, 5000)]
-    total = Report("relu_cast")
+    out's dtype, i.e. one rounding). The random length in [2, 5000] and the inputs are drawn by ``cases.Draw``
+    from ``seed``, which the report prints."""
+    draw = Draw(seed)
+    sizes = AWKWARD + [draw.size(2, 5000)]
+    total = draw.stamp(Report("relu_cast"))
     for din, dout in RELU_CAST_PAIRS:
         lengths = sizes + [kernelcheck.LONG_N] * (din == dout == torch.float32)
-        cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(din).to(gpulab.DEVICE)) for n in lengths]
+        cases = [dict(x=draw.randn(n, dtype=din, scale=3.0)) for n in lengths]
         rep = check_kernel(
             f"relu_cast {dtypes.name_of(din)}->{dtypes.name_of(dout)}",
             fn,
@@ -211,14 +213,15 @@ QUANT_BLOCK = formats.MX_BLOCK
 _QUOTIENT_ULPS = 4
 
 
-def _quant_cases(rng: random.Random) -> list[dict]:
+def _quant_cases(draw: Draw) -> list[dict]:
     """Fresh inputs on which no shortcut passes: each block of 32 has its own magnitude (10^-3 to 10^3, so one
     scale for the whole tensor fails), signs mixed (a block's largest magnitude is often negative, so max(x)
     instead of max(|x|) fails), one block all zeros (its scale is 0: a kernel that divides by it makes NaN),
-    lengths that end in a partial block (1, 31, 33, 1000, 1793, random) and ``kernelcheck.LONG_N``."""
+    lengths that end in a partial block (1, 31, 33, 1000, 1793, one drawn in [2, 5000]) and ``kernelcheck.LONG_N``;
+    everything drawn by ``draw``."""
     cases = []
-    for n in [1, 31, 32, 33, 1000, 1793, kernelcheck.LONG_N, rng.randrange(2, 5000)]:
-        g = torch.Generator().manual_seed(rng.randrange(2**31))
+    for n in [1, 31, 32, 33, 1000, 1793, kernelcheck.LONG_N, draw.size(2, 5000)]:
+        g = torch.Generator().manual_seed(draw.seed_for())
         nb = cdiv(n, QUANT_BLOCK)
         mag = 10.0 ** (torch.rand(nb, generator=g, dtype=torch.float64) * 6 - 3)
         x = torch.randn(nb * QUANT_BLOCK, generator=g, dtype=torch.float64) * mag.repeat_interleave(QUANT_BLOCK)
@@ -333,7 +336,7 @@ def _quant_scales_mismatch(got, ref, case):
     return head
 
 
-def check_quantize_fp8(fn) -> Report:
+def check_quantize_fp8(fn, seed: int | None = None) -> Report:
     """fn(x, q, scales) launches a Triton kernel that quantizes x block by block: for each block of
     ``QUANT_BLOCK`` (32) consecutive values (the last block may be shorter), scale = amax / 448 (amax the
     block's largest |x|; 448 e4m3's largest finite value), q = x / scale rounded to nearest e4m3 (0 in a
@@ -345,12 +348,14 @@ def check_quantize_fp8(fn) -> Report:
     output), on the inputs of ``_quant_cases``, against float64 (``_quant_values_mismatch``,
     ``_quant_scales_mismatch``); it names the mistake: a missing mask, too small a grid, a NaN from dividing by a
     zero scale, one scale for the tensor, the reciprocal scale, rounding toward zero. The rounding rules are
-    ``formats.quantize_e4m3``'s (OCP 8-bit floating point, e4m3fn)."""
-    cases = _quant_cases(random.Random())
+    ``formats.quantize_e4m3``'s (OCP 8-bit floating point, e4m3fn). The inputs are drawn by ``cases.Draw`` from
+    ``seed``, which the report prints."""
+    draw = Draw(seed)
+    cases = _quant_cases(draw)
     nblocks = lambda c: cdiv(c["x"].numel(), QUANT_BLOCK)  # noqa: E731
     q_of = lambda c: torch.empty(c["x"].shape, dtype=torch.float8_e4m3fn, device=c["x"].device)  # noqa: E731
     s_of = lambda x: torch.empty(cdiv(x.numel(), QUANT_BLOCK), dtype=torch.float32, device=x.device)  # noqa: E731
-    total = Report("quantize_fp8")
+    total = draw.stamp(Report("quantize_fp8"))
     runs = [
         (
             "quantize_fp8 q",

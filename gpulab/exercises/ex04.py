@@ -7,10 +7,9 @@ import random
 
 import torch
 
-import gpulab
-
 from ..core import dtypes
 from . import Report, _short, close, ex04_solutions, is_int, kernelcheck, run_cases, say_once
+from .cases import Draw
 from .kernelcheck import check_kernel
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.float8_e4m3fn)
@@ -138,21 +137,22 @@ def _abs_mismatch(tol: float):
     return mismatch
 
 
-def check_sincos_fused(fn) -> Report:
+def check_sincos_fused(fn, seed: int | None = None) -> Report:
     """fn(x, out) launches ONE Triton kernel that writes out = sin(x)^2 - cos(x)^2, x and out 1-D of the same
     dtype (fp32, fp16 or bf16) on gpulab.DEVICE, any length. The checker owns x and out (guarded buffers, see
-    ``kernelcheck``), runs awkward lengths (1, 17, 1000, 1793, and random ones) of fresh inputs N(0, 3^2) in
-    each dtype (fp32 also ``kernelcheck.LONG_N``), and names the mistake (``kernelcheck``): a missing mask, too
+    ``kernelcheck``), runs awkward lengths (1, 17, 1000, 1793, and one drawn in [2, 5000]) of fresh inputs
+    N(0, 3^2) in each dtype (fp32 also ``kernelcheck.LONG_N``), drawn by ``cases.Draw`` from ``seed`` (which the
+    report prints), and names the mistake (``kernelcheck``): a missing mask, too
     small a grid, an input written or never loaded, more than one launch or none, values further than
     ``SINCOS_TOL[dtype]`` from the float64 answer. The lesson's dataflow example is sin(x)^2 + cos(x)^2, which
     is 1 for every x, so a kernel that stores 1 would pass a check of its values; the exercise's
     sin(x)^2 - cos(x)^2 = -cos(2x) keeps the five operations (11n transfers unfused, 2n fused) and depends on x."""
-    rng = random.Random()
-    sizes = AWKWARD + [rng.randrange(2, 5000)]
-    total = Report("sincos_fused")
+    draw = Draw(seed)
+    sizes = AWKWARD + [draw.size(2, 5000)]
+    total = draw.stamp(Report("sincos_fused"))
     for dt in (torch.float32, torch.float16, torch.bfloat16):
         lengths = sizes + [kernelcheck.LONG_N] * (dt == torch.float32)
-        cases = [dict(x=(torch.randn(n, dtype=torch.float64) * 3).to(dt).to(gpulab.DEVICE)) for n in lengths]
+        cases = [dict(x=draw.randn(n, dtype=dt, scale=3.0)) for n in lengths]
         rep = check_kernel(
             f"sincos_fused {dtypes.name_of(dt)}",
             fn,
@@ -347,22 +347,21 @@ def _chain_mismatch(got, ref, case):
     return head
 
 
-def check_gated_residual(fn) -> Report:
+def check_gated_residual(fn, seed: int | None = None) -> Report:
     """fn(x, g, r, out) launches ONE Triton kernel that writes out = r + x * sigmoid(g); x, g, r and out: 1-D of one
     length and one dtype (fp32 or bf16) on gpulab.DEVICE. The result depends on every element of all three inputs:
     a kernel that skips a load is named ("never loaded"); the inputs are independent N(0, 1) draws, so that no
     input stands in for another. The checker owns every buffer (guarded, see ``kernelcheck``), runs awkward
     lengths (1, 17, 1000, 1793, random; fp32 also ``kernelcheck.LONG_N``), and names the mistake: a missing
     mask, too small a grid, an input written or never loaded, more than one launch, values further than
-    ``CHAIN_TOL`` from float64 (and which part of the chain is missing)."""
-    rng = random.Random()
-    sizes = AWKWARD + [rng.randrange(2, 5000)]
-    total = Report("gated_residual")
+    ``CHAIN_TOL`` from float64 (and which part of the chain is missing). The random length (in [2, 5000]) and the
+    inputs are drawn by ``cases.Draw`` from ``seed``, which the report prints."""
+    draw = Draw(seed)
+    sizes = AWKWARD + [draw.size(2, 5000)]
+    total = draw.stamp(Report("gated_residual"))
     for dt in (torch.float32, torch.bfloat16):
         lengths = sizes + [kernelcheck.LONG_N] * (dt == torch.float32)
-        cases = [
-            {k: torch.randn(n, dtype=torch.float64).to(dt).to(gpulab.DEVICE) for k in ("x", "g", "r")} for n in lengths
-        ]
+        cases = [{k: draw.randn(n, dtype=dt) for k in ("x", "g", "r")} for n in lengths]
         rep = check_kernel(
             f"gated_residual {dtypes.name_of(dt)}",
             fn,

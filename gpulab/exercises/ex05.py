@@ -7,9 +7,8 @@ import random
 
 import torch
 
-import gpulab
-
 from . import Report, _short, ex05_solutions, is_int, kernelcheck, run_cases
+from .cases import Draw
 from .kernelcheck import check_kernel
 
 AWKWARD = [1, 17, 1000, 1793]
@@ -31,16 +30,15 @@ def _grad64(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     return dy * s3 * (1 - s3) * s2 * (1 - s2) * s1 * torch.sigmoid(-x)
 
 
-def _kernel_cases(with_dy: bool) -> list[dict]:
-    """Awkward lengths (1, 17, 1000, 1793, ``kernelcheck.LONG_N``, a random one), fresh x ~ N(0, 3^2) and
-    dy ~ N(0, 1), fp32."""
-    rng = random.Random()
-    sizes = AWKWARD + [kernelcheck.LONG_N, rng.randrange(2, 5000)]
+def _kernel_cases(draw: Draw, with_dy: bool) -> list[dict]:
+    """Awkward lengths (1, 17, 1000, 1793, ``kernelcheck.LONG_N``, one in [2, 5000]), fresh x ~ N(0, 3^2) and
+    dy ~ N(0, 1), fp32, drawn by ``draw``."""
+    sizes = AWKWARD + [kernelcheck.LONG_N, draw.size(2, 5000)]
     cases = []
     for n in sizes:
-        case = dict(x=(torch.randn(n, dtype=torch.float64) * 3).float().to(gpulab.DEVICE))
+        case = dict(x=draw.randn(n, scale=3.0))
         if with_dy:
-            case["dy"] = torch.randn(n, device=gpulab.DEVICE)
+            case["dy"] = draw.randn(n)
         cases.append(case)
     return cases
 
@@ -53,11 +51,13 @@ def _first_bad(bad, got, ref, what: str) -> str:
     )
 
 
-def check_sigmoid3_fwd(fn) -> Report:
+def check_sigmoid3_fwd(fn, seed: int | None = None) -> Report:
     """fn(x, out) launches ONE Triton kernel that writes out = s(s(s(x))) (s the logistic sigmoid), x and out
     1-D fp32 on gpulab.DEVICE, any length; nothing else is written. The checker owns x and out (guarded
     buffers, see ``kernelcheck``), runs awkward lengths on fresh x ~ N(0, 3^2) and compares with float64
-    within ``FWD_REL`` relative; it names a missing mask, too small a grid, or the first wrong element."""
+    within ``FWD_REL`` relative; it names a missing mask, too small a grid, or the first wrong element. Cases
+    drawn by ``cases.Draw`` from ``seed``, which the report prints."""
+    draw = Draw(seed)
 
     def mismatch(got, ref, case):
         got = got.detach().double().cpu()
@@ -74,14 +74,16 @@ def check_sigmoid3_fwd(fn) -> Report:
                 return f"{msg}: {why}"
         return msg
 
-    return check_kernel(
-        "sigmoid3_fwd",
-        fn,
-        _kernel_cases(False),
-        out=lambda c: (c["x"].shape, torch.float32),
-        reference=lambda c: torch.sigmoid(torch.sigmoid(torch.sigmoid(c["x"].double()))),
-        mismatch=mismatch,
-        launches=1,
+    return draw.stamp(
+        check_kernel(
+            "sigmoid3_fwd",
+            fn,
+            _kernel_cases(draw, False),
+            out=lambda c: (c["x"].shape, torch.float32),
+            reference=lambda c: torch.sigmoid(torch.sigmoid(torch.sigmoid(c["x"].double()))),
+            mismatch=mismatch,
+            launches=1,
+        )
     )
 
 
@@ -95,11 +97,13 @@ check_sigmoid3_fwd.hints = [
 ]
 
 
-def check_sigmoid3_bwd(fn) -> Report:
+def check_sigmoid3_bwd(fn, seed: int | None = None) -> Report:
     """fn(x, dy, out) launches ONE Triton kernel that writes out = dx = dy * s3(1 - s3) * s2(1 - s2) * s1(1 - s1),
     rebuilding s1 = s(x), s2 = s(s1), s3 = s(s2) from x (it is given nothing else). x, dy, out: 1-D fp32 on
     gpulab.DEVICE, one length. Awkward lengths, fresh inputs, float64 reference (``BWD_REL``, ``BWD_ABS``); names
-    a missing mask, too small a grid, a missing or misplaced factor of the chain rule."""
+    a missing mask, too small a grid, a missing or misplaced factor of the chain rule. Cases drawn by
+    ``cases.Draw`` from ``seed``, which the report prints."""
+    draw = Draw(seed)
 
     def mismatch(got, ref, case):
         got = got.detach().double().cpu()
@@ -124,14 +128,16 @@ def check_sigmoid3_bwd(fn) -> Report:
                 return f"{msg}: {why}"
         return msg
 
-    return check_kernel(
-        "sigmoid3_bwd",
-        fn,
-        _kernel_cases(True),
-        out=lambda c: (c["x"].shape, torch.float32),
-        reference=lambda c: _grad64(c["x"], c["dy"]),
-        mismatch=mismatch,
-        launches=1,
+    return draw.stamp(
+        check_kernel(
+            "sigmoid3_bwd",
+            fn,
+            _kernel_cases(draw, True),
+            out=lambda c: (c["x"].shape, torch.float32),
+            reference=lambda c: _grad64(c["x"], c["dy"]),
+            mismatch=mismatch,
+            launches=1,
+        )
     )
 
 

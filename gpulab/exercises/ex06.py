@@ -9,10 +9,9 @@ import random
 
 import torch
 
-import gpulab
-
 from ..models.waves import cdiv
 from . import Report, _short, close, ex06_solutions, is_int, kernelcheck, mistakes, run_cases
+from .cases import TILE_LIMIT, Draw
 from .kernelcheck import check_kernel
 
 
@@ -161,12 +160,13 @@ def _exact(what: str):
     return mismatch
 
 
-def check_strided_copy(fn) -> Report:
+def check_strided_copy(fn, seed: int | None = None) -> Report:
     """fn(x, stride, out) launches a Triton kernel that writes out[k] = x[k * stride] for every k of out, which
     has cdiv(n, stride) elements (x[::stride]); x and out 1-D fp32 on gpulab.DEVICE. The checker owns x and
     out (guarded buffers, see ``kernelcheck``): awkward lengths, strides from 1 to larger than n; a copy moves
-    bits, so the comparison is exact. Names a missing mask, too small a grid, a wrong element."""
-    rng = random.Random()
+    bits, so the comparison is exact. Names a missing mask, too small a grid, a wrong element. The random case and
+    the inputs are drawn by ``cases.Draw`` from ``seed``, which the report prints."""
+    draw = Draw(seed)
     pairs = [
         (1, 1),
         (17, 1),
@@ -175,17 +175,19 @@ def check_strided_copy(fn) -> Report:
         (1000, 64),
         (17, 2000),
         (2 * kernelcheck.LONG_N, 2),
-        (rng.randrange(2, 5000), rng.choice([2, 4, 8, 16, 33])),
+        (draw.size(2, 5000), draw.choice([2, 4, 8, 16, 33])),
     ]
-    cases = [dict(x=torch.randn(n, device=gpulab.DEVICE), stride=st) for n, st in pairs]
-    return check_kernel(
-        "strided_copy",
-        fn,
-        cases,
-        out=lambda c: ((cdiv(c["x"].numel(), c["stride"]),), torch.float32),
-        reference=lambda c: c["x"].double()[:: c["stride"]],
-        mismatch=_exact("out"),
-        must_read=(),  # a strided read skips elements by design
+    cases = [dict(x=draw.randn(n), stride=st) for n, st in pairs]
+    return draw.stamp(
+        check_kernel(
+            "strided_copy",
+            fn,
+            cases,
+            out=lambda c: ((cdiv(c["x"].numel(), c["stride"]),), torch.float32),
+            reference=lambda c: c["x"].double()[:: c["stride"]],
+            mismatch=_exact("out"),
+            must_read=(),  # a strided read skips elements by design
+        )
     )
 
 
@@ -262,39 +264,37 @@ def _load_with_out_stride(fn) -> bool:
     return torch.equal(g_out.view.double(), signature)
 
 
-def check_transpose(fn) -> Report:
+def check_transpose(fn, seed: int | None = None) -> Report:
     """fn(a, out) launches a Triton kernel that writes out[j, i] = a[i, j]. a: (M, N) row-major fp32, fp16 or
     bf16 on gpulab.DEVICE; out: (N, M) row-major, same dtype. The checker owns a and out (guarded buffers, see
-    ``kernelcheck``): shapes 1 x 1, thin ones, one wider than any tile (3 x 1100) and non-multiples of any tile; a transpose moves bits, so the
-    comparison is exact. Names a missing mask (a store past the end of out gets a message, not a crash), a
+    ``kernelcheck``): shapes 1 x 1, thin ones, non-multiples of any tile, one drawn in [2, 129]^2, and a thin one
+    wider and one taller than any tile a learner might fix (past ``cases.TILE_LIMIT``), all drawn by ``cases.Draw``
+    from ``seed`` (which the report prints) with their inputs; a transpose moves bits, so the comparison is exact.
+    Names a missing mask (a store past the end of out gets a message, not a crash), a
     grid that misses tiles, a store with a's row stride (found by a probe on a ``PROBE_SHAPE`` input, whose
     line replaces the stores past the end and the elements missed that the stride explains), a load with out's
     row stride (a probe on a ``LOAD_PROBE_SHAPE`` input; its line replaces the loads past the end of a and the
     elements never loaded), a wrong element."""
-    rng = random.Random()
-    shapes = [(1, 1), (1, 17), (17, 1), (33, 65), (64, 64), (3, 1100), (rng.randrange(2, 130), rng.randrange(2, 130))]
-    dtypes = [
-        torch.float32,
-        torch.float32,
-        torch.float32,
-        torch.float16,
-        torch.bfloat16,
-        torch.float32,
-        rng.choice([torch.float16, torch.bfloat16, torch.float32]),
-    ]
-    cases = [dict(a=torch.randn(*s, device=gpulab.DEVICE).to(d)) for s, d in zip(shapes, dtypes)]
+    draw = Draw(seed)
+    shapes = [(1, 1), (1, 17), (17, 1), (33, 65), (64, 64), (draw.size(2, 5), draw.past(TILE_LIMIT))]
+    shapes += [(draw.past(TILE_LIMIT), draw.size(2, 5)), (draw.size(2, 129), draw.size(2, 129))]
+    dtypes = [torch.float32, torch.float32, torch.float32, torch.float16, torch.bfloat16, torch.float32]
+    dtypes += [torch.float32, draw.choice([torch.float16, torch.bfloat16, torch.float32])]
+    cases = [dict(a=draw.randn(*s, dtype=d)) for s, d in zip(shapes, dtypes)]
     edges = ": does the grid cover the partial tiles at the edges? (triton.cdiv(M, BLOCK), triton.cdiv(N, BLOCK))"
-    rep = check_kernel(
-        "transpose",
-        fn,
-        cases,
-        out=lambda c: ((c["a"].shape[1], c["a"].shape[0]), c["a"].dtype),
-        reference=lambda c: c["a"].double().t(),
-        mismatch=_exact("out"),
-        notes={"partial": edges, "grid_small": edges},
-        unwritten=lambda c, mask, stores, launches: mistakes.swapped_grid(
-            mask, (c["a"].shape[1], c["a"].shape[0]), launches
-        ),
+    rep = draw.stamp(
+        check_kernel(
+            "transpose",
+            fn,
+            cases,
+            out=lambda c: ((c["a"].shape[1], c["a"].shape[0]), c["a"].dtype),
+            reference=lambda c: c["a"].double().t(),
+            mismatch=_exact("out"),
+            notes={"partial": edges, "grid_small": edges},
+            unwritten=lambda c, mask, stores, launches: mistakes.swapped_grid(
+                mask, (c["a"].shape[1], c["a"].shape[0]), launches
+            ),
+        )
     )
     hit = [f for f in rep.failures if any(e in f for e in _STRIDE_EFFECTS)]
     if hit and _wrong_row_stride(fn):  # one mistake behind the stores past the end and the elements missed

@@ -8,11 +8,10 @@ import re
 
 import torch
 
-import gpulab
-
 from ..core.tolerances import matmul_mismatch
 from ..models.waves import cdiv
-from . import Report, _short, ex07_solutions, ex07b_solutions, is_int, mistakes, run_cases
+from . import Report, _short, ex07_solutions, ex07b_solutions, is_int, mistakes, run_cases, work
+from .cases import TILE_LIMIT, Draw
 from .kernelcheck import check_kernel
 
 
@@ -222,39 +221,70 @@ def check_largest_tile(fn) -> Report:
 check_largest_tile.solution = _largest_tile_solution
 
 
-#: (M, N, K) of the tiled-matmul exercise: none a multiple of a tile side, a single element, thin shapes, and
-#: M and K above 1024, more than one tile of any BLOCK_M and BLOCK_K a learner may pick.
-MATMUL_SHAPES = [(1, 1, 1), (17, 33, 70), (65, 47, 129), (100, 3, 37), (3, 100, 16), (1030, 3, 16), (2, 5, 1030)]
+#: (M, N, K) of the tiled-matmul exercise: none a multiple of a tile side, a single element, thin shapes. The
+#: checker adds shapes drawn from [2, 129] and, in each of M, N and K, one past any tile side a learner may fix
+#: (``_past_tiles``).
+MATMUL_SHAPES = [(1, 1, 1), (17, 33, 70), (65, 47, 129), (100, 3, 37), (3, 100, 16)]
 
 
-def check_tiled_matmul(fn) -> Report:
+def _past_tiles(draw: Draw) -> list[tuple[int, int, int]]:
+    """(M, N, K) thin shapes, one with each of M, N and K past ``cases.TILE_LIMIT`` (the others small, so that the
+    interpreter runs few programs): a kernel that never tiles one of them (a whole row or column in one block, a
+    fixed BLOCK_N of 1024) fails."""
+    big, small = draw.past(TILE_LIMIT), [draw.size(2, 5), draw.size(2, 40)]
+    return [(big, small[0], small[1]), (small[0], big, small[1]), (small[0], small[1], big)]
+
+
+def _work_once(mismatch, tally: work.Tally):
+    """``mismatch``, and where the values are right, whether the pre-flight computed each tile of C once
+    (``work.matmul_redone`` on the record of ``work.watched``)."""
+
+    def check(got, ref, case):
+        msg = mismatch(got, ref, case)
+        if msg is not None:
+            return msg
+        (M, K), N = case["a"].shape, case["b"].shape[1]
+        redone = work.matmul_redone(tally, M, N, K)
+        return None if redone is None else f"{redone} (M, N, K = {M, N, K})"
+
+    return check
+
+
+def check_tiled_matmul(fn, seed: int | None = None) -> Report:
     """fn(a, b, out) launches a Triton kernel that writes out = a @ b; a: (M, K), b: (K, N), out: (M, N), all fp16
     on gpulab.DEVICE, contiguous, any M, N, K. The checker owns a, b and out (guarded buffers, see
-    ``kernelcheck``), runs awkward shapes (``MATMUL_SHAPES`` and two random ones) on fresh random inputs, compares
-    with the float64 product within ``tolerances.matmul_bound`` (fp16 rounding of C, fp32 accumulation), and
-    names the mistake: a store or load past the edge (mask), too small a grid, wrong values."""
-    rng = random.Random()
-    shapes = MATMUL_SHAPES + [(rng.randrange(2, 130), rng.randrange(2, 130), rng.randrange(2, 130)) for _ in range(2)]
+    ``kernelcheck``), runs awkward shapes (``MATMUL_SHAPES``, two drawn from [2, 129], three past any tile side,
+    ``_past_tiles``) on fresh random inputs, all drawn by ``cases.Draw`` from ``seed`` (which the report prints),
+    compares with the float64 product within ``tolerances.matmul_bound`` (fp16 rounding of C, fp32 accumulation),
+    and names the mistake: a store or load past the edge (mask), too small a grid, wrong values, tiles computed
+    more than once (``work.matmul_redone``)."""
+    draw = Draw(seed)
+    shapes = MATMUL_SHAPES + [(draw.size(2, 129), draw.size(2, 129), draw.size(2, 129)) for _ in range(2)]
+    shapes += _past_tiles(draw)
     cases = [
-        dict(a=torch.randn(M, K, device=gpulab.DEVICE).half(), b=torch.randn(K, N, device=gpulab.DEVICE).half())
-        for M, N, K in shapes
+        dict(a=draw.randn(M, K, dtype=torch.float16), b=draw.randn(K, N, dtype=torch.float16)) for M, N, K in shapes
     ]
+    tally = work.Tally()
 
     def mismatch(got, ref, case):
         msg = matmul_mismatch(got, case["a"], case["b"], ref)
         M, K, N = case["a"].shape[0], case["a"].shape[1], case["b"].shape[1]
         return None if msg is None else f"{msg} (M, N, K = {M, N, K})"
 
-    return check_kernel(
-        "tiled_matmul",
-        fn,
-        cases,
-        out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
-        reference=lambda c: c["a"].double() @ c["b"].double(),
-        mismatch=mismatch,
-        unwritten=lambda c, mask, stores, launches: mistakes.swapped_grid(
-            mask, (c["a"].shape[0], c["b"].shape[1]), launches
-        ),
+    return work.relabel(
+        draw.stamp(
+            check_kernel(
+                "tiled_matmul",
+                work.watched(fn, tally, kernels=True),
+                cases,
+                out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
+                reference=lambda c: c["a"].double() @ c["b"].double(),
+                mismatch=_work_once(mismatch, tally),
+                unwritten=lambda c, mask, stores, launches: mistakes.swapped_grid(
+                    mask, (c["a"].shape[0], c["b"].shape[1]), launches
+                ),
+            )
+        )
     )
 
 
@@ -306,26 +336,24 @@ def accumulator_carried(got: torch.Tensor, a: torch.Tensor, b: torch.Tensor, pro
     return False
 
 
-def check_persistent_matmul(fn) -> Report:
+def check_persistent_matmul(fn, seed: int | None = None) -> Report:
     """fn(a, b, programs, out) launches exactly ``programs`` programs of a Triton kernel that writes out = a @ b,
     each program looping over the output tiles ``pid, pid + programs, ...`` (a persistent kernel); a: (M, K),
     b: (K, N), out: (M, N), fp16 on gpulab.DEVICE. Shapes and programs in ``PERSISTENT_CASES`` (fewer programs
-    than tiles, so a kernel that computes one tile per program leaves tiles unwritten) and one random case;
-    guarded buffers and the float64 product as in ``check_tiled_matmul``. The launch shape is checked: one
-    launch (``launches=1``: a launcher that covers the tiles in several launches of ``programs`` programs is
-    not persistent) on grid ``(programs,)``."""
-    rng = random.Random()
-    shapes = PERSISTENT_CASES + [
-        (rng.randrange(40, 130), rng.randrange(40, 130), rng.randrange(2, 130), rng.randrange(1, 5))
-    ]
+    than tiles, so a kernel that computes one tile per program leaves tiles unwritten), one drawn case and three past
+    any tile side (``_past_tiles``; ``cases.Draw`` from ``seed``, which the report prints); guarded buffers and the
+    float64 product as in ``check_tiled_matmul``. The launch shape is checked: one launch (``launches=1``: a launcher that
+    covers the tiles in several launches of ``programs`` programs is not persistent) on grid ``(programs,)``; and
+    the work: each tile computed once (``work.matmul_redone``: programs that step through the tiles by 1 from
+    their pid compute and store tiles several times)."""
+    draw = Draw(seed)
+    shapes = PERSISTENT_CASES + [(draw.size(40, 129), draw.size(40, 129), draw.size(2, 129), draw.size(1, 4))]
+    shapes += [(M, N, K, draw.size(2, 4)) for M, N, K in _past_tiles(draw)]
     cases = [
-        dict(
-            a=torch.randn(M, K, device=gpulab.DEVICE).half(),
-            b=torch.randn(K, N, device=gpulab.DEVICE).half(),
-            programs=p,
-        )
+        dict(a=draw.randn(M, K, dtype=torch.float16), b=draw.randn(K, N, dtype=torch.float16), programs=p)
         for M, N, K, p in shapes
     ]
+    tally = work.Tally()
 
     def mismatch(got, ref, case):
         msg = matmul_mismatch(got, case["a"], case["b"], ref)
@@ -344,23 +372,27 @@ def check_persistent_matmul(fn) -> Report:
         "; each program must loop over the tiles pid, pid + programs, pid + 2 programs, ... (only `programs` "
         "programs are launched)"
     )
-    rep = check_kernel(
-        "persistent_matmul",
-        fn,
-        cases,
-        out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
-        reference=lambda c: c["a"].double() @ c["b"].double(),
-        mismatch=mismatch,
-        grid=lambda c: (c["programs"],),
-        launches=1,
-        notes={
-            "grid_small": loop,
-            "partial": loop,
-            "launch_count": (
-                ". A persistent kernel is one launch of `programs` programs that loop over the tiles; one launch "
-                "per wave of `programs` tiles is the non-persistent kernel, each wave paying a launch and a tail"
-            ),
-        },
+    rep = work.relabel(
+        draw.stamp(
+            check_kernel(
+                "persistent_matmul",
+                work.watched(fn, tally, kernels=True),
+                cases,
+                out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
+                reference=lambda c: c["a"].double() @ c["b"].double(),
+                mismatch=_work_once(mismatch, tally),
+                grid=lambda c: (c["programs"],),
+                launches=1,
+                notes={
+                    "grid_small": loop,
+                    "partial": loop,
+                    "launch_count": (
+                        ". A persistent kernel is one launch of `programs` programs that loop over the tiles; one launch "
+                        "per wave of `programs` tiles is the non-persistent kernel, each wave paying a launch and a tail"
+                    ),
+                },
+            )
+        )
     )
     # the grid is prescribed, so kernelcheck's "launch more programs" does not apply: the loop is the fix
     rep.failures = [_GRID_ADVICE.sub(":", f) for f in rep.failures]

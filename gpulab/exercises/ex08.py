@@ -10,9 +10,10 @@ import torch
 import gpulab
 
 from ..core import tolerances
-from ..kernels.flash_attention import flash_attention_ref
+from ..kernels.flash_attention import HEAD_DIMS, flash_attention_ref
 from ..models.waves import cdiv
 from . import Report, _short, close, ex08_solutions, is_int, run_cases
+from .cases import Draw
 from .kernelcheck import check_kernel
 
 NEG_INF = float("-inf")
@@ -145,8 +146,9 @@ check_causal_tiles.solution = _causal_tiles_solution
 #: that is, and 531 = 2 * 256 + 19: three key tiles of 256, so that a forward without the online-softmax rescale
 #: fails whatever tile up to 256 it picks (with one tile, no rescale is ever needed).
 FLASH_CASES = ((1, 1, 1), (2, 3, 17), (3, 2, 45), (1, 2, 64), (1, 1, 531))
-#: The head dimension of every case.
-FLASH_D = 16
+#: The head dimensions the cases are drawn from (``flash_attention.HEAD_DIMS``, 16 to 128), every one of them used
+#: (``cases.Draw.spread``), so that a launcher that fixes D = 16 fails.
+FLASH_HEAD_DIMS = HEAD_DIMS
 #: Cases longer than this run causal only, at the smallest head dimension: the long case (three key tiles of 256).
 LONG_L = 256
 #: The tile widths the diagnosis tries for the mistakes whose answer depends on the tile (``_signatures``).
@@ -392,11 +394,13 @@ NAN_NOTE = (
 UNREAD_NOTE = "; program (pid_m, bh) reads head bh of q, k and v, which starts at bh * L * D"
 
 
-def check_flash_forward(fn) -> Report:
+def check_flash_forward(fn, seed: int | None = None) -> Report:
     """fn(q, k, v, causal, out) launches a Triton kernel that writes out = softmax(q k^T / sqrt(d) [causal]) v.
     q, k, v, out: contiguous (B, H, L, d), fp32 in the interpreter and fp16 on a GPU, on gpulab.DEVICE;
     ``causal``: query i sees keys 0..i. The checker owns every buffer (guard regions, ``kernelcheck``), runs
-    (B, H, L) in ``FLASH_CASES`` and a random one, both causal flags, on fresh random inputs, and compares with
+    (B, H, L) in ``FLASH_CASES`` and a drawn one, each with a head dimension d of ``FLASH_HEAD_DIMS`` (every one used),
+    both causal flags, on fresh random inputs (all drawn by ``cases.Draw`` from ``seed``, which the report prints),
+    and compares with
     float64 (``flash_attention_ref``) within ``tolerances.ATTENTION_REL``. Beside the checker's own diagnoses
     (a missing mask, too small a grid, ...), it names a usual FlashAttention mistake by its answer: the output
     is compared in float64 with the answers of each mistake (no rescale, a causal mask one key too wide or in tile
@@ -404,30 +408,34 @@ def check_flash_forward(fn) -> Report:
     and with the other causal flag's answer; a causal mask shifted by +-1, +-2 or +-a tile, with or without the
     causal tile skip (``_offset_signatures``). Rows never written on the prescribed grid are named as a head
     offset's mistake (``_flash_unwritten``), not as too small a grid."""
-    rng = random.Random()
+    draw = Draw(seed)
     dtype = torch.float16 if gpulab.ON_GPU else torch.float32
-    shapes = [*FLASH_CASES, (rng.randint(1, 3), rng.randint(2, 3), rng.randrange(2, 80))]
-
-    def qkv(B, H, L):
-        return [torch.randn(B, H, L, FLASH_D, dtype=torch.float64).to(dtype).to(gpulab.DEVICE) for _ in range(3)]
-
-    # the long case tests the rescale over three key tiles, which the causal flag does not change: it runs causal
-    # only (the last rows still see all three tiles, half the tiles are skipped), so that a kernel of 16 x 16 tiles
-    # checks in seconds in the interpreter; the other shapes run both flags
-    cases = [dict(zip("qkv", qkv(*s)), causal=c) for s in shapes for c in ((True,) if s[2] > LONG_L else (False, True))]
+    shapes = [*FLASH_CASES, (draw.size(1, 3), draw.size(2, 3), draw.size(2, 79))]
+    # the long case tests the rescale over three key tiles, which neither d nor the causal flag changes: it runs
+    # causal (the last rows still see all three tiles, half the tiles are skipped) at the smallest d, so that a
+    # kernel of 16 x 16 tiles checks in seconds in the interpreter; the other shapes hold every d and both flags
+    dims = iter(draw.spread(FLASH_HEAD_DIMS, sum(s[2] <= LONG_L for s in shapes)))
+    shapes = [(*s, next(dims) if s[2] <= LONG_L else min(FLASH_HEAD_DIMS)) for s in shapes]
+    cases = [
+        dict(zip("qkv", (draw.randn(*s, dtype=dtype) for _ in range(3))), causal=c)
+        for s in shapes
+        for c in ((True,) if s[2] > LONG_L else (False, True))
+    ]
     grid = (
         "; either the grid is too small (launch triton.cdiv(L, BLOCK_M) programs on axis 0 and B * H on axis 1), "
         "head bh does not start at bh * L * D (B and H above 1 show it), or the store mask is too strict"
     )
-    return check_kernel(
-        "flash_forward",
-        fn,
-        cases,
-        out=lambda c: (c["q"].shape, c["q"].dtype),
-        reference=lambda c: flash_attention_ref(c["q"], c["k"], c["v"], c["causal"])[0].cpu(),
-        mismatch=_flash_mismatch,
-        notes={"grid_small": grid, "partial": grid, "nan_arith": NAN_NOTE, "unread": UNREAD_NOTE},
-        unwritten=_flash_unwritten,
+    return draw.stamp(
+        check_kernel(
+            "flash_forward",
+            fn,
+            cases,
+            out=lambda c: (c["q"].shape, c["q"].dtype),
+            reference=lambda c: flash_attention_ref(c["q"], c["k"], c["v"], c["causal"])[0].cpu(),
+            mismatch=_flash_mismatch,
+            notes={"grid_small": grid, "partial": grid, "nan_arith": NAN_NOTE, "unread": UNREAD_NOTE},
+            unwritten=_flash_unwritten,
+        )
     )
 
 

@@ -1,29 +1,43 @@
 """Exercises of lesson 08b (the FlashAttention backward): the backward tiled in torch from the saved logsumexp and
 delta = rowsum(dO o O), then (optional) the same in Triton. Both are checked against float64 autograd with both
-causal flags, B and H above 1 and lengths that are multiples of no tile; a wrong answer is matched against the
-answers of the usual mistakes (``_SIGNATURES``: no delta, no scale, P not masked, dS not transposed, P not
-normalised by lse), each computed in float64 (Dao et al. 2022, Appendix B.2, for the derivation)."""
+causal flags, B and H above 1, lengths that are multiples of no tile and every head dimension of the lesson; a
+wrong answer is matched against the answers of the usual mistakes (``_SIGNATURES``: no delta, no scale, P not
+masked, dS not transposed, P not normalised by lse), each computed in float64 (Dao et al. 2022, Appendix B.2, for
+the derivation). What the launcher did is checked too (``work``): no gradient from torch's autograd, no torch
+attention kernel, and (the torch backward, at ``MEMORY_CASE``) no more memory at once than a tiled backward
+needs (``memory_bound``), which one head's L x L matrix exceeds."""
 
 from __future__ import annotations
 
 import math
-import random
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 import gpulab
 
 from ..core import tolerances
-from ..kernels.flash_attention import flash_attention_ref
-from . import Report, _short, ex08b_solutions, run_cases_once
+from ..kernels.flash_attention import HEAD_DIMS, flash_attention_ref
+from . import Report, _short, ex08b_solutions, run_cases_once, work
+from .cases import Draw
 from .kernelcheck import check_kernel
 
-#: (B, H, L) of the backward's cases: L = 1, lengths that are multiples of no tile of 16 or more, B and H above 1;
-#: ``TILED_L`` is the length at which an L x L tensor is told apart from tiles of up to 64 x 64.
+#: (B, H, L) of the backward's cases: L = 1, lengths that are multiples of no tile of 16 or more, B and H above 1.
 BACKWARD_CASES = ((1, 1, 1), (2, 3, 45), (1, 2, 77))
-TILED_L = 150
-BACKWARD_D = 16
+#: The head dimensions each case's is drawn from (``flash_attention.HEAD_DIMS``, 16 to 128), every one of them used.
+BACKWARD_HEAD_DIMS = HEAD_DIMS
+#: (B, H, L, d) at which the torch backward's memory is held to ``memory_bound`` (not causal: the memory is the
+#: same, and the interpreter time halves): there one head's L x L matrix with the outputs (352 KiB in fp32) is over
+#: the bound (256 KiB), and tiles of up to 64 x 64 with the outputs are under it.
+MEMORY_CASE = (1, 2, 256, 16)
+
+
+def memory_bound(B: int, H: int, L: int, d: int) -> int:
+    """Bytes a tiled backward of fp32 (B, H, L, d) inputs holds at once, at most: six (B, H, L, d) buffers (dq, dk,
+    dv and the temporaries of their updates) and four tiles of 64 x 64 (S or P, dP, dS and a product that updates a
+    block), 4 bytes an element."""
+    return 4 * (6 * B * H * L * d + 4 * 64 * 64)
+
+
 #: The usual mistakes of a FlashAttention backward, as switches of ``_grads64``, each with what to fix.
 _SIGNATURES = (
     (dict(delta=False), "dS = P o (dP - delta): the delta term (delta = rowsum(dO o O)) is missing"),
@@ -81,45 +95,38 @@ def _mismatch(got: list, ref: list, q, k, v, do, causal, dtype, input_precision=
     return f"{' and '.join(bad)} wrong (> {rel:.1e}): {msg}"
 
 
-class _Largest(TorchFunctionMode):
-    """Records the largest tensor (elements) that any torch function returns inside the ``with`` block."""
-
-    def __init__(self):
-        super().__init__()
-        self.largest = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor):
-                self.largest = max(self.largest, t.numel())
-        return out
+def _shapes(draw: Draw, cases) -> list[tuple[int, int, int, int]]:
+    """(B, H, L, d): the fixed (B, H, L) ``cases`` and one drawn (B, H in 1..3 and 2..3, L in [2, 69]), each with a
+    head dimension of ``BACKWARD_HEAD_DIMS``, every one of them among the cases (``Draw.spread``)."""
+    shapes = [*cases, (draw.size(1, 3), draw.size(2, 3), draw.size(2, 69))]
+    return [(*s, d) for s, d in zip(shapes, draw.spread(BACKWARD_HEAD_DIMS, len(shapes)))]
 
 
-def check_flash_backward(fn) -> Report:
+def check_flash_backward(fn, seed: int | None = None) -> Report:
     """fn(q, k, v, o, lse, do, causal) -> (dq, dk, dv): the FlashAttention backward tiled in torch. q, k, v, do, o:
     (B, H, L, d) float32 (o the forward's output); lse: (B, H, L) float32, the forward's row logsumexp; returns
     three (B, H, L, d) tensors. Checked against float64 autograd (``flash_attention_ref``) within
-    ``tolerances.ATTENTION_GRAD_REL`` on (B, H, L) in ``BACKWARD_CASES`` and a random one, both causal flags; at
-    L = ``TILED_L`` no tensor it makes may hold an L x L matrix per head (tiles of up to 64 x 64 do not). A wrong
-    gradient is matched against the usual mistakes' answers (``_SIGNATURES``)."""
-    rng = random.Random()
-    shapes = [*BACKWARD_CASES, (rng.randint(1, 3), rng.randint(2, 3), rng.randrange(2, 70)), (1, 2, TILED_L)]
+    ``tolerances.ATTENTION_GRAD_REL`` on (B, H, L) in ``BACKWARD_CASES`` and a drawn one, each with a head
+    dimension of ``BACKWARD_HEAD_DIMS``, both causal flags, and ``MEMORY_CASE``; the shapes and inputs are drawn by
+    ``cases.Draw`` from ``seed``, which the report prints. A wrong gradient is matched against the usual mistakes'
+    answers (``_SIGNATURES``); a right one must not come from torch's autograd or attention kernels, and at
+    ``MEMORY_CASE`` the tensors it makes may not take more than ``memory_bound`` at once (``work.torch_shortcut``:
+    one head's L x L matrix does)."""
+    draw = Draw(seed)
     cases = []
-    for B, H, L in shapes:
-        q, k, v, do = (torch.randn(B, H, L, BACKWARD_D, dtype=torch.float64) for _ in range(4))
-        for causal in (False, True):
+    for B, H, L, d in [*_shapes(draw, BACKWARD_CASES), MEMORY_CASE]:
+        q, k, v, do = (draw.randn(B, H, L, d, dtype=torch.float64, device="cpu") for _ in range(4))
+        for causal in (False,) if (B, H, L, d) == MEMORY_CASE else (False, True):
             o, lse = flash_attention_ref(q, k, v, causal)
             f32 = [t.float() for t in (q, k, v, o, lse, do)]
             cases.append(dict(zip(("q", "k", "v", "o", "lse", "do"), f32), causal=causal))
+    tally = work.Tally()
+    launcher = work.watched(fn, tally, torch_ops=True, interpreted_only=False)
 
     def call(fn, case):
-        with _Largest() as seen:
-            got = fn(*(t.clone() if isinstance(t, torch.Tensor) else t for t in case.values()))
-        return got, seen.largest
+        return launcher(*(t.clone() if isinstance(t, torch.Tensor) else t for t in case.values()))
 
-    def compare(case, result):
-        got, largest = result
+    def compare(case, got):
         try:
             dq, dk, dv = got
         except (TypeError, ValueError):
@@ -131,14 +138,17 @@ def check_flash_backward(fn) -> Report:
                 return f"{n} must be a tensor of shape {(B, H, L, d)}, got {_short(g)}"
         ref = _grads64(q, k, v, do, case["causal"])
         msg = _mismatch([dq, dk, dv], ref, q, k, v, do, case["causal"], torch.float32)
-        if msg is None and L == TILED_L and largest >= B * H * L * L:
-            return (
-                f"a tensor of {largest} elements was made: that is an L x L matrix per head (B*H*L*L = "
-                f"{B * H * L * L}); work tile by tile, a block of queries against a block of keys"
-            )
-        return msg
+        if msg is not None:
+            return msg
+        if (B, H, L, d) != MEMORY_CASE:
+            return work.torch_shortcut(tally)
+        what = (
+            f" (one head's L x L matrix alone: {L * L * 4 / 2**20:.2f} MiB; the bound: six (B, H, L, d) buffers and "
+            "four 64 x 64 tiles, in fp32)"
+        )
+        return work.torch_shortcut(tally, memory_bound(B, H, L, d), what)
 
-    return run_cases_once("flash_backward", fn, cases, compare, call=call, describe=_describe)
+    return draw.stamp(run_cases_once("flash_backward", fn, cases, compare, call=call, describe=_describe))
 
 
 check_flash_backward.solution = ex08b_solutions.flash_backward
@@ -150,17 +160,21 @@ check_flash_backward.hints = [
 ]
 
 
-def check_flash_backward_kernel(fn) -> Report:
+def check_flash_backward_kernel(fn, seed: int | None = None) -> Report:
     """fn(q, k, v, do, lse, delta, causal, out) launches Triton kernels that write the gradients into ``out``:
     out[0] = dq, out[1] = dk, out[2] = dv. q, k, v, do: contiguous (B, H, L, d), fp32 in the interpreter and fp16
     on a GPU; lse, delta: (B, H, L) float32 (the forward's logsumexp and rowsum(dO o O)); out: (3, B, H, L, d) in
     q's dtype. Checked by ``kernelcheck.check_kernel`` (guard regions, a time limit, address checks) on (B, H, L)
-    in ``BACKWARD_CASES``, both causal flags, against float64 within ``tolerances.ATTENTION_GRAD_REL``; a wrong
-    gradient is matched against the usual mistakes' answers (``_SIGNATURES``)."""
+    in ``BACKWARD_CASES`` and a drawn one, each with a head dimension of ``BACKWARD_HEAD_DIMS`` (drawn by ``cases.Draw``
+    from ``seed``, which the report prints), both causal flags, against float64 within
+    ``tolerances.ATTENTION_GRAD_REL``; a wrong gradient is matched against the usual mistakes' answers
+    (``_SIGNATURES``). The kernels must read q, k and v (every element loaded) and the launcher must not take the
+    gradients from torch's autograd or attention kernels (``work.torch_shortcut``)."""
     dtype = torch.float16 if gpulab.ON_GPU else torch.float32
+    draw = Draw(seed)
     cases = []
-    for B, H, L in BACKWARD_CASES:
-        q, k, v, do = (torch.randn(B, H, L, BACKWARD_D, dtype=torch.float64) for _ in range(4))
+    for B, H, L, d in _shapes(draw, BACKWARD_CASES):
+        q, k, v, do = (draw.randn(B, H, L, d, dtype=torch.float64, device="cpu") for _ in range(4))
         for causal in (False, True):
             o, lse = flash_attention_ref(q, k, v, causal)
             delta = (do * o).sum(-1)
@@ -176,15 +190,21 @@ def check_flash_backward_kernel(fn) -> Report:
     def mismatch(got, ref, c):
         g = got.detach().double().cpu()
         q, k, v, do = (c[n].double().cpu() for n in ("q", "k", "v", "do"))
-        return _mismatch(list(g), list(ref), q, k, v, do, c["causal"], c["q"].dtype, "tf32")  # tl.dot's default
+        msg = _mismatch(list(g), list(ref), q, k, v, do, c["causal"], c["q"].dtype, "tf32")  # tl.dot's default
+        return msg or work.torch_shortcut(tally)
 
-    return check_kernel(
-        "flash_backward_kernel",
-        fn,
-        cases,
-        out=lambda c: ((3, *c["q"].shape), c["q"].dtype),
-        reference=reference,
-        mismatch=mismatch,
+    tally = work.Tally()
+    return work.relabel(
+        draw.stamp(
+            check_kernel(
+                "flash_backward_kernel",
+                work.watched(fn, tally, torch_ops=True),
+                cases,
+                out=lambda c: ((3, *c["q"].shape), c["q"].dtype),
+                reference=reference,
+                mismatch=mismatch,
+            )
+        )
     )
 
 

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import math
-import random
 import sys
 
 import torch
@@ -23,6 +22,7 @@ from ..capstone import explain, placement
 from ..core import hardware
 from ..models import attention
 from . import Report, _call_on_copies, _short, close, ex09_solutions, run_cases
+from .cases import ROW_LIMIT, Draw
 from .kernelcheck import check_kernel
 
 HABITS = ("precision", "fusion", "flash", "none")
@@ -275,7 +275,10 @@ def check_named_habit(habit, op_name: str = "bias add + GELU") -> Report:
 
 # ---- your own fused kernel ---------------------------------------------------------------------------------
 
-SHAPES = [(1, 1), (1, 17), (3, 1000), (7, 1793), (33, 100), (67, 2003)]  # the last: above 2^17 elements
+#: (M, N) of the bias + GELU exercise: one element, short rows, partial blocks, and 67 x 2003, above 2^17 elements
+#: (past one program of any block a flat kernel may fix). The checker adds a drawn shape and one with rows wider
+#: than any block a row kernel may fix (``cases.ROW_LIMIT``: GPT-2's 768 and 3072 fit in 4096).
+SHAPES = [(1, 1), (1, 17), (3, 1000), (7, 1793), (33, 100), (67, 2003)]
 REL = ABS = 1e-5  # tanh-GELU in fp32 against float64: a few fp32 ulps of h and of tanh, far below this
 
 
@@ -320,20 +323,17 @@ def bias_gelu_mistake(got: torch.Tensor, x: torch.Tensor, bias: torch.Tensor) ->
     return None
 
 
-def check_bias_gelu(fn) -> Report:
+def check_bias_gelu(fn, seed: int | None = None) -> Report:
     """fn(x, bias, out): write tanh-GELU(x + bias) into ``out``; x, out: (M, N) contiguous fp32 on
     gpulab.DEVICE, bias: (N,). The checker owns every buffer (guarded, see ``kernelcheck``): ``out`` starts
-    poisoned, reads past the end find poison rather than unmapped memory. Awkward shapes, fresh random inputs
-    (the seed in a failure's message), a float64 reference within ``REL`` and ``ABS``: names the first wrong
-    element, a write past the end ("mask the store") and a missed one."""
-    seed = random.randrange(2**31)
-    g = torch.Generator().manual_seed(seed)
-    cases = [
-        dict(
-            x=(torch.randn(m, n, generator=g) * 3).to(gpulab.DEVICE), bias=torch.randn(n, generator=g).to(gpulab.DEVICE)
-        )
-        for m, n in SHAPES
-    ]
+    poisoned, reads past the end find poison rather than unmapped memory. Awkward shapes (``SHAPES``, one drawn
+    in [2, 40] x [2, 3000] and a few rows wider than ``cases.ROW_LIMIT``), fresh random inputs, all drawn by
+    ``cases.Draw`` from ``seed`` (which the report prints), a float64 reference within ``REL`` and ``ABS``: names
+    the first wrong element, a write past the end ("mask the store") and a missed one."""
+    draw = Draw(seed)
+    seed = draw.seed
+    shapes = SHAPES + [(draw.size(2, 40), draw.size(2, 3000)), (draw.size(1, 3), draw.past(ROW_LIMIT))]
+    cases = [dict(x=draw.randn(m, n, scale=3.0), bias=draw.randn(n)) for m, n in shapes]
 
     def mismatch(got, ref, case):
         got = got.detach().double().cpu()
@@ -348,13 +348,15 @@ def check_bias_gelu(fn) -> Report:
         named = bias_gelu_mistake(got, case["x"], case["bias"])
         return f"{head}: {named}" if named else head
 
-    return check_kernel(
-        "bias_gelu",
-        fn,
-        cases,
-        out=lambda c: (c["x"].shape, torch.float32),
-        reference=lambda c: gelu_ref(c["x"], c["bias"]),
-        mismatch=mismatch,
+    return draw.stamp(
+        check_kernel(
+            "bias_gelu",
+            fn,
+            cases,
+            out=lambda c: (c["x"].shape, torch.float32),
+            reference=lambda c: gelu_ref(c["x"], c["bias"]),
+            mismatch=mismatch,
+        )
     )
 
 

@@ -318,9 +318,9 @@ def _teaching_attention_kernels() -> list[LessonKernel]:
 # The exercises' hidden solutions (gpulab/exercises/exNN_solutions.py), as their checkers and races launch them on
 # a GPU: BLOCK is the launcher's default (tests/test_compile_coverage.py holds each equal to it).
 SOLUTIONS = "gpulab.exercises.ex{}_solutions"
-#: The head dimensions the attention exercises launch with: the checkers' (ex08.FLASH_D, ex08b.BACKWARD_D) and
-#: the races' (lesson 08's headline d).
-EXERCISE_HEAD_DIMS = (16, 128)
+#: The head dimensions the attention exercises launch with: the checkers' (ex08.FLASH_HEAD_DIMS,
+#: ex08b.BACKWARD_HEAD_DIMS: every head dimension of the lesson) and the races' (lesson 08's headline d).
+EXERCISE_HEAD_DIMS = (16, 32, 64, 128)
 
 
 def _exercise_attention_kernels() -> list[LessonKernel]:
