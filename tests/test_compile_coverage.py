@@ -88,6 +88,25 @@ ALLOWED_IN_TESTS = {
     "tests/test_exercises_ex08b.py": (("_copy_kernel",), _FIXTURE),
     "tests/test_exercises_ex09.py": (("_row_gelu",), _FIXTURE),
     "tests/test_kernelcheck.py": (("_scale_add",), _FIXTURE),
+    "tests/test_exercises_mistakes_named.py": (
+        (
+            "_bias_gelu_variant_kernel",
+            "_copy_unstrided_kernel",
+            "_matmul_2d_kernel",
+            "_persistent_carried_kernel",
+            "_scale_add_swapped_kernel",
+            "_sincos_unmasked_kernel",
+        ),
+        _FIXTURE,
+    ),
+    "tests/test_exercises_profile.py": (
+        ("_copy_tile_kernel", "_unmasked_transpose_kernel", "_unstrided_copy_kernel"),
+        _FIXTURE,
+    ),
+    "tests/test_kernelcheck_classes.py": (
+        ("_add_from", "_add_order", "_add_quirk", "_add_stuck", "_copy", "_scratch", "add_kernel", "cast", "quantize"),
+        _FIXTURE,
+    ),
     "tests/test_kernelcheck_hostile.py": (
         ("_add", "keep", "short_store", "one_per_thread", "_sincos", "_transpose"),
         _FIXTURE,
