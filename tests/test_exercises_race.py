@@ -36,8 +36,13 @@ RECORDED = {
 
 
 def _named(name, fn):
-    fn.__name__ = name
-    return fn
+    """A new function calling ``fn`` under the name ``name`` (``fn`` itself keeps its own name)."""
+
+    def named(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    named.__name__ = name
+    return named
 
 
 def _never_called(*args):
