@@ -15,6 +15,11 @@ ROW = next(
 )
 
 
+def _fastest_sdpa(part: str) -> float:
+    """The recorded time of SDPA's fastest backend in the headline row (the race names it)."""
+    return min(ROW[b][part] for b in race._SDPA08 if b in ROW and part in ROW[b])
+
+
 def flash_forward(q, k, v, causal, out):
     ex08_solutions.flash_forward(q, k, v, causal, out, 64, 64)
 
@@ -26,7 +31,7 @@ def test_without_a_gpu_lesson_08_shows_the_recorded_headline_point():
     never.__name__ = "flash_forward"
     r = race.race(never, show=False)
     assert r.lesson == "08" and not r.live and r.n == 4096 and r.message.startswith("timing needs a GPU")
-    assert r.ms("gpulab") == ROW["ours"]["fwd_ms"] and r.ms("torch") == ROW["flash"]["fwd_ms"]
+    assert r.ms("gpulab") == ROW["ours"]["fwd_ms"] and r.ms("torch") == _fastest_sdpa("fwd_ms")
     assert r.model_ms is None and len(str(r).splitlines()) <= 8
 
 
@@ -52,7 +57,7 @@ def test_without_a_gpu_lesson_08b_shows_the_recorded_backward_point():
     never.__name__ = "flash_backward_kernel"
     r = race.race(never, show=False)
     assert r.lesson == "08b" and not r.live and r.n == 4096 and r.message.startswith("timing needs a GPU")
-    assert r.ms("gpulab") == ROW["ours"]["bwd_ms"] and r.ms("torch") == ROW["flash"]["bwd_ms"]
+    assert r.ms("gpulab") == ROW["ours"]["bwd_ms"] and r.ms("torch") == _fastest_sdpa("bwd_ms")
     assert r.model_ms is None and len(str(r).splitlines()) <= 8
 
 

@@ -387,7 +387,9 @@ def test_the_roofs_cells_of_notebooks_05_and_07_read_this_gpus_profile_under_the
     drawn = []
     monkeypatch.setattr(plotly.basedatatypes.BaseFigure, "show", lambda self, *a, **k: drawn.append(self))
     monkeypatch.setattr(lesson07, "LIVE_BUILD", dict(steps=("build",), build_n=32, progress=False))
+    hw = gpulab.core.hardware
     ns = {"live": live, "recompute": gpulab.models.recompute, "n": 1024, "figures": figures}
+    ns |= {"hardware": hw, "roofline": gpulab.models.roofline, "h200": hw.get("H200")}  # the lesson's earlier cells
     with timing.test_clock(ms=MS):
         exec(compile(_cell("05_recomputation", "l05-matmul"), "05:l05-matmul", "exec"), ns)
         assert ns["roofs"].live and ns["B"] == ns["roofs"].data["copy_tbps"] * 1e12
