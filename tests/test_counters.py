@@ -537,3 +537,10 @@ def test_row_finds_a_label_and_quantity_and_names_what_is_missing():
     assert C.row({"comparison": comparison}, "noreuse", "L2 hit rate")["counter"] == 99.0
     with pytest.raises(KeyError, match="'tiled' and quantity 'L2 hit rate'.*'noreuse', 'DRAM read bytes'"):
         C.row(comparison, "tiled", "L2 hit rate")
+
+
+def test_byte_text_reads_as_decimal_units():
+    """counters.byte_text, which the counter tables and the trace's tables both print bytes with."""
+    from gpulab.measure.counters import byte_text
+
+    assert [byte_text(v) for v in (512, 2_100, 2_100_000, 4.2e9)] == ["512 B", "2.1 kB", "2.1 MB", "4.2 GB"]

@@ -86,14 +86,19 @@ def row(comparison: list[dict] | dict, label: str, quantity: str) -> dict:
 # ---- report --------------------------------------------------------------------------------------------------
 
 
+def byte_text(v: float) -> str:
+    """A byte count as a reader reads it: three significant digits in GB, MB or kB (decimal), else whole bytes."""
+    for scale, suffix in ((1e9, " GB"), (1e6, " MB"), (1e3, " kB")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g}{suffix}"
+    return f"{v:.0f} B"
+
+
 def _fmt(v, unit: str = "") -> str:
     if v is None:
         return "-"
     if unit == "byte":
-        for scale, suffix in ((1e9, " GB"), (1e6, " MB"), (1e3, " kB")):
-            if abs(v) >= scale:
-                return f"{v / scale:.3g}{suffix}"
-        return f"{v:.0f} B"
+        return byte_text(v)
     if unit == "%":
         return f"{v:.1f}%"
     return f"{v:.3g}"

@@ -64,6 +64,7 @@ from ..models import waves as wave_model
 from ..models.sectors import SECTOR_BYTES
 from ..models.simt import WARP_SIZE
 from . import trace_layout as tlay
+from .counters import byte_text
 
 MAX_PROGRAMS = 4096  # programs of one launch run in the interpreter; a sample beyond
 TIME_LIMIT_S = 60.0  # seconds of interpretation for one trace
@@ -1074,10 +1075,7 @@ def _fmt(v, unit: str = "") -> str:
     if isinstance(v, tuple):
         return f"{_fmt(v[0], unit)} .. {_fmt(v[1], unit)}"
     if unit == "byte":
-        for scale, suffix in ((1e9, " GB"), (1e6, " MB"), (1e3, " kB")):
-            if abs(v) >= scale:
-                return f"{v / scale:.3g}{suffix}"
-        return f"{v:.0f} B"
+        return byte_text(v)
     if unit == "%":
         return f"{v:.0%}"
     return f"{v:.3g}"
