@@ -3,6 +3,7 @@ without a GPU sees) and from small made-up records whose model lines are checked
 each explorer at both ends of every slider (``check_figure``: no empty trace, no axis far past its data)."""
 
 import math
+import re
 
 import pytest
 
@@ -69,6 +70,19 @@ def test_lesson01_measured_roofline():
     assert fig.layout.legend.orientation == "h"  # under the plot: it takes no width from it
     lowest = min(min(tr.y) for tr in fig.data)  # the slowest point, 0.4 decade above the bottom of the y axis
     assert fig.layout.yaxis.range[0] == pytest.approx(math.log10(lowest) - 0.4)
+    # the datasheet's roofs under the measured ones and 2 px wider, so both show where the slopes meet
+    assert [(tr.line.dash, tr.line.width) for tr in roofs] == [("dash", 4)] * 2 + [("solid", 2)] * 2
+    bw = RECORDED["profile"]["copy_tbps"]  # fp32's and bf16's roofs share one slope: the figure says so, and where
+    ridge = RECORDED["profile"]["matmul_tflops"]["fp32"] / bw
+    said = re.search(
+        r"fp32 and bf16 \(measured\) share the ([\d.]+) TB/s slope up to I = ([\d.]+)", fig.layout.title.text
+    )
+    assert said and float(said[1]) == round(bw, 2) and float(said[2]) == pytest.approx(ridge, rel=0.05)
+    roofs = [
+        dict(label=f"{k}: x", peak_tflops=c, hbm_tbps=b) for k, c, b in (("a", 100, 1), ("b", 100, 2), ("c", 9, 5))
+    ]
+    shared = figures.lesson01.shared_roofs(roofs)  # a and b share the flat from their ridges up; c shares nothing
+    assert shared == ["a and b share the 100 TFLOP/s roof from I = 95.5 FLOP/B"]  # 5% under a's ridge at 100
 
 
 def _slider_ends(slider):

@@ -15,8 +15,12 @@ from ..core import hardware
 from ..models import roofline
 from . import plots, widgets
 
-#: A legend laid out in rows under the plot, so it never takes width from the plot (1000 px windows).
-LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0, font=dict(size=10))
+#: The legend in rows under the plot, pinned to the figure's bottom (``plots.LEGEND_BELOW``): it takes no width
+#: from the plot, and a first draw at 700 px widened never puts it on the x title.
+LEGEND_BELOW = {**plots.LEGEND_BELOW, "font": dict(size=10)}
+#: px: a datasheet roof's width, drawn under the measured roof of its dtype (2 px): where the two slopes lie
+#: within a pixel or two (a narrow figure), the wider dashed line still shows on both sides of the measured one.
+DATASHEET_WIDTH = 4
 
 
 def _readable_axes(fig: go.Figure, y_values) -> None:
@@ -27,16 +31,50 @@ def _readable_axes(fig: go.Figure, y_values) -> None:
     fig.update_yaxes(dtick=1, ticklabelstandoff=6, range=[min(ys) - 0.4, max(ys) + 0.3])
 
 
+def shared_roofs(ceilings: list[dict]) -> list[str]:
+    """One line for each pair of ``ceilings`` (``plots.ceilings_from_*`` dicts) whose roofs lie on one another
+    over ``plots.INTENSITY_RANGE`` (``plots.coincide`` over the roofs' points, within 5%), saying which part:
+    roofs of one bandwidth share their slope up to the lower roof's ridge, by design ("fp32 and bf16 (measured)
+    share the 4.28 TB/s slope up to I = 11.9 FLOP/B"), roofs of one peak their flat part."""
+    out = []
+    lo_end, hi_end = (v * f for v, f in zip(plots.INTENSITY_RANGE, (1.001, 0.999)))
+    for i, a in enumerate(ceilings):
+        for b in ceilings[i + 1 :]:
+            xa, ya = plots.roof_xy(a["peak_tflops"], a["hbm_tbps"])
+            xb, yb = plots.roof_xy(b["peak_tflops"], b["hbm_tbps"])
+            na, nb = a["label"].split(":")[0].split(), b["label"].split(":")[0].split()  # "measured bf16"
+            kind = [w for w in na if w in nb]  # the words both names hold: "measured", "datasheet H200"
+            who = " and ".join(" ".join(w for w in n if w not in kind) for n in (na, nb))
+            who += f" ({' '.join(kind)})" if kind else ""
+            for lo, hi in plots.coincide(dict(zip(xa.tolist(), ya.tolist())), dict(zip(xb.tolist(), yb.tolist()))):
+                if lo <= lo_end and hi >= hi_end:
+                    out.append(f"{who} lie on one another")
+                elif a["hbm_tbps"] * (lo * hi) ** 0.5 < a["peak_tflops"]:  # the run's middle (log x) on the slope
+                    span = f"up to I = {hi:.3g}" if lo <= lo_end else f"from I = {lo:.3g} to {hi:.3g}"
+                    out.append(f"{who} share the {a['hbm_tbps']:.2f} TB/s slope {span} FLOP/B")
+                else:
+                    span = f"from I = {lo:.3g}" if hi >= hi_end else f"from I = {lo:.3g} to {hi:.3g}"
+                    out.append(f"{who} share the {a['peak_tflops']:.4g} TFLOP/s roof {span} FLOP/B")
+    return out
+
+
 def measured_roofline_figure(profile: dict, points, where: str = ""):
     """The measured roofline of ``profile`` (a device-profile dict: ``gpu``, ``copy_tbps``, ``matmul_tflops``;
     fp32 and bf16 roofs), the datasheet's dashed beside it when ``gpulab.core.hardware`` knows the GPU, and
-    ``points`` (``roofline.KernelPoint``s) on it. ``where`` names the source (the title)."""
+    ``points`` (``roofline.KernelPoint``s) on it. ``where`` names the source (the title's small line).
+
+    The datasheet's roofs are drawn first and ``DATASHEET_WIDTH`` px wide, so the measured roofs (2 px) lie on
+    them and both show where they meet; the fp32 and bf16 roofs of one bandwidth share their slope by design,
+    and the subtitle says up to where (``shared_roofs``)."""
     spec = hardware.find(profile["gpu"])  # None if the datasheet table does not know this GPU
     datasheet = plots.ceilings_from_spec(spec) if spec else []
-    fig = plots.roofline_figure(
-        plots.ceilings_from_profile(profile) + datasheet, points, title=f"Roofline, {where}", height=560
-    )
-    fig.update_layout(title_font_size=12, legend=LEGEND_BELOW, margin=dict(b=150))
+    measured = plots.ceilings_from_profile(profile)
+    fig = plots.roofline_figure(datasheet + measured, points, title="", height=560)
+    for tr in fig.data[: len(datasheet) + len(measured)]:  # the legend: measured roofs first, then the datasheet's
+        wide = tr.line.dash == "dash"
+        tr.update(line_width=DATASHEET_WIDTH if wide else 2, legendrank=2 if wide else 1)
+    sub = "<br>".join([where, *shared_roofs(measured), *shared_roofs(datasheet)])
+    fig.update_layout(title=plots.title("Roofline", sub), legend=LEGEND_BELOW, margin=dict(t=30, b=30))
     _readable_axes(fig, [y for tr in fig.data for y in tr.y])
     return fig
 
@@ -118,13 +156,7 @@ class InteractiveRoofline:
         fig.add_scatter(
             x=[1.0, 1.0], y=[1e-3, 1e4], mode="lines", name="ridge point", line=dict(color="gray", dash="dot")
         )
-        fig.update_layout(
-            legend={**LEGEND_BELOW, "y": -0.25},
-            margin=dict(t=50, b=120),
-            title_x=0,
-            title_xanchor="left",
-            title_font_size=13,
-        )
+        fig.update_layout(legend=LEGEND_BELOW, margin=dict(t=30, b=30))
         # powers of ten: at the sliders' ends the axes reach 1e-6 and 1e6, which SI prefixes print as 1µ and 1M
         fig.update_xaxes(dtick=1, ticklabelstandoff=6, exponentformat="power")
         fig.update_yaxes(dtick=1, ticklabelstandoff=6, exponentformat="power")
@@ -152,8 +184,9 @@ class InteractiveRoofline:
             fig.data[2].y = [10 ** y_range[0], 10 ** y_range[1]]
             fig.layout.xaxis.range = x_range
             fig.layout.yaxis.range = y_range
-            fig.layout.title.text = (
-                f"{b.limiter}-bound: t >= {b.time_ms:.4g} ms (I = {b.intensity:.3g}, ridge {b.ridge:.3g} FLOP/B)"
+            fig.layout.title = plots.title(
+                f"{b.limiter}-bound: t >= {b.time_ms:.4g} ms",
+                f"intensity I = {b.intensity:.3g} FLOP/B, ridge {b.ridge:.3g} FLOP/B",
             )
 
         return change
