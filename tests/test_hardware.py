@@ -212,3 +212,29 @@ def test_single_thread_flattened_while_transistors_kept_climbing():
         hardware.best_by_year(s[k], [1995, 2005, 2010, 2020]) for k in ("transistors", "single_thread")
     )
     assert p05 / p95 > 10 and p20 / p10 < 3 and t20 / t10 > 10
+
+
+def test_every_gpu_names_its_memory_kind_as_its_sources_do():
+    """GDDR on the T4, A10, L4 and RTX 4090, HBM on every data-centre GPU from the V100 on (lesson 00 prints it): each
+    kind appears, as a whole word, in one of the entry's sources."""
+    import re
+
+    kinds = {s.name: s.memory_kind for s in hardware.GPUS.values() if s.year is not None}
+    assert kinds == {
+        "T4": "GDDR6",
+        "L4": "GDDR6",
+        "A10": "GDDR6",
+        "A100 40GB SXM": "HBM2",
+        "A100 80GB SXM": "HBM2e",
+        "H100 SXM": "HBM3",
+        "H100 PCIe": "HBM2e",
+        "H200": "HBM3e",
+        "RTX 4090": "GDDR6X",
+        "V100 SXM2": "HBM2",
+        "B200": "HBM3e",
+    }
+    for name, kind in kinds.items():
+        text = " ".join(hardware.SOURCES[k] for k in hardware.get(name).sources)
+        assert re.search(rf"\b{kind}\b", text, flags=re.IGNORECASE), f"{name}: no source names {kind}"
+    assert hardware.get("Seed accelerator").memory_kind is None
+    assert [r["memory"] for r in hardware.table_rows()] == [s.memory_kind for s in hardware.GPUS.values()]

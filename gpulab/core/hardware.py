@@ -12,6 +12,12 @@ Units and kinds of peak (the seed lecture's warning: there is no single peak for
 - ``tf32``, ``bf16``, ``fp16``, ``fp8``: tensor-core matrix multiply-accumulate with FP32 accumulation,
   dense. ``None`` where the GPU has no such tensor-core path.
 
+Kinds of device memory (``GPUSpec.memory_kind``, as each GPU's datasheet or whitepaper names it, the sources
+below): **GDDR** (GDDR6, GDDR6X), graphics DRAM in separate packages on the board around the GPU, each on a
+narrow (32-bit) bus at a high rate per pin; **HBM** (HBM2, HBM2e, HBM3, HBM3e), stacks of DRAM dies on the GPU's own
+package, each stack on a 1024-bit bus at a lower rate per pin (JEDEC JESD235, JESD238). The field's name
+``hbm_gbps`` holds the device memory's bandwidth whichever kind it is.
+
 Sources (vendor documents; the short keys in each entry's ``sources`` point here):
 """
 
@@ -47,7 +53,7 @@ SOURCES = {
     "sec. 1.4.1.1 and CUDA C++ Programming Guide, Technical Specifications per Compute "
     "Capability: 100 KB per SM on 8.9. So 164 KB on 8.0, 100 KB on 8.6 and 8.9",
     "a100-datasheet": "NVIDIA A100 Tensor Core GPU datasheet (2021): FP32 19.5, TF32 156, BF16/FP16 312 "
-    "TFLOPS dense; 1,555 GB/s (40 GB SXM) and 2,039 GB/s (80 GB SXM)",
+    "TFLOPS dense; 40 GB HBM2 at 1,555 GB/s (40 GB SXM) and 80 GB HBM2e at 2,039 GB/s (80 GB SXM)",
     "a100-whitepaper": "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs",
     "h100-datasheet": "NVIDIA H100 Tensor Core GPU datasheet (2023): SXM FP32 67, TF32 989, BF16/FP16 "
     "1,979, FP8 3,958 TFLOPS *with sparsity* (dense = half), 80 GB HBM3 at 3.35 TB/s; "
@@ -77,7 +83,7 @@ SOURCES = {
     "and 96 KB of L1/shared memory; TU104 has 4096 KB of L2; T4 datasheet: 16 GB GDDR6",
     "ampere-whitepaper": "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), Table 3: register file "
     "256 KB per SM, 192 KB combined shared memory/L1 per SM, L2 40 MB (40960 KB); A100 "
-    "datasheet: 40 or 80 GB HBM2e",
+    "datasheet: 40 GB HBM2 or 80 GB HBM2e",
     "ga102-whitepaper": "NVIDIA Ampere GA102 GPU Architecture whitepaper (2021): 128 KB L1/shared per SM, "
     "256 KB register file per SM, 6144 KB L2; A10 datasheet: 24 GB GDDR6",
     "ada-memory": "NVIDIA Ada GPU Architecture whitepaper v2.1: 128 KB L1/shared per SM, 256 KB register "
@@ -125,12 +131,14 @@ class GPUSpec:
     note: str = ""
     # The memory hierarchy (None where the table has no source): 32-bit registers per SM, the combined
     # L1/shared-memory array per SM in KiB, L2 in KiB (vendors print KB and MB in powers of 2 for caches),
-    # device memory in GB as the datasheet prints it, and the year the GPU was announced.
+    # device memory in GB as the datasheet prints it, its kind ("GDDR6", "HBM3e": see the module docstring),
+    # and the year the GPU was announced.
     regs_per_sm: int | None = None
     l1_smem_per_sm_kib: int | None = None
     l2_kib: int | None = None
     hbm_gb: float | None = None
     year: int | None = None
+    memory_kind: str | None = None
 
     @property
     def hbm_tbps(self) -> float:
@@ -177,33 +185,37 @@ GPUS: dict[str, GPUSpec] = {
 }
 # fmt: on
 
-# The memory hierarchy of each GPU: (registers per SM, L1/shared KiB per SM, L2 KiB, device memory GB, year
-# announced, extra source keys). Registers: 64K 32-bit registers per SM on every GPU here (cuda-guide-cc).
+# The memory hierarchy of each GPU: (registers per SM, L1/shared KiB per SM, L2 KiB, device memory GB, its kind,
+# year announced, extra source keys). Registers: 64K 32-bit registers per SM on every GPU here (cuda-guide-cc).
+# The memory's kind as each source names it: t4-datasheet, l4 (ada-memory), a10-datasheet, a100-datasheet,
+# h100-datasheet (HBM3 on the SXM board, HBM2e on the PCIe board), h200-datasheet, ada-memory (RTX 4090),
+# v100-datasheet, b200-datasheet.
 _MEMORY = {
-    "T4": (65536, 96, 4096, 16, 2018, ["turing-whitepaper", "cuda-guide-cc"]),
-    "L4": (65536, 128, 49152, 24, 2023, ["ada-memory", "cuda-guide-cc"]),
-    "A10": (65536, 128, 6144, 24, 2021, ["ga102-whitepaper", "cuda-guide-cc"]),
-    "A100 40GB SXM": (65536, 192, 40960, 40, 2020, ["ampere-whitepaper", "cuda-guide-cc"]),
-    "A100 80GB SXM": (65536, 192, 40960, 80, 2020, ["ampere-whitepaper", "cuda-guide-cc"]),
-    "H100 SXM": (65536, 256, 51200, 80, 2022, ["hopper-memory", "cuda-guide-cc"]),
-    "H100 PCIe": (65536, 256, 51200, 80, 2022, ["hopper-memory", "cuda-guide-cc"]),
-    "H200": (65536, 256, 61440, 141, 2023, ["hopper-memory", "h200-l2", "cuda-guide-cc"]),
-    "RTX 4090": (65536, 128, 73728, 24, 2022, ["ada-memory", "cuda-guide-cc"]),
-    "V100 SXM2": (65536, 128, 6144, 32, 2017, ["volta-whitepaper", "cuda-guide-cc"]),
-    "B200": (65536, 256, 129024, 180, 2024, []),
+    "T4": (65536, 96, 4096, 16, "GDDR6", 2018, ["turing-whitepaper", "cuda-guide-cc"]),
+    "L4": (65536, 128, 49152, 24, "GDDR6", 2023, ["ada-memory", "cuda-guide-cc"]),
+    "A10": (65536, 128, 6144, 24, "GDDR6", 2021, ["ga102-whitepaper", "cuda-guide-cc"]),
+    "A100 40GB SXM": (65536, 192, 40960, 40, "HBM2", 2020, ["ampere-whitepaper", "cuda-guide-cc"]),
+    "A100 80GB SXM": (65536, 192, 40960, 80, "HBM2e", 2020, ["ampere-whitepaper", "cuda-guide-cc"]),
+    "H100 SXM": (65536, 256, 51200, 80, "HBM3", 2022, ["hopper-memory", "cuda-guide-cc"]),
+    "H100 PCIe": (65536, 256, 51200, 80, "HBM2e", 2022, ["hopper-memory", "cuda-guide-cc"]),
+    "H200": (65536, 256, 61440, 141, "HBM3e", 2023, ["hopper-memory", "h200-l2", "cuda-guide-cc"]),
+    "RTX 4090": (65536, 128, 73728, 24, "GDDR6X", 2022, ["ada-memory", "cuda-guide-cc"]),
+    "V100 SXM2": (65536, 128, 6144, 32, "HBM2", 2017, ["volta-whitepaper", "cuda-guide-cc"]),
+    "B200": (65536, 256, 129024, 180, "HBM3e", 2024, []),
 }
 
 
 def _with_memory(s: GPUSpec) -> GPUSpec:
     if s.name not in _MEMORY:
         return s
-    regs, l1, l2, hbm, year, extra = _MEMORY[s.name]
+    regs, l1, l2, hbm, kind, year, extra = _MEMORY[s.name]
     return replace(
         s,
         regs_per_sm=regs,
         l1_smem_per_sm_kib=l1,
         l2_kib=l2,
         hbm_gb=float(hbm),
+        memory_kind=kind,
         year=year,
         sources=tuple(dict.fromkeys(s.sources + tuple(extra))),
     )
@@ -304,6 +316,7 @@ def table_rows() -> list[dict]:
                 "L1+smem/SM (KiB)": s.l1_smem_per_sm_kib,
                 "L2 (MiB)": s.l2_kib / 1024 if s.l2_kib else None,
                 "memory (GB)": s.hbm_gb,
+                "memory": s.memory_kind,
             }
         )
         row["sources"] = ", ".join(s.sources)
