@@ -163,7 +163,8 @@ def test_lesson02_variants_figure():
     fig = figures.lesson02.variants_figure(rec, "recorded")
     check_figure(fig, "variants")
     assert len(fig.data) == 2 and len(fig.data[0].y) == len(fig.data[1].y)
-    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0
+    legend = fig.layout.legend  # in rows pinned to the figure's bottom, under the x title at any width
+    assert (legend.orientation, legend.yref, legend.y, legend.yanchor) == ("h", "container", 0, "bottom")
     # the recording's model rows follow from the paths alone, and sorting never makes blocks pay more steps
     t_a, t_b = rec["path_a"]["median_ms"], rec["path_b"]["median_ms"]
     assert all(abs(r["predicted_ms"] - (t_a + t_b)) < 1e-12 for r in rec["where"])

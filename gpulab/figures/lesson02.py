@@ -15,7 +15,7 @@ from ..core import validate
 from ..kernels import divergence
 from ..models import simt
 from ..models.simt import IDLE, PATH_A, PATH_B, WARP_SIZE, BranchTrace, branch
-from . import widgets
+from . import plots, widgets
 
 _COLORS = [
     [0.0, "#eeeeee"],
@@ -42,11 +42,12 @@ def _heatmap_kwargs(trace: BranchTrace) -> dict:
     )
 
 
-def _title(trace: BranchTrace, what: str) -> str:
-    return (
-        f"{what}: {trace.steps_paid} steps paid, {trace.useful_lane_steps}/{trace.steps_paid * trace.warp_size} "
-        f"lane-steps useful ({trace.efficiency:.0%})"
+def _title(trace: BranchTrace, what: str) -> dict:
+    """``plots.title``: ``what`` and the steps paid, then the useful lane-steps in small type."""
+    useful = (
+        f"{trace.useful_lane_steps}/{trace.steps_paid * trace.warp_size} lane-steps useful ({trace.efficiency:.0%})"
     )
+    return plots.title(f"{what}: {trace.steps_paid} steps paid", useful)
 
 
 def branch_figure(trace: BranchTrace, title: str = "a branch in one warp", height: int = 320):
@@ -68,7 +69,7 @@ def branch_figure(trace: BranchTrace, title: str = "a branch in one warp", heigh
         template="plotly_white",
         xaxis=dict(title="lane (thread id in the warp)", dtick=4),
         yaxis=dict(title="issue step (time runs down)", autorange="reversed", dtick=1, tick0=0),
-        margin=dict(t=50, b=40),
+        margin=dict(t=30, b=40),
     )
     return fig
 
@@ -110,7 +111,7 @@ class BoundaryExplorer:
         def change(fig):
             fig.data[0].x, fig.data[0].y, fig.data[0].z, fig.data[0].text = kw["x"], kw["y"], kw["z"], kw["text"]
             fig.layout.yaxis.range = [trace.steps_paid - 0.5, -0.5]  # the rows paid: fewer when uniform
-            fig.layout.title.text = _title(trace, f"if thread_id < {self.boundary.value}")
+            fig.layout.title = _title(trace, f"if thread_id < {self.boundary.value}")
 
         self.live.update(change)
         self._update_readout()
@@ -155,12 +156,18 @@ class LoopSweepExplorer:
                     marker=dict(color=color, symbol="x", size=11),
                 )
         fig.update_layout(
-            xaxis=dict(type="log", title="fraction of elements with 64 trips (the rest 4)"),
-            yaxis=dict(title="efficiency = useful / paid lane-steps", range=[0, 1.05]),
+            # labels set off from the axes: the first x label and the y axis's 0 meet at the origin otherwise
+            xaxis=dict(
+                type="log",
+                title="fraction of elements with 64 trips (the rest 4)",
+                tickvals=plots.LOG_TICKS,  # 1-2-5, each labelled in full: not plotly's bare minor digits
+                ticklabelstandoff=6,
+            ),
+            yaxis=dict(title="efficiency = useful / paid lane-steps", range=[0, 1.05], ticklabelstandoff=6),
             template="plotly_white",
             height=460,
-            margin=dict(t=50, b=130),
-            legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0, font=dict(size=11)),
+            margin=dict(t=30, b=30),
+            legend={**plots.LEGEND_BELOW, "font": dict(size=11)},
         )
         self._change(self.group.value)(fig)  # the first state goes in before the figure becomes a widget
         self.live = widgets.LiveFigure(fig)
@@ -181,7 +188,7 @@ class LoopSweepExplorer:
 
         def change(fig):
             fig.data[0].y, fig.data[1].y = eff["interleaved"], eff["sorted"]
-            fig.layout.title.text = f"loop model, groups of {group} lanes"
+            fig.layout.title = plots.title(f"loop model, groups of {group} lanes")
 
         return change
 
@@ -213,14 +220,14 @@ def variants_figure(data: dict, title: str):
         marker_color="#ff7f0e",
     )
     fig.update_layout(
-        title=title,
+        title=plots.title(title),  # wrapped: the notebook's title carries the recording's provenance
         barmode="group",
         height=200 + 26 * len(rs),
         template="plotly_white",
         xaxis_title="time (ms)",
-        title_font_size=12,
-        margin=dict(l=250, b=120),
-        legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0),
+        yaxis_ticklabelstandoff=4,
+        margin=dict(l=10, r=20, t=30, b=30),  # the names' margin grows to hold them (automargin)
+        legend=plots.LEGEND_BELOW,
     )
     return fig
 
@@ -323,11 +330,11 @@ def lane_branch_figure(lane: dict | None, where: str = "", trips: int = 256):
     fig.update_yaxes(title_text="time / time at b = 0", range=_padded(y_time), row=2, col=1)
     title = "CUDA if (lane < b): both paths paid for every 0 < b < 32"
     fig.update_layout(
-        title=dict(text=title + (f"<br><sup>{where}</sup>" if where and lane is not None else ""), font=dict(size=15)),
+        title=plots.title(title, where if lane is not None else ""),
         template="plotly_white",
         height=560,
-        margin=dict(t=80, b=120),
-        legend=dict(orientation="h", yanchor="top", y=-0.16, xanchor="left", x=0, font=dict(size=11)),
+        margin=dict(t=30, b=30),
+        legend={**plots.LEGEND_BELOW, "font": dict(size=11)},
     )
     if note:
         fig.add_annotation(
