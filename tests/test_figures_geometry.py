@@ -40,7 +40,6 @@ KNOWN: dict[str, dict[tuple[str, str], str]] = {
         ("05 memory_steps_figure", "overlap"): _OPEN,
         ("05 time_figure", "and g-xtitle 'n (elements)' overlap"): _OPEN,
     },
-    "06": {("06 stride_figure", "lie on one another"): _OPEN, ("06 traversal_figure", "overlap"): _OPEN},
     "07": {
         ("07 WaveExplorer", "g-ytitle 'SMs' lies on the plot area"): _OPEN,
         ("07 WaveExplorer at sms=1", "overlap"): _OPEN,

@@ -1,6 +1,8 @@
 """Lesson 06's figures: the stride figure's model by hand, the traversal figure with its values off the bars,
 the stride table against the recording, and the sector explorer at both ends of every slider and dropdown."""
 
+import re
+
 import pytest
 
 import gpulab  # noqa: F401  (first: it picks the mode)
@@ -19,6 +21,12 @@ def test_stride_figure_model_by_hand_and_with_the_recording():
     assert len(fig.data) == 5
     assert_readable(fig)
     check_figure(fig, "stride figure")
+    # the model lines coincide while the lanes are at most a granule apart (every granule touched is then 1/stride
+    # useful, whatever its size): each line narrower than the one under it, and the subtitle says where
+    widths = [tr.line.width for tr in fig.data[:3]]
+    assert widths == sorted(widths, reverse=True) and widths[0] - widths[1] >= 2 and widths[1] - widths[2] >= 2
+    said = " ".join(re.sub(r"<br>|</?sup>", " ", fig.layout.title.text).split())
+    assert "32-byte and 64-byte at strides 1 to 8; 64-byte and 128-byte at 1 to 16" in said
 
 
 def test_traversal_figure_puts_values_in_the_labels_not_on_the_bars():
@@ -26,11 +34,12 @@ def test_traversal_figure_puts_values_in_the_labels_not_on_the_bars():
     bounds = {"by rows": (1.0, 1.0), "by columns": (0.125, 1.0), "torch": (None, 1.0)}
     fig = figures.lesson06.traversal_figure(rec, bounds, 4.0, "recorded")
     n_bars = len(rec["traversal"]["rows"]) + sum(r["dtype"] == "fp32" for r in rec["transpose"]["rows"])
-    assert len(fig.data[0].x) == n_bars and set(fig.data[2].y) == {4.0}
+    assert fig.data[0].orientation == "h"  # names read across: none turns or runs into the next
+    assert len(fig.data[0].y) == n_bars and set(fig.data[2].x) == {4.0}
     assert fig.data[0].text is None  # nothing for a model mark to strike
     by_cols = next(r for r in rec["traversal"]["rows"] if r["method"] == "by columns")
-    assert f"by columns<br>{by_cols['tbps']:.2f} TB/s" in fig.data[0].x
-    assert list(fig.data[1].y) == [4.0, 0.5]  # by rows 1 x 4, by columns 1/8 x 4
+    assert f"by columns<br>{by_cols['tbps']:.2f} TB/s" in fig.data[0].y
+    assert list(fig.data[1].x) == [4.0, 0.5]  # by rows 1 x 4, by columns 1/8 x 4
     assert_readable(fig)
 
 

@@ -20,7 +20,7 @@ from ..models.sectors import (
     warp_request,
 )
 from ..models.waves import cdiv
-from . import widgets
+from . import plots, widgets
 from .plots import LOG_TICKS
 
 
@@ -54,11 +54,10 @@ def _picture(req: WarpRequest) -> dict:
     )
 
 
-def _title(req: WarpRequest, label: str) -> str:
-    return (
-        f"{label}: {len(req.addresses)} lanes touch {req.n_sectors} sectors of {req.sector_bytes} B<br>"
-        f"<sup>{req.useful_bytes} useful bytes of {req.bytes_moved} moved: efficiency "
-        f"{req.efficiency:.1%}</sup>"
+def _title(req: WarpRequest, label: str) -> dict:
+    return plots.title(
+        f"{label}: {len(req.addresses)} lanes touch {req.n_sectors} sectors of {req.sector_bytes} B",
+        f"{req.useful_bytes} useful bytes of {req.bytes_moved} moved: efficiency {req.efficiency:.1%}",
     )
 
 
@@ -75,7 +74,7 @@ def _apply_picture(fig, req: WarpRequest, label: str) -> None:
     fig.layout.xaxis.dtick = (
         req.sector_bytes if span <= 16 * req.sector_bytes else (LINE_BYTES if span <= 16 * LINE_BYTES else None)
     )
-    fig.layout.title.text = _title(req, label)
+    fig.layout.title = _title(req, label)
 
 
 def request_figure(req: WarpRequest, label: str = "warp request", height: int = 340):
@@ -126,11 +125,10 @@ def request_figure(req: WarpRequest, label: str = "warp request", height: int = 
         barmode="overlay",
         template="plotly_white",
         height=height,
-        margin=dict(t=80, l=70),
+        margin=dict(t=30, l=70),
         xaxis=dict(title="byte address (from a 128-byte-aligned line)", showgrid=True),
         yaxis=dict(tickvals=[0, 1], ticktext=["memory", "lanes"], range=[-0.3, 1.2]),
-        legend=dict(orientation="h", y=-0.3),
-        title=dict(text="", font_size=13),
+        legend=plots.LEGEND_BELOW,
     )
     _apply_picture(fig, req, label)
     return fig
@@ -195,21 +193,38 @@ class SectorExplorer:
 
 #: The factor by which ``stride_figure`` sets gpulab's and torch's measured points apart on its log stride axis.
 DODGE = 1.07
+#: The model's granules (bytes) and how ``stride_figure`` draws each: (dash, colour, width px). Where the lines
+#: coincide (small strides) each is drawn narrower than the one under it, so that all three stay visible.
+GRANULE_LINES = {32: ("solid", "#c7c7c7", 7), 64: ("dash", "#8c8c8c", 4), 128: ("dot", "#333333", 2)}
+
+
+def _coincide_note(strides, models: dict) -> str:
+    """Where the model lines of neighbouring granules lie on one another (``plots.coincide``): "model lines on one
+    another: 32-byte and 64-byte at strides 1 to 8; 64-byte and 128-byte at 1 to 16", or "" where none are.
+    ``models``: granule -> [TB/s per stride]."""
+    sizes = sorted(models)
+    said = []
+    for a, b in zip(sizes, sizes[1:]):
+        for lo, hi in plots.coincide(dict(zip(strides, models[a])), dict(zip(strides, models[b]))):
+            said.append(f"{a}-byte and {b}-byte at {'strides ' if not said else ''}{lo} to {hi}")
+    return "model lines on one another: " + "; ".join(said) if said else ""
 
 
 def stride_figure(strides, copy_tbps: float, data: dict | None = None, where: str = ""):
     """y[k] = x[k * stride] in fp32: the model's effective bandwidth (TB/s, useful bytes / time) against stride
-    for 32-, 64- and 128-byte granules at copy bandwidth ``copy_tbps``, and, when ``data`` (a
-    ``gpulab.bench.lesson06`` record) is given, gpulab's strided copy and torch's measured beside it (drawn
-    ``DODGE`` left and right of their stride, so that equal rates stay two visible markers)."""
+    for 32-, 64- and 128-byte granules at copy bandwidth ``copy_tbps`` (drawn as ``GRANULE_LINES``; the subtitle
+    says where they coincide), and, when ``data`` (a ``gpulab.bench.lesson06`` record) is given, gpulab's strided
+    copy and torch's measured beside it (drawn ``DODGE`` left and right of their stride, so that equal rates stay
+    two visible markers)."""
     strides = list(strides)
     fig = go.Figure()
-    for g, dash in ((32, "solid"), (64, "dash"), (128, "dot")):
+    models = {g: [predicted_tbps(st, 4, copy_tbps, sector_bytes=g) for st in strides] for g in GRANULE_LINES}
+    for g, (dash, color, width) in GRANULE_LINES.items():
         fig.add_scatter(
             x=strides,
-            y=[predicted_tbps(st, 4, copy_tbps, sector_bytes=g) for st in strides],
+            y=models[g],
             mode="lines",
-            line=dict(dash=dash, color="gray"),
+            line=dict(dash=dash, color=color, width=width),
             name=f"model, {g}-byte granule",
         )
     if data:
@@ -239,57 +254,58 @@ def stride_figure(strides, copy_tbps: float, data: dict | None = None, where: st
                 text=f"stride {r['stride']}: out of memory, skipped",
                 showarrow=False,
             )
+    sub = "<br>".join(s for s in (where, _coincide_note(strides, models)) if s)
     fig.update_layout(
-        title=dict(
-            text=f"y[k] = x[k·stride], fp32: effective bandwidth against stride<br><sup>{where}</sup>", font_size=13
-        ),
+        title=plots.title("effective bandwidth of y[k] = x[k·stride], fp32", sub),
         xaxis=dict(type="log", title="stride (elements)", tickvals=strides),
         yaxis=dict(type="log", title="effective TB/s (useful bytes / time)", tickvals=LOG_TICKS),
         template="plotly_white",
         height=500,
-        margin=dict(t=90),
-        legend=dict(orientation="h", y=-0.2),
+        margin=dict(t=30),
+        legend=plots.LEGEND_BELOW,
     )
     return fig
 
 
 def traversal_figure(data: dict, bounds: dict, copy_tbps: float, where: str = ""):
     """16384 x 16384 fp32: measured effective bandwidth (TB/s) of each traversal and fp32 transpose of a
-    ``gpulab.bench.lesson06`` record, with the per-request sector model's bound (``bounds``: method ->
-    (low, high) efficiency, low None where there is none) and perfect reuse (the copy, ``copy_tbps``)."""
+    ``gpulab.bench.lesson06`` record, as bars that read across (one row each, its name and value as the row's
+    label), with the per-request sector model's bound (``bounds``: method -> (low, high) efficiency, low None
+    where there is none) and perfect reuse (the copy, ``copy_tbps``)."""
     bars = [(r["method"], r["tbps"]) for r in data["traversal"]["rows"]] + [
         (f"transpose {r['method']}", r["tbps"]) for r in data["transpose"]["rows"] if r["dtype"] == "fp32"
     ]
-    # the measured value goes into the bar's label, under the axis: a model mark on the bar cannot cover it
+    # the measured value goes into the bar's label, beside the axis: a model mark on the bar cannot cover it
     labels = [f"{name}<br>{tbps:.2f} TB/s" for name, tbps in bars]
-    fig = go.Figure(go.Bar(x=labels, y=[b[1] for b in bars], name="measured"))
+    fig = go.Figure(go.Bar(y=labels, x=[b[1] for b in bars], orientation="h", name="measured"))
     lo_x, lo_y = [], []
     for (name, _), label in zip(bars, labels):
         key = name.replace("transpose ", "")
         if key in bounds and bounds[key][0]:
-            lo_x.append(label)
-            lo_y.append(bounds[key][0] * copy_tbps)
+            lo_y.append(label)
+            lo_x.append(bounds[key][0] * copy_tbps)
     fig.add_scatter(
         x=lo_x,
         y=lo_y,
         mode="markers",
         name="model: per-request sectors",
-        marker=dict(symbol="line-ew", size=40, line=dict(width=3, color="crimson")),
+        marker=dict(symbol="line-ns", size=30, line=dict(width=3, color="crimson")),
     )
     fig.add_scatter(
-        x=labels,
-        y=[copy_tbps] * len(bars),
+        x=[copy_tbps] * len(bars),
+        y=labels,
         mode="lines",
         name="model: perfect reuse (copy)",
         line=dict(dash="dash", color="gray"),
     )
     fig.update_layout(
-        title=dict(text=f"16384 x 16384 fp32: effective bandwidth<br><sup>{where}</sup>", font_size=13),
-        yaxis_title="effective TB/s",
+        title=plots.title("16384 x 16384 fp32: effective bandwidth", where),
+        xaxis_title="effective TB/s",
+        yaxis=dict(autorange="reversed"),  # in the record's order, top to bottom
         template="plotly_white",
-        height=460,
-        margin=dict(t=90),
-        legend=dict(orientation="h", y=-0.25),
+        height=520,
+        margin=dict(t=30),
+        legend=plots.LEGEND_BELOW,
     )
     return fig
 
