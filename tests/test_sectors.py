@@ -295,3 +295,80 @@ def test_exercise_checkers():
     # a column is a lane per sector; rows 36 bytes apart share sectors: 0-31, 36-67, 72-103, 108-139 -> 0..4
     assert ex._tile_sectors_solution(32, 1, 4, 65536) == 32 and ex._tile_sectors_solution(4, 8, 4, 36) == 5
     assert math.isclose(ex._tile_transpose_tbps_solution(4, 64, 4, 3.0), 3.0 * 2 / (1 + 2))  # a 16-byte store row
+
+
+def _run_sectors_by_hand(n_cols, width, itemsize, col, row, granule=32):
+    """The distinct granules a run's bytes fall in, listed byte by byte."""
+    start = (row * n_cols + col) * itemsize
+    return len({b // granule for b in range(start, start + width * itemsize)})
+
+
+def test_a_run_of_whole_sectors_gains_one_on_most_rows_with_one_more_column():
+    """The seed's burst boundaries: rows a whole number of sectors long keep a one-sector run in one sector; one more
+    column, and 15 of every 16 bf16 rows start inside a sector, so the run takes two (the bursts double)."""
+    assert sec.tile_row_sectors(2048, 16, itemsize=2) == [1]
+    assert sec.tile_row_sectors(2049, 16, itemsize=2) == [1] + [2] * 15
+    assert (
+        sec.tile_row_sectors(1024, 8, itemsize=4) == [1] and sec.tile_row_sectors(1025, 8, itemsize=4) == [1] + [2] * 7
+    )
+    assert (
+        sec.tile_row_sectors(2048, 64, itemsize=2) == [4]
+        and sec.tile_row_sectors(2049, 64, itemsize=2) == [4] + [5] * 15
+    )
+    assert sec.tile_row_sectors(2056, 64, itemsize=2) == [4, 5]  # rows 16-byte aligned: every other starts mid-sector
+    assert sec.tile_row_sectors(2049, 16, itemsize=2, col=16) == [1] + [2] * 15
+
+
+def test_tile_row_sectors_against_a_byte_by_byte_count():
+    for _ in range(200):
+        itemsize = random.choice([1, 2, 4, 8])
+        n_cols = random.randrange(1, 3000)
+        width = random.randrange(1, n_cols + 1)
+        col = random.randrange(0, n_cols - width + 1)
+        got = sec.tile_row_sectors(n_cols, width, itemsize, col)
+        assert len(got) == 32 // math.gcd(n_cols * itemsize, 32)
+        assert got == [_run_sectors_by_hand(n_cols, width, itemsize, col, i) for i in range(len(got))], (
+            n_cols,
+            width,
+            itemsize,
+            col,
+        )
+        # the pattern repeats: the row one period later starts at the same place in a sector
+        assert _run_sectors_by_hand(n_cols, width, itemsize, col, len(got)) == got[0]
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        (dict(n_cols=16, width=17), "col \\+ width"),
+        (dict(n_cols=16, width=8, col=9), "col \\+ width"),
+        (dict(n_cols=0, width=1), "n_cols"),
+        (dict(n_cols=16, width=4, itemsize=3), "itemsize"),
+        (dict(n_cols=16, width=4, sector_bytes=48), "power of two"),
+    ],
+)
+def test_tile_row_sectors_refuses_what_is_no_run(kwargs, error):
+    with pytest.raises(ValueError, match=error):
+        sec.tile_row_sectors(**kwargs)
+
+
+def test_sector_offset_pairs_set_half_sector_rows_beside_the_next_whole_sector_rows():
+    # a synthetic sweep: every N from 1000 to 1100 at 100 TFLOP/s, except N = 16k + 8 (bf16 rows half a sector off) at
+    # 90; tiles of 100 x 100, so that 1000 (10 tiles a side) and its partner 1008 (11) differ in waves
+    ns = list(range(1000, 1101))
+    ms = [2 * n**3 / ((90.0 if n % 16 == 8 else 100.0) * 1e9) for n in ns]
+    sweep = dict(ns=ns, tile=[100, 100], torch_ms=ms)
+    pairs = sec.sector_offset_pairs(sweep, "torch")
+    assert [(p["n"], p["partner"]) for p in pairs] == [(n, n + 8) for n in (1016, 1032, 1048, 1064, 1080)]
+    assert all(p["ratio"] == pytest.approx(0.9) for p in pairs)
+    control = sec.sector_offset_pairs(sweep, "torch", row_offset=0)
+    assert [(p["n"], p["partner"]) for p in control] == [(n, n + 16) for n in (1008, 1024, 1040, 1056, 1072)]
+    assert all(p["ratio"] == pytest.approx(1.0) for p in control)
+    sweep["torch_ms"][ns.index(1048)] = None  # a failed point leaves its pairs out
+    assert [p["n"] for p in sec.sector_offset_pairs(sweep, "torch")] == [1016, 1032, 1064, 1080]
+    fp32 = sec.sector_offset_pairs(sweep, "torch", itemsize=4, row_offset=16)  # fp32 rows: N = 8k + 4
+    assert [p["n"] for p in fp32] == [n for n in range(1004, 1097, 8) if n != 1044]
+    with pytest.raises(ValueError, match="row_offset"):
+        sec.sector_offset_pairs(sweep, "torch", itemsize=4, row_offset=2)
+    with pytest.raises(ValueError, match="itemsize"):
+        sec.sector_offset_pairs(sweep, "torch", itemsize=8)

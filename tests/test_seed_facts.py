@@ -31,10 +31,10 @@ def _prose(stem: str) -> str:
 
 
 def _run(source: str, names: dict) -> str:
-    """What a code cell prints, run with ``names`` defined (the earlier cells' names it reads)."""
+    """What a code cell prints, run in ``names`` (the earlier cells' names it reads; the names it defines are added)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(source, "<cell>", "exec"), dict(names))  # noqa: S102  (a lesson's own cell)
+        exec(compile(source, "<cell>", "exec"), names)  # noqa: S102  (a lesson's own cell)
     return out.getvalue()
 
 
@@ -51,3 +51,39 @@ def test_lesson00_teaches_the_move_from_gddr_to_hbm_from_the_table():
     gddr, hbm = hardware.get("RTX 4090"), hardware.get("H200")
     assert f"H200 HBM3e (2023): x{hbm.hbm_gbps / gddr.hbm_gbps:.1f} the fastest GDDR here" in printed
     assert re.search(r"\bGDDR6X\b", printed) and not re.search(r"\d+ GB/s", cells[0]), "numbers typed, not read"
+
+
+def _code_with(stem: str, needle: str) -> str:
+    cells = [_src(c) for c in _cells(stem) if c["cell_type"] == "code" and needle in _src(c)]
+    assert len(cells) == 1, f"{stem}: {len(cells)} code cells with {needle!r}, one expected"
+    return cells[0]
+
+
+def test_lesson07b_counts_the_bursts_a_row_takes_and_sets_the_sweep_beside_the_count():
+    from gpulab import live, sectors
+    from gpulab.bench import lesson07
+    from gpulab.exercises.predict import reveal
+
+    prose = _prose("07b_waves")
+    assert re.search(r"\bbursts?\b", prose) and "sector" in prose, "lesson 07b no longer teaches the burst boundaries"
+    assert "my_run_sectors = None  # your number" in "".join(_src(c) for c in _cells("07b_waves"))
+    rec07 = live.recall(lesson07.KEY)
+    names = {"rec07": rec07, "reveal": reveal, "my_run_sectors": None}
+    counted = _run(_code_with("07b_waves", "sectors.tile_row_sectors(2049, 16"), names)
+    # the seed's doubling, from the model: a one-sector run at N = 2048, two on 15 of 16 rows at N = 2049
+    assert (
+        sectors.tile_row_sectors(2048, 16, itemsize=2) == [1]
+        and sectors.tile_row_sectors(2049, 16, itemsize=2).count(2) == 15
+    )
+    assert re.search(r"^ 2048\s+0\s+1\.00\s+4\.00$", counted, re.M) and re.search(
+        r"^ 2049\s+2\s+1\.94\s+4\.94$", counted, re.M
+    )
+    assert "15 of every 16 rows' runs cross a sector boundary" in counted
+    tested = _run(_code_with("07b_waves", "sector_offset_pairs"), names)
+    for method, name in (("torch", "cuBLAS"), ("gpulab", "gpulab")):
+        for offset in (16, 0):
+            r = [p["ratio"] for p in sectors.sector_offset_pairs(rec07.data["sweep"], method, row_offset=offset)]
+            ratio = sorted(r)[len(r) // 2] if len(r) % 2 else sum(sorted(r)[len(r) // 2 - 1 : len(r) // 2 + 1]) / 2
+            assert f"median rate ratio {ratio:.2f} over {len(r)} pairs" in tested, (name, offset)
+    assert "x1.062 the sectors at 2056 as at 2064" in tested
+    assert not re.search(r"\b0\.\d\d\b", prose), "a ratio typed in the prose, not printed from the data"

@@ -1,5 +1,5 @@
 """Coalescing, counted: where each element lives, and which 32-byte sectors one warp's request touches
-(lesson 06).
+(lesson 06); the sectors each row of a matmul tile takes at the burst boundaries (lesson 07b).
 
 Address model (Stanford CS336 Lecture 5, "Arrange neighboring accesses together"): a row-major matrix with N
 columns and s bytes per element puts A[i, j] at ``base + s(iN + j)``. Lanes that vary j with i fixed read
@@ -29,9 +29,11 @@ What the model leaves out, so that a measurement can depart from it:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..core import validate
+from . import waves
 from .simt import WARP_SIZE
 
 SECTOR_BYTES = 32  # CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory"
@@ -263,6 +265,35 @@ def stream_efficiency(
     return n * itemsize / (stream_sectors(n, itemsize, stride, offset, g) * g)
 
 
+def tile_row_sectors(
+    n_cols: int, width: int, itemsize: int = 4, col: int = 0, sector_bytes: int = SECTOR_BYTES
+) -> list[int]:
+    """Sectors each row of a tile touches: the tile reads ``width`` neighbouring elements from column ``col`` of every
+    row of a row-major matrix with ``n_cols`` columns of ``itemsize`` bytes (the base sector-aligned), so row i's run
+    starts at byte ``itemsize * (i * n_cols + col)``. Returns the count of rows 0 .. p - 1, where
+    ``p = sector_bytes / gcd(n_cols * itemsize, sector_bytes)`` rows bring the starts back to the same place in a
+    sector (p = 1 where a row is a whole number of sectors long); each count is ``stream_sectors`` of the run.
+
+    The seed lecture's burst boundaries (CS336 Lecture 5 notes, "Matmul speed looks wavy"): with rows a whole number
+    of sectors long, a run of ``k`` sectors from a sector boundary takes ``k``; one more column shifts row i's start
+    by ``i * itemsize`` bytes, and a run that starts inside a sector ends inside another, ``k + 1``: a run of one
+    sector takes two. A request count, as L1 and L2 serve the runs; DRAM sees a sector that neighbouring runs share
+    once while L2 holds it (the module docstring).
+
+    n_cols, width: ints >= 1 with ``col + width <= n_cols``; itemsize: one of ``ITEMSIZES``; col: an int >= 0;
+    sector_bytes: a power of two. Raises TypeError/ValueError naming the argument.
+
+    >>> tile_row_sectors(2048, 16, itemsize=2), tile_row_sectors(2049, 16, itemsize=2).count(2)  # 16 rows repeat
+    ([1], 15)
+    """
+    n_cols, width = validate.positive_int("n_cols", n_cols), validate.positive_int("width", width)
+    itemsize, col, g = _check_itemsize(itemsize), validate.integer("col", col), _check_granule(sector_bytes)
+    if col + width > n_cols:
+        raise ValueError(f"col + width must be <= n_cols ({n_cols}): the run stays in its row, got {col} + {width}")
+    period = g // math.gcd(n_cols * itemsize, g)
+    return [stream_sectors(width, itemsize, 1, (i * n_cols + col) * itemsize % g, g) for i in range(period)]
+
+
 def copy_efficiency(read_efficiency: float, write_efficiency: float = 1.0) -> float:
     """Useful bytes over bytes moved for a copy that reads n elements at one efficiency and writes n at
     another: 2 / (1/read + 1/write). Efficiencies in (0, 1]. Raises ValueError naming the argument."""
@@ -320,3 +351,34 @@ def stride_model_rows(data: dict, sector_bytes=(32, 64, 128)) -> list[dict]:
         }
         rows.append({"stride": r["stride"], "model_tbps": m, "ours_over_model": r["ours_tbps"] / m[sector_bytes[0]]})
     return rows
+
+
+def sector_offset_pairs(
+    measured: dict, method: str, itemsize: int = 2, row_offset: int = SECTOR_BYTES // 2
+) -> list[dict]:
+    """The burst test of a measured matmul sweep (lesson07's ``sweep``: ``ns``, ``tile``, ``<method>_ms``): for each N
+    whose rows end ``row_offset`` bytes past a sector boundary (``N * itemsize % SECTOR_BYTES == row_offset``),
+    ``method``'s rate at N over its rate at the next N whose rows are whole sectors, ``N + (SECTOR_BYTES - row_offset)
+    / itemsize`` (``tile_row_sectors`` counts the difference). The default, half a sector: rows 16-byte aligned, so the
+    wide loads stay, and every other row starts inside a sector. ``row_offset=0``, the control: N and the next N of
+    whole-sector rows, where only the size changes. Pairs that the sweep's ``tile`` covers with different numbers of
+    tiles (so their waves differ) or where a point failed are left out. Returns dicts ``n``, ``partner``, ``ratio``,
+    in N's order. itemsize: 2 or 4 bytes; row_offset: a multiple of itemsize in [0, SECTOR_BYTES). Raises ValueError
+    naming the argument."""
+    itemsize = validate.one_of("itemsize", itemsize, (2, 4))
+    row_offset = validate.integer("row_offset", row_offset, low=0, high=SECTOR_BYTES - 1)
+    if row_offset % itemsize:
+        raise ValueError(
+            f"row_offset must be a multiple of itemsize ({itemsize}): a row is whole elements, got {row_offset}"
+        )
+    step = (SECTOR_BYTES - row_offset) // itemsize
+    rates = dict(zip(measured["ns"], waves.sweep_rates(measured, method)))
+    tm, tn = measured["tile"]
+    pairs = []
+    for n, rate in rates.items():
+        partner = n + step
+        if n * itemsize % SECTOR_BYTES != row_offset or rate is None or rates.get(partner) is None:
+            continue
+        if waves.tile_grid(n, n, tm, tn) == waves.tile_grid(partner, partner, tm, tn):
+            pairs.append(dict(n=n, partner=partner, ratio=rate / rates[partner]))
+    return pairs
