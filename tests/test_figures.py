@@ -180,6 +180,13 @@ def test_lesson03_figures_from_the_recording():
     dtypes = {r["dtype"] for r in rec["relu_sweep"]}
     assert len(fig.data) == 2 * len(dtypes) + 1 and list(fig.data[-1].y) == [4000.0, 4000.0]  # 4 TB/s = 4000 GB/s
     assert fig.layout.xaxis.dtick == fig.layout.yaxis.dtick == 1  # one label a decade, not 2 and 5 between them
+    # where dtypes run at one rate (fp16 and bf16) or all meet the copy bandwidth, each stays visible: torch's bands
+    # first, each 2 px or more narrower than the one before, the model's line narrower still; gpulab's marks nested
+    bands = [tr for tr in fig.data if tr.name.startswith("torch")] + [fig.data[-1]]
+    assert list(fig.data[: len(dtypes)]) == bands[:-1] and all(tr.mode == "lines" for tr in bands)
+    assert all(a.line.width - b.line.width >= 2 for a, b in zip(bands, bands[1:]))
+    marks = sorted((tr.marker for tr in fig.data if tr.name.startswith("gpulab")), key=lambda m: -m.size)
+    assert all("open" in a.symbol and a.size - b.size >= 3 for a, b in zip(marks, marks[1:]))
     errors = dict(fp32=1e-7, tf32=1e-4, bf16=1e-3, fp16=1e-4, fp8=2e-2, how="made up")
     rates = dict(fp32=50.0, tf32=300.0, bf16=600.0, fp16=600.0, fp8=None)
     fig = figures.lesson03.rate_vs_error_figure(errors, rates, "made up")

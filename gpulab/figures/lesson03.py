@@ -20,13 +20,17 @@ def _format_label(r: dict) -> str:
 
 
 def error_vs_bits_figure(
-    rows: list[dict], title: str = "Quantization error against storage bits", height: int = 420, kind: str = "mean"
+    rows: list[dict],
+    title: str = "Quantization error against storage bits",
+    height: int = 420,
+    kind: str = "mean",
+    sub: str = "",
 ):
     """Plotly figure (``plotly.graph_objects.Figure``) of ``error_vs_bits`` rows as a dot plot: one row per
     format, sorted by bits per value (scales included) and labelled with them; x = relative error (log axis,
     powers of ten); one trace per data set, each drawn a little above or below the row's centre so that
     equal errors do not hide each other. kind: names the error on the x-axis ("mean" or "norm", as passed
-    to error_vs_bits). Traces hold plain lists."""
+    to error_vs_bits); sub: a note under the title in small type. Traces hold plain lists."""
     formats_ = sorted(
         dict.fromkeys(r["format"] for r in rows),
         key=lambda f: min(float(r["bits_per_value"]) for r in rows if r["format"] == f),
@@ -49,11 +53,11 @@ def error_vs_bits_figure(
     errs = [float(r["rel_error"]) for r in rows if r["rel_error"] > 0]
     lo, hi = (math.log10(min(errs)), math.log10(max(errs))) if errs else (-4, 0)
     fig.update_layout(
-        title=dict(text=title, font_size=12),
+        title=plots.title(title, sub),
         height=height,
         template="plotly_white",
-        legend=dict(orientation="h", y=-0.22, x=0),
-        margin=dict(l=10, r=20),
+        legend=plots.LEGEND_BELOW,
+        margin=dict(l=10, r=20, t=30, b=30),
         yaxis=dict(
             tickvals=list(range(len(formats_))),
             ticktext=[_format_label(first[f]) for f in formats_],
@@ -99,7 +103,7 @@ class FormatsExplorer:
             description="NVFP4 block (values per E4M3 scale)",
         )
         self.rows = self._rows()
-        fig = error_vs_bits_figure(self.rows, title=self._title(), height=440)
+        fig = error_vs_bits_figure(self.rows, height=440, **self._title())
         self.live = widgets.LiveFigure(fig)
         for s in (self.mx, self.nv):
             s.observe(lambda _: self.refresh(), names="value")
@@ -108,48 +112,75 @@ class FormatsExplorer:
     def _rows(self) -> list[dict]:
         return formats.error_vs_bits(self.datasets, mx_block=self.mx.value, nv_block=self.nv.value)
 
-    def _title(self) -> str:
+    def _title(self) -> dict:
+        """The figure's title and note: each block size with its bits per value, a line each."""
         bits = {r["format"]: r["bits_per_value"] for r in self.rows if r["data"] == "gaussian"}
-        return (
-            f"MXFP8 block {self.mx.value}: {bits['mxfp8']:.4g} bits/value; NVFP4 block {self.nv.value}: "
-            f"{bits['nvfp4']:.4g} bits/value<br><sup>(NVFP4 tensor scale amortised over {self.datasets['gaussian'].numel()} values)</sup>"
+        return dict(
+            title=f"MXFP8 block {self.mx.value}: {bits['mxfp8']:.4g} bits/value<br>"
+            f"NVFP4 block {self.nv.value}: {bits['nvfp4']:.4g} bits/value",
+            sub=f"NVFP4's tensor scale amortised over {self.datasets['gaussian'].numel()} values",
         )
 
     def refresh(self) -> None:
         """Recompute the rows for the current block sizes and redraw the figure."""
         self.rows = self._rows()
-        new = error_vs_bits_figure(self.rows, title=self._title(), height=440)
+        new = error_vs_bits_figure(self.rows, height=440, **self._title())
 
         def change(fig):
             for old, tr in zip(fig.data, new.data):
                 old.x, old.y, old.customdata = list(tr.x), list(tr.y), list(tr.customdata)
-            fig.layout.title = self._title()
+            fig.layout.title = new.layout.title
             fig.layout.yaxis.ticktext = list(new.layout.yaxis.ticktext)
             fig.layout.xaxis.range = list(new.layout.xaxis.range)
 
         self.live.update(change)
 
 
+#: The ReLU sweep's marks, per dtype: gpulab's markers nested (an open ring around a smaller ring around a dot)
+#: and torch's bands narrower in drawing order, so that where two dtypes run at one rate (fp16 and bf16 move the
+#: same bytes) or every line meets the copy bandwidth at large n, each stays visible.
+RELU_MARKS = {
+    "fp32": (dict(symbol="circle-open", size=14), 11),
+    "fp16": (dict(symbol="circle-open", size=9), 8),
+    "bf16": (dict(symbol="circle", size=5), 5),
+}
+
+
 def relu_sweep_figure(rows: list[dict], copy_tbps: float, where: str = ""):
     """ReLU bandwidth (GB/s, 2n * itemsize bytes / time) against n, gpulab's kernel and torch.relu per dtype, with
     the copy bandwidth (``copy_tbps``, TB/s) as the model line. ``rows``: ``gpulab.bench.lesson03.relu_rates``
-    rows over several n (the suite's ``relu_sweep``)."""
+    rows over several n (the suite's ``relu_sweep``).
+
+    gpulab's kernel is a thin line with markers (``RELU_MARKS``, nested), torch's a wide pale band under it (each
+    dtype's band narrower than the one before, the model's dashed line narrower still, on top), so a gpulab point
+    on its band reads as torch's rate; the subtitle says so."""
     fig = go.Figure()
-    for d in dict.fromkeys(r["dtype"] for r in rows):
+    dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
+    rate = {}  # (kernel, dtype) -> {n: GB/s}
+    for d in dtypes:
         rs = [r for r in rows if r["dtype"] == d]
+        rate["gpulab", d] = {r["n"]: r["gpulab_gbps"] for r in rs}
+        rate["torch", d] = {r["n"]: r["torch_gbps"] for r in rs}
+    for d in dtypes:  # the bands first: under every gpulab line
+        width = RELU_MARKS.get(d, (None, 5))[1]
+        n = sorted(rate["torch", d])
         fig.add_scatter(
-            x=[r["n"] for r in rs],
-            y=[r["gpulab_gbps"] for r in rs],
-            mode="lines+markers",
-            name=f"gpulab {d}",
-            line=dict(color=plots.DTYPE_COLORS[d]),
-        )
-        fig.add_scatter(
-            x=[r["n"] for r in rs],
-            y=[r["torch_gbps"] for r in rs],
+            x=n,
+            y=[rate["torch", d][k] for k in n],
             mode="lines",
             name=f"torch {d}",
-            line=dict(color=plots.DTYPE_COLORS[d], dash="dot"),
+            line=dict(color=plots.DTYPE_COLORS[d], width=width),
+            opacity=0.35,
+        )
+    for d in dtypes:
+        n = sorted(rate["gpulab", d])
+        fig.add_scatter(
+            x=n,
+            y=[rate["gpulab", d][k] for k in n],
+            mode="lines+markers",
+            name=f"gpulab {d}",
+            line=dict(color=plots.DTYPE_COLORS[d], width=1.5),
+            marker=dict(color=plots.DTYPE_COLORS[d], **RELU_MARKS.get(d, (dict(symbol="x", size=8), 0))[0]),
         )
     xs = [r["n"] for r in rows]
     fig.add_scatter(
@@ -157,14 +188,15 @@ def relu_sweep_figure(rows: list[dict], copy_tbps: float, where: str = ""):
         y=[copy_tbps * 1e3] * 2,
         mode="lines",
         name="model: copy bandwidth",
-        line=dict(color="gray", dash="dash"),
+        line=dict(color="gray", dash="dash", width=2),
     )
+    key = "gpulab: a line with marks; torch: the pale band under it"
     fig.update_layout(
-        title=dict(text=f"ReLU bandwidth against n<br><sup>{where}</sup>", font_size=12),
-        height=440,
+        title=plots.title("ReLU bandwidth against n", f"{where}<br>{key}" if where else key),
+        height=520,
         template="plotly_white",
-        margin=dict(t=70),
-        legend=dict(orientation="h", y=-0.2, x=0),
+        margin=dict(t=30, b=30),
+        legend=plots.LEGEND_BELOW,
         xaxis=dict(type="log", exponentformat="power", dtick=1, title="n (elements)"),
         yaxis=dict(type="log", exponentformat="power", dtick=1, title="GB/s (2n·itemsize bytes / time)"),
     )
@@ -188,10 +220,8 @@ def rate_vs_error_figure(errors: dict, rates: dict, rate_where: str = "", n_rate
             marker=dict(size=14, color=plots.DTYPE_COLORS[d]),
         )
     fig.update_layout(
-        title=dict(
-            text=f"matmul rate against error<br><sup>rates: {rate_where}<br>errors: {errors['how']}</sup>", font_size=13
-        ),
-        margin=dict(t=110),
+        title=plots.title("matmul rate against error", f"rates: {rate_where}<br>errors: {errors['how']}"),
+        margin=dict(t=30),
         height=420,
         template="plotly_white",
         showlegend=False,
@@ -224,13 +254,13 @@ def accumulation_figure(acc: dict, where: str = ""):
             line=dict(color=plots.DTYPE_COLORS[key]),
         )
     fig.update_layout(
-        title=dict(
-            text=f"accumulation error against K ({acc['m']}×{acc['m']} output, {acc['inputs']} inputs, {where})",
-            font_size=12,
+        title=plots.title(
+            "accumulation error against K", f"{acc['m']}×{acc['m']} output, {acc['inputs']} inputs, {where}"
         ),
         height=400,
         template="plotly_white",
-        legend=dict(orientation="h", y=-0.2, x=0),
+        margin=dict(t=30, b=30),
+        legend=plots.LEGEND_BELOW,
         xaxis=dict(type="log", dtick=1, title="K (products summed)"),
         yaxis=dict(type="log", exponentformat="power", title="relative error vs float64"),
     )
