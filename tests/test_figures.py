@@ -467,6 +467,18 @@ def test_lesson07_build_figure_with_and_without_a_recording():
     fig = figures.lesson07.build_figure(made_up, RECORDED["profile"], "made up")
     assert "no recording" not in fig.layout.title.text and list(fig.data[-1].y) == [2, 200, 220, 400, 700, 720]
     assert_readable(fig)
+    # the roofline above the bars (side by side, each was too narrow in a notebook column); each step's mark named
+    # under its bar in its colour, not in the legend; the measured roof under the others and 2 px wider
+    fig = figures.lesson07.build_figure(made_up, RECORDED["profile"], "made up", l2_tbps=8.0)
+    assert fig.layout.yaxis.domain[0] > fig.layout.yaxis2.domain[1]
+    marks = [tr for tr in fig.data if tr.type == "scatter" and tr.mode == "markers"]
+    glyphs = figures.lesson07.GLYPHS
+    assert [tr.name for tr in marks] == list(fig.layout.xaxis2.tickvals) and not any(tr.showlegend for tr in marks)
+    for tr, text in zip(marks, fig.layout.xaxis2.ticktext):
+        assert text == f"<span style='color:{tr.marker.color}'>{glyphs[tr.marker.symbol]}</span> {tr.name}"
+    roofs = [tr for tr in fig.data if tr.type == "scatter" and tr.mode == "lines"]
+    assert roofs[0].name.startswith("measured") and len(roofs) == 3
+    assert all(roofs[0].line.width - r.line.width >= 2 for r in roofs[1:])
     rec = RECORDED["lesson07"]
     assert_readable(figures.lesson07.build_figure(rec if "build" in rec else None, RECORDED["profile"], "recorded"))
 
@@ -479,7 +491,7 @@ def test_lesson07_wave_explorer_follows_its_slider():
     assert waves.plan.waves == 2 and list(waves.live.fig.data[3].y) == [108, 12]
     assert list(waves.live.fig.data[4].y) == [0, 96]
     waves.sms.value = 1  # 120 waves: the full ones share one bar, the last has its own
-    assert list(waves.live.fig.data[3].x) == ["1-119 (each)", "120"] and list(waves.live.fig.data[3].y) == [1, 1]
+    assert list(waves.live.fig.data[3].x) == ["1-119<br>(each)", "120"] and list(waves.live.fig.data[3].y) == [1, 1]
 
 
 @pytest.mark.parametrize("end", ["min", "max"])

@@ -39,15 +39,6 @@ KNOWN: dict[str, dict[tuple[str, str], str]] = {
         ("05 memory_steps_figure", "overlap"): _OPEN,
         ("05 time_figure", "and g-xtitle 'n (elements)' overlap"): _OPEN,
     },
-    "07": {
-        ("07 WaveExplorer", "g-ytitle 'SMs' lies on the plot area"): _OPEN,
-        ("07 WaveExplorer at sms=1", "overlap"): _OPEN,
-        ("07 build_figure", "overlap"): _OPEN,
-        ("07 build_figure", "lies on the plot area"): _OPEN,
-        ("07 build_figure", "lie on one another"): _OPEN,
-        ("07 build_figure", "squeezed"): _OPEN,
-        ("07 sweep_figure", "and g-xtitle 'N' overlap"): _OPEN,
-    },
     "09": {
         ("09 ModelSizeExplorer", "leaves the figure"): _OPEN,
         ("09 ModelSizeExplorer", "overlap"): _OPEN,

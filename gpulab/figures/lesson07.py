@@ -19,7 +19,7 @@ from ..kernels.matmul_steps import BUILD_DTYPE
 from ..models import waves
 from ..models.tiling import fits, footprint_bytes, input_loads, shared_memory_bytes, tile_intensity
 from ..models.waves import SEED_SMS, SEED_TILE, WavePlan, sweep, wave_plan
-from . import widgets
+from . import plots, widgets
 from .plots import roof_xy
 
 
@@ -78,12 +78,8 @@ class TileExplorer:
         fig.update_xaxes(**ticks, row=1, col=2)
         fig.update_yaxes(type="log", dtick=1, title_text="KiB", row=1, col=1)
         fig.update_yaxes(type="log", dtick=1, title_text="FLOP/byte", row=1, col=2)
-        fig.update_layout(
-            template="plotly_white",
-            height=440,
-            margin=dict(t=100, b=110, l=60, r=20),
-            legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
-        )
+        plots.panel_titles(fig)
+        fig.update_layout(template="plotly_white", height=460, margin=dict(t=30, l=60, r=20), legend=plots.LEGEND_BELOW)
         self._apply(fig)
         self.live = widgets.LiveFigure(fig)
         for w in (self.T, self.stages, self.dtype, self.gpu):
@@ -100,12 +96,10 @@ class TileExplorer:
         fig.data[3].x, fig.data[3].y = [T], [fp / 1024]
         fig.data[4].x, fig.data[4].y = [T], [tile_intensity(T, d)]
         verdict = "fits" if fits(fp, gpu) else "does NOT fit"
-        fig.update_layout(
-            title=dict(
-                text=f"T = {T}, {d}, {st} stage(s): input tiles {fp / 1024:.3g} KiB,<br>{verdict} "
-                f"in {smem_kib:.0f} KiB of shared memory on {gpu}",
-                font_size=13,
-            )
+        fig.layout.title = plots.title(
+            f"T = {T}, {d}, {st} stage(s): input tiles {fp / 1024:.3g} KiB, {verdict} in {smem_kib:.0f} KiB "
+            f"of shared memory on {gpu}",
+            gap=34,  # above the panels' titles
         )
         n = self.n
         self.readout.value = (
@@ -160,17 +154,14 @@ class WaveExplorer:
         )
         fig.add_bar(x=[1], y=[0], name="busy SMs", marker_color="#1f77b4", row=1, col=2)
         fig.add_bar(x=[1], y=[0], name="idle SMs", marker_color="#dddddd", row=1, col=2)
+        plots.panel_titles(fig)
         fig.update_layout(
-            barmode="stack",
-            template="plotly_white",
-            height=460,
-            margin=dict(t=100, b=120),
-            legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0),
+            barmode="stack", template="plotly_white", height=480, margin=dict(t=30), legend=plots.LEGEND_BELOW
         )
         fig.update_xaxes(title_text="N (output is N x N)", row=1, col=1)
         fig.update_yaxes(title_text="efficiency", row=1, col=1)
+        # the panel's title names its bars' unit (SMs): an axis title there lay on the left panel in a narrow column
         fig.update_xaxes(title_text="wave", type="category", row=1, col=2)
-        fig.update_yaxes(title_text="SMs", row=1, col=2)
         self._apply(fig)  # the first state goes into the figure before it becomes a widget
         self.live = widgets.LiveFigure(fig)
         for w in (self.n, self.tile_m, self.tile_n, self.sms):
@@ -198,16 +189,14 @@ class WaveExplorer:
         if p.waves <= self.MAX_BARS:  # one bar per wave
             waves = [str(w) for w in range(1, p.waves + 1)]
         else:  # too many to draw one by one: every full wave looks alike, so one bar stands for them all
-            waves, busy = [f"1-{p.waves - 1} (each)", str(p.waves)], [busy[0], busy[-1]]
+            waves, busy = [f"1-{p.waves - 1}<br>(each)", str(p.waves)], [busy[0], busy[-1]]
         fig.data[3].x, fig.data[3].y = waves, busy
         fig.data[4].x, fig.data[4].y = waves, [p.slots - b for b in busy]
-        fig.update_layout(
-            title=dict(
-                text=f"{self.title}<br><sup>N = {p.M}, {tile[0]} x {tile[1]} tiles: "
-                f"{p.tiles_m} x {p.tiles_n} = {p.tiles} tiles on {sms} SMs, {p.waves} "
-                f"wave(s), last {p.last_wave_tiles} busy</sup>",
-                font_size=13,
-            )
+        fig.layout.title = plots.title(
+            self.title,
+            f"N = {p.M}, {tile[0]} x {tile[1]} tiles: {p.tiles_m} x {p.tiles_n} = {p.tiles} tiles on {sms} SMs, "
+            f"{p.waves} wave(s), last {p.last_wave_tiles} busy",
+            gap=34,  # above the panels' titles
         )
         self.readout.value = (
             f"wave efficiency {p.wave_efficiency:.1%}, tile efficiency {p.tile_efficiency:.1%}, "
@@ -271,11 +260,11 @@ def tiles_figure(data: dict, where: str = ""):
     n = data["tiles"][0]["n"]
     pad = 0.08  # decades of room beyond the first and last tile side
     fig.update_layout(
-        title=dict(text=f"tiled matmul against tile size T, {n}³<br><sup>{where}</sup>", font_size=13),
+        title=plots.title(f"tiled matmul against tile size T, {n}³", where),
         template="plotly_white",
-        height=460,
-        margin=dict(t=90, b=120),
-        legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0),
+        height=500,
+        margin=dict(t=30),
+        legend=plots.LEGEND_BELOW,
         xaxis=dict(
             type="log",
             title="T (tile side)",
@@ -289,6 +278,10 @@ def tiles_figure(data: dict, where: str = ""):
 
 
 DODGE = 0.12  # decades between the points of one intensity on the build's roofline
+#: The build's marker symbols as characters: a step's bar is named with the mark it has on the roofline.
+GLYPHS = {"circle": "●", "square": "■", "diamond": "◆", "triangle-up": "▲", "star": "★", "x": "✖"}
+#: px: the build's roofs, the measured (drawn first, under) wider than the L2 and datasheet roofs over it
+ROOF_WIDTHS = (4, 2, 2)
 
 
 def _side_by_side(xs: list[float]) -> list[float]:
@@ -310,7 +303,10 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
     from HBM). Without a build record the steps sit at their model bounds and the title says
     "no recording yet"; with one, the measured steps are drawn and the roofs give their bounds. Steps of one
     model intensity (tiled, grouped and pipelined; the fast path and torch) are drawn side by side, ``DODGE``
-    decades apart, so that equal rates do not hide each other; hovering shows the exact intensity."""
+    decades apart, so that equal rates do not hide each other; hovering shows the exact intensity. The roofline
+    and the bars are drawn one above the other (side by side, each was too narrow in a notebook column), and the
+    measured roof is drawn under the others and wider (``ROOF_WIDTHS``): where the L2 roof takes its peak, or the
+    datasheet's slope lies on its own, both show."""
     spec = hardware.get("H200")
     roofs = [("datasheet H200 fp16", spec.peak_tflops["fp16"], spec.hbm_tbps, "dash")]
     rows = (data or {}).get("build")
@@ -338,19 +334,26 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
     intensity.update({r["step"]: r["intensity"] for r in rows or () if "intensity" in r})  # the record's own
     lo, hi = min(intensity.values()) / 3, max(intensity.values()) * 3
     fig = make_subplots(
-        rows=1,
-        cols=2,
-        column_widths=[0.58, 0.42],
-        horizontal_spacing=0.1,
+        rows=2,
+        cols=1,
+        row_heights=[0.6, 0.4],
+        vertical_spacing=0.16,
         subplot_titles=(
             "on the roofline (equal intensities side by side)",
             "TFLOP/s per step" if rows else "model bound per step",
         ),
     )
-    for (label, peak, bw, dash), color in zip(roofs, ("#444444", "#666666", "#999999")):
+    widths = ROOF_WIDTHS if profile else ROOF_WIDTHS[1:]  # without a profile the datasheet's roof is alone
+    for (label, peak, bw, dash), color, width in zip(roofs, ("#444444", "#666666", "#999999"), widths):
         x, y = roof_xy(peak, bw, log_range=(math.log10(lo), math.log10(hi)))
         fig.add_scatter(
-            x=x.tolist(), y=y.tolist(), mode="lines", name=label, line=dict(color=color, dash=dash), row=1, col=1
+            x=x.tolist(),
+            y=y.tolist(),
+            mode="lines",
+            name=label,
+            line=dict(color=color, dash=dash, width=width),
+            row=1,
+            col=1,
         )
     peak, hbm = roofs[0][1], roofs[0][2]
     bw_of = {st: (l2_tbps or hbm) if st in matmul_steps.STEPS else hbm for st in steps}  # requested bytes: from L2
@@ -380,6 +383,7 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
                 hovertemplate=hover,
                 mode="markers",
                 name=r["step"],
+                showlegend=False,  # named under its bar, by its mark in its colour
                 marker=dict(size=12, color=colors[r["step"]], symbol=symbols[r["step"]]),
                 row=1,
                 col=1,
@@ -392,8 +396,15 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
             text=[f"{r['tflops']:.3g}" for r in rows],
             textposition="outside",
             cliponaxis=False,
-            row=1,
-            col=2,
+            row=2,
+            col=1,
+        )
+        names = [r["step"] for r in rows]
+        fig.update_xaxes(
+            tickvals=names,
+            ticktext=[f"<span style='color:{colors[st]}'>{GLYPHS[symbols[st]]}</span> {st}" for st in names],
+            row=2,
+            col=1,
         )
         title = f"the build, {rows[0]['dtype']} {n}³"
     else:
@@ -405,20 +416,21 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
             text=[f"{b:.3g}" for b in bounds],
             textposition="outside",
             cliponaxis=False,
-            row=1,
-            col=2,
+            row=2,
+            col=1,
         )
         title = f"the build, fp16 {n}³: no recording yet (the model's bounds alone)"
     fig.update_xaxes(type="log", dtick=1, title_text="model intensity (FLOP per requested input byte)", row=1, col=1)
     fig.update_yaxes(type="log", dtick=1, title_text="TFLOP/s", row=1, col=1)
-    fig.update_yaxes(type="log", dtick=1, title_text="TFLOP/s", row=1, col=2)
-    fig.update_xaxes(tickangle=0, tickfont_size=10, row=1, col=2)
+    fig.update_yaxes(type="log", dtick=1, title_text="TFLOP/s", row=2, col=1)
+    fig.update_xaxes(tickangle=0, row=2, col=1)
+    plots.panel_titles(fig)
     fig.update_layout(
-        title=dict(text=f"{title}<br><sup>{where}</sup>", font_size=13),
+        title=plots.title(title, where, gap=34),  # above the first panel's title
         template="plotly_white",
-        height=520,
-        margin=dict(t=100, b=150),
-        legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0, font=dict(size=10)),
+        height=800,
+        margin=dict(t=30),
+        legend={**plots.LEGEND_BELOW, "font": dict(size=11)},
     )
     return fig
 
@@ -459,17 +471,15 @@ def sweep_figure(s: dict, where: str = "", live: dict | None = None, live_where:
         name=f"wave model x best gpulab rate ({s['tile'][0]}x{s['tile'][1]} tiles, {s['sms']} SMs)",
     )
     fig.update_layout(
-        title=dict(
-            text=f"{s.get('dtype', 'bf16')} matmul N x N x N, every N from {s['ns'][0]} to {s['ns'][-1]}, "
-            f"{waves.sweep_timing(s)}<br><sup>{where}"
-            + (f"<br>diamonds: N = {', '.join(map(str, live['ns']))}, {live_where}" if live else "")
-            + "</sup>",
-            font_size=13,
+        title=plots.title(
+            f"{s.get('dtype', 'bf16')} matmul N x N x N, every N from {s['ns'][0]} to {s['ns'][-1]}, "
+            f"{waves.sweep_timing(s)}",
+            where + (f"<br>diamonds: N = {', '.join(map(str, live['ns']))}, {live_where}" if live else ""),
         ),
         template="plotly_white",
         height=560,
-        margin=dict(t=110 if live else 90, b=140),
-        legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0),
+        margin=dict(t=30),
+        legend=plots.LEGEND_BELOW,
         xaxis_title="N",
         yaxis_title="TFLOP/s",
     )
@@ -482,7 +492,8 @@ def wave_model_figure(ns, tile, gpu: str = "H200"):
     ns = list(ns)
     fig = go.Figure(go.Scatter(x=ns, y=sweep(ns, tile, gpu=gpu), mode="lines", name="model efficiency"))
     fig.update_layout(
-        title=f"wave model only (no recorded data yet): {tile[0]}x{tile[1]} tiles on an {gpu}",
+        title=plots.title(f"wave model only (no recorded data yet): {tile[0]}x{tile[1]} tiles on an {gpu}"),
+        margin=dict(t=30),
         xaxis_title="N",
         yaxis_title="efficiency",
         template="plotly_white",
