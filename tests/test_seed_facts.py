@@ -87,3 +87,28 @@ def test_lesson07b_counts_the_bursts_a_row_takes_and_sets_the_sweep_beside_the_c
             assert f"median rate ratio {ratio:.2f} over {len(r)} pairs" in tested, (name, offset)
     assert "x1.062 the sectors at 2056 as at 2064" in tested
     assert not re.search(r"\b0\.\d\d\b", prose), "a ratio typed in the prose, not printed from the data"
+
+
+def test_lesson09_prices_a_compute_optimal_run_at_the_ladders_mfu():
+    from gpulab import live
+    from gpulab.bench import lesson09
+    from gpulab.capstone import explain
+    from gpulab.capstone.gpt import GPT2_SMALL
+    from gpulab.models import scaling
+
+    prose = _prose("09_builder_test")
+    assert re.search(r"scaling laws?", prose, re.I) and "Kaplan" in prose and "Hoffmann" in prose, (
+        "lesson 09 no longer says why compute matters: scaling laws"
+    )
+    shown = live.recall(lesson09.KEY)
+    gaps = {g["rung"]: g for g in explain.gaps(shown.data)}
+    names = {"shown": shown, "gaps": gaps, "explain": explain, "GPT2_SMALL": GPT2_SMALL}
+    printed = _run(_code_with("09_builder_test", "scaling.compute_optimal_tokens"), names)
+    run = 20 * 124_439_808 * explain.model_flops_per_token(GPT2_SMALL)  # by hand: 20 tokens a parameter
+    assert f"= {run:.2e} FLOPs" in printed
+    low, high = min(gaps.values(), key=lambda g: g["mfu"]), max(gaps.values(), key=lambda g: g["mfu"])
+    for g in (low, high):
+        hours = run / (g["mfu"] * hardware.get("H200").peak("bf16") * 1e12) / 3600
+        assert f"at the MFU of '{g['rung']}' ({g['mfu']:.1%}): {hours:.1f} hours on one H200" in printed
+    assert "x100 the FLOPs" in printed and scaling.TOKENS_PER_PARAM == 20
+    assert not re.search(r"\d+(\.\d+)? hours", prose), "hours typed in the prose, not printed from the data"
