@@ -35,10 +35,6 @@ SITE, SITE_LESSONS = 366, ("00", "00b", "08", "10")  # px: the site's figure on 
 _OPEN = "issue 41 item 1, still open in this lesson's figures"
 #: Per lesson: (figure name prefix, words of the problem) -> why it is let pass.
 KNOWN: dict[str, dict[tuple[str, str], str]] = {
-    "05": {
-        ("05 memory_steps_figure", "overlap"): _OPEN,
-        ("05 time_figure", "and g-xtitle 'n (elements)' overlap"): _OPEN,
-    },
     "09": {
         ("09 ModelSizeExplorer", "leaves the figure"): _OPEN,
         ("09 ModelSizeExplorer", "overlap"): _OPEN,

@@ -30,9 +30,12 @@ def test_memory_steps_figure_draws_every_step_at_its_size():
     fig = figures.lesson05.memory_steps_figure(n=2**28, itemsize=4)  # 2^28 x 4 B = 1 GiB a tensor
     assert_readable(fig)
     check_figure(fig, "memory steps")
-    bars = {(tr.xaxis, tr.name): list(tr.y) for tr in fig.data}
-    assert bars[("x", "backward")] == [4.0, 4.0, 3.0, 1.0]  # eager: g2, g1, dx, done
-    assert max(bars[("x3", "forward")] + bars[("x3", "backward")]) == 1.0  # fused
+    bars = {(tr.yaxis, tr.name): list(tr.x) for tr in fig.data}  # across: a step's name on one line beside it
+    assert all(tr.orientation == "h" for tr in fig.data)
+    assert bars[("y", "backward")] == [4.0, 4.0, 3.0, 1.0]  # eager: g2, g1, dx, done
+    assert max(bars[("y3", "forward")] + bars[("y3", "backward")]) == 1.0  # fused
+    assert list(fig.layout.yaxis2.categoryarray) == [what for _, what, _ in MEMORY_STEPS["checkpoint"]]
+    assert fig.layout.yaxis2.autorange == "reversed"  # the first step at the top
     assert "peak 4" in fig.layout.annotations[0].text and "peak 1" in fig.layout.annotations[2].text
 
 

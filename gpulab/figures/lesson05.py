@@ -51,28 +51,28 @@ MEMORY_STEPS = {
 PHASE_COLORS = {"forward": "#1f77b4", "backward": "#ff7f0e"}
 
 
-def _tick(step: str) -> str:
-    """A step's label on two lines (what is computed, from what), so that eleven fit side by side."""
-    return step.replace(" = ", " =<br>", 1).replace(", ", ",<br>", 1)
-
-
 def memory_steps_figure(n: int = 2**28, itemsize: int = 4):
-    """Live memory above x (GiB) after each step of forward + backward, one panel per way (``MEMORY_STEPS``),
-    bars labelled with the tensors alive; the panel titles give the model's held and peak tensor counts
-    (``recompute.memory_model``, "loss" setting) for n elements of ``itemsize`` bytes."""
+    """Live memory above x (GiB) after each step of forward + backward, one panel per way (``MEMORY_STEPS``), one
+    bar a step read down the panel, labelled with the tensors alive; the panel titles give the model's held and
+    peak tensor counts (``recompute.memory_model``, "loss" setting) for n elements of ``itemsize`` bytes. The
+    bars lie across, so that each step's name is one line beside its bar at any width (eleven names under
+    eleven upright bars ran into each other in a 570 px column)."""
     gib = n * itemsize / 2**30
     titles = []
     for way in WAYS:
         m = memory_model(way, n, itemsize, "loss")
         titles.append(f"{way}: held between passes {m['held_tensors']}, peak {m['peak_tensors']} (tensors of n)")
-    fig = make_subplots(rows=3, cols=1, subplot_titles=titles, vertical_spacing=0.16)
+    counts = [len(MEMORY_STEPS[w]) for w in WAYS]
+    fig = make_subplots(rows=3, cols=1, subplot_titles=titles, vertical_spacing=0.09, row_heights=counts)
+    peak = max(len(live) for w in WAYS for *_, live in MEMORY_STEPS[w]) * gib
     for row, way in enumerate(WAYS, start=1):
         steps = MEMORY_STEPS[way]
         for phase, color in PHASE_COLORS.items():
             idx = [i for i, s in enumerate(steps) if s[0] == phase]
             fig.add_bar(
-                x=[_tick(steps[i][1]) for i in idx],
-                y=[len(steps[i][2]) * gib for i in idx],
+                y=[steps[i][1] for i in idx],
+                x=[len(steps[i][2]) * gib for i in idx],
+                orientation="h",
                 text=[" ".join(steps[i][2]) or "nothing" for i in idx],
                 textposition="outside",
                 cliponaxis=False,
@@ -83,31 +83,36 @@ def memory_steps_figure(n: int = 2**28, itemsize: int = 4):
                 row=row,
                 col=1,
             )
-        fig.update_xaxes(
+        fig.update_yaxes(
             type="category",
             categoryorder="array",
-            categoryarray=[_tick(s[1]) for s in steps],
-            tickangle=0,
+            categoryarray=[s[1] for s in steps],
+            autorange="reversed",  # the first step at the top: time runs down
             tickfont_size=11,
+            ticklabelstandoff=4,
             row=row,
             col=1,
         )
-        fig.update_yaxes(title_text="GiB", matches="y", row=row, col=1)  # one scale: the ways compare by height
+    # one scale for the three panels (the ways compare by length), with room for the longest label past 4 GiB
+    fig.update_xaxes(range=[0, peak * 1.45], row=1, col=1)
+    for row in (2, 3):
+        fig.update_xaxes(matches="x", row=row, col=1)
+    fig.update_xaxes(title_text="GiB alive above x", row=3, col=1)
     fig.update_layout(
-        title=dict(
-            text=f"live memory above x, step by step: loss = y.sum(), n = {n:,} elements of "
-            f"{itemsize} B<br><sup>model by hand (gpulab.models.recompute); each tensor "
-            f"{gib:.3g} GiB</sup>",
-            font_size=13,
+        title=plots.title(
+            "live memory above x, step by step",
+            f"loss = y.sum(), n = {n:,} elements of {itemsize} B, each tensor {gib:.3g} GiB<br>"
+            "model by hand (gpulab.models.recompute)",
+            gap=34,  # above the first panel's title
         ),
-        height=760,
+        height=820,
         template="plotly_white",
-        margin=dict(t=100, b=40),
-        bargap=0.35,
+        margin=dict(t=30, b=30, r=20),
+        bargap=0.3,
         uniformtext=dict(minsize=11, mode="show"),
-        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
+        legend=plots.LEGEND_BELOW,
     )
-    fig.update_annotations(font_size=12)
+    plots.panel_titles(fig, 12)
     return fig
 
 
@@ -148,14 +153,13 @@ class SizeExplorer:
             )
             fig.update_yaxes(title_text="ms", row=1, col=2)
         fig.update_layout(
-            height=420,
+            height=440,
             template="plotly_white",
             barmode="group",
-            title_font_size=13,
-            margin=dict(t=110),
-            legend=dict(orientation="h", y=-0.15),
+            margin=dict(t=30, b=30),
+            legend=plots.LEGEND_BELOW,
         )
-        fig.update_annotations(font_size=12)
+        plots.panel_titles(fig, 12)
         self._change()(fig)  # the first state goes into the figure before it becomes a widget
         self.live = widgets.LiveFigure(fig)
         self.k.observe(lambda _: self.live.update(self._change()), names="value")
@@ -187,8 +191,8 @@ class SizeExplorer:
                 fig.data[1].y, fig.data[2].y = measured, times
                 fig.data[2].text = [f"{t * 1e3:.0f} µs" if t < 1 else f"{t:.2f} ms" for t in times]
                 fig.layout.yaxis2.range = [0, max(times) * 1.2]
-            fig.layout.title.text = (
-                f"n = 2**{self.k.value} = {n:,} elements of {self.itemsize} bytes<br><sup>{note}</sup>"
+            fig.layout.title = plots.title(
+                f"n = 2**{self.k.value} = {n:,} elements of {self.itemsize} bytes", note, gap=34
             )
 
         return change
@@ -212,16 +216,20 @@ def time_figure(data: dict, copy_tbps: float, where: str = ""):
             x=[r["n"] for r in rs],
             y=[r["bytes_moved"] / (copy_tbps * 1e12) * 1e3 for r in rs],
             mode="lines",
-            name=f"{way}, model: bytes / copy bandwidth",
+            name=f"{way}, model",
             line=dict(color=color, dash="dot"),
         )
     fig.update_layout(
-        title=dict(text=f"forward + backward time, fp32<br><sup>{where}</sup>", font_size=13),
-        height=470,
+        title=plots.title(
+            "forward + backward time, fp32",
+            f"{where}<br>dotted: the model, bytes counted by hand / the copy bandwidth ({copy_tbps:.3g} TB/s)",
+        ),
+        height=500,
         template="plotly_white",
-        margin=dict(t=90),
-        legend=dict(orientation="h", y=-0.2),
-        xaxis=dict(type="log", title="n (elements)"),
-        yaxis=dict(type="log", title="ms"),
+        margin=dict(t=30, b=30),
+        legend=plots.LEGEND_BELOW,
+        # a label a decade: plotly's own put bare minor digits (2, 5) between them
+        xaxis=dict(type="log", title="n (elements)", dtick=1, exponentformat="power"),
+        yaxis=dict(type="log", title="ms", dtick=1),
     )
     return fig
