@@ -280,7 +280,8 @@ def test_figures_build_at_both_ends_of_the_explorer(seed):
     fig = fig09.op_roofline(recorder.record_step(Trainer(TINY, seed=seed)), "H200")
     assert {t.name for t in fig.data} >= {"matmuls", "attention", "layer norm", "optimizer"}
     assert all(len(t.x) > 0 for t in fig.data)
-    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0  # under the plot, not beside it
+    legend = fig.layout.legend  # in rows under the plot, pinned to the figure's bottom (not beside it)
+    assert legend.orientation == "h" and (legend.yref, legend.y, legend.yanchor) == ("container", 0, "bottom")
     assert (
         fig.layout.legend.itemsizing == "constant"
         and min(s for t in fig.data if t.name in recorder.GROUPS for s in t.marker.size) >= 7
@@ -293,7 +294,7 @@ def test_figures_build_at_both_ends_of_the_explorer(seed):
     assert fig.layout.yaxis.range[0] == pytest.approx(math.log10(min(rates)) - 0.5)  # half a decade under the kernels
     ex = fig09.ModelSizeExplorer("H200", n_layer=1, d_model=256, seq_len=128)
     small = ex.split["ms"]
-    assert ex.split["kinds"]["overhead"] > 0 and sum(sum(t.y) for t in ex.live.fig.data) > 0
+    assert ex.split["kinds"]["overhead"] > 0 and sum(sum(t.x) for t in ex.live.fig.data) > 0  # bars read across
     ex.layers.value, ex.d_model.value, ex.seq.value = 48, 1600, 4096
     assert ex.split["ms"] > 100 * small and "48 layers" in ex.live.fig.layout.title.text
     assert ex.live.fig.layout.legend.orientation == "h"
@@ -302,6 +303,8 @@ def test_figures_build_at_both_ends_of_the_explorer(seed):
     assert ("no recording" in title) == (fig09.recorded().data is None), title
     for f in (bd, fig09.ladder_figure(GPTConfig(n_layer=1), "H200")):  # the source in a subtitle: no clipped title
         assert f.layout.legend.orientation == "h" and "<br><sup>" in f.layout.title.text
+    for f in (bd, fig09.ladder_figure(GPTConfig(n_layer=1), "H200"), ex.live.fig):  # names read across, none turns
+        assert {tr.orientation for tr in f.data} == {"h"} and f.layout.yaxis.autorange == "reversed"
 
 
 @pytest.mark.parametrize("name, want", [("T4", torch.float16), ("L4", torch.bfloat16), ("H200", torch.bfloat16)])

@@ -35,12 +35,6 @@ SITE, SITE_LESSONS = 366, ("00", "00b", "08", "10")  # px: the site's figure on 
 _OPEN = "issue 41 item 1, still open in this lesson's figures"
 #: Per lesson: (figure name prefix, words of the problem) -> why it is let pass.
 KNOWN: dict[str, dict[tuple[str, str], str]] = {
-    "09": {
-        ("09 ModelSizeExplorer", "leaves the figure"): _OPEN,
-        ("09 ModelSizeExplorer", "overlap"): _OPEN,
-        ("09 breakdown", "overlap"): _OPEN,
-        ("09 ladder_figure", "overlap"): _OPEN,
-    },
     "races": {
         ("race", "g-xtitle 'median time (ms); dashed: model"): _OPEN + " (exercises/race.py: the model in the x title)",
         ("race 07b race_figure", "overlap"): _OPEN + " (exercises/race.py)",

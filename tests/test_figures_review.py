@@ -72,5 +72,5 @@ def test_lesson09_unprofiled_rung_and_ladder_bars():
     title = fig09.breakdown(GPTConfig(n_layer=1), "H200", rung=unprofiled).layout.title.text
     assert "no recording" not in title and "not profiled by group" in title, title
     fig = fig09.ladder_figure(GPTConfig(n_layer=1), "H200")
-    lowest = min(v for tr in fig.data for v in tr.y)
-    assert fig.layout.yaxis.range[0] <= math.log10(lowest) - 0.5 + 1e-9  # the shortest bar rises half a decade
+    lowest = min(v for tr in fig.data for v in tr.x)  # the bars read across
+    assert fig.layout.xaxis.range[0] <= math.log10(lowest) - 0.5 + 1e-9  # the shortest bar rises half a decade

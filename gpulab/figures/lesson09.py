@@ -17,12 +17,14 @@ from ..capstone.gpt import GPT2_SMALL, GPTConfig
 from ..core import hardware, reference
 from ..measure import live
 from . import plots, widgets
+from .lesson01 import shared_roofs
 
 GROUP_COLORS = dict(zip(recorder.GROUPS, plots.COLORS))
 KIND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "overhead": "#7f7f7f"}
 NO_RECORDING = "no recording of lesson 09 exists yet: predictions only"
-#: A legend in rows under the plot (it takes no width from it in a 1000 px window).
-LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0, font=dict(size=11))
+#: A legend in rows under the plot, pinned to the figure's bottom (``plots.LEGEND_BELOW``: clear of the x title
+#: at any width and on a first draw at 700 px widened); it takes no width from the plot.
+LEGEND_BELOW = {**plots.LEGEND_BELOW, "font": dict(size=11)}
 
 
 def recorded(gpu: str = reference.DEFAULT_GPU) -> live.Shown:
@@ -50,16 +52,16 @@ def op_roofline(
     without matmul FLOPs are drawn at one FLOP per element read or written, whichever are more (a floor on
     their elementwise work: a sum adds every element it reads, an in-place update touches every element it
     writes back) and marked as such on hover; their bound is their bytes either way. Both axes span every
-    kernel drawn. ``spec``: a GPU name or a ``GPUSpec`` (``explain.ceilings()``: the measured ceilings);
+    kernel drawn; the subtitle says where two roofs lie on one another (``lesson01.shared_roofs``: fp32's and
+    bf16's share their slope). ``spec``: a GPU name or a ``GPUSpec`` (``explain.ceilings()``: the measured ceilings);
     ``overhead_us``: the launch cost that classes a kernel overhead-bound."""
     spec = _spec(spec)
     ps = placement.place(records, spec, overhead_us=overhead_us)
     kernels = [r for r in records if r.is_kernel and r.bytes > 0]
     total = placement.step_ms(ps, overhead_us=overhead_us)
-    fig = plots.roofline_figure(
-        plots.ceilings_from_spec(spec),
-        title=title or f"{len(ps)} kernels of one training step on the {spec.name} roofline (predicted)",
-    )
+    ceilings = plots.ceilings_from_spec(spec)
+    title = title or f"{len(ps)} kernels of one training step on the {spec.name} roofline (predicted)"
+    fig = plots.roofline_figure(ceilings, title=title)
     for g in recorder.GROUPS:
         pts = [(r, p) for r, p in zip(kernels, ps) if p.group == g]
         if not pts:
@@ -90,7 +92,10 @@ def op_roofline(
     fig.update_xaxes(dtick=1, exponentformat="power")
     # legend symbols one size (the smallest kernels' would be dots); 7 px markers with a white rim stay apart
     fig.update_layout(
-        legend=dict(LEGEND_BELOW, itemsizing="constant"), height=560, margin=dict(b=150), title_font_size=14
+        legend=dict(LEGEND_BELOW, itemsizing="constant"),
+        height=560,
+        margin=dict(t=30),
+        title=plots.title(title, "; ".join(shared_roofs(ceilings)), size=14),  # and where two roofs coincide
     )
     return fig
 
@@ -100,7 +105,8 @@ def breakdown(
 ) -> go.Figure:
     """Where the step's time goes, by group: predicted ms on ``spec`` (split into compute-, memory- and
     overhead-bound), beside the measured profiler times per group where lesson 09 is recorded (the
-    baseline rung and the last eager one); otherwise the title says no recording exists yet."""
+    baseline rung and the last eager one); otherwise the title says no recording exists yet. The bars read
+    across, one row a group (its name beside it, first at the top)."""
     spec = _spec(spec)
     r = ladder.RUNGS[rung]
     p = ladder.predict(cfg, r.options, spec, overhead_us=overhead_us)
@@ -109,8 +115,9 @@ def breakdown(
     for k in placement.KINDS:
         fig.add_bar(
             name=f"predicted, {k}-bound",
-            x=groups,
-            y=[p["groups"][g][f"{k}_ms"] for g in groups],
+            y=groups,
+            x=[p["groups"][g][f"{k}_ms"] for g in groups],
+            orientation="h",
             marker_color=KIND_COLORS[k],
             offsetgroup="predicted",
         )
@@ -127,22 +134,21 @@ def breakdown(
     if measured:
         fig.add_bar(
             name="measured (torch.profiler)",
-            x=groups,
-            y=[measured.get(g, 0.0) for g in groups],
+            y=groups,
+            x=[measured.get(g, 0.0) for g in groups],
+            orientation="h",
             marker_color="black",
             offsetgroup="measured",
         )
     fig.update_layout(
         barmode="stack",
         template="plotly_white",
-        height=460,
-        yaxis_title="ms per step",
-        legend=LEGEND_BELOW,
-        margin=dict(t=70, b=110),
-        title=dict(
-            font_size=14,
-            text=f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}<br><sup>" + source + "</sup>",
-        ),
+        height=480,
+        xaxis_title="ms per step",
+        yaxis=dict(autorange="reversed"),
+        legend={**LEGEND_BELOW, "traceorder": "normal"},  # in the bars' order (a stack lists its top first)
+        margin=dict(t=30),
+        title=plots.title(f"{r.name}: predicted {p['ms']:.1f} ms on {spec.name}", source, size=14),
     )
     return fig
 
@@ -152,42 +158,43 @@ def ladder_figure(
 ) -> go.Figure:
     """The ladder: each rung's predicted step time on ``spec`` (with ``overhead_us`` a kernel) beside its
     measured time and, where the record has it, its GPU-busy time (lesson 09 recorded; else the title says no
-    recording exists yet), with the lesson each rung comes from."""
+    recording exists yet), with the lesson each rung comes from. The bars read across on a log axis, one row a
+    rung (its name and lesson beside it), the ladder's first rung at the top."""
     spec = _spec(spec)
     rows = ladder.predict_ladder(spec, cfg, overhead_us=overhead_us)
     names = [f"{r['rung']}<br>(lesson {r['lesson']})" for r in rows]
     fig = go.Figure()
-    fig.add_bar(name=f"predicted ({spec.name})", x=names, y=[r["predicted_ms"] for r in rows], marker_color="#1f77b4")
+    bar = dict(y=names, orientation="h")
+    fig.add_bar(name=f"predicted ({spec.name})", x=[r["predicted_ms"] for r in rows], marker_color="#1f77b4", **bar)
     rec = recorded()
     data = rec.data
     values = [r["predicted_ms"] for r in rows]
     if data:
-        fig.add_bar(name="measured", x=names, y=[r["ms"] for r in data["ladder"]], marker_color="#d62728")
+        fig.add_bar(name="measured", x=[r["ms"] for r in data["ladder"]], marker_color="#d62728", **bar)
         values += [r["ms"] for r in data["ladder"]]
         busy = [r.get("gpu_busy_ms") for r in data["ladder"]]
         if any(b is not None for b in busy):
-            fig.add_bar(name="GPU busy (torch.profiler)", x=names, y=busy, marker_color="#7f7f7f")
+            fig.add_bar(name="GPU busy (torch.profiler)", x=busy, marker_color="#7f7f7f", **bar)
             values += [b for b in busy if b]
-    # bars on a log axis rise from its bottom: half a decade under the shortest keeps every bar in sight
-    y_range = [math.log10(min(values)) - 0.5, math.log10(max(values)) + 0.15]
+    # bars on a log axis rise from its start: half a decade under the shortest keeps every bar in sight
+    x_range = [math.log10(min(values)) - 0.5, math.log10(max(values)) + 0.15]
     fig.update_layout(
         barmode="group",
         template="plotly_white",
-        height=500,
-        legend=dict(LEGEND_BELOW, y=-0.42),
-        margin=dict(t=70, b=190),
-        yaxis=dict(title="ms per step", type="log", tickvals=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], range=y_range),
-        title=dict(
-            font_size=14,
-            text="The ladder of habits, GPT-2 small<br><sup>" + rec.where + "</sup>",
-        ),
+        height=600,
+        legend=LEGEND_BELOW,
+        margin=dict(t=30),
+        xaxis=dict(title="ms per step", type="log", tickvals=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], range=x_range),
+        yaxis=dict(autorange="reversed"),  # the ladder's first rung at the top
+        title=plots.title("The ladder of habits, GPT-2 small", rec.where, size=14),
     )
     return fig
 
 
 class ModelSizeExplorer:
     """Layers, d_model and sequence length (sliders and a dropdown) and a rung (dropdown); the figure shows the
-    predicted step time on ``spec`` split into compute-, memory- and overhead-bound time, per group.
+    predicted step time on ``spec`` split into compute-, memory- and overhead-bound time, per group (bars that
+    read across, one row a group).
     ``.widget`` to display; ``.split`` is the current ``ladder.predict_split`` result."""
 
     D_MODELS = (256, 512, 768, 1024, 1280, 1600)
@@ -206,16 +213,20 @@ class ModelSizeExplorer:
         fig = go.Figure()
         for k in placement.KINDS:
             fig.add_bar(
-                name=f"{k}-bound", x=list(recorder.GROUPS), y=[0.0] * len(recorder.GROUPS), marker_color=KIND_COLORS[k]
+                name=f"{k}-bound",
+                y=list(recorder.GROUPS),
+                x=[0.0] * len(recorder.GROUPS),
+                orientation="h",
+                marker_color=KIND_COLORS[k],
             )
         fig.update_layout(
             barmode="stack",
             template="plotly_white",
             height=440,
-            yaxis_title="ms per step (predicted)",
-            legend=LEGEND_BELOW,
-            margin=dict(b=100),
-            title_font_size=14,
+            xaxis_title="ms per step (predicted)",
+            yaxis=dict(autorange="reversed"),  # the groups in the breakdown's order, top to bottom
+            legend={**LEGEND_BELOW, "traceorder": "normal"},
+            margin=dict(t=30),
         )
         self._change()(fig)
         self.live = widgets.LiveFigure(fig)
@@ -241,11 +252,13 @@ class ModelSizeExplorer:
 
         def change(fig):
             for i, k in enumerate(placement.KINDS):
-                fig.data[i].y = [by.get(g, {}).get(k, 0.0) for g in recorder.GROUPS]
-            fig.layout.title = (
-                f"{cfg.n_layer} layers, d_model {cfg.d_model}, {cfg.batch}x{cfg.seq_len} tokens: "
-                f"{s['ms']:.3g} ms; compute {shares['compute']:.0%}, memory {shares['memory']:.0%}, "
-                f"overhead {shares['overhead']:.0%}"
+                fig.data[i].x = [by.get(g, {}).get(k, 0.0) for g in recorder.GROUPS]
+            fig.layout.title = plots.title(
+                f"{cfg.n_layer} layer{'s' * (cfg.n_layer != 1)}, d_model {cfg.d_model}, "
+                f"{cfg.batch}x{cfg.seq_len} tokens: {s['ms']:.3g} ms",
+                f"predicted on {self.spec.name}: compute-bound {shares['compute']:.0%}, memory-bound "
+                f"{shares['memory']:.0%}, overhead-bound {shares['overhead']:.0%}",
+                size=14,
             )
 
         self.readout.value = (
