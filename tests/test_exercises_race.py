@@ -3,6 +3,8 @@ and shows gpulab's recorded point; its GPU path runs on the CPU under the labell
 the record refused by --record, the clock refused in a Jupyter kernel); a kernel that fails its checker, raises
 or computes wrongly on the large inputs is never reported as a fair time."""
 
+import re
+
 import pytest
 
 import gpulab
@@ -59,7 +61,7 @@ def test_without_a_gpu_it_says_timing_needs_one_and_shows_the_recorded_point(les
     assert r.model_ms == pytest.approx(model_ms) and r.n in (2**24, 2**28)
     assert "needs a GPU" in str(r) and len(str(r).splitlines()) <= 8
     bars = r.figure.data[0]
-    assert list(bars.x) == [None, g_ms, t_ms] and r.where in r.figure.layout.title.text
+    assert list(bars.x) == [None, g_ms, t_ms] and r.where in _said(r.figure.layout.title.text)
     assert r.figure.layout.xaxis.range[1] >= max(v for v in (g_ms, t_ms, model_ms) if v)
 
 
@@ -99,6 +101,28 @@ def test_the_fake_clock_cannot_reach_a_notebook_so_a_notebook_never_races_fake(m
     assert not r.live and not timing.is_fake_record(r.asdict())
 
 
+def _said(html: str) -> str:
+    """A figure text as read: plotly's line breaks and small type (``plots.title`` wraps long lines) as spaces."""
+    return " ".join(re.sub(r"<br>|</?sup>", " ", html).split())
+
+
+def test_race_figure_names_each_time_in_its_row_and_the_model_in_the_subtitle():
+    """Every contender's row names its median time (a bar carries no number for the model's line to cross), the
+    model's line is what the subtitle says, and the x axis' title is the time alone (the model's words there were
+    cut at 570 px). gpulab's kernel goes by a reader's name, not its solution module's."""
+    for key in ("00b", "09"):
+        r = race._recorded_race(key, race.LESSONS[key])
+        fig = race.race_figure(r)
+        bars = fig.data[0]
+        assert bars.text is None and fig.layout.xaxis.title.text == "median time (ms)"
+        for e, label in zip(r.entries, bars.y):
+            assert label.endswith(f"<br>{e.ms:.4g} ms" if e.ms is not None else f"<br>{e.note}"), label
+        said = _said(fig.layout.title.text)
+        assert f"dashed: the model, {r.model}: {r.model_ms:.4g} ms" in said and r.where in said
+        assert "_solutions" not in " ".join(bars.y) + said
+    assert race.LESSONS["09"].what[0] == "gpulab's bias_gelu, one fused kernel"
+
+
 def test_a_kernel_that_fails_its_checker_times_nothing_and_shows_the_recording():
     def scale_add(x, a, b, out):
         raise NotImplementedError
@@ -111,7 +135,7 @@ def test_a_kernel_that_fails_its_checker_times_nothing_and_shows_the_recording()
     assert (r.op, r.n) == (recorded.op, recorded.n) and "recorded on" in r.where
     assert "does not pass ex01.check_scale_add" in r.message and "not attempted" in r.message
     assert "nothing is timed until it does" in r.message and "needs a GPU" not in r.message
-    assert r.entries[0].note == "not timed" and r.figure.data[0].text[0] == "not timed"
+    assert r.entries[0].note == "not timed" and r.figure.data[0].y[0].endswith("<br>not timed")  # its row says why
 
 
 def test_a_kernel_wrong_or_raising_only_on_the_race_inputs_is_flagged():

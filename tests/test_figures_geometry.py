@@ -34,14 +34,7 @@ SITE, SITE_LESSONS = 366, ("00", "00b", "08", "10")  # px: the site's figure on 
 
 _OPEN = "issue 41 item 1, still open in this lesson's figures"
 #: Per lesson: (figure name prefix, words of the problem) -> why it is let pass.
-KNOWN: dict[str, dict[tuple[str, str], str]] = {
-    "races": {
-        ("race", "g-xtitle 'median time (ms); dashed: model"): _OPEN + " (exercises/race.py: the model in the x title)",
-        ("race 07b race_figure", "overlap"): _OPEN + " (exercises/race.py)",
-        ("race 07b race_figure", "cut by the plot area's edge"): _OPEN + " (exercises/race.py)",
-        ("race 07b race_figure", "ytick"): _OPEN + " (exercises/race.py)",
-    },
-}
+KNOWN: dict[str, dict[tuple[str, str], str]] = {}
 _SITE_OPEN = "the site on a phone, still open: "
 #: The issue's lessons at the site's 366 px: what is let pass there.
 KNOWN_SITE: dict[tuple[str, str], str] = {

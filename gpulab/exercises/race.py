@@ -31,6 +31,8 @@ import torch
 import gpulab
 
 from ..core import timing
+from ..figures import plots
+from ..kernels import bias_gelu as bg
 from ..kernels import divergence as dv
 from ..kernels import matmul as mm
 from ..kernels import relu as relu_mod
@@ -597,32 +599,39 @@ def _live_race(key: str, spec: _Lesson, mine, n: int) -> Race:
     return Race(key, spec.op, n, entries, model_ms, spec.model, timing.where(), True, msg, timing.is_fake())
 
 
+#: Characters a line of a contender's label (its name, then its time) before it wraps: a third of a 570 px column.
+LABEL_CHARS = 34
+
+
+def _label(e: Entry) -> str:
+    """A contender's row label: ``who: what`` (``what`` alone where it starts with ``who``: "gpulab's matmul")
+    wrapped at ``LABEL_CHARS``, then its median time, or why it has none."""
+    name = e.what if e.what.startswith(e.who) else f"{e.who}: {e.what}"
+    said = f"{e.ms:.4g} ms" if e.ms is not None else (e.note or "not timed")
+    return plots.wrap(name, LABEL_CHARS) + "<br>" + said
+
+
 def race_figure(r: Race) -> go.Figure:
-    """The race as horizontal bars, one per contender (its median ms; a missing time says why in its label), and
-    the model's time as a dashed line; the title carries ``r.where``."""
-    labels = [f"{e.who}: {e.what}" + (f" ({e.note})" if e.ms is None and e.note else "") for e in r.entries]
+    """The race as bars that read across, one per contender, each named in its row's label with its median time
+    (a missing time says why there: no number on a bar, where the model's line would cross it); the model's time
+    as a dashed line marked "model", what the model is in the subtitle under ``r.where``."""
+    labels = [_label(e) for e in r.entries]
     xs = [e.ms for e in r.entries]
-    fig = go.Figure(
-        go.Bar(
-            x=xs,
-            y=labels,
-            orientation="h",
-            marker_color=["#d62728", "#1f77b4", "#7f7f7f"][: len(xs)],
-            text=[f"{v:.4g} ms" if v is not None else "not timed" for v in xs],
-            textposition="auto",
-        )
-    )
+    fig = go.Figure(go.Bar(x=xs, y=labels, orientation="h", marker_color=["#d62728", "#1f77b4", "#7f7f7f"][: len(xs)]))
     top = max([v for v in xs if v is not None] + [r.model_ms or 0]) or 1.0
+    sub = r.where
     if r.model_ms is not None:
         fig.add_vline(
             x=r.model_ms, line_dash="dash", line_color="black", annotation_text="model", annotation_position="top"
         )
+        sub += f"<br>dashed: the model, {r.model}: {r.model_ms:.4g} ms"
+    lines = max(label.count("<br>") + 1 for label in labels)
     fig.update_layout(
-        title=dict(text=f"Lesson {r.lesson}: {r.op}, n = {r.n:,}<br><sup>{r.where}</sup>", font_size=12),
-        height=300,
+        title=plots.title(f"Lesson {r.lesson}: {r.op}, n = {r.n:,}", sub, gap=24),  # clear of the model's mark
+        height=190 + len(labels) * (16 * lines + 16),  # px: the title and axis, then a row of the longest label
         template="plotly_white",
-        margin=dict(l=20, t=80),
-        xaxis=dict(title=f"median time (ms); dashed: model, {r.model}", range=[0, 1.15 * top]),
+        margin=dict(l=20, t=30, r=30),
+        xaxis=dict(title="median time (ms)", range=[0, 1.15 * top]),
         yaxis=dict(autorange="reversed"),
     )
     return fig
@@ -799,8 +808,6 @@ def _bench09(n, dev):
     written, 8 bytes an element (the bias, 4 bytes a column, is left out) over the copy bandwidth."""
     import torch.nn.functional as F
 
-    from . import ex09_solutions
-
     cols = min(_MLP_WIDTH, n)
     rows = max(1, n // cols)
     gen = torch.Generator(dev).manual_seed(0)
@@ -809,7 +816,7 @@ def _bench09(n, dev):
     out = torch.empty_like(x)
     return _Bench(
         call=lambda mine: (mine(x, bias, out), out)[1],
-        gpulab=lambda: ex09_solutions.bias_gelu(x, bias, out),
+        gpulab=lambda: bg.bias_gelu(x, bias, out),
         torch=lambda: F.gelu(x + bias, approximate="tanh"),
         model_ms=_copy_model(8, rows * cols, x, torch.empty_like(x)),
         tol=1e-4,
@@ -838,7 +845,7 @@ LESSONS["09"] = _Lesson(
     _check09,
     8192 * _MLP_WIDTH,
     "tanh-GELU(x + bias), fp32, the MLP's (8192, 3072)",
-    ("gpulab's bias_gelu (ex09_solutions)", "torch eager: gelu(x + bias), two kernels"),
+    ("gpulab's bias_gelu, one fused kernel", "torch eager: gelu(x + bias), two kernels"),
     COPY_MODEL,
     _bench09,
     _recorded09,
