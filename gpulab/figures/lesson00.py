@@ -67,12 +67,12 @@ def hierarchy_figure(spec: hardware.GPUSpec, data: dict | None = None) -> go.Fig
     labels = []
     for lv in levels:
         if lv.scope == "per SM":
-            where = f"{_bytes(lv.capacity)} per SM x {spec.sms} SMs = {_bytes(lv.device_bytes)}"
+            where = f"{_bytes(lv.capacity)} per SM<br>x {spec.sms} SMs = {_bytes(lv.device_bytes)}"
         else:
             where = f"{_bytes(lv.device_bytes)} " + ("on the chip" if lv.name == "L2" else "off the chip")
         bw = [f"{lv.tbps:.3g} TB/s datasheet"] if lv.tbps else []
         bw += [f"{measured[lv.name]:.3g} TB/s measured"] if measured.get(lv.name) else []
-        labels.append(where + "<br>" + (", ".join(bw) or "bandwidth: not recorded"))
+        labels.append(where + "<br>" + (", ".join(bw) or "TB/s: not recorded"))
     sizes = [lv.device_bytes for lv in levels]
     fig = go.Figure()
     fig.add_bar(
@@ -87,7 +87,8 @@ def hierarchy_figure(spec: hardware.GPUSpec, data: dict | None = None) -> go.Fig
         hovertemplate="%{y}: %{text}<extra></extra>",
         showlegend=False,
     )
-    # bars start at the left edge: leave them room for their two lines of text
+    # bars start at the left edge: leave them room for their lines of text (18 characters at most: on a phone
+    # the shortest bar is about 105 px long, and plotly shrinks a longer line's text to fit it)
     lo = 10 ** (math.log10(min(sizes)) - 2.5)
     fig.update_xaxes(
         type="log",
@@ -97,7 +98,7 @@ def hierarchy_figure(spec: hardware.GPUSpec, data: dict | None = None) -> go.Fig
     )
     fig.update_yaxes(autorange="reversed", title=None)  # nearest the compute units on top
     return _layout(
-        fig, f"{spec.name}: the memory hierarchy, small and fast at the top, large and slow at the bottom", height=360
+        fig, f"{spec.name}: the memory hierarchy, small and fast at the top, large and slow at the bottom", height=400
     )
 
 
