@@ -39,7 +39,7 @@ _SITE_OPEN = "the site on a phone, still open: "
 #: The issue's lessons at the site's 366 px: what is let pass there.
 KNOWN_SITE: dict[tuple[str, str], str] = {
     ("08 NaiveVsFlashExplorer", "bartext"): _SITE_OPEN + "the values of two bars 28 px wide run together",
-    ("08 NaiveVsFlashExplorer at k=16", "xtick 'naive(out of memory)' and ytick '0'"): _SITE_OPEN + "a long name",
+    ("08 NaiveVsFlashExplorer at k=16", "xtick 'naive (out of memory)' and ytick '0'"): _SITE_OPEN + "a long name",
     ("08 roofline_figure", "textpoint"): _SITE_OPEN + "two lengths' labels beside close points",
 }
 

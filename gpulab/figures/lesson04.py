@@ -149,7 +149,7 @@ _METHOD_STYLE = {
     "eager": dict(marker=dict(symbol="diamond", size=7), line_width=1.5),
     "fused": dict(marker=dict(symbol="circle", size=7)),
     "fused shared": dict(marker=dict(symbol="square-open", size=10, line_width=2), line_width=4),
-    "fused fast": dict(marker=dict(symbol="diamond", size=7), line_width=1.5),
+    "fused fast": dict(marker=dict(symbol="diamond-open", size=13, line_width=2), line_width=1.5),
     "compile": dict(marker=dict(symbol="x", size=8)),
 }
 #: Two measured times "coincide" where they differ by less than this fraction: 3% is 0.013 decade, about one pixel
@@ -159,6 +159,9 @@ COINCIDE = 0.03
 #: of the fused view's steep lines in a 570 px column (the fused kernel and torch.compile from n = 2^20 to 2^26
 #: on the H200), where neither mark shows beside the other.
 NEAR = 0.10
+#: A coincidence note's line, in characters (about 150 px at 11 px): on a phone (a 366 px figure, a plot about
+#: 200 px wide) the note runs from 50 px left of its point into the right margin, and a longer line left the figure.
+NOTE_CHARS = 30
 
 
 def coincide(a: list[dict], b: list[dict], tol: float = COINCIDE) -> list[tuple[int, int]]:
@@ -192,12 +195,16 @@ def _coincide_notes(rows: dict, methods, last_n: int) -> list[dict]:
                     dict(
                         x=math.log10(lo),  # a log axis places annotations in decades
                         y=math.log10(ms_lo),
-                        text=f"{_METHOD_LABELS.get(a, a)} and {_METHOD_LABELS.get(b, b)}<br>"
-                        f"coincide from n = 2^{lo.bit_length() - 1} {span} (within {tol:.0%})",
+                        text=plots.wrap(
+                            f"{_METHOD_LABELS.get(a, a)} and {_METHOD_LABELS.get(b, b)} coincide "
+                            f"from n = 2^{lo.bit_length() - 1} {span} (within {tol:.0%})",
+                            NOTE_CHARS,
+                        ),
                         showarrow=True,
                         arrowhead=2,
-                        ax=-90,
+                        ax=-50,
                         ay=-60,
+                        xanchor="left",  # the note runs right from its arrow's tail
                         font_size=11,
                         align="left",
                         bgcolor="rgba(255,255,255,0.8)",
@@ -223,14 +230,16 @@ def time_figure(data: dict, where: str = ""):
     }
     notes = [_coincide_notes(rows, methods, ns[-1]) for _, methods in TIME_VIEWS]
     fig = go.Figure()
+    # two models of the same bytes meet once the bytes outweigh the launches: the first drawn is wider, under the
+    # other, so both show there
     models = (
         (
-            ("model: 5 Triton launches + 44n B", False, launch["triton_us"]),
-            ("model: 5 torch launches + 44n B", False, launch["torch_us"]),
-            ("model: 1 Triton launch + 8n B", True, launch["triton_us"]),
-            ("model: 1 launch at Triton's CPU cost + 8n B", True, launch["triton_cpu_us"]),
+            ("model: 5 Triton launches + 44n B", False, launch["triton_us"], 4.0),
+            ("model: 5 torch launches + 44n B", False, launch["torch_us"], 1.5),
+            ("model: 1 Triton launch + 8n B", True, launch["triton_us"], 4.0),
+            ("model: 1 launch at Triton's CPU cost + 8n B", True, launch["triton_cpu_us"], 1.5),
         ),
-        (("copy bound: 8n B at copy bandwidth", True, 0.0),),
+        (("copy bound: 8n B at copy bandwidth", True, 0.0, 1.5),),
     )
     for v, (_, methods) in enumerate(TIME_VIEWS):
         for method in methods:
@@ -245,13 +254,13 @@ def time_figure(data: dict, where: str = ""):
                     visible=v == 0,
                     **_METHOD_STYLE.get(method, {}),
                 )
-        for label, fused, us in models[v]:
+        for label, fused, us, width in models[v]:
             fig.add_scatter(
                 x=ns,
                 y=[model_ms(m, "fp32", fused, us, bw) for m in ns],
                 mode="lines",
                 meta=v,
-                line=dict(dash="dash", width=1.5),
+                line=dict(dash="dash", width=width),
                 name=label,
                 visible=v == 0,
             )
@@ -265,7 +274,13 @@ def time_figure(data: dict, where: str = ""):
     ]
     fig.update_layout(
         title=dict(text=f"sin² + cos², fp32: time against n<br><sup>{where}</sup>", font_size=13),
-        xaxis=dict(type="log", exponentformat="power", dtick=1, title="n (elements)"),
+        xaxis=dict(  # the sizes' range, fixed: plotly's autorange widens it to hold a note's box, on a phone by decades
+            type="log",
+            exponentformat="power",
+            dtick=1,
+            title="n (elements)",
+            range=[math.log10(ns[0]) - 0.2, math.log10(ns[-1]) + 0.2],
+        ),
         yaxis=dict(type="log", exponentformat="power", dtick=1, title="time (ms)"),
         updatemenus=[
             dict(

@@ -63,7 +63,8 @@ _MEASURE = r"""
                  'textpoint', 'updatemenu-item-text'];
   const texts = [];
   for (const t of gd.querySelectorAll('svg text')) {
-    const s = (t.textContent || '').trim();
+    const rows = t.querySelectorAll('tspan.line');  // a text of several lines: its words apart, not glued
+    const s = (rows.length ? Array.from(rows, (r) => r.textContent).join(' ') : t.textContent || '').trim();
     if (!s || hidden(t)) continue;
     const r = t.getBoundingClientRect();
     if (r.width === 0 || r.height === 0) continue;
