@@ -54,14 +54,15 @@ PHASE_COLORS = {"forward": "#1f77b4", "backward": "#ff7f0e"}
 def memory_steps_figure(n: int = 2**28, itemsize: int = 4):
     """Live memory above x (GiB) after each step of forward + backward, one panel per way (``MEMORY_STEPS``), one
     bar a step read down the panel, labelled with the tensors alive; the panel titles give the model's held and
-    peak tensor counts (``recompute.memory_model``, "loss" setting) for n elements of ``itemsize`` bytes. The
-    bars lie across, so that each step's name is one line beside its bar at any width (eleven names under
-    eleven upright bars ran into each other in a 570 px column)."""
+    peak tensor counts (``recompute.memory_model``, "loss" setting) for n elements of ``itemsize`` bytes, short
+    enough for a phone's 366 px figure (their unit is in the subtitle). The bars lie across, so that each step's
+    name is one line beside its bar at any width (eleven names under eleven upright bars ran into each other in
+    a 570 px column)."""
     gib = n * itemsize / 2**30
     titles = []
     for way in WAYS:
         m = memory_model(way, n, itemsize, "loss")
-        titles.append(f"{way}: held between passes {m['held_tensors']}, peak {m['peak_tensors']} (tensors of n)")
+        titles.append(f"{way}: held between passes {m['held_tensors']}, peak {m['peak_tensors']}")
     counts = [len(MEMORY_STEPS[w]) for w in WAYS]
     fig = make_subplots(rows=3, cols=1, subplot_titles=titles, vertical_spacing=0.09, row_heights=counts)
     peak = max(len(live) for w in WAYS for *_, live in MEMORY_STEPS[w]) * gib
@@ -102,7 +103,7 @@ def memory_steps_figure(n: int = 2**28, itemsize: int = 4):
         title=plots.title(
             "live memory above x, step by step",
             f"loss = y.sum(), n = {n:,} elements of {itemsize} B, each tensor {gib:.3g} GiB<br>"
-            "model by hand (gpulab.models.recompute)",
+            "held and peak in tensors of n; model by hand (gpulab.models.recompute)",
             gap=34,  # above the first panel's title
         ),
         height=820,
@@ -131,8 +132,10 @@ class SizeExplorer:
             self.k = widgets.slider(
                 W.IntSlider, value=exps[0], min=exps[0], max=exps[-1], step=step, description="n = 2**k, k"
             )
+            # one panel above the other: side by side on a phone (366 px) each was about 110 px wide, its three
+            # names ran into each other and the time bars' labels shrank to their bars
             fig = make_subplots(
-                rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=("extra peak memory", "forward + backward time")
+                rows=2, cols=1, vertical_spacing=0.2, subplot_titles=("extra peak memory", "forward + backward time")
             )
         else:
             self.k = widgets.slider(W.IntSlider, value=20, min=10, max=30, step=1, description="n = 2**k, k")
@@ -145,15 +148,15 @@ class SizeExplorer:
                 y=[0.0] * 3,
                 name="time, measured",
                 marker_color="#d62728",
-                row=1,
-                col=2,
+                row=2,
+                col=1,
                 text=[""] * 3,
                 textposition="outside",
                 cliponaxis=False,
             )
-            fig.update_yaxes(title_text="ms", row=1, col=2)
+            fig.update_yaxes(title_text="ms", row=2, col=1)
         fig.update_layout(
-            height=440,
+            height=620 if data else 440,
             template="plotly_white",
             barmode="group",
             margin=dict(t=30, b=30),
