@@ -1,13 +1,15 @@
 """Naming the mistake of one case of a learner's kernel from what ``kernelwatch`` saw (a ``Seen``) and the buffers
 it left: an ordered list of small rules (``RULES``), each naming one mistake or passing, the first that names
 one wins. Each message is true for what was seen: a loop or a kernel too slow for the interpreter, a process
-that died or ended without its record, an exception, a store or load outside its buffer ("mask the store",
-"mask the load"), an input written, no Triton launch, a launch count or shape other than the exercise
-prescribes, out read while it held the poison (an accumulation into out), ``out`` never written or written by
-something other than the kernel, a grid too small, two programs storing one element of out (or one loading
-what another stored), data the launcher made loaded by a kernel, an input element never loaded, NaN from the
-kernel's own arithmetic, wrong values (how many, the first index, expected against got), out filled before the
-first launch, more memory than the exercise allows, one program doing all the work.
+that died or ended without its record, an exception, a store or load outside its buffer (given no mask: "mask
+the store", "mask the load"; through its mask: offsets shifted by a constant, the constant named, or a mask that
+does not bound the offsets), offsets shifted by a constant that stay inside the buffers, an input written, no
+Triton launch, a launch count or shape other than the exercise prescribes, out read while it held the poison (an
+accumulation into out), ``out`` never written or written by something other than the kernel, a grid too small,
+two programs storing one element of out (or one loading what another stored), data the launcher made loaded by a
+kernel, an input element never loaded, NaN from the kernel's own arithmetic, wrong values (how many, the first
+index, expected against got), out filled before the first launch, more memory than the exercise allows, one
+program doing all the work.
 """
 
 from __future__ import annotations
@@ -108,20 +110,66 @@ def _span(lo: int, hi: int) -> str:
     return f"index {lo}" if lo == hi else f"indices {lo} to {hi}"
 
 
-def violation_message(v: Violation) -> str:
-    """The learner's message for accesses outside their buffer."""
+#: What a kernel whose offsets are shifted must do instead (``shifted``).
+SHIFT_FIX = "drop the constant: offs = pid * BLOCK + tl.arange(0, BLOCK), the offsets the mask offs < n bounds"
+
+
+def _elements(k: int) -> str:
+    return f"{k} element{'s' * (k != 1)}"
+
+
+def shifted(shifts: dict, inputs, n: int) -> str | None:
+    """What offsets shifted by a constant did, in the learner's words, from ``Seen.shifts`` (the constant between
+    the element each lane of a 1-D access addressed and its place pid * BLOCK + lane): None where neither the
+    store into out nor a load of one of ``inputs`` (names) was shifted. ``n``: out's elements. Offsets shifted
+    alike in every access: each program's block starts s elements late (out[0] to out[s - 1] never written) or
+    early; shifted unlike: out[i] computed from x[i + d], d the load's shift less the store's."""
+    s_out = shifts.get("store:out")
+    loads = {x: shifts.get(f"load:{x}") for x in inputs}
+    loads = {x: s for x, s in loads.items() if s is not None}
+    if not s_out and not any(loads.values()):
+        return None
+    if s_out and loads and all(s == s_out for s in loads.values()):
+        if s_out > 0:
+            last = min(s_out, n) - 1
+            tail = "late, so out[0] is" if last == 0 else f"late, so out[0] to out[{last}] are"
+            tail += " never written"
+        else:
+            tail = "early, so program 0's reaches before out[0]"
+        return f"the offsets are shifted by {s_out:+d}: every block starts {_elements(abs(s_out))} {tail}"
+    by = {}  # shift -> the accesses shifted by it
+    if s_out:
+        by.setdefault(s_out, []).append("the store into out")
+    for x, s in loads.items():
+        if s:
+            by.setdefault(s, []).append(f"the load of {x}")
+    head = "; ".join(f"the offsets of {' and '.join(w)} are shifted by {s:+d}" for s, w in by.items())
+    if s_out is None or not loads:
+        return head
+    base = s_out or 0
+    said = [f"{x}[i{s - base:+d}]" if s != base else f"{x}[i]" for x, s in loads.items()]
+    return f"{head} (out[i] was computed from {' and '.join(said)})"
+
+
+def _where(v: Violation) -> str:
+    """Where accesses ``v`` went: "past the end of x (index 1000; n=1000)", "into x, an input (...)"."""
     n, span = v.n, _span(v.lo, v.hi)
     name = f"{v.name}, a tensor of the launcher's own," if v.own else v.name
-    wide = v.width > v.itemsize > 0
-    if wide:
+    if v.width > v.itemsize > 0:
         span += f", an access {v.width} bytes wide where the elements of {v.name} are {v.itemsize} bytes"
-    where = {
+    return {
         "after": f"past the end of {name} ({span}; n={n})",
         "before": f"before the start of {name} ({span})",
         "after_far": f"far past the end of {name} ({span}; n={n}), beyond its guard region",
         "before_far": f"far before the start of {name} ({span}), beyond its guard region",
         "into": f"into {name}, an input ({span})",
     }[v.side]
+
+
+def violation_message(v: Violation, shift: int | None = None) -> str:
+    """The learner's message for accesses outside their buffer. ``shift``: the constant ``Seen.shifts`` holds for
+    this kind of access (None: none found); read only where the access was masked."""
+    where, wide = _where(v), v.width > v.itemsize > 0
     verb = "stored" if v.op == "store" else "loaded"
     fix = {
         ("store", "after"): "mask the store, e.g. tl.store(out_ptr + offs, result, mask=offs < n)",
@@ -132,6 +180,18 @@ def violation_message(v: Violation) -> str:
     }.get((v.op, v.side.replace("_far", "")), "check the grid, the offsets and the mask")
     if wide:
         fix = f"access {v.name} through a pointer of its own dtype, one element a lane"
+    elif v.masked and v.side != "into":  # the mask let these lanes through: the offsets, or the mask, are wrong
+        where += ", through the mask"
+        if shift == 0:
+            fix = (
+                f"the offsets are the block's own, so the mask let lanes outside {v.name} through: bound the offsets "
+                f"by {v.name}'s elements (offs < n, n = {v.n} here)"
+            )
+        else:
+            fix = (
+                "the mask does not bound these offsets: check the offsets (pid * BLOCK + tl.arange(0, BLOCK)) and "
+                "what the mask compares them with"
+            )
     return f"{verb} {where}: {fix}"
 
 
@@ -211,11 +271,43 @@ def raised(c: Case) -> Finding | None:
 
 
 def outside_its_buffer(c: Case) -> Finding | None:
+    """Accesses outside their buffer; where a mask let them through and their offsets were shifted by a constant
+    (``shifted``), one message names the shift for them all, and only an access given no mask is told to mask."""
     if not c.seen.violations:
         return None
     viol = sorted(c.seen.violations, key=lambda v: (v.op != "store", v.name, v.side))
-    msgs = [violation_message(v) for v in viol[:3]]
-    return Finding("bounds:" + ",".join(f"{v.op}:{v.name}:{v.side}" for v in viol), "; ".join(msgs))
+    shifts = c.seen.shifts
+    moved = [v for v in viol if v.masked and v.side != "into" and v.width <= v.itemsize and shifts.get(_key(v))]
+    said = shifted(shifts, list(c.inputs), c.out.n) if moved else None
+    rest = [v for v in viol if not said or v not in moved]
+    msgs = [violation_message(v, shifts.get(_key(v))) for v in rest[:3]]
+    kind = "bounds:" + ",".join(f"{v.op}:{v.name}:{v.side}" for v in viol)
+    if said:
+        where = " and ".join(f"{'stored' if v.op == 'store' else 'loaded'} {_where(v)}" for v in moved[:2])
+        msgs.insert(0, f"{where}, through the mask: {said}: {SHIFT_FIX}")
+        kind = "shifted:" + kind
+    return Finding(kind, "; ".join(msgs[:3]))
+
+
+def _key(v: Violation) -> str:
+    return f"{v.op}:{v.name}"
+
+
+def offsets_shifted(c: Case) -> Finding | None:
+    """Offsets shifted by a constant that stayed inside the buffers (the mask bounds the shifted offsets): named
+    where the case shows it, elements of out never written, elements of an input never loaded, or wrong values."""
+    if not c.checked:
+        return None
+    said = shifted(c.seen.shifts, list(c.inputs), c.out.n)
+    if said is None:
+        return None
+    unread = any(
+        (r := c.seen.read.get(x)) is not None and not r.all()
+        for x in (c.must_read if c.must_read is not None else c.inputs)
+    )
+    if not (c.unwritten.any() or unread or c.compare(c.out.view, c.ref) is not None):
+        return None
+    return Finding("shifted", f"{said}: {SHIFT_FIX}")
 
 
 def input_changed(c: Case) -> Finding | None:
@@ -496,6 +588,7 @@ RULES = (
     launch_count,
     grid_shape,
     accumulated_into_out,
+    offsets_shifted,
     never_written,
     out_not_by_kernel,
     out_changed_after,

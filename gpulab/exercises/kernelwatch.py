@@ -59,6 +59,7 @@ _PROGRESS: Progress | None = None
 _CLOCK = None
 
 _INHERITED = object()  # an attribute a patch shadows on a class that only inherits it
+_BASE = "_gpulab_buffer"  # the attribute of an interpreter's pointer that names the buffer it was offset from
 
 
 @dataclass(frozen=True)
@@ -292,7 +293,9 @@ class Violation:
     ("after", "before", "after_far", "before_far" beyond the guard region, or "into" an input), on ``lanes``
     lanes in all, at element indices ``lo`` to ``hi`` of that buffer. An access ``after`` may start inside the
     buffer and run past its end (``width``, its bytes, above ``itemsize``, the buffer's). ``n``: the buffer's
-    elements; ``own``: the buffer is a tensor of the launcher's own (a kernel parameter's name, no guard)."""
+    elements; ``own``: the buffer is a tensor of the launcher's own (a kernel parameter's name, no guard);
+    ``masked``: every access of this kind that strayed was given a mask, and these lanes passed it (False: one at
+    least had none, ``tl.load(p)`` or ``tl.store(p, v)``; atomics count as unmasked)."""
 
     op: str
     name: str
@@ -304,6 +307,7 @@ class Violation:
     width: int = 0
     itemsize: int = 0
     own: bool = False
+    masked: bool = False
 
 
 @dataclass
@@ -332,8 +336,11 @@ class Seen:
     only in the interpreter's order), ``violations``, ``read`` (input name -> bool per element: loaded by a
     kernel), ``stores`` (uint8 counts of the stores into each element of out, at most 255), ``poison_read`` (a
     load of out, or an atomic on it, while it held the poison: [how, first flat index, elements]),
-    ``outside_data`` (a load of data the launcher made: [the kernel's parameter name, lanes]), ``last_digest``
-    (out's digest after the last launch) and ``changed_after`` (out changed since). Of the child: ``timeout``
+    ``outside_data`` (a load of data the launcher made: [the kernel's parameter name, lanes]), ``shifts``
+    ("load:x", "store:out" -> the one constant ``Watch`` found between the element each lane of a 1-D access
+    addressed and its place in its program's block, pid * lanes + lane, over every such access of that kind in
+    every launch of a 1-D grid; None where it varied), ``last_digest`` (out's digest after the last launch) and
+    ``changed_after`` (out changed since). Of the child: ``timeout``
     with ``stop`` (why the time limit stopped it, or judged it slow once it ended), ``elapsed`` (its seconds on
     the time limit's clock), ``died`` (the signal that ended it), ``lost`` (how it ended without its record),
     ``no_fork`` (it ran in this process, without a time limit), ``peak_bytes`` (how much its resident memory grew
@@ -346,6 +353,7 @@ class Seen:
     stores: np.ndarray | None = None
     poison_read: list | None = None
     outside_data: list | None = None
+    shifts: dict[str, int | None] = field(default_factory=dict)
     last_digest: str | None = None
     changed_after: bool = False
     raised: str = ""
@@ -408,8 +416,9 @@ class Watch:
     recorded in ``violations`` and masked off; the input elements loaded are marked in ``read``, and the stores
     into each element of ``out_name`` are counted in ``stores``. Each launch's record holds its integer arguments
     by parameter name (``ints``: ``BLOCK_M`` and the like) and the most lanes a 1-D store of it into out had
-    (``lanes``: the block a program stores, whatever the kernel calls it; a 2-D tile's store is left out). An autotuned kernel is not timed: case
-    ``pick`` takes the configs in turn from config ``pick``, so that every config runs in some case.
+    (``lanes``: the block a program stores, whatever the kernel calls it; a 2-D tile's store is left out). An
+    autotuned kernel is not timed: case ``pick`` takes the configs in turn from config ``pick``, so that every
+    config runs in some case.
 
     The interpreter runs a grid's programs one after another, in a fixed order; a GPU runs them in none. So each
     element of out remembers which program of the launch stored it (``owner``), and a store into it by another
@@ -418,7 +427,13 @@ class Watch:
 
     A tensor of the launcher's own passed to a kernel (scratch) is allowed, and watched: a load of its bytes
     before any kernel stored them, where it held data (not one repeated value, as torch.zeros gives), is data
-    computed outside the kernels (``outside_data``)."""
+    computed outside the kernels (``outside_data``).
+
+    Each pointer a kernel offsets from one of the buffers (``InterpreterBuilder.create_addptr``, on the buffer's
+    own pointer or on one offset from it already) remembers that buffer, so an access names the buffer its
+    pointer came from, however far it strays. Of a 1-D access in a launch of a 1-D grid, every lane counted,
+    masked or not, the element each lane addresses less its place in its program's block (pid * lanes + lane) is
+    kept per kind of access (``shifts``): 0 for the lesson's offsets, a constant s where they are shifted by s."""
 
     def __init__(self, regions: list[Region], out_name: str, check: bool, out: Guarded | None = None, pick: int = 0):
         self.regions, self.out_name, self.check, self.out, self.pick = regions, out_name, check, out, pick
@@ -435,6 +450,10 @@ class Watch:
         self.allowed: list[tuple[int, int]] = []  # storages of the learner's own tensors passed to a kernel
         self.own: list[_Own] = []  # the same, watched for data made outside the kernels
         self.outside_data: list | None = None
+        self.shifts: dict[str, int | None] = {}  # "op:buffer" -> the constant shift of its 1-D accesses, or None
+        self._bufs: list[_Buffer] = []  # the buffers of the launch running (``_buffers``)
+        self._bases: dict[int, str] = {}  # a buffer's first byte -> its name: the pointers a kernel is given
+        self._bare = 0  # > 0 inside a load or store given no mask (the interpreter makes an all-true one)
         self.last_digest = None
         self._interpreted: dict = {}
         self._current = None
@@ -463,6 +482,8 @@ class Watch:
         self.program = -1
         if self.owner is not None:
             self.owner.fill(-1)
+        self._bufs = self._buffers()
+        self._bases = {b.lo: b.name for b in self._bufs}
         return rec
 
     def _grid(self, grid, rec):
@@ -507,6 +528,52 @@ class Watch:
             self._interpreted[key] = InterpretedFunction(fn.fn)
         return self._interpreted[key]
 
+    # pointers, in the interpreter
+    def _base_of(self, ptr) -> str | None:
+        """The buffer pointer ``ptr`` (a ``TensorHandle``) was offset from: remembered by ``create_addptr``, or,
+        for a buffer's own pointer (every lane one address), the buffer starting there; None where unknown."""
+        base = getattr(ptr, _BASE, None)
+        if base is not None:
+            return base
+        d = np.asarray(ptr.data)
+        if not d.size or not self._bases:
+            return None
+        first = int(d.flat[0])
+        name = self._bases.get(first)
+        return name if name is not None and bool((d == d.flat[0]).all()) else None
+
+    def _addptr(self, ptr, res) -> None:
+        """``res`` = ``ptr`` + offsets: it keeps the buffer ``ptr`` came from."""
+        base = self._base_of(ptr)
+        if base is not None:
+            with contextlib.suppress(AttributeError):
+                setattr(res, _BASE, base)
+
+    def _shift(self, op: str, addr: np.ndarray, size: int, b: _Buffer | None) -> None:
+        """Of a 1-D access ``op`` of ``size``-byte elements into buffer ``b`` in a launch of a 1-D grid: the element
+        each lane addresses less its place in its program's block (pid * lanes + lane), kept in ``shifts`` while it
+        is one constant (None once it varies)."""
+        grid = (self._current or {}).get("grid")
+        if b is None or addr.ndim != 1 or addr.size < 2 or size != b.itemsize or self.program < 0:
+            return
+        if not grid or math.prod(grid[1:]) != 1:
+            return
+        delta = (addr - b.lo) // b.itemsize - (self.program * addr.size + np.arange(addr.size))
+        s = int(delta[0]) if bool((delta == delta[0]).all()) else None
+        key = f"{op}:{b.name}"
+        self.shifts[key] = s if self.shifts.get(key, s) == s else None
+
+    def _home(self, addr: np.ndarray, base: str | None) -> _Buffer | None:
+        """The buffer an access belongs to: the one its pointer came from (``base``), else the one whose span (its
+        guard regions included) holds its first lane."""
+        bufs = self._bufs
+        if base is not None:
+            return next((b for b in bufs if b.name == base), None)
+        if not addr.size:
+            return None
+        a = int(addr.flat[0])
+        return next((b for b in bufs if b.buf_lo <= a < b.buf_hi), None)
+
     # loads and stores, in the interpreter
     def _access(self, op: str, ptrs, mask, atomic: str = ""):
         from triton.runtime.interpreter import TensorHandle
@@ -518,6 +585,9 @@ class Watch:
             size = max(1, ty.primitive_bitwidth // 8)
         except Exception:
             size = 1
+        base = self._base_of(ptrs)
+        if not atomic:
+            self._shift(op, addr, size, self._home(addr, base))
         ok = ~m
         bad_into = np.zeros(addr.shape, bool)
         for r in self.regions:
@@ -553,7 +623,8 @@ class Watch:
         bad = m & ~ok
         if not bad.any():
             return mask
-        self._classify(op, addr[bad & ~bad_into], addr[bad_into], addr[m & ok], size)
+        masked = mask is not None and not self._bare and not atomic
+        self._classify(op, addr[bad & ~bad_into], addr[bad_into], addr[m & ok], size, base, masked)
         return TensorHandle(np.ascontiguousarray(m & ~bad), mask.dtype if mask is not None else _int1())
 
     def _poisoned_read(self, how: str, idx: np.ndarray) -> None:
@@ -586,18 +657,21 @@ class Watch:
             _Buffer(o.name, o.t_lo, o.t_lo + o.n * o.itemsize, o.lo, o.hi, o.itemsize, o.n, True) for o in self.own
         ]
 
-    def _classify(self, op, stray, into, valid, size):
+    def _classify(self, op, stray, into, valid, size, base: str | None = None, masked: bool = False):
         for r in self.regions:
             sel = (into >= r.lo) & (into < r.hi)
             if sel.any():
                 self._note(op, r.name, "into", r.index(into[sel]), Violation(op, r.name, "into", 0, 0, 0, r.n, size,
-                                                                             r.itemsize))  # fmt: skip
+                                                                             r.itemsize, masked=masked))  # fmt: skip
         if not stray.size:
             return
-        # a stray lane belongs to the buffer the access's other lanes hit (the pointer it offsets from); where they
-        # hit none or several, to the buffer whose guard region holds it, else to the nearest buffer
+        # a stray lane belongs to the buffer its pointer was offset from (``base``); where that is unknown, to the
+        # buffer the access's other lanes hit; where they hit none or several, to the buffer whose guard region
+        # holds it, else to the nearest buffer
         bufs = self._buffers()
         hit = [k for k, b in enumerate(bufs) if ((valid >= b.lo) & (valid < b.hi)).any()]
+        if base is not None:
+            hit = [k for k, b in enumerate(bufs) if b.name == base][:1] or hit
         home = np.full(stray.shape, hit[0] if len(hit) == 1 else -1)
         for k, b in enumerate(bufs):
             if not b.own:
@@ -615,7 +689,7 @@ class Watch:
                         side = ("after" if after else "before") + ("_far" if far and not b.own else "")
                         index = (lanes[sel] - b.lo) // b.itemsize
                         self._note(op, b.name, side, index, Violation(op, b.name, side, 0, 0, 0, b.n, size, b.itemsize,
-                                                                      b.own))  # fmt: skip
+                                                                      b.own, masked))  # fmt: skip
 
     def _note(self, op, name, side, index, new: Violation):
         index = np.atleast_1d(index)
@@ -624,6 +698,7 @@ class Watch:
         v = self.violations.setdefault((op, name, side), new)
         v.lanes += int(index.size)
         v.lo, v.hi = min(v.lo, lo), max(v.hi, hi)
+        v.masked = v.masked and new.masked
         if op == "store":  # the message is known: stop the launch before it spends the time limit
             self.aborted = True
             raise _Abort((op, name, side))
@@ -668,6 +743,27 @@ class Watch:
             self._patch(JITFunction, "__call__", call_interpreted)
             b = interpreter.InterpreterBuilder
             load, store = b.create_masked_load, b.create_masked_store
+            addptr = b.create_addptr
+
+            def create_addptr(s, ptr, offset):
+                res = addptr(s, ptr, offset)
+                watch._addptr(ptr, res)
+                return res
+
+            self._patch(b, "create_addptr", create_addptr)
+
+            def bare(orig):  # tl.load(p) and tl.store(p, v): the interpreter gives them an all-true mask
+                def op(s, *a, **k):
+                    watch._bare += 1
+                    try:
+                        return orig(s, *a, **k)
+                    finally:
+                        watch._bare -= 1
+
+                return op
+
+            self._patch(b, "create_load", bare(b.create_load))
+            self._patch(b, "create_store", bare(b.create_store))
             rmw, cas = b.create_atomic_rmw, b.create_atomic_cas
             self._patch(
                 b, "create_masked_load", lambda s, p, m, *r, **k: load(s, p, watch._access("load", p, m), *r, **k)
@@ -734,6 +830,7 @@ class Watch:
             violations=list(self.violations.values()),
             read=self.read,
             outside_data=self.outside_data,
+            shifts=dict(self.shifts),
             last_digest=self.last_digest,
             stores=stores,
         )
