@@ -42,7 +42,7 @@ def test_a_second_launch_over_the_same_tiles_is_work_done_twice():
     launch(*_matmul(40, 70, 33))
     msg = work.matmul_redone(tally, 40, 70, 33)
     assert tally.restored == 40 * 70 and tally.most_stores == 2
-    assert msg.startswith(work.REDONE) and "stored more than once" in msg
+    assert msg.startswith(work.REDONE) and "stored more than once" in msg and msg.kind == "redone"
 
 
 def test_the_plan_counts_padded_tiles_and_refuses_more():
@@ -106,6 +106,7 @@ def test_autograd_s_engine_is_seen_through_every_door():
         work.watched(fn, tally, torch_ops=True, interpreted_only=False)(*_qkv())
         assert tally.backward_passes >= 1, fn.__name__
         assert work.torch_shortcut(tally).startswith(work.SHORTCUT), fn.__name__
+        assert work.torch_shortcut(tally).kind == "shortcut", fn.__name__
     from torch.autograd.variable import Variable
 
     assert type(Variable._execution_engine).__name__ != "_Engine"  # put back after the call
@@ -142,6 +143,31 @@ def test_the_peak_counts_the_tensors_alive_together_and_not_views():
     tally._set("peak_bytes", 2 * 2**20)
     msg = work.torch_shortcut(tally, bound_bytes=2**20, what=" (because)")
     assert msg.startswith(work.OVER_MEMORY) and "2.00 MiB" in msg and "1.00 MiB bound (because)" in msg
+    assert msg.kind == "over_memory"
+
+
+def test_check_kernel_files_a_mistake_under_its_kind_and_any_other_message_as_values(monkeypatch):
+    """A ``mismatch`` hook's ``Mistake`` is said as it is under its kind (text added to it keeps the kind, and the
+    exercise's note for that kind follows it); a plain message is a difference of values."""
+    from gpulab.exercises import ex00_solutions, kernelcheck
+    from gpulab.exercises.kerneldiagnosis import Mistake
+
+    cases = [dict(x=torch.randn(n), y=torch.randn(n)) for n in (5, 17, 40)]
+
+    def check(mismatch):
+        return kernelcheck.check_kernel(
+            "add", ex00_solutions.add, cases, out=lambda c: (c["x"].shape, torch.float32),
+            reference=lambda c: c["x"].double() + c["y"].double(), mismatch=mismatch,
+            notes={"redone": " (the note)"},
+        )  # fmt: skip
+
+    said = Mistake("redone", f"{work.REDONE}: twice") + " (n = 5)"
+    assert said.kind == "redone" and said == f"{work.REDONE}: twice (n = 5)"
+    rep = check(lambda got, ref, case: said if case["x"].numel() == 5 else None)
+    assert rep.failures == [f"{said} (the note) [1 of 3 cases, e.g. add(x=<float32 tensor of shape (5,)>, "
+                            "y=<float32 tensor of shape (5,)>)]"], rep.failures  # fmt: skip
+    rep = check(lambda got, ref, case: "3 of 5 elements" if case["x"].numel() == 5 else None)
+    assert rep.failures[0].startswith("values differ: 3 of 5 elements ["), rep.failures
 
 
 def test_relabel_files_these_messages_under_their_own_name():

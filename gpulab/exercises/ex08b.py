@@ -194,16 +194,14 @@ def check_flash_backward_kernel(fn, seed: int | None = None) -> Report:
         return msg or work.torch_shortcut(tally)
 
     tally = work.Tally()
-    return work.relabel(
-        draw.stamp(
-            check_kernel(
-                "flash_backward_kernel",
-                work.watched(fn, tally, torch_ops=True),
-                cases,
-                out=lambda c: ((3, *c["q"].shape), c["q"].dtype),
-                reference=reference,
-                mismatch=mismatch,
-            )
+    return draw.stamp(
+        check_kernel(
+            "flash_backward_kernel",
+            work.watched(fn, tally, torch_ops=True),
+            cases,
+            out=lambda c: ((3, *c["q"].shape), c["q"].dtype),
+            reference=reference,
+            mismatch=mismatch,
         )
     )
 

@@ -122,7 +122,9 @@ def check_kernel(
 
     cases: dicts of named arguments in call order; tensors are placed in guarded buffers, other values are
     passed as they are. out(case) -> (shape, dtype) of the output; reference(case) -> the float64 answer;
-    mismatch(got, ref64, case) -> None or a message comparing the values (default: one ulp of out's dtype).
+    mismatch(got, ref64, case) -> None or a message comparing the values (default: one ulp of out's dtype), said
+    as "values differ: ..."; or a ``kerneldiagnosis.Mistake``, a message with a kind of its own (work done twice,
+    a shortcut through torch: ``work``), said as it is under that kind.
     launches: the number of kernel launches the exercise prescribes (None: any, at least one); grid(case) ->
     the grid it prescribes (None: any); must_read: the inputs every element of which must be loaded (default
     all; ``()`` for none); memory(case) -> the bytes the launcher's process may grow by while it runs (its peak

@@ -41,6 +41,23 @@ class Finding(NamedTuple):
     message: str
 
 
+class Mistake(str):
+    """A ``mismatch`` hook's message that says what kind of mistake it is: ``check_kernel`` files it under ``kind``
+    (its part before ":" selects the exercise's note) and says it as it is, where a plain str is a difference of
+    values, filed under "values" as "values differ: ...". A str, so a checker that reads a hook's answer as its
+    message (``run_cases``) takes it as one; text added to it (``+``) keeps the kind."""
+
+    kind: str
+
+    def __new__(cls, kind: str, message: str):
+        self = super().__new__(cls, message)
+        self.kind = kind
+        return self
+
+    def __add__(self, more: str) -> Mistake:
+        return Mistake(self.kind, str(self) + more)
+
+
 @dataclass
 class Case:
     """One case's buffers, what was seen, and what the exercise asks. ``inputs`` and ``out``: the buffers the
@@ -533,8 +550,14 @@ def nan_in_out(c: Case) -> Finding | None:
 
 
 def wrong_values(c: Case) -> Finding | None:
+    """The values against the reference (the exercise's ``mismatch`` hook): a ``Mistake`` under its own kind, any
+    other message as "values differ"."""
     msg = c.compare(c.out.view, c.ref)
-    return Finding("values", f"values differ: {msg}") if msg is not None else None
+    if msg is None:
+        return None
+    if isinstance(msg, Mistake):
+        return Finding(msg.kind, str(msg))
+    return Finding("values", f"values differ: {msg}")
 
 
 def prefilled(c: Case) -> Finding | None:

@@ -17,7 +17,9 @@ wraps the learner's launcher so that each call records, in a ``Tally``:
 
 A ``Tally`` lives in memory a forked child shares with its parent, so the record of ``kernelcheck``'s pre-flight
 (a child process) reaches the checker; the checker reads it in its ``mismatch`` hook, which ``check_kernel`` calls
-after each case's runs. ``matmul_redone`` and ``torch_shortcut`` turn a record into the learner's message.
+after each case's runs. ``matmul_redone`` and ``torch_shortcut`` turn a record into the learner's message, a
+``kerneldiagnosis.Mistake`` of kind "redone", "shortcut" or "over_memory", which ``check_kernel`` says as it is
+(no difference of values: not "values differ").
 
 Limits: the work is counted in the interpreter only (the pre-flight; a GPU's run is not counted, and a ``Tally``
 keeps the pre-flight's record through it); the memory is what the learner's torch calls return (a view is not
@@ -36,6 +38,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..models.waves import cdiv
+from .kerneldiagnosis import Mistake
 
 _FIELDS = (
     "calls",  # launcher calls recorded
@@ -313,62 +316,63 @@ def watched(fn, tally: Tally, *, kernels: bool = False, torch_ops: bool = False,
 
 # ---- the messages ------------------------------------------------------------------------------------------------
 
-#: How each message of this module starts: ``relabel`` finds them in a report by these.
+#: How each message of this module starts (its kind: "redone", "shortcut", "over_memory").
 REDONE = "work done more than once"
 SHORTCUT = "not computed by your own code"
 OVER_MEMORY = "more memory than a tiled backward"
 
 
-def matmul_redone(tally: Tally, M: int, N: int, K: int) -> str | None:
+def matmul_redone(tally: Tally, M: int, N: int, K: int) -> Mistake | None:
     """None when the call recorded in ``tally`` (a matmul C = A @ B, A: (M, K), B: (K, N)) computed each tile of C
     once: every element of out stored once, and its ``tl.dot`` calls doing no more multiply-adds than one pass over
     C's tiles at the dots' own tile shape (m, k, n): cdiv(M, m) m x cdiv(N, n) n x cdiv(K, k) k. Else what was done
-    more than once. Dots of several shapes are not held to a plan (their stores still are)."""
+    more than once (kind "redone"). Dots of several shapes are not held to a plan (their stores still are)."""
     if not tally.calls:
         return None
     if tally.restored:
-        return (
+        return Mistake("redone", (
             f"{REDONE}: {tally.restored} elements of out were stored more than once (one {tally.most_stores} times): "
             "the programs computed some tiles of C more than once; each tile must be computed and stored by one "
             "program"
-        )
+        ))  # fmt: skip
     shape = tally.dot_shape
     if shape is None:
         return None
     m, k, n = shape
     plan = cdiv(M, m) * m * cdiv(N, n) * n * cdiv(K, k) * k
     if tally.macs > plan:
-        return (
+        return Mistake("redone", (
             f"{REDONE}: the kernel's tl.dot calls did {tally.macs / plan:.3g}x the multiply-adds of one pass over C's "
             f"tiles ({cdiv(M, m)} x {cdiv(N, n)} tiles of {m} x {n}, K in {cdiv(K, k)} steps of {k}): some tiles were "
             "computed more than once (or tiles past C's edge were computed); compute each tile of C once"
-        )
+        ))  # fmt: skip
     return None
 
 
-def torch_shortcut(tally: Tally, bound_bytes: int | None = None, what: str = "") -> str | None:
+def torch_shortcut(tally: Tally, bound_bytes: int | None = None, what: str = "") -> Mistake | None:
     """None when the call recorded in ``tally`` ran no backward pass of autograd's engine and none of torch's
     attention kernels, and (with ``bound_bytes``) never held more than ``bound_bytes`` of tensors it made at once;
-    else which of these it did. ``what``: how the bound is made, said beside it."""
+    else which of these it did (kind "shortcut", or "over_memory" for the bound). ``what``: how the bound is made,
+    said beside it."""
     if not tally.calls:
         return None
     if tally.backward_passes:
-        return (
+        return Mistake("shortcut", (
             f"{SHORTCUT}: the gradients came from torch's autograd ({tally.backward_passes} backward pass"
             f"{'es' * (tally.backward_passes > 1)} of its engine): the exercise is the backward's formulas, written "
             "out and computed tile by tile, not a call to autograd (torch.autograd.grad, .backward(), torch.func)"
-        )
+        ))  # fmt: skip
     if tally.attention_ops:
-        return (
+        return Mistake("shortcut", (
             f"{SHORTCUT}: torch's attention computed it ({tally.attention_op}): build the tiles of S = scale Q K^T "
             "and P from your own products, not from torch's attention kernels"
-        )
+        ))  # fmt: skip
     if bound_bytes is not None and tally.peak_bytes > bound_bytes:
-        return (
+        return Mistake("over_memory", (
             f"{OVER_MEMORY}: tensors of {tally.peak_bytes / 2**20:.2f} MiB at once (the largest {tally.largest} "
             f"elements), over the {bound_bytes / 2**20:.2f} MiB bound{what}: work tile by tile, a block of queries "
             "against a block of keys, never S (or one head's S) whole"
-        )
+        ))  # fmt: skip
     return None
 
 
