@@ -252,6 +252,21 @@ STRIDED_VARIANTS = tuple(
 # ---- the rows, by lesson ---------------------------------------------------------------------------------------
 
 
+def _elementwise(lesson: str, name: str, module: str, kernel: str, block: int = E_BLOCK) -> LessonKernel:
+    """The row of an elementwise kernel as its launcher launches it on a GPU: fp32, fp16 and bf16 (``SIXTEEN``),
+    one launch of ``block`` elements a program (the launcher's default on a GPU), Triton's default warps and
+    stages."""
+    return LessonKernel(
+        lesson=lesson,
+        name=name,
+        module=module,
+        kernel=kernel,
+        dtype="fp32",
+        launches=_one(BLOCK=block),
+        more_dtypes=SIXTEEN,
+    )
+
+
 def _step_kernels() -> list[LessonKernel]:
     """Lesson 07's build (``bench.lesson07.build_steps``): each step of ``kernels.matmul_steps``."""
     return [
@@ -362,9 +377,7 @@ LESSON_KERNELS: list[LessonKernel] = [
                  module="read_bw", kernel="copy_persistent_kernel", dtype="fp32",
                  launches=_one(read_bw.NUM_WARPS, BLOCK=E_BLOCK)),
     # 00b: the first kernel
-    LessonKernel(lesson="00b", name="vector add",
-                 module="vector_add", kernel="vector_add_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
+    _elementwise("00b", "vector add", "vector_add", "vector_add_kernel"),
     LessonKernel(lesson="00b", name="first kernel: copy (notebook)",
                  module="notebooks/00b_first_kernel.ipynb", kernel="copy_kernel", dtype="fp32",
                  launches=_one(BLOCK=128)),
@@ -434,18 +447,10 @@ LESSON_KERNELS: list[LessonKernel] = [
                  module=SOLUTIONS.format("03"), kernel="quantize_fp8_kernel", dtype="fp8",
                  launches=_one(GROUP=32, ROWS=16), types={"x_ptr": "*fp32", "scale_ptr": "*fp32"}),
     # 04: fusion
-    LessonKernel(lesson="04", name="sin (unfused)",
-                 module="sincos", kernel="sin_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
-    LessonKernel(lesson="04", name="cos (unfused)",
-                 module="sincos", kernel="cos_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
-    LessonKernel(lesson="04", name="square (unfused)",
-                 module="sincos", kernel="square_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
-    LessonKernel(lesson="04", name="add (unfused)",
-                 module="sincos", kernel="add_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
+    _elementwise("04", "sin (unfused)", "sincos", "sin_kernel"),
+    _elementwise("04", "cos (unfused)", "sincos", "cos_kernel"),
+    _elementwise("04", "square (unfused)", "sincos", "square_kernel"),
+    _elementwise("04", "add (unfused)", "sincos", "add_kernel"),
     LessonKernel(lesson="04", name="sin^2+cos^2 fused",
                  module="sincos", kernel="sincos_kernel", dtype="fp32",
                  launches=_configs(sincos, "AUTOTUNE_CONFIGS", FAST=False, REPEAT=1, SHARED=False),
@@ -492,15 +497,9 @@ LESSON_KERNELS: list[LessonKernel] = [
     LessonKernel(lesson="06", name="strided copy, stride 1",
                  module="strided", kernel="strided_copy_kernel", dtype="fp32",
                  launches=_configs(strided, "AUTOTUNE_CONFIGS", CONTIGUOUS=True), more_dtypes=SIXTEEN),
-    LessonKernel(lesson="06", name="copy by rows",
-                 module="strided", kernel="copy_by_rows_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
-    LessonKernel(lesson="06", name="copy by columns",
-                 module="strided", kernel="copy_by_columns_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
-    LessonKernel(lesson="06", name="transpose naive",
-                 module="transpose", kernel="transpose_naive_kernel", dtype="fp32",
-                 launches=_one(BLOCK=E_BLOCK), more_dtypes=SIXTEEN),
+    _elementwise("06", "copy by rows", "strided", "copy_by_rows_kernel", strided.MATRIX_BLOCK),
+    _elementwise("06", "copy by columns", "strided", "copy_by_columns_kernel", strided.MATRIX_BLOCK),
+    _elementwise("06", "transpose naive", "transpose", "transpose_naive_kernel", transpose.NAIVE_BLOCK),
     LessonKernel(lesson="06", name="transpose tiled",
                  module="transpose", kernel="transpose_tiled_kernel", dtype="fp32",
                  launches=_and(_configs(transpose, "AUTOTUNE_CONFIGS"), Launch({"BLOCK_M": 16, "BLOCK_N": 64})),
