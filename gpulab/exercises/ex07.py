@@ -235,19 +235,37 @@ def _past_tiles(draw: Draw) -> list[tuple[int, int, int]]:
     return [(big, small[0], small[1]), (small[0], big, small[1]), (small[0], small[1], big)]
 
 
-def _work_once(mismatch, tally: work.Tally):
-    """``mismatch``, and where the values are right, whether the pre-flight computed each tile of C once
-    (``work.matmul_redone`` on the record of ``work.watched``)."""
+def _check_matmul(name: str, fn, draw: Draw, shapes: list[tuple], explain=None, **check) -> Report:
+    """The case loop of both matmul checkers: for each (M, N, K, more) of ``shapes`` (``more``: the case's other
+    arguments), fresh fp16 a: (M, K) and b: (K, N) drawn by ``draw``; ``fn`` run on them by ``check_kernel`` (its
+    options ``check``) into an fp16 out: (M, N), held to the float64 product within ``tolerances.matmul_bound``
+    and, where the values are right, to computing each tile of C once (``work.matmul_redone`` on the record of
+    ``work.watched``). ``explain(got, case)``: a reason added to a mismatch ("" for none). Every message names
+    the shape; the report carries the draw's seed."""
+    cases = [
+        dict(a=draw.randn(M, K, dtype=torch.float16), b=draw.randn(K, N, dtype=torch.float16), **more)
+        for M, N, K, more in shapes
+    ]
+    tally = work.Tally()
 
-    def check(got, ref, case):
-        msg = mismatch(got, ref, case)
-        if msg is not None:
-            return msg
+    def mismatch(got, ref, case):
         (M, K), N = case["a"].shape, case["b"].shape[1]
+        msg = matmul_mismatch(got, case["a"], case["b"], ref)
+        if msg is not None:
+            return f"{msg}{explain(got, case) if explain else ''} (M, N, K = {M, N, K})"
         redone = work.matmul_redone(tally, M, N, K)
         return None if redone is None else f"{redone} (M, N, K = {M, N, K})"
 
-    return check
+    report = check_kernel(
+        name,
+        work.watched(fn, tally, kernels=True),
+        cases,
+        out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
+        reference=lambda c: c["a"].double() @ c["b"].double(),
+        mismatch=mismatch,
+        **check,
+    )
+    return work.relabel(draw.stamp(report))
 
 
 def check_tiled_matmul(fn, seed: int | None = None) -> Report:
@@ -261,30 +279,14 @@ def check_tiled_matmul(fn, seed: int | None = None) -> Report:
     draw = Draw(seed)
     shapes = MATMUL_SHAPES + [(draw.size(2, 129), draw.size(2, 129), draw.size(2, 129)) for _ in range(2)]
     shapes += _past_tiles(draw)
-    cases = [
-        dict(a=draw.randn(M, K, dtype=torch.float16), b=draw.randn(K, N, dtype=torch.float16)) for M, N, K in shapes
-    ]
-    tally = work.Tally()
-
-    def mismatch(got, ref, case):
-        msg = matmul_mismatch(got, case["a"], case["b"], ref)
-        M, K, N = case["a"].shape[0], case["a"].shape[1], case["b"].shape[1]
-        return None if msg is None else f"{msg} (M, N, K = {M, N, K})"
-
-    return work.relabel(
-        draw.stamp(
-            check_kernel(
-                "tiled_matmul",
-                work.watched(fn, tally, kernels=True),
-                cases,
-                out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
-                reference=lambda c: c["a"].double() @ c["b"].double(),
-                mismatch=_work_once(mismatch, tally),
-                unwritten=lambda c, mask, stores, launches: mistakes.swapped_grid(
-                    mask, (c["a"].shape[0], c["b"].shape[1]), launches
-                ),
-            )
-        )
+    return _check_matmul(
+        "tiled_matmul",
+        fn,
+        draw,
+        [(M, N, K, {}) for M, N, K in shapes],
+        unwritten=lambda c, mask, stores, launches: mistakes.swapped_grid(
+            mask, (c["a"].shape[0], c["b"].shape[1]), launches
+        ),
     )
 
 
@@ -349,50 +351,36 @@ def check_persistent_matmul(fn, seed: int | None = None) -> Report:
     draw = Draw(seed)
     shapes = PERSISTENT_CASES + [(draw.size(40, 129), draw.size(40, 129), draw.size(2, 129), draw.size(1, 4))]
     shapes += [(M, N, K, draw.size(2, 4)) for M, N, K in _past_tiles(draw)]
-    cases = [
-        dict(a=draw.randn(M, K, dtype=torch.float16), b=draw.randn(K, N, dtype=torch.float16), programs=p)
-        for M, N, K, p in shapes
-    ]
-    tally = work.Tally()
 
-    def mismatch(got, ref, case):
-        msg = matmul_mismatch(got, case["a"], case["b"], ref)
-        M, K, N = case["a"].shape[0], case["a"].shape[1], case["b"].shape[1]
-        if msg is None:
-            return None
-        if accumulator_carried(got, case["a"], case["b"], case["programs"]):
-            msg += (
-                ": each program's later tiles hold its earlier tiles' sums too, the accumulator is not zeroed per "
-                "tile (acc = tl.zeros(...) inside the loop over tiles, before the loop over K)"
-            )
-        return f"{msg} (M, N, K = {M, N, K})"
+    def carried(got, case):
+        if not accumulator_carried(got, case["a"], case["b"], case["programs"]):
+            return ""
+        return (
+            ": each program's later tiles hold its earlier tiles' sums too, the accumulator is not zeroed per "
+            "tile (acc = tl.zeros(...) inside the loop over tiles, before the loop over K)"
+        )
 
     # a tile never written here means a program stopped after its first tile (the grid is prescribed)
     loop = (
         "; each program must loop over the tiles pid, pid + programs, pid + 2 programs, ... (only `programs` "
         "programs are launched)"
     )
-    rep = work.relabel(
-        draw.stamp(
-            check_kernel(
-                "persistent_matmul",
-                work.watched(fn, tally, kernels=True),
-                cases,
-                out=lambda c: ((c["a"].shape[0], c["b"].shape[1]), torch.float16),
-                reference=lambda c: c["a"].double() @ c["b"].double(),
-                mismatch=_work_once(mismatch, tally),
-                grid=lambda c: (c["programs"],),
-                launches=1,
-                notes={
-                    "grid_small": loop,
-                    "partial": loop,
-                    "launch_count": (
-                        ". A persistent kernel is one launch of `programs` programs that loop over the tiles; one launch "
-                        "per wave of `programs` tiles is the non-persistent kernel, each wave paying a launch and a tail"
-                    ),
-                },
-            )
-        )
+    rep = _check_matmul(
+        "persistent_matmul",
+        fn,
+        draw,
+        [(M, N, K, {"programs": p}) for M, N, K, p in shapes],
+        explain=carried,
+        grid=lambda c: (c["programs"],),
+        launches=1,
+        notes={
+            "grid_small": loop,
+            "partial": loop,
+            "launch_count": (
+                ". A persistent kernel is one launch of `programs` programs that loop over the tiles; one launch "
+                "per wave of `programs` tiles is the non-persistent kernel, each wave paying a launch and a tail"
+            ),
+        },
     )
     # the grid is prescribed, so kernelcheck's "launch more programs" does not apply: the loop is the fix
     rep.failures = [_GRID_ADVICE.sub(":", f) for f in rep.failures]
