@@ -1,7 +1,11 @@
 """Lesson 10's figures at both ends of every slider (``check_figure``), from a made-up collectives record whose
 model lines are checked against the α-β formula by hand; the link figure says when nothing is recorded, where
 its two directions coincide, and names each PCIe line on the plot; the collectives explorer says which model
-lines are one and nests its markers and lines so that each shows; the ZeRO bars read across."""
+lines are one and nests its markers and lines so that each shows; the ZeRO bars read across; notebook 10's
+cell after the explorer runs whether or not the times give a fit."""
+
+import json
+import pathlib
 
 import pytest
 
@@ -96,3 +100,31 @@ def test_collective_explorer_without_a_fit_says_so():
     e = fig10.CollectiveExplorer(shown)
     assert e.fit is None and "no α-β fit" in e.fig.layout.title.text
     assert e.alpha.value == pytest.approx(10.0) and e.beta.value == pytest.approx(10.0)
+
+
+def _fit_cell() -> str:
+    """Notebook 10's cell after the collectives explorer: it reads ``explorer.fit``."""
+    nb = json.loads((pathlib.Path(__file__).resolve().parents[1] / "notebooks/10_beyond_one_gpu.ipynb").read_text())
+    return next(c["source"] for c in nb["cells"] if c.get("id") == "l10-21")
+
+
+@pytest.mark.parametrize("grows", [True, False])
+def test_notebook_fit_cell_runs_with_and_without_a_fit(grows, capsys):
+    from gpulab.bench import lesson10
+    from gpulab.models import comm
+
+    rows = [
+        dict(collective=c, p=p, n_bytes=s, t_s=1e-4 + (s / 1e9 if grows else 0.0))  # flat times: no fit
+        for p in (2, 4)
+        for c in comm.COLLECTIVES
+        for s in lesson10.LIVE_COLLECTIVES["sizes"]
+    ]
+    coll = live.Shown(dict(backend="gloo", ps=[2, 4], device="CPU processes", rows=rows), "made up", True)
+    explorer = fig10.CollectiveExplorer(coll)
+    assert (explorer.fit is not None) == grows
+    exec(_fit_cell(), dict(explorer=explorer, coll=coll, comm=comm, lesson10=lesson10))
+    said = capsys.readouterr().out
+    if grows:
+        assert said == ""
+    else:
+        assert said.startswith("No α-β fit:") and "α = 10 µs" in said and "β = 10 GB/s" in said
