@@ -26,8 +26,9 @@ import math
 import torch
 from tqdm.auto import tqdm
 
-from ..core import hardware, timing
+from ..core import hardware, reference, timing
 from ..kernels.read_bw import NUM_WARPS, copy_counts, copy_persistent, read_sum, read_sum_counts
+from ..measure import live
 from ..measure.device import properties
 from ..models import memory
 from ..models.waves import cdiv
@@ -131,6 +132,29 @@ def l2_plateau(spec: hardware.GPUSpec | None = None, target_bytes: int | None = 
         return None
     data = _run(timing.time_ms, timing.device(), info, False, sizes, (), 1, target_bytes or TARGET_BYTES)
     return memory.fit_record(data, spec)["plateaus"]["L2"]
+
+
+def roofs(matmul: tuple[str, ...] | None = None, gpu: str = reference.DEFAULT_GPU) -> live.Shown:
+    """A device profile and the L2 plateau beside it, the roofs a lesson's roofline reads: ``data`` holds
+    ``profile`` (a device profile as JSON, ``live.profile``) and ``l2_tbps`` (TB/s; None where gpulab's hardware
+    table lacks this GPU's caches, and the label says so).
+
+    Where ``timing.live()``: this GPU's: ``live.profile(matmul)`` (the saved profile, else measured now) and the
+    L2 plateau measured now (``l2_plateau``, a few seconds). Elsewhere the recording of ``gpu``: its profile and
+    ``memory.fit_record`` of its lesson 00. Raises KeyError naming the key when that file lacks the profile or
+    lesson 00."""
+    if timing.live():
+        mine = live.profile(matmul)
+        l2 = l2_plateau()
+        l2_from = "L2 (lesson 00's staircase) measured now" if l2 else "no L2 plateau for this GPU"
+        return live.Shown(dict(profile=mine.data, l2_tbps=l2), f"{mine.where}; {l2_from}", True)
+    shown = live.recall(None, gpu)
+    for key in ("profile", KEY):
+        if key not in shown.data:
+            raise KeyError(f"{reference.path_for(gpu)} has no {key!r}: record it (python -m gpulab.bench --record)")
+    mem = shown.data[KEY]
+    l2 = memory.fit_record(mem, hardware.get(mem["device"]["name"]))["plateaus"]["L2"]
+    return live.Shown(dict(profile=shown.data["profile"], l2_tbps=l2), shown.where, False)
 
 
 def replicate_limit(sms: int, l2_bytes: int | None = None) -> int:

@@ -47,7 +47,7 @@ from ..kernels import matmul_steps
 from ..kernels.matmul import MatmulConfig
 from ..kernels.resources import kernel_resources
 from ..measure import live
-from ..models import memory, tiling, waves
+from ..models import tiling, waves
 from ..models.precision import _with_precision
 from ..models.waves import alignment_split, model_correlation, sweep_rates, sweep_timing, wave_plan
 from ..models.waves import matmul_tflops as tflops  # every rate of this suite (tools/tune_matmul.py imports it here)
@@ -763,27 +763,17 @@ def roofs(gpu: str = reference.DEFAULT_GPU) -> live.Shown:
     """The roofs notebook 07 counts the build against: ``data`` holds ``profile`` (a device profile),
     ``fp16_tflops`` (its fp16 matmul rate at 8192^3, TFLOP/s) and ``l2_tbps`` (lesson 00's L2 plateau, TB/s).
 
-    Where ``timing.live()``: this GPU's, labelled so: the profile saved in the cache, else the copy and the fp16
-    matmul measured now (``live.profile``), and the L2 plateau measured now (``lesson00.l2_plateau``, a few
-    seconds); where gpulab's hardware table lacks this GPU's caches, the profile's copy bandwidth stands in for
-    the L2 and the label says so. Elsewhere the recording of ``gpu``: its profile and ``memory.fit_record`` of
-    its lesson 00. Raises KeyError naming the key when that file lacks the profile or lesson 00."""
-    if timing.live():
-        mine = live.profile(matmul=(BUILD_DTYPE,))
-        l2 = lesson00.l2_plateau()
-        l2_from = "L2 (lesson 00's staircase) measured now" if l2 else "no L2 plateau for this GPU: the copy stands in"
-        data = dict(profile=mine.data, fp16_tflops=mine.data["matmul_tflops"][BUILD_DTYPE])
-        return live.Shown(dict(data, l2_tbps=l2 or mine.data["copy_tbps"]), f"{mine.where}; {l2_from}", True)
-    shown = live.recall(None, gpu)
-    for key in ("profile", "lesson00"):
-        if key not in shown.data:
-            raise KeyError(f"{reference.path_for(gpu)} has no {key!r}: record it (python -m gpulab.bench --record)")
-    mem = shown.data["lesson00"]
-    l2 = memory.fit_record(mem, hardware.get(mem["device"]["name"]))["plateaus"]["L2"]
-    profile = shown.data["profile"]
-    return live.Shown(
-        dict(profile=profile, fp16_tflops=profile["matmul_tflops"]["fp16"], l2_tbps=l2), shown.where, False
-    )
+    ``lesson00.roofs`` of the fp16 matmul alone: where ``timing.live()`` this GPU's, labelled so (the profile saved
+    in the cache, else the copy and the fp16 matmul measured now; the L2 plateau measured now); where gpulab's
+    hardware table lacks this GPU's caches, the profile's copy bandwidth stands in for the L2 and the label says
+    so. Elsewhere the recording of ``gpu``. Raises KeyError naming the key when that file lacks the profile or
+    lesson 00."""
+    shown = lesson00.roofs(matmul=(BUILD_DTYPE,), gpu=gpu)
+    profile, l2 = shown.data["profile"], shown.data["l2_tbps"]
+    data = dict(profile=profile, fp16_tflops=profile["matmul_tflops"][BUILD_DTYPE], l2_tbps=l2)
+    if l2 is None:
+        return live.Shown(dict(data, l2_tbps=profile["copy_tbps"]), f"{shown.where}: the copy stands in", shown.live)
+    return live.Shown(data, shown.where, shown.live)
 
 
 def build_now_or_recorded() -> live.Shown:

@@ -27,7 +27,7 @@ timed now, or stored for this GPU).
 
 A few minutes, most of it the autotuner's first benchmarks. ``measure`` times one forward and records
 its peak memory, catching out-of-memory (``run_catching_oom``); ``roofline_points`` places a record's
-forward kernels on the roofline.
+forward kernels on the roofline, under ``roofs``.
 """
 
 from __future__ import annotations
@@ -39,13 +39,14 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm.auto import tqdm
 
-from ..core import dtypes, plan, timing
+from ..core import dtypes, plan, reference, timing
 from ..kernels import _autotune
 from ..kernels import flash_attention as fa
 from ..kernels import flash_teaching as ft
+from ..measure import live
 from ..models import attention
 from ..models.roofline import KernelPoint
-from . import planned
+from . import lesson00, planned
 
 KEY = "lesson08"
 DTYPE = "bf16"
@@ -541,6 +542,20 @@ def _block_m(config: str | None, default: int = 128) -> int:
     ``default``."""
     m = re.search(r"BLOCK_M: (\d+)", config or "")
     return int(m.group(1)) if m else default
+
+
+def roofs(gpu: str = reference.DEFAULT_GPU) -> live.Shown:
+    """The roofs notebook 08b puts the attention forward under: ``lesson00.roofs`` (``data``: ``profile``, a whole
+    device profile, and ``l2_tbps``, lesson 00's L2 plateau in TB/s or None), with ``peak_tflops`` (the profile's
+    bf16 matmul rate, fp16 where it has none: a T4) and ``ridges`` ({roof: FLOP/B}: "HBM", and "L2" where there is
+    a plateau). Where ``timing.live()`` this GPU's (the saved profile, else the whole profile measured now and
+    saved; the L2 plateau measured now), elsewhere the recording of ``gpu``. Raises KeyError naming the key when
+    that file lacks the profile or lesson 00."""
+    shown = lesson00.roofs(gpu=gpu)
+    profile, l2 = shown.data["profile"], shown.data["l2_tbps"]
+    peak = profile["matmul_tflops"].get("bf16") or profile["matmul_tflops"]["fp16"]
+    ridges = {"HBM": peak / profile["copy_tbps"], **({"L2": peak / l2} if l2 else {})}
+    return live.Shown(dict(shown.data, peak_tflops=peak, ridges=ridges), shown.where, shown.live)
 
 
 def roofline_points(data: dict | None, l2_bytes: int | None = None) -> list:
