@@ -451,14 +451,15 @@ def test_lesson07_build_figure_with_and_without_a_recording():
     # the model bounds by hand, fp16 4096^3 with 128 x 128 tiles: no reuse 2N^3 loads of 2 bytes -> 0.5 FLOP/B;
     # tiled T / s = 64 FLOP/B; both below the ridge, so the bound is bandwidth x intensity
     bw = RECORDED["profile"]["copy_tbps"]
-    bars = fig.data[-1]
-    assert list(bars.x[:4]) == ["no reuse", "tiled", "grouped", "pipelined"]
-    assert bars.y[0] == pytest.approx(0.5 * bw) and bars.y[1] == pytest.approx(64 * bw)
+    bars = fig.data[-1]  # across: a step a row, its name one line beside its bar (upright, six ran together on a phone)
+    assert bars.orientation == "h" and fig.layout.yaxis2.autorange == "reversed"  # the first step at the top
+    assert list(bars.y[:4]) == ["no reuse", "tiled", "grouped", "pipelined"]
+    assert bars.x[0] == pytest.approx(0.5 * bw) and bars.x[1] == pytest.approx(64 * bw)
     # with lesson 00's L2 bandwidth the steps' bounds take the L2 roof; the fast path and torch keep HBM's
     peak = RECORDED["profile"]["matmul_tflops"]["fp16"]
     bars = figures.lesson07.build_figure(None, RECORDED["profile"], "no GPU", l2_tbps=8.0).data[-1]
-    assert bars.y[0] == pytest.approx(0.5 * 8.0) and bars.y[1] == pytest.approx(min(peak, 64 * 8.0))
-    assert bars.y[4] == pytest.approx(min(peak, bw * 4096 / 3))  # 2N^3 / (3 N^2 2 B) = N/3 FLOP/B, from HBM
+    assert bars.x[0] == pytest.approx(0.5 * 8.0) and bars.x[1] == pytest.approx(min(peak, 64 * 8.0))
+    assert bars.x[4] == pytest.approx(min(peak, bw * 4096 / 3))  # 2N^3 / (3 N^2 2 B) = N/3 FLOP/B, from HBM
     made_up = {
         "build": [
             dict(step=s, n=4096, dtype="fp16", tflops=t)
@@ -468,7 +469,7 @@ def test_lesson07_build_figure_with_and_without_a_recording():
         ]
     }
     fig = figures.lesson07.build_figure(made_up, RECORDED["profile"], "made up")
-    assert "no recording" not in fig.layout.title.text and list(fig.data[-1].y) == [2, 200, 220, 400, 700, 720]
+    assert "no recording" not in fig.layout.title.text and list(fig.data[-1].x) == [2, 200, 220, 400, 700, 720]
     assert_readable(fig)
     # the roofline above the bars (side by side, each was too narrow in a notebook column); each step's mark named
     # under its bar in its colour, not in the legend; the measured roof under the others and 2 px wider
@@ -476,8 +477,8 @@ def test_lesson07_build_figure_with_and_without_a_recording():
     assert fig.layout.yaxis.domain[0] > fig.layout.yaxis2.domain[1]
     marks = [tr for tr in fig.data if tr.type == "scatter" and tr.mode == "markers"]
     glyphs = figures.lesson07.GLYPHS
-    assert [tr.name for tr in marks] == list(fig.layout.xaxis2.tickvals) and not any(tr.showlegend for tr in marks)
-    for tr, text in zip(marks, fig.layout.xaxis2.ticktext):
+    assert [tr.name for tr in marks] == list(fig.layout.yaxis2.tickvals) and not any(tr.showlegend for tr in marks)
+    for tr, text in zip(marks, fig.layout.yaxis2.ticktext):
         assert text == f"<span style='color:{tr.marker.color}'>{glyphs[tr.marker.symbol]}</span> {tr.name}"
     roofs = [tr for tr in fig.data if tr.type == "scatter" and tr.mode == "lines"]
     assert roofs[0].name.startswith("measured") and len(roofs) == 3

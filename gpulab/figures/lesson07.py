@@ -76,8 +76,9 @@ class TileExplorer:
         )
         fig.update_xaxes(**ticks, row=1, col=1)
         fig.update_xaxes(**ticks, row=1, col=2)
-        fig.update_yaxes(type="log", dtick=1, title_text="KiB", row=1, col=1)
-        fig.update_yaxes(type="log", dtick=1, title_text="FLOP/byte", row=1, col=2)
+        # no y titles: each panel's title names its unit, and on a phone (366 px) the right panel's title lay on the
+        # left panel
+        fig.update_yaxes(type="log", dtick=1)
         plots.panel_titles(fig)
         fig.update_layout(template="plotly_white", height=460, margin=dict(t=30, l=60, r=20), legend=plots.LEGEND_BELOW)
         self._apply(fig)
@@ -133,10 +134,12 @@ class WaveExplorer:
         self.sms = widgets.slider(W.IntSlider, value=sms, min=1, max=200, description="SMs")
         self.readout = W.HTML()
         self.ns = list(range(n_range[0], n_range[1] + 1, 1))
+        # one panel above the other: side by side on a phone (366 px) their titles ran into each other
         fig = make_subplots(
-            rows=1,
-            cols=2,
-            column_widths=[0.65, 0.35],
+            rows=2,
+            cols=1,
+            row_heights=[0.6, 0.4],
+            vertical_spacing=0.2,
             subplot_titles=("model efficiency against N", "busy SMs in each wave"),
         )
         fig.add_scatter(x=self.ns, y=[0.0] * len(self.ns), mode="lines", name="wave efficiency", row=1, col=1)
@@ -152,16 +155,15 @@ class WaveExplorer:
         fig.add_scatter(
             x=[0], y=[0], mode="markers", name="slider N", marker=dict(size=12, color="black"), row=1, col=1
         )
-        fig.add_bar(x=[1], y=[0], name="busy SMs", marker_color="#1f77b4", row=1, col=2)
-        fig.add_bar(x=[1], y=[0], name="idle SMs", marker_color="#dddddd", row=1, col=2)
+        fig.add_bar(x=[1], y=[0], name="busy SMs", marker_color="#1f77b4", row=2, col=1)
+        fig.add_bar(x=[1], y=[0], name="idle SMs", marker_color="#dddddd", row=2, col=1)
         plots.panel_titles(fig)
         fig.update_layout(
-            barmode="stack", template="plotly_white", height=480, margin=dict(t=30), legend=plots.LEGEND_BELOW
+            barmode="stack", template="plotly_white", height=640, margin=dict(t=30), legend=plots.LEGEND_BELOW
         )
         fig.update_xaxes(title_text="N (output is N x N)", row=1, col=1)
         fig.update_yaxes(title_text="efficiency", row=1, col=1)
-        # the panel's title names its bars' unit (SMs): an axis title there lay on the left panel in a narrow column
-        fig.update_xaxes(title_text="wave", type="category", row=1, col=2)
+        fig.update_xaxes(title_text="wave", type="category", row=2, col=1)  # the panel's title names the unit: SMs
         self._apply(fig)  # the first state goes into the figure before it becomes a widget
         self.live = widgets.LiveFigure(fig)
         for w in (self.n, self.tile_m, self.tile_n, self.sms):
@@ -368,7 +370,9 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
             customdata=[intensity[st] for st in steps],
             hovertemplate=hover,
             mode="markers",
-            name="model bound of each step (the roof at its intensity" + (": L2's for the steps)" if l2_tbps else ")"),
+            # two lines: one ran past a phone's 366 px figure
+            name="model bound of each step<br>(the roof at its intensity"
+            + (": L2's for the steps)" if l2_tbps else ")"),
             marker=dict(symbol="circle-open", size=13, color="#444444"),
             row=1,
             col=1,
@@ -388,42 +392,41 @@ def build_figure(data: dict | None, profile: dict | None = None, where: str = ""
                 row=1,
                 col=1,
             )
-        fig.add_bar(
-            x=[r["step"] for r in rows],
-            y=[r["tflops"] for r in rows],
-            showlegend=False,
-            marker_color=[colors[r["step"]] for r in rows],
-            text=[f"{r['tflops']:.3g}" for r in rows],
-            textposition="outside",
-            cliponaxis=False,
-            row=2,
-            col=1,
-        )
-        names = [r["step"] for r in rows]
-        fig.update_xaxes(
-            tickvals=names,
-            ticktext=[f"<span style='color:{colors[st]}'>{GLYPHS[symbols[st]]}</span> {st}" for st in names],
-            row=2,
-            col=1,
-        )
+        names, values = [r["step"] for r in rows], [r["tflops"] for r in rows]
+        bar_colors = [colors[st] for st in names]
+        ticktext = [f"<span style='color:{colors[st]}'>{GLYPHS[symbols[st]]}</span> {st}" for st in names]
         title = f"the build, {rows[0]['dtype']} {n}³"
     else:
-        fig.add_bar(
-            x=steps,
-            y=bounds,
-            showlegend=False,
-            marker_color="#dddddd",
-            text=[f"{b:.3g}" for b in bounds],
-            textposition="outside",
-            cliponaxis=False,
-            row=2,
-            col=1,
-        )
+        names, values, bar_colors, ticktext = steps, bounds, "#dddddd", steps
         title = f"the build, fp16 {n}³: no recording yet (the model's bounds alone)"
+    # the bars read across, a step a row (its name one line beside its bar, the first at the top): six names
+    # under six upright bars ran into each other in a phone's 366 px figure
+    fig.add_bar(
+        y=names,
+        x=values,
+        orientation="h",
+        showlegend=False,
+        marker_color=bar_colors,
+        text=[f"{v:.3g}" for v in values],
+        textposition="outside",
+        cliponaxis=False,
+        row=2,
+        col=1,
+    )
+    fig.update_yaxes(
+        type="category", tickvals=names, ticktext=ticktext, autorange="reversed", ticklabelstandoff=4, row=2, col=1
+    )
+    # log bars start at the axis' left edge: the shortest rises half a decade, and the longest leaves room for its label
+    fig.update_xaxes(
+        type="log",
+        dtick=1,
+        title_text="TFLOP/s",
+        range=[math.log10(min(values)) - 0.5, math.log10(max(values)) + 0.45],
+        row=2,
+        col=1,
+    )
     fig.update_xaxes(type="log", dtick=1, title_text="model intensity (FLOP per requested input byte)", row=1, col=1)
     fig.update_yaxes(type="log", dtick=1, title_text="TFLOP/s", row=1, col=1)
-    fig.update_yaxes(type="log", dtick=1, title_text="TFLOP/s", row=2, col=1)
-    fig.update_xaxes(tickangle=0, row=2, col=1)
     plots.panel_titles(fig)
     fig.update_layout(
         title=plots.title(title, where, gap=34),  # above the first panel's title
