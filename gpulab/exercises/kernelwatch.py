@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..core.patches import Patches
 from . import clip, describe_error
 
 GUARD_BYTES = 1 << 20
@@ -58,7 +59,6 @@ _INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
 _PROGRESS: Progress | None = None
 _CLOCK = None
 
-_INHERITED = object()  # an attribute a patch shadows on a class that only inherits it
 _BASE = "_gpulab_buffer"  # the attribute of an interpreter's pointer that names the buffer it was offset from
 
 
@@ -407,7 +407,7 @@ class _Abort(Exception):
     """Raised inside a launch at its first stray store: the store was not run, and the launch stops."""
 
 
-class Watch:
+class Watch(Patches):
     """For the duration of a ``with`` block: records every Triton launch (kernel name, grid, the buffers it
     stored into) by wrapping ``run`` of ``JITFunction`` and ``InterpretedFunction`` (``kernel[grid](...)``
     and autotuners both go through it, Triton 3.6 to 3.9). With ``check``, the launches run in Triton's
@@ -418,7 +418,7 @@ class Watch:
     by parameter name (``ints``: ``BLOCK_M`` and the like) and the most lanes a 1-D store of it into out had
     (``lanes``: the block a program stores, whatever the kernel calls it; a 2-D tile's store is left out). An
     autotuned kernel is not timed: case ``pick`` takes the configs in turn from config ``pick``, so that every
-    config runs in some case.
+    config runs in some case. Leaving the block puts back every method it patched (``core.patches.Patches``).
 
     The interpreter runs a grid's programs one after another, in a fixed order; a GPU runs them in none. So each
     element of out remembers which program of the launch stored it (``owner``), and a store into it by another
@@ -436,6 +436,7 @@ class Watch:
     kept per kind of access (``shifts``): 0 for the lesson's offsets, a constant s where they are shifted by s."""
 
     def __init__(self, regions: list[Region], out_name: str, check: bool, out: Guarded | None = None, pick: int = 0):
+        super().__init__()
         self.regions, self.out_name, self.check, self.out, self.pick = regions, out_name, check, out, pick
         n_out = next((r.n for r in regions if r.name == out_name), 0)
         self.stores = np.zeros(n_out, dtype=np.int64) if check else None
@@ -455,7 +456,6 @@ class Watch:
         self._bases: dict[int, str] = {}  # a buffer's first byte -> its name: the pointers a kernel is given
         self._bare = 0  # > 0 inside a load or store given no mask (the interpreter makes an all-true one)
         self.last_digest = None
-        self._interpreted: dict = {}
         self._current = None
         self.aborted = False
 
@@ -505,28 +505,6 @@ class Watch:
         if self.check and self.out is not None:
             self.last_digest = self.out.digest()
         self._current = None
-
-    def _as_interpreted(self, kernel):
-        from triton.runtime.interpreter import InterpretedFunction
-        from triton.runtime.jit import JITFunction
-
-        key = id(kernel)
-        if key not in self._interpreted:
-            self._interpreted[key] = InterpretedFunction(kernel.fn)
-            g = kernel.fn.__globals__
-            for name, v in list(g.items()):  # @triton.jit helpers the kernel calls must be interpreted too
-                if isinstance(v, JITFunction):
-                    self._swaps.append((g, name, v))
-                    g[name] = InterpretedFunction(v.fn)
-        return self._interpreted[key]
-
-    def _interpreted_helper(self, fn):
-        from triton.runtime.interpreter import InterpretedFunction
-
-        key = ("helper", id(fn))
-        if key not in self._interpreted:
-            self._interpreted[key] = InterpretedFunction(fn.fn)
-        return self._interpreted[key]
 
     # pointers, in the interpreter
     def _base_of(self, ptr) -> str | None:
@@ -711,7 +689,6 @@ class Watch:
         patch_interpreter()  # the pre-flight runs in the interpreter on a GPU machine too
         from triton.runtime.jit import JITFunction
 
-        self._patches, self._swaps = [], []
         orig_jit, orig_interp = JITFunction.run, interpreter.InterpretedFunction.run
         watch = self
 
@@ -723,24 +700,24 @@ class Watch:
                 grid = watch._grid(grid, rec)
                 try:
                     if interpret_jit:
-                        return orig_interp(watch._as_interpreted(kernel), *args, grid=grid, warmup=False, **kwargs)
+                        return orig_interp(watch.interpreted(kernel), *args, grid=grid, warmup=False, **kwargs)
                     return orig(kernel, *args, grid=grid, warmup=warmup, **kwargs)
                 finally:
                     watch._end(rec)
 
             return run
 
-        self._patch(JITFunction, "run", wrap(orig_jit, self.check))
-        self._patch(interpreter.InterpretedFunction, "run", wrap(orig_interp, False))
+        self.patch(JITFunction, "run", wrap(orig_jit, self.check))
+        self.patch(interpreter.InterpretedFunction, "run", wrap(orig_interp, False))
         if self.check:
             # every @triton.jit function a kernel reaches (its helpers however named, their helpers, and
             # triton.language's own: tl.cdiv, tl.max, tl.sum are @jit functions too) runs interpreted: where
             # @triton.jit gave a JITFunction (a GPU), calling one raises "Cannot call @triton.jit'd outside of
             # the scope of a kernel"
             def call_interpreted(fn, *args, **kwargs):
-                return watch._interpreted_helper(fn)(*args, **kwargs)
+                return watch.helper(fn)(*args, **kwargs)
 
-            self._patch(JITFunction, "__call__", call_interpreted)
+            self.patch(JITFunction, "__call__", call_interpreted)
             b = interpreter.InterpreterBuilder
             load, store = b.create_masked_load, b.create_masked_store
             addptr = b.create_addptr
@@ -750,7 +727,7 @@ class Watch:
                 watch._addptr(ptr, res)
                 return res
 
-            self._patch(b, "create_addptr", create_addptr)
+            self.patch(b, "create_addptr", create_addptr)
 
             def bare(orig):  # tl.load(p) and tl.store(p, v): the interpreter gives them an all-true mask
                 def op(s, *a, **k):
@@ -762,18 +739,18 @@ class Watch:
 
                 return op
 
-            self._patch(b, "create_load", bare(b.create_load))
-            self._patch(b, "create_store", bare(b.create_store))
+            self.patch(b, "create_load", bare(b.create_load))
+            self.patch(b, "create_store", bare(b.create_store))
             rmw, cas = b.create_atomic_rmw, b.create_atomic_cas
-            self._patch(
+            self.patch(
                 b, "create_masked_load", lambda s, p, m, *r, **k: load(s, p, watch._access("load", p, m), *r, **k)
             )
-            self._patch(
+            self.patch(
                 b,
                 "create_masked_store",
                 lambda s, p, v, m, *r, **k: store(s, p, v, watch._access("store", p, m), *r, **k),
             )
-            self._patch(
+            self.patch(
                 b,
                 "create_atomic_rmw",
                 lambda s, o, p, v, m, *r, **k: rmw(
@@ -786,7 +763,7 @@ class Watch:
                     raise RuntimeError("an atomic_cas outside the checker's buffers (not run)")
                 return cas(s, p, *r, **k)
 
-            self._patch(b, "create_atomic_cas", atomic_cas)
+            self.patch(b, "create_atomic_cas", atomic_cas)
             set_grid_idx = b.set_grid_idx  # called once before each program (Triton 3.6 to 3.9)
 
             def count_program(s, *idx, **k):
@@ -794,7 +771,7 @@ class Watch:
                 watch.program += 1
                 return set_grid_idx(s, *idx, **k)
 
-            self._patch(b, "set_grid_idx", count_program)
+            self.patch(b, "set_grid_idx", count_program)
             with contextlib.suppress(ImportError):
                 from triton.runtime.autotuner import Autotuner
 
@@ -802,22 +779,8 @@ class Watch:
                     k = next((i for i, c in enumerate(tuner.configs) if c is config), 0)
                     return [float((k - watch.pick) % max(1, len(tuner.configs)))] * 3
 
-                self._patch(Autotuner, "_bench", bench)
+                self.patch(Autotuner, "_bench", bench)
         return self
-
-    def _patch(self, owner, name, new):
-        self._patches.append((owner, name, owner.__dict__.get(name, _INHERITED)))
-        setattr(owner, name, new)
-
-    def __exit__(self, *exc):
-        for owner, name, old in reversed(self._patches):
-            if old is _INHERITED:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, old)
-        for g, name, v in reversed(self._swaps):
-            g[name] = v
-        return False
 
     def record(self, outcome: Seen) -> Seen:
         """``outcome`` (what the launcher's call gave) with what was watched added."""

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ..core.patches import Patches
 from ..models.waves import cdiv
 from .kerneldiagnosis import Mistake
 
@@ -104,12 +105,14 @@ class Tally:
 # ---- the interpreter's dots and stores ---------------------------------------------------------------------------
 
 
-class _KernelWork:
+class _KernelWork(Patches):
     """Inside a ``with``: every ``tl.dot`` and every store into ``out`` that Triton's interpreter runs, counted
     (``InterpreterBuilder.create_dot`` and ``create_masked_store``, Triton 3.6 to 3.9, wrapped around whatever
-    wraps them already: ``kernelcheck``'s address checks run first, so a stray lane it masks off is not counted)."""
+    wraps them already: ``kernelcheck``'s address checks run first, so a stray lane it masks off is not counted;
+    put back when the block ends)."""
 
     def __init__(self, out: torch.Tensor | None):
+        super().__init__()
         self.macs = self.dots = 0
         self.shapes: set[tuple[int, int, int]] = set()
         self.out = out
@@ -119,7 +122,6 @@ class _KernelWork:
         from triton.runtime import interpreter
 
         b = interpreter.InterpreterBuilder
-        self._saved = [(name, b.__dict__.get(name)) for name in ("create_dot", "create_masked_store")]
         dot, store = b.create_dot, b.create_masked_store
         work = self
 
@@ -134,7 +136,8 @@ class _KernelWork:
             work._count_store(ptrs, mask)
             return store(s, ptrs, value, mask, *rest, **kw)
 
-        b.create_dot, b.create_masked_store = create_dot, create_masked_store
+        self.patch(b, "create_dot", create_dot)
+        self.patch(b, "create_masked_store", create_masked_store)
         return self
 
     def _count_store(self, ptrs, mask) -> None:
@@ -146,18 +149,6 @@ class _KernelWork:
         lo = self.out.data_ptr()
         inside = m.ravel() & (addr >= lo) & (addr < lo + self.stores.size * item)
         np.add.at(self.stores, (addr[inside] - lo) // item, 1)
-
-    def __exit__(self, *exc):
-        from triton.runtime import interpreter
-
-        b = interpreter.InterpreterBuilder
-        for name, old in self._saved:
-            if old is None:
-                with contextlib.suppress(AttributeError):
-                    delattr(b, name)
-            else:
-                setattr(b, name, old)
-        return False
 
 
 # ---- torch's operations ------------------------------------------------------------------------------------------

@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import hardware, plan
+from ..core.patches import Patches
 from ..models import waves as wave_model
 from ..models.sectors import SECTOR_BYTES
 from ..models.simt import WARP_SIZE
@@ -189,16 +190,14 @@ class _Launch:
         return int(np.prod(self.grid))
 
 
-_INHERITED = object()
-
-
-class _Tracer:
+class _Tracer(Patches):
     """While active: every Triton launch runs in the interpreter and is recorded (module docstring). Patches
     ``InterpretedFunction.run`` (and, on a GPU, ``JITFunction.run`` and ``__call__``: kernels there are
     interpreted too) and the interpreter's loads, stores, selects, dots, atomics, descriptors and program
-    indices; ``__exit__`` puts every one back."""
+    indices; leaving the block puts every one back (``core.patches.Patches``)."""
 
     def __init__(self, cc: int | None, max_programs: int, time_limit_s: float):
+        super().__init__()
         self.cc, self.max_programs, self.time_limit_s = cc, max_programs, time_limit_s
         self.launches: list[_Launch] = []
         self.current: _Launch | None = None
@@ -208,7 +207,6 @@ class _Tracer:
         self.loaded: dict = {}  # id(array) -> (site, array) of this program's loaded values
         self.inside = 0  # >0 inside an atomic or descriptor operation: its inner load/store is not recorded again
         self.pending: dict = {}
-        self._patches, self._swaps, self._interpreted = [], [], {}
         self.thread = threading.get_ident()
 
     # -- launches
@@ -257,20 +255,6 @@ class _Tracer:
             return (len(rec.sample),)
 
         return spy
-
-    def _as_interpreted(self, kernel):
-        from triton.runtime.interpreter import InterpretedFunction
-        from triton.runtime.jit import JITFunction
-
-        key = id(kernel)
-        if key not in self._interpreted:
-            self._interpreted[key] = InterpretedFunction(kernel.fn)
-            g = kernel.fn.__globals__
-            for name, v in list(g.items()):  # the @triton.jit helpers it calls run interpreted too
-                if isinstance(v, JITFunction):
-                    self._swaps.append((g, name, v))
-                    g[name] = InterpretedFunction(v.fn)
-        return self._interpreted[key]
 
     # -- the interpreter's operations
     def _set_grid_dim(self, orig):
@@ -344,7 +328,7 @@ class _Tracer:
                 if warmup:
                     return (orig_jit if interpret_jit else orig_interp)(kernel, *args, grid=grid, warmup=True, **kwargs)
                 rec = tracer._begin(kernel, args, kwargs)
-                target = tracer._as_interpreted(kernel) if interpret_jit else kernel
+                target = tracer.interpreted(kernel) if interpret_jit else kernel
                 try:
                     return orig_interp(target, *args, grid=tracer._grid(grid, rec), warmup=False, **kwargs)
                 finally:
@@ -352,13 +336,13 @@ class _Tracer:
 
             return run
 
-        self._patch(interpreter.InterpretedFunction, "run", wrap(False))
-        self._patch(JITFunction, "run", wrap(True))
-        self._patch(JITFunction, "__call__", lambda fn, *a, **k: self._helper(fn)(*a, **k))
+        self.patch(interpreter.InterpretedFunction, "run", wrap(False))
+        self.patch(JITFunction, "run", wrap(True))
+        self.patch(JITFunction, "__call__", lambda fn, *a, **k: self.helper(fn)(*a, **k))
         b = interpreter.InterpreterBuilder
         load, store = b.create_masked_load, b.create_masked_store
-        self._patch(b, "set_grid_idx", self._set_grid_idx(b.set_grid_idx))
-        self._patch(b, "set_grid_dim", self._set_grid_dim(b.set_grid_dim))
+        self.patch(b, "set_grid_idx", self._set_grid_idx(b.set_grid_idx))
+        self.patch(b, "set_grid_dim", self._set_grid_dim(b.set_grid_dim))
 
         def masked_load(s, ptrs, mask, *rest, **kw):
             site = tracer._record("load", ptrs, mask)
@@ -371,8 +355,8 @@ class _Tracer:
             tracer._record("store", ptrs, mask)
             return store(s, ptrs, value, mask, *rest, **kw)
 
-        self._patch(b, "create_masked_load", masked_load)
-        self._patch(b, "create_masked_store", masked_store)
+        self.patch(b, "create_masked_load", masked_load)
+        self.patch(b, "create_masked_store", masked_store)
         select = b.create_select
 
         def create_select(s, cond, lhs, rhs):
@@ -387,7 +371,7 @@ class _Tracer:
                 site.programs.append(tracer.program)
             return out
 
-        self._patch(b, "create_select", create_select)
+        self.patch(b, "create_select", create_select)
         dot = b.create_dot
 
         def create_dot(s, a, bb, d, *rest, **kw):
@@ -395,7 +379,7 @@ class _Tracer:
             tracer._mark_dot(bb.data)
             return dot(s, a, bb, d, *rest, **kw)
 
-        self._patch(b, "create_dot", create_dot)
+        self.patch(b, "create_dot", create_dot)
         for name in (
             "create_atomic_rmw",
             "create_atomic_cas",
@@ -404,7 +388,7 @@ class _Tracer:
             "create_atomic_poll",
         ):
             if hasattr(b, name):
-                self._patch(
+                self.patch(
                     b,
                     name,
                     self._quiet(getattr(b, name), "atomic", f"an atomic ({name[7:]}): resolved in L2, not modelled"),
@@ -417,7 +401,7 @@ class _Tracer:
             "create_descriptor_scatter",
         ):
             if hasattr(b, name):
-                self._patch(
+                self.patch(
                     b,
                     name,
                     self._quiet(
@@ -449,28 +433,6 @@ class _Tracer:
             if data.shape == np.shape(arr):
                 site.dot = True
                 return
-
-    def _helper(self, fn):
-        from triton.runtime.interpreter import InterpretedFunction
-
-        key = ("helper", id(fn))
-        if key not in self._interpreted:
-            self._interpreted[key] = InterpretedFunction(fn.fn)
-        return self._interpreted[key]
-
-    def _patch(self, owner, name, new):
-        self._patches.append((owner, name, owner.__dict__.get(name, _INHERITED)))
-        setattr(owner, name, new)
-
-    def __exit__(self, *exc):
-        for owner, name, old in reversed(self._patches):
-            if old is _INHERITED:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, old)
-        for g, name, v in reversed(self._swaps):
-            g[name] = v
-        return False
 
 
 # ---- counting -----------------------------------------------------------------------------------------------
