@@ -527,6 +527,11 @@ def test_lesson08_figures_and_points():
     points = lesson08.roofline_points(rec)
     fig = figures.lesson08.roofline_figure(points, RECORDED["profile"], "recorded")
     _traces_ok(fig)
+    # lengths in thousands of 1024, short enough beside close points on a phone; L2's d=64 group, close together
+    # above the HBM slope, labelled on its left (on its right the label ran under d=128's points)
+    labels = {tr.name: [(t, pos) for t, pos in zip(tr.text, tr.textposition) if t] for tr in fig.data[1:]}
+    assert labels["flash L2 d=64"] == [("L=16k", "middle left")] and labels["naive fwd d=128"][0][0] == "L=32k"
+    assert [t for t, _ in labels["flash DRAM d=64"]] == ["L=1k", "L=16k"]
     assert lesson08.roofline_points(None) == []
 
 
@@ -562,7 +567,7 @@ def test_lesson08_roofline_axes_span_the_points_not_ten_decades():
         KernelPoint("flash fwd d=128 L=1024", 1.2e13, 1e11, 24.0, dtype="bf16", op_kind="matmul"),
     ]
     fig = figures.lesson08.roofline_figure(pts, {"matmul_tflops": {"bf16": 600.0}, "copy_tbps": 4.0})
-    assert fig.layout.xaxis.range == pytest.approx([math.log10(50 / 1.5), math.log10(150 * 1.5)])
+    assert fig.layout.xaxis.range == pytest.approx([math.log10(50 / 3), math.log10(150 * 1.5)])  # room for labels
     assert fig.layout.yaxis.range == pytest.approx([math.log10(100 / 1.5), math.log10(600 * 1.3)])
     assert [tr.name for tr in fig.data[1:]] == ["naive fwd d=128", "flash fwd d=128"]  # one series each
     check_figure(fig, "made-up roofline")
@@ -578,6 +583,8 @@ def test_lesson08_explorers_at_both_ends_of_each_slider():
         measured = sorted({r["L"] for r in rec["rows"]})
         if data:  # the slider spans the recorded lengths: no end with an empty time panel
             assert (2**ex.k.min, 2**ex.k.max) == (measured[0], measured[-1])
+            layout = ex.live.fig.layout  # memory above time: side by side, a phone's panels were 120 px wide
+            assert layout.yaxis.domain[0] > layout.yaxis2.domain[1] and layout.xaxis2.domain == layout.xaxis.domain
         for k in (ex.k.min, ex.k.max):
             ex.k.value = k
             check_figure(ex.live.fig, f"NaiveVsFlashExplorer k={k}, {'recorded' if data else 'model only'}")

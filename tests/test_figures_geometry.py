@@ -35,13 +35,8 @@ SITE, SITE_LESSONS = 366, ("00", "00b", "08", "10")  # px: the site's figure on 
 _OPEN = "issue 41 item 1, still open in this lesson's figures"
 #: Per lesson: (figure name prefix, words of the problem) -> why it is let pass.
 KNOWN: dict[str, dict[tuple[str, str], str]] = {}
-_SITE_OPEN = "the site on a phone, still open: "
-#: The issue's lessons at the site's 366 px: what is let pass there.
-KNOWN_SITE: dict[tuple[str, str], str] = {
-    ("08 NaiveVsFlashExplorer", "bartext"): _SITE_OPEN + "the values of two bars 28 px wide run together",
-    ("08 NaiveVsFlashExplorer at k=16", "xtick 'naive (out of memory)' and ytick '0'"): _SITE_OPEN + "a long name",
-    ("08 roofline_figure", "textpoint"): _SITE_OPEN + "two lengths' labels beside close points",
-}
+#: The figures at the site's 366 px: (figure name prefix, words of the problem) -> why a phone cannot show it.
+KNOWN_SITE: dict[tuple[str, str], str] = {}
 
 
 @functools.cache

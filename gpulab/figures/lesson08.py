@@ -166,15 +166,15 @@ class NaiveVsFlashExplorer:
             if data
             else ("extra memory above q, k, v (GiB), model only",)
         )
-        fig = plots.panel_titles(
-            make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.12)
-        )
+        # one panel above the other: side by side on a phone (366 px) two bars' labels ran together in panels
+        # about 120 px wide, and naive's two-line name lay on the time panel's axis
+        fig = plots.panel_titles(make_subplots(rows=len(titles), cols=1, subplot_titles=titles, vertical_spacing=0.2))
         fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="model (by hand)", marker_color="#9e9e9e", row=1, col=1)
         if data:
             fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="measured peak", marker_color="#1f77b4", row=1, col=1)
-            fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="measured time", marker_color="#d62728", row=1, col=2)
+            fig.add_bar(x=list(self.METHODS), y=[0.0, 0.0], name="measured time", marker_color="#d62728", row=2, col=1)
         fig.update_layout(
-            height=460,
+            height=680 if data else 460,
             template="plotly_white",
             barmode="group",
             bargap=0.15,
@@ -365,6 +365,13 @@ def _length(L: int) -> str:
     return f"{L // 1024}k" if L >= 1024 and L % 1024 == 0 else str(L)
 
 
+def _short_length(label: str) -> str:
+    """A point's length label in thousands of 1024, as the headline names them: "L=16384" -> "L=16k" (on a
+    phone's 366 px figure "L=16384" beside one point ran into the label of the next group's point)."""
+    L = int(label.split("=", 1)[1])
+    return f"L={L // 1024}k" if L % 1024 == 0 else label
+
+
 def roofline_figure(points, profile: dict, where: str = "", l2_tbps: float | None = None):
     """Attention's forward kernels (``points``: ``roofline.KernelPoint``s, e.g. from
     ``gpulab.bench.lesson08.roofline_points``) on the bf16 roofline measured in ``profile``: log axes whose ranges
@@ -379,7 +386,7 @@ def roofline_figure(points, profile: dict, where: str = "", l2_tbps: float | Non
     xs, ys = [p.intensity for p in points] + ridges, [p.tflops for p in points] + [peak]
     if not points:  # the roofs alone: a decade each side of the ridge
         xs, ys = [ridge / 10, ridge * 10], [peak / 10, peak]
-    x_lo, x_hi = min(xs) / 1.5, max(xs) * 1.5
+    x_lo, x_hi = min(xs) / 3, max(xs) * 1.5  # room left of the lowest points for their labels
     y_lo, y_hi = min(ys) / 1.5, max(ys) * 1.3
     x0 = max(x_lo, y_lo / bw)
     fig = go.Figure()
@@ -406,17 +413,21 @@ def roofline_figure(points, profile: dict, where: str = "", l2_tbps: float | Non
         ps = sorted(ps, key=lambda p: int(p.name.rsplit("=", 1)[1]))
         spread = ps[-1].intensity / ps[0].intensity if len(ps) > 1 else 1.0
         ends = (0, len(ps) - 1) if not 1 / 1.5 < spread < 1.5 else (len(ps) - 1,)  # close together: one label
-        text = [p.name.rsplit(" ", 1)[1] if i in ends else "" for i, p in enumerate(ps)]
+        text = [_short_length(p.name.rsplit(" ", 1)[1]) if i in ends else "" for i, p in enumerate(ps)]
         fig.add_scatter(
             x=[p.intensity for p in ps],
             y=[p.tflops for p in ps],
             mode="markers+text",
             name=g,
             text=text,
-            # the first left of its point, the others right, but left in the right quarter of the axis (room there)
+            # the first left of its point, the others right, but left in the right quarter of the axis (room there);
+            # a close group's one label left too where the group lies above the HBM roof's slope (nothing to its
+            # left there): to the right, L2's d=64 label ran under d=128's points on a phone (366 px)
             textposition=[
                 "middle left"
-                if i == 0 or math.log10(x_hi / p.intensity) < 0.25 * math.log10(x_hi / x_lo)
+                if i == 0
+                or (len(ends) == 1 and p.tflops > bw * p.intensity)
+                or math.log10(x_hi / p.intensity) < 0.25 * math.log10(x_hi / x_lo)
                 else "middle right"
                 for i, p in enumerate(ps)
             ],
