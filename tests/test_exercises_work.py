@@ -170,13 +170,6 @@ def test_check_kernel_files_a_mistake_under_its_kind_and_any_other_message_as_va
     assert rep.failures[0].startswith("values differ: 3 of 5 elements ["), rep.failures
 
 
-def test_relabel_files_these_messages_under_their_own_name():
-    from gpulab.exercises import Report
-
-    rep = Report("x", failures=[f"values differ: {work.REDONE}: ...", "values differ: 3 of 4 elements", "other"])
-    assert work.relabel(rep).failures == [f"{work.REDONE}: ...", "values differ: 3 of 4 elements", "other"]
-
-
 def test_a_launcher_s_result_and_error_pass_through():
     tally = work.Tally()
     assert work.watched(lambda x: x + 1, tally, torch_ops=True, interpreted_only=False)(1) == 2

@@ -365,11 +365,3 @@ def torch_shortcut(tally: Tally, bound_bytes: int | None = None, what: str = "")
             "against a block of keys, never S (or one head's S) whole"
         ))  # fmt: skip
     return None
-
-
-def relabel(report):
-    """``report`` with this module's messages said as what they are: ``check_kernel`` files what a ``mismatch`` hook
-    returns under "values differ", and these are no difference of values. Returns the report."""
-    for mark in (REDONE, SHORTCUT, OVER_MEMORY):
-        report.failures = [f.replace(f"values differ: {mark}", mark) for f in report.failures]
-    return report
