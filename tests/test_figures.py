@@ -40,6 +40,19 @@ def test_plots_title_wraps_each_line_and_sits_above_the_plot():
     assert plots.title("short")["text"] == "short"
 
 
+def test_plots_title_wraps_fewer_characters_in_larger_type():
+    from gpulab.figures import plots
+
+    words = "a phone's figure holds a title line of so many characters " * 3
+    for size in (13, 14):
+        lines = plots.title(words, words, size=size)["text"].split("<br>")
+        subs = [s.removeprefix("<sup>").removesuffix("</sup>") for s in lines if s.startswith("<sup>")]
+        heads = [s for s in lines if not s.startswith("<sup>")]
+        assert subs and heads and max(map(len, heads)) <= plots.TITLE_CHARS * 13 / size
+        assert max(map(len, subs)) <= plots.SUB_CHARS * 13 / size
+        assert max(map(len, subs)) > plots.SUB_CHARS * 13 / size - 12  # wrapped near the width, not far under it
+
+
 def test_plots_coincide_finds_runs_of_two_or_more_shared_x():
     from gpulab.figures import plots
 

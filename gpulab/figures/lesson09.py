@@ -256,8 +256,8 @@ class ModelSizeExplorer:
             fig.layout.title = plots.title(
                 f"{cfg.n_layer} layer{'s' * (cfg.n_layer != 1)}, d_model {cfg.d_model}, "
                 f"{cfg.batch}x{cfg.seq_len} tokens: {s['ms']:.3g} ms",
-                f"predicted on {self.spec.name}: compute-bound {shares['compute']:.0%}, memory-bound "
-                f"{shares['memory']:.0%}, overhead-bound {shares['overhead']:.0%}",
+                f"predicted on {self.spec.name}; bound by compute {shares['compute']:.0%}, memory "
+                f"{shares['memory']:.0%}, overhead {shares['overhead']:.0%}",
                 size=14,
             )
 

@@ -41,11 +41,12 @@ def wrap(text: str, width: int = 90) -> str:
 
 def title(text: str, sub: str = "", size: int = 13, gap: int = 12) -> dict:
     """A figure's ``layout.title``: ``text`` wrapped at ``TITLE_CHARS``, then ``sub`` (the data's source, a
-    note) in small type wrapped at ``SUB_CHARS``, from the figure's left edge. It sits ``gap`` px above the plot
-    area (``yref="paper"``, anchored at its bottom; room for subplot titles there) and pushes the top margin to
-    hold every line (``automargin``), so a title of more lines lowers the plot instead of leaving the figure.
-    ``size`` in px."""
-    lines = [wrap(text, TITLE_CHARS)] + [f"<sup>{line}</sup>" for line in wrap(sub, SUB_CHARS).split("<br>") if sub]
+    note) in small type wrapped at ``SUB_CHARS``, from the figure's left edge; both widths for 13 px type, fewer
+    characters at a larger ``size``. It sits ``gap`` px above the plot area (``yref="paper"``, anchored at its
+    bottom; room for subplot titles there) and pushes the top margin to hold every line (``automargin``), so a
+    title of more lines lowers the plot instead of leaving the figure. ``size`` in px."""
+    chars, sub_chars = (int(n * 13 / max(size, 13)) for n in (TITLE_CHARS, SUB_CHARS))
+    lines = [wrap(text, chars)] + [f"<sup>{line}</sup>" for line in wrap(sub, sub_chars).split("<br>") if sub]
     body = "<br>".join(lines)  # a <sup> a line: plotly spaces a <br> inside one as a full-size line
     return dict(
         text=body,
