@@ -534,6 +534,7 @@ def test_lesson08_figures_and_points():
     rec = RECORDED["lesson08"]
     model_only = figures.lesson08.naive_flash_figure(None)
     assert len(model_only.data) == 2 and "model only" in model_only.layout.title.text
+    assert "xaxis2" not in model_only.layout.to_plotly_json()  # no empty time panel beside the memory model
     _traces_ok(figures.lesson08.naive_flash_figure(rec["sweep"], "recorded"))
     fig = figures.lesson08.headline_figure(rec["headline"], "recorded")
     assert len(fig.data) == 6 and len(fig.data[0].y) == len(rec["headline"])

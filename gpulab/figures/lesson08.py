@@ -240,16 +240,13 @@ class NaiveVsFlashExplorer:
 def naive_flash_figure(sweep: dict | None, where: str = "", lengths=tuple(2**e for e in range(10, 17))):
     """Naive against flash attention, forward: extra peak memory (GiB, the model dotted; measured points;
     out-of-memory crosses at the model's value) and time (ms) against L, both log axes. ``sweep``: the
-    ``sweep`` record of ``gpulab.bench.lesson08`` (None: the model alone, for B=1, H=16, d=128, bf16); rows marked
-    ``recorded`` (``lesson08.sweep_shown``: lengths taken from the recording) are open markers and dashed lines,
-    labelled with the sweep's ``recorded_where``."""
+    ``sweep`` record of ``gpulab.bench.lesson08`` (None: the memory model alone, one panel, for B=1, H=16,
+    d=128, bf16); rows marked ``recorded`` (``lesson08.sweep_shown``: lengths taken from the recording) are open
+    markers and dashed lines, labelled with the sweep's ``recorded_where``."""
     sw = sweep or {"B": 1, "H": 16, "d": 128}
     lengths = list(lengths)
-    fig = plots.panel_titles(
-        make_subplots(
-            rows=1, cols=2, subplot_titles=("extra peak memory, GiB", "forward time, ms"), horizontal_spacing=0.14
-        )
-    )
+    titles = ("extra peak memory, GiB", "forward time, ms")[: 2 if sweep else 1]  # no time without a measurement
+    fig = plots.panel_titles(make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.14))
     for i, m in enumerate(("naive", "flash")):
         c = plots.COLORS[i]
         fig.add_scatter(
