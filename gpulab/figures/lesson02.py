@@ -160,7 +160,7 @@ class LoopSweepExplorer:
             xaxis=dict(
                 type="log",
                 title="fraction of elements with 64 trips (the rest 4)",
-                tickvals=plots.LOG_TICKS,  # 1-2-5, each labelled in full: not plotly's bare minor digits
+                tickvals=plots.HALF_DECADE_TICKS,  # each labelled in full: not plotly's bare minor digits
                 ticklabelstandoff=6,
             ),
             yaxis=dict(title="efficiency = useful / paid lane-steps", range=[0, 1.05], ticklabelstandoff=6),

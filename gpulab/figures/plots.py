@@ -17,6 +17,9 @@ INTENSITY_RANGE = (1e-2, 1e4)  # FLOP/byte, the x-axis of every roofline
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 #: 1-2-5 ticks from 0.001 to 5000 for a log axis: plotly's own on a short range label 0.3 .. 0.9 as bare "3 .. 9"
 LOG_TICKS = [k * 10.0**e for e in range(-3, 4) for k in (1, 2, 5)]
+#: 1-3 ticks from 0.001 to 3000, about half a decade apart: 1-2-5 labels a third of a decade apart turn upright
+#: on a log axis of more than two decades in a phone's plot (the site's figure is 366 px wide)
+HALF_DECADE_TICKS = [k * 10.0**e for e in range(-3, 4) for k in (1, 3)]
 DTYPE_COLORS = {"fp32": "#1f77b4", "tf32": "#17becf", "bf16": "#d62728", "fp16": "#ff7f0e", "fp8": "#9467bd"}
 
 
