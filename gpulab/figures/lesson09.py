@@ -184,7 +184,7 @@ def ladder_figure(
         height=600,
         legend=LEGEND_BELOW,
         margin=dict(t=30),
-        xaxis=dict(title="ms per step", type="log", tickvals=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], range=x_range),
+        xaxis=dict(title="ms per step", type="log", tickvals=plots.HALF_DECADE_TICKS, range=x_range),
         yaxis=dict(autorange="reversed"),  # the ladder's first rung at the top
         title=plots.title("The ladder of habits, GPT-2 small", rec.where, size=14),
     )
