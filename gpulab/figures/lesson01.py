@@ -183,6 +183,8 @@ class InteractiveRoofline:
             fig.data[2].x = [b.ridge, b.ridge]
             fig.data[2].y = [10 ** y_range[0], 10 ** y_range[1]]
             fig.layout.xaxis.range = x_range
+            # every other power of ten past 8 decades: on a phone (366 px) ten labels a decade apart turned upright
+            fig.layout.xaxis.dtick = 1 if x_range[1] - x_range[0] <= 8 else 2
             fig.layout.yaxis.range = y_range
             fig.layout.title = plots.title(
                 f"{b.limiter}-bound: t >= {b.time_ms:.4g} ms",
