@@ -11,6 +11,7 @@ line's points in px, and each legend entry's style. ``problems(geometry, what)``
   ``GAP_PX`` ("0.0625 GiB0.0625 GiB");
 - a text that leaves the figure (a title cut off at the right edge), a point's or bar's label cut by its plot
   area's edge, or a text drawn smaller than ``MIN_FONT_PX``;
+- a tick label turned on its side (plotly turns an axis's labels when they do not fit across);
 - a title, legend entry, tick label or menu on a plot area, and a plot area squeezed (by its legend) to under
   ``MIN_PLOT_PX`` or ``MIN_PLOT_SHARE`` of the figure's height;
 - markers of two different traces whose centres are less than ``MARKER_PX`` apart (one hides the other), where
@@ -77,7 +78,8 @@ _MEASURE = r"""
     if (kind === 'text' && title) kind = `g-${title[1]}title`;
     const m = (t.getAttribute('transform') || '').match(/scale\(([0-9.e-]+)/);
     const scale = m ? parseFloat(m[1]) : 1;  // plotly shrinks a bar's label to the bar's width by scale()
-    texts.push({text: s, kind, ...rel(r), font_px: parseFloat(getComputedStyle(t).fontSize) * scale,
+    const turned = /^[xy]tick$/.test(kind) && /rotate\(\s*-?[1-9]/.test(t.getAttribute('transform') || '');
+    texts.push({text: s, kind, ...rel(r), font_px: parseFloat(getComputedStyle(t).fontSize) * scale, turned,
                 clipped: ['textpoint', 'bartext'].includes(kind) && !!t.closest('[clip-path]')});  // drawn only
                                                                                         // inside its plot area
   }
@@ -202,6 +204,8 @@ def problems(g: dict, what: str) -> list[str]:
             out.append(f"{what}: {a['kind']} {a['text'][:60]!r} leaves the figure (cut off)")
         if a["font_px"] < MIN_FONT_PX:
             out.append(f"{what}: {a['kind']} {a['text'][:60]!r} drawn at {a['font_px']:.1f} px (too small to read)")
+        if a.get("turned"):
+            out.append(f"{what}: {a['kind']} {a['text'][:40]!r} turned on its side (the labels do not fit across)")
         for b in texts[i + 1 :]:
             dx, dy = _overlap(a, b)
             same_line = dy > 0.5 * min(a["y1"] - a["y0"], b["y1"] - b["y0"])
