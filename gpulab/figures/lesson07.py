@@ -97,8 +97,9 @@ class TileExplorer:
         fig.data[3].x, fig.data[3].y = [T], [fp / 1024]
         fig.data[4].x, fig.data[4].y = [T], [tile_intensity(T, d)]
         verdict = "fits" if fits(fp, gpu) else "does NOT fit"
-        fig.layout.title = plots.title(
-            f"T = {T}, {d}, {st} stage(s): input tiles {fp / 1024:.3g} KiB, {verdict} in {smem_kib:.0f} KiB "
+        size = f"{fp / 2**20:.3g} MiB" if fp >= 2**20 else f"{fp / 1024:.3g} KiB"  # not "2.05e+03 KiB"
+        fig.layout.title = plots.title(  # the verdict starts its own line: wrapped, "does NOT" ended a line
+            f"T = {T}, {d}, {st} stage(s): input tiles {size},<br>{verdict} in {smem_kib:.0f} KiB "
             f"of shared memory on {gpu}",
             gap=34,  # above the panels' titles
         )
