@@ -380,7 +380,13 @@ def check_quantize_fp8(fn, seed: int | None = None) -> Report:
             out=out,
             reference=reference,
             mismatch=mismatch,
-            notes={"nan_arith": "; a block of zeros has scale 0: divide only where amax > 0"},
+            notes={
+                "nan_arith": (
+                    "; a quantizer's NaN comes from 0 / 0 (a block of zeros has scale 0: divide only where amax > 0) "
+                    "or from a quotient past e4m3's 448, which the cast turns into NaN (x / scale, scale = amax / "
+                    "448, stays within 448)"
+                )
+            },
         )
         if not rep.attempted:
             return Report("quantize_fp8", attempted=False)

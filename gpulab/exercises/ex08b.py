@@ -202,7 +202,22 @@ def check_flash_backward_kernel(fn, seed: int | None = None) -> Report:
             out=lambda c: ((3, *c["q"].shape), c["q"].dtype),
             reference=reference,
             mismatch=mismatch,
+            unwritten=lambda c, mask, stores, launches: _gradients_unwritten(mask),
         )
+    )
+
+
+def _gradients_unwritten(mask: torch.Tensor) -> str | None:
+    """The message for an out (3, B, H, L, d) of which one or two gradients (out[0] = dq, out[1] = dk, out[2] =
+    dv) were never written at all while another was, or None. ``mask``: bool, flat, True where never written."""
+    parts = mask.reshape(3, -1)
+    whole = [i for i in range(3) if bool(parts[i].all())]
+    if not whole or len(whole) == 3:
+        return None
+    names = " and ".join(f"out[{i}] ({('dq', 'dk', 'dv')[i]})" for i in whole)
+    return (
+        f"{names} {'was' if len(whole) == 1 else 'were'} never written, while the rest of out was: out is (3, B, H, "
+        "L, d), out[0] = dq, out[1] = dk, out[2] = dv; each kernel must store its gradients into its part of out"
     )
 
 

@@ -24,6 +24,7 @@ from ..models import attention
 from . import Report, _call_on_copies, _short, close, ex09_solutions, run_cases
 from .cases import ROW_LIMIT, Draw
 from .kernelcheck import check_kernel
+from .kerneldiagnosis import Mistake
 
 HABITS = ("precision", "fusion", "flash", "none")
 GPU = "H200"
@@ -346,7 +347,7 @@ def check_bias_gelu(fn, seed: int | None = None) -> Report:
             f"{ref[i, j].item():.7g}, got {got[i, j].item():.7g}"
         )
         named = bias_gelu_mistake(got, case["x"], case["bias"])
-        return f"{head}: {named}" if named else head
+        return Mistake("values", f"values differ: {head}: {named}") if named else head
 
     return draw.stamp(
         check_kernel(

@@ -37,7 +37,7 @@ import time
 
 import torch
 
-from . import Report, _short, clip
+from . import LINE_LIMIT, Report, _short, clip
 from .kerneldiagnosis import Case, Finding, diagnose
 from .kernelwatch import (  # noqa: F401  (Guarded, PREFLIGHT_GUARD_BYTES, Progress, Seen: names exercises use)
     GUARD_BYTES,
@@ -96,6 +96,28 @@ def preflight_once(fn, inputs: dict[str, Guarded], out: Guarded) -> Seen:
     regions = [g.region(k, "in") for k, g in inputs.items()] + [out.region("out", "out")]
     args = [g.view for g in inputs.values()] + [out.view]
     return preflight(fn, args, regions, "out", out, limits())
+
+
+def swapped_cases(case: dict, reference, mismatch):
+    """For each two arguments of ``case`` that a learner could swap (tensors of one shape and dtype, or two
+    floats): (name, name, the float64 answer with them swapped, the ``mismatch`` for that case or None). Lazy: a
+    pair's answer is computed only when asked for; a reference that cannot take the swap is skipped."""
+    keys = [k for k in case if not k.startswith("_")]
+    for i, a in enumerate(keys):
+        for b in keys[i + 1 :]:
+            va, vb = case[a], case[b]
+            tensors = isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor)
+            if tensors and not (va.shape == vb.shape and va.dtype == vb.dtype):
+                continue
+            if not tensors and not (type(va) is float and type(vb) is float):
+                continue
+            other = dict(case)
+            other[a], other[b] = vb, va
+            try:
+                ref = reference(other)
+            except Exception:
+                continue
+            yield a, b, ref, mismatch and (lambda g, r, other=other: mismatch(g, r, other))
 
 
 # ---- the checker ---------------------------------------------------------------------------------------------------
@@ -205,6 +227,7 @@ def check_kernel(
                 must_read=must_read,
                 memory_bound=memory and memory(case),
                 unwritten_hint=unwritten and (lambda u, st, ln, case=case: unwritten(case, u, st, ln)),
+                swaps=lambda case=case: swapped_cases(case, reference, mismatch),
             )
             hit = diagnose(c)
         except Exception as e:  # a result the comparison cannot read
@@ -222,7 +245,9 @@ def check_kernel(
     base = notes or {}
     for kind, (msg, hits, desc) in found.items():
         note, line = base.get(kind.split(":")[0], ""), (advice or {}).get(kind.split(":")[0])
-        rep.failures.append(clip(f"{msg}{note} [{hits} of {rep.cases} cases, e.g. {name}({desc})]", 400))
+        # the message and the example clipped apart, so that the bracket survives (``say_once`` reads it)
+        bracket = f" [{hits} of {rep.cases} cases, e.g. {name}({clip(desc, 70)})]"
+        rep.failures.append(clip(msg + note, max(200, LINE_LIMIT - len(bracket))) + bracket)
         if line:
             rep.failures[-1] += "\n    -> " + line
     if no_fork:

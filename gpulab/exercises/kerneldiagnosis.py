@@ -66,7 +66,9 @@ class Case:
     pre-flight's. Of the exercise: ``ref64`` the float64 answer, ``mismatch(got, ref64) -> None or message``
     (None: within one ulp of out's dtype), ``expect_launches`` and ``expect_grid`` (None: any), ``must_read``
     (inputs every element of which must be loaded; None: all), ``unwritten_hint(mask, stores, launches) -> None or
-    message`` for a partly written out, ``memory_bound`` (bytes the launcher's process may grow by; None: any)."""
+    message`` for a partly written out, ``memory_bound`` (bytes the launcher's process may grow by; None: any),
+    ``swaps() -> iterable of (a, b, ref64, mismatch)``: for two arguments of one shape and dtype (or two floats),
+    the float64 answer with them swapped and the ``mismatch`` that judges it (None: one ulp of out's dtype)."""
 
     inputs: dict[str, Guarded]
     out: Guarded
@@ -81,6 +83,7 @@ class Case:
     must_read: tuple | list | None = None
     unwritten_hint: Callable | None = None
     memory_bound: int | None = None
+    swaps: Callable | None = None
 
     @cached_property
     def unwritten(self) -> torch.Tensor:
@@ -186,6 +189,15 @@ def _where(v: Violation) -> str:
 def violation_message(v: Violation, shift: int | None = None) -> str:
     """The learner's message for accesses outside their buffer. ``shift``: the constant ``Seen.shifts`` holds for
     this kind of access (None: none found); read only where the access was masked."""
+    where, fix = violation_parts(v, shift)
+    return where + fix
+
+
+def violation_parts(v: Violation, shift: int | None = None) -> tuple[str, str]:
+    """``violation_message`` in two parts: where the accesses went ("stored past the end of out (...)") and what
+    to do, from its separator on (": mask the store ...", ", through the mask: ..."). Accesses through the mask
+    with the block's own offsets that reach only index n, one past the last element, are a mask one element too
+    wide (offs <= n)."""
     where, wide = _where(v), v.width > v.itemsize > 0
     verb = "stored" if v.op == "store" else "loaded"
     fix = {
@@ -198,8 +210,12 @@ def violation_message(v: Violation, shift: int | None = None) -> str:
     if wide:
         fix = f"access {v.name} through a pointer of its own dtype, one element a lane"
     elif v.masked and v.side != "into":  # the mask let these lanes through: the offsets, or the mask, are wrong
-        where += ", through the mask"
-        if shift == 0:
+        if shift == 0 and v.side == "after" and v.lo == v.hi == v.n:
+            fix = (
+                f"the mask let index n = {v.n} through, one past the last element, with the block's own offsets: "
+                "offs <= n? bound them with offs < n"
+            )
+        elif shift == 0:
             fix = (
                 f"the offsets are the block's own, so the mask let lanes outside {v.name} through: bound the offsets "
                 f"by {v.name}'s elements (offs < n, n = {v.n} here)"
@@ -209,7 +225,8 @@ def violation_message(v: Violation, shift: int | None = None) -> str:
                 "the mask does not bound these offsets: check the offsets (pid * BLOCK + tl.arange(0, BLOCK)) and "
                 "what the mask compares them with"
             )
-    return f"{verb} {where}: {fix}"
+    through = ", through the mask" if v.masked and v.side != "into" and not wide else ""
+    return f"{verb} {where}", f"{through}: {fix}"
 
 
 def stop_message(stop: Stop, limits: Limits) -> str:
@@ -297,7 +314,11 @@ def outside_its_buffer(c: Case) -> Finding | None:
     moved = [v for v in viol if v.masked and v.side != "into" and v.width <= v.itemsize and shifts.get(_key(v))]
     said = shifted(shifts, list(c.inputs), c.out.n) if moved else None
     rest = [v for v in viol if not said or v not in moved]
-    msgs = [violation_message(v, shifts.get(_key(v))) for v in rest[:3]]
+    by_fix: dict[str, list[str]] = {}  # one fix, said once for every access it applies to
+    for v in rest[:3]:
+        where, fix = violation_parts(v, shifts.get(_key(v)))
+        by_fix.setdefault(fix, []).append(where)
+    msgs = [" and ".join(wheres) + fix for fix, wheres in by_fix.items()]
     kind = "bounds:" + ",".join(f"{v.op}:{v.name}:{v.side}" for v in viol)
     if said:
         where = " and ".join(f"{'stored' if v.op == 'store' else 'loaded'} {_where(v)}" for v in moved[:2])
@@ -459,10 +480,10 @@ def programs_race(c: Case) -> Finding | None:
     order = "on a GPU the programs of a launch run in no fixed order"
     if r.op == "store":
         return Finding("race:store", (
-            f"programs {a} and {b} both stored into out[{r.index}] ({r.elements} element(s) of out were stored by "
-            f"more than one program): right here only because Triton's interpreter runs the programs one after "
-            f"another; {order}, so which store lands is chance, and work done more than once is wasted: each "
-            "program must store only its own block"
+            f"programs {a} and {b} both stored into out[{r.index}] ({r.elements} element(s) stored by more than "
+            f"one program): right here only because the interpreter runs programs in order; {order}, so which "
+            "store lands is chance, and work done more than once is wasted: each program must store only its own "
+            "block"
         ))  # fmt: skip
     return Finding("race:load", (
         f"program {b} loaded out[{r.index}], which program {a} stored: right here only because Triton's "
@@ -481,6 +502,13 @@ def partly_written(c: Case) -> Finding | None:
             return Finding("unwritten", named)
     first = int(unwritten.nonzero()[0])
     count = int(unwritten.sum())
+    idle = idle_programs(c)
+    if idle:
+        return Finding("idle_programs", (
+            f"{idle} stored nothing into out, and {count} of its {out.n} elements were never written (the first at "
+            f"flat index {first}): the grid is large enough; check how each program finds its block or tile from its "
+            "program ids"
+        ))  # fmt: skip
     grids = c.grids
     grid = f" (the grid was {grids[-1]})" if grids else ""
     tail = count == out.n - first  # every element from the first unwritten one on
@@ -495,10 +523,18 @@ def partly_written(c: Case) -> Finding | None:
     if tail and grids and one_d and all(lanes):
         covered = max(g[0] * b for g, b in zip(grids, lanes))
         if covered >= out.n:  # the programs' blocks reach past n: the store stopped short, not the grid
+            r = c.seen.race if c.checked else None
+            overlap = ""
+            if r is not None and r.op == "store":
+                grid = c.launches[r.launch]["grid"] if r.launch < len(c.launches) else None
+                overlap = (
+                    f"; programs {_pid(r.first, grid)} and {_pid(r.second, grid)} both stored out[{r.index}]: the "
+                    "programs' blocks overlap, where each must start at its own pid * BLOCK"
+                )
             return Finding("store_short", (
                 f"elements {first} to {out.n - 1} of out were never written (n={out.n}), though the grid "
-                f"{grids[-1]} of programs storing {lanes[-1]} elements each covers them: check the store's mask "
-                "(offs < n) and its offsets"
+                f"{grids[-1]} of programs storing {lanes[-1]} elements each covers them{overlap}: check the store's "
+                "mask (offs < n) and its offsets"
             ))  # fmt: skip
     if tail:
         return Finding("grid_small", (
@@ -506,6 +542,18 @@ def partly_written(c: Case) -> Finding | None:
             f"{grid}; launch triton.cdiv(n, BLOCK) programs"
         ))  # fmt: skip
     return Finding("partial", f"{count} of {out.n} elements of out were never written, the first at flat index {first}")
+
+
+def idle_programs(c: Case) -> str | None:
+    """Where a launch that stored into out had programs that stored nothing into it (``out_programs`` below its
+    grid's size): "k of the P programs of the launch with grid G"; else None. Needs the pre-flight's record."""
+    if not c.checked:
+        return None
+    for rec in c.launches:
+        grid, stored = rec.get("grid"), rec.get("out_programs")
+        if grid and stored is not None and "out" in rec["stored"] and stored < math.prod(grid):
+            return f"{math.prod(grid) - stored} of the {math.prod(grid)} programs of the launch with grid {tuple(grid)}"
+    return None
 
 
 def computed_elsewhere(c: Case) -> Finding | None:
@@ -527,6 +575,11 @@ def input_unread(c: Case) -> Finding | None:
         read = c.seen.read.get(name)
         missed = np.flatnonzero(~read) if read is not None else ()
         if len(missed):
+            named = c.compare(c.out.view, c.ref)
+            if isinstance(named, Mistake):  # the exercise names what the values show: that explains the reads too
+                return Finding(
+                    named.kind, f"{named} ({len(missed)} of {c.inputs[name].n} elements of {name} were never loaded)"
+                )
             return Finding(f"unread:{name}", (
                 f"{len(missed)} of {c.inputs[name].n} elements of {name} were never loaded (the first at flat "
                 f"index {int(missed[0])}): out must be computed from every element of {name}"
@@ -549,14 +602,71 @@ def nan_in_out(c: Case) -> Finding | None:
     return Finding("nan", f"{head}: a load past the end of an input (its guard holds NaN), or the kernel's arithmetic")
 
 
+def swapped_pair(c: Case) -> tuple[str, str] | None:
+    """The two arguments (names) with which swapped out holds the exercise's answer (``Case.swaps``), or None."""
+    if c.swaps is None:
+        return None
+    got = c.out.view
+    for a, b, ref64, mismatch in c.swaps():
+        ref = ref64.double().cpu().reshape(got.shape)
+        if torch.equal(ref, c.ref):  # the answer does not change when these two swap (x + y)
+            continue
+        if (mismatch(got, ref) if mismatch else elementwise_mismatch(got, ref, got.dtype)) is None:
+            return a, b
+    return None
+
+
+#: Narrower float formats whose rounding a wrong result may show: (dtype, its unit roundoff, its name).
+NARROWER = ((torch.float16, 2.0**-11, "float16"), (torch.bfloat16, 2.0**-8, "bfloat16"))
+#: How many unit roundoffs of a narrower format, of the magnitude of the answer, a value may be off and still be
+#: named as computed in that format (``narrower_precision``): a few roundings of a short chain of arithmetic.
+NARROWER_ROUNDINGS = 8
+
+
+def narrower_precision(c: Case) -> str | None:
+    """Where every value of out is one that a format narrower than out's dtype holds (float16 first, then
+    bfloat16), within ``NARROWER_ROUNDINGS`` of its unit roundoffs of the answer's magnitude (|ref| plus the mean
+    |ref|, so that a value that cancels to near zero is judged by its terms' size): that format's name and the
+    largest relative error, said as a message; else None."""
+    dtype = c.out.view.dtype
+    if not dtype.is_floating_point or dtype.itemsize < 4:
+        return None
+    got, ref = c.got.flatten(), c.ref.flatten()
+    if not (torch.isfinite(got).all() and torch.isfinite(ref).all()) or not len(ref):
+        return None
+    err, size = (got - ref).abs(), ref.abs() + ref.abs().mean()
+    for narrow, u, name in NARROWER:
+        if not torch.equal(got.to(narrow).double(), got):  # a value this format cannot hold: not computed in it
+            continue
+        if bool((err <= NARROWER_ROUNDINGS * u * size).all()):
+            worst = float((err / size.clamp_min(1e-300)).max())
+            return (
+                f"every value is one {name} holds, within a few {name} roundings of the answer (the largest error "
+                f"{worst:.2g} of its magnitude, {name} rounds at {u:.2g}): arithmetic or a cast in {name}? compute "
+                "in fp32 and round once, into out's dtype"
+            )
+    return None
+
+
 def wrong_values(c: Case) -> Finding | None:
     """The values against the reference (the exercise's ``mismatch`` hook): a ``Mistake`` under its own kind, any
-    other message as "values differ"."""
+    other message as "values differ", with what the values show where it is one of: two arguments swapped
+    (``swapped_pair``), arithmetic in a narrower float format (``narrower_precision``)."""
     msg = c.compare(c.out.view, c.ref)
     if msg is None:
         return None
     if isinstance(msg, Mistake):
         return Finding(msg.kind, str(msg))
+    pair = swapped_pair(c)
+    if pair and f"{pair[0]} and {pair[1]} swapped" not in msg:
+        a, b = pair
+        return Finding("swapped", (
+            f"values differ: out is the answer with {a} and {b} swapped, each used where the other belongs: check "
+            f"the order in which the launcher passes them and where the kernel uses each ({msg})"
+        ))  # fmt: skip
+    narrow = narrower_precision(c)
+    if narrow:
+        return Finding("precision", f"values differ: {narrow} ({msg})")
     return Finding("values", f"values differ: {msg}")
 
 

@@ -329,7 +329,7 @@ class Race:
 class Seen:
     """What one case's run showed. Of the launcher: ``launches`` (one record a launch: ``kernel``, ``grid``,
     ``stored`` the buffers it stored into, ``ints`` its integer arguments by parameter name, ``lanes`` the most
-    lanes a store into out had, and ``out_full_before`` when out was whole before the first), ``raised`` (its
+    lanes a store into out had, ``out_programs`` how many of its programs stored into out, and ``out_full_before`` when out was whole before the first), ``raised`` (its
     exception, described; with ``interpreter_error`` when Triton's interpreter raised it while running a kernel),
     ``not_implemented`` (the stub), ``interrupted``. Of the address checks (the pre-flight only): ``race`` (two
     programs of one launch that stored into one element of out, or one that loaded what another stored: right
@@ -415,8 +415,9 @@ class Watch(Patches):
     load and store address is checked against ``regions`` before it happens: an access outside them is
     recorded in ``violations`` and masked off; the input elements loaded are marked in ``read``, and the stores
     into each element of ``out_name`` are counted in ``stores``. Each launch's record holds its integer arguments
-    by parameter name (``ints``: ``BLOCK_M`` and the like) and the most lanes a 1-D store of it into out had
-    (``lanes``: the block a program stores, whatever the kernel calls it; a 2-D tile's store is left out). An
+    by parameter name (``ints``: ``BLOCK_M`` and the like), the most lanes a 1-D store of it into out had
+    (``lanes``: the block a program stores, whatever the kernel calls it; a 2-D tile's store is left out) and how
+    many of its programs stored at least one element of out (``out_programs``). An
     autotuned kernel is not timed: case ``pick`` takes the configs in turn from config ``pick``, so that every
     config runs in some case. Leaving the block puts back every method it patched (``core.patches.Patches``).
 
@@ -502,6 +503,7 @@ class Watch(Patches):
 
     def _end(self, rec):
         _end_launch()
+        rec.pop("_last_storer", None)
         if self.check and self.out is not None:
             self.last_digest = self.out.digest()
         self._current = None
@@ -586,6 +588,10 @@ class Watch(Patches):
                     self._poisoned_read(atomic or "loaded", idx)
                 if op == "store":
                     np.add.at(self.stores, idx, 1)
+                    cur = self._current
+                    if cur is not None and idx.size and cur.get("_last_storer") != self.program:
+                        cur["_last_storer"] = self.program  # the interpreter runs one program after another
+                        cur["out_programs"] = cur.get("out_programs", 0) + 1
                     if self._current is not None and addr.ndim == 1:  # a 1-D block's store: its lanes are the block
                         self._current["lanes"] = max(self._current.get("lanes", 0), int(addr.size))
                 if not atomic and self.program >= 0:
