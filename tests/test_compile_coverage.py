@@ -126,6 +126,7 @@ ALLOWED_IN_TESTS = {
             "_bias_gelu_row_bias",
             "_gated_residual_g_shifted",
             "_quantize_times_scale",
+            "_matmul_keeps_one_k_tile",
         ),
         _FIXTURE,
     ),

@@ -222,3 +222,33 @@ def test_a_quantizer_nan_is_not_blamed_on_zero_blocks_alone():
     text = failing(ex03.check_quantize_fp8(launch))
     nan = [ln for ln in text.splitlines() if "is NaN" in ln]
     assert nan and all("past e4m3's 448" in ln for ln in nan), text
+
+
+@triton.jit
+def _matmul_keeps_one_k_tile(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_m, pid_n = pid // tl.cdiv(N, BLOCK), pid % tl.cdiv(N, BLOCK)
+    offs_m = pid_m * BLOCK + tl.arange(0, BLOCK)
+    offs_n = pid_n * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK):
+        ks = k0 + tl.arange(0, BLOCK)
+        a = tl.load(
+            a_ptr + offs_m[:, None] * K + ks[None, :], mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0
+        )
+        b = tl.load(
+            b_ptr + ks[:, None] * N + offs_n[None, :], mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0
+        )
+        acc = tl.dot(a, b)  # each step's dot replaces the sum
+    tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))  # fmt: skip
+
+
+def test_a_matmul_that_keeps_one_k_tile_is_named():
+    def launch(a, b, out):
+        M, K = a.shape
+        N = b.shape[1]
+        _matmul_keeps_one_k_tile[(triton.cdiv(M, 32) * triton.cdiv(N, 32),)](a, b, out, M, N, K, BLOCK=32)
+
+    text = failing(ex07.check_tiled_matmul(launch))
+    assert "the product over the last K tile alone" in text and "acc = tl.dot(a, b, acc)" in text, text

@@ -235,6 +235,26 @@ def _past_tiles(draw: Draw) -> list[tuple[int, int, int]]:
     return [(big, small[0], small[1]), (small[0], big, small[1]), (small[0], small[1], big)]
 
 
+def k_tile_only(got: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> str:
+    """Why ``got`` (M, N) differs from a @ b where it is the product over only the first or only the last tile of
+    K (a tile side of 16 to 128, K longer than one tile): a loop over K that keeps one tile's dot (acc = tl.dot(a,
+    b) each step), or stops after one step; "" where neither explains every element (within fp16's rounding)."""
+    a64, b64, got = a.detach().double().cpu(), b.detach().double().cpu(), got.detach().double().cpu()
+    K = a64.shape[1]
+    for bk in (16, 32, 64, 128):
+        if K <= bk:
+            break
+        last = (K - 1) // bk * bk
+        for lo, hi, which in ((0, bk, "first"), (last, K, "last")):
+            want, mag = a64[:, lo:hi] @ b64[lo:hi], a64[:, lo:hi].abs() @ b64[lo:hi].abs()
+            if bool(((got - want).abs() <= 2.0**-10 * want.abs() + 2.0**-16 * mag + 1e-6).all()):
+                return (
+                    f": out is the product over the {which} K tile alone (k = {lo} to {hi - 1}): the loop over K must "
+                    "add each tile's dot into acc (acc = tl.dot(a, b, acc)), not keep one"
+                )
+    return ""
+
+
 def _check_matmul(name: str, fn, draw: Draw, shapes: list[tuple], explain=None, **check) -> Report:
     """The case loop of both matmul checkers: for each (M, N, K, more) of ``shapes`` (``more``: the case's other
     arguments), fresh fp16 a: (M, K) and b: (K, N) drawn by ``draw``; ``fn`` run on them by ``check_kernel`` (its
@@ -252,7 +272,8 @@ def _check_matmul(name: str, fn, draw: Draw, shapes: list[tuple], explain=None, 
         (M, K), N = case["a"].shape, case["b"].shape[1]
         msg = matmul_mismatch(got, case["a"], case["b"], ref)
         if msg is not None:
-            return f"{msg}{explain(got, case) if explain else ''} (M, N, K = {M, N, K})"
+            why = (explain(got, case) if explain else "") or k_tile_only(got, case["a"], case["b"])
+            return f"{msg}{why} (M, N, K = {M, N, K})"
         redone = work.matmul_redone(tally, M, N, K)
         return None if redone is None else redone + f" (M, N, K = {M, N, K})"  # a Mistake: its kind kept
 
