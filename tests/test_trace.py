@@ -14,7 +14,8 @@ import pytest
 import torch
 import triton.language as tl
 
-from gpulab.core import hardware
+import gpulab
+from gpulab.core import hardware, plan
 from gpulab.measure import trace as tr
 from gpulab.measure import trace_layout as tl_
 from gpulab.models import sectors
@@ -23,6 +24,9 @@ pytestmark = pytest.mark.usefixtures("seed")
 
 ROW = tl_.Layout((1,), (32,), (4,), (0,))  # 1-D, a lane an element, 4 warps: 128 elements a tile
 VEC4 = tl_.Layout((4,), (32,), (4,), (0,))  # 4 consecutive elements a lane: 512 a tile
+# gpulab's launchers take tensors on gpulab.DEVICE (on a GPU they refuse CPU tensors); the trace runs every launch
+# in the interpreter either way. A learner's launcher (exercises, notebook cells) takes what it is given.
+DEV = gpulab.DEVICE
 
 
 # ---- hand-built patterns --------------------------------------------------------------------------------------
@@ -241,7 +245,7 @@ def test_specialization_is_triton_s():
 def test_strided_copy_traced(layout):
     from gpulab.kernels.strided import strided_copy
 
-    x = torch.randn(4096 * 4)
+    x = torch.randn(4096 * 4, device=DEV)
     t = tr.trace(strided_copy, x, 4, block=1024, num_warps=4, layout=layout)
     (lc,) = t.launches
     assert (lc.kernel, lc.programs) == ("strided_copy_kernel", 4)
@@ -259,7 +263,7 @@ def test_strided_copy_traced(layout):
 def test_stride_one_is_vectorized():
     from gpulab.kernels.strided import strided_copy
 
-    x = torch.randn(4096)
+    x = torch.randn(4096, device=DEV)
     t = tr.trace(strided_copy, x, 1, block=1024, num_warps=4)  # CONTIGUOUS: one 16-byte load a lane
     assert (t.per_request("load"), t.total("load", "requests")) == (16, 4096 / 128)
 
@@ -267,7 +271,7 @@ def test_stride_one_is_vectorized():
 def test_masked_tail_of_a_kernel():
     from gpulab.kernels.strided import strided_copy
 
-    x = torch.randn(2000)
+    x = torch.randn(2000, device=DEV)
     t = tr.trace(strided_copy, x, 2, block=1024, num_warps=4)  # 1000 outputs in one program of 1024
     (load,) = [s for s in t.launches[0].sites if s.kind == "load"]
     # lane k of warp 7 holds outputs 896 + 4k .. +3; those below 1000 are on: 26 lanes in each of its 4 loads
@@ -278,7 +282,7 @@ def test_masked_tail_of_a_kernel():
 def test_transposes_traced():
     from gpulab.kernels.transpose import transpose, transpose_naive
 
-    a = torch.randn(256, 256)
+    a = torch.randn(256, 256, device=DEV)
     naive = tr.trace(transpose_naive, a, block=256)
     # a row of 256 over 128 threads: 2 elements (8 bytes) a lane along A's row; B's column: a sector a lane
     assert (naive.per_request("load"), naive.per_request("store")) == (8, 32)
@@ -320,7 +324,7 @@ def test_work_balance_of_a_persistent_kernel():
 def test_grid_cap_samples_programs_and_scales():
     from gpulab.kernels.strided import strided_copy
 
-    x = torch.randn(2**16 * 2)
+    x = torch.randn(2**16 * 2, device=DEV)
     whole = tr.trace(strided_copy, x, 2, block=1024, num_warps=4, layout="emulated")
     part = tr.trace(strided_copy, x, 2, block=1024, num_warps=4, layout="emulated", max_programs=8)
     assert (part.launches[0].programs, part.launches[0].traced) == (64, 8)
@@ -414,7 +418,7 @@ def test_residency_limits():
 def test_tma_is_named_never_counted():
     from gpulab.kernels import matmul as mm
 
-    a, b = torch.randn(64, 64, dtype=torch.float16), torch.randn(64, 64, dtype=torch.float16)
+    a, b = (torch.randn(64, 64, dtype=torch.float16, device=DEV) for _ in range(2))
     t = tr.trace(mm.matmul, a, b, path="tma", config=mm.MatmulConfig(64, 64, 32, num_warps=4, num_stages=2))
     (lc,) = t.launches
     assert lc.refused and all(kind == "tma" for kind, _, _ in lc.refused)
@@ -428,7 +432,7 @@ def test_tma_is_named_never_counted():
 def test_atomics_are_named_never_counted():
     from gpulab.kernels import flash_attention as fa
 
-    q, k, v, do = (torch.randn(1, 1, 32, 16) for _ in range(4))
+    q, k, v, do = (torch.randn(1, 1, 32, 16, device=DEV) for _ in range(4))
     o, lse = fa.flash_attention_forward(q, k, v, use_tma=False)
     t = tr.trace(fa.flash_attention_backward, q, k, v, o, lse, do, mode="atomic", use_tma=False, layout="emulated")
     refused = [r for lc in t.launches for r in lc.refused]
@@ -446,17 +450,17 @@ def test_a_kernel_error_and_the_time_limit_are_named():
     from gpulab.kernels.strided import strided_copy
 
     with pytest.raises(tr.TraceLimit, match="over 0 s"):
-        tr.trace(strided_copy, torch.randn(4096), 2, block=1024, time_limit_s=0, layout="emulated")
+        tr.trace(strided_copy, torch.randn(4096, device=DEV), 2, block=1024, time_limit_s=0, layout="emulated")
 
     def broken():
         raise ZeroDivisionError("on purpose")
 
     with pytest.raises(tr.TraceError, match="ZeroDivisionError: on purpose"):
         tr.trace(broken)
-    text = tr.report(strided_copy, torch.randn(4096), 2, block=1024, time_limit_s=0, print_it=False)
+    text = tr.report(strided_copy, torch.randn(4096, device=DEV), 2, block=1024, time_limit_s=0, print_it=False)
     assert text.startswith("not traced: over 0 s")
     with pytest.raises(ValueError, match="layout"):
-        tr.trace(strided_copy, torch.randn(4096), 2, layout="fast")
+        tr.trace(strided_copy, torch.randn(4096, device=DEV), 2, layout="fast")
 
 
 def test_a_call_of_many_launches_is_stopped(monkeypatch):
@@ -464,7 +468,7 @@ def test_a_call_of_many_launches_is_stopped(monkeypatch):
 
     monkeypatch.setattr(tr, "MAX_LAUNCHES", 2)  # the unfused chain launches 5 kernels
     with pytest.raises(tr.TraceLimit, match="more than 2 Triton launches"):
-        tr.trace(sincos_unfused, torch.randn(1024), layout="emulated")
+        tr.trace(sincos_unfused, torch.randn(1024, device=DEV), layout="emulated")
 
 
 def test_the_interpreter_is_left_as_it_was():
@@ -477,7 +481,7 @@ def test_the_interpreter_is_left_as_it_was():
         for n in ("create_masked_load", "create_masked_store", "set_grid_idx")
     }
     run = interpreter.InterpretedFunction.run
-    x = torch.randn(4096)
+    x = torch.randn(4096, device=DEV)
     tr.trace(strided_copy, x, 2, block=1024, layout="emulated")
     assert interpreter.InterpretedFunction.run is run
     assert all(getattr(interpreter.InterpreterBuilder, n) is f for n, f in before.items())
@@ -496,7 +500,8 @@ def test_report_sets_yours_beside_the_model_and_gpulab_s():
     )
     lines = text.splitlines()
     assert len(lines) <= 15
-    assert "traced on this machine as the H200 would issue it" in lines[0]
+    # counted as the GPU planned for would issue it: the H200 on a CPU, on a GPU that GPU ("H100 SXM" on an H100)
+    assert f"traced on this machine as the {plan.current().gpu.name} would issue it" in lines[0]
     row = next(ln for ln in lines if ln.strip().startswith("ld sectors/request")).split()
     # the learner's BLOCK 128 on 4 warps: a lane an output, lanes 16 bytes apart: 16 sectors, the textbook's count;
     # gpulab's recorded kernel (4 outputs a lane) issued 32 a request on the H200
