@@ -3,6 +3,10 @@ attribute and dict entry is put back, an inherited method shows through again, a
 ``Watch``, the trace's ``_Tracer``, ``work``'s kernel counter), alone or nested, leaves Triton as it found it."""
 
 import gpulab  # noqa: F401  (first: it sets TRITON_INTERPRET=1 before triton is imported)  # isort: skip
+import pathlib
+import subprocess
+import sys
+
 import torch
 import triton
 import triton.language as tl
@@ -81,3 +85,50 @@ def test_every_watcher_alone_and_nested_leaves_triton_as_it_found_it():
     assert _state() == before
     t = trace.trace(launch, x, torch.empty_like(x), layout="emulated")
     assert t.launches and _state() == before
+
+
+@triton.jit
+def _twice(x):
+    return 2 * x
+
+
+@triton.jit
+def _double_by_helper(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, _twice(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+
+
+def test_triton_language_is_put_back_after_an_interpreted_run():
+    """A @triton.jit helper run interpreted rebinds triton.language and leaves it so (Triton 3.6 to 3.9); on a GPU a
+    later compile in the same process then fails. Patches puts the language back as it found it. In a fresh
+    process: this one's earlier interpreted runs have rebound it already."""
+    script = (
+        "import gpulab, torch\n"
+        "from triton.runtime.jit import JITFunction\n"
+        "from gpulab.core.patches import Patches, language_snapshot, restore_language\n"
+        "from tests.test_core_patches import _double_by_helper\n"
+        "before = language_snapshot()\n"
+        "x = torch.randn(300); y = torch.full_like(x, float('nan'))\n"
+        "with Patches() as p:\n"
+        "    p.interpreted(JITFunction(_double_by_helper.fn))[(3,)](x, y, x.numel(), BLOCK=128)\n"
+        "assert torch.equal(y, 2 * x)\n"
+        "print('left:', restore_language(before))\n"
+    )
+    root = pathlib.Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=root, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == "left: []"
+
+
+def test_restore_language_puts_back_rebound_added_and_deleted_entries_and_keeps_submodules():
+    from gpulab.core.patches import language_snapshot, restore_language
+
+    before = language_snapshot()
+    own_repr, own_to = tl.tensor.__repr__, vars(tl.tensor)["to"]
+    tl.tensor.__repr__ = lambda self: "patched"
+    tl.tensor.gpulab_added = 1
+    del tl.tensor.to
+    put_back = restore_language(before)
+    assert {"tensor.__repr__", "tensor.gpulab_added", "tensor.to"} <= set(put_back)
+    assert tl.tensor.__repr__ is own_repr and vars(tl.tensor)["to"] is own_to and not hasattr(tl.tensor, "gpulab_added")
+    assert tl.core is vars(tl)["core"]  # a submodule's attribute is never taken away

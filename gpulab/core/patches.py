@@ -7,7 +7,67 @@ to 3.9) while its ``with`` block runs, and leaves them as it found them.
 
 from __future__ import annotations
 
+import sys
+import types
+
+_KEEP = ("__annotations__", "__dict__", "__weakref__", "__doc__")  # made or kept by Python itself
 _INHERITED = object()  # an attribute a patch shadows on a class that only inherits it
+_ABSENT = object()  # an entry a language snapshot did not hold
+
+
+def language_namespaces() -> list:
+    """Every module under ``triton.language`` that is loaded, and every class they define: the namespaces the
+    interpreter rebinds while a kernel runs interpreted (its builtins, ``tensor``'s methods, ``dtype.to_ir``...)."""
+    mods = [m for name, m in list(sys.modules.items()) if m is not None and name.startswith("triton.language")]
+    out, seen = list(mods), set()
+    for m in mods:
+        for v in list(vars(m).values()):
+            if isinstance(v, type) and getattr(v, "__module__", "").startswith("triton.language") and id(v) not in seen:
+                seen.add(id(v))
+                out.append(v)
+    return out
+
+
+def language_snapshot() -> list[tuple]:
+    """(namespace, a copy of its ``__dict__``) for each of ``language_namespaces()``."""
+    return [(ns, dict(vars(ns))) for ns in language_namespaces()]
+
+
+def restore_language(snapshot: list[tuple]) -> list[str]:
+    """Put every entry of the snapshot's namespaces back as it was (entries added since are deleted); returns the
+    names put back, ``module.name`` or ``Class.name``.
+
+    Triton's interpreter rebinds ``triton.language`` while an interpreted kernel runs. Up to Triton 3.5 it put
+    nothing back, and an interpreted ``@triton.jit`` helper called from a kernel (``InterpretedFunction.__call__``,
+    3.6 to 3.9) rebinds without putting back; in a process that also compiles for a GPU, a later compile then
+    fails (``'ir.value' object has no attribute 'dtype'``). Triton PR 8735 made the kernel's own run clean up."""
+    changed = []
+    for ns, before in snapshot:
+        now = vars(ns)
+        for key in [k for k in list(now) if now.get(k, _ABSENT) is not before.get(k, _ABSENT)]:
+            old = before.get(key, _ABSENT)
+            if key in _KEEP or isinstance(old, types.ModuleType) or isinstance(now[key], types.ModuleType):
+                continue  # a submodule imported meanwhile stays (the package's attribute for it)
+            try:
+                if isinstance(ns, type):
+                    if old is _ABSENT:
+                        delattr(ns, key)
+                    else:
+                        setattr(ns, key, old)
+                elif old is _ABSENT:
+                    del now[key]
+                else:
+                    now[key] = old
+            except (AttributeError, TypeError):
+                continue
+            changed.append(f"{getattr(ns, '__name__', ns)}.{key}")
+        for key in [k for k in before if k not in vars(ns) and k not in _KEEP]:  # deleted since: put back
+            if isinstance(ns, type):
+                setattr(ns, key, before[key])
+            else:
+                now[key] = before[key]
+            changed.append(f"{getattr(ns, '__name__', ns)}.{key}")
+    return changed
 
 
 class Patches:
@@ -25,6 +85,7 @@ class Patches:
         self._patches: list[tuple] = []  # (owner, name, the old attribute or _INHERITED)
         self._swaps: list[tuple] = []  # (namespace, key, the old value)
         self._interpreted: dict = {}  # id of a kernel (or ("helper", id)) -> its InterpretedFunction
+        self._language: list | None = None  # triton.language as it was before the first interpreted run
 
     def patch(self, owner, name: str, new) -> None:
         """``owner.name = new`` until the block ends."""
@@ -46,6 +107,13 @@ class Patches:
         for namespace, key, old in reversed(self._swaps):
             namespace[key] = old
         self._patches, self._swaps = [], []
+        if self._language is not None:
+            restore_language(self._language)
+            self._language = None
+
+    def _before_interpreting(self) -> None:
+        if self._language is None:
+            self._language = language_snapshot()
 
     def __enter__(self):
         return self
@@ -60,6 +128,7 @@ class Patches:
         from triton.runtime.interpreter import InterpretedFunction
         from triton.runtime.jit import JITFunction
 
+        self._before_interpreting()
         key = id(kernel)
         if key not in self._interpreted:
             self._interpreted[key] = InterpretedFunction(kernel.fn)
@@ -74,6 +143,7 @@ class Patches:
         ``InterpretedFunction``."""
         from triton.runtime.interpreter import InterpretedFunction
 
+        self._before_interpreting()
         key = ("helper", id(fn))
         if key not in self._interpreted:
             self._interpreted[key] = InterpretedFunction(fn.fn)
