@@ -10,7 +10,8 @@ from gpulab.core import hardware, plan
 from gpulab.kernels import sincos, strided, transpose, vector_add
 from gpulab.measure.target_kernels import LESSON_KERNELS, SIXTEEN
 
-_X = torch.rand(3, 2000, generator=torch.Generator().manual_seed(0))  # rows longer than no block: a GPU's default
+# rows longer than no block: a GPU's default; on gpulab.DEVICE, the only device a launcher takes (on a GPU, CUDA)
+_X = torch.rand(3, 2000, generator=torch.Generator().manual_seed(0)).to(gpulab.DEVICE)
 
 #: row -> (kernel module, its launcher called without a block)
 LAUNCHERS = {
