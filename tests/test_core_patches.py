@@ -67,11 +67,13 @@ def _state():
     )
 
 
-def test_every_watcher_alone_and_nested_leaves_triton_as_it_found_it():
+def test_every_watcher_alone_and_nested_leaves_triton_as_it_found_it(monkeypatch):
+    from gpulab.core.triton_compat import patch_interpreter
     from gpulab.exercises import kernelwatch, work
     from gpulab.measure import trace
 
-    x = torch.randn(300)
+    x = torch.randn(300)  # CPU tensors on a GPU too: each watcher runs the launch in the interpreter
+    patch_interpreter()  # installed once a process and kept (on a GPU by the first watcher): no watcher's leftover
     before = _state()
 
     def launch(x, out):
@@ -79,7 +81,8 @@ def test_every_watcher_alone_and_nested_leaves_triton_as_it_found_it():
 
     out = torch.empty_like(x)
     tally = work.Tally()
-    with kernelwatch.Watch([], "out", check=True):
+    with monkeypatch.context() as env, kernelwatch.Watch([], "out", check=True):
+        env.setenv("TRITON_INTERPRET", "1")  # as in the pre-flight's child, where work counts (on a GPU too)
         work.watched(launch, tally, kernels=True)(x, out)  # work's counter inside the checker's watch
     assert torch.equal(out, 2 * x) and tally.stored == 300
     assert _state() == before
