@@ -301,7 +301,17 @@ def raised(c: Case) -> Finding | None:
     r = c.seen.raised
     if not r:
         return None
+    if AUTOGRAD_IN_FORK in r:  # only a backward pass of autograd's engine raises this in the pre-flight's child
+        return Finding("shortcut:autograd", (
+            "not computed by your own code: your launcher ran a backward pass of torch's autograd (.backward() or "
+            "torch.autograd.grad); the gradients must come from your kernel"
+        ))  # fmt: skip
     return Finding(("math_fp32:" if MATH_FP32_ONLY in r else "raised:") + r[:40], f"raised {r}")
+
+
+#: What torch raises when a forked child (the pre-flight's) runs autograd's engine after its parent used it on a GPU
+#: (https://github.com/pytorch/pytorch/wiki/Autograd-and-Fork).
+AUTOGRAD_IN_FORK = "Autograd-and-Fork"
 
 
 def outside_its_buffer(c: Case) -> Finding | None:

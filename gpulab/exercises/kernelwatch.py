@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+import gpulab
+
 from ..core.patches import Patches
 from . import clip, describe_error
 
@@ -902,7 +904,10 @@ def _int1():
 
 def call(fn, args) -> Seen:
     """Run the learner's launcher; an exception it raises (SystemExit too) becomes ``Seen.raised``.
-    KeyboardInterrupt is passed on: the learner stops the check."""
+    KeyboardInterrupt is passed on: the learner stops the check. A process the launcher forked and that returns
+    from it ends here (``os._exit``), so it never runs the rest of the caller's program (a notebook, a test run)
+    as a second copy; on a GPU such a copy cannot use CUDA."""
+    me = os.getpid()
     try:
         fn(*args)
     except NotImplementedError:
@@ -910,7 +915,11 @@ def call(fn, args) -> Seen:
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # the learner's bug (SystemExit included), reported rather than raised
+        if os.getpid() != me:
+            os._exit(0)
         return Seen(raised=clip(describe_error(e), 300), interpreter_error=_is_interpreter_error(e))
+    if os.getpid() != me:
+        os._exit(0)
     return Seen()
 
 
@@ -1021,6 +1030,9 @@ def preflight(fn, args, regions: list[Region], out_name: str, out: Guarded, limi
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt stops the child at once
             sys.stdout = sys.stderr = io.StringIO()  # the learner's prints stay out of the parent's streams
             torch.set_num_threads(1)
+            # every kernel here runs interpreted on CPU copies: gpulab's own launchers (a solution may call them)
+            # take CPU tensors and their interpreter plans, and nothing touches CUDA (a forked child cannot)
+            gpulab.MODE, gpulab.DEVICE, gpulab.ON_GPU = "interpreter", "cpu", False
             os.environ["TRITON_INTERPRET"] = "1"
             with contextlib.suppress(Exception):
                 import triton
