@@ -107,7 +107,9 @@ def test_make_lab_opens_the_copy_and_make_fresh_takes_one_lesson():
 
 
 def test_the_news_override_lands_where_jupyterlab_reads_its_settings():
-    from jupyterlab.commands import get_app_dir
+    # a module of JupyterLab itself: tools/jupyterlab (the custom CSS, on the path here) makes a bare
+    # "jupyterlab" importable where JupyterLab is not installed (the GPU machine)
+    get_app_dir = pytest.importorskip("jupyterlab.commands").get_app_dir
 
     if os.environ.get("JUPYTERLAB_DIR"):
         pytest.skip("JUPYTERLAB_DIR moves JupyterLab's application directory")
@@ -129,8 +131,8 @@ def _free_port() -> int:
 def test_lab_kernels_use_unix_sockets_without_the_tcp_warning_and_no_news_question(tmp_path):
     """The command `make lab` runs, on a tiny repository: a kernel started through the server connects over IPC and
     prints no TCP warning; the notification settings default to fetchNews "false" (JupyterLab asks its news question only on "none"); the file browser opens in the copy."""
-    pytest.importorskip("jupyterlab")
-    from jupyter_client import BlockingKernelClient
+    pytest.importorskip("jupyterlab.labapp")  # JupyterLab itself, not tools/jupyterlab (the custom CSS)
+    BlockingKernelClient = pytest.importorskip("jupyter_client").BlockingKernelClient
 
     repo = tmp_path / "repo"
     _lessons(
@@ -202,11 +204,13 @@ def test_lab_kernels_use_unix_sockets_without_the_tcp_warning_and_no_news_questi
         assert "custom/custom.css" in page and api("GET", "/custom/custom.css") == CUSTOM_CSS.read_bytes()
         api("DELETE", f"/api/kernels/{kernel['id']}")
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # a server that never started, or ended, has no group left
+            os.killpg(server.pid, signal.SIGTERM)
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=10)
         shutil.rmtree(short, ignore_errors=True)
     text = log_path.read_text()
