@@ -1064,7 +1064,12 @@ def test_a_missing_plugin_is_named_before_anything_runs(capsys, monkeypatch):
     monkeypatch.setattr(gc, "have", lambda module: module != "pytest_timeout")
     assert gc.main(["tests"]) == 2
     assert "error: pytest-timeout is not installed, and the tests part stops a test hung" in capsys.readouterr().err
-    assert gc.main(["emulated", "--jobs", "1"]) == 2  # one at a time and no tests: neither is needed; no GPU here
+
+    def no_gpu():  # the step after the plugins: on a GPU the part would run for real, in this worker
+        raise gc.GPUCheckError(gc.NO_GPU)
+
+    monkeypatch.setattr(gc, "gpu_info", no_gpu)
+    assert gc.main(["emulated", "--jobs", "1"]) == 2  # one at a time and no tests: neither is needed
     assert "needs an NVIDIA GPU" in capsys.readouterr().err
 
 
