@@ -376,17 +376,16 @@ def _flash_unwritten(case, unwritten, stores, launches) -> str | None:
         if (twice > 1).any():
             again = _head_runs((twice > 1).sum(-1).tolist(), B, H, L)
             return (
-                f"{head}, and rows written by several programs (heads {again}; up to {int(twice.max())} times): "
-                f"heads overlap, so the head offset is wrong: {fix}"
+                f"heads overlap, so the head offset is wrong ({fix}): {head}, and rows written by several programs "
+                f"(heads {again}; up to {int(twice.max())} times)"
             )
-    return f"{head}: check the head offset ({fix}) and the store mask"
+    return f"check the head offset ({fix}) and the store mask: {head}"
 
 
 #: Said beside NaN from the kernel's arithmetic: in a flash forward it comes from a row that saw no key.
 NAN_NOTE = (
-    "; in a flash forward, NaN is a row that saw no key (m stays -inf, exp(-inf - (-inf))): a causal mask that "
-    "drops the diagonal (keep offs_n <= offs_m: query i sees key i, so row 0 sees key 0), or a loop that starts "
-    "after key 0"
+    "; here: a causal mask that drops the diagonal (keep offs_n <= offs_m), or a loop that starts after key 0, "
+    "leaves a row with no key (m stays -inf, exp(-inf - (-inf)) is NaN)"
 )
 
 

@@ -168,7 +168,8 @@ def check_kernel(
     lim = limits()
     for i, case in enumerate(cases):
         rep.cases += 1
-        desc = ", ".join(f"{k}={_short(v)}" for k, v in case.items() if not k.startswith("_"))
+        shown = sorted((k for k in case if not k.startswith("_")), key=lambda k: isinstance(case[k], torch.Tensor))
+        desc = ", ".join(f"{k}={_short(case[k])}" for k in shown)  # numbers first: a clipped line keeps them
         shape, dtype = out(case)
         tensors = {k: v for k, v in case.items() if isinstance(v, torch.Tensor)}
         device = next((v.device for v in tensors.values()), torch.device("cpu"))

@@ -606,10 +606,15 @@ def nan_in_out(c: Case) -> Finding | None:
     head = f"out[{i}] (flat) is NaN where the reference is {ref.flatten()[i].item():.6g}"
     if c.checked:
         return Finding("nan_arith", (
-            f"{head}: every load stayed inside its input, so the NaN comes from the kernel's arithmetic "
-            "(0/0, inf - inf, sqrt or log of a negative, ...)"
+            f"{head}: no load left its input, so the kernel's arithmetic made it (0/0, inf - inf, log of a "
+            "negative)"
         ))  # fmt: skip
     return Finding("nan", f"{head}: a load past the end of an input (its guard holds NaN), or the kernel's arithmetic")
+
+
+#: The largest difference, as a fraction of the largest |answer|, at which ``swapped_pair`` asks the exercise's
+#: mismatch whether out is the answer with two arguments swapped; farther, it is not.
+SWAP_NEAR = 0.05
 
 
 def swapped_pair(c: Case) -> tuple[str, str] | None:
