@@ -433,8 +433,12 @@ def test_atomics_are_named_never_counted():
     from gpulab.kernels import flash_attention as fa
 
     q, k, v, do = (torch.randn(1, 1, 32, 16, device=DEV) for _ in range(4))
-    o, lse = fa.flash_attention_forward(q, k, v, use_tma=False)
-    t = tr.trace(fa.flash_attention_backward, q, k, v, o, lse, do, mode="atomic", use_tma=False, layout="emulated")
+    # the interpreter's configs on a GPU too: given a config, no launch autotunes (no candidates timed in the trace)
+    o, lse = fa.flash_attention_forward(q, k, v, config=fa.INTERPRETER_FWD, use_tma=False)
+    t = tr.trace(
+        fa.flash_attention_backward, q, k, v, o, lse, do, mode="atomic", config=fa.INTERPRETER_BWD, use_tma=False,
+        layout="emulated",
+    )  # fmt: skip
     refused = [r for lc in t.launches for r in lc.refused]
     assert refused and refused[0][0] == "atomic" and "atomic" in refused[0][2]
     assert t.total("store", "sectors") is None
