@@ -252,3 +252,23 @@ def test_a_matmul_that_keeps_one_k_tile_is_named():
 
     text = failing(ex07.check_tiled_matmul(launch))
     assert "the product over the last K tile alone" in text and "acc = tl.dot(a, b, acc)" in text, text
+
+
+def test_two_gradients_stored_in_each_others_place_are_named():
+    def swapped(q, k, v, do, lse, delta, causal, out):
+        B, H, L, d = q.shape
+        scale = 1.0 / math.sqrt(d)
+        kw = dict(CAUSAL=causal, D=d, BLOCK_M=16, BLOCK_N=16)
+        grid = (triton.cdiv(L, 16), B * H)
+        ex08b_solutions.dkdv_kernel[grid](q, k, v, do, lse, delta, out[2], out[1], L, scale, **kw)  # dv, dk
+        ex08b_solutions.dq_kernel[grid](q, k, v, do, lse, delta, out[0], L, scale, **kw)
+
+    text = failing(ex08b.check_flash_backward_kernel(swapped))
+    assert "dk and dv swapped: out[1] holds dv and out[2] holds dk" in text, text
+
+
+def test_integer_tensors_are_not_tried_swapped():
+    f32, i32 = torch.ones(4), torch.arange(4, dtype=torch.int32)
+    case = dict(x=f32, w=f32 + 1, trips=i32, order=i32.flip(0), a=1.5, b=2.5)
+    pairs = {(a, b) for a, b, _, _ in kernelcheck.swapped_cases(case, lambda c: c["x"], None)}
+    assert pairs == {("x", "w"), ("a", "b")}

@@ -92,6 +92,15 @@ def _mismatch(got: list, ref: list, q, k, v, do, causal, dtype, input_precision=
         wrong = _grads64(q, k, v, do, causal, **switch)
         if all(tolerances.max_rel_error(g, w, floor) <= 4 * rel for g, w in zip(got, wrong)):
             return f"{' and '.join(bad)} wrong: {fix}"
+    names = ("dq", "dk", "dv")
+    for i, j in ((0, 1), (0, 2), (1, 2)):  # two gradients each stored where the other belongs
+        if {names[i], names[j]} == set(bad) and all(
+            tolerances.max_rel_error(got[a], ref[b], floor) <= rel for a, b in ((i, j), (j, i))
+        ):
+            return (
+                f"{names[i]} and {names[j]} swapped: out[{i}] holds {names[j]} and out[{j}] holds {names[i]}; "
+                "out[0] = dq, out[1] = dk, out[2] = dv"
+            )
     return f"{' and '.join(bad)} wrong (> {rel:.1e}): {msg}"
 
 

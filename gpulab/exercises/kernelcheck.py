@@ -99,15 +99,16 @@ def preflight_once(fn, inputs: dict[str, Guarded], out: Guarded) -> Seen:
 
 
 def swapped_cases(case: dict, reference, mismatch):
-    """For each two arguments of ``case`` that a learner could swap (tensors of one shape and dtype, or two
-    floats): (name, name, the float64 answer with them swapped, the ``mismatch`` for that case or None). Lazy: a
-    pair's answer is computed only when asked for; a reference that cannot take the swap is skipped."""
+    """For each two arguments of ``case`` that a learner could swap (floating-point tensors of one shape and dtype,
+    or two floats; integer tensors are indices and counts, whose swapped answer may cost far more than the
+    exercise's): (name, name, the float64 answer with them swapped, the ``mismatch`` for that case or None). Lazy:
+    a pair's answer is computed only when asked for; a reference that cannot take the swap is skipped."""
     keys = [k for k in case if not k.startswith("_")]
     for i, a in enumerate(keys):
         for b in keys[i + 1 :]:
             va, vb = case[a], case[b]
             tensors = isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor)
-            if tensors and not (va.shape == vb.shape and va.dtype == vb.dtype):
+            if tensors and not (va.shape == vb.shape and va.dtype == vb.dtype and va.dtype.is_floating_point):
                 continue
             if not tensors and not (type(va) is float and type(vb) is float):
                 continue
