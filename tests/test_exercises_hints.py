@@ -1,5 +1,6 @@
-"""Hints guide without giving the code: no hint of any checker in ex00-ex09 holds a statement of that checker's
-solution (the source ``show_solution`` prints), nor the right-hand side of one of its assignments. Compared after
+"""Hints guide without giving the code: no hint of any checker in ex00-ex10 holds a statement of that checker's
+solution (the source ``show_solution`` prints), nor the right-hand side of one of its assignments, nor one of its
+index expressions (a ``%`` or ``//``, as in ``(r - s) % p``). Compared after
 ``ast.unparse`` (and as written) with all whitespace removed, so that spacing or line breaks do not hide a copied
 line. Statements every kernel shares with the code on screen are not counted: imports, ``def`` lines, docstrings,
 a bare ``return``/``pass``, the copy kernel's skeleton that lesson 00b prints (``SKELETON``); a right-hand side
@@ -16,7 +17,7 @@ import pytest
 
 from gpulab.exercises import solution_source
 
-LESSONS = ("ex00", "ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07", "ex08", "ex09")
+LESSONS = ("ex00", "ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07", "ex08", "ex08b", "ex09", "ex10")
 #: The copy kernel's lines (lesson 00b prints them before any exercise), squashed: a hint may use them.
 SKELETON = {
     "pid=tl.program_id(0)",
@@ -60,6 +61,9 @@ def solution_fragments(checker) -> set[str]:
         compound = isinstance(node, (ast.For, ast.While, ast.If, ast.With))
         for text in (ast.unparse(node), ast.get_source_segment(src, node) or ""):
             out.add(_squash(text.splitlines()[0] if compound else text))  # a compound statement: its header only
+        for sub in ast.walk(node):  # index arithmetic (chunk (r - s) % p, pid // tiles): the heart of a solution
+            if isinstance(sub, ast.BinOp) and isinstance(sub.op, (ast.Mod, ast.FloorDiv)):
+                out.add(_squash(ast.unparse(sub)))
         value = getattr(node, "value", None)
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and value is not None and not _bare_call(value):
             out.add(_squash(ast.unparse(value)))
@@ -87,7 +91,13 @@ def _checkers():
                 yield pytest.param(obj, id=qual, marks=marks)
 
 
-@pytest.mark.parametrize("checker", [c for c in _checkers() if hasattr(c.values[0], "solution_module")])
+#: Exercises whose solution is torch code, not a Triton kernel (a ring all-reduce over ``Group``'s sends).
+TORCH_SOLUTIONS = {"ex10.check_ring_all_reduce"}
+
+
+@pytest.mark.parametrize(
+    "checker", [c for c in _checkers() if hasattr(c.values[0], "solution_module") and c.id not in TORCH_SOLUTIONS]
+)
 def test_a_kernel_solution_shows_its_kernel_and_launcher(checker):
     """What ``show_solution`` prints for a kernel exercise holds a kernel and the launcher the checker runs, whether
     the solution module writes them or shows them from gpulab/kernels (its ``SHOWN``)."""

@@ -314,8 +314,8 @@ def check_tiled_matmul(fn, seed: int | None = None) -> Report:
 check_tiled_matmul.solution = ex07_solutions.tiled_matmul
 check_tiled_matmul.solution_module = ex07_solutions
 check_tiled_matmul.hints = [
-    "one program per BLOCK_M x BLOCK_N tile of C: pid_m = pid // cdiv(N, BLOCK_N), pid_n = pid % cdiv(N, BLOCK_N); "
-    "launch cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs",
+    "one program per BLOCK_M x BLOCK_N tile of C, the tiles numbered row by row: the program id, divided by the "
+    "number of tile columns, gives the tile's row of tiles, and the remainder its column; launch one program a tile",
     "walk K in steps of BLOCK_K: each step loads a (BLOCK_M, BLOCK_K) tile of A and a (BLOCK_K, BLOCK_N) tile of "
     "B, masked on every edge they cross with 0 for what lies outside (a 0 adds nothing to a dot), and adds their "
     "tl.dot into an fp32 accumulator; the store is masked on M and N only",

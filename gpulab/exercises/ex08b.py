@@ -162,7 +162,7 @@ def check_flash_backward(fn, seed: int | None = None) -> Report:
 
 check_flash_backward.solution = ex08b_solutions.flash_backward
 check_flash_backward.hints = [
-    "delta = (do * o).sum(-1) once; then loop over query blocks i and key blocks j (causal: only j up to the "
+    "compute delta, each row's sum of dO o O, once; then loop over query blocks i and key blocks j (causal: only j up to the "
     "block's last row) and rebuild the tile P = exp(q_i k_j^T * scale - lse_i), zero where the causal mask hides it",
     "from the tile: dV_j += P^T dO_i, dP = dO_i V_j^T, dS = P o (dP - delta_i), dQ_i += scale dS K_j and dK_j += "
     "scale dS^T Q_i (section 1's five formulas, one tile at a time)",

@@ -377,9 +377,11 @@ check_ring_all_reduce.solution = ex10_solutions.ring_all_reduce
 check_ring_all_reduce.solution_module = ex10_solutions
 check_ring_all_reduce.hints = [
     "split x into p chunks that cover all n elements: torch.tensor_split(x, p) gives views whose sizes differ by one",
-    "reduce-scatter: for step s in range(p - 1), send chunk (r - s) % p to rank (r + 1) % p, receive into a buffer "
-    "from rank (r - 1) % p and add it into chunk (r - s - 1) % p",
+    "reduce-scatter: p - 1 steps; at each, every rank sends one chunk to its right neighbour and adds the chunk it "
+    "receives from its left neighbour into its own copy of that chunk. Rank r starts by sending chunk r: which chunk "
+    "does it send at the next step?",
     "post the send and the receive together (group.isend, group.irecv, then wait on both): a blocking send on every "
     "rank at once waits forever",
-    "all-gather: p - 1 more steps, sending chunk (r + 1 - s) % p and receiving straight into chunk (r - s) % p",
+    "all-gather: p - 1 more steps pass the reduced chunks once around the ring: a rank starts with the chunk it "
+    "finished reducing, stores what it receives as it is (no adding), and sends that on at the next step",
 ]
