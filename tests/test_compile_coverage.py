@@ -70,7 +70,10 @@ ALLOWED_IN_TESTS = {
         _WRONG,
     ),
     "tests/test_capstone.py": (("kernel",), "an unmasked bias + GELU, deliberately wrong for ex09's checker"),
-    "tests/test_core_patches.py": (("_double",), "a one-line kernel the patch tests launch under the interpreter"),
+    "tests/test_core_patches.py": (
+        ("_double", "_double_by_helper", "_twice"),
+        "small kernels the patch tests launch under the interpreter",
+    ),
     "tests/test_exercises_ex00.py": (("_add", "_reverse"), _FIXTURE),
     "tests/test_exercises_ex02.py": (("_loop", "gather_unmasked"), _FIXTURE),
     "tests/test_exercises_ex03.py": (("_relu",), _FIXTURE),

@@ -123,7 +123,7 @@ def test_triton_language_is_put_back_after_an_interpreted_run():
     assert run.stdout.strip().splitlines()[-1] == "left: []"
 
 
-def test_restore_language_puts_back_rebound_added_and_deleted_entries_and_keeps_submodules():
+def test_restore_language_puts_back_rebound_and_deleted_entries_and_keeps_added_ones():
     from gpulab.core.patches import language_snapshot, restore_language
 
     before = language_snapshot()
@@ -131,7 +131,12 @@ def test_restore_language_puts_back_rebound_added_and_deleted_entries_and_keeps_
     tl.tensor.__repr__ = lambda self: "patched"
     tl.tensor.gpulab_added = 1
     del tl.tensor.to
-    put_back = restore_language(before)
-    assert {"tensor.__repr__", "tensor.gpulab_added", "tensor.to"} <= set(put_back)
-    assert tl.tensor.__repr__ is own_repr and vars(tl.tensor)["to"] is own_to and not hasattr(tl.tensor, "gpulab_added")
-    assert tl.core is vars(tl)["core"]  # a submodule's attribute is never taken away
+    tl.core.gpulab_semantic = object()  # as Triton 3.6's interpreter keeps interpreter_semantic in the module
+    try:
+        put_back = restore_language(before)
+        assert {"tensor.__repr__", "tensor.to"} <= set(put_back) and "tensor.gpulab_added" not in put_back
+        assert tl.tensor.__repr__ is own_repr and vars(tl.tensor)["to"] is own_to
+        assert tl.tensor.gpulab_added == 1 and hasattr(tl.core, "gpulab_semantic")  # added entries stay
+        assert tl.core is vars(tl)["core"]  # a submodule's attribute is never taken away
+    finally:
+        del tl.tensor.gpulab_added, tl.core.gpulab_semantic

@@ -61,7 +61,7 @@ def test_wrong_values_name_index_expected_and_got():
 def test_an_answer_that_does_not_depend_on_x_fails_on_its_values():
     # sin^2 + cos^2 is 1 for every x, so a kernel that stored about 1 passed a check of its values; the exercise's
     # sin^2 - cos^2 = -cos 2x varies with x, and every case fails
-    rep = ex04.check_sincos_fused(launcher(wrong=2))
+    rep = ex04.check_sincos_fused(launcher(wrong=2), seed=0)  # a case of one x near pi/2 could pass by chance
     assert not rep.ok and rep.failed == rep.cases and "values differ" in str(rep), str(rep)
 
 

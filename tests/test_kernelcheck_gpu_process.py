@@ -62,3 +62,28 @@ def test_autograd_refused_in_the_pre_flight_child_is_named_as_a_shortcut():
     assert found.kind.startswith("shortcut") and "not computed by your own code" in found.message
     plain = kerneldiagnosis.raised(kerneldiagnosis.Case({}, out, Seen(raised="ValueError: n"), checked=True))
     assert plain.message == "raised ValueError: n"
+
+
+def test_a_copy_the_launcher_forked_and_left_running_is_ended(tmp_path):
+    """On a GPU the launcher runs in the notebook's own process: a child it forks that never ends is killed when it
+    returns (on the CPU the pre-flight's process group ends it too)."""
+    mark = tmp_path / "pid"
+
+    def launcher():
+        if os.fork() == 0:  # the learner's child: says who it is, then never ends
+            mark.write_text(str(os.getpid()))
+            while True:
+                pass
+        while not mark.exists():
+            pass
+
+    kernelwatch.call(launcher, [])
+    pid = int(mark.read_text())
+    try:
+        os.kill(pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    if alive:
+        os.kill(pid, 9)
+    assert not alive

@@ -34,8 +34,10 @@ def language_snapshot() -> list[tuple]:
 
 
 def restore_language(snapshot: list[tuple]) -> list[str]:
-    """Put every entry of the snapshot's namespaces back as it was (entries added since are deleted); returns the
-    names put back, ``module.name`` or ``Class.name``.
+    """Put every entry of the snapshot's namespaces that was rebound or deleted since back as it was; returns the
+    names put back, ``module.name`` or ``Class.name``. Entries added since stay: the interpreter keeps names of its
+    own in ``triton.language``'s modules (Triton 3.6's ``interpreter_semantic``: taken away, the next interpreted
+    run raised NameError), and a submodule imported meanwhile is its package's attribute.
 
     Triton's interpreter rebinds ``triton.language`` while an interpreted kernel runs. Up to Triton 3.5 it put
     nothing back, and an interpreted ``@triton.jit`` helper called from a kernel (``InterpretedFunction.__call__``,
@@ -46,16 +48,11 @@ def restore_language(snapshot: list[tuple]) -> list[str]:
         now = vars(ns)
         for key in [k for k in list(now) if now.get(k, _ABSENT) is not before.get(k, _ABSENT)]:
             old = before.get(key, _ABSENT)
-            if key in _KEEP or isinstance(old, types.ModuleType) or isinstance(now[key], types.ModuleType):
-                continue  # a submodule imported meanwhile stays (the package's attribute for it)
+            if old is _ABSENT or key in _KEEP or isinstance(old, types.ModuleType):
+                continue
             try:
                 if isinstance(ns, type):
-                    if old is _ABSENT:
-                        delattr(ns, key)
-                    else:
-                        setattr(ns, key, old)
-                elif old is _ABSENT:
-                    del now[key]
+                    setattr(ns, key, old)
                 else:
                     now[key] = old
             except (AttributeError, TypeError):

@@ -906,8 +906,10 @@ def call(fn, args) -> Seen:
     """Run the learner's launcher; an exception it raises (SystemExit too) becomes ``Seen.raised``.
     KeyboardInterrupt is passed on: the learner stops the check. A process the launcher forked and that returns
     from it ends here (``os._exit``), so it never runs the rest of the caller's program (a notebook, a test run)
-    as a second copy; on a GPU such a copy cannot use CUDA."""
+    as a second copy; on a GPU such a copy cannot use CUDA. A copy still running when the launcher returns (a
+    child that never ends) is killed (``end_forked_copies``)."""
     me = os.getpid()
+    before = _forked_copies(me)
     try:
         fn(*args)
     except NotImplementedError:
@@ -918,9 +920,51 @@ def call(fn, args) -> Seen:
         if os.getpid() != me:
             os._exit(0)
         return Seen(raised=clip(describe_error(e), 300), interpreter_error=_is_interpreter_error(e))
+    finally:
+        if os.getpid() == me:
+            end_forked_copies(me, before)
     if os.getpid() != me:
         os._exit(0)
     return Seen()
+
+
+def _forked_copies(pid: int) -> set[int]:
+    """The children of process ``pid`` that are copies of it (forked, not a program they started: the same command
+    line), from Linux's /proc (proc(5)); empty where /proc is missing. Started programs (ptxas, torch.compile's
+    workers) are not copies."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            mine = f.read()
+        entries = os.listdir("/proc")
+    except OSError:
+        return set()
+    out = set()
+    for d in entries:
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid != pid:
+                continue
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if f.read() == mine:
+                    out.add(int(d))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def end_forked_copies(pid: int, before: set[int]) -> list[int]:
+    """Kill (SIGKILL) and reap the copies of process ``pid`` (``_forked_copies``) that were not in ``before``: what
+    a launcher forked and left running; returns their ids."""
+    left = sorted(_forked_copies(pid) - before)
+    for child in left:
+        with contextlib.suppress(OSError):
+            os.kill(child, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(child, 0)
+    return left
 
 
 def _is_interpreter_error(e: BaseException) -> bool:
