@@ -131,6 +131,8 @@ def _printed(value: float, shown: Shown, slack: float = 0.0, scale: float = 1.0)
     if float(value).is_integer() and abs(value) < 100:
         return None  # a count of two digits (27 kernels) is printed in many tables
     for n in numbers(shown.text):
+        if re.fullmatch(r"-?\d{1,2}", n.text) and not float(v).is_integer():
+            continue  # a two-digit whole number (15 lanes) is a count, not a rounded 15.24
         if n.lo - slack * abs(v) <= v <= n.hi + slack * abs(v):
             return f"prints {n.text}"
     if scale == 1.0 and not float(value).is_integer():
@@ -227,9 +229,13 @@ def check_reveal(cells: list[dict], outputs: dict[int, list[dict]], at: int, cal
     if asked is None:
         return []
     found = []
+    model = values.get("model") if "measured" in values else None
     for ans in answers(call, values):
         for i in range(asked):
-            how = leaks(ans, Shown.of(outputs.get(i, [])))
+            shown = Shown.of(outputs.get(i, []))
+            how = leaks(ans, shown)
+            if how and model is not None and math.isfinite(model) and _printed(model, shown) == how:
+                continue  # the number shown is the model's (to its rounding), near the measurement: the learner's
             if how:
                 found.append(
                     f"cell {i} {how} ({ans.which} {ans.value:.4g}) before cell {asked} asks for {call.guess}, "

@@ -71,6 +71,15 @@ def test_only_cells_above_the_question_count_and_only_the_measurement_beside_a_m
     assert A.check_reveal(cells, below, 3, call, values) == []  # shown after the question
     [line] = A.check_reveal(cells, {0: _stream("0.0715 ms")}, 3, call, values)
     assert line.startswith("cell 0 prints 0.0715 (measured 0.0715) before cell 1 asks for my_x")
+    near = {"model": 159.1, "measured": 158.2}  # a model that lands on the measurement (the H100's bf16 rung)
+    [call2] = A.reveal_calls("print(reveal(my_x, model=m, measured=t))")
+    assert A.check_reveal(cells, {0: _stream("predicted 159.1 ms")}, 3, call2, near) == []
+    assert A.check_reveal(cells, {0: _stream("measured 158.2 ms")}, 3, call2, near)  # the measurement itself
+    assert (
+        A.check_reveal(cells, {0: _stream("15 lanes take the branch")}, 3, call2, {"model": 9.0, "measured": 15.24})
+        == []
+    )
+    assert A.check_reveal(cells, {0: _stream("15.2 times faster")}, 3, call2, {"model": 9.0, "measured": 15.24})
     only_model = A.reveal_calls("reveal(my_x, model=tiles)")[0]
     assert A.check_reveal(cells, {0: _stream("120 tiles")}, 3, only_model, {"model": 120.0})
 
