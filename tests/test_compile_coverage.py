@@ -130,6 +130,7 @@ ALLOWED_IN_TESTS = {
             "_gated_residual_g_shifted",
             "_quantize_times_scale",
             "_matmul_keeps_one_k_tile",
+            "_bias_gelu_rows",
         ),
         _FIXTURE,
     ),

@@ -308,7 +308,19 @@ def raised(c: Case) -> Finding | None:
             "not computed by your own code: your launcher ran a backward pass of torch's autograd (.backward() or "
             "torch.autograd.grad); the gradients must come from your kernel"
         ))  # fmt: skip
+    if INTERPRETER_MASK in r:
+        return Finding("raised:interpreter_mask", f"raised {r}: {INTERPRETER_MASK_FIX}")
     return Finding(("math_fp32:" if MATH_FP32_ONLY in r else "raised:") + r[:40], f"raised {r}")
+
+
+#: Triton's interpreter's words (3.6) for a mask that is not a block of booleans: a scalar condition (row < M, from
+#: a program id) combined with a block's comparison makes one, which a GPU compiles.
+INTERPRETER_MASK = "mask has unsupported dtype"
+#: What ``raised`` adds to ``INTERPRETER_MASK``.
+INTERPRETER_MASK_FIX = (
+    "the interpreter refuses a scalar test (row < M) joined to a block's mask, which a GPU compiles: "
+    "write it over the block, cols * 0 + row < M"
+)
 
 
 #: What torch raises when a forked child (the pre-flight's) runs autograd's engine after its parent used it on a GPU
