@@ -154,7 +154,7 @@ def leaks(answer: Answer, shown: Shown) -> str | None:
     """How ``shown`` (an earlier cell's outputs) shows ``answer``, or None."""
     if not (math.isfinite(answer.value) and answer.value != 0):
         return None
-    how = _printed(answer.value, shown, SLACK)
+    how = _printed(answer.value, shown, SLACK if answer.which == "measured" else 0.0)  # a model prints as it is
     if how:
         return how
     if answer.terms and all(math.isfinite(t) and t != 0 for t in answer.terms):

@@ -81,6 +81,9 @@ def test_only_cells_above_the_question_count_and_only_the_measurement_beside_a_m
     )
     assert A.check_reveal(cells, {0: _stream("15.2 times faster")}, 3, call2, {"model": 9.0, "measured": 15.24})
     only_model = A.reveal_calls("reveal(my_x, model=tiles)")[0]
+    # a model's number is printed as it is: a measurement 0.5% from it (10: 0.876 GB/s beside 0.8711 GB) is not it
+    assert A.check_reveal(cells, {0: _stream("busbw 0.876")}, 3, only_model, {"model": 0.8711}) == []
+    assert A.check_reveal(cells, {0: _stream("0.871 GB")}, 3, only_model, {"model": 0.8711})
     assert A.check_reveal(cells, {0: _stream("120 tiles")}, 3, only_model, {"model": 120.0})
 
 
