@@ -236,8 +236,9 @@ def test_an_unmasked_scales_store_is_named_by_the_scales_tensor():
 
     assert ex03_solutions.quantize_fp8 is not None
     text = failing(ex03.check_quantize_fp8(launch))
-    assert "past the end of scale_ptr, a tensor of the launcher's own" in text, text  # the run judging q
-    assert "stored past the end of out" in text and "indices -" not in text, text  # the run judging scales
+    # both runs name the checker's scales tensor by its name (the run judging q, the run judging scales)
+    assert "stored past the end of scales" in text and "indices -" not in text, text
+    assert "launcher's own" not in text and "past the end of out" not in text, text
 
 
 def test_a_stored_e4m3_nan_equal_to_the_poison_is_seen_stored():

@@ -16,7 +16,7 @@ from ..models import formats
 from ..models.waves import cdiv
 from . import Report, _short, close, ex03_solutions, is_int, kernelcheck, run_cases, say_once
 from .cases import Draw
-from .kernelcheck import check_kernel
+from .kernelcheck import check_kernel, checker_made
 
 RELU_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float64)
 AWKWARD = [1, 17, 1000, 1793]
@@ -344,17 +344,22 @@ def check_quantize_fp8(fn, seed: int | None = None) -> Report:
     scales: (cdiv(n, 32),) float32; all on gpulab.DEVICE.
 
     The checker owns the buffers (guarded, see ``kernelcheck``) and runs each case twice, once judging q and
-    once judging scales (the other output is a plain tensor of the launcher's, so that each run has one guarded
-    output), on the inputs of ``_quant_cases``, against float64 (``_quant_values_mismatch``,
-    ``_quant_scales_mismatch``); it names the mistake: a missing mask, too small a grid, a NaN from dividing by a
+    once judging scales (the other output is a plain tensor the checker makes, ``checker_made``, so that each run
+    has one guarded output; the messages call each by its name), on the inputs of ``_quant_cases``, against
+    float64 (``_quant_values_mismatch``, ``_quant_scales_mismatch``); it names the mistake: a missing mask, too small a grid, a NaN from dividing by a
     zero scale, one scale for the tensor, the reciprocal scale, rounding toward zero. The rounding rules are
     ``formats.quantize_e4m3``'s (OCP 8-bit floating point, e4m3fn). The inputs are drawn by ``cases.Draw`` from
     ``seed``, which the report prints."""
     draw = Draw(seed)
     cases = _quant_cases(draw)
     nblocks = lambda c: cdiv(c["x"].numel(), QUANT_BLOCK)  # noqa: E731
-    q_of = lambda c: torch.empty(c["x"].shape, dtype=torch.float8_e4m3fn, device=c["x"].device)  # noqa: E731
-    s_of = lambda x: torch.empty(cdiv(x.numel(), QUANT_BLOCK), dtype=torch.float32, device=x.device)  # noqa: E731
+    # the output a run does not judge is the checker's too, unguarded, and named as the exercise names it
+    q_of = lambda c: checker_made(  # noqa: E731
+        torch.empty(c["x"].shape, dtype=torch.float8_e4m3fn, device=c["x"].device), "q"
+    )
+    s_of = lambda x: checker_made(  # noqa: E731
+        torch.empty(cdiv(x.numel(), QUANT_BLOCK), dtype=torch.float32, device=x.device), "scales"
+    )
     total = draw.stamp(Report("quantize_fp8"))
     runs = [
         (
@@ -378,6 +383,7 @@ def check_quantize_fp8(fn, seed: int | None = None) -> Report:
             call,
             cases,
             out=out,
+            out_name=name.split()[-1],
             reference=reference,
             mismatch=mismatch,
             notes={

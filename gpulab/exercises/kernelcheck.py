@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
 import sys
 import time
@@ -46,6 +47,7 @@ from .kernelwatch import (  # noqa: F401  (Guarded, PREFLIGHT_GUARD_BYTES, Progr
     Limits,
     Progress,
     Seen,
+    checker_made,
     preflight,
     run_on_device,
     run_unguarded,
@@ -121,6 +123,11 @@ def swapped_cases(case: dict, reference, mismatch):
             yield a, b, ref, mismatch and (lambda g, r, other=other: mismatch(g, r, other))
 
 
+def named_out(message: str, out_name: str) -> str:
+    """``message`` with out, as a word ("out", "out[3]", "out's"; not "out_ptr"), said as ``out_name``."""
+    return message if out_name == "out" else re.sub(r"\bout\b(?!_)", out_name, message)
+
+
 # ---- the checker ---------------------------------------------------------------------------------------------------
 
 
@@ -139,6 +146,7 @@ def check_kernel(
     advice: dict | None = None,
     unwritten=None,
     memory=None,
+    out_name: str = "out",
 ) -> Report:
     """Run the learner's launcher on each case (the module docstring says how) and name each mistake; returns a
     ``Report`` with one line per distinct mistake and the number of cases it hit.
@@ -157,7 +165,8 @@ def check_kernel(
     under its line ("-> advice"); unwritten(case, mask, stores, launches) -> None or the message for a partly
     written out, said before the generic ones (mask: bool, flat, True where out was never written; stores: uint8
     counts of the pre-flight's stores into each element of out, None where unseen; launches: the records, with
-    ``grid``, ``ints`` and ``lanes``). The call is ``fn(*case.values(), out)``. NotImplementedError on the first
+    ``grid``, ``ints`` and ``lanes``). out_name: the exercise's name of out (its argument of the launcher), said in
+    the messages where they name out. The call is ``fn(*case.values(), out)``. NotImplementedError on the first
     case means "not attempted"; whatever else the launcher raises is reported, never raised (KeyboardInterrupt
     excepted: it stops the check). Case i runs an autotuned kernel's configs in turn from config i.
     """
@@ -230,12 +239,14 @@ def check_kernel(
                 memory_bound=memory and memory(case),
                 unwritten_hint=unwritten and (lambda u, st, ln, case=case: unwritten(case, u, st, ln)),
                 swaps=lambda case=case: swapped_cases(case, reference, mismatch),
+                out_name=out_name,
             )
             hit = diagnose(c)
         except Exception as e:  # a result the comparison cannot read
             hit = Finding("unreadable", f"could not read the result ({type(e).__name__}: {clip(str(e), 120)})")
         if hit is not None:
             rep.failed += 1
+            hit = hit._replace(message=named_out(hit.message, out_name))
             entry = found.setdefault(hit.kind, [hit.message, 0, desc])
             entry[1] += 1
         out_of_cpu = seen.died is not None and seen.died == getattr(signal, "SIGXCPU", None)

@@ -70,7 +70,8 @@ class Case:
     (inputs every element of which must be loaded; None: all), ``unwritten_hint(mask, stores, launches) -> None or
     message`` for a partly written out, ``memory_bound`` (bytes the launcher's process may grow by; None: any),
     ``swaps() -> iterable of (a, b, ref64, mismatch)``: for two arguments of one shape and dtype (or two floats),
-    the float64 answer with them swapped and the ``mismatch`` that judges it (None: one ulp of out's dtype)."""
+    the float64 answer with them swapped and the ``mismatch`` that judges it (None: one ulp of out's dtype);
+    ``out_name``: the exercise's name of out (``check_kernel`` says it in out's place)."""
 
     inputs: dict[str, Guarded]
     out: Guarded
@@ -86,6 +87,7 @@ class Case:
     unwritten_hint: Callable | None = None
     memory_bound: int | None = None
     swaps: Callable | None = None
+    out_name: str = "out"
 
     @cached_property
     def unwritten(self) -> torch.Tensor:
@@ -195,11 +197,12 @@ def violation_message(v: Violation, shift: int | None = None) -> str:
     return where + fix
 
 
-def violation_parts(v: Violation, shift: int | None = None) -> tuple[str, str]:
+def violation_parts(v: Violation, shift: int | None = None, out_name: str = "out") -> tuple[str, str]:
     """``violation_message`` in two parts: where the accesses went ("stored past the end of out (...)") and what
     to do, from its separator on (": mask the store ...", ", through the mask: ..."). Accesses through the mask
     with the block's own offsets that reach only index n, one past the last element, are a mask one element too
-    wide (offs <= n)."""
+    wide (offs <= n). ``out_name``: the exercise's name of out; a store past the end of a buffer named otherwise
+    (the second output of an exercise with two) is told to mask by that buffer's length."""
     where, wide = _where(v), v.width > v.itemsize > 0
     verb = "stored" if v.op == "store" else "loaded"
     fix = {
@@ -209,6 +212,9 @@ def violation_parts(v: Violation, shift: int | None = None) -> tuple[str, str]:
         ("load", "before"): "check the offsets (pid * BLOCK + tl.arange(0, BLOCK))",
         ("store", "into"): "an input must stay as it is; write only into out",
     }.get((v.op, v.side.replace("_far", "")), "check the grid, the offsets and the mask")
+    label = out_name if v.name == "out" else v.name
+    if (v.op, v.side) == ("store", "after") and label != "out" and not v.masked:
+        fix = f"mask the store into {label} by its own length ({v.n} element{'s' * (v.n != 1)} here)"
     if wide:
         fix = f"access {v.name} through a pointer of its own dtype, one element a lane"
     elif v.masked and v.side != "into":  # the mask let these lanes through: the offsets, or the mask, are wrong
@@ -340,7 +346,7 @@ def outside_its_buffer(c: Case) -> Finding | None:
     rest = [v for v in viol if not said or v not in moved]
     by_fix: dict[str, list[str]] = {}  # one fix, said once for every access it applies to
     for v in rest[:3]:
-        where, fix = violation_parts(v, shifts.get(_key(v)))
+        where, fix = violation_parts(v, shifts.get(_key(v)), c.out_name)
         by_fix.setdefault(fix, []).append(where)
     msgs = [" and ".join(wheres) + fix for fix, wheres in by_fix.items()]
     kind = "bounds:" + ",".join(f"{v.op}:{v.name}:{v.side}" for v in viol)

@@ -37,6 +37,7 @@ import os
 import select
 import signal
 import sys
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -295,7 +296,8 @@ class Violation:
     ("after", "before", "after_far", "before_far" beyond the guard region, or "into" an input), on ``lanes``
     lanes in all, at element indices ``lo`` to ``hi`` of that buffer. An access ``after`` may start inside the
     buffer and run past its end (``width``, its bytes, above ``itemsize``, the buffer's). ``n``: the buffer's
-    elements; ``own``: the buffer is a tensor of the launcher's own (a kernel parameter's name, no guard);
+    elements; ``own``: the buffer is a tensor of the launcher's own (a kernel parameter's name, no guard; a tensor
+    the checker made for the launcher, ``checker_made``, is not, and has the exercise's name);
     ``masked``: every access of this kind that strayed was given a mask, and these lanes passed it (False: one at
     least had none, ``tl.load(p)`` or ``tl.store(p, v)``; atomics count as unmasked)."""
 
@@ -428,9 +430,9 @@ class Watch(Patches):
     program, or a load of it by another program, is a ``Race``: right here only because of the order. Atomics
     are left out (their order does not matter).
 
-    A tensor of the launcher's own passed to a kernel (scratch) is allowed, and watched: a load of its bytes
-    before any kernel stored them, where it held data (not one repeated value, as torch.zeros gives), is data
-    computed outside the kernels (``outside_data``).
+    A tensor of the launcher's own passed to a kernel (scratch), or one the checker made for it (``checker_made``),
+    is allowed, and watched: a load of the launcher's tensor's bytes before any kernel stored them, where it held
+    data (not one repeated value, as torch.zeros gives), is data computed outside the kernels (``outside_data``).
 
     Each pointer a kernel offsets from one of the buffers (``InterpreterBuilder.create_addptr``, on the buffer's
     own pointer or on one offset from it already) remembers that buffer, so an access names the buffer its
@@ -640,7 +642,8 @@ class Watch(Patches):
         """Every buffer an address may belong to: the checker's (with their guard regions) and the launcher's own
         tensors (their storage, no guard)."""
         return [_Buffer(r.name, r.lo, r.hi, r.buf_lo, r.buf_hi, r.itemsize, r.n, False) for r in self.regions] + [
-            _Buffer(o.name, o.t_lo, o.t_lo + o.n * o.itemsize, o.lo, o.hi, o.itemsize, o.n, True) for o in self.own
+            _Buffer(o.name, o.t_lo, o.t_lo + o.n * o.itemsize, o.lo, o.hi, o.itemsize, o.n, True, o.checker)
+            for o in self.own
         ]
 
     def _classify(self, op, stray, into, valid, size, base: str | None = None, masked: bool = False):
@@ -675,7 +678,7 @@ class Watch(Patches):
                         side = ("after" if after else "before") + ("_far" if far and not b.own else "")
                         index = (lanes[sel] - b.lo) // b.itemsize
                         self._note(op, b.name, side, index, Violation(op, b.name, side, 0, 0, 0, b.n, size, b.itemsize,
-                                                                      b.own, masked))  # fmt: skip
+                                                                      b.own and not b.checker, masked))  # fmt: skip
 
     def _note(self, op, name, side, index, new: Violation):
         index = np.atleast_1d(index)
@@ -825,18 +828,47 @@ def _end_launch() -> None:
         _PROGRESS.end_launch(_CLOCK)
 
 
+#: Tensors a checker made and hands the launcher unguarded (the other output of an exercise with two, judged in a
+#: run of its own): id of the tensor -> (a weak reference to it, the exercise's name for it). ``checker_made``.
+_CHECKER_MADE: dict[int, tuple] = {}
+
+
+def checker_made(t: torch.Tensor, name: str) -> torch.Tensor:
+    """Mark ``t``, a tensor the checker made for the launcher besides its guarded buffers, as the checker's, called
+    ``name`` (the exercise's name of that argument): an access outside it names it so, not as a tensor of the
+    launcher's own. Returns ``t``. The mark lasts while ``t`` lives."""
+    for k in [k for k, (ref, _) in _CHECKER_MADE.items() if ref() is None]:
+        del _CHECKER_MADE[k]
+    _CHECKER_MADE[id(t)] = (weakref.ref(t), name)
+    return t
+
+
+def _checker_name(t: torch.Tensor) -> str | None:
+    """The exercise's name of ``t`` where a checker made it (``checker_made``): the tensor itself, or a view of
+    the same first byte and storage; else None."""
+    for ref, name in _CHECKER_MADE.values():
+        m = ref()
+        same = m is not None and m.data_ptr() == t.data_ptr()
+        if same and m.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
+            return name
+    return None
+
+
 class _Own:
-    """A tensor of the launcher's own passed to a kernel: its storage's bytes [``lo``, ``hi``), the tensor's
-    first byte ``t_lo``, ``n`` elements of ``itemsize`` bytes, the kernel's parameter ``name``, whether it held
-    data when first seen (``made``: not one repeated byte value), and which of its bytes a kernel has stored
-    (``stored``)."""
+    """A tensor the launcher passed to a kernel outside the checker's guarded buffers: its storage's bytes [``lo``,
+    ``hi``), the tensor's first byte ``t_lo``, ``n`` elements of ``itemsize`` bytes, its ``name`` (the exercise's
+    where the checker made it, ``checker``; else the kernel's parameter's), whether it held data of the launcher's
+    when first seen (``made``: not one repeated byte value, and not the checker's), and which of its bytes a
+    kernel has stored (``stored``)."""
 
     def __init__(self, name: str, t: torch.Tensor):
         st = t.untyped_storage()
-        self.name, self.lo, self.hi = name, st.data_ptr(), st.data_ptr() + st.nbytes()
+        given = _checker_name(t)
+        self.checker = given is not None
+        self.name, self.lo, self.hi = given or name, st.data_ptr(), st.data_ptr() + st.nbytes()
         self.t_lo, self.n, self.itemsize = t.data_ptr(), t.numel(), t.element_size()
         raw = torch.empty(0, dtype=torch.uint8).set_(st) if st.nbytes() else torch.empty(0, dtype=torch.uint8)
-        self.made = bool(raw.numel()) and not bool((raw == raw[0]).all())
+        self.made = not self.checker and bool(raw.numel()) and not bool((raw == raw[0]).all())
         self.stored = np.zeros(self.hi - self.lo, dtype=bool)
 
     def touch(self, op: str, offset: np.ndarray, size: int, atomic: bool) -> int:
@@ -854,7 +886,8 @@ class _Own:
 @dataclass(frozen=True)
 class _Buffer:
     """A buffer as a stray address is named by: the view's bytes [lo, hi), the span [buf_lo, buf_hi) that is
-    still its own (guard regions, or a storage), ``itemsize``, ``n`` elements, ``own``: the launcher's tensor."""
+    still its own (guard regions, or a storage), ``itemsize``, ``n`` elements, ``own``: an unguarded tensor, the
+    launcher's (``checker`` False) or one the checker made for it (``checker_made``)."""
 
     name: str
     lo: int
@@ -864,6 +897,7 @@ class _Buffer:
     itemsize: int
     n: int
     own: bool
+    checker: bool = False
 
 
 def _atomic(op) -> str:
