@@ -29,6 +29,8 @@ def _sincos(x_ptr, out_ptr, n, BLOCK: tl.constexpr, MASK: tl.constexpr, IN_FP32:
     y = s * s + c * c if WRONG else s * s - c * c  # WRONG: the lesson's sin^2 + cos^2, not the exercise's
     if WRONG == 2:  # a value that holds for sin^2 + cos^2 at every x, stored without sin or cos
         y = tl.where(x > 0, 1.0 - 2.0**-24, 1.0)
+    if WRONG == 3:  # the cos^2 term left out: no named formula
+        y = s * s
     if IN_FP32:
         y = y.to(out_ptr.dtype.element_ty)
     if MASK:
@@ -53,9 +55,15 @@ def test_right_kernels_pass():
 
 
 def test_wrong_values_name_index_expected_and_got():
-    rep = ex04.check_sincos_fused(launcher(wrong=True))  # sin^2 + cos^2, 1 for every x
+    rep = ex04.check_sincos_fused(launcher(wrong=3))  # sin^2 alone
     text = str(rep)
     assert not rep.ok and "values differ" in text and "first at index" in text and "expected" in text, text
+
+
+def test_the_lessons_sin_squared_plus_cos_squared_is_named():
+    rep = ex04.check_sincos_fused(launcher(wrong=True))  # sin^2 + cos^2, 1 for every x
+    text = str(rep)
+    assert not rep.ok and "out does not depend on x" in text and "first at index" not in text, text
 
 
 def test_an_answer_that_does_not_depend_on_x_fails_on_its_values():

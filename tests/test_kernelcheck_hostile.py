@@ -452,8 +452,9 @@ def test_sincos_constant_after_a_load_is_named():
             lambda x, out: _sincos[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128, MODE=1)
         )
     )
-    # sin^2 + cos^2 is 1 for every x; the exercise's sin^2 - cos^2 is not, so the constant fails on its values
-    assert "values differ" in text and "elements differ by more than" in text, text
+    # sin^2 + cos^2 is 1 for every x; the exercise's sin^2 - cos^2 is not, so the constant fails on its values,
+    # named as an answer that does not depend on x
+    assert "values differ" in text and "out does not depend on x" in text, text
 
 
 def test_sincos_two_kernels_where_one_is_asked_for():

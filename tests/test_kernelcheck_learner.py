@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from gpulab.exercises import Report, ex00, ex01, ex03, ex04, ex07, ex08b, ex08b_solutions, ex09, kernelcheck
+from gpulab.exercises import Report, ex00, ex01, ex02, ex03, ex04, ex05, ex07, ex08b, ex08b_solutions, ex09, kernelcheck
 from gpulab.exercises.kerneldiagnosis import NARROWER_ROUNDINGS, Case, narrower_precision
 from gpulab.exercises.kernelwatch import Guarded, Seen
 
@@ -292,3 +292,107 @@ def test_a_mask_the_interpreter_refuses_is_named_with_a_way_round():
     if "mask has unsupported dtype" not in text:
         pytest.skip("this Triton's interpreter takes the mask")
     assert "which a GPU compiles" in text and "cols * 0 + row < M" in text, text
+
+
+@triton.jit
+def _quantize_scales_unmasked(x_ptr, q_ptr, scale_ptr, n, GROUP: tl.constexpr, ROWS: tl.constexpr):
+    blocks = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    offs = blocks[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    amax = tl.max(tl.abs(x), axis=1)
+    scale = amax / 448.0
+    q = x / tl.where(amax > 0.0, scale, 1.0)[:, None]
+    tl.store(q_ptr + offs, q.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(scale_ptr + blocks, scale)  # no mask: the last program's rows run past the scales
+
+
+def test_a_store_past_a_buffer_the_checker_made_names_it_as_the_exercise_does():
+    def launch(x, q, scales):
+        n = x.numel()
+        _quantize_scales_unmasked[(triton.cdiv(triton.cdiv(n, 32), 16),)](x, q, scales, n, GROUP=32, ROWS=16)
+
+    text = failing(ex03.check_quantize_fp8(launch))
+    assert "stored past the end of scales (" in text and "mask the store into scales" in text, text
+    assert "launcher's own" not in text and "scale_ptr" not in text and " out" not in text, text
+    assert len([ln for ln in text.splitlines() if "past the end" in ln]) == 1, text  # both runs, one line
+
+
+# ---- a wrong formula named by its answer (the exercise's mismatch signatures) ---------------------------------------
+
+
+@triton.jit
+def _reverse_each_block(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    src = pid * BLOCK + (BLOCK - 1 - tl.arange(0, BLOCK))  # counted from the block's end, not x's
+    tl.store(out_ptr + offs, tl.load(x_ptr + src, mask=src < n), mask=offs < n)
+
+
+def test_a_reverse_within_each_block_is_named_with_its_block():
+    def launch(x, out):
+        _reverse_each_block[grid1(x)](x, out, x.numel(), BLOCK=BLOCK)
+
+    text = failing(ex00.check_reverse(launch, seed=1))
+    assert f"out reverses x within each block of {BLOCK} elements, not across the whole of x" in text, text
+
+
+@triton.jit
+def _loop_block_trips(x_ptr, trips_ptr, order_ptr, y_ptr, n, BLOCK: tl.constexpr, MOST: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    idx = tl.load(order_ptr + offs, mask=mask, other=0)
+    x = tl.load(x_ptr + idx, mask=mask, other=0.0)
+    trips = tl.load(trips_ptr + idx, mask=mask, other=0)
+    count = tl.max(trips, axis=0) if MOST else tl.min(trips, axis=0)  # one count for the block, no lane kept
+    for _ in range(count):
+        x = tl.sin(x) * 0.9 + 0.1
+    tl.store(y_ptr + offs, x, mask=mask)
+
+
+@pytest.mark.parametrize("most", [False, True])
+def test_a_loop_run_to_one_count_per_block_is_named(most):
+    def launch(x, trips, order, out):
+        _loop_block_trips[grid1(x)](x, trips, order, out, x.numel(), BLOCK=BLOCK, MOST=most)
+
+    text = failing(ex02.check_loop_grouped(launch, seed=1))
+    said = "each slot ran its block's most trips" if most else "each slot ran its block's fewest trips"
+    assert said in text and "values differ: 1 of" not in text, text
+
+
+@triton.jit
+def _sincos_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    s, c = tl.sin(x), tl.cos(x)
+    tl.store(out_ptr + offs, (s * s + c * c).to(out_ptr.dtype.element_ty), mask=mask)  # the lesson's identity
+
+
+def test_sin_squared_plus_cos_squared_is_named_as_not_depending_on_x():
+    def launch(x, out):
+        _sincos_sum[grid1(x)](x, out, x.numel(), BLOCK=BLOCK)
+
+    text = failing(ex04.check_sincos_fused(launch, seed=1))
+    assert "out does not depend on x" in text and "is 1 for every x" in text, text
+    assert len(text.splitlines()) == 3 and "in fp32, fp16, bf16" in text, text  # one line for the three dtypes
+
+
+@triton.jit
+def _sigmoid3_bwd_without_inner_slope(x_ptr, dy_ptr, dx_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    dy = tl.load(dy_ptr + offs, mask=mask)
+    s1 = 1.0 / (1.0 + tl.exp(-x))
+    s2 = 1.0 / (1.0 + tl.exp(-s1))
+    s3 = 1.0 / (1.0 + tl.exp(-s2))
+    tl.store(dx_ptr + offs, dy * (s3 * (1.0 - s3)) * (s2 * (1.0 - s2)), mask=mask)  # s1's slope left out
+
+
+def test_a_backward_missing_one_slope_names_that_slope():
+    def launch(x, dy, out):
+        _sigmoid3_bwd_without_inner_slope[grid1(x)](x, dy, out, x.numel(), BLOCK=BLOCK)
+
+    text = failing(ex05.check_sigmoid3_bwd(launch, seed=1))
+    assert "the inner sigmoid's slope s1(1 - s1) is missing" in text, text

@@ -14,6 +14,7 @@ from ..models import roofline
 from . import Report, _short, close, ex00_solutions, is_int, kernelcheck, run_cases
 from .cases import Draw
 from .kernelcheck import check_kernel
+from .kerneldiagnosis import Mistake
 
 AWKWARD = [1, 17, 128, 1000, 1793]  # one element, less than a block, exactly one block, partial last blocks
 
@@ -119,8 +120,9 @@ def check_reverse(fn, seed: int | None = None) -> Report:
     n on gpulab.DEVICE, any length. The checker owns x and out (guarded buffers, see ``kernelcheck``), runs the
     lengths of ``check_add`` on fresh random inputs (distinct values, so that a shifted index cannot match), and
     names the mistake (``kernelcheck``): a load before the start of x or past its end (an index off by one), a
-    missing mask, too small a grid, out not reversed (values compared exactly: a copy does no arithmetic). Cases
-    drawn by ``cases.Draw`` from ``seed``, which the report prints."""
+    missing mask, too small a grid, out not reversed, or reversed within each block only (``_reversed_by_block``;
+    values compared exactly: a copy does no arithmetic). Cases drawn by ``cases.Draw`` from ``seed``, which the
+    report prints."""
     draw = Draw(seed)
     sizes = AWKWARD + [kernelcheck.LONG_N] + [draw.size(2, 5000) for _ in range(2)]
     cases = [dict(x=draw.randn(n)) for n in sizes]
@@ -137,6 +139,13 @@ def check_reverse(fn, seed: int | None = None) -> Report:
         )
         if torch.equal(g, x):
             return head + ": out is a copy of x, not reversed"
+        block = _reversed_by_block(g, x)
+        if block:
+            return Mistake(
+                "values:by_block",
+                f"values differ: out reverses x within each block of {block} elements, not across the whole of x: "
+                f"out[0] must hold x's last element, and each index count from x's end, not its block's ({head})",
+            )
         return head
 
     return draw.stamp(
@@ -149,6 +158,21 @@ def check_reverse(fn, seed: int | None = None) -> Report:
             mismatch=mismatch,
         )
     )
+
+
+def _reversed_by_block(got: torch.Tensor, x: torch.Tensor) -> int | None:
+    """The block (a power of two below n) within each whole one of which ``got`` holds x reversed, as a kernel
+    does that reverses its own block (out[b B + j] = x[b B + B - 1 - j]); None where no block fits. got, x:
+    float64, (n,). Only whole blocks are compared: the last, partial one reads past x's end and is masked."""
+    n = x.numel()
+    for k in range(1, 18):
+        block = 2**k
+        whole = n // block * block
+        if block >= n or whole == 0:
+            break
+        if torch.equal(got[:whole].view(-1, block), x[:whole].view(-1, block).flip(1)):
+            return block
+    return None
 
 
 check_reverse.solution = ex00_solutions.reverse

@@ -16,6 +16,7 @@ from ..models.waves import cdiv
 from . import Report, _short, close, ex02_solutions, is_int, kernelcheck, run_cases
 from .cases import Draw
 from .kernelcheck import check_kernel
+from .kerneldiagnosis import Mistake
 
 AWKWARD = [1, 17, 1000, 1793]
 
@@ -225,10 +226,54 @@ def _loop_mismatch(got, ref64, case):
             "order[j]; load idx = tl.load(order_ptr + offs), read x and trips at idx, store at offs"
         )
     i = int(bad.nonzero()[0])
-    return (
+    head = (
         f"{int(bad.sum())} of {x.numel()} slots differ; first at slot {i} (item {int(o[i])}, "
         f"{int(trips[o[i]])} trips): expected {ref64[i].item():.7g}, got {got[i].item():.7g}"
     )
+    named = _loop_block_count(got, x[o], trips[o])
+    return Mistake("values:trips", f"values differ: {named}") if named else head
+
+
+#: Blocks of slots (a power of two each) the loop's diagnosis tries: one program's slots, whatever BLOCK it has.
+_LOOP_BLOCKS = tuple(2**k for k in range(18))
+
+
+def _loop_block_count(got: torch.Tensor, xs: torch.Tensor, ts: torch.Tensor) -> str | None:
+    """Where every slot ran one trip count shared by its program's block of slots instead of its own (the block's
+    fewest, or its most with no lane kept once its own count is used up), at some power-of-two block of
+    ``_LOOP_BLOCKS``: that mistake in words; else None. The fewest of the last, partial block may be 0, the count a
+    masked load of trips gives its idle lanes (other=0). got, xs, ts: slot order (the float64 result, x and trips
+    of item order[j] in slot j)."""
+    n, t = ts.numel(), ts.long()
+    steps = [xs.double()]  # steps[k]: each item after k trips
+    for _ in range(int(t.max())):
+        steps.append(torch.sin(steps[-1]) * 0.9 + 0.1)
+    steps = torch.stack(steps)
+    fits = lambda counts: bool(((got - steps.gather(0, counts[None, :])[0]).abs() <= 1e-5).all())  # noqa: E731
+    for block in _LOOP_BLOCKS:
+        pad = cdiv(n, block) * block - n
+        per_block = (
+            lambda fill, how: how(  # noqa: E731
+                torch.nn.functional.pad(t, (0, pad), value=fill).view(-1, block), 1
+            ).values.repeat_interleave(block)[:n]
+        )
+        where = f"blocks of {block} slots" if block < n else "one block here"
+        idle = "; idle lanes past n count 0 trips, the masked load's other"
+        for counts, said in ((per_block(int(t.max()), torch.min), ""), (per_block(0, torch.min) if pad else t, idle)):
+            if not torch.equal(counts, t) and fits(counts):
+                return (
+                    f"each slot ran its block's fewest trips ({where}{said}): the loop must run to the block's "
+                    "largest count, each lane stepping only while its own count lasts"
+                )
+        most = per_block(0, torch.max)
+        if not torch.equal(most, t) and fits(most):
+            return (
+                f"each slot ran its block's most trips ({where}): a lane whose own count is used up must keep its "
+                "value (select, do not branch)"
+            )
+        if block > n:  # one program's block holds every slot, idle lanes after them
+            break
+    return None
 
 
 def check_loop_grouped(fn, seed: int | None = None) -> Report:
@@ -241,8 +286,8 @@ def check_loop_grouped(fn, seed: int | None = None) -> Report:
     The checker owns every buffer (guarded, see ``kernelcheck``: a load past the end of trips or order is
     named and never run, so it cannot become a wild index or an endless loop), runs awkward lengths with
     cost-sorted and random orders against float64 (``divergence.loop_cost_ref``), and names the mistake: a
-    missing mask, too small a grid, an order that is not read, wrong values. Cases drawn by ``cases.Draw`` from
-    ``seed``, which the report prints.
+    missing mask, too small a grid, an order that is not read, a loop run to each block's fewest or most trips
+    (``_loop_block_count``), wrong values. Cases drawn by ``cases.Draw`` from ``seed``, which the report prints.
     """
     draw = Draw(seed)
     return draw.stamp(

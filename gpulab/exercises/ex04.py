@@ -11,6 +11,7 @@ from ..core import dtypes
 from . import Report, _short, close, ex04_solutions, is_int, kernelcheck, run_cases, say_once
 from .cases import Draw
 from .kernelcheck import check_kernel
+from .kerneldiagnosis import Mistake
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.float8_e4m3fn)
 AWKWARD = [1, 17, 1000, 1793]
@@ -137,6 +138,42 @@ def _abs_mismatch(tol: float):
     return mismatch
 
 
+#: The usual wrong formulas of the sincos exercise: (kind, what the learner is told, the float64 answer of the wrong
+#: formula on x). Said without the case's numbers, so that every dtype's run shares one line (``say_once``).
+_SINCOS_SIGNATURES = (
+    (
+        "values:sum",
+        "out is 1 at every index, whatever x holds: out does not depend on x. sin(x)^2 + cos(x)^2, the lesson's "
+        "example, is 1 for every x; the exercise asks for sin(x)^2 - cos(x)^2",
+        lambda x: torch.sin(x) ** 2 + torch.cos(x) ** 2,
+    ),
+    (
+        "values:sign",
+        "out is the answer with its sign flipped, cos(x)^2 - sin(x)^2; the exercise subtracts the other way, "
+        "sin(x)^2 - cos(x)^2",
+        lambda x: torch.cos(x) ** 2 - torch.sin(x) ** 2,
+    ),
+)
+
+
+def _sincos_mismatch(tol: float):
+    """``_abs_mismatch(tol)`` that names a wrong formula of ``_SINCOS_SIGNATURES`` where out holds its answer to
+    within ``tol`` at every index (a ``Mistake`` of its kind)."""
+    plain = _abs_mismatch(tol)
+
+    def mismatch(got, ref, case):
+        msg = plain(got, ref, case)
+        if msg is None:
+            return None
+        g, x = got.detach().double().cpu(), case["x"].detach().double().cpu()
+        for kind, why, wrong in _SINCOS_SIGNATURES:
+            if bool(((g - wrong(x)).abs() <= tol).all()):
+                return Mistake(kind, f"values differ: {why}")
+        return msg
+
+    return mismatch
+
+
 def check_sincos_fused(fn, seed: int | None = None) -> Report:
     """fn(x, out) launches ONE Triton kernel that writes out = sin(x)^2 - cos(x)^2, x and out 1-D of the same
     dtype (fp32, fp16 or bf16) on gpulab.DEVICE, any length. The checker owns x and out (guarded buffers, see
@@ -144,8 +181,9 @@ def check_sincos_fused(fn, seed: int | None = None) -> Report:
     N(0, 3^2) in each dtype (fp32 also ``kernelcheck.LONG_N``), drawn by ``cases.Draw`` from ``seed`` (which the
     report prints), and names the mistake (``kernelcheck``): a missing mask, too
     small a grid, an input written or never loaded, more than one launch or none, values further than
-    ``SINCOS_TOL[dtype]`` from the float64 answer. The lesson's dataflow example is sin(x)^2 + cos(x)^2, which
-    is 1 for every x, so a kernel that stores 1 would pass a check of its values; the exercise's
+    ``SINCOS_TOL[dtype]`` from the float64 answer, a wrong formula of ``_SINCOS_SIGNATURES`` named. The lesson's
+    dataflow example is sin(x)^2 + cos(x)^2, which is 1 for every x, so a kernel that stores 1 would pass a check
+    of its values; the exercise's
     sin(x)^2 - cos(x)^2 = -cos(2x) keeps the five operations (11n transfers unfused, 2n fused) and depends on x."""
     draw = Draw(seed)
     sizes = AWKWARD + [draw.size(2, 5000)]
@@ -159,7 +197,7 @@ def check_sincos_fused(fn, seed: int | None = None) -> Report:
             cases,
             out=lambda c: (c["x"].shape, c["x"].dtype),
             reference=lambda c: torch.sin(c["x"].double()) ** 2 - torch.cos(c["x"].double()) ** 2,
-            mismatch=_abs_mismatch(SINCOS_TOL[dt]),
+            mismatch=_sincos_mismatch(SINCOS_TOL[dt]),
             launches=1,
             advice={"math_fp32": _FP32_NOTE},
         )

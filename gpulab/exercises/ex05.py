@@ -101,8 +101,9 @@ def check_sigmoid3_bwd(fn, seed: int | None = None) -> Report:
     """fn(x, dy, out) launches ONE Triton kernel that writes out = dx = dy * s3(1 - s3) * s2(1 - s2) * s1(1 - s1),
     rebuilding s1 = s(x), s2 = s(s1), s3 = s(s2) from x (it is given nothing else). x, dy, out: 1-D fp32 on
     gpulab.DEVICE, one length. Awkward lengths, fresh inputs, float64 reference (``BWD_REL``, ``BWD_ABS``); names
-    a missing mask, too small a grid, a missing or misplaced factor of the chain rule. Cases drawn by
-    ``cases.Draw`` from ``seed``, which the report prints."""
+    a missing mask, too small a grid, a missing or misplaced factor of the chain rule (each of the three slopes
+    left out, dy left out, every slope taken at x, s for s(1 - s)). Cases drawn by ``cases.Draw`` from ``seed``,
+    which the report prints."""
     draw = Draw(seed)
 
     def mismatch(got, ref, case):
@@ -123,6 +124,13 @@ def check_sigmoid3_bwd(fn, seed: int | None = None) -> Report:
             "dy is missing: dx = dy * (the slopes)": s3 * (1 - s3) * s2 * (1 - s2) * s1 * (1 - s1),
             "s(1 - s) is the slope of s; s alone is not": dy * s3 * s2 * s1,
         }
+        slopes = {"s1": s1 * (1 - s1), "s2": s2 * (1 - s2), "s3": s3 * (1 - s3)}
+        for s, which in (("s1", "inner"), ("s2", "middle"), ("s3", "outer")):  # one slope of the three left out
+            rest = [f for k, f in slopes.items() if k != s]
+            why = (
+                f"the {which} sigmoid's slope {s}(1 - {s}) is missing: the chain rule multiplies dy by all three slopes"
+            )
+            wrong[why] = dy * rest[0] * rest[1]
         for why, w in wrong.items():
             if torch.allclose(got, w, rtol=1e-4, atol=1e-7):
                 return f"{msg}: {why}"
