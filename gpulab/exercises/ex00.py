@@ -144,7 +144,7 @@ def check_reverse(fn, seed: int | None = None) -> Report:
             return Mistake(
                 "values:by_block",
                 f"values differ: out reverses x within each block of {block} elements, not across the whole of x: "
-                f"out[0] must hold x's last element, and each index count from x's end, not its block's ({head})",
+                f"out[0] must hold x's last element: count each index from x's end, not from its block's ({head})",
             )
         return head
 
