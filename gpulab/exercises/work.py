@@ -40,6 +40,7 @@ from torch.overrides import TorchFunctionMode
 from ..core.patches import Patches
 from ..models.waves import cdiv
 from .kerneldiagnosis import Mistake
+from .kernelwatch import warm_interpreter
 
 _FIELDS = (
     "calls",  # launcher calls recorded
@@ -247,22 +248,6 @@ def _storage(t: torch.Tensor) -> int:
 # ---- the wrapper -------------------------------------------------------------------------------------------------
 
 
-def _warm(fn) -> None:
-    """Rewrite, here, the interpreted kernels ``fn`` names (its globals and closure), so that a forked child finds
-    them rewritten (``kernelcheck`` does the same for the launcher it is given, which is now the wrapper)."""
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-
-        names = getattr(getattr(fn, "__code__", None), "co_names", ())
-        found = [getattr(fn, "__globals__", {}).get(k) for k in names]
-        found += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None]
-        for k in found:
-            if isinstance(k, InterpretedFunction):
-                k.rewrite()
-    except Exception:  # best effort: a kernel missed here is rewritten in the child
-        pass
-
-
 def watched(fn, tally: Tally, *, kernels: bool = False, torch_ops: bool = False, interpreted_only: bool = True):
     """``fn`` (a launcher whose last argument is ``out``) wrapped so that each call records into ``tally`` what it
     did: its kernels' dots and stores into ``out`` (``kernels``, counted in Triton's interpreter) and the torch
@@ -270,7 +255,7 @@ def watched(fn, tally: Tally, *, kernels: bool = False, torch_ops: bool = False,
     runs in the interpreter (``TRITON_INTERPRET=1``: the pre-flight), so that a GPU's run keeps the pre-flight's
     record; without it (a torch exercise) every call records. Returns the wrapper, which returns what ``fn``
     returns and raises what it raises."""
-    _warm(fn)
+    warm_interpreter(fn)  # a forked child finds the kernels fn names rewritten
 
     def launcher(*args):
         if interpreted_only and os.environ.get("TRITON_INTERPRET") != "1":
