@@ -35,8 +35,9 @@ def test_a_launcher_that_forks_returns_once(tmp_path):
 
     def launcher():
         pid = os.fork()
-        if pid:
+        if pid:  # the launcher returns only once its copy has ended by itself (not reaped: the test reads its status)
             children.append(pid)
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
 
     seen = kernelwatch.call(launcher, [])
     (tmp_path / str(os.getpid())).write_text("returned")  # each process that returns from the check writes
