@@ -265,25 +265,26 @@ def test_a_stored_e4m3_nan_equal_to_the_poison_is_seen_stored():
 
 
 def test_a_launcher_that_forks_neither_crashes_the_check_nor_leaves_a_process(tmp_path):
-    mark = tmp_path / "pid"
-
     def add(x, y, out):
+        before = len(list(tmp_path.iterdir()))
         if os.fork() == 0:  # the learner's own child: says who it is, then never ends
-            mark.write_text(str(os.getpid()))
+            (tmp_path / str(os.getpid())).touch()
             while True:
                 pass
+        while len(list(tmp_path.iterdir())) == before:  # the launch waits until its child has said who it is
+            pass
         add_order(0)(x, y, out)
 
     rep = ex00.check_add(add)
-    pid = int(mark.read_text())
+    pids = [int(p.name) for p in tmp_path.iterdir()]
     try:
-        assert rep.ok, str(rep)
+        assert rep.ok and pids, str(rep)
         t0 = time.monotonic()
-        while _running(pid):  # killed with the pre-flight's process group; the bound only catches a hang
-            assert time.monotonic() - t0 < 60, f"the launcher's child {pid} still runs"
+        while any(_running(pid) for pid in pids):  # killed with the pre-flight's process group; the bound: a hang
+            assert time.monotonic() - t0 < 60, f"the launcher's children {pids} still run"
             time.sleep(0.02)
     finally:
-        if _running(pid):
+        for pid in filter(_running, pids):
             os.kill(pid, signal.SIGKILL)
 
 
