@@ -7,10 +7,14 @@ VPY    := .venv/bin/python
 # The test suite, in one place: lint, unit/kernel/browser tests, then every notebook run top to bottom.
 # `make test` leaves out the tests marked slow (building a fresh Binder environment, the static site in a
 # browser: minutes each) and the notebooks run again as a T4 plans; `make test-all` runs them too, and CI runs it.
+# The tests run in TEST_WORKERS processes at once (pytest-xdist): one per CPU, at most 4 (each holds torch and
+# Triton, about 1 GB); `make test TEST_WORKERS=0` runs them in this one. Tests go to the processes one by one
+# (--dist load), notebooks whole, each one's cells in order in one process (--dist loadscope, as nbval asks).
+TEST_WORKERS     ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
 RUFF             := .venv/bin/ruff check . && .venv/bin/ruff format --check .
-PYTEST_TESTS     := $(VPY) -m pytest tests -m "not slow"
-PYTEST_ALL       := $(VPY) -m pytest tests
-PYTEST_NOTEBOOKS := $(VPY) -m pytest --nbval-lax notebooks/
+PYTEST_TESTS     := $(VPY) -m pytest tests -m "not slow" -n $(TEST_WORKERS) --dist load
+PYTEST_ALL       := $(VPY) -m pytest tests -n $(TEST_WORKERS) --dist load
+PYTEST_NOTEBOOKS := $(VPY) -m pytest --nbval-lax notebooks/ -n $(TEST_WORKERS) --dist loadscope
 # every notebook again, choosing as a Colab T4 would (fp16 for bf16, pointer loads, small tiles, 16 GB sizes)
 PYTEST_NOTEBOOKS_T4 := GPULAB_AS_GPU=T4 $(PYTEST_NOTEBOOKS)
 

@@ -37,3 +37,13 @@ def test_the_conda_route_opens_the_copy_and_says_allow_root():
     assert "python tools/lab.py" in conda and "--allow-root" in conda
     env_cmd = (ROOT / "environment.yml").read_text().splitlines()[0]
     assert "python tools/lab.py" in env_cmd and "jupyter lab notebooks/" not in env_cmd, env_cmd
+
+
+def test_make_test_runs_in_several_processes_with_each_notebook_whole_in_one():
+    """nbval runs a notebook's cells in order in one kernel: under pytest-xdist its cells must stay in one process
+    (``--dist loadscope``); the tests need no order and go one by one (``--dist load``)."""
+    assert "-n $(TEST_WORKERS) --dist load" in _make_variable("PYTEST_TESTS")
+    assert "-n $(TEST_WORKERS) --dist load" in _make_variable("PYTEST_ALL")
+    assert "-n $(TEST_WORKERS) --dist loadscope" in _make_variable("PYTEST_NOTEBOOKS")
+    assert re.search(r'"pytest-xdist>=[\d.]+"', (ROOT / "pyproject.toml").read_text())
+    assert "TEST_WORKERS=0" in SETUP
