@@ -12,10 +12,12 @@ in-browser geometry check (``tests/test_figures_geometry.py``) both walk it.
 from __future__ import annotations
 
 import ipywidgets as W
+import numpy as np
 import plotly.graph_objects as go
 
 import gpulab  # noqa: F401  (first: it picks the mode)
 from gpulab import figures
+from gpulab.bench import lesson04 as bench_lesson04
 from gpulab.bench import lesson07, lesson08
 from gpulab.core import hardware, reference
 from gpulab.measure import live
@@ -23,6 +25,8 @@ from gpulab.models import simt
 from gpulab.models.roofline import KernelPoint
 
 RECORDED = reference.load("h200")
+#: What a notebook without a GPU passes its figures as ``where``: the longest subtitle they draw.
+WHERE = live.recall("lesson04").where
 
 
 def slider_ends(slider) -> list:
@@ -69,7 +73,10 @@ def _lesson07():
     yield "07 wave_model_figure", figures.lesson07.wave_model_figure(range(1024, 4353, 8), (256, 128))
     yield from explorer_states("07 TileExplorer", lambda: figures.lesson07.TileExplorer(T=32, dtype="fp32", gpu="H200"))
     yield from explorer_states(
-        "07 WaveExplorer", lambda: figures.lesson07.WaveExplorer(n=1793, tile=(256, 128), sms=108, title="t")
+        "07 WaveExplorer",
+        lambda: figures.lesson07.WaveExplorer(
+            n=1793, tile=(256, 128), sms=108, title="tiles and waves (seed: 256 x 128 tiles, 108 SMs)"
+        ),
     )
 
 
@@ -107,7 +114,15 @@ def _lane_stand_in(trips: int = 256) -> dict:
 
 
 def _lesson02():
-    yield "02 branch_figure", figures.lesson02.branch_figure(simt.branch(lambda t: t < 4, 3, 2), title="t < 4")
+    # the notebook's three branch figures, with its titles and heights
+    yield (
+        "02 branch_figure",
+        figures.lesson02.branch_figure(simt.branch(lambda t: t < 4, 3, 2), title="if thread_id < 4"),
+    )
+    uniform = simt.branch(lambda t: True, cost_a=3, cost_b=2)
+    data_dependent = simt.branch(np.random.default_rng(0).standard_normal(32) > 0, cost_a=3, cost_b=2)
+    for name, run in (("uniform: if block_id % 2 == 0", uniform), ("data-dependent: if x[lane] > 0", data_dependent)):
+        yield f"02 branch_figure ({name.split(':')[0]})", figures.lesson02.branch_figure(run, title=name, height=280)
     shown02 = live.recall("lesson02")
     rec02, where02 = shown02.data, shown02.where
     lane = rec02.get("lane_branch")
@@ -115,7 +130,7 @@ def _lesson02():
     if lane is not None:
         yield "02 lane_branch_figure", figures.lesson02.lane_branch_figure(lane, where02)
     yield "02 lane_branch_figure (stand-in record)", figures.lesson02.lane_branch_figure(_lane_stand_in(), where02)
-    yield "02 variants_figure", figures.lesson02.variants_figure(RECORDED["lesson02"], "recorded")
+    yield "02 variants_figure", figures.lesson02.variants_figure(RECORDED["lesson02"], WHERE)
     yield from explorer_states("02 BoundaryExplorer", lambda: figures.lesson02.BoundaryExplorer(4, 3, 2))
     yield from explorer_states(
         "02 LoopSweepExplorer", lambda: figures.lesson02.LoopSweepExplorer(RECORDED["lesson02"], group=32)
@@ -125,15 +140,15 @@ def _lesson02():
 def _lesson05():
     rec = RECORDED["lesson05"]
     yield "05 memory_steps_figure", figures.lesson05.memory_steps_figure(n=2**28, itemsize=4)
-    yield "05 time_figure", figures.lesson05.time_figure(rec, RECORDED["profile"]["copy_tbps"], "recorded")
-    yield from explorer_states("05 SizeExplorer", lambda: figures.lesson05.SizeExplorer(rec, where="recorded"))
+    yield "05 time_figure", figures.lesson05.time_figure(rec, RECORDED["profile"]["copy_tbps"], WHERE)
+    yield from explorer_states("05 SizeExplorer", lambda: figures.lesson05.SizeExplorer(rec, where=WHERE))
 
 
 def _lesson06():
     rec = RECORDED["lesson06"]
-    yield "06 stride_figure", figures.lesson06.stride_figure((1, 2, 4, 8, 16, 32, 64), 4.3, rec, "recorded")
+    yield "06 stride_figure", figures.lesson06.stride_figure((1, 2, 4, 8, 16, 32, 64), 4.3, rec, WHERE)
     bounds = {"by rows": (1.0, 1.0), "by columns": (0.125, 1.0), "torch": (None, 1.0)}
-    yield "06 traversal_figure", figures.lesson06.traversal_figure(rec, bounds, 4.0, "recorded")
+    yield "06 traversal_figure", figures.lesson06.traversal_figure(rec, bounds, 4.0, WHERE)
     yield from explorer_states("06 SectorExplorer", lambda: figures.lesson06.SectorExplorer(1, 0, 4, copy_tbps=4.3))
 
 
@@ -205,8 +220,8 @@ def _lesson03():
         "03 relu_sweep_figure",
         figures.lesson03.relu_sweep_figure(rec["relu_sweep"], RECORDED["profile"]["copy_tbps"], "r"),
     )
-    yield "03 rate_vs_error_figure", figures.lesson03.rate_vs_error_figure({**m["error"]}, m["tflops"], "recorded")
-    yield "03 accumulation_figure", figures.lesson03.accumulation_figure(rec["accumulation"], "recorded")
+    yield "03 rate_vs_error_figure", figures.lesson03.rate_vs_error_figure({**m["error"]}, m["tflops"], WHERE)
+    yield "03 accumulation_figure", figures.lesson03.accumulation_figure(rec["accumulation"], WHERE)
     yield from explorer_states("03 FormatsExplorer", lambda: figures.lesson03.FormatsExplorer(mx_block=32, nv_block=16))
 
 
@@ -214,15 +229,19 @@ def _lesson04():
     """The time figure as first drawn (its dropdown's other view: tests/test_figures.py's lesson 04 test), the
     launch explorer, the pressure figure."""
     rec = RECORDED["lesson04"]
-    yield "04 time_figure", figures.lesson04.time_figure(rec, "recorded")
-    measured = [r for r in rec["sweep"] if r["method"] in ("unfused", "fused")]
+    yield "04 time_figure", figures.lesson04.time_figure(rec, WHERE)
+    d = (model_in := bench_lesson04.launch_model_inputs(live.recall(bench_lesson04.KEY))).data
     yield from explorer_states(
         "04 LaunchModelExplorer",
         lambda: figures.lesson04.LaunchModelExplorer(
-            rec["launch"]["triton_us"], rec["copy_tbps"], measured=measured, title="model time against n"
+            d["overhead_us"],
+            d["tbps"],
+            measured=d["measured"],
+            title="model time against n",
+            where=model_in.where,
         ),
     )
-    yield "04 pressure_figure", figures.lesson04.pressure_figure(rec["pressure"]["rows"], "recorded")
+    yield "04 pressure_figure", figures.lesson04.pressure_figure(rec["pressure"]["rows"], WHERE)
 
 
 def _lesson09():

@@ -27,8 +27,10 @@ class LaunchModelExplorer:
 
     Sliders: log2 n (moves the rings and the readout), launch overhead in µs, bandwidth in TB/s (move the
     model lines). ``measured`` is an optional list of sweep rows (``{"n", "method", "ms"}``) drawn as
-    markers joined by a thin line. ``.widget`` is the container to display; ``layout()`` the layout that its
-    first draw and every slider move set.
+    markers joined by a thin line. ``title`` heads the figure; ``where`` (where the inputs come from:
+    ``live.Shown.where``) and the slider's readout are the small lines under it, each wrapped to fit a phone's
+    figure. ``.widget`` is the container to display; ``layout()`` the layout that its first draw and every slider
+    move set.
     """
 
     METHODS = (("unfused (5 kernels)", False), ("fused (1 kernel)", True))
@@ -41,8 +43,9 @@ class LaunchModelExplorer:
         measured=None,
         title: str = "",
         log2_n: int = 16,
+        where: str = "",
     ):
-        self.dtype, self.title, self.measured = dtype, title, list(measured or [])
+        self.dtype, self.title, self.where, self.measured = dtype, title, where, list(measured or [])
         self.log2_n = widgets.slider(W.IntSlider, value=log2_n, min=10, max=28, step=1, description="log2 n")
         self.overhead = widgets.slider(
             W.FloatLogSlider,
@@ -99,17 +102,25 @@ class LaunchModelExplorer:
         t = self.times(2**self.log2_n.value)
         u, f = t[self.METHODS[0][0]], t[self.METHODS[1][0]]
         return dict(
-            title=dict(
-                text=f"{self.title}<br><sup>n = 2^{self.log2_n.value}: unfused {u * 1e3:.3g} µs, "
-                f"fused {f * 1e3:.3g} µs, fused is {u / f:.2f}x faster (model)</sup>",
-                font_size=13,
+            title=plots.title(
+                self.title,
+                "<br>".join(
+                    filter(
+                        None,
+                        (
+                            self.where,
+                            f"n = 2^{self.log2_n.value}: unfused {u * 1e3:.3g} µs, "
+                            f"fused {f * 1e3:.3g} µs, fused is {u / f:.2f}x faster (model)",
+                        ),
+                    )
+                ),
             ),
             xaxis=dict(type="log", dtick=1, title="n (elements)"),
             yaxis=dict(type="log", dtick=1, title="time (ms)"),
             legend=LEGEND_BELOW,
             template="plotly_white",
             height=480,
-            margin=dict(t=90),
+            margin=dict(t=30),
         )
 
     def _apply(self, fig) -> None:
@@ -273,7 +284,7 @@ def time_figure(data: dict, where: str = ""):
         for v, (label, _) in enumerate(TIME_VIEWS)
     ]
     fig.update_layout(
-        title=dict(text=f"sin² + cos², fp32: time against n<br><sup>{where}</sup>", font_size=13),
+        title=plots.title("sin² + cos², fp32: time against n", where, gap=34),  # above the views' dropdown
         xaxis=dict(  # the sizes' range, fixed: plotly's autorange widens it to hold a note's box, on a phone by decades
             type="log",
             exponentformat="power",
@@ -298,7 +309,7 @@ def time_figure(data: dict, where: str = ""):
         legend=LEGEND_BELOW,
         template="plotly_white",
         height=520,
-        margin=dict(t=110),
+        margin=dict(t=30),
     )
     return fig
 
@@ -325,7 +336,7 @@ def pressure_figure(rows: list[dict], where: str = ""):
     fig.add_bar(x=x, y=[r["n_spills"] for r in blk], name="n_spills (local memory)")
     fig.add_scatter(x=x, y=[r["ms"] for r in blk], name="time (ms)", yaxis="y2", mode="lines+markers")
     fig.update_layout(
-        title=dict(text=f"fused kernel against BLOCK (4 warps), n = 2^28<br><sup>{where}</sup>", font_size=13),
+        title=plots.title("fused kernel against BLOCK (4 warps), n = 2^28", where),
         xaxis_title="BLOCK",
         yaxis_title="registers / thread; n_spills (local memory)",
         yaxis2=dict(
@@ -340,6 +351,6 @@ def pressure_figure(rows: list[dict], where: str = ""):
         legend=LEGEND_BELOW,
         template="plotly_white",
         height=440,
-        margin=dict(t=90),
+        margin=dict(t=30),
     )
     return fig
