@@ -121,8 +121,14 @@ def _lesson02():
     )
     uniform = simt.branch(lambda t: True, cost_a=3, cost_b=2)
     data_dependent = simt.branch(np.random.default_rng(0).standard_normal(32) > 0, cost_a=3, cost_b=2)
-    for name, run in (("uniform: if block_id % 2 == 0", uniform), ("data-dependent: if x[lane] > 0", data_dependent)):
-        yield f"02 branch_figure ({name.split(':')[0]})", figures.lesson02.branch_figure(run, title=name, height=280)
+    yield (
+        "02 branch_figure (uniform)",
+        figures.lesson02.branch_figure(uniform, title="uniform: if block_id % 2 == 0", height=280),
+    )
+    yield (
+        "02 branch_figure (data-dependent)",
+        figures.lesson02.branch_figure(data_dependent, title="data-dependent: if x[lane] > 0", height=280),
+    )
     shown02 = live.recall("lesson02")
     rec02, where02 = shown02.data, shown02.where
     lane = rec02.get("lane_branch")

@@ -35,3 +35,30 @@ def test_lesson_figures_layout(lesson):
             except AssertionError as e:
                 failures.append(str(e))
     assert not failures, "\n".join(failures)
+
+
+def test_the_catalogue_draws_each_figure_with_its_notebook_s_title():
+    """A figure checked with a shorter title than its notebook draws can pass here and be cut in the lesson: every
+    literal ``title=`` the catalogue passes is one a notebook's code passes."""
+    import ast
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = "\n".join(
+        "".join(cell["source"])
+        for nb in sorted((root / "notebooks").glob("*.ipynb"))
+        for cell in json.loads(nb.read_text())["cells"]
+        if cell["cell_type"] == "code"
+    )
+    tree = ast.parse((root / "tests" / "figure_catalogue.py").read_text())
+    titles = [
+        kw.value.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for kw in node.keywords
+        if kw.arg == "title" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)
+    ]
+    assert len(titles) >= 5, titles
+    missing = [t for t in titles if f'title="{t}"' not in code]
+    assert not missing, f"titles in tests/figure_catalogue.py that no notebook draws: {missing}"
