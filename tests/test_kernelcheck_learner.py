@@ -39,10 +39,16 @@ def grid1(x):
 # ---- which programs stored what ------------------------------------------------------------------------------------
 
 
+SPLIT_BY_M, LAST_K_TILE = 1, 2  # _matmul_mistake's MISTAKE: one wrong line each in a right tiled matmul
+
+
 @triton.jit
-def _matmul_split_by_m(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK: tl.constexpr):
+def _matmul_mistake(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK: tl.constexpr, MISTAKE: tl.constexpr):
     pid = tl.program_id(0)
-    pid_m, pid_n = pid // tl.cdiv(M, BLOCK), pid % tl.cdiv(M, BLOCK)  # split by M's tiles where N's belong
+    if MISTAKE == 1:  # SPLIT_BY_M: split by M's tiles where N's belong
+        pid_m, pid_n = pid // tl.cdiv(M, BLOCK), pid % tl.cdiv(M, BLOCK)
+    else:
+        pid_m, pid_n = pid // tl.cdiv(N, BLOCK), pid % tl.cdiv(N, BLOCK)
     offs_m = pid_m * BLOCK + tl.arange(0, BLOCK)
     offs_n = pid_n * BLOCK + tl.arange(0, BLOCK)
     acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
@@ -54,18 +60,32 @@ def _matmul_split_by_m(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK: tl.constexpr):
         b = tl.load(
             b_ptr + ks[:, None] * N + offs_n[None, :], mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0
         )
-        acc = tl.dot(a, b, acc)
+        if MISTAKE == 2:  # LAST_K_TILE: each step's dot replaces the sum
+            acc = tl.dot(a, b)
+        else:
+            acc = tl.dot(a, b, acc)
     tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(c_ptr.dtype.element_ty),
              mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))  # fmt: skip
 
 
-def test_programs_that_store_nothing_are_named_not_a_grid_too_small():
+def matmul_with(mistake: int):
+    """ex07's launcher for ``_matmul_mistake`` with ``mistake``: 32 x 32 tiles, one program per output tile."""
+
     def launch(a, b, out):
         M, K = a.shape
         N = b.shape[1]
-        _matmul_split_by_m[(triton.cdiv(M, 32) * triton.cdiv(N, 32),)](a, b, out, M, N, K, BLOCK=32)
+        _matmul_mistake[(triton.cdiv(M, 32) * triton.cdiv(N, 32),)](a, b, out, M, N, K, BLOCK=32, MISTAKE=mistake)
 
-    text = failing(ex07.check_tiled_matmul(launch))
+    return launch
+
+
+def test_the_matmul_without_a_mistake_passes():  # so each failure below comes from its one wrong line
+    rep = ex07.check_tiled_matmul(matmul_with(0))
+    assert rep.ok, str(rep)
+
+
+def test_programs_that_store_nothing_are_named_not_a_grid_too_small():
+    text = failing(ex07.check_tiled_matmul(matmul_with(SPLIT_BY_M)))
     assert "stored nothing into out" in text and "program ids" in text, text
     assert "grid is too small" not in text, text
 
@@ -224,33 +244,8 @@ def test_a_quantizer_nan_is_not_blamed_on_zero_blocks_alone():
     assert nan and all("past e4m3's 448" in ln for ln in nan), text
 
 
-@triton.jit
-def _matmul_keeps_one_k_tile(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    pid_m, pid_n = pid // tl.cdiv(N, BLOCK), pid % tl.cdiv(N, BLOCK)
-    offs_m = pid_m * BLOCK + tl.arange(0, BLOCK)
-    offs_n = pid_n * BLOCK + tl.arange(0, BLOCK)
-    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK):
-        ks = k0 + tl.arange(0, BLOCK)
-        a = tl.load(
-            a_ptr + offs_m[:, None] * K + ks[None, :], mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0
-        )
-        b = tl.load(
-            b_ptr + ks[:, None] * N + offs_n[None, :], mask=(ks[:, None] < K) & (offs_n[None, :] < N), other=0.0
-        )
-        acc = tl.dot(a, b)  # each step's dot replaces the sum
-    tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(c_ptr.dtype.element_ty),
-             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))  # fmt: skip
-
-
 def test_a_matmul_that_keeps_one_k_tile_is_named():
-    def launch(a, b, out):
-        M, K = a.shape
-        N = b.shape[1]
-        _matmul_keeps_one_k_tile[(triton.cdiv(M, 32) * triton.cdiv(N, 32),)](a, b, out, M, N, K, BLOCK=32)
-
-    text = failing(ex07.check_tiled_matmul(launch))
+    text = failing(ex07.check_tiled_matmul(matmul_with(LAST_K_TILE)))
     assert "the product over the last K tile alone" in text and "acc = tl.dot(a, b, acc)" in text, text
 
 
