@@ -101,20 +101,10 @@ class LaunchModelExplorer:
         draw and every slider move set this one dict, so no draw differs from another but in the readout."""
         t = self.times(2**self.log2_n.value)
         u, f = t[self.METHODS[0][0]], t[self.METHODS[1][0]]
+        readout = f"n = 2^{self.log2_n.value}: unfused {u * 1e3:.3g} µs, fused {f * 1e3:.3g} µs, "
+        readout += f"fused is {u / f:.2f}x faster (model)"
         return dict(
-            title=plots.title(
-                self.title,
-                "<br>".join(
-                    filter(
-                        None,
-                        (
-                            self.where,
-                            f"n = 2^{self.log2_n.value}: unfused {u * 1e3:.3g} µs, "
-                            f"fused {f * 1e3:.3g} µs, fused is {u / f:.2f}x faster (model)",
-                        ),
-                    )
-                ),
-            ),
+            title=plots.title(self.title, f"{self.where}<br>{readout}" if self.where else readout),
             xaxis=dict(type="log", dtick=1, title="n (elements)"),
             yaxis=dict(type="log", dtick=1, title="time (ms)"),
             legend=LEGEND_BELOW,
